@@ -1,0 +1,190 @@
+// Package cli is pgmedic's command line. Run is the whole program; main only
+// wires the process to it, so every command can be tested in-process.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/pgmedic/pgmedic/internal/lab"
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/pgconn"
+)
+
+// Version is set at build time (-ldflags "-X ...cli.Version=...").
+var Version = "0.1.0-dev"
+
+// Exit codes (a contract, see DESIGN.md).
+const (
+	ExitOK       = 0
+	ExitFindings = 1
+	ExitInput    = 2
+	ExitInternal = 3
+)
+
+// exitError carries an exit code through cobra.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageErr marks bad flags or arguments (exit 2).
+func usageErr(format string, args ...any) error {
+	return &exitError{code: ExitInput, err: fmt.Errorf(format, args...)}
+}
+
+// inputErr marks a problem with what the user pointed pgmedic at (exit 2).
+func inputErr(err error) error { return &exitError{code: ExitInput, err: err} }
+
+// findingsExit reports findings at or above --min-severity (exit 1).
+var errFindings = &exitError{code: ExitFindings, err: errors.New("findings at or above --min-severity")}
+
+// Run executes pgmedic with args (without the program name) and returns the
+// process exit code.
+func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := newRoot(stdin, stdout, stderr)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	var ee *exitError
+	var ce *pgconn.ConnectError
+	switch {
+	case errors.As(err, &ee):
+		if ee.code != ExitFindings {
+			fmt.Fprintln(stderr, "pgmedic: "+oneLine(ee.err.Error()))
+		}
+		return ee.code
+	case errors.As(err, &ce):
+		fmt.Fprintln(stderr, "pgmedic: "+oneLine(ce.Error()))
+		return ExitInput
+	case errors.Is(err, lab.ErrNoPostgres), errors.Is(err, lab.ErrNoAsyncpg):
+		fmt.Fprintln(stderr, "pgmedic: "+oneLine(err.Error()))
+		return ExitInput
+	case errors.Is(err, context.Canceled):
+		fmt.Fprintln(stderr, "pgmedic: interrupted")
+		return ExitInput
+	case isCobraUsage(err):
+		fmt.Fprintln(stderr, "pgmedic: "+oneLine(err.Error())+" (see pgmedic --help)")
+		return ExitInput
+	default:
+		fmt.Fprintln(stderr, "pgmedic: internal error: "+oneLine(err.Error()))
+		return ExitInternal
+	}
+}
+
+// isCobraUsage recognises cobra's own flag and argument errors.
+func isCobraUsage(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "flag needs an argument", "invalid argument", "accepts ", "requires at least", "requires exactly"} {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "pgmedic",
+		Short:         "find why a PostgreSQL database is slow or failing, prove it, and hand over the fix",
+		Version:       Version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr("%v", err) })
+	root.AddCommand(newCheck(stdout, stderr), newLab(stdout, stderr), newDemo(stdout, stderr))
+	return root
+}
+
+// outputFlags are the flags every reporting command shares.
+type outputFlags struct {
+	format      string
+	out         string
+	minSeverity string
+	rules       string
+}
+
+func (o *outputFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&o.format, "format", "text", "output format: text or json")
+	cmd.Flags().StringVar(&o.out, "out", "", "write the report to this file instead of stdout")
+	cmd.Flags().StringVar(&o.minSeverity, "min-severity", "warning", "report findings at or above: info, warning or critical (also sets the exit code)")
+	cmd.Flags().StringVar(&o.rules, "rules", "", "comma-separated rule ids to run (default: all)")
+}
+
+func (o *outputFlags) validate() (model.Severity, []string, error) {
+	switch o.format {
+	case "text", "json":
+	default:
+		return 0, nil, usageErr("unknown --format %q: use text or json", o.format)
+	}
+	sev, err := model.ParseSeverity(o.minSeverity)
+	if err != nil {
+		return 0, nil, usageErr("--min-severity: %v", err)
+	}
+	var ids []string
+	for _, id := range strings.Split(o.rules, ",") {
+		if id = strings.TrimSpace(id); id != "" {
+			ids = append(ids, id)
+		}
+	}
+	return sev, ids, nil
+}
+
+// progress returns a logger that writes to stderr only when it is a terminal.
+func progress(stderr io.Writer) func(string, ...any) {
+	if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		return func(format string, args ...any) { fmt.Fprintf(stderr, "pgmedic: "+format+"\n", args...) }
+	}
+	return func(string, ...any) {}
+}
+
+// writeOut writes to --out or stdout. A file is written whole or not at all,
+// so an error never leaves a report that looks complete.
+func writeOut(path string, stdout io.Writer, render func(io.Writer) error) error {
+	if path == "" {
+		return render(stdout)
+	}
+	tmp, err := os.CreateTemp(dirOf(path), ".pgmedic-*")
+	if err != nil {
+		return inputErr(fmt.Errorf("cannot write --out %s: %w", path, err))
+	}
+	defer os.Remove(tmp.Name())
+	if err := render(tmp); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return inputErr(fmt.Errorf("cannot write --out %s: %w", path, err))
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return inputErr(fmt.Errorf("cannot write --out %s: %w", path, err))
+	}
+	return nil
+}
+
+func dirOf(path string) string {
+	if i := strings.LastIndexByte(path, '/'); i >= 0 {
+		if i == 0 {
+			return "/"
+		}
+		return path[:i]
+	}
+	return "."
+}

@@ -1,0 +1,103 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pgmedic/pgmedic/internal/lab"
+)
+
+// demoReport is the JSON document of `pgmedic demo --format json`.
+type demoReport struct {
+	PGMedic   string            `json:"pgmedic"`
+	Passed    bool              `json:"passed"`
+	Seconds   float64           `json:"seconds"`
+	Scenarios []*scenarioResult `json:"scenarios"`
+}
+
+func newDemo(stdout, stderr io.Writer) *cobra.Command {
+	var f checkFlags
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "start a throwaway lab, reproduce every incident scenario, check each, and tear the lab down",
+		Long: `demo is pgmedic's main job on the embedded lab: it starts a throwaway PostgreSQL
+cluster, loads every scenario into its own database with a real client workload,
+runs check on each, prints the reports, and removes the cluster.
+Exit 0 only when every scenario produced the findings it must and none it must not.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			min, ids, err := f.validate()
+			if err != nil {
+				return err
+			}
+			logf := progress(stderr)
+			start := time.Now()
+			c, err := lab.Create(cmd.Context(), lab.Options{Log: logf})
+			if err != nil {
+				return inputErr(err)
+			}
+			// Removed on every path: success, failure, Ctrl-C.
+			defer c.Destroy(context.Background())
+			doc := demoReport{PGMedic: Version, Passed: true}
+			for _, sc := range lab.Scenarios() {
+				res, err := runScenario(cmd.Context(), c, sc, f, ids, min, logf)
+				if err != nil {
+					return err
+				}
+				if len(res.Missing) > 0 || len(res.Unexpected) > 0 {
+					doc.Passed = false
+				}
+				doc.Scenarios = append(doc.Scenarios, res)
+			}
+			doc.Seconds = float64(time.Since(start).Milliseconds()) / 1000
+			render := func(w io.Writer) error { return demoText(w, doc) }
+			if f.format == "json" {
+				render = func(w io.Writer) error {
+					enc := json.NewEncoder(w)
+					enc.SetIndent("", "  ")
+					return enc.Encode(doc)
+				}
+			}
+			if err := writeOut(f.out, stdout, render); err != nil {
+				return err
+			}
+			if !doc.Passed {
+				return &exitError{code: ExitFindings, err: fmt.Errorf("demo: a scenario did not produce what it must")}
+			}
+			return nil
+		},
+	}
+	f.register(cmd)
+	return cmd
+}
+
+func demoText(w io.Writer, doc demoReport) error {
+	for _, s := range doc.Scenarios {
+		fmt.Fprintf(w, "################ scenario %s ################\n", s.Scenario)
+		if err := s.Report.Text(w); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "\n")
+	}
+	fmt.Fprintf(w, "================ demo summary (%.1fs) ================\n", doc.Seconds)
+	for _, s := range doc.Scenarios {
+		verdict := "ok"
+		var notes []string
+		if len(s.Missing) > 0 {
+			verdict = "FAILED"
+			notes = append(notes, "missing: "+strings.Join(s.Missing, "; "))
+		}
+		if len(s.Unexpected) > 0 {
+			verdict = "FAILED"
+			notes = append(notes, "unexpected: "+strings.Join(s.Unexpected, "; "))
+		}
+		fmt.Fprintf(w, "%-24s %s %s\n", s.Scenario, verdict, strings.Join(notes, " | "))
+	}
+	return nil
+}

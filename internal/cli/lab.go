@@ -1,0 +1,176 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pgmedic/pgmedic/internal/lab"
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/report"
+)
+
+func newLab(stdout, stderr io.Writer) *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "lab",
+		Short: "throwaway PostgreSQL cluster and the incident scenarios",
+	}
+	cmd.PersistentFlags().StringVar(&dir, "dir", "", "lab state directory (default "+lab.DefaultDir()+")")
+	stateDir := func() string {
+		if dir != "" {
+			return dir
+		}
+		return lab.DefaultDir()
+	}
+
+	up := &cobra.Command{
+		Use:   "up",
+		Short: "start a lab cluster that stays up until `pgmedic lab down`",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d := stateDir()
+			if c, err := lab.Load(d); err == nil && c.Running() {
+				return usageErr("a lab cluster is already running in %s: %s", d, c.DSN(""))
+			} else if err == nil {
+				// A stale directory from a machine restart: clear it.
+				if err := c.Destroy(context.Background()); err != nil {
+					return inputErr(err)
+				}
+			}
+			c, err := lab.Create(cmd.Context(), lab.Options{Dir: d, Log: progress(stderr)})
+			if err != nil {
+				return inputErr(err)
+			}
+			fmt.Fprintf(stdout, "lab cluster up: %s\n%s\n", c.Version, c.DSN(""))
+			return nil
+		},
+	}
+	status := &cobra.Command{
+		Use:   "status",
+		Short: "show the lab cluster",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := lab.Load(stateDir())
+			if err != nil {
+				return inputErr(err)
+			}
+			state := "stopped"
+			if c.Running() {
+				state = "running"
+			}
+			fmt.Fprintf(stdout, "lab cluster %s in %s\n%s\n%s\n", state, c.Dir, c.Version, c.DSN(""))
+			return nil
+		},
+	}
+	down := &cobra.Command{
+		Use:   "down",
+		Short: "stop the lab cluster and remove its directory",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := lab.Load(stateDir())
+			if err != nil {
+				return inputErr(err)
+			}
+			if err := c.Destroy(context.Background()); err != nil {
+				return inputErr(err)
+			}
+			fmt.Fprintf(stdout, "lab cluster in %s stopped and removed\n", c.Dir)
+			return nil
+		},
+	}
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "list the scenarios",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+			for _, s := range lab.Scenarios() {
+				fmt.Fprintf(tw, "%s\t%s\n", s.Name, s.Summary)
+			}
+			return tw.Flush()
+		},
+	}
+	var f checkFlags
+	run := &cobra.Command{
+		Use:   "run SCENARIO",
+		Short: "reproduce a scenario and run check on it",
+		Long: `run loads a scenario into its own database and runs its workload, then runs
+check on that database. With a cluster from ` + "`lab up`" + ` the database is kept there to
+explore; otherwise a throwaway cluster is used and removed afterwards.
+Exit 0 when the scenario produced every finding it must and none it must not.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			min, ids, err := f.validate()
+			if err != nil {
+				return err
+			}
+			sc, err := lab.Find(args[0])
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			logf := progress(stderr)
+			c, err := lab.Load(stateDir())
+			if err != nil || !c.Running() {
+				if c, err = lab.Create(cmd.Context(), lab.Options{Log: logf}); err != nil {
+					return inputErr(err)
+				}
+				defer c.Destroy(context.Background())
+			}
+			res, err := runScenario(cmd.Context(), c, sc, f, ids, min, logf)
+			if err != nil {
+				return err
+			}
+			render := res.Report.Text
+			if f.format == "json" {
+				render = res.Report.JSON
+			}
+			if err := writeOut(f.out, stdout, render); err != nil {
+				return err
+			}
+			if len(res.Missing) > 0 || len(res.Unexpected) > 0 {
+				return &exitError{code: ExitFindings, err: fmt.Errorf("scenario %s: missing %v, unexpected %v", sc.Name, res.Missing, res.Unexpected)}
+			}
+			fmt.Fprintf(stderr, "scenario %s: every expected finding present, nothing unexpected\n", sc.Name)
+			return nil
+		},
+	}
+	f.register(run)
+	cmd.AddCommand(up, status, down, list, run)
+	return cmd
+}
+
+// scenarioResult is one scenario of the demo's JSON.
+type scenarioResult struct {
+	Scenario   string         `json:"scenario"`
+	Expected   []lab.Expect   `json:"expected"`
+	MustNot    []lab.Expect   `json:"must_not"`
+	Missing    []string       `json:"missing"`
+	Unexpected []string       `json:"unexpected"`
+	Report     *report.Report `json:"report"`
+}
+
+// runScenario reproduces a scenario and checks it. Expectations are judged on
+// every finding; the report keeps those at or above minSev.
+func runScenario(ctx context.Context, c *lab.Cluster, sc lab.Scenario, f checkFlags, ids []string, minSev model.Severity, logf func(string, ...any)) (*scenarioResult, error) {
+	env, err := c.Prepare(ctx, sc, logf)
+	if err != nil {
+		return nil, inputErr(err)
+	}
+	rep, err := diagnose(ctx, c.DSN(env.DB), f, ids, model.Info, logf)
+	if err != nil {
+		return nil, err
+	}
+	missing, unexpected := sc.Evaluate(rep.Findings)
+	res := &scenarioResult{Scenario: sc.Name, Expected: sc.Expect, MustNot: sc.MustNot, Missing: missing, Unexpected: unexpected, Report: rep.Filter(minSev)}
+	if res.Expected == nil {
+		res.Expected = []lab.Expect{}
+	}
+	if res.MustNot == nil {
+		res.MustNot = []lab.Expect{}
+	}
+	return res, nil
+}

@@ -1,0 +1,343 @@
+// Package collect reads what the rules need from a live database into a
+// model.Snapshot. Every query is read-only, tagged with pgconn.Tag, and a
+// source that cannot be read (missing extension, missing privilege) becomes a
+// model.Skip with the fix instead of an error: `check` still runs the rest.
+package collect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	pgxconn "github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/pgconn"
+)
+
+// Querier is the part of *pgx.Conn the collectors use.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgxconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Sources that can be missing.
+const (
+	SrcStatements = "pg_stat_statements"
+	SrcRoleSets   = "pg_db_role_setting"
+	SrcDBStats    = "pg_stat_database"
+	SrcActivity   = "pg_stat_activity"
+)
+
+// overridden are the settings pgmedic's own session changes (see pgconn);
+// for these pg_settings.reset_val is what other sessions get.
+var overridden = map[string]bool{
+	"jit": true, "statement_timeout": true, "lock_timeout": true,
+	"idle_in_transaction_session_timeout": true, "default_transaction_read_only": true,
+}
+
+// Snapshot collects everything for the connected database.
+func Snapshot(ctx context.Context, q Querier, now time.Time) (*model.Snapshot, error) {
+	s := &model.Snapshot{CollectedAt: now.UTC(), Missing: map[string]model.Skip{}}
+	if err := q.QueryRow(ctx, pgconn.Tag+`SELECT current_database(), d.oid, current_setting('server_version'),
+		current_setting('server_version_num')::int
+		FROM pg_database d WHERE d.datname = current_database()`).
+		Scan(&s.Database, &s.DatabaseOID, &s.Server.Version, &s.Server.VersionNum); err != nil {
+		return nil, fmt.Errorf("reading the server version: %w", err)
+	}
+	var err error
+	if s.Server.JITAvailable, err = jitAvailable(ctx, q); err != nil {
+		return nil, err
+	}
+	if s.Settings, err = settings(ctx, q); err != nil {
+		return nil, err
+	}
+	if s.Roles, err = roles(ctx, q); err != nil {
+		return nil, err
+	}
+	if s.RoleSettings, err = roleSettings(ctx, q); err != nil {
+		s.Missing[SrcRoleSets] = model.Skip{Reason: "cannot read pg_db_role_setting: " + short(err)}
+	}
+	statements(ctx, q, s)
+	databaseStats(ctx, q, s)
+	activity(ctx, q, s)
+	return s, nil
+}
+
+// jitAvailable asks whether the server can JIT at all. pg_jit_available()
+// also returns false while jit is off, which it is in pgmedic's session, so
+// the question is asked with jit switched on for one rolled-back
+// transaction. Loading the provider compiles nothing.
+func jitAvailable(ctx context.Context, q Querier) (bool, error) {
+	var ok bool
+	if _, err := q.Exec(ctx, pgconn.Tag+"BEGIN READ ONLY"); err != nil {
+		return false, fmt.Errorf("checking JIT availability: %w", err)
+	}
+	defer q.Exec(context.WithoutCancel(ctx), pgconn.Tag+"ROLLBACK")
+	if _, err := q.Exec(ctx, pgconn.Tag+"SET LOCAL jit = on"); err != nil {
+		return false, fmt.Errorf("checking JIT availability: %w", err)
+	}
+	if err := q.QueryRow(ctx, pgconn.Tag+"SELECT pg_jit_available()").Scan(&ok); err != nil {
+		return false, fmt.Errorf("checking JIT availability: %w", err)
+	}
+	return ok, nil
+}
+
+func settings(ctx context.Context, q Querier) (map[string]model.Setting, error) {
+	rows, err := q.Query(ctx, pgconn.Tag+`SELECT name, setting, coalesce(unit, ''), source, coalesce(boot_val, ''), coalesce(reset_val, '') FROM pg_settings`)
+	if err != nil {
+		return nil, fmt.Errorf("reading pg_settings: %w", err)
+	}
+	out := map[string]model.Setting{}
+	for rows.Next() {
+		var st model.Setting
+		var reset string
+		if err := rows.Scan(&st.Name, &st.Value, &st.Unit, &st.Source, &st.Boot, &reset); err != nil {
+			return nil, fmt.Errorf("reading pg_settings: %w", err)
+		}
+		if overridden[st.Name] && st.Source == "session" {
+			st.Value = reset
+			st.Source = "configuration file"
+			if reset == st.Boot {
+				st.Source = "default"
+			}
+		}
+		out[st.Name] = st
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading pg_settings: %w", err)
+	}
+	return out, nil
+}
+
+func roles(ctx context.Context, q Querier) (map[uint32]string, error) {
+	rows, err := q.Query(ctx, pgconn.Tag+`SELECT oid, rolname FROM pg_roles`)
+	if err != nil {
+		return nil, fmt.Errorf("reading pg_roles: %w", err)
+	}
+	out := map[uint32]string{}
+	for rows.Next() {
+		var oid uint32
+		var name string
+		if err := rows.Scan(&oid, &name); err != nil {
+			return nil, fmt.Errorf("reading pg_roles: %w", err)
+		}
+		out[oid] = name
+	}
+	return out, rows.Err()
+}
+
+func roleSettings(ctx context.Context, q Querier) ([]model.RoleSetting, error) {
+	rows, err := q.Query(ctx, pgconn.Tag+`SELECT coalesce(r.rolname, ''), coalesce(d.datname, ''), s.setconfig
+		FROM pg_db_role_setting s
+		LEFT JOIN pg_roles r ON r.oid = s.setrole
+		LEFT JOIN pg_database d ON d.oid = s.setdatabase`)
+	if err != nil {
+		return nil, err
+	}
+	var out []model.RoleSetting
+	for rows.Next() {
+		var rs model.RoleSetting
+		var cfg []string
+		if err := rows.Scan(&rs.Role, &rs.Database, &cfg); err != nil {
+			return nil, err
+		}
+		rs.Settings = ParseSetConfig(cfg)
+		out = append(out, rs)
+	}
+	return out, rows.Err()
+}
+
+// ParseSetConfig parses pg_db_role_setting.setconfig entries ("name=value").
+// PostgreSQL stores the value as given to ALTER ... SET, unquoted.
+func ParseSetConfig(entries []string) map[string]string {
+	out := map[string]string{}
+	for _, e := range entries {
+		name, value, ok := strings.Cut(e, "=")
+		name = strings.ToLower(strings.TrimSpace(name))
+		if !ok || name == "" {
+			continue
+		}
+		out[name] = value
+	}
+	return out
+}
+
+// pgssColumns maps model fields to the pg_stat_statements columns that hold
+// them, newest name first: PG13 renamed total_time to total_exec_time, PG15
+// added the jit_* columns, PG17 renamed blk_read_time.
+var pgssColumns = []struct {
+	field      string
+	candidates []string
+}{
+	{"queryid", []string{"queryid"}},
+	{"query", []string{"query"}},
+	{"userid", []string{"userid"}},
+	{"calls", []string{"calls"}},
+	{"total_exec_time", []string{"total_exec_time", "total_time"}},
+	{"total_plan_time", []string{"total_plan_time"}},
+	{"rows", []string{"rows"}},
+	{"shared_blks_hit", []string{"shared_blks_hit"}},
+	{"shared_blks_read", []string{"shared_blks_read"}},
+	{"wal_fpi", []string{"wal_fpi"}},
+	{"jit_functions", []string{"jit_functions"}},
+	{"jit_generation_time", []string{"jit_generation_time"}},
+	{"jit_inlining_count", []string{"jit_inlining_count"}},
+	{"jit_inlining_time", []string{"jit_inlining_time"}},
+	{"jit_optimization_count", []string{"jit_optimization_count"}},
+	{"jit_optimization_time", []string{"jit_optimization_time"}},
+	{"jit_emission_count", []string{"jit_emission_count"}},
+	{"jit_emission_time", []string{"jit_emission_time"}},
+}
+
+// PgssSelect builds the select list for the columns the installed
+// pg_stat_statements actually has; missing ones read as 0.
+func PgssSelect(schema string, have map[string]bool) (sql string, hasJIT bool) {
+	var cols []string
+	for _, c := range pgssColumns {
+		expr := "0"
+		if c.field == "query" {
+			expr = "''"
+		}
+		for _, cand := range c.candidates {
+			if have[cand] {
+				expr = cand
+				break
+			}
+		}
+		switch c.field {
+		case "queryid", "userid":
+			expr = "coalesce(" + expr + ", 0)::bigint"
+		case "query":
+			expr = "coalesce(" + expr + ", '')"
+		default:
+			expr = "coalesce(" + expr + ", 0)::float8"
+		}
+		cols = append(cols, expr+" AS "+c.field)
+	}
+	hasJIT = have["jit_functions"]
+	total := "total_exec_time"
+	if !have[total] {
+		total = "total_time"
+	}
+	sql = pgconn.Tag + "SELECT " + strings.Join(cols, ", ") + " FROM " + quoteIdent(schema) +
+		".pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())" +
+		" ORDER BY " + total + " DESC LIMIT 2000"
+	return sql, hasJIT
+}
+
+func statements(ctx context.Context, q Querier, s *model.Snapshot) {
+	var schema string
+	err := q.QueryRow(ctx, pgconn.Tag+`SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pg_stat_statements'`).Scan(&schema)
+	if errors.Is(err, pgx.ErrNoRows) {
+		s.Missing[SrcStatements] = model.Skip{
+			Reason: fmt.Sprintf("the pg_stat_statements extension is not installed in database %q", s.Database),
+			Fix:    "CREATE EXTENSION pg_stat_statements; (it also needs shared_preload_libraries = 'pg_stat_statements' and a restart)",
+		}
+		return
+	}
+	if err != nil {
+		s.Missing[SrcStatements] = model.Skip{Reason: "cannot look up pg_stat_statements: " + short(err)}
+		return
+	}
+	rows, err := q.Query(ctx, pgconn.Tag+`SELECT attname FROM pg_attribute
+		WHERE attrelid = format('%I.pg_stat_statements', $1::text)::regclass AND attnum > 0 AND NOT attisdropped`, schema)
+	if err != nil {
+		s.Missing[SrcStatements] = model.Skip{Reason: "cannot read the columns of pg_stat_statements: " + short(err)}
+		return
+	}
+	have := map[string]bool{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err == nil {
+			have[name] = true
+		}
+	}
+	rows.Close()
+	sql, hasJIT := PgssSelect(schema, have)
+	rows, err = q.Query(ctx, sql)
+	if err != nil {
+		s.Missing[SrcStatements] = pgssError(err)
+		return
+	}
+	defer rows.Close()
+	list := []model.Statement{}
+	for rows.Next() {
+		var st model.Statement
+		var calls, nrows, hit, read, fpi, jf, ic, oc, ec float64
+		if err := rows.Scan(&st.QueryID, &st.Query, &st.UserID, &calls, &st.TotalExecMS, &st.TotalPlanMS, &nrows, &hit, &read, &fpi,
+			&jf, &st.JIT.GenerationMS, &ic, &st.JIT.InliningMS, &oc, &st.JIT.OptimizationMS, &ec, &st.JIT.EmissionMS); err != nil {
+			s.Missing[SrcStatements] = model.Skip{Reason: "cannot read pg_stat_statements: " + short(err)}
+			return
+		}
+		st.Calls, st.Rows, st.SharedBlksHit, st.SharedBlksRead, st.WALFPI = int64(calls), int64(nrows), int64(hit), int64(read), int64(fpi)
+		st.JIT.Functions, st.JIT.InliningCount, st.JIT.OptimizationCount, st.JIT.EmissionCount = int64(jf), int64(ic), int64(oc), int64(ec)
+		st.JIT.Available = hasJIT
+		st.Role = s.Roles[st.UserID]
+		if strings.HasPrefix(st.Query, pgconn.Tag) || strings.HasPrefix(st.Query, strings.TrimSpace(pgconn.Tag)) {
+			continue // pgmedic's own statements
+		}
+		if st.Query == "<insufficient privilege>" {
+			s.StatementsHidden++
+			continue
+		}
+		list = append(list, st)
+	}
+	if err := rows.Err(); err != nil {
+		s.Missing[SrcStatements] = pgssError(err)
+		return
+	}
+	sort.SliceStable(list, func(i, j int) bool { return list[i].TotalExecMS > list[j].TotalExecMS })
+	s.Statements = list
+}
+
+func pgssError(err error) model.Skip {
+	var pgErr *pgxconn.PgError
+	if errors.As(err, &pgErr) && strings.Contains(pgErr.Message, "shared_preload_libraries") {
+		return model.Skip{
+			Reason: "pg_stat_statements is installed but not loaded by the server",
+			Fix:    "add pg_stat_statements to shared_preload_libraries in postgresql.conf and restart PostgreSQL",
+		}
+	}
+	return model.Skip{Reason: "cannot read pg_stat_statements: " + short(err)}
+}
+
+func databaseStats(ctx context.Context, q Querier, s *model.Snapshot) {
+	if s.Server.VersionNum < 140000 {
+		return // sessions counters arrived in PostgreSQL 14
+	}
+	err := q.QueryRow(ctx, pgconn.Tag+`SELECT sessions, sessions_abandoned, stats_reset FROM pg_stat_database WHERE datname = current_database()`).
+		Scan(&s.DatabaseStats.Sessions, &s.DatabaseStats.SessionsAbandoned, &s.DatabaseStats.StatsReset)
+	if err != nil {
+		s.Missing[SrcDBStats] = model.Skip{Reason: "cannot read pg_stat_database: " + short(err)}
+		return
+	}
+	s.DatabaseStats.Available = true
+}
+
+func activity(ctx context.Context, q Querier, s *model.Snapshot) {
+	err := q.QueryRow(ctx, pgconn.Tag+`SELECT count(*) FILTER (WHERE state = 'active' AND pid <> pg_backend_pid()),
+		count(*), current_setting('max_connections')::int
+		FROM pg_stat_activity WHERE backend_type = 'client backend'`).
+		Scan(&s.Activity.Active, &s.Activity.Total, &s.Activity.MaxConnections)
+	if err != nil {
+		s.Missing[SrcActivity] = model.Skip{Reason: "cannot read pg_stat_activity: " + short(err)}
+	}
+}
+
+func short(err error) string {
+	var pgErr *pgxconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Message
+	}
+	return err.Error()
+}
+
+func quoteIdent(s string) string {
+	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
+}

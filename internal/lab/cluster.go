@@ -1,0 +1,431 @@
+// Package lab runs throwaway PostgreSQL clusters from the locally installed
+// binaries and reproduces the incidents pgmedic is built from.
+//
+// A cluster lives entirely in one directory: PGDATA in data/, the server log
+// in server.log and the connection facts in state.json. Removing the
+// directory (after stopping the server) removes every trace of it.
+package lab
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ErrNoPostgres is returned when no PostgreSQL server binaries can be found.
+var ErrNoPostgres = errors.New("no PostgreSQL server binaries found (initdb, pg_ctl): install them with `apt-get install postgresql-15 postgresql-contrib`, or point PGMEDIC_PG_BIN at their directory")
+
+// Cluster is a running (or stopped) throwaway cluster.
+type Cluster struct {
+	Dir    string `json:"dir"`
+	BinDir string `json:"bin_dir"`
+	Host   string `json:"host"`
+	Port   int    `json:"port"`
+	// Superuser is the database superuser created by initdb.
+	Superuser string `json:"superuser"`
+	// HypoPG reports whether the hypopg extension is installed on this machine.
+	HypoPG  bool   `json:"hypopg"`
+	Version string `json:"version"`
+
+	owner *osUser // OS account that owns and runs the cluster; nil = ourselves
+}
+
+type osUser struct {
+	name     string
+	uid, gid uint32
+}
+
+// Options configure Create.
+type Options struct {
+	// Dir is the state directory; it must not exist or be empty. Empty means a
+	// new temporary directory.
+	Dir string
+	// BinDir overrides discovery of the PostgreSQL binaries.
+	BinDir string
+	// Log receives progress lines; nil discards them.
+	Log func(format string, args ...any)
+}
+
+// FindBinDir locates initdb/pg_ctl: $PGMEDIC_PG_BIN, then `pg_config --bindir`,
+// then the newest /usr/lib/postgresql/*/bin (Debian keeps the server binaries
+// there, off PATH).
+func FindBinDir(override string) (string, error) {
+	if override == "" {
+		override = os.Getenv("PGMEDIC_PG_BIN")
+	}
+	if override != "" {
+		if hasServerBinaries(override) {
+			return override, nil
+		}
+		return "", fmt.Errorf("PGMEDIC_PG_BIN=%s holds no initdb and pg_ctl: %w", override, ErrNoPostgres)
+	}
+	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
+		dir := strings.TrimSpace(string(out))
+		if hasServerBinaries(dir) {
+			return dir, nil
+		}
+	}
+	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	sort.Slice(matches, func(i, j int) bool { return versionOf(matches[i]) > versionOf(matches[j]) })
+	for _, dir := range matches {
+		if hasServerBinaries(dir) {
+			return dir, nil
+		}
+	}
+	return "", ErrNoPostgres
+}
+
+func versionOf(binDir string) int {
+	n, _ := strconv.Atoi(filepath.Base(filepath.Dir(binDir)))
+	return n
+}
+
+func hasServerBinaries(dir string) bool {
+	for _, name := range []string{"initdb", "pg_ctl", "postgres"} {
+		if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.IsDir() {
+			return false
+		}
+	}
+	return true
+}
+
+// DefaultDir is where `pgmedic lab up` keeps its cluster unless told otherwise.
+// When pgmedic runs as root the server runs as the postgres account, which
+// cannot enter root's home, so the directory goes to the system temp dir.
+func DefaultDir() string {
+	if os.Geteuid() == 0 {
+		return filepath.Join(os.TempDir(), "pgmedic-lab")
+	}
+	if cache, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(cache, "pgmedic", "lab")
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("pgmedic-lab-%d", os.Getuid()))
+}
+
+// Create initialises and starts a new cluster. On any failure everything it
+// made (processes and directories) is removed before it returns.
+func Create(ctx context.Context, opts Options) (c *Cluster, err error) {
+	logf := opts.Log
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	binDir, err := FindBinDir(opts.BinDir)
+	if err != nil {
+		return nil, err
+	}
+	owner, err := serverOwner()
+	if err != nil {
+		return nil, err
+	}
+
+	dir := opts.Dir
+	madeDir := false
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "pgmedic-lab-"); err != nil {
+			return nil, fmt.Errorf("creating the lab directory: %w", err)
+		}
+		madeDir = true
+	} else {
+		if entries, rerr := os.ReadDir(dir); rerr == nil && len(entries) > 0 {
+			if _, serr := os.Stat(filepath.Join(dir, stateFile)); serr == nil {
+				return nil, fmt.Errorf("a lab cluster already exists in %s: run `pgmedic lab down --dir %s` first", dir, dir)
+			}
+			return nil, fmt.Errorf("lab directory %s is not empty: choose another --dir", dir)
+		}
+		if err = os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("creating the lab directory: %w", err)
+		}
+		madeDir = true
+	}
+	if abs, aerr := filepath.Abs(dir); aerr == nil {
+		dir = abs
+	}
+	c = &Cluster{Dir: dir, BinDir: binDir, Host: "127.0.0.1", Superuser: "postgres", owner: owner}
+	defer func() {
+		if err != nil {
+			_ = c.Stop(context.Background())
+			if madeDir {
+				_ = os.RemoveAll(dir)
+			}
+			c = nil
+		}
+	}()
+	if err = c.chown(dir); err != nil {
+		return c, err
+	}
+	logf("initdb in %s", dir)
+	if err = c.run(ctx, "initdb", "-D", c.dataDir(), "-U", c.Superuser, "--auth=trust",
+		"--encoding=UTF8", "--locale=C", "--no-sync"); err != nil {
+		return c, fmt.Errorf("initdb failed: %w", err)
+	}
+	c.HypoPG = extensionInstalled(binDir, "hypopg")
+	// The port is picked free, but another process may take it before the
+	// server binds; retry a few times before giving up.
+	for attempt := 0; attempt < 3; attempt++ {
+		if c.Port, err = freePort(); err != nil {
+			return c, err
+		}
+		if err = c.writeConfig(); err != nil {
+			return c, err
+		}
+		logf("starting PostgreSQL on 127.0.0.1:%d", c.Port)
+		if err = c.start(ctx); err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return c, ctx.Err()
+		}
+	}
+	if err != nil {
+		return c, err
+	}
+	if c.Version, err = c.serverVersion(); err != nil {
+		return c, err
+	}
+	if err = c.save(); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+const stateFile = "state.json"
+
+func (c *Cluster) dataDir() string { return filepath.Join(c.Dir, "data") }
+func (c *Cluster) logFile() string { return filepath.Join(c.Dir, "server.log") }
+
+// DSN returns a libpq URL for a database of the cluster.
+func (c *Cluster) DSN(db string) string {
+	if db == "" {
+		db = "postgres"
+	}
+	return fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", c.Superuser, c.Host, c.Port, db)
+}
+
+// UserDSN returns a libpq URL for a given role (trust authentication, no password).
+func (c *Cluster) UserDSN(role, db string) string {
+	return fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", role, c.Host, c.Port, db)
+}
+
+// writeConfig appends pgmedic's lab settings to postgresql.conf. JIT is left
+// at PostgreSQL's defaults on purpose: the lab must behave like the servers
+// users really run.
+func (c *Cluster) writeConfig() error {
+	conf := fmt.Sprintf(`
+# --- pgmedic lab ---
+listen_addresses = '127.0.0.1'
+port = %d
+unix_socket_directories = ''
+max_connections = 100
+shared_buffers = 128MB
+fsync = off
+synchronous_commit = off
+full_page_writes = on
+shared_preload_libraries = 'pg_stat_statements,auto_explain'
+compute_query_id = on
+track_io_timing = on
+pg_stat_statements.track = top
+pg_stat_statements.max = 5000
+auto_explain.log_min_duration = '1s'
+auto_explain.log_format = 'json'
+log_min_duration_statement = '1s'
+log_line_prefix = '%%m [%%p] %%q%%u@%%d '
+`, c.Port)
+	path := filepath.Join(c.dataDir(), "postgresql.conf")
+	base, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("reading postgresql.conf: %w", err)
+	}
+	if i := bytes.Index(base, []byte("\n# --- pgmedic lab ---")); i >= 0 {
+		base = base[:i]
+	}
+	if err := os.WriteFile(path, append(base, conf...), 0o600); err != nil {
+		return fmt.Errorf("writing postgresql.conf: %w", err)
+	}
+	return c.chown(path)
+}
+
+func (c *Cluster) start(ctx context.Context) error {
+	err := c.run(ctx, "pg_ctl", "-D", c.dataDir(), "-l", c.logFile(), "-w", "-t", "60", "start")
+	if err != nil {
+		return fmt.Errorf("starting the lab server failed: %w (server log: %s)", err, lastLines(c.logFile(), 5))
+	}
+	return nil
+}
+
+// Stop stops the server (fast shutdown) if it runs. It is safe to call on a
+// cluster that never started.
+func (c *Cluster) Stop(ctx context.Context) error {
+	if _, err := os.Stat(filepath.Join(c.dataDir(), "postmaster.pid")); err != nil {
+		return nil
+	}
+	if err := c.run(ctx, "pg_ctl", "-D", c.dataDir(), "-m", "fast", "-w", "-t", "60", "stop"); err != nil {
+		// A fast shutdown that hangs must not leave an orphan behind.
+		if pid := c.PostmasterPID(); pid > 0 {
+			_ = syscall.Kill(pid, syscall.SIGQUIT)
+		}
+		return fmt.Errorf("stopping the lab server: %w", err)
+	}
+	return nil
+}
+
+// Destroy stops the server and removes the cluster directory.
+func (c *Cluster) Destroy(ctx context.Context) error {
+	stopErr := c.Stop(ctx)
+	if err := os.RemoveAll(c.Dir); err != nil {
+		return fmt.Errorf("removing %s: %w", c.Dir, err)
+	}
+	return stopErr
+}
+
+// PostmasterPID returns the server's pid from postmaster.pid, or 0.
+func (c *Cluster) PostmasterPID() int {
+	b, err := os.ReadFile(filepath.Join(c.dataDir(), "postmaster.pid"))
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	pid, _ := strconv.Atoi(strings.TrimSpace(line))
+	return pid
+}
+
+// Running reports whether the server process is alive.
+func (c *Cluster) Running() bool {
+	pid := c.PostmasterPID()
+	return pid > 0 && syscall.Kill(pid, 0) == nil
+}
+
+func (c *Cluster) save() error {
+	b, _ := json.MarshalIndent(c, "", "  ")
+	return os.WriteFile(filepath.Join(c.Dir, stateFile), b, 0o644)
+}
+
+// Load reads the cluster recorded in dir by `lab up`.
+func Load(dir string) (*Cluster, error) {
+	b, err := os.ReadFile(filepath.Join(dir, stateFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("no lab cluster in %s: start one with `pgmedic lab up`", dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the lab state: %w", err)
+	}
+	var c Cluster
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, fmt.Errorf("lab state %s is corrupt (%v): remove the directory", filepath.Join(dir, stateFile), err)
+	}
+	if c.owner, err = serverOwner(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func (c *Cluster) serverVersion() (string, error) {
+	out, err := exec.Command(filepath.Join(c.BinDir, "postgres"), "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("asking postgres for its version: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// run executes a PostgreSQL binary as the cluster's owner.
+func (c *Cluster) run(ctx context.Context, name string, args ...string) error {
+	cmd := exec.CommandContext(ctx, filepath.Join(c.BinDir, name), args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.Dir = c.Dir
+	// Own process group: a Ctrl-C on the terminal reaches pgmedic, which then
+	// shuts the server down in order, instead of killing pg_ctl half-way.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if c.owner != nil {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: c.owner.uid, Gid: c.owner.gid}
+		cmd.Env = append(os.Environ(), "HOME="+c.Dir, "USER="+c.owner.name)
+	}
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(out.String())
+		if len(msg) > 400 {
+			msg = msg[len(msg)-400:]
+		}
+		return fmt.Errorf("%s: %w: %s", name, err, msg)
+	}
+	return nil
+}
+
+// serverOwner picks the OS account that runs the server. initdb refuses to
+// run as root, so root hands the cluster to the postgres account.
+func serverOwner() (*osUser, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return nil, errors.New("running as root, the lab needs the `postgres` OS account to own the cluster (initdb refuses root): install postgresql-15, which creates it, or run pgmedic as another user")
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return &osUser{name: u.Username, uid: uint32(uid), gid: uint32(gid)}, nil
+}
+
+func (c *Cluster) chown(path string) error {
+	if c.owner == nil {
+		return nil
+	}
+	if err := os.Chown(path, int(c.owner.uid), int(c.owner.gid)); err != nil {
+		return fmt.Errorf("handing %s to the postgres account: %w", path, err)
+	}
+	return nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("finding a free port on 127.0.0.1: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func extensionInstalled(binDir, name string) bool {
+	share := filepath.Join(filepath.Dir(binDir), "share", "extension")
+	if out, err := exec.Command(filepath.Join(binDir, "pg_config"), "--sharedir").Output(); err == nil {
+		share = filepath.Join(strings.TrimSpace(string(out)), "extension")
+	} else if out, err := exec.Command("pg_config", "--sharedir").Output(); err == nil {
+		share = filepath.Join(strings.TrimSpace(string(out)), "extension")
+	}
+	_, err := os.Stat(filepath.Join(share, name+".control"))
+	return err == nil
+}
+
+func lastLines(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "no log"
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+// WaitGone waits until the server process has exited.
+func (c *Cluster) WaitGone(pid int, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if syscall.Kill(pid, 0) != nil {
+			return true
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return false
+}

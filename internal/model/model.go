@@ -1,0 +1,266 @@
+// Package model holds the plain data pgmedic passes from collectors to rules,
+// from rules to the verification engine, and from there to the reports.
+// Nothing here does I/O.
+package model
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Severity orders findings. The zero value is Info.
+type Severity int
+
+const (
+	Info Severity = iota
+	Warning
+	Critical
+)
+
+func (s Severity) String() string {
+	switch s {
+	case Critical:
+		return "critical"
+	case Warning:
+		return "warning"
+	default:
+		return "info"
+	}
+}
+
+// ParseSeverity accepts info, warning or critical.
+func ParseSeverity(s string) (Severity, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "info":
+		return Info, nil
+	case "warning", "warn":
+		return Warning, nil
+	case "critical":
+		return Critical, nil
+	}
+	return Info, fmt.Errorf("unknown severity %q: use info, warning or critical", s)
+}
+
+func (s Severity) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
+
+func (s *Severity) UnmarshalJSON(b []byte) error {
+	var str string
+	if err := json.Unmarshal(b, &str); err != nil {
+		return err
+	}
+	v, err := ParseSeverity(str)
+	*s = v
+	return err
+}
+
+// Snapshot is everything the collectors learned about one database.
+type Snapshot struct {
+	CollectedAt time.Time
+	Server      Server
+	Database    string
+	DatabaseOID uint32
+	// Settings are the server-wide values a new session gets (pgmedic's own
+	// session overrides are not visible here).
+	Settings map[string]Setting
+	// RoleSettings are ALTER ROLE / ALTER DATABASE settings (pg_db_role_setting).
+	RoleSettings []RoleSetting
+	// Roles maps role oids to names.
+	Roles map[uint32]string
+	// Statements from pg_stat_statements for this database; nil when the
+	// view could not be read (see Missing).
+	Statements []Statement
+	// StatementsHidden counts statements whose text pgmedic may not read.
+	StatementsHidden int
+	DatabaseStats    DatabaseStats
+	Activity         Activity
+	// Missing names sources that could not be collected, with why and the fix.
+	Missing map[string]Skip
+}
+
+// Server describes the PostgreSQL server.
+type Server struct {
+	Version      string
+	VersionNum   int
+	JITAvailable bool
+}
+
+// Setting is one row of pg_settings as a new session would see it.
+type Setting struct {
+	Name   string
+	Value  string
+	Unit   string
+	Source string // default, configuration file, ... (PostgreSQL's words)
+	Boot   string
+}
+
+// Float returns the setting as a number (0 when it is not one).
+func (s Setting) Float() float64 {
+	var f float64
+	fmt.Sscan(s.Value, &f)
+	return f
+}
+
+// RoleSetting is one row of pg_db_role_setting. An empty Role applies to
+// every role in Database; an empty Database applies to Role everywhere.
+type RoleSetting struct {
+	Role     string
+	Database string
+	Settings map[string]string
+}
+
+// Statement is one pg_stat_statements entry (times in milliseconds).
+type Statement struct {
+	QueryID        int64
+	Query          string
+	UserID         uint32
+	Role           string
+	Calls          int64
+	TotalExecMS    float64
+	TotalPlanMS    float64
+	Rows           int64
+	SharedBlksHit  int64
+	SharedBlksRead int64
+	WALFPI         int64
+	JIT            JITStats
+}
+
+// MeanExecMS is the mean execution time per call.
+func (s Statement) MeanExecMS() float64 {
+	if s.Calls == 0 {
+		return 0
+	}
+	return s.TotalExecMS / float64(s.Calls)
+}
+
+// JITStats are the jit_* columns of pg_stat_statements (PG15+).
+type JITStats struct {
+	Available         bool
+	Functions         int64
+	GenerationMS      float64
+	InliningCount     int64
+	InliningMS        float64
+	OptimizationCount int64
+	OptimizationMS    float64
+	EmissionCount     int64
+	EmissionMS        float64
+}
+
+// TotalMS is all JIT time. PostgreSQL counts it inside execution time.
+// (PG17's deform time is part of generation time, so it is not added.)
+func (j JITStats) TotalMS() float64 {
+	return j.GenerationMS + j.InliningMS + j.OptimizationMS + j.EmissionMS
+}
+
+// DatabaseStats come from pg_stat_database.
+type DatabaseStats struct {
+	Available         bool
+	Sessions          int64
+	SessionsAbandoned int64
+	StatsReset        *time.Time
+}
+
+// Activity is a sample of pg_stat_activity, used to judge load.
+type Activity struct {
+	Active         int
+	Total          int
+	MaxConnections int
+}
+
+// Skip says why a rule (or part of one) did not run, and the one-line fix.
+type Skip struct {
+	Rule   string `json:"rule"`
+	Reason string `json:"reason"`
+	Fix    string `json:"fix,omitempty"`
+}
+
+// Finding is one diagnosed problem, the same for every output format.
+type Finding struct {
+	Rule         string       `json:"rule"`
+	Severity     Severity     `json:"severity"`
+	Title        string       `json:"title"`
+	Object       Object       `json:"object"`
+	Evidence     []Evidence   `json:"evidence"`
+	Impact       Impact       `json:"impact"`
+	Fix          Fix          `json:"fix"`
+	Verification Verification `json:"verification"`
+	Docs         string       `json:"docs"`
+
+	// Experiment is what the verification engine should run to prove the
+	// finding; nil when there is nothing to run.
+	Experiment *Experiment `json:"-"`
+}
+
+// Object is what a finding is about.
+type Object struct {
+	Kind     string `json:"kind"` // statement, setting, role, table, ...
+	Name     string `json:"name"`
+	QueryID  string `json:"queryid,omitempty"`
+	Role     string `json:"role,omitempty"`
+	Database string `json:"database,omitempty"`
+}
+
+// Evidence is one measured or collected figure.
+type Evidence struct {
+	Label string  `json:"label"`
+	Value float64 `json:"value"`
+	Unit  string  `json:"unit,omitempty"`
+}
+
+// Impact says how much the problem costs.
+type Impact struct {
+	Summary string  `json:"summary"`
+	Share   float64 `json:"share"`
+}
+
+// Fix is what to do, as a sentence and as SQL ready to paste.
+type Fix struct {
+	Summary string `json:"summary"`
+	SQL     string `json:"sql,omitempty"`
+}
+
+// Verification statuses.
+const (
+	Confirmed = "confirmed"
+	Refuted   = "refuted"
+	Estimated = "estimated"
+	NotRun    = "not-run"
+)
+
+// Verification is the outcome of the experiment behind a finding.
+type Verification struct {
+	Status string   `json:"status"`
+	Method string   `json:"method,omitempty"`
+	Reason string   `json:"reason,omitempty"`
+	Before *Measure `json:"before,omitempty"`
+	After  *Measure `json:"after,omitempty"`
+}
+
+// Measure is one measured number.
+type Measure struct {
+	Value float64 `json:"value"`
+	Unit  string  `json:"unit"`
+}
+
+// Experiment kinds.
+const (
+	// ExpJITToggle re-runs a statement with jit on and off.
+	ExpJITToggle = "jit-toggle"
+	// ExpAggregate derives a setting-level result from the statement
+	// experiments of the same run.
+	ExpAggregate = "aggregate"
+)
+
+// Experiment describes the test that can prove a finding.
+type Experiment struct {
+	Kind    string
+	Query   string
+	QueryID int64
+	Role    string
+	// Settings to apply (SET LOCAL) for the "as the application runs it"
+	// side, e.g. the role's own jit thresholds.
+	AppSettings map[string]string
+	// Calls weights a statement in an aggregate.
+	Calls int64
+}

@@ -1,0 +1,257 @@
+// Package pgconn opens pgmedic's own database session and keeps it inside the
+// safety envelope: pgmedic runs against production databases and must never
+// become the next incident.
+//
+// The envelope, applied right after connecting and before any other query:
+//   - application_name = pgmedic, so DBAs can see and cancel it;
+//   - jit = off, so none of pgmedic's catalog reads pays for LLVM compilation
+//     (the very incident it diagnoses);
+//   - statement_timeout, lock_timeout and idle_in_transaction_session_timeout,
+//     so nothing it runs can hold locks or run away;
+//   - default_transaction_read_only = on, so a mistake cannot write.
+//
+// The settings are applied with SET rather than as startup parameters on
+// purpose: pg_settings.reset_val then still shows the value the server would
+// give a session without pgmedic's overrides, which is what the application
+// sees and what the rules need.
+package pgconn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	pgxconn "github.com/jackc/pgx/v5/pgconn"
+)
+
+// Tag is prefixed to every statement pgmedic sends, so its own statements can
+// be told apart (and left out) in pg_stat_statements, which keeps comments
+// in the query text it stores.
+const Tag = "/* pgmedic */ "
+
+// Options set the envelope's limits.
+type Options struct {
+	StatementTimeout time.Duration // default 5s
+	LockTimeout      time.Duration // default 100ms
+	IdleInTxTimeout  time.Duration // default 30s
+	ConnectTimeout   time.Duration // default 10s
+}
+
+func (o Options) withDefaults() Options {
+	if o.StatementTimeout <= 0 {
+		o.StatementTimeout = 5 * time.Second
+	}
+	if o.LockTimeout <= 0 {
+		o.LockTimeout = 100 * time.Millisecond
+	}
+	if o.IdleInTxTimeout <= 0 {
+		o.IdleInTxTimeout = 30 * time.Second
+	}
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = 10 * time.Second
+	}
+	return o
+}
+
+// Target describes what pgmedic is connected to. It never holds a password.
+type Target struct {
+	Host             string `json:"host"`
+	Port             uint16 `json:"port"`
+	Database         string `json:"database"`
+	User             string `json:"user"`
+	ServerVersion    string `json:"server_version,omitempty"`
+	ServerVersionNum int    `json:"server_version_num,omitempty"`
+}
+
+func (t Target) String() string {
+	host := t.Host
+	if strings.HasPrefix(host, "/") {
+		host = "socket " + host
+	}
+	return fmt.Sprintf("%s@%s:%d/%s", t.User, host, t.Port, t.Database)
+}
+
+// Session is pgmedic's single connection to a target.
+type Session struct {
+	Conn    *pgx.Conn
+	Target  Target
+	Options Options
+}
+
+// ConnectError is a connection failure explained for a person: what failed,
+// against which target, and how to fix it. The CLI prints it as one line.
+type ConnectError struct {
+	Target Target
+	Cause  string
+	Fix    string
+	Err    error
+}
+
+func (e *ConnectError) Error() string {
+	msg := fmt.Sprintf("cannot connect to %s: %s", e.Target, e.Cause)
+	if e.Fix != "" {
+		msg += ": " + e.Fix
+	}
+	return msg
+}
+
+func (e *ConnectError) Unwrap() error { return e.Err }
+
+// Connect opens a session from a DSN (URL or key=value; empty means libpq
+// environment variables, .pgpass and PGSERVICE, as pgx resolves them).
+func Connect(ctx context.Context, dsn string, opts Options) (*Session, error) {
+	opts = opts.withDefaults()
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, &ConnectError{Target: Target{Host: "?", Database: "?", User: "?"},
+			Cause: "invalid connection string (" + redact(err.Error()) + ")",
+			Fix:   "use postgres://user@host:port/dbname or host=... dbname=... key=value pairs", Err: err}
+	}
+	target := Target{Host: cfg.Host, Port: cfg.Port, Database: cfg.Database, User: cfg.User}
+	if cfg.ConnectTimeout == 0 || cfg.ConnectTimeout > opts.ConnectTimeout {
+		cfg.ConnectTimeout = opts.ConnectTimeout
+	}
+	cfg.RuntimeParams["application_name"] = "pgmedic"
+	// pgmedic sends each statement once; the simple protocol avoids leaving
+	// prepared statements behind on the server.
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
+
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, classify(target, err)
+	}
+	s := &Session{Conn: conn, Target: target, Options: opts}
+	envelope := []string{
+		"SET jit = off",
+		fmt.Sprintf("SET statement_timeout = %d", opts.StatementTimeout.Milliseconds()),
+		fmt.Sprintf("SET lock_timeout = %d", opts.LockTimeout.Milliseconds()),
+		fmt.Sprintf("SET idle_in_transaction_session_timeout = %d", opts.IdleInTxTimeout.Milliseconds()),
+		"SET default_transaction_read_only = on",
+	}
+	for _, q := range envelope {
+		if _, err := conn.Exec(ctx, Tag+q); err != nil {
+			conn.Close(ctx)
+			return nil, &ConnectError{Target: target, Cause: "could not apply pgmedic's session limits (" + err.Error() + ")", Err: err}
+		}
+	}
+	var ver string
+	var num int
+	if err := conn.QueryRow(ctx, Tag+"SELECT current_setting('server_version'), current_setting('server_version_num')::int").Scan(&ver, &num); err != nil {
+		conn.Close(ctx)
+		return nil, &ConnectError{Target: target, Cause: "the server does not answer like PostgreSQL (" + err.Error() + ")", Err: err}
+	}
+	s.Target.ServerVersion, s.Target.ServerVersionNum = ver, num
+	return s, nil
+}
+
+// Close ends the session.
+func (s *Session) Close() {
+	if s != nil && s.Conn != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = s.Conn.Close(ctx)
+	}
+}
+
+// classify turns a pgx connection error into one actionable sentence.
+func classify(t Target, err error) error {
+	ce := &ConnectError{Target: t, Err: err}
+	var pgErr *pgxconn.PgError
+	var dnsErr *net.DNSError
+	switch {
+	case errors.As(err, &pgErr):
+		switch pgErr.Code {
+		case "28P01":
+			ce.Cause = fmt.Sprintf("password authentication failed for user %q", t.User)
+			ce.Fix = "check the password (PGPASSWORD, ~/.pgpass or the DSN)"
+		case "28000":
+			ce.Cause = pgErr.Message
+			ce.Fix = "check the user name and the server's pg_hba.conf entry for this host"
+		case "3D000":
+			ce.Cause = pgErr.Message
+			ce.Fix = "check the database name (PGDATABASE or the DSN); `psql -l` lists them"
+		case "53300":
+			ce.Cause = "the server has no free connection slots (" + pgErr.Message + ")"
+			ce.Fix = "retry later, or use a superuser-reserved slot; this itself is a finding: see connection-pressure"
+		case "57P03":
+			ce.Cause = "the server is starting up or shutting down (" + pgErr.Message + ")"
+			ce.Fix = "retry in a moment"
+		default:
+			ce.Cause = fmt.Sprintf("server refused the connection: %s (SQLSTATE %s)", pgErr.Message, pgErr.Code)
+		}
+	case errors.As(err, &dnsErr):
+		ce.Cause = fmt.Sprintf("unknown host %q", t.Host)
+		ce.Fix = "check the host name (PGHOST or the DSN)"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		ce.Cause = "connection refused"
+		ce.Fix = "is PostgreSQL running and listening on that address and port? check PGHOST/PGPORT or the DSN"
+	case errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOENT):
+		ce.Cause = "no server socket at that path"
+		ce.Fix = "is PostgreSQL running? check PGHOST or use host=127.0.0.1"
+	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
+		ce.Cause = "timed out"
+		ce.Fix = "check the host, port and firewall, or raise connect_timeout"
+	case strings.Contains(err.Error(), "password") || strings.Contains(err.Error(), "SASL"):
+		ce.Cause = "authentication failed (" + lastPart(err) + ")"
+		ce.Fix = "supply the password with PGPASSWORD, ~/.pgpass or the DSN"
+	case strings.Contains(err.Error(), "tls") || strings.Contains(err.Error(), "x509"):
+		ce.Cause = "TLS negotiation failed (" + lastPart(err) + ")"
+		ce.Fix = "check sslmode and the server certificate"
+	default:
+		ce.Cause = "the server did not answer as PostgreSQL (" + lastPart(err) + ")"
+		ce.Fix = "check that the port belongs to a PostgreSQL server"
+	}
+	return ce
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// lastPart keeps the innermost cause of a pgx error chain, which is the part
+// that says what happened; the outer parts repeat the target.
+func lastPart(err error) string {
+	msg := err.Error()
+	if i := strings.LastIndex(msg, ": "); i >= 0 && i+2 < len(msg) {
+		msg = msg[i+2:]
+	}
+	return redact(msg)
+}
+
+// redact removes anything that looks like a password from a message.
+func redact(s string) string {
+	for _, key := range []string{"password=", "PASSWORD="} {
+		for {
+			i := strings.Index(s, key)
+			if i < 0 {
+				break
+			}
+			j := i + len(key)
+			k := j
+			for k < len(s) && s[k] != ' ' && s[k] != '&' {
+				k++
+			}
+			s = s[:j] + "xxxxx" + s[k:]
+			if k == j {
+				break
+			}
+		}
+	}
+	// postgres://user:secret@host -> postgres://user:xxxxx@host
+	if i := strings.Index(s, "://"); i >= 0 {
+		rest := s[i+3:]
+		if at := strings.Index(rest, "@"); at >= 0 {
+			if colon := strings.Index(rest[:at], ":"); colon >= 0 {
+				s = s[:i+3] + rest[:colon] + ":xxxxx" + rest[at:]
+			}
+		}
+	}
+	return s
+}

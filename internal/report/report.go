@@ -1,0 +1,214 @@
+// Package report renders a check result for people (text) and machines
+// (JSON). Every format is fed by the same Report value.
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/pgconn"
+)
+
+// Report is the top-level JSON document of `pgmedic check`.
+type Report struct {
+	PGMedic     string          `json:"pgmedic"`
+	Target      pgconn.Target   `json:"target"`
+	CollectedAt time.Time       `json:"collected_at"`
+	Findings    []model.Finding `json:"findings"`
+	Skipped     []model.Skip    `json:"skipped"`
+	Summary     Summary         `json:"summary"`
+}
+
+// Summary counts findings by severity and verification status.
+type Summary struct {
+	Critical    int `json:"critical"`
+	Warning     int `json:"warning"`
+	Info        int `json:"info"`
+	Confirmed   int `json:"confirmed"`
+	Refuted     int `json:"refuted"`
+	Estimated   int `json:"estimated"`
+	NotRun      int `json:"not_run"`
+	RulesRun    int `json:"rules_run"`
+	RulesActive int `json:"rules_with_findings"`
+}
+
+// New builds a report, keeping findings at or above min.
+func New(version string, target pgconn.Target, at time.Time, findings []model.Finding, skipped []model.Skip, rulesRun int, min model.Severity) *Report {
+	r := &Report{PGMedic: version, Target: target, CollectedAt: at.UTC(), Findings: []model.Finding{}, Skipped: skipped}
+	if r.Skipped == nil {
+		r.Skipped = []model.Skip{}
+	}
+	active := map[string]bool{}
+	for _, f := range findings {
+		switch f.Severity {
+		case model.Critical:
+			r.Summary.Critical++
+		case model.Warning:
+			r.Summary.Warning++
+		default:
+			r.Summary.Info++
+		}
+		switch f.Verification.Status {
+		case model.Confirmed:
+			r.Summary.Confirmed++
+		case model.Refuted:
+			r.Summary.Refuted++
+		case model.Estimated:
+			r.Summary.Estimated++
+		default:
+			r.Summary.NotRun++
+		}
+		active[f.Rule] = true
+		if f.Severity >= min {
+			r.Findings = append(r.Findings, f)
+		}
+	}
+	r.Summary.RulesRun, r.Summary.RulesActive = rulesRun, len(active)
+	return r
+}
+
+// Filter returns a copy of the report keeping findings at or above min; the
+// summary still counts every finding.
+func (r *Report) Filter(min model.Severity) *Report {
+	c := *r
+	c.Findings = []model.Finding{}
+	for _, f := range r.Findings {
+		if f.Severity >= min {
+			c.Findings = append(c.Findings, f)
+		}
+	}
+	return &c
+}
+
+// Worst is the highest severity among the reported findings, or -1.
+func (r *Report) Worst() model.Severity {
+	w := model.Severity(-1)
+	for _, f := range r.Findings {
+		if f.Severity > w {
+			w = f.Severity
+		}
+	}
+	return w
+}
+
+// JSON writes the report as indented JSON.
+func (r *Report) JSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// Text writes the report for a person: findings grouped by severity, each
+// with its evidence, the fix as SQL to paste, and the measured proof.
+func (r *Report) Text(w io.Writer) error {
+	b := &strings.Builder{}
+	fmt.Fprintf(b, "pgmedic %s — %s (PostgreSQL %s), %s\n", r.PGMedic, r.Target, r.Target.ServerVersion, r.CollectedAt.Format(time.RFC3339))
+	if len(r.Findings) == 0 {
+		b.WriteString("\nNo findings at the requested severity.\n")
+	}
+	for _, sev := range []model.Severity{model.Critical, model.Warning, model.Info} {
+		first := true
+		for _, f := range r.Findings {
+			if f.Severity != sev {
+				continue
+			}
+			if first {
+				fmt.Fprintf(b, "\n== %s ==\n", strings.ToUpper(sev.String()))
+				first = false
+			}
+			writeFinding(b, f)
+		}
+	}
+	if len(r.Skipped) > 0 {
+		b.WriteString("\n== SKIPPED ==\n")
+		for _, s := range r.Skipped {
+			fmt.Fprintf(b, "  %-22s %s\n", s.Rule, s.Reason)
+			if s.Fix != "" {
+				fmt.Fprintf(b, "  %-22s fix: %s\n", "", s.Fix)
+			}
+		}
+	}
+	s := r.Summary
+	fmt.Fprintf(b, "\nSummary: %d critical, %d warning, %d info; %d confirmed, %d refuted, %d not verified; %d rules run, %d skipped entries\n",
+		s.Critical, s.Warning, s.Info, s.Confirmed, s.Refuted, s.NotRun+s.Estimated, s.RulesRun, len(r.Skipped))
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func writeFinding(b *strings.Builder, f model.Finding) {
+	fmt.Fprintf(b, "\n[%s] %s\n", f.Rule, f.Title)
+	obj := f.Object.Kind + "  " + f.Object.Name
+	if f.Object.QueryID != "" {
+		obj += "  (queryid " + f.Object.QueryID + ")"
+	}
+	if f.Object.Role != "" {
+		obj += "  role " + f.Object.Role
+	}
+	fmt.Fprintf(b, "  %-9s %s\n", "object", obj)
+	for i, ev := range f.Evidence {
+		label := ""
+		if i == 0 {
+			label = "evidence"
+		}
+		fmt.Fprintf(b, "  %-9s %s\n", label, evidenceText(ev))
+	}
+	if f.Impact.Summary != "" {
+		fmt.Fprintf(b, "  %-9s %s\n", "impact", f.Impact.Summary)
+	}
+	if f.Fix.Summary != "" {
+		fmt.Fprintf(b, "  %-9s %s\n", "fix", f.Fix.Summary)
+	}
+	for _, line := range strings.Split(f.Fix.SQL, "\n") {
+		if line != "" {
+			fmt.Fprintf(b, "  %-9s   %s\n", "", line)
+		}
+	}
+	fmt.Fprintf(b, "  %-9s %s\n", "verified", verificationText(f.Verification))
+	fmt.Fprintf(b, "  %-9s %s\n", "docs", f.Docs)
+}
+
+func evidenceText(ev model.Evidence) string {
+	if ev.Unit == "" && (ev.Value == 0 || ev.Value == 1) && strings.ContainsAny(ev.Label, "=(") {
+		return ev.Label // a labelled fact, e.g. "jit = on (default)"
+	}
+	return fmt.Sprintf("%s: %s%s", ev.Label, num(ev.Value), unitSuffix(ev.Unit))
+}
+
+func unitSuffix(u string) string {
+	switch u {
+	case "":
+		return ""
+	case "%":
+		return "%"
+	}
+	return " " + u
+}
+
+func num(v float64) string {
+	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
+		return fmt.Sprintf("%.0f", v)
+	}
+	if math.Abs(v) >= 100 {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+func verificationText(v model.Verification) string {
+	switch {
+	case v.Before != nil && v.After != nil:
+		ratio := ""
+		if v.After.Value > 0 {
+			ratio = fmt.Sprintf(" (%.1fx)", v.Before.Value/v.After.Value)
+		}
+		return fmt.Sprintf("%s: %s %s -> %s %s%s — %s", v.Status, num(v.Before.Value), v.Before.Unit, num(v.After.Value), v.After.Unit, ratio, v.Method)
+	case v.Reason != "":
+		return v.Status + ": " + v.Reason
+	}
+	return v.Status
+}

@@ -1,0 +1,182 @@
+// Package rules turns a model.Snapshot into findings. Rules are pure
+// functions: no I/O, no clock, the same snapshot gives the same findings.
+package rules
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/pgmedic/pgmedic/internal/model"
+)
+
+// Rule is one diagnosis.
+type Rule struct {
+	ID    string
+	Title string
+	Check func(s *model.Snapshot) ([]model.Finding, []model.Skip)
+}
+
+// All lists the rules in the order they run.
+func All() []Rule {
+	return []Rule{
+		{ID: JITOverheadID, Title: "JIT compilation dominating short queries", Check: JITOverhead},
+		{ID: DriverIntrospectionID, Title: "database drivers' catalog queries", Check: DriverIntrospection},
+	}
+}
+
+// Select returns the rules named in ids (all when ids is empty).
+func Select(ids []string) ([]Rule, error) {
+	all := All()
+	if len(ids) == 0 {
+		return all, nil
+	}
+	byID := map[string]Rule{}
+	var known []string
+	for _, r := range all {
+		byID[r.ID] = r
+		known = append(known, r.ID)
+	}
+	var out []Rule
+	for _, id := range ids {
+		id = strings.TrimSpace(id)
+		if id == "" {
+			continue
+		}
+		r, ok := byID[id]
+		if !ok {
+			return nil, fmt.Errorf("unknown rule %q: known rules are %s", id, strings.Join(known, ", "))
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// Run applies rules to a snapshot; findings come out most severe first.
+func Run(s *model.Snapshot, rs []Rule) ([]model.Finding, []model.Skip) {
+	var findings []model.Finding
+	var skipped []model.Skip
+	for _, r := range rs {
+		f, sk := r.Check(s)
+		findings = append(findings, f...)
+		skipped = append(skipped, sk...)
+	}
+	Sort(findings)
+	return findings, skipped
+}
+
+// Sort orders findings by severity, then by impact share.
+func Sort(f []model.Finding) {
+	sort.SliceStable(f, func(i, j int) bool {
+		if f[i].Severity != f[j].Severity {
+			return f[i].Severity > f[j].Severity
+		}
+		return f[i].Impact.Share > f[j].Impact.Share
+	})
+}
+
+func docsPath(id string) string { return "docs/rules/" + id + ".md" }
+
+// totalExecMS is the database's statement time: the denominator of shares.
+func totalExecMS(s *model.Snapshot) float64 {
+	var t float64
+	for _, st := range s.Statements {
+		t += st.TotalExecMS
+	}
+	return t
+}
+
+// effective resolves the value a role gets for a setting in the snapshot's
+// database, following PostgreSQL's precedence: ALTER ROLE ... IN DATABASE,
+// then ALTER ROLE, then ALTER DATABASE, then the server configuration.
+func effective(s *model.Snapshot, role, name string) (value, source string) {
+	rank := func(rs model.RoleSetting) int {
+		switch {
+		case rs.Role == role && role != "" && rs.Database == s.Database:
+			return 4
+		case rs.Role == role && role != "" && rs.Database == "":
+			return 3
+		case rs.Role == "" && rs.Database == s.Database:
+			return 2
+		}
+		return 0
+	}
+	best := 0
+	for _, rs := range s.RoleSettings {
+		v, ok := rs.Settings[name]
+		if !ok {
+			continue
+		}
+		if r := rank(rs); r > best {
+			best, value = r, v
+			switch r {
+			case 4:
+				source = fmt.Sprintf("ALTER ROLE %s IN DATABASE %s", rs.Role, rs.Database)
+			case 3:
+				source = "ALTER ROLE " + rs.Role
+			case 2:
+				source = "ALTER DATABASE " + rs.Database
+			}
+		}
+	}
+	if best > 0 {
+		return value, source
+	}
+	st := s.Settings[name]
+	return st.Value, st.Source
+}
+
+// roleSettingsFor returns the settings (among names) that ALTER ROLE/DATABASE
+// give role in this database, so an experiment can run as the role does.
+func roleSettingsFor(s *model.Snapshot, role string, names ...string) map[string]string {
+	out := map[string]string{}
+	for _, n := range names {
+		if v, src := effective(s, role, n); strings.HasPrefix(src, "ALTER ") {
+			out[n] = v
+		}
+	}
+	return out
+}
+
+// QuoteIdent quotes an identifier when PostgreSQL needs it quoted.
+func QuoteIdent(s string) string {
+	simple := s != ""
+	for i, r := range s {
+		if !(r == '_' || r >= 'a' && r <= 'z' || i > 0 && r >= '0' && r <= '9') {
+			simple = false
+			break
+		}
+	}
+	if simple && !reserved[s] {
+		return s
+	}
+	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
+}
+
+var reserved = map[string]bool{"user": true, "all": true, "table": true, "select": true, "order": true, "group": true, "public": false}
+
+// Shorten returns a single-line prefix of a statement for titles and names.
+func Shorten(q string, n int) string {
+	q = strings.Join(strings.Fields(q), " ")
+	if len(q) <= n {
+		return q
+	}
+	cut := n
+	for cut > 0 && (q[cut]&0xC0) == 0x80 { // do not split a UTF-8 sequence
+		cut--
+	}
+	return q[:cut] + " ..."
+}
+
+func pct(x float64) string { return fmt.Sprintf("%.0f%%", x*100) }
+
+func ratioText(a, b float64) string {
+	if b <= 0.01 {
+		return "over 100x"
+	}
+	r := a / b
+	if r >= 10 {
+		return fmt.Sprintf("%.0fx", r)
+	}
+	return fmt.Sprintf("%.1fx", r)
+}

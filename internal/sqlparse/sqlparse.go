@@ -1,0 +1,305 @@
+// Package sqlparse answers the questions pgmedic asks about SQL text, using
+// PostgreSQL's own parser (libpg_query through pg_query_go). Nothing else in
+// pgmedic imports pg_query_go, so the parser can be swapped for a pure-Go
+// twin without touching the rest.
+package sqlparse
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	pg_query "github.com/pganalyze/pg_query_go/v6"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// Statement is a parsed single SQL statement.
+type Statement struct {
+	tree *pg_query.ParseResult
+	root *pg_query.Node
+}
+
+// ErrMultiple is returned for text holding more than one statement.
+var ErrMultiple = errors.New("more than one statement")
+
+// Parse parses exactly one statement.
+func Parse(sql string) (*Statement, error) {
+	tree, err := pg_query.Parse(sql)
+	if err != nil {
+		return nil, fmt.Errorf("parsing SQL: %w", err)
+	}
+	switch len(tree.Stmts) {
+	case 0:
+		return nil, errors.New("parsing SQL: no statement")
+	case 1:
+	default:
+		return nil, ErrMultiple
+	}
+	return &Statement{tree: tree, root: tree.Stmts[0].Stmt}, nil
+}
+
+// Kind names the statement type as PostgreSQL's parser does (SelectStmt,
+// UpdateStmt, ...).
+func (s *Statement) Kind() string {
+	if s.root == nil || s.root.Node == nil {
+		return ""
+	}
+	m := s.root.ProtoReflect()
+	if fd := m.WhichOneof(m.Descriptor().Oneofs().ByName("node")); fd != nil {
+		return string(fd.Message().Name())
+	}
+	return ""
+}
+
+// sideEffectFuncs are functions a SELECT can call that act outside the
+// transaction (signals, files, locks, notifications, sequences, network).
+// A read-only transaction rolled back does not undo them, so statements
+// calling them are never re-run.
+var sideEffectFuncs = []string{
+	"pg_terminate_backend", "pg_cancel_backend", "pg_reload_conf", "pg_rotate_logfile",
+	"pg_switch_wal", "pg_create_", "pg_drop_", "pg_replication_", "pg_logical_", "pg_promote",
+	"pg_advisory", "pg_try_advisory", "pg_notify", "pg_sleep", "pg_stat_reset", "pg_stat_statements_reset",
+	"pg_file_", "pg_read_", "pg_ls_", "lo_", "dblink", "set_config", "nextval", "setval",
+	"txid_current", "pg_current_xact_id", "pg_import_system_collations", "pg_log_backend_memory_contexts",
+	"hypopg_",
+}
+
+// SafeToAnalyze says whether the statement may be executed by EXPLAIN
+// ANALYZE on a production database, and if not, why.
+func (s *Statement) SafeToAnalyze() (bool, string) {
+	sel := s.root.GetSelectStmt()
+	if sel == nil {
+		return false, "only SELECT statements are executed; this is " + s.Kind()
+	}
+	if sel.GetIntoClause() != nil {
+		return false, "SELECT INTO creates a table"
+	}
+	safe, reason := true, ""
+	s.walk(func(m proto.Message) bool {
+		switch n := m.(type) {
+		case *pg_query.SelectStmt:
+			if len(n.LockingClause) > 0 {
+				safe, reason = false, "SELECT ... FOR UPDATE/SHARE takes row locks"
+			}
+		case *pg_query.InsertStmt, *pg_query.UpdateStmt, *pg_query.DeleteStmt, *pg_query.MergeStmt:
+			safe, reason = false, "the statement modifies data in a CTE"
+		case *pg_query.FuncCall:
+			name := strings.ToLower(funcName(n))
+			for _, bad := range sideEffectFuncs {
+				if strings.HasPrefix(name, bad) {
+					safe, reason = false, "it calls "+name+"(), which acts outside the transaction"
+				}
+			}
+		}
+		return safe
+	})
+	return safe, reason
+}
+
+// ParamCount is the highest $n in the statement.
+func (s *Statement) ParamCount() int {
+	n := 0
+	s.walk(func(m proto.Message) bool {
+		if p, ok := m.(*pg_query.ParamRef); ok && int(p.Number) > n {
+			n = int(p.Number)
+		}
+		return true
+	})
+	return n
+}
+
+// BareTargetParams lists the $n that stand alone as a select-list item
+// (SELECT $2 AS depth). pg_stat_statements puts them where a literal was;
+// with no context PostgreSQL types them as text, while the literal they
+// replaced was almost always a number (a counter, a flag, a depth).
+func (s *Statement) BareTargetParams() []int {
+	var out []int
+	s.walk(func(m proto.Message) bool {
+		if rt, ok := m.(*pg_query.ResTarget); ok && rt.Val != nil && rt.Val.GetParamRef() != nil {
+			out = append(out, int(rt.Val.GetParamRef().Number))
+		}
+		return true
+	})
+	sort.Ints(out)
+	return out
+}
+
+// Column is a column reference resolved as far as the text allows.
+type Column struct {
+	Schema string // empty when not written
+	Table  string // relation name; empty when it cannot be told
+	Column string
+}
+
+// ParamColumns maps each $n to the columns it is compared with (=, <, IN,
+// = ANY, BETWEEN, ...), so representative values can be read from pg_stats.
+// Aliases are resolved to relation names; an unqualified column in a
+// statement over several relations yields one candidate per relation.
+func (s *Statement) ParamColumns() map[int][]Column {
+	type rel struct{ schema, name string }
+	aliases := map[string]rel{}
+	var rels []rel
+	s.walk(func(m proto.Message) bool {
+		if rv, ok := m.(*pg_query.RangeVar); ok {
+			r := rel{rv.Schemaname, rv.Relname}
+			rels = append(rels, r)
+			aliases[rv.Relname] = r
+			if rv.Alias != nil && rv.Alias.Aliasname != "" {
+				aliases[rv.Alias.Aliasname] = r
+			}
+		}
+		return true
+	})
+	resolve := func(cr *pg_query.ColumnRef) []Column {
+		var parts []string
+		for _, f := range cr.Fields {
+			if str := f.GetString_(); str != nil {
+				parts = append(parts, str.Sval)
+			} else {
+				return nil // a.* and friends
+			}
+		}
+		switch len(parts) {
+		case 1:
+			var out []Column
+			seen := map[rel]bool{}
+			for _, r := range rels {
+				if !seen[r] {
+					seen[r] = true
+					out = append(out, Column{Schema: r.schema, Table: r.name, Column: parts[0]})
+				}
+			}
+			return out
+		case 2:
+			if r, ok := aliases[parts[0]]; ok {
+				return []Column{{Schema: r.schema, Table: r.name, Column: parts[1]}}
+			}
+			return []Column{{Table: parts[0], Column: parts[1]}}
+		case 3:
+			return []Column{{Schema: parts[0], Table: parts[1], Column: parts[2]}}
+		}
+		return nil
+	}
+	out := map[int][]Column{}
+	add := func(col *pg_query.Node, other *pg_query.Node) {
+		cr := unwrapColumn(col)
+		if cr == nil {
+			return
+		}
+		for _, p := range params(other) {
+			out[p] = append(out[p], resolve(cr)...)
+		}
+	}
+	s.walk(func(m proto.Message) bool {
+		if e, ok := m.(*pg_query.A_Expr); ok {
+			add(e.Lexpr, e.Rexpr)
+			add(e.Rexpr, e.Lexpr)
+		}
+		return true
+	})
+	for k := range out {
+		out[k] = dedupe(out[k])
+	}
+	return out
+}
+
+func dedupe(cols []Column) []Column {
+	seen := map[Column]bool{}
+	var out []Column
+	for _, c := range cols {
+		if !seen[c] {
+			seen[c] = true
+			out = append(out, c)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Table < out[j].Table })
+	return out
+}
+
+// unwrapColumn returns the column under casts, or nil.
+func unwrapColumn(n *pg_query.Node) *pg_query.ColumnRef {
+	for n != nil {
+		if cr := n.GetColumnRef(); cr != nil {
+			return cr
+		}
+		if tc := n.GetTypeCast(); tc != nil {
+			n = tc.Arg
+			continue
+		}
+		return nil
+	}
+	return nil
+}
+
+// params lists the $n directly on one side of a comparison: $1, $1::type,
+// ANY($1), or a list ($1, $2) for IN / BETWEEN.
+func params(n *pg_query.Node) []int {
+	if n == nil {
+		return nil
+	}
+	switch {
+	case n.GetParamRef() != nil:
+		return []int{int(n.GetParamRef().Number)}
+	case n.GetTypeCast() != nil:
+		return params(n.GetTypeCast().Arg)
+	case n.GetList() != nil:
+		var out []int
+		for _, item := range n.GetList().Items {
+			out = append(out, params(item)...)
+		}
+		return out
+	case n.GetFuncCall() != nil && strings.EqualFold(funcName(n.GetFuncCall()), "any"):
+		var out []int
+		for _, a := range n.GetFuncCall().Args {
+			out = append(out, params(a)...)
+		}
+		return out
+	}
+	return nil
+}
+
+func funcName(f *pg_query.FuncCall) string {
+	var parts []string
+	for _, n := range f.Funcname {
+		if s := n.GetString_(); s != nil {
+			parts = append(parts, s.Sval)
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return parts[len(parts)-1]
+}
+
+// walk visits every node of the tree, depth first, until visit returns false.
+// It walks the protobuf reflection of the tree rather than switching over the
+// ~250 node types, so no clause (JOIN ... ON, HAVING, subqueries) is missed.
+func (s *Statement) walk(visit func(proto.Message) bool) {
+	var rec func(m protoreflect.Message) bool
+	rec = func(m protoreflect.Message) bool {
+		if !visit(m.Interface()) {
+			return false
+		}
+		cont := true
+		m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+			if fd.Message() == nil || fd.IsMap() {
+				return true
+			}
+			if fd.IsList() {
+				l := v.List()
+				for i := 0; i < l.Len() && cont; i++ {
+					cont = rec(l.Get(i).Message())
+				}
+				return cont
+			}
+			cont = rec(v.Message())
+			return cont
+		})
+		return cont
+	}
+	if s.root != nil {
+		rec(s.root.ProtoReflect())
+	}
+}

@@ -1,0 +1,166 @@
+package verify
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/pgmedic/pgmedic/internal/pgconn"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
+)
+
+// parameterValues picks a value for each $n of a pg_stat_statements entry,
+// whose constants were replaced by parameters. A value comes from pg_stats
+// for the column the parameter is compared with (the most common value, else
+// the middle histogram bound): a value real rows have, so the plan and its
+// cost are the ones the application gets. Otherwise it comes from the type's
+// domain. It returns SQL expressions for EXECUTE, a description for the
+// report, and a reason when no safe value exists.
+func (e *Engine) parameterValues(ctx context.Context, cols map[int][]sqlparse.Column, types []string) ([]string, string, string) {
+	values := make([]string, len(types))
+	var desc []string
+	for i, typ := range types {
+		n := i + 1
+		isArray := strings.HasSuffix(typ, "[]")
+		elem := strings.TrimSuffix(typ, "[]")
+		var v, from string
+		for _, c := range cols[n] {
+			if sv, ok := e.statsValue(ctx, c); ok {
+				v, from = sv, "pg_stats "+c.Table+"."+c.Column
+				break
+			}
+		}
+		if from == "" {
+			dv, ok := domainValue(elem)
+			if !ok {
+				return nil, "", fmt.Sprintf("not re-run: no safe value for parameter $%d of type %s (no pg_stats for the column it is compared with)", n, typ)
+			}
+			v, from = dv, "type "+typ
+		}
+		if isArray {
+			values[i] = literal("{" + arrayElem(v) + "}") + "::" + typ
+		} else {
+			values[i] = literal(v) + "::" + typ
+		}
+		desc = append(desc, fmt.Sprintf("$%d = %s (%s)", n, shorten(v, 40), from))
+	}
+	return values, strings.Join(desc, ", "), ""
+}
+
+// statsValue reads a representative value for a column from pg_stats.
+func (e *Engine) statsValue(ctx context.Context, c sqlparse.Column) (string, bool) {
+	if c.Table == "" || c.Column == "" {
+		return "", false
+	}
+	rel := quoteIdent(c.Table)
+	if c.Schema != "" {
+		rel = quoteIdent(c.Schema) + "." + rel
+	}
+	var mcv, hist *string
+	err := e.Conn.QueryRow(ctx, pgconn.Tag+`SELECT s.most_common_vals::text, s.histogram_bounds::text
+		FROM pg_stats s JOIN pg_namespace n ON n.nspname = s.schemaname
+		JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = s.tablename
+		WHERE c.oid = to_regclass($1) AND s.attname = $2
+		ORDER BY s.inherited DESC LIMIT 1`, rel, c.Column).Scan(&mcv, &hist)
+	if err != nil {
+		return "", false
+	}
+	if mcv != nil {
+		if vals := ParseArray(*mcv); len(vals) > 0 {
+			return vals[0], true
+		}
+	}
+	if hist != nil {
+		if vals := ParseArray(*hist); len(vals) > 0 {
+			return vals[len(vals)/2], true
+		}
+	}
+	return "", false
+}
+
+// domainValue is a valid value of a type when no statistics say better.
+func domainValue(typ string) (string, bool) {
+	switch typ {
+	case "smallint", "integer", "bigint", "numeric", "real", "double precision":
+		return "1", true
+	case "oid", "regtype":
+		// Parameters of type oid are overwhelmingly type or relation oids
+		// (driver introspection asks about types): 1007 is integer[].
+		return "1007", true
+	case "text", "character varying", "character", "name", "citext":
+		return "a", true
+	case "boolean":
+		return "true", true
+	case "date":
+		return "2000-01-01", true
+	case "timestamp without time zone", "timestamp with time zone":
+		return "2000-01-01 00:00:00", true
+	case "uuid":
+		return "00000000-0000-0000-0000-000000000000", true
+	case "json", "jsonb":
+		return "{}", true
+	case "bytea":
+		return `\x00`, true
+	case "interval":
+		return "1 day", true
+	}
+	return "", false
+}
+
+// ParseArray splits PostgreSQL's text form of a one-dimensional array
+// ({a,"b c",NULL}) into its elements; NULL elements are dropped.
+func ParseArray(s string) []string {
+	s = strings.TrimSpace(s)
+	if len(s) < 2 || s[0] != '{' || s[len(s)-1] != '}' {
+		return nil
+	}
+	s = s[1 : len(s)-1]
+	var out []string
+	var cur strings.Builder
+	quoted, inQuotes, escaped := false, false, false
+	flush := func() {
+		v := cur.String()
+		if quoted || v != "NULL" {
+			out = append(out, v)
+		}
+		cur.Reset()
+		quoted = false
+	}
+	if s == "" {
+		return nil
+	}
+	for i := 0; i < len(s); i++ {
+		ch := s[i]
+		switch {
+		case escaped:
+			cur.WriteByte(ch)
+			escaped = false
+		case ch == '\\':
+			escaped = true
+		case ch == '"':
+			inQuotes = !inQuotes
+			quoted = true
+		case ch == ',' && !inQuotes:
+			flush()
+		case ch == '{' && !inQuotes:
+			return nil // multi-dimensional: not a scalar column's statistics
+		default:
+			cur.WriteByte(ch)
+		}
+	}
+	flush()
+	return out
+}
+
+func arrayElem(v string) string {
+	return `"` + strings.ReplaceAll(strings.ReplaceAll(v, `\`, `\\`), `"`, `\"`) + `"`
+}
+
+func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

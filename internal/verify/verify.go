@@ -1,0 +1,358 @@
+// Package verify runs the experiments that prove (or refute) findings, inside
+// pgmedic's safety envelope: only SELECTs are executed, each run inside a
+// read-only transaction that is rolled back, under statement_timeout, and
+// nothing runs while the server is busy.
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	pgxconn "github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/pgconn"
+	"github.com/pgmedic/pgmedic/internal/plan"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
+)
+
+// Conn is the part of *pgx.Conn the engine uses.
+type Conn interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgxconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Engine runs experiments.
+type Engine struct {
+	Conn Conn
+	// Runs per side (jit on, jit off); at least 5.
+	Runs int
+	// Cores is the server's CPU count used by the load check.
+	Cores int
+	// MaxExperiments bounds how many statements are re-run in one check.
+	MaxExperiments int
+	// StatementTimeoutText is shown in messages ("5s").
+	StatementTimeoutText string
+	Log                  func(format string, args ...any)
+}
+
+// A re-measured statement counts as helped when turning JIT off makes it at
+// least this much faster (after <= before * helpedRatio).
+const helpedRatio = 0.8
+
+// Run verifies the findings that carry an experiment. It returns the
+// findings (updated, re-sorted by the caller) and skipped entries.
+func (e *Engine) Run(ctx context.Context, snap *model.Snapshot, findings []model.Finding) ([]model.Finding, []model.Skip) {
+	if e.Runs < 5 {
+		e.Runs = 5
+	}
+	if e.MaxExperiments <= 0 {
+		e.MaxExperiments = 10
+	}
+	if e.Log == nil {
+		e.Log = func(string, ...any) {}
+	}
+	var skipped []model.Skip
+	if busy := e.busy(snap); busy != "" {
+		for i := range findings {
+			if findings[i].Experiment != nil {
+				findings[i].Verification = model.Verification{Status: model.NotRun, Reason: busy}
+			}
+		}
+		return findings, append(skipped, model.Skip{Rule: "verify", Reason: busy, Fix: "re-run pgmedic check when the server is quieter"})
+	}
+	results := map[int64]*toggle{}
+	ran := 0
+	for i := range findings {
+		f := &findings[i]
+		if f.Experiment == nil || f.Experiment.Kind != model.ExpJITToggle {
+			continue
+		}
+		r, ok := results[f.Experiment.QueryID]
+		if !ok {
+			if ran >= e.MaxExperiments {
+				f.Verification = model.Verification{Status: model.NotRun, Reason: fmt.Sprintf("experiment budget of %d statements used up by statements with more impact", e.MaxExperiments)}
+				continue
+			}
+			ran++
+			e.Log("verifying %s: %s", f.Rule, f.Object.Name)
+			r = e.jitToggle(ctx, snap, f.Experiment)
+			results[f.Experiment.QueryID] = r
+		}
+		applyToggle(f, r, e.Runs)
+	}
+	for i := range findings {
+		f := &findings[i]
+		if f.Experiment != nil && f.Experiment.Kind == model.ExpAggregate {
+			aggregate(f, findings, results)
+		}
+	}
+	return findings, skipped
+}
+
+// busy applies the envelope's load rule: no experiments when active
+// backends exceed twice the cores or connections are near max_connections.
+func (e *Engine) busy(snap *model.Snapshot) string {
+	a := snap.Activity
+	if e.Cores > 0 && a.Active > 2*e.Cores {
+		return fmt.Sprintf("experiments skipped: the server is busy (%d active backends, more than 2x its %d cores)", a.Active, e.Cores)
+	}
+	if a.MaxConnections > 0 && float64(a.Total) >= 0.9*float64(a.MaxConnections) {
+		return fmt.Sprintf("experiments skipped: %d of max_connections=%d connections are in use", a.Total, a.MaxConnections)
+	}
+	return ""
+}
+
+// toggle is the outcome of one jit on/off experiment.
+type toggle struct {
+	reason    string // not empty = not run
+	on, off   []float64
+	jitFired  bool
+	functions int
+	optimized bool
+	params    string
+}
+
+const stmtName = "pgmedic_verify"
+
+func (e *Engine) jitToggle(ctx context.Context, snap *model.Snapshot, exp *model.Experiment) *toggle {
+	t := &toggle{}
+	stmt, err := sqlparse.Parse(exp.Query)
+	if err != nil {
+		t.reason = "pgmedic cannot parse this statement, so it will not run it (" + err.Error() + ")"
+		return t
+	}
+	if ok, why := stmt.SafeToAnalyze(); !ok {
+		t.reason = "not re-run: " + why + "; pgmedic only executes SELECTs on a target"
+		return t
+	}
+	target := exp.Query
+	if n := stmt.ParamCount(); n > 0 {
+		if err := e.prepare(ctx, stmt, n, exp.Query); err != nil {
+			t.reason = "cannot prepare the statement to re-run it: " + errText(err)
+			return t
+		}
+		defer e.Conn.Exec(context.WithoutCancel(ctx), pgconn.Tag+"DEALLOCATE "+stmtName)
+		var types []string
+		if err := e.Conn.QueryRow(ctx, pgconn.Tag+"SELECT parameter_types::text[] FROM pg_prepared_statements WHERE name = $1", stmtName).Scan(&types); err != nil {
+			t.reason = "cannot read the statement's parameter types: " + errText(err)
+			return t
+		}
+		values, desc, why := e.parameterValues(ctx, stmt.ParamColumns(), types)
+		if why != "" {
+			t.reason = why
+			return t
+		}
+		target = "EXECUTE " + stmtName + "(" + strings.Join(values, ", ") + ")"
+		t.params = desc
+	}
+	explain := pgconn.Tag + "EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) " + target
+	appJIT := exp.AppSettings["jit"]
+	if appJIT == "" {
+		appJIT = snap.Settings["jit"].Value
+	}
+	// One untimed run first, so caches are warm for both sides.
+	if _, err := e.once(ctx, explain, "off", nil); err != nil {
+		t.reason = err.Error()
+		return t
+	}
+	for i := 0; i < e.Runs; i++ {
+		order := []string{"app", "off"}
+		if i%2 == 1 {
+			order = []string{"off", "app"}
+		}
+		for _, side := range order {
+			var ex *plan.Explain
+			var err error
+			if side == "app" {
+				ex, err = e.once(ctx, explain, appJIT, exp.AppSettings)
+			} else {
+				ex, err = e.once(ctx, explain, "off", nil)
+			}
+			if err != nil {
+				t.reason = err.Error()
+				return t
+			}
+			ms := ex.PlanningMS + ex.ExecutionMS
+			if side == "app" {
+				t.on = append(t.on, ms)
+				if ex.JIT != nil && ex.JIT.Functions > 0 {
+					t.jitFired, t.functions, t.optimized = true, ex.JIT.Functions, ex.JIT.Optimization
+				}
+			} else {
+				t.off = append(t.off, ms)
+			}
+		}
+	}
+	return t
+}
+
+// prepare creates the prepared statement, letting PostgreSQL infer the
+// parameter types. When that fails and some parameters stand bare in a
+// select list, it retries with those declared integer (see
+// sqlparse.BareTargetParams) and the rest still inferred.
+func (e *Engine) prepare(ctx context.Context, stmt *sqlparse.Statement, n int, query string) error {
+	_, err := e.Conn.Exec(ctx, pgconn.Tag+"PREPARE "+stmtName+" AS "+query)
+	bare := stmt.BareTargetParams()
+	if err == nil || len(bare) == 0 {
+		return err
+	}
+	types := make([]string, n)
+	for i := range types {
+		types[i] = "unknown"
+	}
+	for _, p := range bare {
+		if p >= 1 && p <= n {
+			types[p-1] = "integer"
+		}
+	}
+	_, err2 := e.Conn.Exec(ctx, pgconn.Tag+"PREPARE "+stmtName+"("+strings.Join(types, ", ")+") AS "+query)
+	if err2 != nil {
+		return err // the first error says more about the statement
+	}
+	return nil
+}
+
+// once runs EXPLAIN ANALYZE in a read-only transaction that is rolled back.
+func (e *Engine) once(ctx context.Context, explain, jit string, settings map[string]string) (*plan.Explain, error) {
+	if _, err := e.Conn.Exec(ctx, pgconn.Tag+"BEGIN READ ONLY"); err != nil {
+		return nil, fmt.Errorf("cannot start a read-only transaction: %s", errText(err))
+	}
+	defer e.Conn.Exec(context.WithoutCancel(ctx), pgconn.Tag+"ROLLBACK")
+	sets := []string{"SET LOCAL plan_cache_mode = force_custom_plan"}
+	names := make([]string, 0, len(settings))
+	for k := range settings {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if k != "jit" {
+			sets = append(sets, fmt.Sprintf("SELECT set_config(%s, %s, true)", literal(k), literal(settings[k])))
+		}
+	}
+	sets = append(sets, "SET LOCAL jit = "+onOff(jit))
+	for _, s := range sets {
+		if _, err := e.Conn.Exec(ctx, pgconn.Tag+s); err != nil {
+			return nil, fmt.Errorf("cannot apply %q for the experiment: %s", s, errText(err))
+		}
+	}
+	var out []byte
+	if err := e.Conn.QueryRow(ctx, explain).Scan(&out); err != nil {
+		var pgErr *pgxconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "57014" {
+			return nil, fmt.Errorf("the statement ran past pgmedic's statement_timeout (%s): raise --statement-timeout to measure it", e.StatementTimeoutText)
+		}
+		return nil, fmt.Errorf("re-running the statement failed: %s", errText(err))
+	}
+	ex, err := plan.ParseJSON(out)
+	if err != nil {
+		return nil, fmt.Errorf("reading EXPLAIN output: %w", err)
+	}
+	return ex, nil
+}
+
+func onOff(v string) string {
+	switch strings.ToLower(v) {
+	case "on", "true", "yes", "1":
+		return "on"
+	}
+	return "off"
+}
+
+func applyToggle(f *model.Finding, t *toggle, runs int) {
+	if t.reason != "" {
+		f.Verification = model.Verification{Status: model.NotRun, Reason: t.reason}
+		return
+	}
+	before, after := median(t.on), median(t.off)
+	method := fmt.Sprintf("EXPLAIN ANALYZE x%d with jit as the role runs it and x%d with SET LOCAL jit = off, alternating, in rolled-back read-only transactions; medians of planning + execution time", runs, runs)
+	if t.params != "" {
+		method += "; parameters: " + t.params
+	}
+	if !t.jitFired {
+		f.Verification = model.Verification{Status: model.NotRun, Method: method,
+			Reason: fmt.Sprintf("JIT did not fire when re-run (%.1f ms vs %.1f ms): the representative parameter values give a plan below jit_above_cost, while the recorded calls did not", before, after)}
+		return
+	}
+	f.Evidence = append(f.Evidence,
+		model.Evidence{Label: "measured with JIT (median)", Value: round(before), Unit: "ms"},
+		model.Evidence{Label: "measured without JIT (median)", Value: round(after), Unit: "ms"},
+		model.Evidence{Label: "JIT functions compiled per run (measured)", Value: float64(t.functions)})
+	f.Verification = model.Verification{Method: method,
+		Before: &model.Measure{Value: round(before), Unit: "ms"}, After: &model.Measure{Value: round(after), Unit: "ms"}}
+	if after <= before*helpedRatio {
+		f.Verification.Status = model.Confirmed
+		return
+	}
+	// JIT helps or does not matter here (long analytic queries): never tell
+	// users to switch it off on that evidence.
+	f.Verification.Status = model.Refuted
+	f.Severity = model.Info
+	f.Title = fmt.Sprintf("JIT re-measured: turning it off does not make this statement faster (%.1f ms with, %.1f ms without)", before, after)
+	f.Fix = model.Fix{Summary: "keep JIT for this statement"}
+}
+
+// aggregate turns the statement experiments into the setting-level result:
+// the workload time of the re-measured statements with and without JIT.
+func aggregate(f *model.Finding, findings []model.Finding, results map[int64]*toggle) {
+	var before, after float64
+	n := 0
+	seen := map[int64]bool{}
+	for _, g := range findings {
+		if g.Experiment == nil || g.Experiment.Kind != model.ExpJITToggle || seen[g.Experiment.QueryID] {
+			continue
+		}
+		r := results[g.Experiment.QueryID]
+		if r == nil || r.reason != "" || !r.jitFired {
+			continue
+		}
+		seen[g.Experiment.QueryID] = true
+		calls := float64(g.Experiment.Calls)
+		before += calls * median(r.on)
+		after += calls * median(r.off)
+		n++
+	}
+	if n == 0 {
+		f.Verification = model.Verification{Status: model.NotRun, Reason: "no statement could be re-measured (see the statement findings)"}
+		return
+	}
+	f.Verification = model.Verification{
+		Method: fmt.Sprintf("sum over %d re-measured statement(s) of calls x measured median, jit as configured vs jit = off", n),
+		Before: &model.Measure{Value: round(before), Unit: "ms"}, After: &model.Measure{Value: round(after), Unit: "ms"},
+	}
+	if after <= before*helpedRatio {
+		f.Verification.Status = model.Confirmed
+		return
+	}
+	f.Verification.Status = model.Refuted
+	f.Severity = model.Info
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func round(x float64) float64 { return float64(int64(x*100+0.5)) / 100 }
+
+func errText(err error) string {
+	var pgErr *pgxconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Message
+	}
+	return err.Error()
+}
+
+// literal quotes a string as an SQL literal.
+func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
