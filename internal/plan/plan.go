@@ -94,7 +94,7 @@ func ParseJSON(b []byte) (*Explain, error) {
 	default:
 		return nil, fmt.Errorf("input does not start with [ or {: %w", ErrNotAPlan)
 	}
-	if one.Plan == nil || one.Plan.NodeType == "" {
+	if one.Plan == nil || strings.TrimSpace(one.Plan.NodeType) == "" {
 		return nil, fmt.Errorf("no \"Plan\" with a \"Node Type\": %w", ErrNotAPlan)
 	}
 	e := &Explain{Plan: convert(*one.Plan, 0)}

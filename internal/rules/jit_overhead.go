@@ -189,6 +189,11 @@ func jitSetting(s *model.Snapshot, dbTotal, flaggedJIT float64, flagged int) (mo
 			model.Evidence{Label: "statements where JIT dominates", Value: float64(flagged)})
 		f.Verification = model.Verification{Status: model.NotRun, Reason: "not verified yet"}
 		f.Experiment = &model.Experiment{Kind: model.ExpAggregate}
+	case flagged > 0:
+		f.Severity = model.Info
+		f.Title = fmt.Sprintf("JIT is on with low cost thresholds; %d short statement(s) pay for it, %s of statement time", flagged, pct(share))
+		f.Impact = model.Impact{Summary: "small today; see the statement findings", Share: round4(share)}
+		f.Verification = model.Verification{Status: model.NotRun, Reason: "below the setting-level threshold; the statement findings carry the measurements"}
 	case oltpLike(s):
 		f.Severity = model.Info
 		f.Title = "JIT is armed: on with low cost thresholds on an OLTP workload"

@@ -38,7 +38,7 @@ func (e *Engine) parameterValues(ctx context.Context, cols map[int][]sqlparse.Co
 			v, from = dv, "type "+typ
 		}
 		if isArray {
-			values[i] = literal("{" + arrayElem(v) + "}") + "::" + typ
+			values[i] = literal("{"+arrayElem(v)+"}") + "::" + typ
 		} else {
 			values[i] = literal(v) + "::" + typ
 		}

@@ -1,0 +1,40 @@
+package collect
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestParseSetConfig(t *testing.T) {
+	got := ParseSetConfig([]string{"jit=off", "search_path=app, public", "JIT_Above_Cost=1e+06", "broken", "=x", "application_name=a=b"})
+	want := map[string]string{"jit": "off", "search_path": "app, public", "jit_above_cost": "1e+06", "application_name": "a=b"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+}
+
+func TestPgssSelectFollowsVersion(t *testing.T) {
+	pg12 := map[string]bool{"queryid": true, "query": true, "userid": true, "calls": true, "total_time": true, "rows": true, "shared_blks_hit": true, "shared_blks_read": true}
+	sql, jit := PgssSelect("public", pg12)
+	if jit || !strings.Contains(sql, "coalesce(total_time, 0)::float8 AS total_exec_time") || !strings.Contains(sql, "0)::float8 AS jit_functions") || !strings.Contains(sql, "ORDER BY total_time") {
+		t.Errorf("PG12 select wrong (jit=%v): %s", jit, sql)
+	}
+	pg15 := map[string]bool{"queryid": true, "query": true, "userid": true, "calls": true, "total_exec_time": true, "total_plan_time": true,
+		"jit_functions": true, "jit_generation_time": true, "wal_fpi": true}
+	sql, jit = PgssSelect("ext", pg15)
+	if !jit || !strings.Contains(sql, `"ext".pg_stat_statements`) || !strings.Contains(sql, "coalesce(jit_functions, 0)") || !strings.Contains(sql, "coalesce(wal_fpi, 0)") {
+		t.Errorf("PG15 select wrong (jit=%v): %s", jit, sql)
+	}
+}
+
+func FuzzParseSetConfig(f *testing.F) {
+	f.Add("jit=off", "search_path=a,b")
+	f.Fuzz(func(t *testing.T, a, b string) {
+		for k := range ParseSetConfig([]string{a, b}) {
+			if k == "" || strings.ContainsRune(k, '=') {
+				t.Fatalf("bad key %q", k)
+			}
+		}
+	})
+}

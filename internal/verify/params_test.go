@@ -1,0 +1,47 @@
+package verify
+
+import (
+	"reflect"
+	"testing"
+)
+
+func TestParseArray(t *testing.T) {
+	for in, want := range map[string][]string{
+		`{42,76,73}`:                 {"42", "76", "73"},
+		`{"a b","c,d",e}`:            {"a b", "c,d", "e"},
+		`{"with \"quote\"",x}`:       {`with "quote"`, "x"},
+		`{NULL,"NULL",1}`:            {"NULL", "1"},
+		`{}`:                         nil,
+		`not an array`:               nil,
+		`{{1,2},{3,4}}`:              nil,
+		`{"2024-01-01 00:00:00+00"}`: {"2024-01-01 00:00:00+00"},
+	} {
+		if got := ParseArray(in); !reflect.DeepEqual(got, want) {
+			t.Errorf("ParseArray(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestMedian(t *testing.T) {
+	if m := median([]float64{5, 1, 900, 3, 4}); m != 4 {
+		t.Errorf("odd median = %v", m)
+	}
+	if m := median([]float64{1, 2, 3, 100}); m != 2.5 {
+		t.Errorf("even median = %v", m)
+	}
+}
+
+func FuzzParseArray(f *testing.F) {
+	for _, s := range []string{`{1,2}`, `{"a\"b",NULL}`, `{}`, `{{1}}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, v := range ParseArray(s) {
+			// Whatever comes out must survive the round trip through the
+			// quoting used to build experiment arguments.
+			if got := ParseArray("{" + arrayElem(v) + "}"); len(got) != 1 || got[0] != v {
+				t.Fatalf("round trip of %q gave %q", v, got)
+			}
+		}
+	})
+}
