@@ -56,6 +56,9 @@ type Options struct {
 	BinDir string
 	// Log receives progress lines; nil discards them.
 	Log func(format string, args ...any)
+
+	// afterStart lets tests fail setup half-way.
+	afterStart func(*Cluster) error
 }
 
 // FindBinDir locates initdb/pg_ctl: $PGMEDIC_PG_BIN, then `pg_config --bindir`,
@@ -194,6 +197,11 @@ func Create(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if c.Version, err = c.serverVersion(); err != nil {
 		return c, err
 	}
+	if opts.afterStart != nil {
+		if err = opts.afterStart(c); err != nil {
+			return c, err
+		}
+	}
 	if err = c.save(); err != nil {
 		return c, err
 	}
@@ -201,6 +209,9 @@ func Create(ctx context.Context, opts Options) (c *Cluster, err error) {
 }
 
 const stateFile = "state.json"
+
+// PasswordRole is the only lab role that must give a password.
+const PasswordRole = "pw_user"
 
 func (c *Cluster) dataDir() string { return filepath.Join(c.Dir, "data") }
 func (c *Cluster) logFile() string { return filepath.Join(c.Dir, "server.log") }
@@ -253,7 +264,17 @@ log_line_prefix = '%%m [%%p] %%q%%u@%%d '
 	if err := os.WriteFile(path, append(base, conf...), 0o600); err != nil {
 		return fmt.Errorf("writing postgresql.conf: %w", err)
 	}
-	return c.chown(path)
+	if err := c.chown(path); err != nil {
+		return err
+	}
+	// Trust for everyone on loopback, except the role PasswordRole, which
+	// must authenticate: it lets tests exercise wrong-password handling.
+	hba := fmt.Sprintf("host all %s 127.0.0.1/32 scram-sha-256\nhost all all 127.0.0.1/32 trust\n", PasswordRole)
+	hbaPath := filepath.Join(c.dataDir(), "pg_hba.conf")
+	if err := os.WriteFile(hbaPath, []byte(hba), 0o600); err != nil {
+		return fmt.Errorf("writing pg_hba.conf: %w", err)
+	}
+	return c.chown(hbaPath)
 }
 
 func (c *Cluster) start(ctx context.Context) error {
@@ -272,7 +293,7 @@ func (c *Cluster) Stop(ctx context.Context) error {
 	}
 	if err := c.run(ctx, "pg_ctl", "-D", c.dataDir(), "-m", "fast", "-w", "-t", "60", "stop"); err != nil {
 		// A fast shutdown that hangs must not leave an orphan behind.
-		if pid := c.PostmasterPID(); pid > 0 {
+		if pid := c.PostmasterPID(); alive(pid) {
 			_ = syscall.Kill(pid, syscall.SIGQUIT)
 		}
 		return fmt.Errorf("stopping the lab server: %w", err)
@@ -302,8 +323,24 @@ func (c *Cluster) PostmasterPID() int {
 
 // Running reports whether the server process is alive.
 func (c *Cluster) Running() bool {
-	pid := c.PostmasterPID()
-	return pid > 0 && syscall.Kill(pid, 0) == nil
+	return alive(c.PostmasterPID())
+}
+
+// alive reports whether pid is a live process. A zombie counts as dead: the
+// postmaster is re-parented when pg_ctl exits, and in containers whose init
+// does not reap, its corpse would otherwise look alive.
+func alive(pid int) bool {
+	if pid <= 0 || syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) {
+		return b[i+2] != 'Z'
+	}
+	return true
 }
 
 func (c *Cluster) save() error {
@@ -422,7 +459,7 @@ func lastLines(path string, n int) string {
 func (c *Cluster) WaitGone(pid int, timeout time.Duration) bool {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		if syscall.Kill(pid, 0) != nil {
+		if !alive(pid) {
 			return true
 		}
 		time.Sleep(50 * time.Millisecond)

@@ -1,0 +1,287 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgmedic/pgmedic/internal/lab"
+	"github.com/pgmedic/pgmedic/internal/model"
+)
+
+// One throwaway cluster serves every test in this package.
+var cluster *lab.Cluster
+
+func TestMain(m *testing.M) {
+	if _, err := lab.FindBinDir(""); err != nil {
+		fmt.Fprintln(os.Stderr, "skipping cluster tests:", err)
+		os.Exit(m.Run())
+	}
+	c, err := lab.Create(context.Background(), lab.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting the test cluster:", err)
+		os.Exit(1)
+	}
+	cluster = c
+	code := m.Run()
+	c.Destroy(context.Background())
+	os.Exit(code)
+}
+
+func needCluster(t *testing.T) {
+	t.Helper()
+	if cluster == nil {
+		t.Skip("no PostgreSQL installation")
+	}
+}
+
+func run(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := Run(context.Background(), args, strings.NewReader(""), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func admin(t *testing.T, db string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), cluster.DSN(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+// TestScenarios reproduces each incident and checks that check finds it,
+// measures it, and stays quiet on the healthy control.
+func TestScenarios(t *testing.T) {
+	needCluster(t)
+	if _, err := lab.FindAsyncpgPython(); err != nil {
+		t.Fatalf("the asyncpg scenario needs python3-asyncpg: %v", err)
+	}
+	for _, sc := range lab.Scenarios() {
+		t.Run(sc.Name, func(t *testing.T) {
+			env, err := cluster.Prepare(context.Background(), sc, t.Logf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			code, out, errOut := run(t, "check", cluster.DSN(env.DB), "--format", "json", "--min-severity", "info")
+			if code != 0 && code != 1 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			var rep struct {
+				Findings []model.Finding `json:"findings"`
+				Target   map[string]any  `json:"target"`
+			}
+			if err := json.Unmarshal([]byte(out), &rep); err != nil {
+				t.Fatalf("JSON: %v\n%s", err, out)
+			}
+			missing, unexpected := sc.Evaluate(rep.Findings)
+			if len(missing) > 0 || len(unexpected) > 0 {
+				t.Fatalf("missing %v, unexpected %v\n%s", missing, unexpected, out)
+			}
+			hasWarn := false
+			for _, f := range rep.Findings {
+				hasWarn = hasWarn || f.Severity >= model.Warning
+				if f.Verification.Status == model.Confirmed && (f.Verification.Before == nil || f.Verification.After == nil) {
+					t.Errorf("%s confirmed without two measured numbers", f.Rule)
+				}
+			}
+			if want := len(sc.Expect) > 0; hasWarn != want {
+				t.Errorf("warnings=%v for a scenario expecting findings=%v", hasWarn, want)
+			}
+			if (code == 1) != (len(rep.Findings) > 0) {
+				t.Errorf("exit code %d with %d findings at or above --min-severity", code, len(rep.Findings))
+			}
+			if strings.Contains(out, "password") {
+				t.Errorf("output mentions a password")
+			}
+			if sc.Name == "jit-oltp" {
+				assertOwnStatementsSafe(t, env.DB)
+			}
+		})
+	}
+}
+
+// assertOwnStatementsSafe reads the target's pg_stat_statements: pgmedic's own
+// statements (tagged) must never have paid for JIT, nor run past its timeout.
+func assertOwnStatementsSafe(t *testing.T, db string) {
+	conn := admin(t, db)
+	var n, jitFns int64
+	var maxMS float64
+	err := conn.QueryRow(context.Background(), `SELECT count(*), coalesce(sum(jit_functions), 0), coalesce(max(max_exec_time), 0)
+		FROM pg_stat_statements WHERE query LIKE '/* pgmedic */%' AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&n, &jitFns, &maxMS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 5 {
+		t.Fatalf("only %d pgmedic statements recorded: the tag is not reaching pg_stat_statements", n)
+	}
+	if jitFns != 0 {
+		t.Errorf("pgmedic's own statements compiled %d JIT functions", jitFns)
+	}
+	if maxMS >= 5000 {
+		t.Errorf("a pgmedic statement ran %.0f ms, past the 5s statement_timeout", maxMS)
+	}
+}
+
+func TestDemo(t *testing.T) {
+	needCluster(t)
+	if testing.Short() {
+		t.Skip("the demo starts its own cluster")
+	}
+	out := filepath.Join(t.TempDir(), "demo.json")
+	code, _, errOut := run(t, "demo", "--format", "json", "--out", out)
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatalf("exit %d, no JSON: %v %s", code, err, errOut)
+	}
+	var doc struct {
+		Passed    bool `json:"passed"`
+		Scenarios []struct {
+			Scenario   string   `json:"scenario"`
+			Missing    []string `json:"missing"`
+			Unexpected []string `json:"unexpected"`
+			Report     struct {
+				Findings []model.Finding `json:"findings"`
+			} `json:"report"`
+		} `json:"scenarios"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if code != 0 || !doc.Passed || len(doc.Scenarios) != len(lab.Scenarios()) {
+		t.Fatalf("exit %d passed=%v scenarios=%d: %s", code, doc.Passed, len(doc.Scenarios), b)
+	}
+	for _, s := range doc.Scenarios {
+		if s.Scenario != "jit-oltp" {
+			continue
+		}
+		for _, f := range s.Report.Findings {
+			if f.Rule == "jit-overhead" && f.Object.Kind == "statement" {
+				v := f.Verification
+				if v.Status != model.Confirmed || v.Before.Value < 10*v.After.Value {
+					t.Errorf("jit-oltp verification %+v: want confirmed with before >= 10x after", v)
+				}
+				return
+			}
+		}
+		t.Errorf("jit-oltp: no statement-level jit-overhead finding")
+	}
+}
+
+func TestWithoutPgStatStatements(t *testing.T) {
+	needCluster(t)
+	conn := admin(t, "postgres")
+	conn.Exec(context.Background(), "DROP DATABASE IF EXISTS nopgss")
+	if _, err := conn.Exec(context.Background(), "CREATE DATABASE nopgss TEMPLATE template0"); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := run(t, "check", cluster.DSN("nopgss"), "--format", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "CREATE EXTENSION pg_stat_statements") || !strings.Contains(out, `"driver-introspection"`) {
+		t.Errorf("skipped entries lack the rule or the fix:\n%s", out)
+	}
+}
+
+func TestHiddenStatementsWithoutPrivilege(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	sc, _ := lab.Find("healthy")
+	env, err := cluster.Prepare(ctx, sc, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := admin(t, env.DB)
+	conn.Exec(ctx, "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'reader') THEN CREATE ROLE reader LOGIN; END IF; END $$")
+	code, out, errOut := run(t, "check", cluster.UserDSN("reader", env.DB), "--min-severity", "info")
+	if code != 0 && code != 1 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "GRANT pg_read_all_stats") {
+		t.Errorf("no privilege hint:\n%s", out)
+	}
+}
+
+func TestConnectionErrors(t *testing.T) {
+	needCluster(t)
+	conn := admin(t, "postgres")
+	conn.Exec(context.Background(), fmt.Sprintf("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '%s') THEN CREATE ROLE %s LOGIN PASSWORD 'right'; END IF; END $$", lab.PasswordRole, lab.PasswordRole))
+
+	// A port where nothing listens.
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	closedPort := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	// A server that is not PostgreSQL.
+	fake, _ := net.Listen("tcp", "127.0.0.1:0")
+	defer fake.Close()
+	go func() {
+		for {
+			c, err := fake.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("HTTP/1.1 400 Bad Request\r\n\r\n"))
+			c.Close()
+		}
+	}()
+	cases := []struct{ name, dsn, want string }{
+		{"refused", fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?connect_timeout=5", closedPort), "connection refused"},
+		{"wrong password", fmt.Sprintf("postgres://%s:wrong@127.0.0.1:%d/postgres?sslmode=disable", lab.PasswordRole, cluster.Port), "password authentication failed"},
+		{"unknown database", fmt.Sprintf("postgres://postgres@127.0.0.1:%d/nosuchdb?sslmode=disable", cluster.Port), "does not exist"},
+		{"unknown host", "postgres://postgres@no-such-host.invalid:5432/postgres?connect_timeout=5", "unknown host"},
+		{"not postgres", fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable&connect_timeout=5", fake.Addr().(*net.TCPAddr).Port), "did not answer as PostgreSQL"},
+		{"garbage dsn", "postgres://[::1", "invalid connection string"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, out, errOut := run(t, "check", c.dsn)
+			if code != 2 {
+				t.Errorf("exit %d, want 2", code)
+			}
+			if out != "" {
+				t.Errorf("stdout not empty: %q", out)
+			}
+			lines := strings.Split(strings.TrimSpace(errOut), "\n")
+			if len(lines) != 1 || !strings.Contains(errOut, c.want) {
+				t.Errorf("stderr %q, want one line containing %q", errOut, c.want)
+			}
+			if strings.Contains(errOut, "wrong") || strings.Contains(errOut, "panic") {
+				t.Errorf("stderr leaks the password or panics: %q", errOut)
+			}
+		})
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"check", "--format", "xml", "x"},
+		{"check", "--min-severity", "loud", "x"},
+		{"check", "--rules", "no-such-rule", "postgres://127.0.0.1:1/x"},
+		{"check", "--runs", "2", "postgres://127.0.0.1:1/x"},
+		{"lab", "run", "no-such-scenario"},
+		{"nonsense"},
+		{"check", "--bogus"},
+	} {
+		code, out, errOut := run(t, args...)
+		if code != 2 || out != "" || strings.Count(strings.TrimSpace(errOut), "\n") != 0 || errOut == "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errOut)
+		}
+	}
+	if code, out, _ := run(t, "--version"); code != 0 || !strings.Contains(out, Version) {
+		t.Errorf("--version: %d %q", code, out)
+	}
+	if code, out, _ := run(t, "lab", "list"); code != 0 || !strings.Contains(out, "jit-oltp") || !strings.Contains(out, "asyncpg-introspection") {
+		t.Errorf("lab list: %d %q", code, out)
+	}
+}

@@ -1,0 +1,174 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+func needPostgres(t *testing.T) {
+	t.Helper()
+	if _, err := FindBinDir(""); err != nil {
+		t.Skipf("no PostgreSQL here: %v", err)
+	}
+}
+
+func TestClusterLifecycle(t *testing.T) {
+	needPostgres(t)
+	ctx := context.Background()
+	c, err := Create(ctx, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, pid := c.Dir, c.PostmasterPID()
+	if pid == 0 || !c.Running() {
+		t.Fatalf("server not running after Create (pid %d)", pid)
+	}
+	conn, err := pgx.Connect(ctx, c.DSN(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var preload, jit, listen string
+	if err := conn.QueryRow(ctx, "SELECT current_setting('shared_preload_libraries'), current_setting('jit'), current_setting('listen_addresses')").Scan(&preload, &jit, &listen); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(ctx)
+	if !strings.Contains(preload, "pg_stat_statements") || !strings.Contains(preload, "auto_explain") {
+		t.Errorf("shared_preload_libraries = %q", preload)
+	}
+	if jit != "on" {
+		t.Errorf("the lab must keep JIT at PostgreSQL's default (on), got %q", jit)
+	}
+	if listen != "127.0.0.1" {
+		t.Errorf("listen_addresses = %q", listen)
+	}
+	loaded, err := Load(dir)
+	if err != nil || loaded.Port != c.Port {
+		t.Fatalf("Load: %+v, %v", loaded, err)
+	}
+	if err := loaded.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !c.WaitGone(pid, 10*time.Second) {
+		t.Errorf("postmaster %d still alive after Destroy", pid)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s still exists after Destroy", dir)
+	}
+}
+
+func TestFailedSetupLeavesNothing(t *testing.T) {
+	needPostgres(t)
+	var dir string
+	var pid int
+	_, err := Create(context.Background(), Options{afterStart: func(c *Cluster) error {
+		dir, pid = c.Dir, c.PostmasterPID()
+		return errors.New("injected failure")
+	}})
+	if err == nil || !strings.Contains(err.Error(), "injected") {
+		t.Fatalf("err = %v", err)
+	}
+	if pid == 0 {
+		t.Fatal("the hook ran before the server started")
+	}
+	if !(&Cluster{}).WaitGone(pid, 10*time.Second) {
+		t.Errorf("postmaster %d left running", pid)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s left behind", dir)
+	}
+}
+
+func TestCreateRefusesNonEmptyDir(t *testing.T) {
+	needPostgres(t)
+	dir := t.TempDir()
+	keep := filepath.Join(dir, "precious.txt")
+	os.WriteFile(keep, []byte("x"), 0o644)
+	if _, err := Create(context.Background(), Options{Dir: dir}); err == nil {
+		t.Fatal("created a cluster in a non-empty directory")
+	}
+	if _, err := os.Stat(keep); err != nil {
+		t.Errorf("user file removed: %v", err)
+	}
+}
+
+func TestMissingBinaries(t *testing.T) {
+	_, err := FindBinDir(t.TempDir())
+	if !errors.Is(err, ErrNoPostgres) || !strings.Contains(err.Error(), "apt-get install postgresql-15") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestInterruptLeavesNoOrphan runs `pgmedic lab run` as a real process,
+// interrupts it while the scenario runs, and checks that the server and its
+// directory are gone.
+func TestInterruptLeavesNoOrphan(t *testing.T) {
+	needPostgres(t)
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "pgmedic")
+	build := exec.Command("go", "build", "-o", bin, "github.com/pgmedic/pgmedic/cmd/pgmedic")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	before, _ := filepath.Glob(filepath.Join(os.TempDir(), "pgmedic-lab-*"))
+	cmd := exec.Command(bin, "lab", "run", "jit-oltp", "--dir", filepath.Join(t.TempDir(), "none"))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait for the throwaway cluster to be up.
+	var dir string
+	var pid int
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) && pid == 0 {
+		now, _ := filepath.Glob(filepath.Join(os.TempDir(), "pgmedic-lab-*"))
+		for _, d := range now {
+			if !contains(before, d) {
+				dir = d
+				c := &Cluster{Dir: d}
+				pid = c.PostmasterPID()
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if pid == 0 {
+		cmd.Process.Kill()
+		t.Fatal("the lab cluster never came up")
+	}
+	time.Sleep(300 * time.Millisecond)
+	cmd.Process.Signal(os.Interrupt)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("pgmedic did not exit after Ctrl-C")
+	}
+	if code := cmd.ProcessState.ExitCode(); code == 0 {
+		t.Errorf("an interrupted run must not exit 0")
+	}
+	if !(&Cluster{}).WaitGone(pid, 10*time.Second) {
+		t.Errorf("postmaster %d orphaned", pid)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s left behind", dir)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
