@@ -1,0 +1,82 @@
+package report
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/pgconn"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+func sample() *Report {
+	findings := []model.Finding{
+		{Rule: "jit-overhead", Severity: model.Critical, Title: "JIT compilation costs 41x the query's own execution",
+			Object:   model.Object{Kind: "statement", Name: "SELECT o.id FROM orders o WHERE o.customer_id = $1", QueryID: "-319", Role: "app", Database: "shop"},
+			Evidence: []model.Evidence{{Label: "JIT total per call", Value: 81.49, Unit: "ms"}, {Label: "calls", Value: 16}, {Label: "jit for role app is on (default)", Value: 1}},
+			Impact:   model.Impact{Summary: "98% of this database's statement time", Share: 0.98},
+			Fix:      model.Fix{Summary: "turn JIT off for role app", SQL: "ALTER ROLE app IN DATABASE shop SET jit = off;"},
+			Verification: model.Verification{Status: model.Confirmed, Method: "EXPLAIN ANALYZE x5 each",
+				Before: &model.Measure{Value: 734, Unit: "ms"}, After: &model.Measure{Value: 7.34, Unit: "ms"}},
+			Docs: "docs/rules/jit-overhead.md"},
+		{Rule: "jit-overhead", Severity: model.Info, Title: "JIT is armed", Object: model.Object{Kind: "setting", Name: "jit"},
+			Verification: model.Verification{Status: model.NotRun, Reason: "nothing to measure"}, Docs: "docs/rules/jit-overhead.md"},
+	}
+	skipped := []model.Skip{{Rule: "driver-introspection", Reason: "pg_stat_statements is not installed", Fix: "CREATE EXTENSION pg_stat_statements;"}}
+	return New("test", pgconn.Target{Host: "127.0.0.1", Port: 5432, Database: "shop", User: "me", ServerVersion: "15.20"},
+		time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC), findings, skipped, 2, model.Warning)
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := "testdata/" + name
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file:\n%s", name, got)
+	}
+}
+
+func TestTextGolden(t *testing.T) {
+	var b bytes.Buffer
+	if err := sample().Text(&b); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "report.txt", b.Bytes())
+}
+
+func TestJSONGolden(t *testing.T) {
+	var b bytes.Buffer
+	if err := sample().JSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "report.json", b.Bytes())
+}
+
+func TestMinSeverityAndSummary(t *testing.T) {
+	r := sample()
+	if len(r.Findings) != 1 || r.Findings[0].Severity != model.Critical {
+		t.Fatalf("min-severity filter kept %d findings", len(r.Findings))
+	}
+	if r.Summary.Critical != 1 || r.Summary.Info != 1 || r.Summary.Confirmed != 1 || r.Summary.NotRun != 1 {
+		t.Errorf("summary counts every finding: %+v", r.Summary)
+	}
+	if r.Worst() != model.Critical {
+		t.Errorf("Worst = %s", r.Worst())
+	}
+	all := New("test", r.Target, r.CollectedAt, append(r.Findings, model.Finding{Rule: "x", Severity: model.Info}), nil, 2, model.Info)
+	if len(all.Findings) != 2 || len(all.Filter(model.Warning).Findings) != 1 || all.Filter(model.Warning).Summary.Info != 1 {
+		t.Errorf("Filter narrows the findings but keeps the summary")
+	}
+}
