@@ -25,6 +25,10 @@ type checkFlags struct {
 	serverCores      int
 	runs             int
 	noVerify         bool
+	verifyIndexes    bool
+	verifyMaxMB      int
+	// lab is set for lab databases, where experiments may write.
+	lab bool
 }
 
 func (c *checkFlags) register(cmd *cobra.Command) {
@@ -33,6 +37,8 @@ func (c *checkFlags) register(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&c.serverCores, "server-cores", 0, "the server's CPU count, for the load check before experiments (default: this machine's when the server is local, else 4)")
 	cmd.Flags().IntVar(&c.runs, "runs", 5, "runs per side of each experiment (at least 5)")
 	cmd.Flags().BoolVar(&c.noVerify, "no-verify", false, "diagnose only: run no experiments")
+	cmd.Flags().BoolVar(&c.verifyIndexes, "verify-indexes", false, "time proposed indexes on a temporary copy of the table (temporary objects only, in a transaction that is rolled back)")
+	cmd.Flags().IntVar(&c.verifyMaxMB, "verify-max-size", 1024, "largest table (MB, with indexes) --verify-indexes copies, and largest relation pgstattuple reads")
 }
 
 func newCheck(stdout, stderr io.Writer) *cobra.Command {
@@ -77,6 +83,9 @@ func diagnose(ctx context.Context, dsn string, f checkFlags, ruleIDs []string, m
 	if f.runs < 5 {
 		return nil, usageErr("--runs must be at least 5: a median of fewer runs is noise")
 	}
+	if f.verifyMaxMB <= 0 {
+		return nil, usageErr("--verify-max-size must be a positive number of megabytes")
+	}
 	if f.statementTimeout < 100*time.Millisecond {
 		return nil, usageErr("--statement-timeout must be at least 100ms")
 	}
@@ -94,7 +103,8 @@ func diagnose(ctx context.Context, dsn string, f checkFlags, ruleIDs []string, m
 	findings, skipped := rules.Run(snap, selected)
 	if !f.noVerify {
 		eng := &verify.Engine{Conn: sess.Conn, Runs: f.runs, Cores: serverCores(f.serverCores, sess.Target.Host),
-			StatementTimeoutText: f.statementTimeout.String(), Log: logf}
+			StatementTimeoutText: f.statementTimeout.String(), Log: logf,
+			Lab: f.lab, VerifyIndexes: f.verifyIndexes, MaxCopyBytes: int64(f.verifyMaxMB) << 20}
 		var more []model.Skip
 		findings, more = eng.Run(ctx, snap, findings)
 		skipped = append(skipped, more...)

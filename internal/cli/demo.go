@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"time"
 
@@ -83,6 +84,7 @@ func demoText(w io.Writer, doc demoReport) error {
 		if err := s.Report.Text(w); err != nil {
 			return err
 		}
+		writeMetrics(w, s.Metrics)
 		fmt.Fprintf(w, "\n")
 	}
 	fmt.Fprintf(w, "================ demo summary (%.1fs) ================\n", doc.Seconds)
@@ -100,4 +102,20 @@ func demoText(w io.Writer, doc demoReport) error {
 		fmt.Fprintf(w, "%-24s %s %s\n", s.Scenario, verdict, strings.Join(notes, " | "))
 	}
 	return nil
+}
+
+// writeMetrics prints what the scenario's workload measured itself.
+func writeMetrics(w io.Writer, m map[string]float64) {
+	if len(m) == 0 {
+		return
+	}
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	fmt.Fprintf(w, "workload measurements:\n")
+	for _, k := range names {
+		fmt.Fprintf(w, "  %-48s %g\n", k, m[k])
+	}
 }

@@ -124,7 +124,13 @@ Exit 0 when the scenario produced every finding it must and none it must not.`,
 			if err != nil {
 				return err
 			}
-			render := res.Report.Text
+			render := func(w io.Writer) error {
+				if err := res.Report.Text(w); err != nil {
+					return err
+				}
+				writeMetrics(w, res.Metrics)
+				return nil
+			}
 			if f.format == "json" {
 				render = res.Report.JSON
 			}
@@ -145,12 +151,14 @@ Exit 0 when the scenario produced every finding it must and none it must not.`,
 
 // scenarioResult is one scenario of the demo's JSON.
 type scenarioResult struct {
-	Scenario   string         `json:"scenario"`
-	Expected   []lab.Expect   `json:"expected"`
-	MustNot    []lab.Expect   `json:"must_not"`
-	Missing    []string       `json:"missing"`
-	Unexpected []string       `json:"unexpected"`
-	Report     *report.Report `json:"report"`
+	Scenario   string       `json:"scenario"`
+	Expected   []lab.Expect `json:"expected"`
+	MustNot    []lab.Expect `json:"must_not"`
+	Missing    []string     `json:"missing"`
+	Unexpected []string     `json:"unexpected"`
+	// Metrics are the workload's own measurements.
+	Metrics map[string]float64 `json:"metrics,omitempty"`
+	Report  *report.Report     `json:"report"`
 }
 
 // runScenario reproduces a scenario and checks it. Expectations are judged on
@@ -160,12 +168,13 @@ func runScenario(ctx context.Context, c *lab.Cluster, sc lab.Scenario, f checkFl
 	if err != nil {
 		return nil, inputErr(err)
 	}
+	f.lab = true
 	rep, err := diagnose(ctx, c.DSN(env.DB), f, ids, model.Info, logf)
 	if err != nil {
 		return nil, err
 	}
 	missing, unexpected := sc.Evaluate(rep.Findings)
-	res := &scenarioResult{Scenario: sc.Name, Expected: sc.Expect, MustNot: sc.MustNot, Missing: missing, Unexpected: unexpected, Report: rep.Filter(minSev)}
+	res := &scenarioResult{Scenario: sc.Name, Expected: sc.Expect, MustNot: sc.MustNot, Missing: missing, Unexpected: unexpected, Metrics: env.Metrics, Report: rep.Filter(minSev)}
 	if res.Expected == nil {
 		res.Expected = []lab.Expect{}
 	}

@@ -41,8 +41,25 @@ var overridden = map[string]bool{
 	"idle_in_transaction_session_timeout": true, "default_transaction_read_only": true,
 }
 
-// Snapshot collects everything for the connected database.
+// Options tune how much the collectors do.
+type Options struct {
+	// PlanTop is how many of the most expensive statements get a plan.
+	PlanTop int
+	// Samples of pg_stat_activity taken SampleEvery apart to see lock waits.
+	Samples     int
+	SampleEvery time.Duration
+}
+
+// Defaults are the options `check` uses.
+var Defaults = Options{PlanTop: 15, Samples: 10, SampleEvery: 100 * time.Millisecond}
+
+// Snapshot collects everything for the connected database with Defaults.
 func Snapshot(ctx context.Context, q Querier, now time.Time) (*model.Snapshot, error) {
+	return SnapshotWith(ctx, q, now, Defaults)
+}
+
+// SnapshotWith collects everything for the connected database.
+func SnapshotWith(ctx context.Context, q Querier, now time.Time, opts Options) (*model.Snapshot, error) {
 	s := &model.Snapshot{CollectedAt: now.UTC(), Missing: map[string]model.Skip{}}
 	if err := q.QueryRow(ctx, pgconn.Tag+`SELECT current_database(), d.oid, current_setting('server_version'),
 		current_setting('server_version_num')::int
@@ -64,8 +81,14 @@ func Snapshot(ctx context.Context, q Querier, now time.Time) (*model.Snapshot, e
 		s.Missing[SrcRoleSets] = model.Skip{Reason: "cannot read pg_db_role_setting: " + short(err)}
 	}
 	statements(ctx, q, s)
+	shapes(s)
 	databaseStats(ctx, q, s)
 	activity(ctx, q, s)
+	if err := catalog(ctx, q, s); err != nil {
+		return nil, err
+	}
+	plans(ctx, q, s, opts.PlanTop)
+	lockWaits(ctx, q, s, opts.Samples, opts.SampleEvery)
 	return s, nil
 }
 

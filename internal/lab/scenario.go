@@ -105,6 +105,17 @@ type Env struct {
 	// Role is the application role the workload connects as.
 	Role string
 	Log  func(format string, args ...any)
+	// Metrics are figures the workload measured itself (rows claimed
+	// twice, leaf density, ...), reported beside pgmedic's findings.
+	Metrics map[string]float64
+}
+
+// Record stores one measured figure of the workload.
+func (e *Env) Record(name string, value float64) {
+	if e.Metrics == nil {
+		e.Metrics = map[string]float64{}
+	}
+	e.Metrics[name] = value
 }
 
 // AppDSN is the workload's connection string.
@@ -121,7 +132,7 @@ func (e *Env) Admin(ctx context.Context) (*pgx.Conn, error) {
 
 // Scenarios lists every scenario, sorted by name.
 func Scenarios() []Scenario {
-	list := []Scenario{jitOLTP(), asyncpgIntrospection(), healthy()}
+	list := []Scenario{jitOLTP(), asyncpgIntrospection(), healthy(), queuePoll(), queueClaimRace(), randomKeys(), queueChurn()}
 	sort.Slice(list, func(i, j int) bool { return list[i].Name < list[j].Name })
 	return list
 }
@@ -169,7 +180,7 @@ func (c *Cluster) Prepare(ctx context.Context, s Scenario, logf func(string, ...
 		return nil, err
 	}
 	defer db.Close(context.Background())
-	exts := []string{"CREATE EXTENSION IF NOT EXISTS pg_stat_statements"}
+	exts := []string{"CREATE EXTENSION IF NOT EXISTS pg_stat_statements", "CREATE EXTENSION IF NOT EXISTS pgstattuple"}
 	if c.HypoPG {
 		exts = append(exts, "CREATE EXTENSION IF NOT EXISTS hypopg")
 	}
@@ -182,6 +193,21 @@ func (c *Cluster) Prepare(ctx context.Context, s Scenario, logf func(string, ...
 	start := time.Now()
 	if err := s.Setup(ctx, env); err != nil {
 		return nil, fmt.Errorf("scenario %s setup: %w", s.Name, err)
+	}
+	// A backend flushes its table counters at most once a second and when
+	// it exits, so a bulk load analysed in the same second shows up later
+	// as "modified since analyze". Wait for the setup's sessions to end and
+	// analyze again: the workload, not the load, must make statistics stale.
+	for i := 0; i < 50; i++ {
+		var others int
+		if err := db.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()").Scan(&others); err != nil || others == 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if _, err := db.Exec(ctx, "ANALYZE"); err != nil {
+		return nil, fmt.Errorf("analyzing after setup: %w", err)
 	}
 	if _, err := db.Exec(ctx, "SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = current_database()), 0)"); err != nil {
 		return nil, fmt.Errorf("resetting statement statistics: %w", err)

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/pgmedic/pgmedic/internal/plan"
 )
 
 // Severity orders findings. The zero value is Info.
@@ -73,8 +75,24 @@ type Snapshot struct {
 	Statements []Statement
 	// StatementsHidden counts statements whose text pgmedic may not read.
 	StatementsHidden int
-	DatabaseStats    DatabaseStats
-	Activity         Activity
+	// Shapes holds the parsed SQL of each statement by queryid; statements
+	// that do not parse are counted in Unparsed.
+	Shapes   map[int64]*QueryShape
+	Unparsed int
+	// Plans are EXPLAIN (VERBOSE, FORMAT JSON) outputs of the top
+	// statements, generic plans for statements with $n, by queryid.
+	Plans map[int64]*plan.Explain
+	// PlanErrors says why a top statement has no plan.
+	PlanErrors map[int64]string
+	Tables     []Table
+	Indexes    []Index
+	Columns    []Column
+	// Extensions installed in this database, name -> version.
+	Extensions    map[string]string
+	DatabaseStats DatabaseStats
+	Activity      Activity
+	// LockWaits are backends seen waiting on locks while sampling activity.
+	LockWaits []LockWait
 	// Missing names sources that could not be collected, with why and the fix.
 	Missing map[string]Skip
 }
@@ -250,6 +268,16 @@ const (
 	// ExpAggregate derives a setting-level result from the statement
 	// experiments of the same run.
 	ExpAggregate = "aggregate"
+	// ExpIndex tries a proposed index: HypoPG cost, then a measured run on
+	// a temporary copy of the table when allowed.
+	ExpIndex = "index"
+	// ExpIndexStats reads pgstatindex figures of an existing index.
+	ExpIndexStats = "pgstatindex"
+	// ExpTableStats reads pgstattuple figures of a table.
+	ExpTableStats = "pgstattuple"
+	// ExpMisestimate runs EXPLAIN ANALYZE to measure a row misestimate, and
+	// in the lab re-measures it after ANALYZE.
+	ExpMisestimate = "misestimate"
 )
 
 // Experiment describes the test that can prove a finding.
@@ -263,4 +291,9 @@ type Experiment struct {
 	AppSettings map[string]string
 	// Calls weights a statement in an aggregate.
 	Calls int64
+	// Table is the table an index, key or bloat experiment looks at.
+	Table RelRef
+	// Index is the experiment's subject: the proposed index definition
+	// (CREATE INDEX ON ... without CONCURRENTLY) or an existing index's name.
+	Index string
 }

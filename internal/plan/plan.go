@@ -21,10 +21,40 @@ type Explain struct {
 
 // Node is a plan node (only what pgmedic reads so far).
 type Node struct {
-	NodeType  string
-	TotalCost float64
-	Plans     []Node
+	NodeType     string
+	TotalCost    float64
+	PlanRows     float64
+	RelationName string
+	Schema       string // only with VERBOSE
+	Alias        string
+	IndexName    string
+	Filter       string
+	IndexCond    string
+	RecheckCond  string
+	SortKey      []string
+	// Actual figures are zero without ANALYZE; ActualRows is per loop.
+	ActualRows          float64
+	ActualLoops         float64
+	RowsRemovedByFilter float64
+	SharedHitBlocks     int64
+	SharedReadBlocks    int64
+	Plans               []Node
 }
+
+// Walk visits n and every node below it, depth first.
+func (n *Node) Walk(visit func(n *Node, parent *Node)) {
+	var rec func(x, parent *Node)
+	rec = func(x, parent *Node) {
+		visit(x, parent)
+		for i := range x.Plans {
+			rec(&x.Plans[i], x)
+		}
+	}
+	rec(n, nil)
+}
+
+// IsScan says whether the node reads a table.
+func (n *Node) IsScan() bool { return n.RelationName != "" }
 
 // JIT is the top-level JIT block of EXPLAIN.
 type JIT struct {
@@ -48,9 +78,23 @@ type rawExplain struct {
 }
 
 type rawNode struct {
-	NodeType  string    `json:"Node Type"`
-	TotalCost float64   `json:"Total Cost"`
-	Plans     []rawNode `json:"Plans"`
+	NodeType     string    `json:"Node Type"`
+	TotalCost    float64   `json:"Total Cost"`
+	PlanRows     float64   `json:"Plan Rows"`
+	RelationName string    `json:"Relation Name"`
+	Schema       string    `json:"Schema"`
+	Alias        string    `json:"Alias"`
+	IndexName    string    `json:"Index Name"`
+	Filter       string    `json:"Filter"`
+	IndexCond    string    `json:"Index Cond"`
+	RecheckCond  string    `json:"Recheck Cond"`
+	SortKey      []string  `json:"Sort Key"`
+	ActualRows   float64   `json:"Actual Rows"`
+	ActualLoops  float64   `json:"Actual Loops"`
+	Removed      float64   `json:"Rows Removed by Filter"`
+	SharedHit    int64     `json:"Shared Hit Blocks"`
+	SharedRead   int64     `json:"Shared Read Blocks"`
+	Plans        []rawNode `json:"Plans"`
 }
 
 type rawJIT struct {
@@ -140,7 +184,11 @@ func timingValue(raw json.RawMessage) float64 {
 const maxDepth = 1000
 
 func convert(r rawNode, depth int) Node {
-	n := Node{NodeType: strings.TrimSpace(r.NodeType), TotalCost: r.TotalCost}
+	n := Node{NodeType: strings.TrimSpace(r.NodeType), TotalCost: r.TotalCost, PlanRows: r.PlanRows,
+		RelationName: r.RelationName, Schema: r.Schema, Alias: r.Alias, IndexName: r.IndexName,
+		Filter: r.Filter, IndexCond: r.IndexCond, RecheckCond: r.RecheckCond, SortKey: r.SortKey,
+		ActualRows: r.ActualRows, ActualLoops: r.ActualLoops, RowsRemovedByFilter: r.Removed,
+		SharedHitBlocks: r.SharedHit, SharedReadBlocks: r.SharedRead}
 	if depth >= maxDepth {
 		return n
 	}

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 
 	"github.com/pgmedic/pgmedic/internal/model"
@@ -234,5 +235,5 @@ func num(v string) float64 {
 	return f
 }
 
-func round(x float64) float64  { return float64(int64(x*100+0.5)) / 100 }
-func round4(x float64) float64 { return float64(int64(x*10000+0.5)) / 10000 }
+func round(x float64) float64  { return math.Round(x*100) / 100 }
+func round4(x float64) float64 { return math.Round(x*10000) / 10000 }

@@ -22,6 +22,11 @@ func All() []Rule {
 	return []Rule{
 		{ID: JITOverheadID, Title: "JIT compilation dominating short queries", Check: JITOverhead},
 		{ID: DriverIntrospectionID, Title: "database drivers' catalog queries", Check: DriverIntrospection},
+		{ID: MissingIndexID, Title: "scans that an index would avoid", Check: MissingIndex},
+		{ID: QueueClaimRaceID, Title: "job-queue claims without FOR UPDATE SKIP LOCKED", Check: QueueClaimRace},
+		{ID: RandomPrimaryKeyID, Title: "random (uuid v4, hash) primary and unique keys", Check: RandomPrimaryKey},
+		{ID: TableBloatID, Title: "dead rows and updates that are never HOT", Check: TableBloat},
+		{ID: StaleStatisticsID, Title: "statistics older than the table's churn", Check: StaleStatistics},
 	}
 }
 

@@ -303,3 +303,44 @@ func (s *Statement) walk(visit func(proto.Message) bool) {
 		rec(s.root.ProtoReflect())
 	}
 }
+
+// FallbackParamTypes is the type list for a second PREPARE attempt when
+// PostgreSQL cannot infer every $n: parameters that stand bare in a select
+// list are declared integer (the usual case: LIMIT-like counters normalised
+// by pg_stat_statements), the rest left to inference. It returns nil when
+// there is nothing to retry with.
+func (s *Statement) FallbackParamTypes(n int) []string {
+	bare := s.BareTargetParams()
+	if len(bare) == 0 || n <= 0 {
+		return nil
+	}
+	types := make([]string, n)
+	for i := range types {
+		types[i] = "unknown"
+	}
+	for _, p := range bare {
+		if p >= 1 && p <= n {
+			types[p-1] = "integer"
+		}
+	}
+	return types
+}
+
+// SideEffect names a function the statement calls that acts outside its
+// transaction (see sideEffectFuncs), or "" when there is none.
+func (s *Statement) SideEffect() string {
+	found := ""
+	s.walk(func(m proto.Message) bool {
+		if f, ok := m.(*pg_query.FuncCall); ok {
+			name := strings.ToLower(funcName(f))
+			for _, bad := range sideEffectFuncs {
+				if strings.HasPrefix(name, bad) {
+					found = name
+					return false
+				}
+			}
+		}
+		return true
+	})
+	return found
+}

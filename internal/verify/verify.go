@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	pgxconn "github.com/jackc/pgx/v5/pgconn"
@@ -38,6 +39,17 @@ type Engine struct {
 	// StatementTimeoutText is shown in messages ("5s").
 	StatementTimeoutText string
 	Log                  func(format string, args ...any)
+	// Lab says the target is a lab database pgmedic created: experiments
+	// may write there (ANALYZE, data-changing statements on copies).
+	Lab bool
+	// VerifyIndexes allows index experiments on temporary copies of tables
+	// on a target (--verify-indexes).
+	VerifyIndexes bool
+	// MaxCopyBytes bounds the tables copied and the relations read by
+	// pgstattuple; DefaultMaxCopyBytes when zero.
+	MaxCopyBytes int64
+	// CopyTimeout is the statement_timeout while copying; 120s when zero.
+	CopyTimeout time.Duration
 }
 
 // A re-measured statement counts as helped when turning JIT off makes it at
@@ -51,7 +63,7 @@ func (e *Engine) Run(ctx context.Context, snap *model.Snapshot, findings []model
 		e.Runs = 5
 	}
 	if e.MaxExperiments <= 0 {
-		e.MaxExperiments = 10
+		e.MaxExperiments = 20
 	}
 	if e.Log == nil {
 		e.Log = func(string, ...any) {}
@@ -89,6 +101,32 @@ func (e *Engine) Run(ctx context.Context, snap *model.Snapshot, findings []model
 		f := &findings[i]
 		if f.Experiment != nil && f.Experiment.Kind == model.ExpAggregate {
 			aggregate(f, findings, results)
+		}
+	}
+	// Read-only measurements first; the lab's ANALYZE (misestimate) last,
+	// since it changes what the others would see.
+	for _, kind := range []string{model.ExpIndex, model.ExpIndexStats, model.ExpTableStats, model.ExpMisestimate} {
+		for i := range findings {
+			f := &findings[i]
+			if f.Experiment == nil || f.Experiment.Kind != kind || ctx.Err() != nil {
+				continue
+			}
+			if ran >= e.MaxExperiments {
+				f.Verification = model.Verification{Status: model.NotRun, Reason: fmt.Sprintf("experiment budget of %d used up by findings with more impact", e.MaxExperiments)}
+				continue
+			}
+			ran++
+			e.Log("verifying %s: %s", f.Rule, f.Object.Name)
+			switch kind {
+			case model.ExpIndex:
+				e.indexExperiment(ctx, snap, f)
+			case model.ExpIndexStats:
+				e.indexStats(ctx, snap, f)
+			case model.ExpTableStats:
+				e.tableStats(ctx, snap, f)
+			case model.ExpMisestimate:
+				e.misestimate(ctx, snap, f)
+			}
 		}
 	}
 	return findings, skipped
@@ -130,26 +168,14 @@ func (e *Engine) jitToggle(ctx context.Context, snap *model.Snapshot, exp *model
 		t.reason = "not re-run: " + why + "; pgmedic only executes SELECTs on a target"
 		return t
 	}
-	target := exp.Query
-	if n := stmt.ParamCount(); n > 0 {
-		if err := e.prepare(ctx, stmt, n, exp.Query); err != nil {
-			t.reason = "cannot prepare the statement to re-run it: " + errText(err)
-			return t
-		}
-		defer e.Conn.Exec(context.WithoutCancel(ctx), pgconn.Tag+"DEALLOCATE "+stmtName)
-		var types []string
-		if err := e.Conn.QueryRow(ctx, pgconn.Tag+"SELECT parameter_types::text[] FROM pg_prepared_statements WHERE name = $1", stmtName).Scan(&types); err != nil {
-			t.reason = "cannot read the statement's parameter types: " + errText(err)
-			return t
-		}
-		values, desc, why := e.parameterValues(ctx, stmt.ParamColumns(), types)
-		if why != "" {
-			t.reason = why
-			return t
-		}
-		target = "EXECUTE " + stmtName + "(" + strings.Join(values, ", ") + ")"
-		t.params = desc
+	b, why := e.bind(ctx, stmt, exp.Query)
+	if why != "" {
+		t.reason = why
+		return t
 	}
+	defer b.cleanup()
+	target := b.target
+	t.params = b.desc
 	explain := pgconn.Tag + "EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) " + target
 	appJIT := exp.AppSettings["jit"]
 	if appJIT == "" {
@@ -191,27 +217,53 @@ func (e *Engine) jitToggle(ctx context.Context, snap *model.Snapshot, exp *model
 	return t
 }
 
+// bound is a statement ready to be EXPLAINed: its own text, or EXECUTE of
+// a prepared statement with representative parameter values.
+type bound struct {
+	target  string
+	types   []string
+	values  []string
+	desc    string
+	cleanup func()
+}
+
+// bind prepares a statement with $n parameters and picks their values
+// (see parameterValues); a statement without parameters is used as is.
+func (e *Engine) bind(ctx context.Context, stmt *sqlparse.Statement, query string) (*bound, string) {
+	b := &bound{target: query, cleanup: func() {}}
+	n := stmt.ParamCount()
+	if n == 0 {
+		return b, ""
+	}
+	if err := e.prepare(ctx, stmt, n, query); err != nil {
+		return nil, "cannot prepare the statement to re-run it: " + errText(err)
+	}
+	b.cleanup = func() { e.Conn.Exec(context.Background(), pgconn.Tag+"DEALLOCATE "+stmtName) }
+	if err := e.Conn.QueryRow(ctx, pgconn.Tag+"SELECT parameter_types::text[] FROM pg_prepared_statements WHERE name = $1", stmtName).Scan(&b.types); err != nil {
+		b.cleanup()
+		return nil, "cannot read the statement's parameter types: " + errText(err)
+	}
+	values, desc, why := e.parameterValues(ctx, stmt.ParamColumns(), b.types)
+	if why != "" {
+		b.cleanup()
+		return nil, why
+	}
+	b.values, b.desc = values, desc
+	b.target = "EXECUTE " + stmtName + "(" + strings.Join(values, ", ") + ")"
+	return b, ""
+}
+
 // prepare creates the prepared statement, letting PostgreSQL infer the
 // parameter types. When that fails and some parameters stand bare in a
 // select list, it retries with those declared integer (see
 // sqlparse.BareTargetParams) and the rest still inferred.
 func (e *Engine) prepare(ctx context.Context, stmt *sqlparse.Statement, n int, query string) error {
 	_, err := e.Conn.Exec(ctx, pgconn.Tag+"PREPARE "+stmtName+" AS "+query)
-	bare := stmt.BareTargetParams()
-	if err == nil || len(bare) == 0 {
+	types := stmt.FallbackParamTypes(n)
+	if err == nil || types == nil {
 		return err
 	}
-	types := make([]string, n)
-	for i := range types {
-		types[i] = "unknown"
-	}
-	for _, p := range bare {
-		if p >= 1 && p <= n {
-			types[p-1] = "integer"
-		}
-	}
-	_, err2 := e.Conn.Exec(ctx, pgconn.Tag+"PREPARE "+stmtName+"("+strings.Join(types, ", ")+") AS "+query)
-	if err2 != nil {
+	if _, err2 := e.Conn.Exec(ctx, pgconn.Tag+"PREPARE "+stmtName+"("+strings.Join(types, ", ")+") AS "+query); err2 != nil {
 		return err // the first error says more about the statement
 	}
 	return nil

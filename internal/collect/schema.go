@@ -1,0 +1,271 @@
+package collect
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/pgconn"
+	"github.com/pgmedic/pgmedic/internal/plan"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
+)
+
+// More sources that can be missing.
+const (
+	SrcTables  = "pg_stat_user_tables"
+	SrcIndexes = "pg_index"
+	SrcColumns = "pg_stats"
+	SrcPlans   = "plans"
+	SrcLocks   = "lock waits"
+)
+
+const userSchemas = `n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_toast%' AND n.nspname NOT LIKE 'pg\_temp%'`
+
+// catalog reads tables, indexes, columns with their statistics, and the
+// installed extensions. Only a failure to read pg_extension is fatal: the
+// rest degrade to Missing entries.
+func catalog(ctx context.Context, q Querier, s *model.Snapshot) error {
+	s.Extensions = map[string]string{}
+	rows, err := q.Query(ctx, pgconn.Tag+`SELECT extname, extversion FROM pg_extension`)
+	if err != nil {
+		return fmt.Errorf("reading pg_extension: %w", err)
+	}
+	for rows.Next() {
+		var name, version string
+		if err := rows.Scan(&name, &version); err != nil {
+			rows.Close()
+			return fmt.Errorf("reading pg_extension: %w", err)
+		}
+		s.Extensions[name] = version
+	}
+	rows.Close()
+	if err := tables(ctx, q, s); err != nil {
+		s.Missing[SrcTables] = model.Skip{Reason: "cannot read table statistics: " + short(err), Fix: "GRANT pg_monitor TO <pgmedic role>"}
+	}
+	if err := indexes(ctx, q, s); err != nil {
+		s.Missing[SrcIndexes] = model.Skip{Reason: "cannot read indexes: " + short(err)}
+	}
+	if err := columns(ctx, q, s); err != nil {
+		s.Missing[SrcColumns] = model.Skip{Reason: "cannot read column statistics: " + short(err)}
+	}
+	return nil
+}
+
+func tables(ctx context.Context, q Querier, s *model.Snapshot) error {
+	rows, err := q.Query(ctx, pgconn.Tag+`SELECT c.oid, n.nspname, c.relname, c.reltuples::float8, c.relpages::int8,
+		pg_relation_size(c.oid), pg_total_relation_size(c.oid), c.relkind = 'p',
+		NOT EXISTS (SELECT 1 FROM unnest(c.reloptions) o
+		            WHERE lower(o) IN ('autovacuum_enabled=false', 'autovacuum_enabled=off', 'autovacuum_enabled=0', 'autovacuum_enabled=no')),
+		coalesce(st.seq_scan, 0), coalesce(st.seq_tup_read, 0), coalesce(st.idx_scan, 0),
+		coalesce(st.n_tup_ins, 0), coalesce(st.n_tup_upd, 0), coalesce(st.n_tup_hot_upd, 0), coalesce(st.n_tup_del, 0),
+		coalesce(st.n_live_tup, 0), coalesce(st.n_dead_tup, 0), coalesce(st.n_mod_since_analyze, 0),
+		greatest(st.last_vacuum, st.last_autovacuum), greatest(st.last_analyze, st.last_autoanalyze),
+		coalesce(st.vacuum_count + st.autovacuum_count, 0), coalesce(st.analyze_count + st.autoanalyze_count, 0)
+		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		LEFT JOIN pg_stat_user_tables st ON st.relid = c.oid
+		WHERE c.relkind IN ('r', 'p', 'm') AND `+userSchemas+`
+		ORDER BY pg_total_relation_size(c.oid) DESC LIMIT 5000`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var t model.Table
+		if err := rows.Scan(&t.OID, &t.Schema, &t.Name, &t.Reltuples, &t.RelPages, &t.HeapBytes, &t.TotalBytes, &t.Partitioned,
+			&t.AutovacuumEnabled, &t.SeqScan, &t.SeqTupRead, &t.IdxScan, &t.Inserted, &t.Updated, &t.HOTUpdated, &t.Deleted,
+			&t.Live, &t.Dead, &t.ModSinceAnalyze, &t.LastVacuum, &t.LastAnalyze, &t.VacuumCount, &t.AnalyzeCount); err != nil {
+			return err
+		}
+		s.Tables = append(s.Tables, t)
+	}
+	return rows.Err()
+}
+
+func indexes(ctx context.Context, q Querier, s *model.Snapshot) error {
+	rows, err := q.Query(ctx, pgconn.Tag+`SELECT n.nspname, t.relname, i.relname, am.amname, x.indisunique, x.indisprimary, x.indisvalid,
+		pg_relation_size(i.oid), coalesce(st.idx_scan, 0), pg_get_indexdef(i.oid),
+		coalesce(pg_get_expr(x.indpred, x.indrelid), ''), x.indnkeyatts::int,
+		ARRAY(SELECT coalesce(a.attname::text, '') FROM unnest(x.indkey::int2[]) WITH ORDINALITY k(attnum, ord)
+		      LEFT JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = k.attnum ORDER BY k.ord),
+		ARRAY(SELECT (o & 1) = 1 FROM unnest(x.indoption::int2[]) WITH ORDINALITY u(o, ord) ORDER BY u.ord)
+		FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid
+		JOIN pg_namespace n ON n.oid = t.relnamespace JOIN pg_am am ON am.oid = i.relam
+		LEFT JOIN pg_stat_user_indexes st ON st.indexrelid = x.indexrelid
+		WHERE `+userSchemas+` LIMIT 20000`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var ix model.Index
+		var nkey int
+		var cols []string
+		if err := rows.Scan(&ix.Schema, &ix.Table, &ix.Name, &ix.Method, &ix.Unique, &ix.Primary, &ix.Valid,
+			&ix.Bytes, &ix.Scans, &ix.Def, &ix.Predicate, &nkey, &cols, &ix.Desc); err != nil {
+			return err
+		}
+		if nkey > len(cols) {
+			nkey = len(cols)
+		}
+		ix.Columns, ix.Include = cols[:nkey], cols[nkey:]
+		s.Indexes = append(s.Indexes, ix)
+	}
+	return rows.Err()
+}
+
+func columns(ctx context.Context, q Querier, s *model.Snapshot) error {
+	rows, err := q.Query(ctx, pgconn.Tag+`SELECT n.nspname, c.relname, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull,
+		coalesce(pg_get_expr(d.adbin, d.adrelid), ''), a.attidentity <> '',
+		st.null_frac IS NOT NULL, coalesce(st.null_frac, 0)::float8, coalesce(st.n_distinct, 0)::float8,
+		coalesce(st.correlation, 0)::float8, coalesce(st.avg_width, 0),
+		coalesce((SELECT sum(f) FROM unnest(st.most_common_freqs) f), 0)::float8
+		FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+		LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+		LEFT JOIN pg_stats st ON st.schemaname = n.nspname AND st.tablename = c.relname AND st.attname = a.attname
+		     AND st.inherited = (c.relkind = 'p')
+		WHERE c.relkind IN ('r', 'p', 'm') AND a.attnum > 0 AND NOT a.attisdropped AND `+userSchemas+`
+		LIMIT 100000`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var c model.Column
+		if err := rows.Scan(&c.Schema, &c.Table, &c.Name, &c.Type, &c.NotNull, &c.Default, &c.Identity,
+			&c.HasStats, &c.NullFrac, &c.NDistinct, &c.Correlation, &c.AvgWidth, &c.MostCommonFreqSum); err != nil {
+			return err
+		}
+		s.Columns = append(s.Columns, c)
+	}
+	return rows.Err()
+}
+
+// shapes parses every statement once; rules read the shapes.
+func shapes(s *model.Snapshot) {
+	s.Shapes = map[int64]*model.QueryShape{}
+	for _, st := range s.Statements {
+		sh, err := sqlparse.Describe(st.Query)
+		if err != nil {
+			s.Unparsed++
+			continue
+		}
+		s.Shapes[st.QueryID] = sh
+	}
+}
+
+const planStmt = "pgmedic_plan"
+
+// plans EXPLAINs (without ANALYZE: nothing is executed) the statements with
+// the most total time. Statements with $n parameters are prepared and
+// explained with plan_cache_mode = force_generic_plan: that plan does not
+// depend on values, so NULLs can stand in for them, and it is the plan a
+// prepared statement settles on after five executions.
+func plans(ctx context.Context, q Querier, s *model.Snapshot, top int) {
+	s.Plans, s.PlanErrors = map[int64]*plan.Explain{}, map[int64]string{}
+	n := 0
+	for _, st := range s.Statements {
+		if n >= top || ctx.Err() != nil {
+			break
+		}
+		sh := s.Shapes[st.QueryID]
+		if sh == nil || (sh.Command != "SELECT" && sh.Command != "UPDATE" && sh.Command != "DELETE") {
+			continue
+		}
+		n++
+		ex, err := explainGeneric(ctx, q, st.Query)
+		if err != nil {
+			s.PlanErrors[st.QueryID] = err.Error()
+			continue
+		}
+		s.Plans[st.QueryID] = ex
+	}
+}
+
+func explainGeneric(ctx context.Context, q Querier, query string) (*plan.Explain, error) {
+	stmt, err := sqlparse.Parse(query)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := q.Exec(ctx, pgconn.Tag+"BEGIN READ ONLY"); err != nil {
+		return nil, fmt.Errorf("starting a read-only transaction: %s", short(err))
+	}
+	defer q.Exec(context.WithoutCancel(ctx), pgconn.Tag+"ROLLBACK")
+	target := query
+	if n := stmt.ParamCount(); n > 0 {
+		_, err := q.Exec(ctx, pgconn.Tag+"PREPARE "+planStmt+" AS "+query)
+		if err != nil {
+			types := stmt.FallbackParamTypes(n)
+			if types == nil {
+				return nil, fmt.Errorf("cannot prepare the statement: %s", short(err))
+			}
+			if _, err2 := q.Exec(ctx, pgconn.Tag+"ROLLBACK"); err2 != nil {
+				return nil, fmt.Errorf("cannot prepare the statement: %s", short(err))
+			}
+			if _, err2 := q.Exec(ctx, pgconn.Tag+"BEGIN READ ONLY"); err2 != nil {
+				return nil, fmt.Errorf("starting a read-only transaction: %s", short(err2))
+			}
+			if _, err2 := q.Exec(ctx, pgconn.Tag+"PREPARE "+planStmt+"("+strings.Join(types, ", ")+") AS "+query); err2 != nil {
+				return nil, fmt.Errorf("cannot prepare the statement: %s", short(err))
+			}
+		}
+		// Prepared statements outlive transactions: drop it in any case.
+		defer q.Exec(context.WithoutCancel(ctx), pgconn.Tag+"DEALLOCATE "+planStmt)
+		if _, err := q.Exec(ctx, pgconn.Tag+"SET LOCAL plan_cache_mode = force_generic_plan"); err != nil {
+			return nil, fmt.Errorf("asking for a generic plan: %s", short(err))
+		}
+		nulls := make([]string, n)
+		for i := range nulls {
+			nulls[i] = "NULL"
+		}
+		target = "EXECUTE " + planStmt + "(" + strings.Join(nulls, ", ") + ")"
+	}
+	var out []byte
+	if err := q.QueryRow(ctx, pgconn.Tag+"EXPLAIN (VERBOSE, FORMAT JSON) "+target).Scan(&out); err != nil {
+		return nil, fmt.Errorf("EXPLAIN failed: %s", short(err))
+	}
+	return plan.ParseJSON(out)
+}
+
+// lockWaits samples pg_stat_activity for backends waiting on heavyweight
+// locks, grouped by statement and wait event.
+func lockWaits(ctx context.Context, q Querier, s *model.Snapshot, samples int, every time.Duration) {
+	if s.Server.VersionNum < 140000 || samples <= 0 {
+		return // query_id arrived in pg_stat_activity in PostgreSQL 14
+	}
+	type key struct {
+		id    int64
+		query string
+		event string
+	}
+	count := map[key]int{}
+	for i := 0; i < samples; i++ {
+		if i > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(every):
+			}
+		}
+		rows, err := q.Query(ctx, pgconn.Tag+`SELECT coalesce(query_id, 0), coalesce(query, ''), wait_event_type || '/' || wait_event
+			FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND backend_type = 'client backend' AND pid <> pg_backend_pid()`)
+		if err != nil {
+			s.Missing[SrcLocks] = model.Skip{Reason: "cannot sample pg_stat_activity: " + short(err)}
+			return
+		}
+		for rows.Next() {
+			var k key
+			if err := rows.Scan(&k.id, &k.query, &k.event); err != nil {
+				break
+			}
+			count[k]++
+		}
+		rows.Close()
+	}
+	for k, n := range count {
+		s.LockWaits = append(s.LockWaits, model.LockWait{QueryID: k.id, Query: k.query, WaitEvent: k.event, Samples: n})
+	}
+	sort.Slice(s.LockWaits, func(i, j int) bool { return s.LockWaits[i].Samples > s.LockWaits[j].Samples })
+}

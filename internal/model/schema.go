@@ -1,0 +1,215 @@
+package model
+
+import "time"
+
+// Table is one user table with its size and pg_stat_user_tables counters.
+type Table struct {
+	OID    uint32
+	Schema string
+	Name   string
+	// Reltuples and RelPages are pg_class's estimates from the last VACUUM or
+	// ANALYZE (Reltuples is -1 when the table was never analysed or vacuumed).
+	Reltuples  float64
+	RelPages   int64
+	HeapBytes  int64
+	TotalBytes int64
+	// Partitioned is true for a partitioned parent, whose rows live in its
+	// partitions.
+	Partitioned bool
+	// AutovacuumEnabled is false when reloptions say autovacuum_enabled=off.
+	AutovacuumEnabled bool
+	SeqScan           int64
+	SeqTupRead        int64
+	IdxScan           int64
+	Inserted          int64
+	Updated           int64
+	HOTUpdated        int64
+	Deleted           int64
+	Live              int64
+	Dead              int64
+	ModSinceAnalyze   int64
+	LastVacuum        *time.Time // the later of manual and auto vacuum
+	LastAnalyze       *time.Time // the later of manual and auto analyze
+	VacuumCount       int64
+	AnalyzeCount      int64
+}
+
+// QualifiedName is schema.name, quoted where needed by the caller.
+func (t Table) QualifiedName() string { return t.Schema + "." + t.Name }
+
+// Index is one index of a user table.
+type Index struct {
+	Schema    string
+	Table     string
+	Name      string
+	Columns   []string // key columns; "" for an expression
+	Desc      []bool   // per key column: DESC
+	Include   []string // INCLUDE columns
+	Predicate string   // partial index predicate (pg_get_expr), "" if none
+	Method    string   // btree, hash, gin, ...
+	Unique    bool
+	Primary   bool
+	Valid     bool
+	Bytes     int64
+	Scans     int64
+	Def       string // pg_get_indexdef
+}
+
+// Column is one column of a user table with its planner statistics.
+type Column struct {
+	Schema   string
+	Table    string
+	Name     string
+	Type     string // format_type
+	NotNull  bool
+	Default  string // pg_get_expr(adbin), "" when none
+	Identity bool   // GENERATED ... AS IDENTITY
+	// HasStats is false when pg_stats has no row (never analysed or no
+	// SELECT privilege on the column).
+	HasStats    bool
+	NullFrac    float64
+	NDistinct   float64 // pg_stats convention: negative = fraction of rows
+	Correlation float64
+	AvgWidth    int
+	// MostCommon are the most common values' frequencies (sum), used to tell
+	// how selective an equality is.
+	MostCommonFreqSum float64
+}
+
+// LockWait is one sampled backend waiting on a lock.
+type LockWait struct {
+	QueryID   int64
+	Query     string
+	WaitEvent string // Lock/transactionid, Lock/tuple, ...
+	Samples   int
+}
+
+// QueryShape is what the SQL of a statement says: its command, the
+// relations it touches, the predicates and sort order per relation, and for
+// queue claims how the rows are locked.
+type QueryShape struct {
+	Command    string // SELECT, UPDATE, DELETE, INSERT, OTHER
+	Target     RelRef // the written relation of INSERT/UPDATE/DELETE
+	Relations  []RelRef
+	Predicates []Predicate
+	OrderBy    []OrderColumn
+	HasLimit   bool
+	SetColumns []string // columns an UPDATE assigns
+	Claim      *Claim
+}
+
+// RelRef names a relation as written in the SQL (Schema may be empty).
+type RelRef struct {
+	Schema string
+	Name   string
+}
+
+// Predicate operators.
+const (
+	OpEq      = "eq"      // =, IN, = ANY
+	OpRange   = "range"   // <, <=, >, >=, BETWEEN
+	OpIsNull  = "is-null" // IS NULL
+	OpNotNull = "not-null"
+	OpOther   = "other" // <>, LIKE, functions: not served by a plain B-tree
+)
+
+// Predicate is one column comparison in WHERE, JOIN ... ON or HAVING.
+// Rel is empty when an unqualified column could belong to several
+// relations.
+type Predicate struct {
+	Rel    RelRef
+	Column string
+	Op     string
+	// Cast is true when the column itself is wrapped in a cast.
+	Cast bool
+}
+
+// OrderColumn is one ORDER BY item that is a plain column.
+type OrderColumn struct {
+	Rel    RelRef
+	Column string
+	Desc   bool
+}
+
+// Lock strengths of a claim's row-picking SELECT.
+const (
+	LockNone       = ""
+	LockForUpdate  = "FOR UPDATE"
+	LockNoKeyUpd   = "FOR NO KEY UPDATE"
+	LockForShare   = "FOR SHARE"
+	LockForKeyShr  = "FOR KEY SHARE"
+	WaitBlock      = "block"
+	WaitSkipLocked = "SKIP LOCKED"
+	WaitNoWait     = "NOWAIT"
+)
+
+// Claim describes a statement that picks rows with LIMIT in a subquery and
+// writes them in the same statement: the shape of a job-queue claim.
+type Claim struct {
+	Table    RelRef
+	Lock     string // LockNone, LockForUpdate, ...
+	Wait     string // WaitBlock, WaitSkipLocked, WaitNoWait
+	Rewrite  string // the statement with FOR UPDATE SKIP LOCKED in the subquery
+	Position string // where the subquery sits: FROM, WHERE, WITH
+}
+
+// Table finds a table by a reference as written in SQL. An unqualified name
+// resolves to the table in "public" if there is one, else to the only table
+// of that name (search_path is not known to the rules).
+func (s *Snapshot) Table(r RelRef) *Table {
+	var found *Table
+	n := 0
+	for i := range s.Tables {
+		t := &s.Tables[i]
+		if t.Name != r.Name {
+			continue
+		}
+		if r.Schema != "" {
+			if t.Schema == r.Schema {
+				return t
+			}
+			continue
+		}
+		if t.Schema == "public" {
+			return t
+		}
+		found = t
+		n++
+	}
+	if n == 1 {
+		return found
+	}
+	return nil
+}
+
+// TableIndexes lists the indexes of one table.
+func (s *Snapshot) TableIndexes(t *Table) []Index {
+	var out []Index
+	for _, ix := range s.Indexes {
+		if ix.Schema == t.Schema && ix.Table == t.Name {
+			out = append(out, ix)
+		}
+	}
+	return out
+}
+
+// Column finds one column of a table, or nil.
+func (s *Snapshot) Column(t *Table, name string) *Column {
+	for i := range s.Columns {
+		c := &s.Columns[i]
+		if c.Schema == t.Schema && c.Table == t.Name && c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// Statement finds a statement by queryid, or nil.
+func (s *Snapshot) Statement(id int64) *Statement {
+	for i := range s.Statements {
+		if s.Statements[i].QueryID == id {
+			return &s.Statements[i]
+		}
+	}
+	return nil
+}

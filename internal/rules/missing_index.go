@@ -1,0 +1,431 @@
+package rules
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/plan"
+)
+
+// MissingIndexID is the rule id.
+const MissingIndexID = "missing-index"
+
+// Thresholds. A table under minIndexRows is cheap to scan whatever the
+// plan; a statement cheaper than minIndexMeanMS per call that is also a
+// small share of the database's time is not worth an index.
+const (
+	minIndexRows     = 10000
+	minIndexMeanMS   = 5.0
+	minIndexShare    = 0.05
+	indexTopN        = 15
+	selectiveSeqScan = 0.10 // a seq scan keeping <= 10% of the table
+	wastefulBlocks   = 10.0 // buffers read per row returned
+)
+
+// MissingIndex looks at the plans of the statements that take the most
+// time for scans that read far more of a table than the statement needs: a
+// sequential scan whose filter keeps few rows, or an index scan whose Filter
+// (not its Index Cond) throws most fetched rows away, the shape of a queue
+// poll whose index no longer matches the WHERE clause. It proposes the index
+// a DBA would write from the statement's parse tree.
+func MissingIndex(s *model.Snapshot) ([]model.Finding, []model.Skip) {
+	var out []model.Finding
+	var skipped []model.Skip
+	if s.Statements == nil {
+		return nil, nil
+	}
+	if len(s.Plans) == 0 && len(s.PlanErrors) == 0 {
+		return nil, []model.Skip{{Rule: MissingIndexID, Reason: "no statement plans were collected"}}
+	}
+	total := totalExecMS(s)
+	seen := map[string]bool{}
+	noPlan, firstErr := 0, ""
+	for i, st := range s.Statements {
+		if i >= indexTopN {
+			break
+		}
+		sh, ex := s.Shapes[st.QueryID], s.Plans[st.QueryID]
+		if ex == nil {
+			if msg, failed := s.PlanErrors[st.QueryID]; failed {
+				if noPlan == 0 {
+					firstErr = msg
+				}
+				noPlan++
+			}
+			continue
+		}
+		if sh == nil {
+			continue
+		}
+		share := 0.0
+		if total > 0 {
+			share = st.TotalExecMS / total
+		}
+		if st.MeanExecMS() < minIndexMeanMS && share < minIndexShare {
+			continue
+		}
+		for _, c := range wastefulScans(s, st, ex) {
+			p := propose(s, sh, c)
+			if p == nil || seen[p.def] {
+				continue
+			}
+			seen[p.def] = true
+			out = append(out, indexFinding(s, st, share, c, p))
+		}
+	}
+	if noPlan > 0 {
+		skipped = append(skipped, model.Skip{Rule: MissingIndexID,
+			Reason: fmt.Sprintf("%d of the top statements could not be EXPLAINed, so their indexes were not checked (first: %s)", noPlan, Shorten(firstErr, 160))})
+	}
+	if s.Unparsed > 0 {
+		skipped = append(skipped, model.Skip{Rule: MissingIndexID,
+			Reason: fmt.Sprintf("%d statements in pg_stat_statements do not parse as PostgreSQL (truncated text or another dialect) and were skipped", s.Unparsed),
+			Fix:    "raise track_activity_query_size if statements are cut off"})
+	}
+	return out, skipped
+}
+
+// scanCandidate is one plan node that reads much more than it keeps.
+type scanCandidate struct {
+	table  *model.Table
+	node   *plan.Node
+	reason string
+	// blocksPerCall and rowsPerCall come from pg_stat_statements.
+	blocksPerCall, rowsPerCall float64
+}
+
+func wastefulScans(s *model.Snapshot, st model.Statement, ex *plan.Explain) []scanCandidate {
+	var out []scanCandidate
+	calls := math.Max(float64(st.Calls), 1)
+	blocks := float64(st.SharedBlksHit+st.SharedBlksRead) / calls
+	rows := float64(st.Rows) / calls
+	ex.Plan.Walk(func(n, _ *plan.Node) {
+		if !n.IsScan() || n.Filter == "" {
+			return
+		}
+		t := s.Table(model.RelRef{Schema: n.Schema, Name: n.RelationName})
+		if t == nil || t.Reltuples < minIndexRows {
+			return
+		}
+		c := scanCandidate{table: t, node: n, blocksPerCall: blocks, rowsPerCall: rows}
+		switch {
+		case n.NodeType == "Seq Scan" && n.PlanRows <= selectiveSeqScan*t.Reltuples:
+			c.reason = fmt.Sprintf("sequential scan of %s rows to keep an estimated %s", count(t.Reltuples), count(n.PlanRows))
+		case n.NodeType != "Seq Scan" && blocks >= 1000 && blocks >= wastefulBlocks*math.Max(rows, 1) && blocks >= 0.05*float64(t.RelPages):
+			c.reason = fmt.Sprintf("%s on %s filters rows the index cannot skip: %s buffers per call for %s rows", n.NodeType, n.IndexName, count(blocks), count(rows))
+		case n.NodeType == "Seq Scan" && blocks >= 0.5*float64(t.RelPages) && blocks >= wastefulBlocks*math.Max(rows, 1) && t.RelPages >= 1000:
+			c.reason = fmt.Sprintf("sequential scan reading %s buffers per call for %s rows", count(blocks), count(rows))
+		default:
+			return
+		}
+		out = append(out, c)
+	})
+	return out
+}
+
+// proposal is an index to create.
+type proposal struct {
+	keys    []string
+	desc    []bool
+	partial string
+	def     string // CREATE INDEX ON schema.table (...) [WHERE ...]
+	name    string
+	bytes   float64
+	entries float64
+}
+
+// propose builds the index for the predicates of one scanned table:
+// equality columns first (most distinct first), then the ORDER BY column
+// when a LIMIT makes it a top-N (DESC where the sort needs it), else the
+// first range column; an IS NULL that most rows fail becomes the partial
+// predicate instead of a key column.
+func propose(s *model.Snapshot, sh *model.QueryShape, c scanCandidate) *proposal {
+	t := c.table
+	nodeText := c.node.Filter + " " + c.node.IndexCond + " " + c.node.RecheckCond
+	var eq, rng []string
+	partial, partialCol := "", ""
+	for _, p := range sh.Predicates {
+		if p.Cast || !belongs(s, p.Rel, p.Column, t) || !mentions(nodeText, p.Column) {
+			continue
+		}
+		col := s.Column(t, p.Column)
+		if col == nil {
+			continue
+		}
+		switch p.Op {
+		case model.OpEq:
+			eq = appendNew(eq, p.Column)
+		case model.OpRange:
+			rng = appendNew(rng, p.Column)
+		case model.OpIsNull:
+			if partial == "" && col.HasStats && col.NullFrac <= 0.5 {
+				partial, partialCol = QuoteIdent(p.Column)+" IS NULL", p.Column
+			}
+		case model.OpNotNull:
+			if partial == "" && col.HasStats && col.NullFrac >= 0.5 {
+				partial, partialCol = QuoteIdent(p.Column)+" IS NOT NULL", p.Column
+			}
+		}
+	}
+	sort.SliceStable(eq, func(i, j int) bool { return distinct(s, t, eq[i]) > distinct(s, t, eq[j]) })
+	p := &proposal{partial: partial}
+	for _, k := range eq {
+		if k != partialCol {
+			p.keys, p.desc = append(p.keys, k), append(p.desc, false)
+		}
+	}
+	orderOK := sh.HasLimit && len(sh.OrderBy) > 0
+	for _, o := range sh.OrderBy {
+		if !belongs(s, o.Rel, o.Column, t) || s.Column(t, o.Column) == nil {
+			orderOK = false
+		}
+	}
+	if orderOK {
+		for _, o := range sh.OrderBy {
+			if !contains(p.keys, o.Column) {
+				p.keys, p.desc = append(p.keys, o.Column), append(p.desc, o.Desc)
+			}
+		}
+	} else {
+		for _, r := range rng {
+			if r != partialCol && !contains(p.keys, r) {
+				p.keys, p.desc = append(p.keys, r), append(p.desc, false)
+				break
+			}
+		}
+	}
+	if len(p.keys) == 0 {
+		return nil
+	}
+	if len(p.keys) > 4 {
+		p.keys, p.desc = p.keys[:4], p.desc[:4]
+	}
+	for _, ix := range s.TableIndexes(t) {
+		if covers(ix, p) {
+			return nil
+		}
+	}
+	cols := make([]string, len(p.keys))
+	for i, k := range p.keys {
+		cols[i] = QuoteIdent(k)
+		if p.desc[i] {
+			cols[i] += " DESC"
+		}
+	}
+	p.name = indexName(t.Name, p.keys, partialCol, strings.HasSuffix(partial, "NOT NULL"))
+	p.def = fmt.Sprintf("CREATE INDEX %s ON %s.%s (%s)", QuoteIdent(p.name), QuoteIdent(t.Schema), QuoteIdent(t.Name), strings.Join(cols, ", "))
+	if partial != "" {
+		p.def += " WHERE " + partial
+	}
+	p.entries, p.bytes = indexSize(s, t, p.keys, partialCol, partial)
+	return p
+}
+
+// covers says whether an existing index already is (or contains as a
+// prefix) the proposal: same leading columns in the same order and
+// direction (or all reversed, which a backward scan serves), and a
+// predicate that is the same.
+func covers(ix model.Index, p *proposal) bool {
+	if !ix.Valid || ix.Method != "btree" || len(ix.Columns) < len(p.keys) {
+		return false
+	}
+	same, flipped := true, true
+	for i, k := range p.keys {
+		if ix.Columns[i] != k {
+			return false
+		}
+		d := i < len(ix.Desc) && ix.Desc[i]
+		same = same && d == p.desc[i]
+		flipped = flipped && d != p.desc[i]
+	}
+	if !same && !flipped {
+		return false
+	}
+	return normPred(ix.Predicate) == normPred(p.partial)
+}
+
+func normPred(s string) string {
+	s = strings.ToLower(s)
+	return strings.Map(func(r rune) rune {
+		if r == '(' || r == ')' || r == ' ' || r == '"' {
+			return -1
+		}
+		return r
+	}, s)
+}
+
+// indexSize estimates the B-tree's entries and bytes: per entry an 8-byte
+// index tuple header plus the key widths (pg_stats avg_width) padded to 8
+// bytes, and a 4-byte line pointer; leaf pages filled to the default 90%.
+func indexSize(s *model.Snapshot, t *model.Table, keys []string, partialCol, partial string) (entries, bytes float64) {
+	entries = t.Reltuples
+	if partialCol != "" {
+		if c := s.Column(t, partialCol); c != nil && c.HasStats {
+			if strings.HasSuffix(partial, "IS NULL") {
+				entries *= c.NullFrac
+			} else {
+				entries *= 1 - c.NullFrac
+			}
+		}
+	}
+	width := 0
+	for _, k := range keys {
+		w := 8
+		if c := s.Column(t, k); c != nil && c.AvgWidth > 0 {
+			w = c.AvgWidth
+		}
+		width += w
+	}
+	tuple := 8 + (width+7)/8*8 + 4
+	perPage := math.Floor((8192 - 24 - 16) * 0.9 / float64(tuple))
+	leaves := math.Ceil(entries / math.Max(perPage, 1))
+	return math.Round(entries), (leaves*1.01 + 1) * 8192
+}
+
+func indexFinding(s *model.Snapshot, st model.Statement, share float64, c scanCandidate, p *proposal) model.Finding {
+	t := c.table
+	sev := model.Warning
+	if share >= 0.3 && st.MeanExecMS() >= 50 {
+		sev = model.Critical
+	}
+	writes := t.Inserted + t.Updated - t.HOTUpdated
+	var unhot []string
+	for _, other := range s.Statements {
+		sh := s.Shapes[other.QueryID]
+		if sh == nil || sh.Command != "UPDATE" || s.Table(sh.Target) != t {
+			continue
+		}
+		for _, col := range sh.SetColumns {
+			if contains(p.keys, col) || mentions(p.partial, col) {
+				unhot = appendNew(unhot, col)
+			}
+		}
+	}
+	writeCost := fmt.Sprintf("each INSERT and each non-HOT UPDATE of %s also writes this index (%s such row writes since statistics were reset)", t.Name, count(float64(writes)))
+	if p.partial != "" {
+		writeCost += ", only for rows where " + p.partial
+	}
+	if len(unhot) > 0 {
+		writeCost += fmt.Sprintf("; updates that set %s already cannot be HOT if another index covers it, and will not be with this one", strings.Join(unhot, ", "))
+	}
+	f := model.Finding{
+		Rule:     MissingIndexID,
+		Severity: sev,
+		Title: fmt.Sprintf("%s takes %.1f ms per call: %s; index %s would serve it",
+			Shorten(st.Query, 60), st.MeanExecMS(), c.reason, shortDef(p)),
+		Object: model.Object{Kind: "statement", Name: t.Schema + "." + t.Name + ": " + Shorten(st.Query, 100), QueryID: fmt.Sprint(st.QueryID), Role: st.Role, Database: s.Database},
+		Evidence: []model.Evidence{
+			{Label: "mean execution time", Value: round(st.MeanExecMS()), Unit: "ms"},
+			{Label: "calls", Value: float64(st.Calls)},
+			{Label: "share of database statement time", Value: round(share * 100), Unit: "%"},
+			{Label: "rows in " + t.Name, Value: math.Round(t.Reltuples)},
+			{Label: "shared buffers touched per call", Value: math.Round(c.blocksPerCall)},
+			{Label: "rows returned per call", Value: round(c.rowsPerCall)},
+			{Label: "planned rows out of the scan (generic plan)", Value: math.Round(c.node.PlanRows)},
+			{Label: "estimated size of the new index", Value: round(p.bytes / (1 << 20)), Unit: "MB"},
+			{Label: "estimated entries in the new index", Value: p.entries},
+		},
+		Impact: model.Impact{Summary: fmt.Sprintf("%s of this database's statement time; %s", pct(share), writeCost), Share: math.Min(share, 1)},
+		Fix: model.Fix{
+			Summary: fmt.Sprintf("create the index (CONCURRENTLY: it does not block writes; about %.1f MB)", p.bytes/(1<<20)),
+			SQL:     strings.Replace(p.def, "CREATE INDEX", "CREATE INDEX CONCURRENTLY", 1) + ";",
+		},
+		Verification: model.Verification{Status: model.NotRun, Reason: "verification was not run"},
+		Docs:         docsPath(MissingIndexID),
+		Experiment: &model.Experiment{Kind: model.ExpIndex, Query: st.Query, QueryID: st.QueryID, Role: st.Role, Calls: st.Calls,
+			Table: model.RelRef{Schema: t.Schema, Name: t.Name}, Index: p.def},
+	}
+	if t.Partitioned {
+		f.Fix.Summary = "create the index on the partitioned table (CONCURRENTLY is not supported there: create it on each partition first, then ON ONLY the parent and ATTACH)"
+		f.Fix.SQL = p.def + ";"
+	}
+	return f
+}
+
+func shortDef(p *proposal) string {
+	cols := make([]string, len(p.keys))
+	for i, k := range p.keys {
+		cols[i] = k
+		if p.desc[i] {
+			cols[i] += " DESC"
+		}
+	}
+	s := "(" + strings.Join(cols, ", ") + ")"
+	if p.partial != "" {
+		s += " WHERE " + p.partial
+	}
+	return s
+}
+
+func indexName(table string, keys []string, partialCol string, notNull bool) string {
+	name := table + "_" + strings.Join(keys, "_")
+	if partialCol != "" {
+		name += "_" + partialCol + "_null"
+		if notNull {
+			name = strings.TrimSuffix(name, "_null") + "_notnull"
+		}
+	}
+	name += "_idx"
+	if len(name) > 63 {
+		name = name[:63]
+	}
+	return name
+}
+
+// belongs says whether a predicate's column is on table t: its relation
+// resolves to t, or it was unqualified and t has such a column.
+func belongs(s *model.Snapshot, r model.RelRef, col string, t *model.Table) bool {
+	if r.Name == "" {
+		return s.Column(t, col) != nil
+	}
+	return s.Table(r) == t
+}
+
+func mentions(text, col string) bool {
+	if text == "" || col == "" {
+		return false
+	}
+	re, err := regexp.Compile(`(^|[^A-Za-z0-9_])"?` + regexp.QuoteMeta(col) + `"?($|[^A-Za-z0-9_])`)
+	return err == nil && re.MatchString(text)
+}
+
+func distinct(s *model.Snapshot, t *model.Table, col string) float64 {
+	c := s.Column(t, col)
+	if c == nil {
+		return 0
+	}
+	if c.NDistinct < 0 {
+		return -c.NDistinct * t.Reltuples
+	}
+	return c.NDistinct
+}
+
+func appendNew(list []string, s string) []string {
+	if contains(list, s) {
+		return list
+	}
+	return append(list, s)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func count(x float64) string {
+	switch {
+	case x >= 1e6:
+		return fmt.Sprintf("%.1fM", x/1e6)
+	case x >= 1e4:
+		return fmt.Sprintf("%.0fk", x/1e3)
+	}
+	return fmt.Sprintf("%.0f", x)
+}

@@ -1,0 +1,86 @@
+package rules
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/pgmedic/pgmedic/internal/model"
+)
+
+// StaleStatisticsID is the rule id.
+const StaleStatisticsID = "stale-statistics"
+
+const (
+	staleMinMods = 10000
+	staleRatio   = 1.0 // rows modified since ANALYZE per row counted at ANALYZE
+)
+
+// StaleStatistics finds tables that changed more since their last ANALYZE
+// than they held at it. The planner's row estimates come from pg_stats and
+// pg_class.reltuples as of that ANALYZE: a queue whose rows all turned from
+// "done" to "pending" since then is estimated as empty, and plans chosen on
+// that estimate (nested loops, no parallelism) collapse.
+func StaleStatistics(s *model.Snapshot) ([]model.Finding, []model.Skip) {
+	var out []model.Finding
+	for i := range s.Tables {
+		t := &s.Tables[i]
+		if t.Partitioned || t.ModSinceAnalyze < staleMinMods {
+			continue
+		}
+		base := math.Max(t.Reltuples, 0)
+		if t.LastAnalyze != nil && float64(t.ModSinceAnalyze) < staleRatio*math.Max(base, 1) {
+			continue
+		}
+		trigger := s.Settings["autovacuum_analyze_threshold"].Float() + s.Settings["autovacuum_analyze_scale_factor"].Float()*base
+		why := fmt.Sprintf("autovacuum's analyze trigger is about %s changes; it has not caught up", count(trigger))
+		qt := QuoteIdent(t.Schema) + "." + QuoteIdent(t.Name)
+		sql := fmt.Sprintf("ANALYZE %s;", qt)
+		if !t.AutovacuumEnabled {
+			why = "autovacuum (which also analyzes) is switched off for this table"
+			sql += fmt.Sprintf("\nALTER TABLE %s RESET (autovacuum_enabled);", qt)
+		} else {
+			sql += fmt.Sprintf("\n-- fast-changing table: analyze after fewer changes\nALTER TABLE %s SET (autovacuum_analyze_scale_factor = 0.02);", qt)
+		}
+		ev := []model.Evidence{
+			{Label: "rows modified since the last ANALYZE", Value: float64(t.ModSinceAnalyze)},
+			{Label: "rows at the last ANALYZE (reltuples)", Value: math.Round(base)},
+			{Label: "live rows now", Value: float64(t.Live)},
+		}
+		if t.LastAnalyze != nil {
+			ev = append(ev, model.Evidence{Label: "hours since the last ANALYZE", Value: round(s.CollectedAt.Sub(*t.LastAnalyze).Hours())})
+		}
+		f := model.Finding{
+			Rule:         StaleStatisticsID,
+			Severity:     model.Warning,
+			Title:        fmt.Sprintf("statistics of %s are stale: %s rows changed since its last ANALYZE, which counted %s; %s", t.Schema+"."+t.Name, count(float64(t.ModSinceAnalyze)), count(base), why),
+			Object:       model.Object{Kind: "table", Name: t.Schema + "." + t.Name, Database: s.Database},
+			Evidence:     ev,
+			Impact:       model.Impact{Summary: "row estimates for this table come from data that is gone: plans are chosen for the wrong row counts"},
+			Fix:          model.Fix{Summary: "analyze the table now and make autovacuum analyze it as often as it changes", SQL: sql},
+			Verification: model.Verification{Status: model.NotRun, Reason: "no SELECT on this table among the statements pgmedic sees, so no misestimate could be measured"},
+			Docs:         docsPath(StaleStatisticsID),
+		}
+		// The statement that reads this table the most is the one whose
+		// estimate is measured.
+		for _, st := range s.Statements {
+			sh := s.Shapes[st.QueryID]
+			if sh == nil || sh.Command != "SELECT" {
+				continue
+			}
+			reads := false
+			for _, r := range sh.Relations {
+				if s.Table(r) == t {
+					reads = true
+				}
+			}
+			if reads {
+				f.Experiment = &model.Experiment{Kind: model.ExpMisestimate, Query: st.Query, QueryID: st.QueryID, Role: st.Role,
+					Table: model.RelRef{Schema: t.Schema, Name: t.Name}}
+				f.Object.QueryID = fmt.Sprint(st.QueryID)
+				break
+			}
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}

@@ -1,0 +1,161 @@
+package rules
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/pgmedic/pgmedic/internal/model"
+)
+
+// TableBloatID is the rule id.
+const TableBloatID = "table-bloat"
+
+const (
+	bloatMinDead    = 10000
+	bloatDeadRatio  = 1.0 // dead rows per live row
+	bloatCritical   = 5.0
+	nonHOTMinUpdate = 10000
+	nonHOTMaxShare  = 0.10
+)
+
+// TableBloat finds tables whose dead row versions outnumber the live ones
+// (vacuum is off or not keeping up), and tables whose updates are never HOT
+// because an updated column is in an index: PostgreSQL can only update a
+// row in place on the same page (HOT, no index writes) when no indexed
+// column, including a partial index's predicate column, changes.
+func TableBloat(s *model.Snapshot) ([]model.Finding, []model.Skip) {
+	var out []model.Finding
+	for i := range s.Tables {
+		t := &s.Tables[i]
+		if t.Partitioned {
+			continue
+		}
+		if t.Dead >= bloatMinDead && float64(t.Dead) >= bloatDeadRatio*float64(t.Live) {
+			out = append(out, deadTupleFinding(s, t))
+		}
+		if f := nonHOTFinding(s, t); f != nil {
+			out = append(out, *f)
+		}
+	}
+	return out, nil
+}
+
+func deadTupleFinding(s *model.Snapshot, t *model.Table) model.Finding {
+	ratio := float64(t.Dead) / math.Max(float64(t.Live), 1)
+	sev := model.Warning
+	if ratio >= bloatCritical {
+		sev = model.Critical
+	}
+	trigger := s.Settings["autovacuum_vacuum_threshold"].Float() + s.Settings["autovacuum_vacuum_scale_factor"].Float()*math.Max(t.Reltuples, 0)
+	var why string
+	qt := QuoteIdent(t.Schema) + "." + QuoteIdent(t.Name)
+	sql := fmt.Sprintf("VACUUM (VERBOSE, ANALYZE) %s;", qt)
+	switch {
+	case !t.AutovacuumEnabled:
+		why = "autovacuum is switched off for this table (autovacuum_enabled = off)"
+		sql += fmt.Sprintf("\nALTER TABLE %s RESET (autovacuum_enabled);", qt)
+	case strings.EqualFold(s.Settings["autovacuum"].Value, "off"):
+		why = "autovacuum is off for the whole server"
+	default:
+		why = fmt.Sprintf("autovacuum has not kept up: %s dead rows against a trigger of about %s", count(float64(t.Dead)), count(trigger))
+		sql += fmt.Sprintf("\n-- queue tables churn: vacuum them sooner\nALTER TABLE %s SET (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);", qt)
+	}
+	ev := []model.Evidence{
+		{Label: "live rows", Value: float64(t.Live)},
+		{Label: "dead rows", Value: float64(t.Dead)},
+		{Label: "dead rows per live row", Value: round(ratio)},
+		{Label: "table size (heap)", Value: round(float64(t.HeapBytes) / (1 << 20)), Unit: "MB"},
+		{Label: "vacuums since statistics reset", Value: float64(t.VacuumCount)},
+	}
+	if t.LastVacuum != nil {
+		ev = append(ev, model.Evidence{Label: "hours since the last vacuum", Value: round(s.CollectedAt.Sub(*t.LastVacuum).Hours())})
+	}
+	ev = append(ev, churn(s, t)...)
+	return model.Finding{
+		Rule:         TableBloatID,
+		Severity:     sev,
+		Title:        fmt.Sprintf("%s holds %.1f dead rows per live row: %s", t.Schema+"."+t.Name, ratio, why),
+		Object:       model.Object{Kind: "table", Name: t.Schema + "." + t.Name, Database: s.Database},
+		Evidence:     ev,
+		Impact:       model.Impact{Summary: "every scan reads the dead versions too, the table and its indexes keep growing, and index-only scans stop working as the visibility map goes stale"},
+		Fix:          model.Fix{Summary: "vacuum the table now and let autovacuum keep up with its churn", SQL: sql},
+		Verification: model.Verification{Status: model.NotRun, Reason: "verification was not run"},
+		Docs:         docsPath(TableBloatID),
+		Experiment:   &model.Experiment{Kind: model.ExpTableStats, Table: model.RelRef{Schema: t.Schema, Name: t.Name}},
+	}
+}
+
+// churn is the table's write rate since statistics were reset.
+func churn(s *model.Snapshot, t *model.Table) []model.Evidence {
+	writes := float64(t.Inserted + t.Updated + t.Deleted)
+	ev := []model.Evidence{
+		{Label: "rows inserted", Value: float64(t.Inserted)},
+		{Label: "rows updated", Value: float64(t.Updated)},
+		{Label: "rows deleted", Value: float64(t.Deleted)},
+	}
+	if r := s.DatabaseStats.StatsReset; r != nil && s.CollectedAt.After(*r) {
+		ev = append(ev, model.Evidence{Label: "row writes per second since statistics reset", Value: round(writes / s.CollectedAt.Sub(*r).Seconds())})
+	}
+	return ev
+}
+
+func nonHOTFinding(s *model.Snapshot, t *model.Table) *model.Finding {
+	if t.Updated < nonHOTMinUpdate || float64(t.HOTUpdated) > nonHOTMaxShare*float64(t.Updated) {
+		return nil
+	}
+	// Which updated columns does an index depend on?
+	type hit struct{ col, index, how string }
+	var hits []hit
+	seen := map[string]bool{}
+	for _, st := range s.Statements {
+		sh := s.Shapes[st.QueryID]
+		if sh == nil || sh.Command != "UPDATE" || s.Table(sh.Target) != t {
+			continue
+		}
+		for _, col := range sh.SetColumns {
+			for _, ix := range s.TableIndexes(t) {
+				how := ""
+				switch {
+				case contains(ix.Columns, col):
+					how = "a key column"
+				case contains(ix.Include, col):
+					how = "an INCLUDE column"
+				case mentions(ix.Predicate, col):
+					how = "in the partial-index predicate"
+				case contains(ix.Columns, "") && mentions(ix.Def, col):
+					how = "in an index expression"
+				}
+				if how != "" && !seen[col+ix.Name] {
+					seen[col+ix.Name] = true
+					hits = append(hits, hit{col, ix.Name, how})
+				}
+			}
+		}
+	}
+	if len(hits) == 0 {
+		return nil // low HOT share without an indexed column: full pages, see fillfactor; not diagnosed here
+	}
+	var parts []string
+	for _, h := range hits {
+		parts = append(parts, fmt.Sprintf("%s is %s of %s", h.col, h.how, h.index))
+	}
+	hotShare := float64(t.HOTUpdated) / float64(t.Updated)
+	nidx := len(s.TableIndexes(t))
+	ev := append([]model.Evidence{
+		{Label: "HOT updates", Value: round(hotShare * 100), Unit: "%"},
+		{Label: "indexes written by every non-HOT update", Value: float64(nidx)},
+	}, churn(s, t)...)
+	return &model.Finding{
+		Rule:     TableBloatID,
+		Severity: model.Warning,
+		Title:    fmt.Sprintf("updates of %s are never HOT (%.0f%%): %s", t.Schema+"."+t.Name, hotShare*100, strings.Join(parts, "; ")),
+		Object:   model.Object{Kind: "table", Name: t.Schema + "." + t.Name + " (updates)", Database: s.Database},
+		Evidence: ev,
+		Impact:   model.Impact{Summary: fmt.Sprintf("write amplification: each update writes a new entry into all %d indexes and leaves a dead row and dead index entries for vacuum", nidx)},
+		Fix: model.Fix{Summary: "keep frequently updated columns out of indexes and index predicates where the queries allow it (e.g. mark claims in a narrow side table), and vacuum the table often; fillfactor only helps HOT when no indexed column changes",
+			SQL: fmt.Sprintf("-- columns updated that an index depends on: %s", strings.Join(parts, "; "))},
+		Verification: model.Verification{Status: model.NotRun, Method: "pg_stat_user_tables n_tup_hot_upd / n_tup_upd", Reason: "the counters are measured by PostgreSQL itself; pgmedic does not write to test a change of indexes"},
+		Docs:         docsPath(TableBloatID),
+	}
+}

@@ -1,0 +1,404 @@
+package sqlparse
+
+import (
+	"fmt"
+	"strings"
+
+	pg_query "github.com/pganalyze/pg_query_go/v6"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/pgmedic/pgmedic/internal/model"
+)
+
+// Describe parses one statement and returns its shape: relations,
+// predicates per column, ORDER BY, LIMIT and, for queue claims, how the
+// claimed rows are locked. pg_query's own summary misses predicates in JOIN
+// ... ON, HAVING and subqueries, so the clauses are walked here.
+func Describe(sql string) (*model.QueryShape, error) {
+	st, err := Parse(sql)
+	if err != nil {
+		return nil, err
+	}
+	return st.Shape(), nil
+}
+
+// Shape describes an already parsed statement.
+func (s *Statement) Shape() *model.QueryShape {
+	sh := &model.QueryShape{Command: "OTHER"}
+	aliases := map[string]model.RelRef{}
+	seen := map[model.RelRef]bool{}
+	s.walk(func(m proto.Message) bool {
+		if rv, ok := m.(*pg_query.RangeVar); ok {
+			r := model.RelRef{Schema: rv.Schemaname, Name: rv.Relname}
+			if !seen[r] {
+				seen[r] = true
+				sh.Relations = append(sh.Relations, r)
+			}
+			aliases[rv.Relname] = r
+			if rv.Alias != nil && rv.Alias.Aliasname != "" {
+				aliases[rv.Alias.Aliasname] = r
+			}
+		}
+		return true
+	})
+	// CTE names are not relations.
+	s.walk(func(m proto.Message) bool {
+		if cte, ok := m.(*pg_query.CommonTableExpr); ok {
+			r := model.RelRef{Name: cte.Ctename}
+			if seen[r] {
+				delete(seen, r)
+				for i, x := range sh.Relations {
+					if x == r {
+						sh.Relations = append(sh.Relations[:i], sh.Relations[i+1:]...)
+						break
+					}
+				}
+			}
+		}
+		return true
+	})
+	single := model.RelRef{}
+	if len(sh.Relations) == 1 {
+		single = sh.Relations[0]
+	}
+	resolve := func(cr *pg_query.ColumnRef) (model.RelRef, string, bool) {
+		var parts []string
+		for _, f := range cr.Fields {
+			str := f.GetString_()
+			if str == nil {
+				return model.RelRef{}, "", false
+			}
+			parts = append(parts, str.Sval)
+		}
+		switch len(parts) {
+		case 1:
+			return single, parts[0], true
+		case 2:
+			if r, ok := aliases[parts[0]]; ok {
+				return r, parts[1], true
+			}
+			return model.RelRef{Name: parts[0]}, parts[1], true
+		case 3:
+			return model.RelRef{Schema: parts[0], Name: parts[1]}, parts[2], true
+		}
+		return model.RelRef{}, "", false
+	}
+
+	var quals []*pg_query.Node
+	var limited []*pg_query.SelectStmt
+	var root *pg_query.SelectStmt
+	switch {
+	case s.root.GetSelectStmt() != nil:
+		sh.Command, root = "SELECT", s.root.GetSelectStmt()
+	case s.root.GetUpdateStmt() != nil:
+		u := s.root.GetUpdateStmt()
+		sh.Command, sh.Target = "UPDATE", relRef(u.Relation)
+		quals = append(quals, u.WhereClause)
+		for _, t := range u.TargetList {
+			if rt := t.GetResTarget(); rt != nil && rt.Name != "" {
+				sh.SetColumns = append(sh.SetColumns, rt.Name)
+			}
+		}
+	case s.root.GetDeleteStmt() != nil:
+		d := s.root.GetDeleteStmt()
+		sh.Command, sh.Target = "DELETE", relRef(d.Relation)
+		quals = append(quals, d.WhereClause)
+	case s.root.GetInsertStmt() != nil:
+		sh.Command, sh.Target = "INSERT", relRef(s.root.GetInsertStmt().Relation)
+	}
+	s.walk(func(m proto.Message) bool {
+		switch n := m.(type) {
+		case *pg_query.SelectStmt:
+			quals = append(quals, n.WhereClause, n.HavingClause)
+			if n.LimitCount != nil {
+				limited = append(limited, n)
+			}
+		case *pg_query.JoinExpr:
+			quals = append(quals, n.Quals)
+		}
+		return true
+	})
+	for _, q := range quals {
+		if q == nil {
+			continue
+		}
+		walkShallow(q, func(m proto.Message) {
+			switch n := m.(type) {
+			case *pg_query.A_Expr:
+				op := exprOp(n)
+				for _, side := range []*pg_query.Node{n.Lexpr, n.Rexpr} {
+					if cr, cast := columnOf(side); cr != nil {
+						if rel, col, ok := resolve(cr); ok {
+							sh.Predicates = append(sh.Predicates, model.Predicate{Rel: rel, Column: col, Op: op, Cast: cast})
+						}
+					}
+				}
+			case *pg_query.NullTest:
+				if cr, cast := columnOf(n.Arg); cr != nil {
+					if rel, col, ok := resolve(cr); ok {
+						op := model.OpNotNull
+						if n.Nulltesttype == pg_query.NullTestType_IS_NULL {
+							op = model.OpIsNull
+						}
+						sh.Predicates = append(sh.Predicates, model.Predicate{Rel: rel, Column: col, Op: op, Cast: cast})
+					}
+				}
+			}
+		})
+	}
+	// The ORDER BY that matters for an index is the one next to a LIMIT
+	// (a top-N sort); without a LIMIT, the outer query's.
+	sorted := root
+	if len(limited) > 0 {
+		sh.HasLimit = true
+		sorted = limited[0]
+	}
+	if sorted != nil {
+		for _, n := range sorted.SortClause {
+			sb := n.GetSortBy()
+			if sb == nil {
+				continue
+			}
+			if cr, _ := columnOf(sb.Node); cr != nil {
+				if rel, col, ok := resolve(cr); ok {
+					sh.OrderBy = append(sh.OrderBy, model.OrderColumn{Rel: rel, Column: col, Desc: sb.SortbyDir == pg_query.SortByDir_SORTBY_DESC})
+				}
+			}
+		}
+	}
+	sh.Claim = s.claim(sh)
+	return sh
+}
+
+func relRef(rv *pg_query.RangeVar) model.RelRef {
+	if rv == nil {
+		return model.RelRef{}
+	}
+	return model.RelRef{Schema: rv.Schemaname, Name: rv.Relname}
+}
+
+func exprOp(e *pg_query.A_Expr) string {
+	name := ""
+	if len(e.Name) > 0 {
+		if s := e.Name[len(e.Name)-1].GetString_(); s != nil {
+			name = s.Sval
+		}
+	}
+	switch e.Kind {
+	case pg_query.A_Expr_Kind_AEXPR_IN:
+		if name == "=" {
+			return model.OpEq
+		}
+	case pg_query.A_Expr_Kind_AEXPR_OP_ANY:
+		if name == "=" {
+			return model.OpEq
+		}
+	case pg_query.A_Expr_Kind_AEXPR_BETWEEN, pg_query.A_Expr_Kind_AEXPR_BETWEEN_SYM:
+		return model.OpRange
+	case pg_query.A_Expr_Kind_AEXPR_OP:
+		switch name {
+		case "=":
+			return model.OpEq
+		case "<", "<=", ">", ">=":
+			return model.OpRange
+		}
+	}
+	return model.OpOther
+}
+
+// columnOf returns the column on one side of a comparison, looking through
+// casts (and saying so: a cast on the column side can defeat an index).
+func columnOf(n *pg_query.Node) (*pg_query.ColumnRef, bool) {
+	cast := false
+	for n != nil {
+		if cr := n.GetColumnRef(); cr != nil {
+			return cr, cast
+		}
+		if tc := n.GetTypeCast(); tc != nil {
+			n, cast = tc.Arg, true
+			continue
+		}
+		return nil, false
+	}
+	return nil, false
+}
+
+// walkShallow visits the nodes of one clause without entering subqueries:
+// their own clauses are visited on their own, with their own scope.
+func walkShallow(n *pg_query.Node, visit func(proto.Message)) {
+	var rec func(m protoreflect.Message)
+	rec = func(m protoreflect.Message) {
+		switch m.Interface().(type) {
+		case *pg_query.SelectStmt:
+			return
+		}
+		visit(m.Interface())
+		m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+			if fd.Message() == nil || fd.IsMap() {
+				return true
+			}
+			if fd.IsList() {
+				l := v.List()
+				for i := 0; i < l.Len(); i++ {
+					rec(l.Get(i).Message())
+				}
+				return true
+			}
+			rec(v.Message())
+			return true
+		})
+	}
+	rec(n.ProtoReflect())
+}
+
+// claim recognises a queue claim: an UPDATE or DELETE whose rows come from a
+// subquery (FROM, WHERE ... IN/=, or a WITH) over the same table with a
+// LIMIT; or a SELECT ... LIMIT ... FOR UPDATE that waits for locks.
+func (s *Statement) claim(sh *model.QueryShape) *model.Claim {
+	var sel *pg_query.SelectStmt
+	pos := ""
+	switch sh.Command {
+	case "UPDATE", "DELETE":
+		var from, where []*pg_query.Node
+		var with *pg_query.WithClause
+		if u := s.root.GetUpdateStmt(); u != nil {
+			from, where, with = u.FromClause, []*pg_query.Node{u.WhereClause}, u.WithClause
+		} else {
+			d := s.root.GetDeleteStmt()
+			from, where, with = d.UsingClause, []*pg_query.Node{d.WhereClause}, d.WithClause
+		}
+		find := func(nodes []*pg_query.Node, where string) {
+			for _, n := range nodes {
+				if n == nil || sel != nil {
+					continue
+				}
+				sub := &Statement{root: n}
+				sub.walk(func(m proto.Message) bool {
+					if st, ok := m.(*pg_query.SelectStmt); ok && st.LimitCount != nil && selects(st, sh.Target) {
+						sel, pos = st, where
+						return false
+					}
+					return true
+				})
+			}
+		}
+		find(from, "FROM")
+		find(where, "WHERE")
+		if with != nil {
+			find(with.Ctes, "WITH")
+		}
+	case "SELECT":
+		root := s.root.GetSelectStmt()
+		if root.LimitCount != nil && len(root.LockingClause) > 0 && len(sh.Relations) > 0 {
+			sel, pos = root, "SELECT"
+			sh.Target = sh.Relations[0]
+		}
+	}
+	if sel == nil {
+		return nil
+	}
+	c := &model.Claim{Table: sh.Target, Position: pos, Wait: model.WaitBlock}
+	for _, n := range sel.LockingClause {
+		lc := n.GetLockingClause()
+		if lc == nil {
+			continue
+		}
+		switch lc.Strength {
+		case pg_query.LockClauseStrength_LCS_FORUPDATE:
+			c.Lock = model.LockForUpdate
+		case pg_query.LockClauseStrength_LCS_FORNOKEYUPDATE:
+			c.Lock = model.LockNoKeyUpd
+		case pg_query.LockClauseStrength_LCS_FORSHARE:
+			c.Lock = model.LockForShare
+		case pg_query.LockClauseStrength_LCS_FORKEYSHARE:
+			c.Lock = model.LockForKeyShr
+		}
+		switch lc.WaitPolicy {
+		case pg_query.LockWaitPolicy_LockWaitSkip:
+			c.Wait = model.WaitSkipLocked
+		case pg_query.LockWaitPolicy_LockWaitError:
+			c.Wait = model.WaitNoWait
+		}
+	}
+	if c.Lock != model.LockNone && c.Wait == model.WaitSkipLocked {
+		return c
+	}
+	// Rewrite: keep an existing exclusive strength, else FOR UPDATE; and
+	// SKIP LOCKED so that workers pass over each other's rows.
+	old := sel.LockingClause
+	strength := pg_query.LockClauseStrength_LCS_FORUPDATE
+	if c.Lock == model.LockNoKeyUpd {
+		strength = pg_query.LockClauseStrength_LCS_FORNOKEYUPDATE
+	}
+	sel.LockingClause = []*pg_query.Node{{Node: &pg_query.Node_LockingClause{LockingClause: &pg_query.LockingClause{
+		Strength: strength, WaitPolicy: pg_query.LockWaitPolicy_LockWaitSkip}}}}
+	if out, err := pg_query.Deparse(s.tree); err == nil {
+		c.Rewrite = out
+	}
+	sel.LockingClause = old
+	return c
+}
+
+// selects says whether a SELECT reads the given table in its own FROM.
+func selects(st *pg_query.SelectStmt, table model.RelRef) bool {
+	for _, n := range st.FromClause {
+		found := false
+		(&Statement{root: n}).walk(func(m proto.Message) bool {
+			if rv, ok := m.(*pg_query.RangeVar); ok && rv.Relname == table.Name &&
+				(table.Schema == "" || rv.Schemaname == "" || rv.Schemaname == table.Schema) {
+				found = true
+				return false
+			}
+			if _, ok := m.(*pg_query.SelectStmt); ok {
+				return false
+			}
+			return true
+		})
+		if found {
+			return true
+		}
+	}
+	return false
+}
+
+// Retarget rewrites every reference to table so that it reads
+// toSchema.toName instead, keeping the old name as the alias so qualified
+// column references still resolve. It returns the new SQL and how many
+// references it changed. The verification engine uses it to run a
+// statement against a temporary copy of a table.
+func Retarget(sql string, table model.RelRef, toSchema, toName string) (string, int, error) {
+	st, err := Parse(sql)
+	if err != nil {
+		return "", 0, err
+	}
+	n := 0
+	st.walk(func(m proto.Message) bool {
+		rv, ok := m.(*pg_query.RangeVar)
+		if !ok || rv.Relname != table.Name || (rv.Schemaname != "" && rv.Schemaname != table.Schema) {
+			return true
+		}
+		if rv.Alias == nil || rv.Alias.Aliasname == "" {
+			rv.Alias = &pg_query.Alias{Aliasname: rv.Relname}
+		}
+		rv.Schemaname, rv.Relname = toSchema, toName
+		n++
+		return true
+	})
+	out, err := pg_query.Deparse(st.tree)
+	if err != nil {
+		return "", 0, fmt.Errorf("rewriting the statement for a copy of %s: %w", table.Name, err)
+	}
+	return out, n, nil
+}
+
+// OnlyRelation reports whether every relation the statement reads or writes
+// is the given one (CTE names aside).
+func OnlyRelation(sh *model.QueryShape, table model.RelRef) bool {
+	for _, r := range sh.Relations {
+		if r.Name != table.Name || (r.Schema != "" && table.Schema != "" && !strings.EqualFold(r.Schema, table.Schema)) {
+			return false
+		}
+	}
+	return len(sh.Relations) > 0
+}
