@@ -73,7 +73,7 @@ func TestScenarios(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			code, out, errOut := run(t, "check", cluster.DSN(env.DB), "--format", "json", "--min-severity", "info")
+			code, out, errOut := run(t, "check", cluster.DSN(env.DB), "--format", "json", "--min-severity", "info", "--verify-indexes")
 			if code != 0 && code != 1 {
 				t.Fatalf("exit %d: %s", code, errOut)
 			}

@@ -306,7 +306,7 @@ func queueChurn() Scenario {
 	return Scenario{
 		Name:    "queue-churn",
 		Summary: "queue table with autovacuum off after inserts, claims and a purge: bloated, never-HOT updates, stale statistics",
-		Expect: []Expect{{Rule: "table-bloat", Object: "events_queue"}, {Rule: "table-bloat", Object: "events_queue (updates)"},
+		Expect: []Expect{{Rule: "table-bloat", Object: "events_queue", Confirmed: true, MinRatio: 1.5}, {Rule: "table-bloat", Object: "events_queue (updates)"},
 			{Rule: "stale-statistics", Object: "events_queue", Confirmed: true, MinRatio: 10}},
 		MustNot: []Expect{{Rule: "random-primary-key"}, {Rule: "queue-claim-race"}},
 		Setup: func(ctx context.Context, env *Env) error {

@@ -162,9 +162,6 @@ func (e *Engine) measureOnCopy(ctx context.Context, snap *model.Snapshot, stmt *
 	if t.Partitioned {
 		return nil, "partitioned tables are not copied for a measured run"
 	}
-	if t.TotalBytes > e.maxCopy() {
-		return nil, fmt.Sprintf("not measured: %s is %.0f MB with its indexes, over the copy limit of %.0f MB (--verify-max-size)", t.Name, float64(t.TotalBytes)/(1<<20), float64(e.maxCopy())/(1<<20))
-	}
 	sh := stmt.Shape()
 	if !e.Lab {
 		if fn := stmt.SideEffect(); fn != "" {
@@ -183,14 +180,36 @@ func (e *Engine) measureOnCopy(ctx context.Context, snap *model.Snapshot, stmt *
 		return nil, why
 	}
 	b.cleanup() // only the types and values are needed
-	qt := quoteIdent(t.Schema) + "." + quoteIdent(t.Name)
 	tail := exp.Index[strings.Index(exp.Index, " ("):]
-	if _, err := e.Conn.Exec(ctx, pgconn.Tag+"BEGIN READ WRITE"); err != nil {
-		return nil, "cannot start a transaction: " + errText(err)
+	runs := &copyRuns{params: b.desc}
+	var result string
+	rows, err := e.withCopy(ctx, t, func() error {
+		result = e.runOnCopy(ctx, runs, b, rewritten, tail)
+		return nil
+	})
+	if err != nil {
+		return nil, err.Error()
 	}
-	// ROLLBACK drops the copy, its indexes and the prepared plan's table.
+	if result != "" {
+		return nil, result
+	}
+	runs.rows = rows
+	return runs, ""
+}
+
+// withCopy copies a table with its indexes into the temporary table
+// pgmedic_copy, analyzes it and calls fn, all in one transaction that is
+// rolled back: the copy never outlives the experiment, and if pgmedic is
+// killed the server drops it with the session.
+func (e *Engine) withCopy(ctx context.Context, t *model.Table, fn func() error) (int64, error) {
+	if t.TotalBytes > e.maxCopy() {
+		return 0, fmt.Errorf("not measured: %s is %.0f MB with its indexes, over the copy limit of %.0f MB (--verify-max-size)", t.Name, float64(t.TotalBytes)/(1<<20), float64(e.maxCopy())/(1<<20))
+	}
+	qt := quoteIdent(t.Schema) + "." + quoteIdent(t.Name)
+	if _, err := e.Conn.Exec(ctx, pgconn.Tag+"BEGIN READ WRITE"); err != nil {
+		return 0, fmt.Errorf("cannot start a transaction: %s", errText(err))
+	}
 	defer e.Conn.Exec(context.WithoutCancel(ctx), pgconn.Tag+"ROLLBACK")
-	defer e.Conn.Exec(context.WithoutCancel(ctx), pgconn.Tag+"DEALLOCATE "+copyStmt)
 	steps := []string{
 		"SET LOCAL statement_timeout = '" + e.copyTimeout() + "'",
 		"SET LOCAL plan_cache_mode = force_custom_plan",
@@ -200,17 +219,25 @@ func (e *Engine) measureOnCopy(ctx context.Context, snap *model.Snapshot, stmt *
 	}
 	for _, q := range steps {
 		if _, err := e.Conn.Exec(ctx, pgconn.Tag+q); err != nil {
-			return nil, "copying the table failed: " + errText(err)
+			return 0, fmt.Errorf("copying the table failed: %s", errText(err))
 		}
 	}
-	runs := &copyRuns{params: b.desc}
-	if err := e.Conn.QueryRow(ctx, pgconn.Tag+"SELECT count(*) FROM "+copyName).Scan(&runs.rows); err != nil {
-		return nil, errText(err)
+	var rows int64
+	if err := e.Conn.QueryRow(ctx, pgconn.Tag+"SELECT count(*) FROM "+copyName).Scan(&rows); err != nil {
+		return 0, fmt.Errorf("counting the copy: %s", errText(err))
 	}
+	return rows, fn()
+}
+
+// runOnCopy times the rewritten statement before and after creating the
+// index (tail is its column list and predicate) on the copy.
+func (e *Engine) runOnCopy(ctx context.Context, runs *copyRuns, b *bound, rewritten, tail string) string {
+	defer e.Conn.Exec(context.WithoutCancel(ctx), pgconn.Tag+"DEALLOCATE "+copyStmt)
+	var err error
 	target := rewritten
 	if len(b.types) > 0 {
 		if _, err := e.Conn.Exec(ctx, pgconn.Tag+"PREPARE "+copyStmt+"("+strings.Join(b.types, ", ")+") AS "+rewritten); err != nil {
-			return nil, "cannot prepare the statement on the copy: " + errText(err)
+			return "cannot prepare the statement on the copy: " + errText(err)
 		}
 		target = "EXECUTE " + copyStmt + "(" + strings.Join(b.values, ", ") + ")"
 	}
@@ -241,18 +268,18 @@ func (e *Engine) measureOnCopy(ctx context.Context, snap *model.Snapshot, stmt *
 		return times, buffers, nil
 	}
 	if runs.before, runs.buffersBefore, err = measure(); err != nil {
-		return nil, "running the statement on the copy failed: " + errText(err)
+		return "running the statement on the copy failed: " + errText(err)
 	}
 	if _, err := e.Conn.Exec(ctx, pgconn.Tag+"CREATE INDEX ON "+copyName+tail); err != nil {
-		return nil, "creating the index on the copy failed: " + errText(err)
+		return "creating the index on the copy failed: " + errText(err)
 	}
 	if _, err := e.Conn.Exec(ctx, pgconn.Tag+"ANALYZE "+copyName); err != nil {
-		return nil, errText(err)
+		return errText(err)
 	}
 	if runs.after, runs.buffersAfter, err = measure(); err != nil {
-		return nil, "running the statement on the copy with the index failed: " + errText(err)
+		return "running the statement on the copy with the index failed: " + errText(err)
 	}
-	return runs, ""
+	return ""
 }
 
 func (e *Engine) copyTimeout() string {
@@ -282,96 +309,168 @@ func localBlocks(out []byte) int64 {
 	return hit + read
 }
 
+// copyAllowed says whether experiments may build temporary copies.
+func (e *Engine) copyAllowed() bool { return e.Lab || e.VerifyIndexes }
+
+const copyHint = "pass --verify-indexes to compare with a temporary copy"
+
 // indexStats reads pgstatindex figures of an existing index: random keys
 // leave leaves about 70% full and fragmented, ordered keys about 90% and
-// unfragmented.
+// unfragmented. With copies allowed, the same keys are inserted in order
+// into a temporary B-tree and its density is measured for comparison.
 func (e *Engine) indexStats(ctx context.Context, snap *model.Snapshot, f *model.Finding) {
 	exp := f.Experiment
 	if _, ok := snap.Extensions["pgstattuple"]; !ok {
 		f.Verification = model.Verification{Status: model.NotRun, Reason: "pgstattuple is not installed in this database, so leaf density was not measured (CREATE EXTENSION pgstattuple; it ships with postgresql-contrib)"}
 		return
 	}
-	var bytes int64
-	for _, ix := range snap.Indexes {
-		if ix.Schema == exp.Table.Schema && ix.Name == exp.Index {
-			bytes = ix.Bytes
+	var ix *model.Index
+	for i := range snap.Indexes {
+		if snap.Indexes[i].Schema == exp.Table.Schema && snap.Indexes[i].Name == exp.Index {
+			ix = &snap.Indexes[i]
 		}
 	}
-	if bytes > e.maxCopy() {
-		f.Verification = model.Verification{Status: model.NotRun, Reason: fmt.Sprintf("the index is %.0f MB, over the %.0f MB pgmedic reads with pgstatindex (--verify-max-size)", float64(bytes)/(1<<20), float64(e.maxCopy())/(1<<20))}
+	t := snap.Table(exp.Table)
+	if ix == nil || t == nil || len(ix.Columns) != 1 {
+		return
+	}
+	if ix.Bytes > e.maxCopy() {
+		f.Verification = model.Verification{Status: model.NotRun, Reason: fmt.Sprintf("the index is %.0f MB, over the %.0f MB pgmedic reads with pgstatindex (--verify-max-size)", float64(ix.Bytes)/(1<<20), float64(e.maxCopy())/(1<<20))}
 		return
 	}
 	var density, frag float64
-	var leaves int64
 	err := e.readOnly(ctx, func() error {
-		return e.Conn.QueryRow(ctx, pgconn.Tag+"SELECT avg_leaf_density, leaf_fragmentation, leaf_pages FROM pgstatindex($1::regclass)",
-			quoteIdent(exp.Table.Schema)+"."+quoteIdent(exp.Index)).Scan(&density, &frag, &leaves)
+		return e.Conn.QueryRow(ctx, pgconn.Tag+"SELECT avg_leaf_density, leaf_fragmentation FROM pgstatindex($1::regclass)",
+			quoteIdent(exp.Table.Schema)+"."+quoteIdent(exp.Index)).Scan(&density, &frag)
 	})
 	if err != nil {
 		f.Verification = model.Verification{Status: model.NotRun, Reason: "pgstatindex failed: " + errText(err) + " (it needs the pg_stat_scan_tables role or superuser)"}
 		return
 	}
 	f.Evidence = append(f.Evidence,
-		model.Evidence{Label: "average leaf density (pgstatindex; ordered keys ~90)", Value: round(density), Unit: "%"},
-		model.Evidence{Label: "leaf fragmentation (pgstatindex; ordered keys ~0)", Value: round(frag), Unit: "%"},
-		model.Evidence{Label: "leaf pages", Value: float64(leaves)})
-	method := "pgstatindex: average leaf density and leaf fragmentation of the index, both measured"
-	if density < 80 && frag > 20 {
-		f.Verification = model.Verification{Status: model.Confirmed, Method: method,
-			Reason: fmt.Sprintf("leaves are %.1f%% full and %.1f%% fragmented, the signature of random inserts", density, frag)}
+		model.Evidence{Label: "average leaf density (pgstatindex)", Value: round(density), Unit: "%"},
+		model.Evidence{Label: "leaf fragmentation (pgstatindex)", Value: round(frag), Unit: "%"})
+	random := density < 80 && frag > 20
+	if !random {
+		f.Verification = model.Verification{Status: model.Refuted, Method: "pgstatindex",
+			Reason: fmt.Sprintf("leaves are %.1f%% full and %.1f%% fragmented: the index is compact (recently rebuilt, or keys arrive mostly in order)", density, frag)}
+		f.Severity = model.Info
 		return
 	}
-	f.Verification = model.Verification{Status: model.Refuted, Method: method,
-		Reason: fmt.Sprintf("leaves are %.1f%% full and %.1f%% fragmented: the index is compact (recently rebuilt, or the keys arrive mostly in order)", density, frag)}
-	f.Severity = model.Info
+	if !e.copyAllowed() {
+		f.Verification = model.Verification{Status: model.NotRun, Method: "pgstatindex",
+			Reason: fmt.Sprintf("measured leaves %.1f%% full and %.1f%% fragmented, the signature of random inserts; %s of the same keys inserted in order", density, frag, copyHint)}
+		return
+	}
+	col := snap.Column(t, ix.Columns[0])
+	if col == nil {
+		return
+	}
+	var ordered float64
+	err = e.inTempTransaction(ctx, func() error {
+		for _, q := range []string{
+			"CREATE TEMP TABLE pgmedic_keys (k " + col.Type + " PRIMARY KEY)",
+			"INSERT INTO pgmedic_keys SELECT " + quoteIdent(col.Name) + " FROM " + quoteIdent(t.Schema) + "." + quoteIdent(t.Name) + " WHERE " + quoteIdent(col.Name) + " IS NOT NULL ORDER BY 1",
+		} {
+			if _, err := e.Conn.Exec(ctx, pgconn.Tag+q); err != nil {
+				return err
+			}
+		}
+		return e.Conn.QueryRow(ctx, pgconn.Tag+"SELECT avg_leaf_density FROM pgstatindex('pg_temp.pgmedic_keys_pkey')").Scan(&ordered)
+	})
+	if err != nil {
+		f.Verification = model.Verification{Status: model.NotRun, Method: "pgstatindex",
+			Reason: fmt.Sprintf("measured leaves %.1f%% full and %.1f%% fragmented; the ordered comparison failed: %s", density, frag, errText(err))}
+		return
+	}
+	f.Evidence = append(f.Evidence, model.Evidence{Label: "leaf density of the same keys inserted in order (temporary B-tree)", Value: round(ordered), Unit: "%"})
+	f.Verification = model.Verification{Status: model.Confirmed,
+		Method: "pgstatindex of the index as it is, and of a temporary B-tree with the same keys inserted in ascending order (rolled back)",
+		Before: &model.Measure{Value: round(density), Unit: "% leaf density"}, After: &model.Measure{Value: round(ordered), Unit: "% leaf density"}}
+	if ordered < density+10 {
+		f.Verification.Status = model.Refuted
+		f.Severity = model.Info
+	}
 }
 
-// tableStats reads pgstattuple (or pgstattuple_approx above the size limit)
-// to measure the share of the table that is dead rows and free space.
-func (e *Engine) tableStats(ctx context.Context, snap *model.Snapshot, f *model.Finding) {
-	exp := f.Experiment
-	if _, ok := snap.Extensions["pgstattuple"]; !ok {
-		f.Verification = model.Verification{Status: model.NotRun, Reason: "pgstattuple is not installed in this database, so dead space was not measured (CREATE EXTENSION pgstattuple; it ships with postgresql-contrib)"}
-		return
+// inTempTransaction runs fn in a read-write transaction that is always
+// rolled back; callers create only temporary objects in it.
+func (e *Engine) inTempTransaction(ctx context.Context, fn func() error) error {
+	if _, err := e.Conn.Exec(ctx, pgconn.Tag+"BEGIN READ WRITE"); err != nil {
+		return err
 	}
-	t := snap.Table(exp.Table)
+	defer e.Conn.Exec(context.WithoutCancel(ctx), pgconn.Tag+"ROLLBACK")
+	if _, err := e.Conn.Exec(ctx, pgconn.Tag+"SET LOCAL statement_timeout = '"+e.copyTimeout()+"'"); err != nil {
+		return err
+	}
+	return fn()
+}
+
+// tableStats measures the table's wasted space: pgstattuple's dead and free
+// shares when the extension is there, and with copies allowed the size of
+// a compact copy of its live rows against its size now.
+func (e *Engine) tableStats(ctx context.Context, snap *model.Snapshot, f *model.Finding) {
+	t := snap.Table(f.Experiment.Table)
 	if t == nil {
 		return
 	}
-	fn, approx := "pgstattuple", false
-	if t.HeapBytes > e.maxCopy() {
-		fn, approx = "pgstattuple_approx", true
-	}
-	var dead, free, live float64
-	err := e.readOnly(ctx, func() error {
-		q := fmt.Sprintf("SELECT dead_tuple_percent, free_percent, tuple_percent FROM %s($1::regclass)", fn)
-		if approx {
-			q = fmt.Sprintf("SELECT dead_tuple_percent, approx_free_percent, approx_tuple_percent FROM %s($1::regclass)", fn)
+	var notes []string
+	if _, ok := snap.Extensions["pgstattuple"]; ok && t.HeapBytes <= e.maxCopy() {
+		var dead, free float64
+		err := e.readOnly(ctx, func() error {
+			return e.Conn.QueryRow(ctx, pgconn.Tag+"SELECT dead_tuple_percent, free_percent FROM pgstattuple($1::regclass)",
+				quoteIdent(t.Schema)+"."+quoteIdent(t.Name)).Scan(&dead, &free)
+		})
+		if err == nil {
+			f.Evidence = append(f.Evidence,
+				model.Evidence{Label: "dead rows, share of the table (pgstattuple)", Value: round(dead), Unit: "%"},
+				model.Evidence{Label: "free space, share of the table (pgstattuple)", Value: round(free), Unit: "%"})
+			notes = append(notes, fmt.Sprintf("pgstattuple measured %.0f%% dead rows and %.0f%% free space", dead, free))
+		} else {
+			notes = append(notes, "pgstattuple failed: "+errText(err))
 		}
-		return e.Conn.QueryRow(ctx, pgconn.Tag+q, quoteIdent(t.Schema)+"."+quoteIdent(t.Name)).Scan(&dead, &free, &live)
+	} else {
+		notes = append(notes, "pgstattuple is not installed (CREATE EXTENSION pgstattuple) or the table is over --verify-max-size")
+	}
+	if !e.copyAllowed() {
+		f.Verification = model.Verification{Status: model.NotRun, Reason: strings.Join(append(notes, copyHint+" of the live rows"), "; ")}
+		return
+	}
+	if t.HeapBytes > e.maxCopy() {
+		f.Verification = model.Verification{Status: model.NotRun, Reason: strings.Join(append(notes, "the table is over --verify-max-size"), "; ")}
+		return
+	}
+	var now, compact int64
+	err := e.inTempTransaction(ctx, func() error {
+		qt := quoteIdent(t.Schema) + "." + quoteIdent(t.Name)
+		if err := e.Conn.QueryRow(ctx, pgconn.Tag+"SELECT pg_relation_size($1::regclass)", qt).Scan(&now); err != nil {
+			return err
+		}
+		if _, err := e.Conn.Exec(ctx, pgconn.Tag+"CREATE TEMP TABLE "+copyName+" AS SELECT * FROM "+qt); err != nil {
+			return err
+		}
+		return e.Conn.QueryRow(ctx, pgconn.Tag+"SELECT pg_relation_size('pg_temp."+copyName+"')").Scan(&compact)
 	})
 	if err != nil {
-		f.Verification = model.Verification{Status: model.NotRun, Reason: fn + " failed: " + errText(err) + " (it needs the pg_stat_scan_tables role or superuser)"}
+		f.Verification = model.Verification{Status: model.NotRun, Reason: strings.Join(append(notes, "copying the live rows failed: "+errText(err)), "; ")}
 		return
 	}
-	f.Evidence = append(f.Evidence,
-		model.Evidence{Label: "dead rows, share of the table (" + fn + ")", Value: round(dead), Unit: "%"},
-		model.Evidence{Label: "free space, share of the table (" + fn + ")", Value: round(free), Unit: "%"},
-		model.Evidence{Label: "live rows, share of the table (" + fn + ")", Value: round(live), Unit: "%"})
-	method := fn + ": dead-row and live-row shares of the table's bytes, both measured"
-	if dead+free >= 30 {
-		f.Verification = model.Verification{Status: model.Confirmed, Method: method,
-			Reason: fmt.Sprintf("%.0f%% of the table is dead rows and %.0f%% free space; live rows fill %.0f%%", dead, free, live)}
+	before, after := float64(now)/(1<<20), float64(compact)/(1<<20)
+	f.Verification = model.Verification{
+		Method: "heap size now vs a compact temporary copy of its live rows (what VACUUM FULL or pg_repack would leave), rolled back; " + strings.Join(notes, "; "),
+		Before: &model.Measure{Value: round(before), Unit: "MB"}, After: &model.Measure{Value: round(after), Unit: "MB"}}
+	if after <= before*helpedRatio {
+		f.Verification.Status = model.Confirmed
 		return
 	}
-	f.Verification = model.Verification{Status: model.Refuted, Method: method,
-		Reason: fmt.Sprintf("only %.0f%% dead and %.0f%% free: the counters overstate it (vacuum ran since, or they were reset)", dead, free)}
+	f.Verification.Status = model.Refuted
 	f.Severity = model.Info
 }
 
 // misestimate runs the statement that reads the stale table with EXPLAIN
-// ANALYZE and compares planned with actual rows at its scans; in the lab it
-// then runs ANALYZE on the table and measures again.
+// ANALYZE and compares planned with actual rows at its scans; with copies
+// allowed it runs the statement again on a freshly analysed temporary copy
+// of the table, which is what the table's plans would see after ANALYZE.
 func (e *Engine) misestimate(ctx context.Context, snap *model.Snapshot, f *model.Finding) {
 	exp := f.Experiment
 	stmt, err := sqlparse.Parse(exp.Query)
@@ -388,29 +487,24 @@ func (e *Engine) misestimate(ctx context.Context, snap *model.Snapshot, f *model
 		f.Verification = model.Verification{Status: model.NotRun, Reason: why}
 		return
 	}
-	defer b.cleanup()
-	factor := func() (float64, float64, float64, error) {
-		var out []byte
-		err := e.readOnly(ctx, func() error {
-			if _, err := e.Conn.Exec(ctx, pgconn.Tag+"SET LOCAL plan_cache_mode = force_custom_plan"); err != nil {
-				return err
-			}
-			return e.Conn.QueryRow(ctx, pgconn.Tag+"EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) "+b.target).Scan(&out)
-		})
-		if err != nil {
-			return 0, 0, 0, err
+	var out []byte
+	err = e.readOnly(ctx, func() error {
+		if _, err := e.Conn.Exec(ctx, pgconn.Tag+"SET LOCAL plan_cache_mode = force_custom_plan"); err != nil {
+			return err
 		}
-		ex, err := plan.ParseJSON(out)
-		if err != nil {
-			return 0, 0, 0, err
-		}
-		return scanMisestimate(ex, exp.Table)
-	}
-	before, planned, actual, err := factor()
+		return e.Conn.QueryRow(ctx, pgconn.Tag+"EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) "+b.target).Scan(&out)
+	})
+	b.cleanup()
 	if err != nil {
 		f.Verification = model.Verification{Status: model.NotRun, Reason: "EXPLAIN ANALYZE failed: " + errText(err)}
 		return
 	}
+	ex, err := plan.ParseJSON(out)
+	if err != nil {
+		f.Verification = model.Verification{Status: model.NotRun, Reason: err.Error()}
+		return
+	}
+	before, planned, actual := scanMisestimate(ex, exp.Table)
 	if planned == 0 && actual == 0 {
 		f.Verification = model.Verification{Status: model.NotRun, Reason: "the measured plan does not scan the table"}
 		return
@@ -429,38 +523,52 @@ func (e *Engine) misestimate(ctx context.Context, snap *model.Snapshot, f *model
 		f.Severity = model.Info
 		return
 	}
-	if !e.Lab {
+	if before >= 100 {
+		f.Severity = model.Critical
+	}
+	if !e.copyAllowed() {
 		f.Verification = model.Verification{Status: model.NotRun, Method: method,
-			Reason: fmt.Sprintf("measured a %.0fx misestimate; re-measuring after ANALYZE would write statistics, which pgmedic does not do on a target", before)}
-		if before >= 100 {
-			f.Severity = model.Critical
-		}
+			Reason: fmt.Sprintf("measured a %.0fx misestimate; %s analysed afresh", before, copyHint)}
 		return
 	}
-	if _, err := e.Conn.Exec(ctx, pgconn.Tag+"BEGIN READ WRITE"); err == nil {
-		_, err = e.Conn.Exec(ctx, pgconn.Tag+"ANALYZE "+quoteIdent(exp.Table.Schema)+"."+quoteIdent(exp.Table.Name))
-		if err == nil {
-			_, err = e.Conn.Exec(ctx, pgconn.Tag+"COMMIT")
-		} else {
-			e.Conn.Exec(context.WithoutCancel(ctx), pgconn.Tag+"ROLLBACK")
+	t := snap.Table(exp.Table)
+	if t == nil {
+		return
+	}
+	rewritten, n, err := sqlparse.Retarget(exp.Query, exp.Table, "pg_temp", copyName)
+	if err != nil || n == 0 {
+		f.Verification = model.Verification{Status: model.NotRun, Method: method, Reason: "cannot rewrite the statement to read a copy of the table"}
+		return
+	}
+	var after float64
+	_, err = e.withCopy(ctx, t, func() error {
+		target := rewritten
+		if len(b.types) > 0 {
+			if _, err := e.Conn.Exec(ctx, pgconn.Tag+"PREPARE "+copyStmt+"("+strings.Join(b.types, ", ")+") AS "+rewritten); err != nil {
+				return err
+			}
+			defer e.Conn.Exec(context.WithoutCancel(ctx), pgconn.Tag+"DEALLOCATE "+copyStmt)
+			target = "EXECUTE " + copyStmt + "(" + strings.Join(b.values, ", ") + ")"
 		}
+		var out []byte
+		if err := e.Conn.QueryRow(ctx, pgconn.Tag+"EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) "+target).Scan(&out); err != nil {
+			return err
+		}
+		ex, err := plan.ParseJSON(out)
 		if err != nil {
-			f.Verification = model.Verification{Status: model.NotRun, Method: method, Reason: "ANALYZE in the lab failed: " + errText(err)}
-			return
+			return err
 		}
-	}
-	after, _, _, err := factor()
+		after, _, _ = scanMisestimate(ex, model.RelRef{Name: copyName})
+		return nil
+	})
 	if err != nil {
-		f.Verification = model.Verification{Status: model.NotRun, Method: method, Reason: "EXPLAIN ANALYZE after ANALYZE failed: " + errText(err)}
+		f.Verification = model.Verification{Status: model.NotRun, Method: method, Reason: "measuring on an analysed copy failed: " + errText(err)}
 		return
 	}
-	f.Verification = model.Verification{Method: method + "; then ANALYZE of the table (lab only) and measured again",
+	f.Verification = model.Verification{Method: method + "; then the same on a temporary copy of the table analysed afresh (rolled back)",
 		Before: &model.Measure{Value: round(before), Unit: "x misestimate"}, After: &model.Measure{Value: round(after), Unit: "x misestimate"}}
 	if after <= before/10 {
 		f.Verification.Status = model.Confirmed
-		if before >= 100 {
-			f.Severity = model.Critical
-		}
 		return
 	}
 	f.Verification.Status = model.Refuted
@@ -469,7 +577,7 @@ func (e *Engine) misestimate(ctx context.Context, snap *model.Snapshot, f *model
 
 // scanMisestimate is the worst planned/actual disagreement over the scans of
 // one table (rows times loops; +1 so that empty results compare).
-func scanMisestimate(ex *plan.Explain, t model.RelRef) (factor, planned, actual float64, err error) {
+func scanMisestimate(ex *plan.Explain, t model.RelRef) (factor, planned, actual float64) {
 	// Under a LIMIT a scan stops early, so fewer actual rows than planned
 	// is no misestimate there.
 	limited := false
@@ -492,7 +600,7 @@ func scanMisestimate(ex *plan.Explain, t model.RelRef) (factor, planned, actual 
 			factor, planned, actual = r, p, a
 		}
 	})
-	return factor, planned, actual, nil
+	return factor, planned, actual
 }
 
 // readOnly runs fn inside a read-only transaction that is rolled back.
