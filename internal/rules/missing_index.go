@@ -65,7 +65,7 @@ func MissingIndex(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		if total > 0 {
 			share = st.TotalExecMS / total
 		}
-		if st.MeanExecMS() < minIndexMeanMS && share < minIndexShare {
+		if st.MeanExecMS() < 1 || st.MeanExecMS() < minIndexMeanMS && share < minIndexShare {
 			continue
 		}
 		for _, c := range wastefulScans(s, st, ex) {

@@ -134,6 +134,15 @@ func (s *Statement) Shape() *model.QueryShape {
 						}
 					}
 				}
+			case *pg_query.SubLink:
+				// col IN (SELECT ...) / col = ANY (SELECT ...)
+				if n.SubLinkType == pg_query.SubLinkType_ANY_SUBLINK {
+					if cr, cast := columnOf(n.Testexpr); cr != nil {
+						if rel, col, ok := resolve(cr); ok {
+							sh.Predicates = append(sh.Predicates, model.Predicate{Rel: rel, Column: col, Op: model.OpEq, Cast: cast})
+						}
+					}
+				}
 			case *pg_query.NullTest:
 				if cr, cast := columnOf(n.Arg); cr != nil {
 					if rel, col, ok := resolve(cr); ok {

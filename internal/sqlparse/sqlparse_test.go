@@ -1,6 +1,7 @@
 package sqlparse
 
 import (
+	"github.com/pgmedic/pgmedic/internal/model"
 	"reflect"
 	"strings"
 	"testing"
@@ -82,6 +83,8 @@ func TestParseErrors(t *testing.T) {
 func FuzzParse(f *testing.F) {
 	f.Add("SELECT a FROM t WHERE b = $1")
 	f.Add("WITH RECURSIVE typeinfo_tree(oid) AS (SELECT $2) SELECT * FROM typeinfo_tree WHERE oid = any($1::oid[])")
+	f.Add("UPDATE q SET s = 1 FROM (SELECT id FROM q WHERE s IS NULL ORDER BY t DESC LIMIT 5) x WHERE q.id = x.id")
+	f.Add("DELETE FROM a.q WHERE id = (SELECT id FROM a.q LIMIT 1 FOR UPDATE)")
 	f.Fuzz(func(t *testing.T, sql string) {
 		s, err := Parse(sql)
 		if err != nil {
@@ -90,6 +93,79 @@ func FuzzParse(f *testing.F) {
 		s.SafeToAnalyze()
 		s.ParamColumns()
 		s.BareTargetParams()
+		s.SideEffect()
 		_ = s.Kind()
+		sh := s.Shape()
+		if sh.Claim != nil && sh.Claim.Rewrite != "" {
+			if _, err := Parse(sh.Claim.Rewrite); err != nil {
+				t.Errorf("claim rewrite %q does not parse: %v", sh.Claim.Rewrite, err)
+			}
+		}
+		for _, r := range sh.Relations {
+			if out, n, err := Retarget(sql, r, "pg_temp", "pgmedic_copy"); err == nil && n > 0 && !strings.Contains(out, "pgmedic_copy") {
+				t.Errorf("retarget of %s lost the copy: %q", r.Name, out)
+			}
+		}
 	})
+}
+
+func TestShape(t *testing.T) {
+	cases := []struct {
+		sql   string
+		want  []string // "rel.column op" for each predicate
+		order string
+		limit bool
+	}{
+		{`SELECT o.id FROM orders o JOIN customers c ON c.id = o.customer_id WHERE c.region = $1 GROUP BY o.id HAVING max(o.total) > $2`,
+			[]string{"customers.region eq", "customers.id eq", "orders.customer_id eq"}, "", false},
+		{`UPDATE jobs SET queued_at = now() FROM (SELECT id FROM jobs WHERE queued_at IS NULL AND download_after < $1 ORDER BY download_after DESC LIMIT $2) s WHERE jobs.id = s.id`,
+			[]string{"jobs.id eq", "s.id eq", "jobs.queued_at is-null", "jobs.download_after range"}, "jobs.download_after desc", true},
+		{`DELETE FROM a.q WHERE id IN (SELECT id FROM a.q WHERE state = ANY($1) AND run_at BETWEEN $2 AND $3 LIMIT 1)`,
+			[]string{"a.q.id eq", "a.q.state eq", "a.q.run_at range"}, "", true},
+		{`SELECT * FROM t WHERE name LIKE $1 AND x::text = $2`, []string{"t.name other", "t.x eq cast"}, "", false},
+	}
+	for _, c := range cases {
+		sh, err := Describe(c.sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, p := range sh.Predicates {
+			rel := p.Rel.Name
+			if p.Rel.Schema != "" {
+				rel = p.Rel.Schema + "." + rel
+			}
+			s := rel + "." + p.Column + " " + p.Op
+			if p.Cast {
+				s += " cast"
+			}
+			got = append(got, s)
+		}
+		if strings.Join(got, "; ") != strings.Join(c.want, "; ") {
+			t.Errorf("%s\n got  %v\n want %v", c.sql, got, c.want)
+		}
+		order := ""
+		for _, o := range sh.OrderBy {
+			order = o.Rel.Name + "." + o.Column
+			if o.Desc {
+				order += " desc"
+			}
+		}
+		if order != c.order || sh.HasLimit != c.limit {
+			t.Errorf("%s: order %q limit %v", c.sql, order, sh.HasLimit)
+		}
+	}
+}
+
+func TestRetarget(t *testing.T) {
+	out, n, err := Retarget(`UPDATE public.jobs SET a = 1 FROM (SELECT id FROM jobs j WHERE j.a IS NULL LIMIT 1) s WHERE jobs.id = s.id AND EXISTS (SELECT 1 FROM other.jobs)`,
+		model.RelRef{Schema: "public", Name: "jobs"}, "pg_temp", "pgmedic_copy")
+	if err != nil || n != 2 {
+		t.Fatalf("n=%d err=%v", n, err)
+	}
+	for _, want := range []string{"UPDATE pg_temp.pgmedic_copy jobs", "FROM pg_temp.pgmedic_copy j", "other.jobs"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("%q lacks %q", out, want)
+		}
+	}
 }
