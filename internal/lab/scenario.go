@@ -221,6 +221,16 @@ func (c *Cluster) Prepare(ctx context.Context, s Scenario, logf func(string, ...
 	return env, nil
 }
 
+// execApp runs statements in order on one connection as the application role.
+func (e *Env) execApp(ctx context.Context, stmts ...string) error {
+	conn, err := pgx.Connect(ctx, e.AppDSN())
+	if err != nil {
+		return fmt.Errorf("connecting as %s: %w", e.Role, err)
+	}
+	defer conn.Close(context.Background())
+	return execAll(ctx, conn, stmts...)
+}
+
 // execAll runs statements in order on one connection.
 func execAll(ctx context.Context, conn *pgx.Conn, stmts ...string) error {
 	for _, q := range stmts {

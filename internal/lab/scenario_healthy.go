@@ -22,12 +22,7 @@ func healthy() Scenario {
 		Summary: "well-indexed OLTP schema and workload; no rule may fire at warning or above",
 		MustNot: []Expect{{Rule: "*"}},
 		Setup: func(ctx context.Context, env *Env) error {
-			conn, err := pgx.Connect(ctx, env.AppDSN())
-			if err != nil {
-				return err
-			}
-			defer conn.Close(context.Background())
-			return execAll(ctx, conn,
+			return env.execApp(ctx,
 				`CREATE TABLE accounts (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, email text NOT NULL UNIQUE, balance numeric(12,2) NOT NULL DEFAULT 0)`,
 				`CREATE TABLE transfers (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, from_id bigint NOT NULL REFERENCES accounts, to_id bigint NOT NULL REFERENCES accounts, amount numeric(12,2) NOT NULL, created_at timestamptz NOT NULL DEFAULT now())`,
 				`CREATE INDEX transfers_from_created_idx ON transfers (from_id, created_at DESC)`,

@@ -37,12 +37,7 @@ func jitOLTP() Scenario {
 		Expect:  []Expect{{Rule: "jit-overhead", Object: "FROM orders o", Confirmed: true, MinRatio: 10}},
 		MustNot: []Expect{{Rule: "driver-introspection"}},
 		Setup: func(ctx context.Context, env *Env) error {
-			conn, err := pgx.Connect(ctx, env.AppDSN())
-			if err != nil {
-				return err
-			}
-			defer conn.Close(context.Background())
-			return execAll(ctx, conn,
+			return env.execApp(ctx,
 				`CREATE TABLE customers (id int PRIMARY KEY, name text NOT NULL)`,
 				`CREATE TABLE orders (id bigint PRIMARY KEY, customer_id int NOT NULL REFERENCES customers, created_at timestamptz NOT NULL)`,
 				`CREATE INDEX orders_customer_id_idx ON orders (customer_id)`,

@@ -37,12 +37,7 @@ func queuePoll() Scenario {
 		Expect:  []Expect{{Rule: "missing-index", Object: "image_links", Confirmed: true, MinRatio: 5}},
 		MustNot: []Expect{{Rule: "queue-claim-race"}, {Rule: "random-primary-key"}},
 		Setup: func(ctx context.Context, env *Env) error {
-			conn, err := pgx.Connect(ctx, env.AppDSN())
-			if err != nil {
-				return err
-			}
-			defer conn.Close(context.Background())
-			return execAll(ctx, conn,
+			return env.execApp(ctx,
 				`CREATE TABLE image_links (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, image_link text NOT NULL,
 				   download_after timestamptz NOT NULL, referenced_at timestamptz NOT NULL, queued_at timestamptz)`,
 				fmt.Sprintf(`INSERT INTO image_links (image_link, download_after, referenced_at, queued_at)
@@ -107,11 +102,6 @@ func queueClaimRace() Scenario {
 		Expect:  []Expect{{Rule: "queue-claim-race", Object: "public.tasks:"}},
 		MustNot: []Expect{{Rule: "queue-claim-race", Object: "tasks_safe"}, {Rule: "missing-index"}},
 		Setup: func(ctx context.Context, env *Env) error {
-			conn, err := pgx.Connect(ctx, env.AppDSN())
-			if err != nil {
-				return err
-			}
-			defer conn.Close(context.Background())
 			var stmts []string
 			for _, t := range []string{"tasks", "tasks_safe"} {
 				stmts = append(stmts,
@@ -121,7 +111,7 @@ func queueClaimRace() Scenario {
 					fmt.Sprintf(`INSERT INTO %s (payload) SELECT 'job ' || g FROM generate_series(1, %d) g`, t, claimRows),
 					fmt.Sprintf(`VACUUM ANALYZE %s`, t))
 			}
-			return execAll(ctx, conn, stmts...)
+			return env.execApp(ctx, stmts...)
 		},
 		Workload: func(ctx context.Context, env *Env) error {
 			for _, c := range []struct {
@@ -310,12 +300,7 @@ func queueChurn() Scenario {
 			{Rule: "stale-statistics", Object: "events_queue", Confirmed: true, MinRatio: 10}},
 		MustNot: []Expect{{Rule: "random-primary-key"}, {Rule: "queue-claim-race"}},
 		Setup: func(ctx context.Context, env *Env) error {
-			conn, err := pgx.Connect(ctx, env.AppDSN())
-			if err != nil {
-				return err
-			}
-			defer conn.Close(context.Background())
-			return execAll(ctx, conn,
+			return env.execApp(ctx,
 				`CREATE TABLE events_queue (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, kind text NOT NULL, payload text NOT NULL,
 				   created_at timestamptz NOT NULL DEFAULT now(), processed_at timestamptz) WITH (autovacuum_enabled = off)`,
 				`CREATE INDEX events_queue_pending_idx ON events_queue (created_at) WHERE processed_at IS NULL`,

@@ -93,6 +93,7 @@ type Snapshot struct {
 	Activity      Activity
 	// LockWaits are backends seen waiting on locks while sampling activity.
 	LockWaits []LockWait
+	lookup    *lookup
 	// Missing names sources that could not be collected, with why and the fix.
 	Missing map[string]Skip
 }

@@ -153,17 +153,43 @@ type Claim struct {
 	Position string // where the subquery sits: FROM, WHERE, WITH
 }
 
+// lookup indexes the catalog slices by table so rules, which look tables,
+// columns and indexes up inside loops over statements and tables, do not
+// scan the whole catalog each time. It is built on first use; snapshots are
+// not modified after collection.
+type lookup struct {
+	byName  map[string][]int // table name -> positions in Tables
+	indexes map[[2]string][]Index
+	columns map[[3]string]int
+}
+
+func (s *Snapshot) index() *lookup {
+	if s.lookup != nil {
+		return s.lookup
+	}
+	l := &lookup{byName: map[string][]int{}, indexes: map[[2]string][]Index{}, columns: map[[3]string]int{}}
+	for i, t := range s.Tables {
+		l.byName[t.Name] = append(l.byName[t.Name], i)
+	}
+	for _, ix := range s.Indexes {
+		k := [2]string{ix.Schema, ix.Table}
+		l.indexes[k] = append(l.indexes[k], ix)
+	}
+	for i, c := range s.Columns {
+		l.columns[[3]string{c.Schema, c.Table, c.Name}] = i
+	}
+	s.lookup = l
+	return l
+}
+
 // Table finds a table by a reference as written in SQL. An unqualified name
 // resolves to the table in "public" if there is one, else to the only table
 // of that name (search_path is not known to the rules).
 func (s *Snapshot) Table(r RelRef) *Table {
 	var found *Table
 	n := 0
-	for i := range s.Tables {
+	for _, i := range s.index().byName[r.Name] {
 		t := &s.Tables[i]
-		if t.Name != r.Name {
-			continue
-		}
 		if r.Schema != "" {
 			if t.Schema == r.Schema {
 				return t
@@ -184,22 +210,13 @@ func (s *Snapshot) Table(r RelRef) *Table {
 
 // TableIndexes lists the indexes of one table.
 func (s *Snapshot) TableIndexes(t *Table) []Index {
-	var out []Index
-	for _, ix := range s.Indexes {
-		if ix.Schema == t.Schema && ix.Table == t.Name {
-			out = append(out, ix)
-		}
-	}
-	return out
+	return s.index().indexes[[2]string{t.Schema, t.Name}]
 }
 
 // Column finds one column of a table, or nil.
 func (s *Snapshot) Column(t *Table, name string) *Column {
-	for i := range s.Columns {
-		c := &s.Columns[i]
-		if c.Schema == t.Schema && c.Table == t.Name && c.Name == name {
-			return c
-		}
+	if i, ok := s.index().columns[[3]string{t.Schema, t.Name, name}]; ok {
+		return &s.Columns[i]
 	}
 	return nil
 }

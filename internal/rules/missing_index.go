@@ -3,7 +3,6 @@ package rules
 import (
 	"fmt"
 	"math"
-	"regexp"
 	"sort"
 	"strings"
 
@@ -385,12 +384,26 @@ func belongs(s *model.Snapshot, r model.RelRef, col string, t *model.Table) bool
 	return s.Table(r) == t
 }
 
+// mentions says whether col appears in an expression as a whole
+// identifier (optionally quoted), e.g. in "(jobs_1.queued_at IS NULL)".
 func mentions(text, col string) bool {
 	if text == "" || col == "" {
 		return false
 	}
-	re, err := regexp.Compile(`(^|[^A-Za-z0-9_])"?` + regexp.QuoteMeta(col) + `"?($|[^A-Za-z0-9_])`)
-	return err == nil && re.MatchString(text)
+	ident := func(b byte) bool {
+		return b == '_' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9'
+	}
+	for from := 0; ; {
+		i := strings.Index(text[from:], col)
+		if i < 0 {
+			return false
+		}
+		start, end := from+i, from+i+len(col)
+		if (start == 0 || !ident(text[start-1])) && (end == len(text) || !ident(text[end])) {
+			return true
+		}
+		from = start + 1
+	}
 }
 
 func distinct(s *model.Snapshot, t *model.Table, col string) float64 {

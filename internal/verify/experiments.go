@@ -71,12 +71,9 @@ func (e *Engine) indexExperiment(ctx context.Context, snap *model.Snapshot, f *m
 		}
 		f.Verification = model.Verification{Method: method,
 			Before: &model.Measure{Value: round(before), Unit: "ms"}, After: &model.Measure{Value: round(after), Unit: "ms"}}
-		if after <= before*helpedRatio {
-			f.Verification.Status = model.Confirmed
+		if judge(f, before, after) {
 			return
 		}
-		f.Verification.Status = model.Refuted
-		f.Severity = model.Info
 		f.Title = fmt.Sprintf("index re-measured: %s does not make the statement faster (%.1f ms without, %.1f ms with)", strings.TrimPrefix(f.Fix.SQL, "CREATE INDEX CONCURRENTLY "), before, after)
 	case hypoBefore > 0:
 		f.Verification = model.Verification{Status: model.Estimated,
@@ -459,12 +456,7 @@ func (e *Engine) tableStats(ctx context.Context, snap *model.Snapshot, f *model.
 	f.Verification = model.Verification{
 		Method: "heap size now vs a compact temporary copy of its live rows (what VACUUM FULL or pg_repack would leave), rolled back; " + strings.Join(notes, "; "),
 		Before: &model.Measure{Value: round(before), Unit: "MB"}, After: &model.Measure{Value: round(after), Unit: "MB"}}
-	if after <= before*helpedRatio {
-		f.Verification.Status = model.Confirmed
-		return
-	}
-	f.Verification.Status = model.Refuted
-	f.Severity = model.Info
+	judge(f, before, after)
 }
 
 // misestimate runs the statement that reads the stale table with EXPLAIN

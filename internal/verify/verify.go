@@ -56,6 +56,18 @@ type Engine struct {
 // least this much faster (after <= before * helpedRatio).
 const helpedRatio = 0.8
 
+// judge sets the verdict of a before/after measurement: confirmed when the
+// fix made it at least helpedRatio better, else refuted and dropped to info.
+func judge(f *model.Finding, before, after float64) bool {
+	if after <= before*helpedRatio {
+		f.Verification.Status = model.Confirmed
+		return true
+	}
+	f.Verification.Status = model.Refuted
+	f.Severity = model.Info
+	return false
+}
+
 // Run verifies the findings that carry an experiment. It returns the
 // findings (updated, re-sorted by the caller) and skipped entries.
 func (e *Engine) Run(ctx context.Context, snap *model.Snapshot, findings []model.Finding) ([]model.Finding, []model.Skip) {
@@ -336,14 +348,11 @@ func applyToggle(f *model.Finding, t *toggle, runs int) {
 		model.Evidence{Label: "JIT functions compiled per run (measured)", Value: float64(t.functions)})
 	f.Verification = model.Verification{Method: method,
 		Before: &model.Measure{Value: round(before), Unit: "ms"}, After: &model.Measure{Value: round(after), Unit: "ms"}}
-	if after <= before*helpedRatio {
-		f.Verification.Status = model.Confirmed
+	if judge(f, before, after) {
 		return
 	}
 	// JIT helps or does not matter here (long analytic queries): never tell
 	// users to switch it off on that evidence.
-	f.Verification.Status = model.Refuted
-	f.Severity = model.Info
 	f.Title = fmt.Sprintf("JIT re-measured: turning it off does not make this statement faster (%.1f ms with, %.1f ms without)", before, after)
 	f.Fix = model.Fix{Summary: "keep JIT for this statement"}
 }
@@ -376,12 +385,7 @@ func aggregate(f *model.Finding, findings []model.Finding, results map[int64]*to
 		Method: fmt.Sprintf("sum over %d re-measured statement(s) of calls x measured median, jit as configured vs jit = off", n),
 		Before: &model.Measure{Value: round(before), Unit: "ms"}, After: &model.Measure{Value: round(after), Unit: "ms"},
 	}
-	if after <= before*helpedRatio {
-		f.Verification.Status = model.Confirmed
-		return
-	}
-	f.Verification.Status = model.Refuted
-	f.Severity = model.Info
+	judge(f, before, after)
 }
 
 func median(xs []float64) float64 {
