@@ -259,7 +259,7 @@ func (e *Engine) runOnCopy(ctx context.Context, runs *copyRuns, b *bound, rewrit
 			}
 			if i > 0 {
 				times = append(times, ex.PlanningMS+ex.ExecutionMS)
-				buffers = ex.Plan.SharedHitBlocks + ex.Plan.SharedReadBlocks + localBlocks(out)
+				buffers = ex.Plan.Buffers.SharedHit + ex.Plan.Buffers.SharedRead + localBlocks(out)
 			}
 		}
 		return times, buffers, nil

@@ -1,0 +1,637 @@
+package plan
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// ParseText reads EXPLAIN's default TEXT format, as psql prints it or as
+// people paste it: with or without psql's header, footer and the leading
+// space, with or without ANALYZE, BUFFERS, VERBOSE, SETTINGS, WAL.
+//
+// EXPLAIN indents a node's detail lines two columns right of the node's
+// name, and a child's "->" at that same column; InitPlan/SubPlan/CTE
+// headers sit at the detail column with their child two columns further.
+// The parser follows exactly that, so a plan whose indentation was mangled
+// is refused rather than silently re-parented.
+func ParseText(b []byte) (*Explain, error) {
+	p := &textParser{e: &Explain{Format: "text"}}
+	lines := strings.Split(string(stripPsql(b)), "\n")
+	for i, raw := range lines {
+		p.line = i + 1
+		if err := p.feed(strings.TrimRight(raw, " \t\r")); err != nil {
+			return nil, fmt.Errorf("line %d: %w", p.line, err)
+		}
+	}
+	if p.root == nil {
+		return nil, fmt.Errorf("no plan node found (a TEXT plan starts with a node such as \"Seq Scan on t  (cost=...)\"): %w", ErrNotAPlan)
+	}
+	p.e.Plan = *p.root
+	// Keep workers only for what JSON also keeps them for: sort space.
+	p.e.Plan.Walk(func(n, _ *Node) {
+		kept := n.Workers[:0]
+		for _, w := range n.Workers {
+			if w.SortMethod != "" {
+				kept = append(kept, w)
+			}
+		}
+		n.Workers = kept
+		if len(kept) == 0 {
+			n.Workers = nil
+		}
+	})
+	p.e.finish(p.sawExecution)
+	return p.e, nil
+}
+
+type frame struct {
+	node *Node
+	// detail is the column of this node's detail lines and children.
+	detail int
+	// rel is the Parent Relationship a header line (InitPlan, SubPlan, CTE)
+	// gives the next child at this frame's column.
+	rel, subplan string
+}
+
+type textParser struct {
+	e            *Explain
+	root         *Node
+	stack        []frame
+	rootIndent   int
+	line         int
+	block        string // "", "Planning", "JIT", "worker", "skip"
+	worker       *Node  // the node whose last Worker the "worker" block fills
+	blockIndent  int
+	treeDone     bool
+	sawExecution bool
+}
+
+func indentOf(s string) int {
+	n := 0
+	for _, r := range s {
+		switch r {
+		case ' ':
+			n++
+		case '\t':
+			n += 8 - n%8
+		default:
+			return n
+		}
+	}
+	return n
+}
+
+func (p *textParser) feed(line string) error {
+	text := strings.TrimSpace(line)
+	if text == "" {
+		return nil
+	}
+	ind := indentOf(line)
+	if p.root == nil {
+		n, ok, err := parseHeader(text, true)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			if len(text) > 60 {
+				text = text[:60] + "..."
+			}
+			return fmt.Errorf("%q is not a plan node (a TEXT plan starts with a node such as \"Seq Scan on t  (cost=...)\"): %w", text, ErrNotAPlan)
+		}
+		p.root = n
+		p.rootIndent = ind
+		p.stack = []frame{{node: n, detail: ind + 2}}
+		return nil
+	}
+	// Inside a block whose lines are more indented than its header.
+	if p.block != "" {
+		if ind > p.blockIndent {
+			return p.blockLine(text)
+		}
+		p.block = ""
+	}
+	if ind <= p.rootIndent {
+		if ind < p.rootIndent {
+			return fmt.Errorf("%q is left of the plan's first line; the indentation is broken: %w", clip(text), ErrNotAPlan)
+		}
+		return p.topLevel(text, ind)
+	}
+	if p.treeDone {
+		return fmt.Errorf("%q comes after the plan's summary lines; paste one plan at a time: %w", clip(text), ErrNotAPlan)
+	}
+	// Close frames that end left of this line.
+	for len(p.stack) > 0 && p.stack[len(p.stack)-1].detail > ind {
+		p.stack = p.stack[:len(p.stack)-1]
+	}
+	if len(p.stack) == 0 || p.stack[len(p.stack)-1].detail != ind {
+		if strings.HasPrefix(text, "->") {
+			return fmt.Errorf("the node %q is at column %d, which lines up with no parent node; the plan's indentation is broken (paste it exactly as EXPLAIN printed it): %w", clip(strings.TrimSpace(text[2:])), ind, ErrNotAPlan)
+		}
+		return fmt.Errorf("%q at column %d belongs to no plan node; the plan's indentation is broken (paste it exactly as EXPLAIN printed it): %w", clip(text), ind, ErrNotAPlan)
+	}
+	top := &p.stack[len(p.stack)-1]
+	if strings.HasPrefix(text, "->") {
+		n, ok, err := parseHeader(strings.TrimSpace(text[2:]), false)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("%q is not a plan node: %w", clip(text), ErrNotAPlan)
+		}
+		parent := top.node
+		n.ParentRelationship, n.SubplanName = top.rel, top.subplan
+		if n.ParentRelationship == "" {
+			n.ParentRelationship = childRelationship(parent)
+		}
+		if len(p.stack) > 1 && len(parent.Plans) >= 1000 {
+			return fmt.Errorf("a node has more than 1000 children: %w", ErrNotAPlan)
+		}
+		if len(p.stack) >= maxDepth {
+			return tooDeep()
+		}
+		parent.Plans = append(parent.Plans, *n)
+		child := &parent.Plans[len(parent.Plans)-1]
+		// Appending may move the slice: re-point frames that refer to
+		// siblings (they are closed already, only deeper ones could).
+		nameCol := ind + 2 + (len(text) - 2 - len(strings.TrimLeft(text[2:], " ")))
+		p.stack = append(p.stack, frame{node: child, detail: nameCol + 2})
+		return nil
+	}
+	// Subplan headers give the next child its relationship.
+	if rel, name, ok := subplanHeader(text); ok {
+		p.stack = append(p.stack, frame{node: top.node, detail: ind + 2, rel: rel, subplan: name})
+		return nil
+	}
+	if top.rel != "" {
+		return fmt.Errorf("%q follows %q but is not its plan node; the indentation is broken: %w", clip(text), top.subplan, ErrNotAPlan)
+	}
+	return p.detail(top.node, text, ind)
+}
+
+func clip(s string) string {
+	if len(s) > 60 {
+		return s[:60] + "..."
+	}
+	return s
+}
+
+// childRelationship guesses what JSON calls Parent Relationship for a
+// plain "->" child: joins have an Outer then an Inner side, Append-like
+// nodes have Members, everything else has one Outer child.
+func childRelationship(parent *Node) string {
+	switch parent.NodeType {
+	case "Append", "Merge Append", "BitmapAnd", "BitmapOr":
+		return "Member"
+	case "Nested Loop", "Hash Join", "Merge Join", "Recursive Union", "SetOp":
+		plain := 0
+		for _, c := range parent.Plans {
+			if c.ParentRelationship == "Outer" || c.ParentRelationship == "Inner" {
+				plain++
+			}
+		}
+		if plain >= 1 {
+			return "Inner"
+		}
+	case "Subquery Scan":
+		return "Subquery"
+	}
+	return "Outer"
+}
+
+func subplanHeader(text string) (rel, name string, ok bool) {
+	switch {
+	case strings.HasPrefix(text, "InitPlan "):
+		return "InitPlan", text, true
+	case strings.HasPrefix(text, "SubPlan "):
+		return "SubPlan", text, true
+	case strings.HasPrefix(text, "CTE ") && !strings.HasPrefix(text, "CTE Scan"):
+		return "InitPlan", text, true
+	}
+	return "", "", false
+}
+
+// topLevel handles the summary lines EXPLAIN prints after the tree.
+func (p *textParser) topLevel(text string, ind int) error {
+	key, val, _ := strings.Cut(text, ":")
+	val = strings.TrimSpace(val)
+	switch key {
+	case "Planning Time", "Planning time":
+		p.treeDone = true
+		p.e.PlanningMS, p.e.HasPlanningTime = msValue(val), true
+	case "Execution Time", "Total runtime", "Execution time":
+		p.treeDone = true
+		p.e.ExecutionMS, p.sawExecution = msValue(val), true
+	case "Planning":
+		p.treeDone = true
+		p.block, p.blockIndent = "Planning", ind
+	case "JIT":
+		p.treeDone = true
+		p.e.JIT = &JIT{}
+		p.block, p.blockIndent = "JIT", ind
+	case "Settings":
+		p.treeDone = true
+		p.e.Settings = parseSettings(val)
+	case "Query Identifier":
+		p.treeDone = true
+		p.e.QueryID = val
+	case "Serialization":
+		p.treeDone = true
+		p.block, p.blockIndent = "skip", ind
+	default:
+		if strings.HasPrefix(key, "Trigger ") {
+			p.treeDone = true
+			t := Trigger{Name: strings.TrimPrefix(key, "Trigger ")}
+			for _, kv := range strings.Fields(val) {
+				k, v, _ := strings.Cut(kv, "=")
+				switch k {
+				case "time":
+					t.TimeMS = num(v)
+				case "calls":
+					t.Calls = num(v)
+				}
+			}
+			p.e.Triggers = append(p.e.Triggers, t)
+			return nil
+		}
+		if _, ok, _ := parseHeader(text, true); ok {
+			return fmt.Errorf("a second plan starts with %q; paste one plan at a time: %w", clip(text), ErrNotAPlan)
+		}
+		return fmt.Errorf("%q is at the plan's top level but is no EXPLAIN summary line; is this two plans, or is the indentation broken?: %w", clip(text), ErrNotAPlan)
+	}
+	return nil
+}
+
+func (p *textParser) blockLine(text string) error {
+	key, val, _ := strings.Cut(text, ":")
+	val = strings.TrimSpace(val)
+	switch p.block {
+	case "Planning":
+		if key == "Buffers" {
+			p.e.PlanningBuffers = parseBuffers(val)
+		}
+	case "worker":
+		p.workerSort(text)
+	case "JIT":
+		j := p.e.JIT
+		switch key {
+		case "Functions":
+			j.Functions = int(num(val))
+		case "Options":
+			for _, opt := range strings.Split(val, ",") {
+				f := strings.Fields(opt)
+				if len(f) != 2 {
+					continue
+				}
+				on := f[1] == "true"
+				switch f[0] {
+				case "Inlining":
+					j.Inlining = on
+				case "Optimization":
+					j.Optimization = on
+				case "Expressions":
+					j.Expressions = on
+				case "Deforming":
+					j.Deforming = on
+				}
+			}
+		case "Timing":
+			t := &JITTiming{}
+			fs := strings.Fields(strings.NewReplacer(",", " ", "(", " ", ")", " ").Replace(val))
+			for i := 0; i+1 < len(fs); i++ {
+				v, err := strconv.ParseFloat(fs[i+1], 64)
+				if err != nil {
+					continue
+				}
+				switch fs[i] {
+				case "Generation":
+					t.Generation = v
+				case "Deform":
+					t.Deform = v
+				case "Inlining":
+					t.Inlining = v
+				case "Optimization":
+					t.Optimization = v
+				case "Emission":
+					t.Emission = v
+				case "Total":
+					t.Total = v
+				}
+			}
+			j.TimingMS = t
+		}
+	}
+	return nil
+}
+
+// detail reads one "Key: value" line of a node.
+func (p *textParser) detail(n *Node, text string, ind int) error {
+	key, val, found := strings.Cut(text, ":")
+	if !found {
+		return fmt.Errorf("%q under %q is no \"Key: value\" detail line: %w", clip(text), n.Head(), ErrNotAPlan)
+	}
+	val = strings.TrimSpace(val)
+	if strings.HasPrefix(key, "Worker ") || strings.HasPrefix(key, "JIT for worker") {
+		// Per-worker figures; only the sort space matters to the rules.
+		// VERBOSE puts them on the lines below, plain ANALYZE on this one.
+		p.block, p.blockIndent, p.worker = "skip", ind, nil
+		if strings.HasPrefix(key, "Worker ") {
+			n.Workers = append(n.Workers, Worker{Number: int(num(strings.TrimPrefix(key, "Worker ")))})
+			p.worker, p.block = n, "worker"
+			p.workerSort(val)
+		}
+		return nil
+	}
+	switch key {
+	case "Output":
+		n.Output = splitList(val)
+	case "Filter":
+		n.Filter = val
+	case "Index Cond":
+		n.IndexCond = val
+	case "Recheck Cond":
+		n.RecheckCond = val
+	case "Join Filter":
+		n.JoinFilter = val
+	case "Hash Cond":
+		n.HashCond = val
+	case "Merge Cond":
+		n.MergeCond = val
+	case "One-Time Filter":
+		n.OneTimeFilter = val
+	case "Sort Key":
+		n.SortKey = splitList(val)
+	case "Group Key":
+		n.GroupKey = splitList(val)
+	case "Rows Removed by Filter":
+		n.RowsRemovedByFilter = num(val)
+	case "Rows Removed by Join Filter":
+		n.RowsRemovedByJoinFilter = num(val)
+	case "Rows Removed by Index Recheck":
+		n.RowsRemovedByIndexRecheck = num(val)
+	case "Heap Fetches":
+		n.HeapFetches = num(val)
+	case "Heap Blocks":
+		for _, kv := range strings.Fields(val) {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "exact":
+				n.ExactHeapBlocks = num(v)
+			case "lossy":
+				n.LossyHeapBlocks = num(v)
+			}
+		}
+	case "Sort Method":
+		segs := segments(text)
+		n.SortMethod = segs["Sort Method"]
+		if d, ok := segs["Disk"]; ok {
+			n.SortSpaceType, n.SortSpaceKB = "Disk", kb(d)
+		} else if m, ok := segs["Memory"]; ok {
+			n.SortSpaceType, n.SortSpaceKB = "Memory", kb(m)
+		}
+	case "Buckets":
+		segs := segments(text)
+		n.HashBuckets, n.OriginalHashBuckets = originally(segs["Buckets"])
+		n.HashBatches, n.OriginalHashBatches = originally(segs["Batches"])
+		n.PeakMemoryKB = kb(segs["Memory Usage"])
+	case "Batches", "Planned Partitions":
+		segs := segments(text)
+		if v, ok := segs["Batches"]; ok {
+			n.HashAggBatches = num(v)
+		}
+		n.PeakMemoryKB = kb(segs["Memory Usage"])
+		n.DiskUsageKB = kb(segs["Disk Usage"])
+	case "Hits":
+		n.PeakMemoryKB = kb(segments(text)["Memory Usage"])
+	case "Workers Planned":
+		n.WorkersPlanned = int(num(val))
+	case "Workers Launched":
+		n.WorkersLaunched = int(num(val))
+	case "Buffers":
+		n.Buffers = parseBuffers(val)
+	case "I/O Timings":
+		n.IO = parseIO(val)
+	case "WAL":
+		for _, kv := range strings.Fields(val) {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "records":
+				n.WAL.Records = int64(num(v))
+			case "fpi":
+				n.WAL.FPI = int64(num(v))
+			case "bytes":
+				n.WAL.Bytes = int64(num(v))
+			}
+		}
+	}
+	return nil
+}
+
+// workerSort reads a sort method from a worker's detail.
+func (p *textParser) workerSort(text string) {
+	if p.worker == nil || !strings.Contains(text, "Sort Method:") {
+		return
+	}
+	w := &p.worker.Workers[len(p.worker.Workers)-1]
+	segs := segments(text[strings.Index(text, "Sort Method:"):])
+	w.SortMethod = segs["Sort Method"]
+	if d, ok := segs["Disk"]; ok {
+		w.SortSpaceType, w.SortSpaceKB = "Disk", kb(d)
+	} else if m, ok := segs["Memory"]; ok {
+		w.SortSpaceType, w.SortSpaceKB = "Memory", kb(m)
+	}
+}
+
+// segments splits "Sort Method: quicksort  Memory: 25kB" into its pairs;
+// EXPLAIN separates them with two spaces.
+func segments(s string) map[string]string {
+	out := map[string]string{}
+	for _, seg := range strings.Split(s, "  ") {
+		k, v, ok := strings.Cut(strings.TrimSpace(seg), ":")
+		if ok {
+			out[strings.TrimSpace(k)] = strings.TrimSpace(v)
+		}
+	}
+	return out
+}
+
+// originally reads "65536 (originally 1024)".
+func originally(s string) (now, orig float64) {
+	f := strings.Fields(strings.NewReplacer("(", " ", ")", " ").Replace(s))
+	if len(f) == 0 {
+		return 0, 0
+	}
+	now = num(f[0])
+	orig = now
+	if len(f) >= 3 && f[1] == "originally" {
+		orig = num(f[2])
+	}
+	return now, orig
+}
+
+func parseBuffers(val string) Buffers {
+	var b Buffers
+	for _, part := range strings.Split(val, ",") {
+		f := strings.Fields(part)
+		if len(f) == 0 {
+			continue
+		}
+		for _, kv := range f[1:] {
+			k, v, _ := strings.Cut(kv, "=")
+			x := int64(num(v))
+			switch f[0] + " " + k {
+			case "shared hit":
+				b.SharedHit = x
+			case "shared read":
+				b.SharedRead = x
+			case "shared dirtied":
+				b.SharedDirtied = x
+			case "shared written":
+				b.SharedWritten = x
+			case "local hit":
+				b.LocalHit = x
+			case "local read":
+				b.LocalRead = x
+			case "local dirtied":
+				b.LocalDirtied = x
+			case "local written":
+				b.LocalWritten = x
+			case "temp read":
+				b.TempRead = x
+			case "temp written":
+				b.TempWritten = x
+			}
+		}
+	}
+	return b
+}
+
+// parseIO reads "I/O Timings": "read=1.2 write=0.3" (up to PostgreSQL 14),
+// "shared/local read=.. write=.., temp read=.." (15), "shared read=..,
+// local read=.., temp read=.." (16+).
+func parseIO(val string) IOTiming {
+	var t IOTiming
+	for _, part := range strings.Split(val, ",") {
+		f := strings.Fields(part)
+		kind := "shared"
+		if len(f) > 0 && !strings.Contains(f[0], "=") {
+			kind, f = f[0], f[1:]
+		}
+		for _, kv := range f {
+			k, v, _ := strings.Cut(kv, "=")
+			x := num(v)
+			switch kind + " " + k {
+			case "shared read", "shared/local read":
+				t.SharedReadMS = x
+			case "shared write", "shared/local write":
+				t.SharedWriteMS = x
+			case "local read":
+				t.LocalReadMS = x
+			case "local write":
+				t.LocalWriteMS = x
+			case "temp read":
+				t.TempReadMS = x
+			case "temp write":
+				t.TempWriteMS = x
+			}
+		}
+	}
+	return t
+}
+
+// parseSettings reads "work_mem = '64MB', jit = 'off'".
+func parseSettings(val string) map[string]string {
+	out := map[string]string{}
+	for _, item := range splitList(val) {
+		k, v, ok := strings.Cut(item, "=")
+		if !ok {
+			continue
+		}
+		v = strings.TrimSpace(v)
+		if len(v) >= 2 && v[0] == '\'' && v[len(v)-1] == '\'' {
+			v = strings.ReplaceAll(v[1:len(v)-1], "''", "'")
+		}
+		out[strings.TrimSpace(k)] = v
+	}
+	return out
+}
+
+// splitList splits on commas that are outside parentheses, brackets and
+// quotes: "a, (f(b, c)), 'x,y'" has three items.
+func splitList(s string) []string {
+	var out []string
+	depth, start := 0, 0
+	var quote byte
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case c == '\'' || c == '"':
+			quote = c
+		case c == '(' || c == '[':
+			depth++
+		case c == ')' || c == ']':
+			depth--
+		case c == ',' && depth == 0:
+			out = append(out, strings.TrimSpace(s[start:i]))
+			start = i + 1
+		}
+	}
+	if rest := strings.TrimSpace(s[start:]); rest != "" || len(out) > 0 {
+		out = append(out, rest)
+	}
+	return out
+}
+
+func num(s string) float64 {
+	f, _ := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	return f
+}
+
+func msValue(s string) float64 { return num(strings.TrimSuffix(strings.TrimSpace(s), "ms")) }
+
+func kb(s string) float64 { return num(strings.TrimSuffix(strings.TrimSpace(s), "kB")) }
+
+// stripPsql removes what psql wraps around a result: the "QUERY PLAN"
+// header and its dashes, the "(N rows)" footer, and the " +" marks psql
+// puts at the end of each line of a multi-line cell.
+func stripPsql(b []byte) []byte {
+	lines := bytes.Split(bytes.ReplaceAll(b, []byte("\r\n"), []byte("\n")), []byte("\n"))
+	out := make([][]byte, 0, len(lines))
+	plus, nonEmpty := 0, 0
+	for i, l := range lines {
+		t := bytes.TrimSpace(l)
+		switch {
+		case len(t) == 0:
+		case i < 3 && bytes.Equal(t, []byte("QUERY PLAN")):
+			continue
+		case len(t) > 3 && len(bytes.Trim(t, "-+")) == 0:
+			continue
+		case len(t) > 2 && t[0] == '(' && bytes.HasSuffix(t, []byte(" rows)")) || bytes.Equal(t, []byte("(1 row)")):
+			continue
+		default:
+			nonEmpty++
+			if t[len(t)-1] == '+' {
+				plus++
+			}
+		}
+		out = append(out, l)
+	}
+	// psql ends every line but the last of a multi-line cell with "+",
+	// right after the text when the line fills the column. Only strip them
+	// when nearly every line has one, so a "+" that belongs to the plan
+	// stays.
+	if nonEmpty > 1 && plus >= nonEmpty-1 {
+		for i, l := range out {
+			t := bytes.TrimRight(l, " ")
+			if len(t) > 0 && t[len(t)-1] == '+' {
+				out[i] = bytes.TrimRight(t[:len(t)-1], " ")
+			}
+		}
+	}
+	return bytes.Join(out, []byte("\n"))
+}
