@@ -10,7 +10,9 @@ import (
 
 	"github.com/pgmedic/pgmedic/internal/lab"
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/pgconn"
 	"github.com/pgmedic/pgmedic/internal/report"
+	"github.com/pgmedic/pgmedic/internal/rules"
 )
 
 func newLab(stdout, stderr io.Writer) *cobra.Command {
@@ -172,6 +174,29 @@ func runScenario(ctx context.Context, c *lab.Cluster, sc lab.Scenario, f checkFl
 	rep, err := diagnose(ctx, c.DSN(env.DB), f, ids, model.Info, logf)
 	if err != nil {
 		return nil, err
+	}
+	// The statements an engineer would paste from the application's log:
+	// explained with ANALYZE on the scenario's database, their findings
+	// judged with check's.
+	if len(sc.Explain) > 0 {
+		sess, err := pgconn.Connect(ctx, c.DSN(env.DB), pgconn.Options{StatementTimeout: f.statementTimeout})
+		if err != nil {
+			return nil, err
+		}
+		defer sess.Close()
+		for _, q := range sc.Explain {
+			e, err := explainQuery(ctx, sess, q, true)
+			if err != nil {
+				return nil, err
+			}
+			in := rules.PlanInput{Explain: e, Query: q, Object: model.Object{Kind: "query", Name: rules.Shorten(q, 80)}}
+			fs, _, err := diagnosePlan(ctx, sess, in, nil, f.runs, f.statementTimeout, logf)
+			if err != nil {
+				return nil, err
+			}
+			rep.Findings = append(rep.Findings, fs...)
+		}
+		rules.Sort(rep.Findings)
 	}
 	missing, unexpected := sc.Evaluate(rep.Findings)
 	res := &scenarioResult{Scenario: sc.Name, Expected: sc.Expect, MustNot: sc.MustNot, Missing: missing, Unexpected: unexpected, Metrics: env.Metrics, Report: rep.Filter(minSev)}

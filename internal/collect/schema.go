@@ -182,6 +182,15 @@ func plans(ctx context.Context, q Querier, s *model.Snapshot, top int) {
 		}
 		s.Plans[st.QueryID] = ex
 	}
+	var tables []string
+	for _, ex := range s.Plans {
+		tables = append(tables, ex.Tables()...)
+	}
+	if cat, err := CastCatalog(ctx, q, tables); err == nil {
+		s.Casts = cat
+	} else {
+		s.Missing["casts"] = model.Skip{Reason: "cannot read column types and operator families: " + short(err)}
+	}
 }
 
 func explainGeneric(ctx context.Context, q Querier, query string) (*plan.Explain, error) {

@@ -25,6 +25,10 @@ type Scenario struct {
 	MustNot  []Expect
 	Setup    func(ctx context.Context, env *Env) error
 	Workload func(ctx context.Context, env *Env) error
+	// Explain lists statements, with their literal values, that pgmedic
+	// also diagnoses with explain --query --analyze, as an engineer does
+	// with a statement from the application's log.
+	Explain []string
 }
 
 // Expect matches findings.
@@ -132,7 +136,7 @@ func (e *Env) Admin(ctx context.Context) (*pgx.Conn, error) {
 
 // Scenarios lists every scenario, sorted by name.
 func Scenarios() []Scenario {
-	list := []Scenario{jitOLTP(), asyncpgIntrospection(), healthy(), queuePoll(), queueClaimRace(), randomKeys(), queueChurn()}
+	list := []Scenario{jitOLTP(), asyncpgIntrospection(), healthy(), queuePoll(), queueClaimRace(), randomKeys(), queueChurn(), implicitCasts()}
 	sort.Slice(list, func(i, j int) bool { return list[i].Name < list[j].Name })
 	return list
 }

@@ -84,9 +84,11 @@ type Snapshot struct {
 	Plans map[int64]*plan.Explain
 	// PlanErrors says why a top statement has no plan.
 	PlanErrors map[int64]string
-	Tables     []Table
-	Indexes    []Index
-	Columns    []Column
+	// Casts are the catalog facts about the columns the plans read.
+	Casts   *CastCatalog
+	Tables  []Table
+	Indexes []Index
+	Columns []Column
 	// Extensions installed in this database, name -> version.
 	Extensions    map[string]string
 	DatabaseStats DatabaseStats
@@ -279,6 +281,9 @@ const (
 	// ExpMisestimate runs EXPLAIN ANALYZE to measure a row misestimate, and
 	// in the lab re-measures it after ANALYZE.
 	ExpMisestimate = "misestimate"
+	// ExpCast re-plans and times a query with the value cast to the
+	// column's type instead of the column cast to the value's.
+	ExpCast = "cast"
 )
 
 // Experiment describes the test that can prove a finding.
@@ -297,4 +302,10 @@ type Experiment struct {
 	// Index is the experiment's subject: the proposed index definition
 	// (CREATE INDEX ON ... without CONCURRENTLY) or an existing index's name.
 	Index string
+	// Column and ColumnType are what an implicit-cast experiment compares
+	// in the column's own type; CastType is the type the plan cast it to.
+	Column, ColumnType, CastType string
+	// KeepValue: drop the cast on the column and leave the value alone,
+	// because the index's operator family compares the two types directly.
+	KeepValue bool
 }

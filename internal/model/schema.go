@@ -230,3 +230,58 @@ func (s *Snapshot) Statement(id int64) *Statement {
 	}
 	return nil
 }
+
+// CastCatalog holds what the catalogs say about columns a plan compares
+// through a cast: the column's type, the indexes that lead with it and
+// the right-hand types their operator families accept, and which casts
+// are binary-coercible (a relabelling an index sees through).
+type CastCatalog struct {
+	Columns map[string]CastColumn // by CastKey
+	// Binary holds "from>to" for casts pg_cast marks binary-coercible.
+	Binary map[string]bool
+}
+
+// CastColumn is one column and its single-column-leading indexes.
+type CastColumn struct {
+	Schema, Table, Column, Type string
+	// BaseType is Type without its modifier (character for character(8)),
+	// as pg_cast and operator families name types.
+	BaseType string
+	Indexes  []CastIndex
+}
+
+// CastIndex is an index whose first key is the plain column.
+type CastIndex struct {
+	Name string
+	// InputType is the operator class's input type (text for a varchar
+	// column's index); Accepts are the right-hand types its operator
+	// family has operators for with InputType on the left.
+	InputType string
+	Accepts   []string
+}
+
+// CastKey is the map key for a column; schema may be empty when the plan
+// did not print it (no VERBOSE).
+func CastKey(schema, table, column string) string { return schema + "." + table + "." + column }
+
+// Lookup finds a column, falling back to any schema when schema is empty
+// and exactly one table of that name has the column.
+func (c *CastCatalog) Lookup(schema, table, column string) (CastColumn, bool) {
+	if c == nil {
+		return CastColumn{}, false
+	}
+	if col, ok := c.Columns[CastKey(schema, table, column)]; ok {
+		return col, true
+	}
+	if schema != "" {
+		return CastColumn{}, false
+	}
+	var found CastColumn
+	n := 0
+	for _, col := range c.Columns {
+		if col.Table == table && col.Column == column {
+			found, n = col, n+1
+		}
+	}
+	return found, n == 1
+}

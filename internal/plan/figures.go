@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"strings"
 )
 
 // Parse reads a plan in either format: JSON when the input starts with
@@ -94,6 +95,20 @@ func (e *Explain) Derive() {
 		}
 	}
 	rec(&e.Plan, 1, false)
+	// A CTE Scan pulls its rows from the CTE's subplan, whose time EXPLAIN
+	// also prints under the "CTE name" node: take it out of the scan's own
+	// time so it is not counted twice.
+	cte := map[string]float64{}
+	e.Plan.Walk(func(n, _ *Node) {
+		if name, ok := strings.CutPrefix(n.SubplanName, "CTE "); ok {
+			cte[name] = n.Figures.InclusiveMS
+		}
+	})
+	e.Plan.Walk(func(n, _ *Node) {
+		if n.NodeType == "CTE Scan" {
+			n.Figures.ExclusiveMS = math.Max(0, n.Figures.ExclusiveMS-cte[n.CTEName])
+		}
+	})
 	total := e.ExecutionMS
 	if total <= 0 {
 		total = e.Plan.Figures.InclusiveMS
@@ -103,6 +118,20 @@ func (e *Explain) Derive() {
 			n.Figures.Share = math.Min(1, n.Figures.ExclusiveMS/total)
 		}
 	})
+}
+
+// Children returns the node's inputs: its children without the InitPlans
+// and SubPlans hanging off it (a join's outer and inner side, a Limit's
+// source).
+func (n *Node) Children() []*Node {
+	var out []*Node
+	for i := range n.Plans {
+		c := &n.Plans[i]
+		if c.ParentRelationship != "InitPlan" && c.ParentRelationship != "SubPlan" {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // TotalMS is the time the plan cost: execution, or the root's time when

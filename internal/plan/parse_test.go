@@ -3,6 +3,7 @@ package plan
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -269,4 +270,34 @@ func FuzzParseText(f *testing.F) {
 			}
 		})
 	})
+}
+
+// BenchmarkParseLarge parses a 2,001-node plan (an Append over 2,000
+// partitions, ANALYZE and BUFFERS) in each format: plans per second.
+func BenchmarkParseLarge(b *testing.B) {
+	var txt strings.Builder
+	txt.WriteString("Append  (cost=0.00..90000.00 rows=2000 width=8) (actual time=0.010..900.000 rows=2000 loops=1)\n  Buffers: shared hit=20000\n")
+	var js strings.Builder
+	js.WriteString(`[{"Plan": {"Node Type": "Append", "Total Cost": 90000, "Plan Rows": 2000, "Actual Total Time": 900, "Actual Rows": 2000, "Actual Loops": 1, "Shared Hit Blocks": 20000, "Plans": [`)
+	for i := 0; i < 2000; i++ {
+		fmt.Fprintf(&txt, "  ->  Seq Scan on events_p%d events_%d  (cost=0.00..45.00 rows=1 width=8) (actual time=0.100..0.450 rows=1 loops=1)\n        Filter: (user_id = 42)\n        Rows Removed by Filter: 1999\n        Buffers: shared hit=10\n", i, i)
+		if i > 0 {
+			js.WriteString(",")
+		}
+		fmt.Fprintf(&js, `{"Node Type": "Seq Scan", "Parent Relationship": "Member", "Relation Name": "events_p%d", "Alias": "events_%d", "Total Cost": 45, "Plan Rows": 1, "Actual Total Time": 0.45, "Actual Rows": 1, "Actual Loops": 1, "Filter": "(user_id = 42)", "Rows Removed by Filter": 1999, "Shared Hit Blocks": 10}`, i, i)
+	}
+	txt.WriteString("Planning Time: 30.000 ms\nExecution Time: 901.000 ms\n")
+	js.WriteString(`]}, "Planning Time": 30, "Execution Time": 901}]`)
+	for name, in := range map[string][]byte{"text": []byte(txt.String()), "json": []byte(js.String())} {
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(in)))
+			for i := 0; i < b.N; i++ {
+				e, err := Parse(in)
+				if err != nil || len(e.Plan.Plans) != 2000 {
+					b.Fatalf("%v", err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "plans/s")
+		})
+	}
 }

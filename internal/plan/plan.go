@@ -324,3 +324,16 @@ const maxDepth = 500
 func tooDeep() error {
 	return fmt.Errorf("plan nests deeper than %d nodes: %w", maxDepth, ErrNotAPlan)
 }
+
+// Tables lists the relations the plan's scans read, each once.
+func (e *Explain) Tables() []string {
+	var out []string
+	seen := map[string]bool{}
+	e.Plan.Walk(func(n, _ *Node) {
+		if n.RelationName != "" && !seen[n.RelationName] {
+			seen[n.RelationName] = true
+			out = append(out, n.RelationName)
+		}
+	})
+	return out
+}

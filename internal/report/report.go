@@ -43,33 +43,42 @@ func New(version string, target pgconn.Target, at time.Time, findings []model.Fi
 	if r.Skipped == nil {
 		r.Skipped = []model.Skip{}
 	}
-	active := map[string]bool{}
+	r.Summary = summarize(findings, rulesRun)
 	for _, f := range findings {
-		switch f.Severity {
-		case model.Critical:
-			r.Summary.Critical++
-		case model.Warning:
-			r.Summary.Warning++
-		default:
-			r.Summary.Info++
-		}
-		switch f.Verification.Status {
-		case model.Confirmed:
-			r.Summary.Confirmed++
-		case model.Refuted:
-			r.Summary.Refuted++
-		case model.Estimated:
-			r.Summary.Estimated++
-		default:
-			r.Summary.NotRun++
-		}
-		active[f.Rule] = true
 		if f.Severity >= min {
 			r.Findings = append(r.Findings, f)
 		}
 	}
-	r.Summary.RulesRun, r.Summary.RulesActive = rulesRun, len(active)
 	return r
+}
+
+// summarize counts findings by severity and verification status.
+func summarize(findings []model.Finding, rulesRun int) Summary {
+	var s Summary
+	active := map[string]bool{}
+	for _, f := range findings {
+		switch f.Severity {
+		case model.Critical:
+			s.Critical++
+		case model.Warning:
+			s.Warning++
+		default:
+			s.Info++
+		}
+		switch f.Verification.Status {
+		case model.Confirmed:
+			s.Confirmed++
+		case model.Refuted:
+			s.Refuted++
+		case model.Estimated:
+			s.Estimated++
+		default:
+			s.NotRun++
+		}
+		active[f.Rule] = true
+	}
+	s.RulesRun, s.RulesActive = rulesRun, len(active)
+	return s
 }
 
 // Filter returns a copy of the report keeping findings at or above min; the

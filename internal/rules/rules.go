@@ -27,6 +27,7 @@ func All() []Rule {
 		{ID: RandomPrimaryKeyID, Title: "random (uuid v4, hash) primary and unique keys", Check: RandomPrimaryKey},
 		{ID: TableBloatID, Title: "dead rows and updates that are never HOT", Check: TableBloat},
 		{ID: StaleStatisticsID, Title: "statistics older than the table's churn", Check: StaleStatistics},
+		{ID: ImplicitCastID, Title: "casts on the column side of the top statements' predicates", Check: ImplicitCastStatements},
 	}
 }
 

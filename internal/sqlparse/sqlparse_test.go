@@ -169,3 +169,32 @@ func TestRetarget(t *testing.T) {
 		}
 	}
 }
+
+func TestCastToColumn(t *testing.T) {
+	for _, c := range []struct {
+		sql, col, typ string
+		keep          bool
+		want          string
+	}{
+		{"SELECT count(*) FROM orders WHERE customer_id = 4242.0", "customer_id", "integer", false, "SELECT count(*) FROM orders WHERE customer_id = (4242.0)::int"},
+		{"SELECT * FROM t WHERE amount = $1::float8 AND x = 1", "amount", "numeric(12,2)", false, "WHERE amount = $1::float8::numeric(12, 2) AND x = 1"},
+		{"SELECT * FROM r WHERE 'k'::text = r.sensor", "sensor", "character(8)", false, "WHERE 'k'::text::char(8) = r.sensor"},
+		{"SELECT * FROM o WHERE placed_at::timestamptz > now() - interval '1 day'", "placed_at", "timestamp without time zone", true, "WHERE placed_at > (now() - '1 day'::interval)"},
+		{"SELECT * FROM o WHERE id IN (1.0, 2.0)", "id", "integer", false, "WHERE id IN ((1.0)::int, (2.0)::int)"},
+		{"SELECT * FROM a JOIN b ON a.id = b.id", "id", "integer", false, ""},
+	} {
+		got, n, err := CastToColumn(c.sql, c.col, c.typ, c.keep)
+		if err != nil {
+			t.Fatalf("%s: %v", c.sql, err)
+		}
+		if c.want == "" {
+			if n != 0 {
+				t.Errorf("%s: rewrote a column-to-column join: %s", c.sql, got)
+			}
+			continue
+		}
+		if n == 0 || !strings.Contains(got, c.want) {
+			t.Errorf("%s:\n got %s\nwant %s", c.sql, got, c.want)
+		}
+	}
+}

@@ -117,7 +117,7 @@ func (e *Engine) Run(ctx context.Context, snap *model.Snapshot, findings []model
 	}
 	// Read-only measurements first; the lab's ANALYZE (misestimate) last,
 	// since it changes what the others would see.
-	for _, kind := range []string{model.ExpIndex, model.ExpIndexStats, model.ExpTableStats, model.ExpMisestimate} {
+	for _, kind := range []string{model.ExpCast, model.ExpIndex, model.ExpIndexStats, model.ExpTableStats, model.ExpMisestimate} {
 		for i := range findings {
 			f := &findings[i]
 			if f.Experiment == nil || f.Experiment.Kind != kind || ctx.Err() != nil {
@@ -130,6 +130,8 @@ func (e *Engine) Run(ctx context.Context, snap *model.Snapshot, findings []model
 			ran++
 			e.Log("verifying %s: %s", f.Rule, f.Object.Name)
 			switch kind {
+			case model.ExpCast:
+				e.castExperiment(ctx, f)
 			case model.ExpIndex:
 				e.indexExperiment(ctx, snap, f)
 			case model.ExpIndexStats:

@@ -1,0 +1,317 @@
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/plan"
+)
+
+// PlanReport is the document of `pgmedic explain`: the plan's tree with
+// each node's figures, then the findings ranked by the time they could save.
+type PlanReport struct {
+	PGMedic  string          `json:"pgmedic"`
+	Source   string          `json:"source"`
+	Plan     PlanSummary     `json:"plan"`
+	Findings []model.Finding `json:"findings"`
+	Skipped  []model.Skip    `json:"skipped"`
+	Summary  Summary         `json:"summary"`
+}
+
+// PlanSummary is the plan as a flat list of nodes (parent ids link them).
+type PlanSummary struct {
+	InputFormat string            `json:"input_format"`
+	Analyze     bool              `json:"analyze"`
+	Timing      bool              `json:"timing"`
+	Buffers     bool              `json:"buffers"`
+	PlanningMS  float64           `json:"planning_ms"`
+	ExecutionMS float64           `json:"execution_ms"`
+	JITMS       float64           `json:"jit_ms"`
+	Settings    map[string]string `json:"settings,omitempty"`
+	Nodes       []NodeRow         `json:"nodes"`
+}
+
+// NodeRow is one node with its derived figures.
+type NodeRow struct {
+	ID          int     `json:"id"`
+	Parent      int     `json:"parent"`
+	Depth       int     `json:"depth"`
+	Label       string  `json:"label"`
+	Relation    string  `json:"relationship,omitempty"`
+	Hot         bool    `json:"hot"`
+	Cost        float64 `json:"total_cost"`
+	PlanRows    float64 `json:"plan_rows"`
+	ActualRows  float64 `json:"actual_rows"`
+	Loops       float64 `json:"loops"`
+	InclusiveMS float64 `json:"inclusive_ms"`
+	ExclusiveMS float64 `json:"exclusive_ms"`
+	Share       float64 `json:"share"`
+	Misestimate float64 `json:"misestimate,omitempty"`
+	Direction   string  `json:"estimate,omitempty"` // under or over
+	Removed     float64 `json:"rows_removed,omitempty"`
+	HeapFetches float64 `json:"heap_fetches,omitempty"`
+	SharedHit   int64   `json:"shared_hit,omitempty"`
+	SharedRead  int64   `json:"shared_read,omitempty"`
+	TempBlocks  int64   `json:"temp_blocks,omitempty"`
+	IOms        float64 `json:"io_ms,omitempty"`
+	Spill       string  `json:"spill,omitempty"`
+	Never       bool    `json:"never_executed,omitempty"`
+	Detail      string  `json:"detail,omitempty"` // the node's condition
+}
+
+// NewPlan builds the report of one plan; findings below min are dropped.
+func NewPlan(version, source string, e *plan.Explain, findings []model.Finding, skipped []model.Skip, rulesRun int, min model.Severity) *PlanReport {
+	r := &PlanReport{PGMedic: version, Source: source, Findings: []model.Finding{}, Skipped: skipped}
+	if r.Skipped == nil {
+		r.Skipped = []model.Skip{}
+	}
+	r.Plan = summarise(e)
+	r.Summary = summarize(findings, rulesRun)
+	for _, f := range findings {
+		if f.Severity >= min {
+			r.Findings = append(r.Findings, f)
+		}
+	}
+	return r
+}
+
+func summarise(e *plan.Explain) PlanSummary {
+	s := PlanSummary{InputFormat: e.Format, Analyze: e.HasAnalyze, Timing: e.HasTiming, Buffers: e.HasBuffers,
+		PlanningMS: e.PlanningMS, ExecutionMS: e.ExecutionMS, Settings: e.Settings, Nodes: []NodeRow{}}
+	if e.JIT != nil && e.JIT.TimingMS != nil {
+		s.JITMS = e.JIT.TimingMS.Total
+	}
+	hot := e.HotPath()
+	var rec func(n *plan.Node, parent, depth int)
+	rec = func(n *plan.Node, parent, depth int) {
+		f := n.Figures
+		row := NodeRow{ID: f.ID, Parent: parent, Depth: depth, Label: n.Label(), Hot: hot[f.ID], Cost: n.TotalCost,
+			PlanRows: n.PlanRows, ActualRows: n.ActualRows, Loops: n.ActualLoops,
+			InclusiveMS: round3(f.InclusiveMS), ExclusiveMS: round3(f.ExclusiveMS), Share: math4(f.Share),
+			Removed:     (n.RowsRemovedByFilter + n.RowsRemovedByJoinFilter + n.RowsRemovedByIndexRecheck) * max(n.ActualLoops, 1),
+			HeapFetches: n.HeapFetches * max(n.ActualLoops, 1), SharedHit: n.Buffers.SharedHit, SharedRead: n.Buffers.SharedRead,
+			TempBlocks: n.Buffers.TempRead + n.Buffers.TempWritten, IOms: round3(n.IO.TotalMS()), Never: n.NeverExecuted}
+		if n.SubplanName != "" {
+			row.Relation = n.SubplanName
+		}
+		if f.Misestimate >= 10 {
+			row.Misestimate = round3(f.Misestimate)
+			row.Direction = "over"
+			if f.Under {
+				row.Direction = "under"
+			}
+		}
+		switch {
+		case n.SortSpaceType == "Disk":
+			row.Spill = fmt.Sprintf("sort %s on disk", kbText(n.SortSpaceKB))
+		case n.HashBatches > 1:
+			row.Spill = fmt.Sprintf("%.0f hash batches", n.HashBatches)
+		case n.HashAggBatches > 1:
+			row.Spill = fmt.Sprintf("%.0f hashagg batches, %s on disk", n.HashAggBatches, kbText(n.DiskUsageKB))
+		case n.LossyHeapBlocks > 0:
+			row.Spill = fmt.Sprintf("%.0f lossy pages", n.LossyHeapBlocks)
+		}
+		for _, c := range []struct{ k, v string }{{"Index Cond", n.IndexCond}, {"Filter", n.Filter}, {"Hash Cond", n.HashCond},
+			{"Join Filter", n.JoinFilter}, {"Merge Cond", n.MergeCond}, {"Recheck Cond", n.RecheckCond}} {
+			if c.v != "" && row.Detail == "" {
+				row.Detail = c.k + ": " + c.v
+			}
+		}
+		s.Nodes = append(s.Nodes, row)
+		for i := range n.Plans {
+			rec(&n.Plans[i], f.ID, depth+1)
+		}
+	}
+	rec(&e.Plan, 0, 0)
+	return s
+}
+
+func round3(x float64) float64 { return float64(int64(x*1000+0.5)) / 1000 }
+func math4(x float64) float64  { return float64(int64(x*10000+0.5)) / 10000 }
+
+func kbText(kb float64) string {
+	if kb >= 1024 {
+		return fmt.Sprintf("%.1f MB", kb/1024)
+	}
+	return fmt.Sprintf("%.0f kB", kb)
+}
+
+// Worst is the highest severity reported (-1 when none).
+func (r *PlanReport) Worst() model.Severity {
+	w := model.Severity(-1)
+	for _, f := range r.Findings {
+		w = max(w, f.Severity)
+	}
+	return w
+}
+
+// JSON writes the report as JSON.
+func (r *PlanReport) JSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// Text writes the tree (hot path marked with *) and the findings.
+func (r *PlanReport) Text(w io.Writer) error {
+	b := &strings.Builder{}
+	p := r.Plan
+	fmt.Fprintf(b, "pgmedic %s — plan from %s (%s", r.PGMedic, r.Source, strings.ToUpper(p.InputFormat))
+	var has []string
+	for _, x := range []struct {
+		on   bool
+		name string
+	}{{p.Analyze, "ANALYZE"}, {p.Buffers, "BUFFERS"}, {p.Analyze && !p.Timing, "TIMING OFF"}, {len(p.Settings) > 0, "SETTINGS"}} {
+		if x.on {
+			has = append(has, x.name)
+		}
+	}
+	if len(has) > 0 {
+		b.WriteString(", " + strings.Join(has, ", "))
+	}
+	b.WriteString(")\n")
+	if p.Analyze {
+		fmt.Fprintf(b, "execution %s, planning %s", msText(p.ExecutionMS), msText(p.PlanningMS))
+		if p.JITMS > 0 {
+			fmt.Fprintf(b, ", JIT %s", msText(p.JITMS))
+		}
+		b.WriteString("\n")
+	}
+	if len(p.Settings) > 0 {
+		var kv []string
+		for k, v := range p.Settings {
+			kv = append(kv, k+"="+v)
+		}
+		sort.Strings(kv)
+		fmt.Fprintf(b, "settings: %s\n", strings.Join(kv, ", "))
+	}
+	b.WriteString("\n")
+	if p.Timing {
+		fmt.Fprintf(b, "   %4s %10s %6s  %s\n", "#", "self", "share", "node (* = hot path)")
+	} else {
+		fmt.Fprintf(b, "   %4s %10s  %s\n", "#", "cost", "node")
+	}
+	for _, n := range p.Nodes {
+		mark := " "
+		if n.Hot {
+			mark = "*"
+		}
+		indent := strings.Repeat("   ", n.Depth)
+		arrow := ""
+		if n.Depth > 0 {
+			arrow = "-> "
+		}
+		if p.Timing {
+			fmt.Fprintf(b, " %s %4d %10s %5.1f%%  %s%s%s\n", mark, n.ID, msText(n.ExclusiveMS), n.Share*100, indent, arrow, n.Label)
+		} else {
+			fmt.Fprintf(b, " %s %4d %10.0f  %s%s%s\n", mark, n.ID, n.Cost, indent, arrow, n.Label)
+		}
+		pad := strings.Repeat(" ", 3+4+1+10+1+6+2) + indent + strings.Repeat(" ", len(arrow))
+		if !p.Timing {
+			pad = strings.Repeat(" ", 3+4+1+10+2) + indent + strings.Repeat(" ", len(arrow))
+		}
+		if facts := nodeFacts(n, p.Analyze); facts != "" {
+			b.WriteString(pad + facts + "\n")
+		}
+		if n.Detail != "" {
+			d := n.Detail
+			if len(d) > 140 {
+				d = d[:137] + "..."
+			}
+			b.WriteString(pad + d + "\n")
+		}
+	}
+	if len(r.Findings) == 0 {
+		b.WriteString("\nNo findings at the requested severity.\n")
+	}
+	for _, f := range r.Findings {
+		writeFinding(b, f)
+	}
+	if len(r.Skipped) > 0 {
+		b.WriteString("\n== SKIPPED ==\n")
+		for _, s := range r.Skipped {
+			fmt.Fprintf(b, "  %s: %s\n", s.Rule, s.Reason)
+			if s.Fix != "" {
+				fmt.Fprintf(b, "  fix: %s\n", s.Fix)
+			}
+		}
+	}
+	s := r.Summary
+	fmt.Fprintf(b, "\nSummary: %d critical, %d warning, %d info; %d confirmed, %d refuted, %d not verified; ranked by time they could save\n",
+		s.Critical, s.Warning, s.Info, s.Confirmed, s.Refuted, s.NotRun+s.Estimated)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func nodeFacts(n NodeRow, analyze bool) string {
+	var parts []string
+	if n.Relation != "" {
+		parts = append(parts, n.Relation)
+	}
+	switch {
+	case n.Never:
+		parts = append(parts, "never executed")
+	case analyze:
+		rows := fmt.Sprintf("rows %s of %s planned", count(n.ActualRows), count(n.PlanRows))
+		if n.Loops > 1 {
+			rows += fmt.Sprintf(" x %s loops", count(n.Loops))
+		}
+		if n.Misestimate > 0 {
+			rows += fmt.Sprintf(" (%.0fx %s)", n.Misestimate, n.Direction)
+		}
+		parts = append(parts, rows)
+	default:
+		parts = append(parts, "rows "+count(n.PlanRows)+" planned")
+	}
+	if n.Removed > 0 {
+		parts = append(parts, "removed "+count(n.Removed))
+	}
+	if n.HeapFetches > 0 {
+		parts = append(parts, "heap fetches "+count(n.HeapFetches))
+	}
+	if n.SharedHit+n.SharedRead > 0 {
+		parts = append(parts, fmt.Sprintf("buffers hit %s read %s", count(float64(n.SharedHit)), count(float64(n.SharedRead))))
+	}
+	if n.TempBlocks > 0 {
+		parts = append(parts, "temp "+count(float64(n.TempBlocks)))
+	}
+	if n.IOms > 0 {
+		parts = append(parts, "I/O "+msText(n.IOms))
+	}
+	if n.Spill != "" {
+		parts = append(parts, n.Spill)
+	}
+	return strings.Join(parts, " · ")
+}
+
+func msText(x float64) string {
+	switch {
+	case x >= 1000:
+		return fmt.Sprintf("%.2f s", x/1000)
+	case x >= 100:
+		return fmt.Sprintf("%.0f ms", x)
+	}
+	return fmt.Sprintf("%.2f ms", x)
+}
+
+// count prints 1234567 as 1,234,567 (exact figures in a plan's tree).
+func count(x float64) string {
+	s := fmt.Sprintf("%.0f", x)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var out []byte
+	for i := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			out = append(out, ',')
+		}
+		out = append(out, s[i])
+	}
+	if neg {
+		return "-" + string(out)
+	}
+	return string(out)
+}

@@ -1,0 +1,214 @@
+package rules
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/plan"
+)
+
+// PlanInput is one plan to diagnose, with what is known around it.
+type PlanInput struct {
+	Explain *plan.Explain
+	// Object is what the plan belongs to: a file, a query, a statement of
+	// pg_stat_statements (QueryID set). Findings name their node under it.
+	Object model.Object
+	// Catalog answers the implicit-cast questions; nil without a database.
+	Catalog *model.CastCatalog
+	// Query is the statement's SQL when known, for experiments.
+	Query string
+}
+
+// PlanRule diagnoses one plan. Check is pure, like every rule.
+type PlanRule struct {
+	ID    string
+	Title string
+	// NeedsAnalyze rules read actual rows or times; on a plain EXPLAIN
+	// they are skipped with a note.
+	NeedsAnalyze bool
+	Check        func(in PlanInput) []model.Finding
+}
+
+// Rule ids of the plan rules (jit-overhead and missing-index are shared
+// with the statement rules).
+const (
+	ImplicitCastID     = "implicit-cast"
+	SortSpillID        = "sort-spill"
+	HashBatchesID      = "hash-batches"
+	MisestimateID      = "misestimate"
+	NestedLoopBlowupID = "nested-loop-blowup"
+	LossyBitmapID      = "lossy-bitmap"
+	LargeOffsetID      = "large-offset"
+	HeapFetchesID      = "heap-fetches"
+	SlowPlanningID     = "slow-planning"
+)
+
+// PlanRules lists the plan rules in the order they run.
+func PlanRules() []PlanRule {
+	return []PlanRule{
+		{ID: JITOverheadID, Title: "JIT compilation time in this plan", NeedsAnalyze: true, Check: PlanJIT},
+		{ID: SlowPlanningID, Title: "planning slower than execution", Check: SlowPlanning},
+		{ID: MissingIndexID, Title: "selective filter over a sequential scan", NeedsAnalyze: true, Check: PlanMissingIndex},
+		{ID: ImplicitCastID, Title: "a cast on the column side of a comparison", Check: ImplicitCast},
+		{ID: SortSpillID, Title: "sorts that spill to disk", NeedsAnalyze: true, Check: SortSpill},
+		{ID: HashBatchesID, Title: "hashes split into batches on disk", NeedsAnalyze: true, Check: HashBatches},
+		{ID: MisestimateID, Title: "row estimates off by more than 100x", NeedsAnalyze: true, Check: Misestimate},
+		{ID: NestedLoopBlowupID, Title: "nested loops that rescan their inner side", NeedsAnalyze: true, Check: NestedLoopBlowup},
+		{ID: LossyBitmapID, Title: "bitmap heap scans that went lossy", NeedsAnalyze: true, Check: LossyBitmap},
+		{ID: LargeOffsetID, Title: "OFFSET that reads and discards rows", NeedsAnalyze: true, Check: LargeOffset},
+		{ID: HeapFetchesID, Title: "index-only scans that visit the heap", NeedsAnalyze: true, Check: HeapFetches},
+	}
+}
+
+// RunPlan applies the plan rules (all when ids is empty) and returns the
+// findings ranked by the time they could save, plus what was skipped.
+func RunPlan(in PlanInput, ids []string) ([]model.Finding, []model.Skip, error) {
+	want := map[string]bool{}
+	for _, id := range ids {
+		if id = strings.TrimSpace(id); id != "" {
+			want[id] = true
+		}
+	}
+	var findings []model.Finding
+	var needAnalyze []string
+	var known []string
+	for _, r := range PlanRules() {
+		known = append(known, r.ID)
+		if len(want) > 0 && !want[r.ID] {
+			continue
+		}
+		delete(want, r.ID)
+		if r.NeedsAnalyze && (!in.Explain.HasAnalyze || (r.ID == JITOverheadID && in.Explain.JIT != nil && in.Explain.JIT.TimingMS == nil)) {
+			needAnalyze = append(needAnalyze, r.ID)
+			continue
+		}
+		findings = append(findings, r.Check(in)...)
+	}
+	for id := range want {
+		return nil, nil, fmt.Errorf("unknown plan rule %q: known rules are %s", id, strings.Join(known, ", "))
+	}
+	var skips []model.Skip
+	if len(needAnalyze) > 0 {
+		skips = append(skips, model.Skip{Rule: strings.Join(needAnalyze, ", "),
+			Reason: "the plan has no ANALYZE figures, so these rules did not run",
+			Fix:    "run EXPLAIN (ANALYZE, BUFFERS) (pgmedic explain --dsn ... --query ... --analyze does it safely for a SELECT)"})
+	}
+	RankPlan(findings)
+	return findings, skips, nil
+}
+
+// RankPlan orders plan findings by the time they could save, then by
+// severity.
+func RankPlan(f []model.Finding) {
+	sort.SliceStable(f, func(i, j int) bool {
+		if f[i].Impact.Share != f[j].Impact.Share {
+			return f[i].Impact.Share > f[j].Impact.Share
+		}
+		return f[i].Severity > f[j].Severity
+	})
+}
+
+// planFinding fills what every plan finding has: the node it is about,
+// the time it could save (and its share of the plan), and the severity
+// that follows from that share.
+func planFinding(in PlanInput, rule string, n *plan.Node, title string, savedMS float64, saving string) model.Finding {
+	total := in.Explain.TotalMS()
+	obj := in.Object
+	if obj.Kind == "" {
+		obj.Kind = "plan"
+	}
+	if n != nil {
+		where := fmt.Sprintf("node #%d %s", n.Figures.ID, n.Label())
+		if obj.Name != "" {
+			where = obj.Name + ": " + where
+		}
+		obj.Kind, obj.Name = "plan node", where
+	}
+	f := model.Finding{Rule: rule, Title: title, Object: obj, Docs: docsPath(rule)}
+	share := 0.0
+	if total > 0 {
+		share = math.Min(1, savedMS/total)
+	}
+	f.Impact.Share = round4(share)
+	switch {
+	case savedMS <= 0 && saving != "":
+		f.Impact.Summary = saving
+	case savedMS <= 0:
+		f.Impact.Summary = "no direct saving measured in this plan"
+	default:
+		f.Impact.Summary = fmt.Sprintf("could save up to %s of the plan's %s (%s)%s", ms(savedMS), ms(total), pct(share), prefixed(saving))
+	}
+	f.Evidence = append(f.Evidence, model.Evidence{Label: "could save", Value: round(savedMS), Unit: "ms"})
+	switch {
+	case share >= 0.5 && savedMS >= 100:
+		f.Severity = model.Critical
+	case share >= 0.1 || savedMS >= 100:
+		f.Severity = model.Warning
+	default:
+		f.Severity = model.Info
+	}
+	f.Verification = model.Verification{Status: model.NotRun,
+		Reason: "read from the plan; re-run EXPLAIN (ANALYZE, BUFFERS) after the fix to measure it"}
+	return f
+}
+
+func prefixed(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "; " + s
+}
+
+func ms(x float64) string {
+	switch {
+	case x >= 1000:
+		return fmt.Sprintf("%.2f s", x/1000)
+	case x >= 10:
+		return fmt.Sprintf("%.0f ms", x)
+	case x >= 0.1:
+		return fmt.Sprintf("%.1f ms", x)
+	}
+	return fmt.Sprintf("%.3f ms", x)
+}
+
+func ev(label string, v float64, unit string) model.Evidence {
+	return model.Evidence{Label: label, Value: round(v), Unit: unit}
+}
+
+// relName is the relation a scan reads, schema-qualified when the plan
+// says (VERBOSE).
+func relName(n *plan.Node) string {
+	if n.Schema != "" {
+		return QuoteIdent(n.Schema) + "." + QuoteIdent(n.RelationName)
+	}
+	return QuoteIdent(n.RelationName)
+}
+
+// workMemFor suggests a work_mem that holds kb kilobytes, rounded up to
+// a power of two megabytes (at least 4MB, PostgreSQL's default).
+func workMemFor(kb float64) string {
+	mb := 4.0
+	for mb*1024 < kb {
+		mb *= 2
+	}
+	if mb >= 1024 {
+		return fmt.Sprintf("%.0fGB", mb/1024)
+	}
+	return fmt.Sprintf("%.0fMB", mb)
+}
+
+// tempIOms is the temp-file I/O time the node spent (track_io_timing).
+func tempIOms(n *plan.Node) float64 { return n.IO.TempReadMS + n.IO.TempWriteMS }
+
+// nodes returns the plan's nodes with their parents.
+func nodes(e *plan.Explain) (out []*plan.Node, parent map[*plan.Node]*plan.Node) {
+	parent = map[*plan.Node]*plan.Node{}
+	e.Plan.Walk(func(n, p *plan.Node) {
+		out = append(out, n)
+		parent[n] = p
+	})
+	return out, parent
+}

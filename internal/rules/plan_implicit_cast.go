@@ -1,0 +1,201 @@
+package rules
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/plan"
+)
+
+// columnCast matches a column wrapped in a cast as EXPLAIN prints it:
+// "(orders.customer_id)::numeric" (VERBOSE) or "(sensor)::text". Unquoted
+// identifiers are lower case in EXPLAIN output, which keeps keywords such
+// as CURRENT_DATE out.
+var columnCast = regexp.MustCompile(`\((?:((?:"(?:[^"]|"")+"|[a-z_][a-z0-9_$]*))\.)?("(?:[^"]|"")+"|[a-z_][a-z0-9_$]*)\)::([a-z_][a-z0-9_]*(?: [a-z_][a-z0-9_]*)*(?:\([0-9, ]+\))?(?:\[\])?)`)
+
+// castOnColumn is one cast found in a node's condition.
+type castOnColumn struct {
+	qualifier, column, toType, where string
+}
+
+func findCasts(expr, where string) []castOnColumn {
+	var out []castOnColumn
+	for _, m := range columnCast.FindAllStringSubmatch(expr, -1) {
+		out = append(out, castOnColumn{qualifier: unquoteIdent(m[1]), column: unquoteIdent(m[2]), toType: m[3], where: where})
+	}
+	return out
+}
+
+func unquoteIdent(s string) string {
+	if len(s) >= 2 && s[0] == '"' {
+		return strings.ReplaceAll(s[1:len(s)-1], `""`, `"`)
+	}
+	return s
+}
+
+// ImplicitCast flags a column cast to another type inside a scan's Filter
+// or a join's condition: PostgreSQL cannot use a plain index on the column
+// for a predicate on the cast expression (Adform's hidden conversions; in
+// PostgreSQL an int compared with 5.0, numeric with float8, char(n) with
+// text, a timestamp cast to timestamptz). A cast that reached an Index Cond
+// is served by an index and is left alone.
+func ImplicitCast(in PlanInput) []model.Finding {
+	var out []model.Finding
+	seen := map[string]bool{}
+	all, _ := nodes(in.Explain)
+	for _, n := range all {
+		scans := scansBelow(n)
+		var casts []castOnColumn
+		if n.IsScan() {
+			casts = append(casts, findCasts(n.Filter, "Filter")...)
+		}
+		casts = append(casts, findCasts(n.JoinFilter, "Join Filter")...)
+		casts = append(casts, findCasts(n.HashCond, "Hash Cond")...)
+		casts = append(casts, findCasts(n.MergeCond, "Merge Cond")...)
+		for _, c := range casts {
+			scan := scanFor(n, scans, c.qualifier)
+			if scan == nil {
+				continue
+			}
+			key := scan.Schema + "." + scan.RelationName + "." + c.column + "::" + c.toType
+			if seen[key] {
+				continue
+			}
+			if f, ok := castFinding(in, n, scan, c); ok {
+				seen[key] = true
+				out = append(out, f)
+			}
+		}
+	}
+	return out
+}
+
+// ImplicitCastStatements runs implicit-cast over the plans check collects
+// for its top statements. Those are generic plans (no ANALYZE), so the
+// saving is sized from the statement's share of the database's time.
+func ImplicitCastStatements(s *model.Snapshot) ([]model.Finding, []model.Skip) {
+	var out []model.Finding
+	total := totalExecMS(s)
+	for _, st := range s.Statements {
+		ex := s.Plans[st.QueryID]
+		if ex == nil {
+			continue
+		}
+		in := PlanInput{Explain: ex, Catalog: s.Casts, Query: st.Query,
+			Object: model.Object{Kind: "statement", Name: Shorten(st.Query, 80), QueryID: strconv.FormatInt(st.QueryID, 10), Role: st.Role}}
+		for _, f := range ImplicitCast(in) {
+			if total > 0 {
+				f.Impact.Share = round4(st.TotalExecMS / total)
+			}
+			f.Impact.Summary = fmt.Sprintf("the statement ran %d times for %s, mean %s (%s of the database's statement time)",
+				st.Calls, ms(st.TotalExecMS), ms(st.MeanExecMS()), pct(f.Impact.Share))
+			f.Evidence = []model.Evidence{ev("calls", float64(st.Calls), ""), ev("mean execution", st.MeanExecMS(), "ms")}
+			if f.Experiment != nil {
+				f.Experiment.QueryID, f.Experiment.Role = st.QueryID, st.Role
+			} else if f.Severity < model.Warning {
+				continue
+			}
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}
+
+// scansBelow maps aliases (and relation names) to the scans under n.
+func scansBelow(n *plan.Node) map[string]*plan.Node {
+	m := map[string]*plan.Node{}
+	n.Walk(func(x, _ *plan.Node) {
+		if x.IsScan() {
+			if x.Alias != "" {
+				m[x.Alias] = x
+			}
+			if _, taken := m[x.RelationName]; !taken {
+				m[x.RelationName] = x
+			}
+		}
+	})
+	return m
+}
+
+func scanFor(n *plan.Node, scans map[string]*plan.Node, qualifier string) *plan.Node {
+	if qualifier != "" {
+		return scans[qualifier]
+	}
+	if n.IsScan() {
+		return n
+	}
+	return nil
+}
+
+func castFinding(in PlanInput, n, scan *plan.Node, c castOnColumn) (model.Finding, bool) {
+	col := QuoteIdent(c.column)
+	tbl := relName(scan)
+	saved := 0.0
+	if in.Explain.HasAnalyze && n == scan {
+		// A scan that filters through the cast reads every row; an index
+		// scan would touch the matching ones, so most of its time goes.
+		kept := n.Figures.TotalRows / (n.Figures.TotalRows + n.RowsRemovedByFilter*n.ActualLoops + 1)
+		saved = n.Figures.ExclusiveMS * (1 - kept)
+	}
+	title := fmt.Sprintf("%s.%s is cast to %s in the %s, so no index on the column can serve it", tbl, col, c.toType, c.where)
+	f := planFinding(in, ImplicitCastID, n, title, saved, "")
+	f.Object.Name += ", column " + c.column
+	f.Evidence = append(f.Evidence, ev("rows removed by the filter", n.RowsRemovedByFilter*max(n.ActualLoops, 1), "rows"))
+	if n.Figures.ExclusiveMS > 0 {
+		f.Evidence = append(f.Evidence, ev("time in the node", n.Figures.ExclusiveMS, "ms"))
+	}
+	colInfo, known := in.Catalog.Lookup(scan.Schema, scan.RelationName, c.column)
+	if !known {
+		// Without the catalogs a varchar column's harmless relabel to text
+		// looks the same as char(n)'s real conversion.
+		f.Fix.Summary = fmt.Sprintf("compare %s with a value of its own type (cast the literal or parameter, not the column); if the column is varchar, a cast to text is harmless", col)
+		f.Verification.Reason = "unconfirmed: pgmedic did not see the catalogs; run with --dsn to check the column's type, its indexes and the cast"
+		if c.toType == "text" || c.toType == "character varying" {
+			f.Severity = model.Info
+		}
+		return f, true
+	}
+	if colInfo.BaseType == c.toType || in.Catalog.Binary[colInfo.BaseType+">"+c.toType] {
+		return f, false // binary-coercible: the index still matches
+	}
+	var usable *model.CastIndex
+	for i := range colInfo.Indexes {
+		usable = &colInfo.Indexes[i]
+		break
+	}
+	if usable == nil {
+		f.Severity = model.Info
+		f.Title = fmt.Sprintf("%s.%s (%s) is converted to %s for every row in the %s", tbl, col, colInfo.Type, c.toType, c.where)
+		f.Fix.Summary = fmt.Sprintf("compare %s with a value of type %s; no index leads with the column, so only the per-row conversion is lost", col, colInfo.Type)
+		f.Verification.Reason = "catalog: no index leads with " + c.column
+		return f, true
+	}
+	accepts := false
+	for _, t := range usable.Accepts {
+		if t == c.toType {
+			accepts = true
+		}
+	}
+	f.Title = fmt.Sprintf("%s.%s (%s) is cast to %s in the %s, so index %s is not used", tbl, col, colInfo.Type, c.toType, c.where, usable.Name)
+	facts := fmt.Sprintf("catalog: %s leads with %s (%s); the cast %s -> %s is not binary-coercible", usable.Name, c.column, colInfo.Type, colInfo.Type, c.toType)
+	if accepts {
+		f.Fix.Summary = fmt.Sprintf("drop the cast on %s: compare the column with the %s value directly; the index's operator family has a (%s, %s) operator, so %s can be used",
+			col, c.toType, usable.InputType, c.toType, usable.Name)
+		facts += fmt.Sprintf("; its operator family accepts %s directly", c.toType)
+	} else {
+		f.Fix.Summary = fmt.Sprintf("compare %s with a value of type %s: cast the literal or parameter (e.g. $1::%s), not the column; check that the value has no fraction or zone the cast would drop",
+			col, colInfo.Type, colInfo.Type)
+		facts += fmt.Sprintf("; no operator of its operator family takes (%s, %s)", usable.InputType, c.toType)
+	}
+	if f.Severity == model.Info {
+		f.Severity = model.Warning
+	}
+	f.Verification.Reason = facts + "; pass the query (--query) to measure the fix"
+	f.Verification.Method = facts
+	f.Experiment = &model.Experiment{Kind: model.ExpCast, Table: model.RelRef{Schema: scan.Schema, Name: scan.RelationName},
+		Column: c.column, ColumnType: colInfo.Type, CastType: c.toType, Index: usable.Name, KeepValue: accepts, Query: in.Query}
+	return f, true
+}

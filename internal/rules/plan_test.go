@@ -1,0 +1,159 @@
+package rules
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/plan"
+)
+
+func loadPlan(t *testing.T, name string) *plan.Explain {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "plan", "testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := plan.Parse(b)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return e
+}
+
+func fired(fs []model.Finding, rule string) []model.Finding {
+	var out []model.Finding
+	for _, f := range fs {
+		if f.Rule == rule {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// TestPlanRulesOnFixtures: every plan rule fires on the PostgreSQL 15 plan
+// that has its problem, in both formats, and stays quiet on the healthy
+// plan of the same query.
+func TestPlanRulesOnFixtures(t *testing.T) {
+	cases := []struct {
+		rule, fixture string
+		says          string // in the title
+	}{
+		{JITOverheadID, "jit-overhead", "JIT compilation took"},
+		{SlowPlanningID, "slow-planning", "planning took"},
+		{MissingIndexID, "missing-index", "keeps 8 of 400k rows"},
+		{ImplicitCastID, "implicit-cast", "customer_id is cast to numeric"},
+		{SortSpillID, "sort-spill", "external merge"},
+		{HashBatchesID, "hash-batches", "8 batches"},
+		{MisestimateID, "misestimate", "underestimated by 300x"},
+		{NestedLoopBlowupID, "nested-loop-blowup", "300k times"},
+		{LossyBitmapID, "lossy-bitmap", "lossy on 1548 of 2521"},
+		{LargeOffsetID, "large-offset", "skipped 200k rows"},
+		{HeapFetchesID, "heap-fetches", "fetched"},
+	}
+	for _, c := range cases {
+		for _, ext := range []string{"txt", "json"} {
+			t.Run(c.rule+"/"+ext, func(t *testing.T) {
+				bad := loadPlan(t, "pg15/"+c.fixture+".bad."+ext)
+				fs, _, err := RunPlan(PlanInput{Explain: bad}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := fired(fs, c.rule)
+				if len(got) != 1 {
+					t.Fatalf("%d %s findings on the bad plan: %+v", len(got), c.rule, fs)
+				}
+				f := got[0]
+				if !strings.Contains(f.Title, c.says) {
+					t.Errorf("title %q lacks %q", f.Title, c.says)
+				}
+				if f.Fix.Summary == "" || f.Impact.Summary == "" || f.Docs == "" {
+					t.Errorf("incomplete finding %+v", f)
+				}
+				if c.rule != MisestimateID && (f.Evidence[0].Label != "could save" || f.Evidence[0].Value <= 0) {
+					t.Errorf("no time saving: %+v", f.Evidence)
+				}
+				if _, err := os.Stat(filepath.Join("..", "..", f.Docs)); err != nil {
+					t.Errorf("rule page: %v", err)
+				}
+				good := loadPlan(t, "pg15/"+c.fixture+".good."+ext)
+				fs, _, _ = RunPlan(PlanInput{Explain: good}, nil)
+				if got := fired(fs, c.rule); len(got) != 0 {
+					t.Errorf("fired on the healthy plan: %+v", got[0].Title)
+				}
+			})
+		}
+	}
+}
+
+func TestPlanRulesRankBySaving(t *testing.T) {
+	e := loadPlan(t, "pg15/nested-loop-blowup.bad.txt")
+	fs, _, _ := RunPlan(PlanInput{Explain: e}, nil)
+	for i := 1; i < len(fs); i++ {
+		if fs[i].Impact.Share > fs[i-1].Impact.Share {
+			t.Errorf("not ranked by saving: %v before %v", fs[i-1].Impact.Share, fs[i].Impact.Share)
+		}
+	}
+}
+
+func TestPlanWithoutAnalyze(t *testing.T) {
+	e := loadPlan(t, "pg15/costs-only.txt")
+	fs, skips, err := RunPlan(PlanInput{Explain: e}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(skips) != 1 || !strings.Contains(skips[0].Rule, SortSpillID) || strings.Contains(skips[0].Rule, ImplicitCastID) {
+		t.Errorf("skips %+v", skips)
+	}
+	_ = fs
+	if _, _, err := RunPlan(PlanInput{Explain: e}, []string{"no-such-rule"}); err == nil {
+		t.Error("unknown rule accepted")
+	}
+}
+
+// TestImplicitCastCatalog: with the catalogs, a cast that an index can see
+// through (varchar relabelled to text) is dropped, a real conversion names
+// the index and the fix, and a cross-type operator changes the fix.
+func TestImplicitCastCatalog(t *testing.T) {
+	cat := &model.CastCatalog{Binary: map[string]bool{"character varying>text": true}, Columns: map[string]model.CastColumn{}}
+	add := func(table, col, typ, index, input string, accepts ...string) {
+		base, _, _ := strings.Cut(typ, "(")
+		cat.Columns[model.CastKey("public", table, col)] = model.CastColumn{Schema: "public", Table: table, Column: col, Type: typ, BaseType: base,
+			Indexes: []model.CastIndex{{Name: index, InputType: input, Accepts: accepts}}}
+	}
+	add("orders", "customer_id", "integer", "orders_customer_idx", "integer", "integer", "smallint", "bigint")
+	add("readings", "sensor", "character(8)", "readings_sensor_idx", "character", "character")
+	add("orders", "placed_at", "timestamp without time zone", "orders_placed_at_idx", "timestamp without time zone",
+		"timestamp without time zone", "timestamp with time zone", "date")
+	add("orders", "amount", "numeric(12,2)", "orders_amount_idx", "numeric", "numeric")
+	for _, c := range []struct {
+		fixture, fix string
+	}{
+		{"implicit-cast.bad.txt", "$1::integer"},
+		{"implicit-cast-char.bad.txt", "$1::character(8)"},
+		{"implicit-cast-float.bad.json", "$1::numeric(12,2)"},
+		{"implicit-cast-timestamp.bad.txt", "drop the cast"},
+	} {
+		e := loadPlan(t, "pg15/"+c.fixture)
+		fs := ImplicitCast(PlanInput{Explain: e, Catalog: cat})
+		if len(fs) != 1 {
+			t.Fatalf("%s: %d findings", c.fixture, len(fs))
+		}
+		f := fs[0]
+		if !strings.Contains(f.Fix.Summary, c.fix) || f.Experiment == nil || f.Experiment.Kind != model.ExpCast || f.Severity < model.Warning {
+			t.Errorf("%s: %+v", c.fixture, f)
+		}
+	}
+	varchar := &plan.Explain{Plan: plan.Node{NodeType: "Seq Scan", RelationName: "items", Schema: "public", Alias: "items",
+		Filter: "((items.sku)::text = 'k5'::text)"}}
+	varchar.Derive()
+	cat.Columns[model.CastKey("public", "items", "sku")] = model.CastColumn{Schema: "public", Table: "items", Column: "sku", Type: "character varying", BaseType: "character varying"}
+	if fs := ImplicitCast(PlanInput{Explain: varchar, Catalog: cat}); len(fs) != 0 {
+		t.Errorf("varchar = text flagged: %+v", fs)
+	}
+	if fs := ImplicitCast(PlanInput{Explain: varchar}); len(fs) != 1 || fs[0].Severity != model.Info || !strings.Contains(fs[0].Verification.Reason, "unconfirmed") {
+		t.Errorf("without catalog: %+v", fs)
+	}
+}

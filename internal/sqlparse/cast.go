@@ -1,0 +1,120 @@
+package sqlparse
+
+import (
+	"fmt"
+
+	pg_query "github.com/pganalyze/pg_query_go/v6"
+	"google.golang.org/protobuf/proto"
+)
+
+// CastToColumn rewrites comparisons of column so that the column stands
+// bare and, unless keepValue, the other side is cast to colType: the fix
+// for an implicit cast, e.g. "customer_id = 4242.0" becomes
+// "customer_id = 4242.0::integer" and "placed_at::timestamptz > $1"
+// becomes "placed_at > $1" (keepValue, for a cross-type operator the
+// index's operator family has). It returns the new SQL and how many
+// comparisons changed.
+func CastToColumn(sql, column, colType string, keepValue bool) (string, int, error) {
+	st, err := Parse(sql)
+	if err != nil {
+		return "", 0, err
+	}
+	typ, err := typeName(colType)
+	if err != nil {
+		return "", 0, err
+	}
+	n := 0
+	st.walk(func(m proto.Message) bool {
+		e, ok := m.(*pg_query.A_Expr)
+		if !ok || e.Lexpr == nil || e.Rexpr == nil {
+			return true
+		}
+		switch e.Kind {
+		case pg_query.A_Expr_Kind_AEXPR_OP, pg_query.A_Expr_Kind_AEXPR_IN, pg_query.A_Expr_Kind_AEXPR_BETWEEN,
+			pg_query.A_Expr_Kind_AEXPR_NOT_BETWEEN, pg_query.A_Expr_Kind_AEXPR_OP_ANY:
+		default:
+			return true
+		}
+		for _, side := range []struct{ col, val **pg_query.Node }{{&e.Lexpr, &e.Rexpr}, {&e.Rexpr, &e.Lexpr}} {
+			bare, ok := namesColumn(*side.col, column)
+			if !ok || isColumn(*side.val) {
+				continue
+			}
+			*side.col = bare
+			if !keepValue {
+				*side.val = castEach(*side.val, typ)
+			}
+			n++
+			break
+		}
+		return true
+	})
+	if n == 0 {
+		return sql, 0, nil
+	}
+	out, err := pg_query.Deparse(st.tree)
+	if err != nil {
+		return "", 0, fmt.Errorf("rewriting the comparison of %s: %w", column, err)
+	}
+	return out, n, nil
+}
+
+// namesColumn returns the bare ColumnRef when n is the column, possibly
+// wrapped in casts.
+func namesColumn(n *pg_query.Node, column string) (*pg_query.Node, bool) {
+	for n != nil {
+		if tc := n.GetTypeCast(); tc != nil {
+			n = tc.Arg
+			continue
+		}
+		if cr := n.GetColumnRef(); cr != nil && len(cr.Fields) > 0 {
+			if s := cr.Fields[len(cr.Fields)-1].GetString_(); s != nil && s.Sval == column {
+				return n, true
+			}
+		}
+		return nil, false
+	}
+	return nil, false
+}
+
+func isColumn(n *pg_query.Node) bool {
+	for n != nil {
+		if tc := n.GetTypeCast(); tc != nil {
+			n = tc.Arg
+			continue
+		}
+		return n.GetColumnRef() != nil
+	}
+	return false
+}
+
+// castEach casts a value, or each member of an IN / BETWEEN list.
+func castEach(n *pg_query.Node, typ *pg_query.TypeName) *pg_query.Node {
+	if l := n.GetList(); l != nil {
+		for i, item := range l.Items {
+			l.Items[i] = castEach(item, typ)
+		}
+		return n
+	}
+	return &pg_query.Node{Node: &pg_query.Node_TypeCast{TypeCast: &pg_query.TypeCast{Arg: n, TypeName: proto.Clone(typ).(*pg_query.TypeName), Location: -1}}}
+}
+
+// typeName parses a type as format_type prints it ("numeric(12,2)",
+// "timestamp without time zone", "character(8)").
+func typeName(t string) (*pg_query.TypeName, error) {
+	tree, err := pg_query.Parse("SELECT NULL::" + t)
+	if err != nil {
+		return nil, fmt.Errorf("parsing type %q: %w", t, err)
+	}
+	var tn *pg_query.TypeName
+	(&Statement{tree: tree, root: tree.Stmts[0].Stmt}).walk(func(m proto.Message) bool {
+		if x, ok := m.(*pg_query.TypeName); ok && tn == nil {
+			tn = x
+		}
+		return tn == nil
+	})
+	if tn == nil {
+		return nil, fmt.Errorf("%q is not a type name", t)
+	}
+	return tn, nil
+}

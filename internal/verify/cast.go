@@ -1,0 +1,149 @@
+package verify
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/pgconn"
+	"github.com/pgmedic/pgmedic/internal/plan"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
+)
+
+// castExperiment proves an implicit-cast finding: the statement is planned
+// and, for a SELECT, run (EXPLAIN ANALYZE in a rolled-back read-only
+// transaction, Runs times each) as written and with the comparison in the
+// column's own type. Confirmed needs the rewritten statement to use an
+// index on the table and to be at least 1.25x faster.
+func (e *Engine) castExperiment(ctx context.Context, f *model.Finding) {
+	exp := f.Experiment
+	if exp.Query == "" {
+		f.Verification.Status = model.NotRun
+		return
+	}
+	fixed, n, err := sqlparse.CastToColumn(exp.Query, exp.Column, exp.ColumnType, exp.KeepValue)
+	if err != nil {
+		f.Verification = model.Verification{Status: model.NotRun, Reason: "cannot rewrite the statement: " + err.Error()}
+		return
+	}
+	if n == 0 {
+		f.Verification = model.Verification{Status: model.NotRun,
+			Reason: "the statement's text has no comparison of " + exp.Column + " with a value to rewrite (the value's type may come from the driver's parameter types)"}
+		return
+	}
+	before, err := e.castRuns(ctx, exp.Query, exp)
+	if err != nil {
+		f.Verification = model.Verification{Status: model.NotRun, Reason: err.Error()}
+		return
+	}
+	after, err := e.castRuns(ctx, fixed, exp)
+	if err != nil {
+		f.Verification = model.Verification{Status: model.NotRun, Reason: "the rewritten statement failed: " + err.Error()}
+		return
+	}
+	f.Fix.SQL = "-- the statement with the comparison in the column's type:\n" + fixed
+	method := fmt.Sprintf("re-planned with %s compared as %s", exp.Column, exp.ColumnType)
+	if exp.KeepValue {
+		method = fmt.Sprintf("re-planned without the cast on %s", exp.Column)
+	}
+	if before.analyzed {
+		method += fmt.Sprintf("; EXPLAIN ANALYZE x%d each in a rolled-back read-only transaction, medians", e.Runs)
+	}
+	if after.index != "" {
+		method += "; the rewritten plan uses " + after.index
+	} else {
+		method += "; the rewritten plan still uses no index on " + exp.Table.Name
+	}
+	if before.desc != "" {
+		method += "; parameters: " + before.desc
+	}
+	unit := "ms"
+	if !before.analyzed {
+		unit = "cost"
+	}
+	f.Verification = model.Verification{Method: method,
+		Before: &model.Measure{Value: round(before.value), Unit: unit}, After: &model.Measure{Value: round(after.value), Unit: unit}}
+	if !before.analyzed {
+		// Only SELECT is executed on a target; the rest is compared on cost.
+		f.Verification.Status = model.Estimated
+		return
+	}
+	if after.index == "" {
+		f.Verification.Status = model.Refuted
+		f.Verification.Reason = "the rewritten statement still scans " + exp.Table.Name + " without an index"
+		f.Severity = model.Info
+		return
+	}
+	judge(f, before.value, after.value)
+}
+
+type castResult struct {
+	value    float64 // median execution ms, or total cost when not analyzed
+	analyzed bool
+	index    string // an index on the table the plan uses
+	desc     string
+}
+
+func (e *Engine) castRuns(ctx context.Context, query string, exp *model.Experiment) (*castResult, error) {
+	stmt, err := sqlparse.Parse(query)
+	if err != nil {
+		return nil, fmt.Errorf("cannot parse the statement: %w", err)
+	}
+	r := &castResult{}
+	safe, _ := stmt.SafeToAnalyze()
+	r.analyzed = safe
+	b, why := e.bind(ctx, stmt, query)
+	if why != "" {
+		return nil, fmt.Errorf("%s", why)
+	}
+	defer b.cleanup()
+	r.desc = b.desc
+	opts := "(FORMAT JSON)"
+	runs := 1
+	if safe {
+		opts, runs = "(ANALYZE, FORMAT JSON)", e.Runs
+	}
+	var times []float64
+	for i := 0; i < runs; i++ {
+		var out []byte
+		err := e.readOnly(ctx, func() error {
+			return e.Conn.QueryRow(ctx, pgconn.Tag+"EXPLAIN "+opts+" "+b.target).Scan(&out)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("EXPLAIN failed: %s", errText(err))
+		}
+		ex, err := plan.ParseJSON(out)
+		if err != nil {
+			return nil, err
+		}
+		times = append(times, ex.ExecutionMS)
+		r.value = ex.Plan.TotalCost
+		r.index = indexOn(ex, exp.Table.Name)
+	}
+	if safe {
+		r.value = median(times)
+	}
+	return r, nil
+}
+
+// indexOn names an index the plan reads for table (a bitmap index scan
+// names only the index, so its heap scan's table is used).
+func indexOn(ex *plan.Explain, table string) string {
+	found := ""
+	ex.Plan.Walk(func(n, parent *plan.Node) {
+		if found != "" || n.IndexName == "" {
+			return
+		}
+		switch {
+		case n.RelationName == table:
+			found = n.IndexName
+		case n.NodeType == "Bitmap Index Scan" && parent != nil:
+			for p := parent; p != nil; p = nil {
+				if p.RelationName == table || p.NodeType == "BitmapAnd" || p.NodeType == "BitmapOr" {
+					found = n.IndexName
+				}
+			}
+		}
+	})
+	return found
+}
