@@ -165,7 +165,7 @@ func TestExplainDSN(t *testing.T) {
 		Findings []struct {
 			Rule         string `json:"rule"`
 			Verification struct {
-				Status string `json:"status"`
+				Status string                   `json:"status"`
 				Before *struct{ Value float64 } `json:"before"`
 				After  *struct{ Value float64 } `json:"after"`
 			} `json:"verification"`
