@@ -129,17 +129,33 @@ func serverCores(flag int, host string) int {
 	return 4
 }
 
+// findingsReport is what check and explain print: text or JSON, and the
+// worst severity reported, which decides the exit code.
+type findingsReport interface {
+	Text(io.Writer) error
+	JSON(io.Writer) error
+	Worst() model.Severity
+}
+
 // emit writes the report and turns findings into exit code 1.
-func emit(rep *report.Report, o outputFlags, min model.Severity, stdout io.Writer) error {
-	render := rep.Text
-	if o.format == "json" {
-		render = rep.JSON
-	}
-	if err := writeOut(o.out, stdout, render); err != nil {
+func emit(rep findingsReport, o outputFlags, min model.Severity, stdout io.Writer) error {
+	if err := write(rep, o, stdout); err != nil {
 		return err
 	}
 	if rep.Worst() >= min {
 		return errFindings
 	}
 	return nil
+}
+
+// write renders in --format to --out or stdout.
+func write(rep interface {
+	Text(io.Writer) error
+	JSON(io.Writer) error
+}, o outputFlags, stdout io.Writer) error {
+	render := rep.Text
+	if o.format == "json" {
+		render = rep.JSON
+	}
+	return writeOut(o.out, stdout, render)
 }

@@ -121,10 +121,14 @@ type outputFlags struct {
 	rules       string
 }
 
-func (o *outputFlags) register(cmd *cobra.Command) {
+func (o *outputFlags) register(cmd *cobra.Command) { o.registerWith(cmd, "warning") }
+
+// registerWith registers the flags with a command's own default for
+// --min-severity.
+func (o *outputFlags) registerWith(cmd *cobra.Command, minSeverity string) {
 	cmd.Flags().StringVar(&o.format, "format", "text", "output format: text or json")
 	cmd.Flags().StringVar(&o.out, "out", "", "write the report to this file instead of stdout")
-	cmd.Flags().StringVar(&o.minSeverity, "min-severity", "warning", "report findings at or above: info, warning or critical (also sets the exit code)")
+	cmd.Flags().StringVar(&o.minSeverity, "min-severity", minSeverity, "report findings at or above: info, warning or critical (also sets the exit code)")
 	cmd.Flags().StringVar(&o.rules, "rules", "", "comma-separated rule ids to run (default: all)")
 }
 

@@ -72,9 +72,8 @@ connection error, 3 internal error.`,
 			return runExplain(cmd.Context(), args, stdin, f, ids, min, stdout, stderr)
 		},
 	}
-	f.outputFlags.register(cmd)
-	cmd.Flags().Lookup("min-severity").DefValue = "info"
-	f.minSeverity = "info"
+	// A pasted plan gets every tip: info findings are shown too.
+	f.outputFlags.registerWith(cmd, "info")
 	cmd.Flags().StringVar(&f.dsn, "dsn", "", "database to check the plan's casts against, or to EXPLAIN --query on")
 	cmd.Flags().StringVar(&f.query, "query", "", "SQL to EXPLAIN on --dsn (no $n parameters: put the values in)")
 	cmd.Flags().BoolVar(&f.analyze, "analyze", false, "with --query: EXPLAIN ANALYZE (SELECT only, rolled back)")
@@ -161,17 +160,7 @@ func runExplain(ctx context.Context, args []string, stdin io.Reader, f explainFl
 		return ctx.Err()
 	}
 	rep := report.NewPlan(Version, source, e, findings, skipped, len(rules.PlanRules()), min)
-	render := rep.Text
-	if f.format == "json" {
-		render = rep.JSON
-	}
-	if err := writeOut(f.out, stdout, render); err != nil {
-		return err
-	}
-	if rep.Worst() >= min {
-		return errFindings
-	}
-	return nil
+	return emit(rep, f.outputFlags, min, stdout)
 }
 
 // diagnosePlan runs the plan rules; with a session it reads the catalogs
@@ -248,10 +237,5 @@ func runCompare(args []string, stdin io.Reader, f explainFlags, stdout io.Writer
 	if err != nil {
 		return err
 	}
-	rep := report.NewCompare(Version, nameA, nameB, a, b, plan.Compare(a, b))
-	render := rep.Text
-	if f.format == "json" {
-		render = rep.JSON
-	}
-	return writeOut(f.out, stdout, render)
+	return write(report.NewCompare(Version, nameA, nameB, a, b, plan.Compare(a, b)), f.outputFlags, stdout)
 }

@@ -123,27 +123,43 @@ type signedNode struct {
 	sig  string
 }
 
-// signed gives every node its alignment key, depth first.
+// signed gives every node its alignment key, depth first. The set of
+// scans below each node is built bottom-up, once per plan.
 func signed(e *Explain) []signedNode {
 	var out []signedNode
-	var rec func(n *Node, parentRels string)
-	rec = func(n *Node, parentRels string) {
-		rels := relSet(n)
-		var sig string
+	var rec func(n *Node) []string
+	rec = func(n *Node) []string {
+		i := len(out)
+		out = append(out, signedNode{node: n})
+		var below []string
+		if n.IsScan() {
+			below = append(below, scanKey(n))
+		}
+		// Children need this node's set (bitmap index scans take their
+		// parent's), which is known only after them: fill it in after.
+		var childIdx []int
+		for k := range n.Plans {
+			childIdx = append(childIdx, len(out))
+			below = append(below, rec(&n.Plans[k])...)
+		}
+		sort.Strings(below)
+		rels := strings.Join(below, ",")
+		for _, ci := range childIdx {
+			if strings.HasPrefix(out[ci].sig, "bitmap:") {
+				out[ci].sig = "bitmap:" + rels
+			}
+		}
 		switch {
 		case n.IsScan():
-			sig = "scan:" + scanKey(n)
+			out[i].sig = "scan:" + scanKey(n)
 		case n.NodeType == "Bitmap Index Scan" || n.NodeType == "BitmapAnd" || n.NodeType == "BitmapOr":
-			sig = "bitmap:" + parentRels
+			out[i].sig = "bitmap:" // completed by the parent
 		default:
-			sig = kind(n) + ":" + rels
+			out[i].sig = kind(n) + ":" + rels
 		}
-		out = append(out, signedNode{n, sig})
-		for i := range n.Plans {
-			rec(&n.Plans[i], rels)
-		}
+		return below
 	}
-	rec(&e.Plan, "")
+	rec(&e.Plan)
 	return out
 }
 
@@ -152,17 +168,6 @@ func scanKey(n *Node) string {
 		return n.Alias
 	}
 	return n.RelationName
-}
-
-func relSet(n *Node) string {
-	var rels []string
-	n.Walk(func(x, _ *Node) {
-		if x.IsScan() {
-			rels = append(rels, scanKey(x))
-		}
-	})
-	sort.Strings(rels)
-	return strings.Join(rels, ",")
 }
 
 // kind groups node types that do the same job differently.
@@ -188,21 +193,21 @@ func pairOf(a, b *Node, measured bool) Pair {
 		p.Changes = append(p.Changes, la+" became "+lb)
 	}
 	if a.PlanRows != b.PlanRows && math.Max(a.PlanRows, b.PlanRows) >= 2*math.Max(1, math.Min(a.PlanRows, b.PlanRows)) {
-		p.Changes = append(p.Changes, fmt.Sprintf("estimated rows %s -> %s", short(a.PlanRows), short(b.PlanRows)))
+		p.Changes = append(p.Changes, fmt.Sprintf("estimated rows %s -> %s", FormatRows(a.PlanRows), FormatRows(b.PlanRows)))
 	}
 	if measured {
 		if ra, rb := a.Figures.TotalRows, b.Figures.TotalRows; ra != rb {
-			p.Changes = append(p.Changes, fmt.Sprintf("rows %s -> %s", short(ra), short(rb)))
+			p.Changes = append(p.Changes, fmt.Sprintf("rows %s -> %s", FormatRows(ra), FormatRows(rb)))
 		}
 		if la, lb := a.ActualLoops, b.ActualLoops; la != lb {
-			p.Changes = append(p.Changes, fmt.Sprintf("loops %s -> %s", short(la), short(lb)))
+			p.Changes = append(p.Changes, fmt.Sprintf("loops %s -> %s", FormatRows(la), FormatRows(lb)))
 		}
 		if ta, tb := a.Figures.InclusiveMS, b.Figures.InclusiveMS; math.Abs(ta-tb) >= 0.1*math.Max(ta, tb) && math.Abs(ta-tb) >= 0.05 {
-			p.Changes = append(p.Changes, fmt.Sprintf("time %s -> %s", msShort(ta), msShort(tb)))
+			p.Changes = append(p.Changes, fmt.Sprintf("time %s -> %s", FormatMS(ta), FormatMS(tb)))
 		}
 	}
 	if ba, bb := a.Buffers.Total(), b.Buffers.Total(); ba != bb && (ba > 0 || bb > 0) {
-		p.Changes = append(p.Changes, fmt.Sprintf("buffers %s -> %s", short(float64(ba)), short(float64(bb))))
+		p.Changes = append(p.Changes, fmt.Sprintf("buffers %s -> %s", FormatRows(float64(ba)), FormatRows(float64(bb))))
 	}
 	if (a.SortSpaceType == "Disk") != (b.SortSpaceType == "Disk") || a.HashBatches != b.HashBatches && math.Max(a.HashBatches, b.HashBatches) > 1 {
 		p.Changes = append(p.Changes, fmt.Sprintf("spill %s -> %s", spill(a), spill(b)))
@@ -226,9 +231,9 @@ func spill(n *Node) string {
 func (d *Diff) decide() {
 	unit := func(x float64) string {
 		if d.Measured {
-			return msShort(x)
+			return FormatMS(x)
 		}
-		return fmt.Sprintf("cost %s", short(x))
+		return fmt.Sprintf("cost %s", FormatRows(x))
 	}
 	type cand struct {
 		delta float64 // B minus A
@@ -252,11 +257,11 @@ func (d *Diff) decide() {
 		cands = append(cands, cand{self(n, d.Measured), fmt.Sprintf("%s is new (%s in B)", n.Label(), unit(self(n, d.Measured)))})
 	}
 	if d.Measured && d.JITms[0] != d.JITms[1] {
-		text := fmt.Sprintf("JIT compilation %s -> %s", msShort(d.JITms[0]), msShort(d.JITms[1]))
+		text := fmt.Sprintf("JIT compilation %s -> %s", FormatMS(d.JITms[0]), FormatMS(d.JITms[1]))
 		if d.JITms[1] == 0 {
-			text = fmt.Sprintf("JIT compilation (%s) disappeared", msShort(d.JITms[0]))
+			text = fmt.Sprintf("JIT compilation (%s) disappeared", FormatMS(d.JITms[0]))
 		} else if d.JITms[0] == 0 {
-			text = fmt.Sprintf("JIT compilation (%s) appeared", msShort(d.JITms[1]))
+			text = fmt.Sprintf("JIT compilation (%s) appeared", FormatMS(d.JITms[1]))
 		}
 		// JIT time is inside the nodes' times too; count it as its own
 		// cause only when it outweighs them.
@@ -296,26 +301,4 @@ func (d *Diff) decide() {
 		}
 		d.Summary += "; settings differ: " + strings.Join(s, ", ")
 	}
-}
-
-func short(x float64) string {
-	switch {
-	case x >= 1e6:
-		return fmt.Sprintf("%.1fM", x/1e6)
-	case x >= 1e4:
-		return fmt.Sprintf("%.0fk", x/1e3)
-	}
-	return fmt.Sprintf("%.0f", x)
-}
-
-func msShort(x float64) string {
-	switch {
-	case x >= 1000:
-		return fmt.Sprintf("%.2f s", x/1000)
-	case x >= 10:
-		return fmt.Sprintf("%.0f ms", x)
-	case x >= 0.1:
-		return fmt.Sprintf("%.1f ms", x)
-	}
-	return fmt.Sprintf("%.3f ms", x)
 }

@@ -242,17 +242,8 @@ func (p *textParser) topLevel(text string, ind int) error {
 	default:
 		if strings.HasPrefix(key, "Trigger ") {
 			p.treeDone = true
-			t := Trigger{Name: strings.TrimPrefix(key, "Trigger ")}
-			for _, kv := range strings.Fields(val) {
-				k, v, _ := strings.Cut(kv, "=")
-				switch k {
-				case "time":
-					t.TimeMS = num(v)
-				case "calls":
-					t.Calls = num(v)
-				}
-			}
-			p.e.Triggers = append(p.e.Triggers, t)
+			kv := keyValues(val)
+			p.e.Triggers = append(p.e.Triggers, Trigger{Name: strings.TrimPrefix(key, "Trigger "), TimeMS: kv["time"], Calls: kv["calls"]})
 			return nil
 		}
 		if _, ok, _ := parseHeader(text, true); ok {
@@ -373,23 +364,10 @@ func (p *textParser) detail(n *Node, text string, ind int) error {
 	case "Heap Fetches":
 		n.HeapFetches = num(val)
 	case "Heap Blocks":
-		for _, kv := range strings.Fields(val) {
-			k, v, _ := strings.Cut(kv, "=")
-			switch k {
-			case "exact":
-				n.ExactHeapBlocks = num(v)
-			case "lossy":
-				n.LossyHeapBlocks = num(v)
-			}
-		}
+		kv := keyValues(val)
+		n.ExactHeapBlocks, n.LossyHeapBlocks = kv["exact"], kv["lossy"]
 	case "Sort Method":
-		segs := segments(text)
-		n.SortMethod = segs["Sort Method"]
-		if d, ok := segs["Disk"]; ok {
-			n.SortSpaceType, n.SortSpaceKB = "Disk", kb(d)
-		} else if m, ok := segs["Memory"]; ok {
-			n.SortSpaceType, n.SortSpaceKB = "Memory", kb(m)
-		}
+		n.SortMethod, n.SortSpaceType, n.SortSpaceKB = sortSpace(text)
 	case "Buckets":
 		segs := segments(text)
 		n.HashBuckets, n.OriginalHashBuckets = originally(segs["Buckets"])
@@ -413,17 +391,8 @@ func (p *textParser) detail(n *Node, text string, ind int) error {
 	case "I/O Timings":
 		n.IO = parseIO(val)
 	case "WAL":
-		for _, kv := range strings.Fields(val) {
-			k, v, _ := strings.Cut(kv, "=")
-			switch k {
-			case "records":
-				n.WAL.Records = int64(num(v))
-			case "fpi":
-				n.WAL.FPI = int64(num(v))
-			case "bytes":
-				n.WAL.Bytes = int64(num(v))
-			}
-		}
+		kv := keyValues(val)
+		n.WAL = WAL{Records: int64(kv["records"]), FPI: int64(kv["fpi"]), Bytes: int64(kv["bytes"])}
 	}
 	return nil
 }
@@ -434,13 +403,31 @@ func (p *textParser) workerSort(text string) {
 		return
 	}
 	w := &p.worker.Workers[len(p.worker.Workers)-1]
-	segs := segments(text[strings.Index(text, "Sort Method:"):])
-	w.SortMethod = segs["Sort Method"]
+	w.SortMethod, w.SortSpaceType, w.SortSpaceKB = sortSpace(text[strings.Index(text, "Sort Method:"):])
+}
+
+// sortSpace reads "Sort Method: external merge  Disk: 30176kB" (or
+// "Memory: 25kB") as JSON's Sort Method, Sort Space Type and Used.
+func sortSpace(text string) (method, spaceType string, spaceKB float64) {
+	segs := segments(text)
 	if d, ok := segs["Disk"]; ok {
-		w.SortSpaceType, w.SortSpaceKB = "Disk", kb(d)
-	} else if m, ok := segs["Memory"]; ok {
-		w.SortSpaceType, w.SortSpaceKB = "Memory", kb(m)
+		return segs["Sort Method"], "Disk", kb(d)
 	}
+	if m, ok := segs["Memory"]; ok {
+		return segs["Sort Method"], "Memory", kb(m)
+	}
+	return segs["Sort Method"], "", 0
+}
+
+// keyValues reads "exact=973 lossy=1548" style figures.
+func keyValues(val string) map[string]float64 {
+	out := map[string]float64{}
+	for _, kv := range strings.Fields(val) {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			out[k] = num(v)
+		}
+	}
+	return out
 }
 
 // segments splits "Sort Method: quicksort  Memory: 25kB" into its pairs;

@@ -1,7 +1,6 @@
 package report
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -64,11 +63,7 @@ func NewCompare(version, nameA, nameB string, a, b *plan.Explain, d *plan.Diff) 
 }
 
 // JSON writes the comparison as JSON.
-func (r *CompareReport) JSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
-}
+func (r *CompareReport) JSON(w io.Writer) error { return writeJSON(w, r) }
 
 // Text writes the one-line verdict first, then the aligned nodes.
 func (r *CompareReport) Text(w io.Writer) error {

@@ -1,7 +1,6 @@
 package report
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -150,11 +149,7 @@ func (r *PlanReport) Worst() model.Severity {
 }
 
 // JSON writes the report as JSON.
-func (r *PlanReport) JSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
-}
+func (r *PlanReport) JSON(w io.Writer) error { return writeJSON(w, r) }
 
 // Text writes the tree (hot path marked with *) and the findings.
 func (r *PlanReport) Text(w io.Writer) error {

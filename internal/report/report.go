@@ -106,10 +106,13 @@ func (r *Report) Worst() model.Severity {
 }
 
 // JSON writes the report as indented JSON.
-func (r *Report) JSON(w io.Writer) error {
+func (r *Report) JSON(w io.Writer) error { return writeJSON(w, r) }
+
+// writeJSON writes v as indented JSON, the form of every pgmedic document.
+func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	return enc.Encode(v)
 }
 
 // Text writes the report for a person: findings grouped by severity, each

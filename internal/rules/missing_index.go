@@ -433,12 +433,8 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-func count(x float64) string {
-	switch {
-	case x >= 1e6:
-		return fmt.Sprintf("%.1fM", x/1e6)
-	case x >= 1e4:
-		return fmt.Sprintf("%.0fk", x/1e3)
-	}
-	return fmt.Sprintf("%.0f", x)
-}
+// count and ms print figures in titles the way plan comparisons do.
+var (
+	count = plan.FormatRows
+	ms    = plan.FormatMS
+)

@@ -162,18 +162,6 @@ func prefixed(s string) string {
 	return "; " + s
 }
 
-func ms(x float64) string {
-	switch {
-	case x >= 1000:
-		return fmt.Sprintf("%.2f s", x/1000)
-	case x >= 10:
-		return fmt.Sprintf("%.0f ms", x)
-	case x >= 0.1:
-		return fmt.Sprintf("%.1f ms", x)
-	}
-	return fmt.Sprintf("%.3f ms", x)
-}
-
 func ev(label string, v float64, unit string) model.Evidence {
 	return model.Evidence{Label: label, Value: round(v), Unit: unit}
 }

@@ -47,7 +47,6 @@ func ImplicitCast(in PlanInput) []model.Finding {
 	seen := map[string]bool{}
 	all, _ := nodes(in.Explain)
 	for _, n := range all {
-		scans := scansBelow(n)
 		var casts []castOnColumn
 		if n.IsScan() {
 			casts = append(casts, findCasts(n.Filter, "Filter")...)
@@ -55,6 +54,12 @@ func ImplicitCast(in PlanInput) []model.Finding {
 		casts = append(casts, findCasts(n.JoinFilter, "Join Filter")...)
 		casts = append(casts, findCasts(n.HashCond, "Hash Cond")...)
 		casts = append(casts, findCasts(n.MergeCond, "Merge Cond")...)
+		if len(casts) == 0 {
+			continue
+		}
+		// Only a node with casts needs its aliases resolved; walking every
+		// node's subtree would be quadratic on plans with thousands of nodes.
+		scans := scansBelow(n)
 		for _, c := range casts {
 			scan := scanFor(n, scans, c.qualifier)
 			if scan == nil {
