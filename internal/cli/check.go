@@ -27,17 +27,21 @@ type checkFlags struct {
 	noVerify         bool
 	verifyIndexes    bool
 	verifyMaxMB      int
+	allowFunctions   []string
+	copyTimeout      time.Duration
 	// lab is set for lab databases, where experiments may write.
 	lab bool
 }
 
 func (c *checkFlags) register(cmd *cobra.Command) {
 	c.outputFlags.register(cmd)
-	cmd.Flags().DurationVar(&c.statementTimeout, "statement-timeout", 5*time.Second, "statement_timeout for pgmedic's own session, experiments included")
+	cmd.Flags().DurationVar(&c.statementTimeout, "statement-timeout", 5*time.Second, "statement_timeout for every statement pgmedic sends, except the table copies of --verify-indexes (--copy-timeout)")
+	cmd.Flags().DurationVar(&c.copyTimeout, "copy-timeout", 2*time.Minute, "statement_timeout while --verify-indexes copies a table and builds the proposed index on the copy")
 	cmd.Flags().IntVar(&c.serverCores, "server-cores", 0, "the server's CPU count, for the load check before experiments (default: this machine's when the server is local, else 4)")
 	cmd.Flags().IntVar(&c.runs, "runs", 5, "runs per side of each experiment (at least 5)")
 	cmd.Flags().BoolVar(&c.noVerify, "no-verify", false, "diagnose only: run no experiments")
 	cmd.Flags().BoolVar(&c.verifyIndexes, "verify-indexes", false, "time proposed indexes on a temporary copy of the table (temporary objects only, in a transaction that is rolled back)")
+	cmd.Flags().StringSliceVar(&c.allowFunctions, "allow-function", nil, "a VOLATILE function (schema.name) that experiments may execute; repeat or separate with commas")
 	cmd.Flags().IntVar(&c.verifyMaxMB, "verify-max-size", 1024, "largest table (MB, with indexes) --verify-indexes copies, and largest relation pgstattuple reads")
 }
 
@@ -89,6 +93,9 @@ func diagnose(ctx context.Context, dsn string, f checkFlags, ruleIDs []string, m
 	if f.statementTimeout < 100*time.Millisecond {
 		return nil, usageErr("--statement-timeout must be at least 100ms")
 	}
+	if f.copyTimeout < 100*time.Millisecond {
+		return nil, usageErr("--copy-timeout must be at least 100ms")
+	}
 	sess, err := pgconn.Connect(ctx, dsn, pgconn.Options{StatementTimeout: f.statementTimeout})
 	if err != nil {
 		return nil, err
@@ -104,7 +111,8 @@ func diagnose(ctx context.Context, dsn string, f checkFlags, ruleIDs []string, m
 	if !f.noVerify {
 		eng := &verify.Engine{Conn: sess.Conn, Runs: f.runs, Cores: serverCores(f.serverCores, sess.Target.Host),
 			StatementTimeoutText: f.statementTimeout.String(), Log: logf,
-			Lab: f.lab, VerifyIndexes: f.verifyIndexes, MaxCopyBytes: int64(f.verifyMaxMB) << 20}
+			Lab: f.lab, VerifyIndexes: f.verifyIndexes, MaxCopyBytes: int64(f.verifyMaxMB) << 20,
+			AllowFunctions: f.allowFunctions, CopyTimeout: f.copyTimeout}
 		var more []model.Skip
 		findings, more = eng.Run(ctx, snap, findings)
 		skipped = append(skipped, more...)

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -48,6 +49,29 @@ func run(t *testing.T, args ...string) (int, string, string) {
 	var out, errOut bytes.Buffer
 	code := Run(context.Background(), args, strings.NewReader(""), &out, &errOut)
 	return code, out.String(), errOut.String()
+}
+
+// runWithin is run with a deadline: a command that has not returned by then
+// fails the test instead of hanging it.
+func runWithin(t *testing.T, limit time.Duration, args ...string) (int, string, string) {
+	t.Helper()
+	type result struct {
+		code     int
+		out, err string
+	}
+	done := make(chan result, 1)
+	go func() {
+		var out, errOut bytes.Buffer
+		code := Run(context.Background(), args, strings.NewReader(""), &out, &errOut)
+		done <- result{code, out.String(), errOut.String()}
+	}()
+	select {
+	case r := <-done:
+		return r.code, r.out, r.err
+	case <-time.After(limit):
+		t.Fatalf("pgmedic %v did not return within %s", args, limit)
+		return 0, "", ""
+	}
 }
 
 func admin(t *testing.T, db string) *pgx.Conn {
@@ -249,17 +273,44 @@ func TestConnectionErrors(t *testing.T) {
 			c.Close()
 		}
 	}()
+	// A port that accepts and never answers.
+	silent, _ := net.Listen("tcp", "127.0.0.1:0")
+	defer silent.Close()
+	go func() {
+		var held []net.Conn
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				for _, h := range held {
+					h.Close()
+				}
+				return
+			}
+			held = append(held, c)
+		}
+	}()
 	cases := []struct{ name, dsn, want string }{
 		{"refused", fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?connect_timeout=5", closedPort), "connection refused"},
 		{"wrong password", fmt.Sprintf("postgres://%s:wrong@127.0.0.1:%d/postgres?sslmode=disable", lab.PasswordRole, cluster.Port), "password authentication failed"},
 		{"unknown database", fmt.Sprintf("postgres://postgres@127.0.0.1:%d/nosuchdb?sslmode=disable", cluster.Port), "does not exist"},
 		{"unknown host", "postgres://postgres@no-such-host.invalid:5432/postgres?connect_timeout=5", "unknown host"},
-		{"not postgres", fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable&connect_timeout=5", fake.Addr().(*net.TCPAddr).Port), "did not answer as PostgreSQL"},
+		{"not postgres", fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable&connect_timeout=5", fake.Addr().(*net.TCPAddr).Port), "not in the PostgreSQL protocol"},
+		{"silent port", fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres", silent.Addr().(*net.TCPAddr).Port), "did not answer the PostgreSQL protocol"},
 		{"garbage dsn", "postgres://[::1", "invalid connection string"},
+		// These three looped forever in the password redaction.
+		{"bad port with password", "host=127.0.0.1 port=99999 password=abc", "invalid port"},
+		{"unclosed quote", "password='abc", "never closed"},
+		{"unclosed quote after host", "host=x password='abc", "never closed"},
+		{"unencoded @ in password", "postgres://u:S3cr3t-P@ss_word@host/db", "%40"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			code, out, errOut := run(t, "check", c.dsn)
+			code, out, errOut := runWithin(t, 3*time.Second, "check", c.dsn)
+			for _, secret := range []string{"abc", "S3cr3t", "ss_word", "P@ss"} {
+				if strings.Contains(c.dsn, secret) && strings.Contains(errOut, secret) {
+					t.Errorf("stderr shows part of the password (%s): %q", secret, errOut)
+				}
+			}
 			if code != 2 {
 				t.Errorf("exit %d, want 2", code)
 			}

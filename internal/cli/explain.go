@@ -28,6 +28,7 @@ type explainFlags struct {
 	compare          bool
 	runs             int
 	statementTimeout time.Duration
+	allowFunctions   []string
 }
 
 // maxPlanBytes bounds what explain reads: the largest real plans are a
@@ -46,7 +47,10 @@ the fix could save.
 
 With --dsn and --query, pgmedic runs EXPLAIN itself inside its safety envelope;
 --analyze executes the query, which it does only for a SELECT, in a read-only
-transaction that is rolled back. With --dsn, implicit casts are checked against
+transaction that is rolled back, and only when every function it calls (through
+views too) is a built-in that acts on nothing, or is declared IMMUTABLE or STABLE:
+a rollback does not undo what a VOLATILE function does outside the transaction.
+--allow-function vouches for one. With --dsn, implicit casts are checked against
 the catalogs and, with --query, re-planned and timed with the fix.
 
 --compare A B aligns two plans of the same query (JSON, TEXT or one of each) and
@@ -80,6 +84,7 @@ connection error, 3 internal error.`,
 	cmd.Flags().BoolVar(&f.compare, "compare", false, "compare two plans: explain --compare A B")
 	cmd.Flags().IntVar(&f.runs, "runs", 5, "runs per side of the implicit-cast experiment (at least 5)")
 	cmd.Flags().DurationVar(&f.statementTimeout, "statement-timeout", 30*time.Second, "statement_timeout for pgmedic's session (EXPLAIN ANALYZE included)")
+	cmd.Flags().StringSliceVar(&f.allowFunctions, "allow-function", nil, "a VOLATILE function (schema.name) that --analyze may execute; repeat or separate with commas")
 	return cmd
 }
 
@@ -138,7 +143,7 @@ func runExplain(ctx context.Context, args []string, stdin io.Reader, f explainFl
 	var source string
 	if f.query != "" {
 		var err error
-		if e, err = explainQuery(ctx, sess, f.query, f.analyze); err != nil {
+		if e, err = explainQuery(ctx, sess, f.query, f.analyze, f.allowFunctions); err != nil {
 			return err
 		}
 		source = "--query on " + sess.Target.String()
@@ -149,7 +154,7 @@ func runExplain(ctx context.Context, args []string, stdin io.Reader, f explainFl
 		}
 	}
 	in := rules.PlanInput{Explain: e, Object: model.Object{Kind: "plan", Name: source}, Query: f.query}
-	findings, skipped, err := diagnosePlan(ctx, sess, in, ids, f.runs, f.statementTimeout, progress(stderr))
+	findings, skipped, err := diagnosePlan(ctx, sess, in, ids, f.runs, f.statementTimeout, f.allowFunctions, progress(stderr))
 	if err != nil {
 		return err
 	}
@@ -165,7 +170,7 @@ func runExplain(ctx context.Context, args []string, stdin io.Reader, f explainFl
 
 // diagnosePlan runs the plan rules; with a session it reads the catalogs
 // for implicit casts and, when the query is known, runs the experiments.
-func diagnosePlan(ctx context.Context, sess *pgconn.Session, in rules.PlanInput, ids []string, runs int, timeout time.Duration, logf func(string, ...any)) ([]model.Finding, []model.Skip, error) {
+func diagnosePlan(ctx context.Context, sess *pgconn.Session, in rules.PlanInput, ids []string, runs int, timeout time.Duration, allow []string, logf func(string, ...any)) ([]model.Finding, []model.Skip, error) {
 	if sess != nil {
 		cat, err := collect.CastCatalog(ctx, sess.Conn, in.Explain.Tables())
 		if err != nil {
@@ -185,7 +190,7 @@ func diagnosePlan(ctx context.Context, sess *pgconn.Session, in rules.PlanInput,
 		return nil, nil, inputErr(err)
 	}
 	eng := &verify.Engine{Conn: sess.Conn, Runs: runs, Cores: serverCores(0, sess.Target.Host),
-		StatementTimeoutText: timeout.String(), Log: logf}
+		StatementTimeoutText: timeout.String(), Log: logf, AllowFunctions: allow}
 	var more []model.Skip
 	findings, more = eng.Run(ctx, snap, findings)
 	rules.RankPlan(findings)
@@ -194,7 +199,7 @@ func diagnosePlan(ctx context.Context, sess *pgconn.Session, in rules.PlanInput,
 
 // explainQuery runs EXPLAIN inside the envelope: a read-only transaction
 // that is always rolled back; ANALYZE only for a plain SELECT.
-func explainQuery(ctx context.Context, sess *pgconn.Session, query string, analyze bool) (*plan.Explain, error) {
+func explainQuery(ctx context.Context, sess *pgconn.Session, query string, analyze bool, allow []string) (*plan.Explain, error) {
 	stmt, err := sqlparse.Parse(query)
 	if err != nil {
 		return nil, usageErr("--query: %v", err)
@@ -206,6 +211,13 @@ func explainQuery(ctx context.Context, sess *pgconn.Session, query string, analy
 	if analyze {
 		if ok, why := stmt.SafeToAnalyze(); !ok {
 			return nil, usageErr("--analyze runs only a plain SELECT on a target (%s); drop --analyze to see its plan", why)
+		}
+		why, err := verify.UnsafeCallee(ctx, sess.Conn, stmt, allow)
+		if err != nil {
+			return nil, inputErr(fmt.Errorf("--analyze: %w", err))
+		}
+		if why != "" {
+			return nil, usageErr("--analyze refused: %s; or drop --analyze to see the plan without executing it", why)
 		}
 		opts = "ANALYZE, BUFFERS, " + opts
 	}

@@ -185,12 +185,12 @@ func runScenario(ctx context.Context, c *lab.Cluster, sc lab.Scenario, f checkFl
 		}
 		defer sess.Close()
 		for _, q := range sc.Explain {
-			e, err := explainQuery(ctx, sess, q, true)
+			e, err := explainQuery(ctx, sess, q, true, nil)
 			if err != nil {
 				return nil, err
 			}
 			in := rules.PlanInput{Explain: e, Query: q, Object: model.Object{Kind: "query", Name: rules.Shorten(q, 80)}}
-			fs, _, err := diagnosePlan(ctx, sess, in, nil, f.runs, f.statementTimeout, logf)
+			fs, _, err := diagnosePlan(ctx, sess, in, nil, f.runs, f.statementTimeout, f.allowFunctions, logf)
 			if err != nil {
 				return nil, err
 			}

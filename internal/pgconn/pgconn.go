@@ -23,11 +23,13 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	pgxconn "github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 )
 
 // Tag is prefixed to every statement pgmedic sends, so its own statements can
@@ -103,17 +105,27 @@ func (e *ConnectError) Error() string {
 
 func (e *ConnectError) Unwrap() error { return e.Err }
 
+// answerWait bounds how long pgmedic waits for the first byte of the
+// server's reply once the TCP connection is up. PostgreSQL answers the
+// opening SSLRequest (or startup packet) as soon as the postmaster has
+// forked a backend, in milliseconds even on a loaded server; a port that
+// stays silent is some other service. connect_timeout in the DSN, when
+// given, is used instead.
+const answerWait = 750 * time.Millisecond
+
 // Connect opens a session from a DSN (URL or key=value; empty means libpq
 // environment variables, .pgpass and PGSERVICE, as pgx resolves them).
 func Connect(ctx context.Context, dsn string, opts Options) (*Session, error) {
 	opts = opts.withDefaults()
-	cfg, err := pgx.ParseConfig(dsn)
+	cfg, facts, err := parseDSN(dsn)
 	if err != nil {
-		return nil, &ConnectError{Target: Target{Host: "?", Database: "?", User: "?"},
-			Cause: "invalid connection string (" + redact(err.Error()) + ")",
-			Fix:   "use postgres://user@host:port/dbname or host=... dbname=... key=value pairs", Err: err}
+		return nil, err
 	}
 	target := Target{Host: cfg.Host, Port: cfg.Port, Database: cfg.Database, User: cfg.User}
+	wait := answerWait
+	if cfg.ConnectTimeout > 0 {
+		wait = cfg.ConnectTimeout
+	}
 	if cfg.ConnectTimeout == 0 || cfg.ConnectTimeout > opts.ConnectTimeout {
 		cfg.ConnectTimeout = opts.ConnectTimeout
 	}
@@ -121,10 +133,19 @@ func Connect(ctx context.Context, dsn string, opts Options) (*Session, error) {
 	// pgmedic sends each statement once; the simple protocol avoids leaving
 	// prepared statements behind on the server.
 	cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
+	// On Ctrl-C (a cancelled context) send PostgreSQL's cancel request for
+	// the statement in flight instead of only dropping the socket: a backend
+	// whose client vanished goes on working until it next writes to it,
+	// which for a table copy is the whole copy.
+	cfg.BuildContextWatcherHandler = func(c *pgxconn.PgConn) ctxwatch.Handler {
+		return &pgxconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: 2 * time.Second}
+	}
+	probe := &dialProbe{wait: wait}
+	probe.wrap(&cfg.Config)
 
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return nil, classify(target, err)
+		return nil, classify(target, err, facts, probe)
 	}
 	s := &Session{Conn: conn, Target: target, Options: opts}
 	envelope := []string{
@@ -137,6 +158,9 @@ func Connect(ctx context.Context, dsn string, opts Options) (*Session, error) {
 	for _, q := range envelope {
 		if _, err := conn.Exec(ctx, Tag+q); err != nil {
 			conn.Close(ctx)
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
 			return nil, &ConnectError{Target: target, Cause: "could not apply pgmedic's session limits (" + err.Error() + ")", Err: err}
 		}
 	}
@@ -144,10 +168,73 @@ func Connect(ctx context.Context, dsn string, opts Options) (*Session, error) {
 	var num int
 	if err := conn.QueryRow(ctx, Tag+"SELECT current_setting('server_version'), current_setting('server_version_num')::int").Scan(&ver, &num); err != nil {
 		conn.Close(ctx)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		return nil, &ConnectError{Target: target, Cause: "the server does not answer like PostgreSQL (" + err.Error() + ")", Err: err}
 	}
 	s.Target.ServerVersion, s.Target.ServerVersionNum = ver, num
 	return s, nil
+}
+
+// parseDSN checks and parses a connection string without connecting. Its
+// errors are ConnectErrors that hold no part of a password.
+func parseDSN(dsn string) (*pgx.ConnConfig, dsnFacts, error) {
+	facts := inspectDSN(dsn)
+	unknown := Target{Host: "?", Database: "?", User: "?"}
+	if facts.problem != nil {
+		return nil, facts, &ConnectError{Target: unknown, Cause: "invalid connection string", Fix: facts.problem.Error(), Err: facts.problem}
+	}
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, facts, &ConnectError{Target: unknown,
+			Cause: "invalid connection string (" + facts.parseErrorText(err) + ")",
+			Fix:   "use postgres://user@host:port/dbname or host=... dbname=... key=value pairs", Err: err}
+	}
+	return cfg, facts, nil
+}
+
+// dialProbe records whether the TCP (or socket) connection was made and
+// whether the server ever answered on it, so a silent port can be told from
+// an unreachable host.
+type dialProbe struct {
+	wait     time.Duration
+	dialed   atomic.Bool
+	answered atomic.Bool
+}
+
+func (p *dialProbe) wrap(cfg *pgxconn.Config) {
+	dial := cfg.DialFunc
+	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		p.dialed.Store(true)
+		return &firstAnswer{Conn: c, probe: p}, nil
+	}
+}
+
+// firstAnswer puts a deadline on the server's first reply only; after that
+// pgx's own deadlines and the statement_timeout govern the session.
+type firstAnswer struct {
+	net.Conn
+	probe *dialProbe
+	seen  bool
+}
+
+func (c *firstAnswer) Read(b []byte) (int, error) {
+	if c.seen {
+		return c.Conn.Read(b)
+	}
+	_ = c.Conn.SetReadDeadline(time.Now().Add(c.probe.wait))
+	n, err := c.Conn.Read(b)
+	if n > 0 {
+		c.seen = true
+		c.probe.answered.Store(true)
+		_ = c.Conn.SetReadDeadline(time.Time{})
+	}
+	return n, err
 }
 
 // Close ends the session.
@@ -159,11 +246,13 @@ func (s *Session) Close() {
 	}
 }
 
-// classify turns a pgx connection error into one actionable sentence.
-func classify(t Target, err error) error {
+// classify turns a pgx connection error into one actionable sentence. No
+// part of the connection string's secrets survives into it.
+func classify(t Target, err error, facts dsnFacts, probe *dialProbe) error {
 	ce := &ConnectError{Target: t, Err: err}
 	var pgErr *pgxconn.PgError
 	var dnsErr *net.DNSError
+	addr := fmt.Sprintf("%s:%d", t.Host, t.Port)
 	switch {
 	case errors.As(err, &pgErr):
 		switch pgErr.Code {
@@ -194,17 +283,25 @@ func classify(t Target, err error) error {
 	case errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOENT):
 		ce.Cause = "no server socket at that path"
 		ce.Fix = "is PostgreSQL running? check PGHOST or use host=127.0.0.1"
+	case errors.Is(err, context.Canceled):
+		return err
+	case probe != nil && probe.dialed.Load() && !probe.answered.Load() && (errors.Is(err, context.DeadlineExceeded) || isTimeout(err)):
+		ce.Cause = fmt.Sprintf("%s accepted the connection but did not answer the PostgreSQL protocol within %s", addr, probe.wait)
+		ce.Fix = "is this port a PostgreSQL server? (for a PostgreSQL server that is this slow to answer, add connect_timeout=SECONDS to the DSN)"
 	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
 		ce.Cause = "timed out"
 		ce.Fix = "check the host, port and firewall, or raise connect_timeout"
 	case strings.Contains(err.Error(), "password") || strings.Contains(err.Error(), "SASL"):
-		ce.Cause = "authentication failed (" + lastPart(err) + ")"
+		ce.Cause = "authentication failed (" + lastPart(err, facts) + ")"
 		ce.Fix = "supply the password with PGPASSWORD, ~/.pgpass or the DSN"
 	case strings.Contains(err.Error(), "tls") || strings.Contains(err.Error(), "x509"):
-		ce.Cause = "TLS negotiation failed (" + lastPart(err) + ")"
+		ce.Cause = "TLS negotiation failed (" + lastPart(err, facts) + ")"
 		ce.Fix = "check sslmode and the server certificate"
+	case probe != nil && probe.answered.Load():
+		ce.Cause = fmt.Sprintf("%s answered, but not in the PostgreSQL protocol (%s)", addr, lastPart(err, facts))
+		ce.Fix = "check that the port belongs to a PostgreSQL server"
 	default:
-		ce.Cause = "the server did not answer as PostgreSQL (" + lastPart(err) + ")"
+		ce.Cause = "the server did not answer as PostgreSQL (" + lastPart(err, facts) + ")"
 		ce.Fix = "check that the port belongs to a PostgreSQL server"
 	}
 	return ce
@@ -217,41 +314,13 @@ func isTimeout(err error) bool {
 
 // lastPart keeps the innermost cause of a pgx error chain, which is the part
 // that says what happened; the outer parts repeat the target.
-func lastPart(err error) string {
+func lastPart(err error, facts dsnFacts) string {
 	msg := err.Error()
 	if i := strings.LastIndex(msg, ": "); i >= 0 && i+2 < len(msg) {
 		msg = msg[i+2:]
 	}
-	return redact(msg)
-}
-
-// redact removes anything that looks like a password from a message.
-func redact(s string) string {
-	for _, key := range []string{"password=", "PASSWORD="} {
-		for {
-			i := strings.Index(s, key)
-			if i < 0 {
-				break
-			}
-			j := i + len(key)
-			k := j
-			for k < len(s) && s[k] != ' ' && s[k] != '&' {
-				k++
-			}
-			s = s[:j] + "xxxxx" + s[k:]
-			if k == j {
-				break
-			}
-		}
+	if clean, ok := facts.scrub(msg); ok {
+		return clean
 	}
-	// postgres://user:secret@host -> postgres://user:xxxxx@host
-	if i := strings.Index(s, "://"); i >= 0 {
-		rest := s[i+3:]
-		if at := strings.Index(rest, "@"); at >= 0 {
-			if colon := strings.Index(rest[:at], ":"); colon >= 0 {
-				s = s[:i+3] + rest[:colon] + ":xxxxx" + rest[at:]
-			}
-		}
-	}
-	return s
+	return "details withheld: they would show part of the password"
 }

@@ -63,7 +63,10 @@ var sideEffectFuncs = []string{
 	"pg_advisory", "pg_try_advisory", "pg_notify", "pg_sleep", "pg_stat_reset", "pg_stat_statements_reset",
 	"pg_file_", "pg_read_", "pg_ls_", "lo_", "dblink", "set_config", "nextval", "setval",
 	"txid_current", "pg_current_xact_id", "pg_import_system_collations", "pg_log_backend_memory_contexts",
-	"hypopg_",
+	"hypopg_", "brin_summarize", "brin_desummarize", "gin_clean_pending_list", "binary_upgrade_", "pg_backup_",
+	"pg_wal_replay_", "pg_export_snapshot", "pg_stat_force_next_flush", "pg_stat_clear_snapshot", "setseed",
+	"query_to_xml", "cursor_to_xml", "ts_stat", "ts_rewrite", "pg_nextoid", "pg_stop_making_pinned_objects",
+	"pg_extension_config_dump", "pg_copy_", "pg_start_backup", "pg_stop_backup",
 }
 
 // SafeToAnalyze says whether the statement may be executed by EXPLAIN
@@ -343,4 +346,77 @@ func (s *Statement) SideEffect() string {
 		return true
 	})
 	return found
+}
+
+// Name is a possibly schema-qualified object name as written in the SQL
+// (unquoted identifiers already folded to lower case by the parser).
+type Name struct {
+	Schema string
+	Name   string
+}
+
+func (n Name) String() string {
+	if n.Schema == "" {
+		return n.Name
+	}
+	return n.Schema + "." + n.Name
+}
+
+// Callees lists what executing the statement calls by name: functions
+// (FuncCall, including set-returning functions in FROM) and operators
+// (each may be backed by a user function), each once.
+func (s *Statement) Callees() (funcs, operators []Name) {
+	seenF, seenO := map[Name]bool{}, map[Name]bool{}
+	s.walk(func(m proto.Message) bool {
+		switch n := m.(type) {
+		case *pg_query.FuncCall:
+			if q := qualified(n.Funcname); q.Name != "" && !seenF[q] {
+				seenF[q] = true
+				funcs = append(funcs, q)
+			}
+		case *pg_query.A_Expr:
+			if q := qualified(n.Name); q.Name != "" && !seenO[q] {
+				seenO[q] = true
+				operators = append(operators, q)
+			}
+		}
+		return true
+	})
+	return funcs, operators
+}
+
+// Relations lists the relations the statement names (tables, views, and
+// CTE names, which the caller will not find in the catalogs), each once.
+func (s *Statement) Relations() []Name {
+	var out []Name
+	seen := map[Name]bool{}
+	s.walk(func(m proto.Message) bool {
+		if rv, ok := m.(*pg_query.RangeVar); ok && rv.Relname != "" {
+			q := Name{Schema: rv.Schemaname, Name: rv.Relname}
+			if !seen[q] {
+				seen[q] = true
+				out = append(out, q)
+			}
+		}
+		return true
+	})
+	return out
+}
+
+// qualified reads a name list such as ["public", "reset_stats"]; for
+// operators the list holds the operator symbol last.
+func qualified(list []*pg_query.Node) Name {
+	var parts []string
+	for _, n := range list {
+		if s := n.GetString_(); s != nil {
+			parts = append(parts, s.Sval)
+		}
+	}
+	switch len(parts) {
+	case 0:
+		return Name{}
+	case 1:
+		return Name{Name: parts[0]}
+	}
+	return Name{Schema: parts[len(parts)-2], Name: parts[len(parts)-1]}
 }

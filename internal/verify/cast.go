@@ -90,8 +90,7 @@ func (e *Engine) castRuns(ctx context.Context, query string, exp *model.Experime
 		return nil, fmt.Errorf("cannot parse the statement: %w", err)
 	}
 	r := &castResult{}
-	safe, _ := stmt.SafeToAnalyze()
-	r.analyzed = safe
+	r.analyzed = e.refusal(ctx, stmt) == ""
 	b, why := e.bind(ctx, stmt, query)
 	if why != "" {
 		return nil, fmt.Errorf("%s", why)
@@ -100,7 +99,7 @@ func (e *Engine) castRuns(ctx context.Context, query string, exp *model.Experime
 	r.desc = b.desc
 	opts := "(FORMAT JSON)"
 	runs := 1
-	if safe {
+	if r.analyzed {
 		opts, runs = "(ANALYZE, FORMAT JSON)", e.Runs
 	}
 	var times []float64
@@ -120,7 +119,7 @@ func (e *Engine) castRuns(ctx context.Context, query string, exp *model.Experime
 		r.value = ex.Plan.TotalCost
 		r.index = indexOn(ex, exp.Table.Name)
 	}
-	if safe {
+	if r.analyzed {
 		r.value = median(times)
 	}
 	return r, nil

@@ -161,8 +161,8 @@ func (e *Engine) measureOnCopy(ctx context.Context, snap *model.Snapshot, stmt *
 	}
 	sh := stmt.Shape()
 	if !e.Lab {
-		if fn := stmt.SideEffect(); fn != "" {
-			return nil, "not measured: the statement calls " + fn + "()"
+		if why := e.refusalOfCalls(ctx, stmt); why != "" {
+			return nil, "not measured: " + why
 		}
 		if sh.Command != "SELECT" && !sqlparse.OnlyRelation(sh, exp.Table) {
 			return nil, "not measured: the statement writes and reads tables other than the copied one"
@@ -470,7 +470,7 @@ func (e *Engine) misestimate(ctx context.Context, snap *model.Snapshot, f *model
 		f.Verification = model.Verification{Status: model.NotRun, Reason: "cannot parse the statement: " + err.Error()}
 		return
 	}
-	if ok, why := stmt.SafeToAnalyze(); !ok {
+	if why := e.refusal(ctx, stmt); why != "" {
 		f.Verification = model.Verification{Status: model.NotRun, Reason: "not re-run: " + why}
 		return
 	}

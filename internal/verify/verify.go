@@ -50,6 +50,9 @@ type Engine struct {
 	MaxCopyBytes int64
 	// CopyTimeout is the statement_timeout while copying; 120s when zero.
 	CopyTimeout time.Duration
+	// AllowFunctions are VOLATILE functions the user vouched for
+	// (--allow-function): statements calling them may be executed.
+	AllowFunctions []string
 }
 
 // A re-measured statement counts as helped when turning JIT off makes it at
@@ -178,8 +181,8 @@ func (e *Engine) jitToggle(ctx context.Context, snap *model.Snapshot, exp *model
 		t.reason = "pgmedic cannot parse this statement, so it will not run it (" + err.Error() + ")"
 		return t
 	}
-	if ok, why := stmt.SafeToAnalyze(); !ok {
-		t.reason = "not re-run: " + why + "; pgmedic only executes SELECTs on a target"
+	if why := e.refusal(ctx, stmt); why != "" {
+		t.reason = "not re-run: " + why + "; pgmedic only executes SELECTs that act on nothing outside their transaction"
 		return t
 	}
 	b, why := e.bind(ctx, stmt, exp.Query)
