@@ -151,7 +151,9 @@ func inspectKeywords(s string) dsnFacts {
 	}
 }
 
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v' }
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'
+}
 
 // libpqKeywords are the connection parameters libpq knows. Only these are
 // named in messages: any other word may be the tail of a mistyped password.
