@@ -2,6 +2,10 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -72,5 +76,44 @@ func TestAnalyzeRefusesVolatileUserFunctions(t *testing.T) {
 	}
 	if after := resetAt(); after.Equal(before) {
 		t.Errorf("with --allow-function the function should have run")
+	}
+}
+
+// Absurd numbers: NaN and negative loops are refused with the line and the
+// field; huge finite figures give a report that JSON can carry, with no
+// int64 overflow and no SET of an impossible work_mem.
+func TestExplainAbsurdNumbers(t *testing.T) {
+	dir := t.TempDir()
+	nan := filepath.Join(dir, "nan.txt")
+	os.WriteFile(nan, []byte("Seq Scan on t  (cost=0.00..NaN rows=1 width=4) (actual time=0.01..0.02 rows=1 loops=1)\n"), 0o644)
+	neg := filepath.Join(dir, "neg.json")
+	os.WriteFile(neg, []byte(`[{"Plan": {"Node Type": "Seq Scan", "Relation Name": "t", "Actual Loops": -2}}]`), 0o644)
+	for path, want := range map[string]string{nan: "line 1 (Seq Scan): total cost is NaN", neg: "loops is -2"} {
+		code, out, errOut := run(t, "explain", "--format", "json", path)
+		if code != 2 || out != "" || !strings.Contains(errOut, want) {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit 2 naming %q", path, code, out, errOut, want)
+		}
+	}
+	huge := filepath.Join(dir, "huge.json")
+	os.WriteFile(huge, []byte(`[{"Plan": {"Node Type": "Sort", "Sort Key": ["a"], "Sort Method": "external merge",
+		"Sort Space Used": 1e308, "Sort Space Type": "Disk", "Total Cost": 1e308, "Plan Rows": 1e308,
+		"Actual Total Time": 1e308, "Actual Rows": 1e308, "Actual Loops": 1e308, "Temp Written Blocks": 9223372036854775807,
+		"Plans": [{"Node Type": "Seq Scan", "Relation Name": "t", "Actual Total Time": 1e308, "Actual Rows": 1e308,
+		"Actual Loops": 1, "Rows Removed by Filter": 1e308, "Filter": "(a = 1)", "Plan Rows": 1}]},
+		"Execution Time": 1e308, "Planning Time": 1e308}]`), 0o644)
+	code, out, errOut := run(t, "explain", "--format", "json", huge)
+	if code != 0 && code != 1 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("the JSON report is not JSON: %v", err)
+	}
+	code, out, _ = run(t, "explain", huge)
+	if code != 0 && code != 1 {
+		t.Fatalf("text: exit %d", code)
+	}
+	if strings.Contains(out, "-9223372036854776") || strings.Contains(out, "Inf") || strings.Contains(out, "GB'") || regexp.MustCompile(`[0-9]{25}`).MatchString(out) {
+		t.Errorf("the text report shows an overflow, an infinity or an impossible setting:\n%s", out)
 	}
 }

@@ -6,6 +6,7 @@ package model
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -211,6 +212,34 @@ type Finding struct {
 	// Experiment is what the verification engine should run to prove the
 	// finding; nil when there is nothing to run.
 	Experiment *Experiment `json:"-"`
+}
+
+// Clamp makes every figure of the finding finite: a rule's arithmetic on
+// huge (but valid) plan figures can overflow to infinity, which JSON cannot
+// carry and no person can read. Infinities become the largest float64, NaN
+// becomes 0.
+func (f *Finding) Clamp() {
+	for i := range f.Evidence {
+		f.Evidence[i].Value = finite(f.Evidence[i].Value)
+	}
+	f.Impact.Share = finite(f.Impact.Share)
+	for _, m := range []*Measure{f.Verification.Before, f.Verification.After} {
+		if m != nil {
+			m.Value = finite(m.Value)
+		}
+	}
+}
+
+func finite(x float64) float64 {
+	switch {
+	case math.IsNaN(x):
+		return 0
+	case math.IsInf(x, 1):
+		return math.MaxFloat64
+	case math.IsInf(x, -1):
+		return -math.MaxFloat64
+	}
+	return x
 }
 
 // Object is what a finding is about.

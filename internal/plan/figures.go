@@ -10,7 +10,7 @@ import (
 // Parse reads a plan in either format: JSON when the input starts with
 // [, { or a quote (after psql's decorations), TEXT otherwise.
 func Parse(b []byte) (*Explain, error) {
-	t := stripPsql(b)
+	t := unwrap(b)
 	first := bytes.TrimSpace(t)
 	if len(first) == 0 {
 		return nil, fmt.Errorf("the input is empty: %w", ErrNotAPlan)
@@ -24,12 +24,21 @@ func Parse(b []byte) (*Explain, error) {
 	return ParseText(t)
 }
 
-// finish normalises what the two formats spell differently and derives
-// the per-node figures.
-func (e *Explain) finish(sawExecution bool) {
+// finish normalises what the two formats spell differently, derives the
+// per-node figures and checks every number once (lineOf: see checkNumbers).
+func (e *Explain) finish(sawExecution bool, lineOf func(id int) int) error {
 	e.Plan.Walk(func(n, _ *Node) {
 		if n.PartialMode == "Simple" {
 			n.PartialMode = ""
+		}
+		// Only a backward scan is named in TEXT; JSON also says Forward
+		// or NoMovement (an index scan ordered by a distance operator).
+		if n.ScanDirection != "Backward" {
+			n.ScanDirection = ""
+		}
+		// JSON names a plain foreign scan's operation Select.
+		if n.NodeType == "Foreign Scan" && n.Operation == "Select" {
+			n.Operation = ""
 		}
 		if n.NeverExecuted || n.ActualLoops > 0 {
 			e.HasAnalyze = true
@@ -45,6 +54,7 @@ func (e *Explain) finish(sawExecution bool) {
 		e.HasAnalyze = true
 	}
 	e.Derive()
+	return e.checkNumbers(lineOf)
 }
 
 // Derive computes each node's Figures. Times follow depesz and pev2:
@@ -69,12 +79,12 @@ func (e *Explain) Derive() {
 		for i := range n.Plans {
 			rec(&n.Plans[i], participants, parallel)
 		}
-		f.TotalRows = n.ActualRows * n.ActualLoops
+		f.TotalRows = satMul(n.ActualRows, n.ActualLoops)
 		loops := n.ActualLoops
 		if parallel && n.NodeType != "Gather" && n.NodeType != "Gather Merge" && participants > 1 {
 			loops = math.Max(1, loops/participants)
 		}
-		f.InclusiveMS = n.ActualTotalMS * loops
+		f.InclusiveMS = satMul(n.ActualTotalMS, loops)
 		f.ExclusiveMS = f.InclusiveMS
 		for i := range n.Plans {
 			c := &n.Plans[i]

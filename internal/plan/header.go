@@ -16,7 +16,7 @@ var knownHeads = []string{
 	"Nested Loop", "Merge", "Hash", "Materialize", "Memoize", "Incremental Sort", "Sort", "Group",
 	"Aggregate", "GroupAggregate", "HashAggregate", "MixedAggregate", "WindowAgg", "Unique",
 	"Gather Merge", "Gather", "SetOp", "HashSetOp", "LockRows", "Limit",
-	"Insert", "Update", "Delete",
+	"Insert", "Update", "Delete", "Merge", "Foreign Insert", "Foreign Update", "Foreign Delete",
 }
 
 // relationScans read a table and print "on [schema.]table [alias]".
@@ -125,6 +125,12 @@ func (n *Node) parseName(s string) error {
 			n.NodeType, n.Operation = "ModifyTable", op
 			return n.target(r)
 		}
+		// A foreign table modified directly by its wrapper is a Foreign
+		// Scan that EXPLAIN names after the operation.
+		if r, ok := strings.CutPrefix(s, "Foreign "+op+" on "); ok {
+			n.NodeType, n.Operation = "Foreign Scan", op
+			return n.target(r)
+		}
 	}
 	if r, ok := strings.CutPrefix(s, "Custom Scan ("); ok {
 		prov, after, _ := strings.Cut(r, ")")
@@ -180,8 +186,6 @@ func (n *Node) parseName(s string) error {
 	}
 	if h, ok := strings.CutSuffix(head, " Backward"); ok {
 		head, n.ScanDirection = h, "Backward"
-	} else if strings.HasPrefix(head, "Index ") {
-		n.ScanDirection = "Forward"
 	}
 	n.NodeType = head
 	if r, ok := strings.CutPrefix(tail, " using "); ok {

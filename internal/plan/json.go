@@ -25,9 +25,10 @@ type rawExplain struct {
 }
 
 type rawTrigger struct {
-	Name  string  `json:"Trigger Name"`
-	Time  float64 `json:"Time"`
-	Calls float64 `json:"Calls"`
+	Name       string  `json:"Trigger Name"`
+	Constraint string  `json:"Constraint Name"`
+	Time       float64 `json:"Time"`
+	Calls      float64 `json:"Calls"`
 }
 
 type rawBuffers struct {
@@ -112,6 +113,12 @@ type rawNode struct {
 		SortSpaceUsed float64 `json:"Sort Space Used"`
 		SortSpaceType string  `json:"Sort Space Type"`
 	} `json:"Workers"`
+	Targets []struct {
+		Relation  string `json:"Relation Name"`
+		Schema    string `json:"Schema"`
+		Alias     string `json:"Alias"`
+		Operation string `json:"Operation"`
+	} `json:"Target Tables"`
 	WALRecords int64 `json:"WAL Records"`
 	WALFPI     int64 `json:"WAL FPI"`
 	WALBytes   int64 `json:"WAL Bytes"`
@@ -129,16 +136,19 @@ type rawJIT struct {
 // bare object, either wrapped in the quotes of a copied psql cell, or a
 // psql result with its header and "+" continuation marks.
 func ParseJSON(b []byte) (*Explain, error) {
-	b = bytes.TrimSpace(stripPsql(b))
+	b = bytes.TrimSpace(unwrap(b))
 	if len(b) == 0 {
 		return nil, fmt.Errorf("empty input: %w", ErrNotAPlan)
 	}
 	if b[0] == '"' {
 		var inner string
-		if err := json.Unmarshal(b, &inner); err != nil {
+		if err := json.Unmarshal(b, &inner); err == nil {
+			b = bytes.TrimSpace([]byte(inner))
+		} else if cell, ok := csvCell(b); ok {
+			b = bytes.TrimSpace(cell)
+		} else {
 			return nil, jsonError("quoted plan", b, err)
 		}
-		b = bytes.TrimSpace([]byte(inner))
 	}
 	var one rawExplain
 	switch {
@@ -191,7 +201,7 @@ func ParseJSON(b []byte) (*Explain, error) {
 		}
 	}
 	for _, t := range one.Triggers {
-		e.Triggers = append(e.Triggers, Trigger{Name: t.Name, TimeMS: t.Time, Calls: t.Calls})
+		e.Triggers = append(e.Triggers, Trigger{Name: t.Name, Constraint: t.Constraint, TimeMS: t.Time, Calls: t.Calls})
 	}
 	e.QueryID = one.QueryID.String()
 	if one.JIT != nil {
@@ -208,7 +218,9 @@ func ParseJSON(b []byte) (*Explain, error) {
 		}
 		e.JIT = j
 	}
-	e.finish(one.Execution != nil)
+	if err := e.finish(one.Execution != nil, nil); err != nil {
+		return nil, err
+	}
 	return e, nil
 }
 
@@ -280,6 +292,9 @@ func convert(r *rawNode, depth int) (Node, error) {
 	if r.ActualLoops != nil {
 		n.ActualLoops = *r.ActualLoops
 		n.NeverExecuted = *r.ActualLoops == 0
+	}
+	for _, t := range r.Targets {
+		n.Targets = append(n.Targets, Target{Schema: t.Schema, Relation: t.Relation, Alias: t.Alias})
 	}
 	for _, w := range r.Workers {
 		if w.SortMethod == "" && w.SortSpaceType == "" {

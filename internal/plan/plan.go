@@ -6,6 +6,7 @@ package plan
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -43,7 +44,7 @@ type Node struct {
 	Strategy    string
 	PartialMode string // Partial/Finalize for parallel aggregation
 	JoinType    string // Inner, Left, Full, Right, Semi, Anti, Right Anti
-	Operation   string // Insert/Update/Delete/Merge for ModifyTable
+	Operation   string // Insert/Update/Delete/Merge for ModifyTable and a modifying Foreign Scan
 	Command     string // Intersect/Except for SetOp
 	// ScanDirection is "Backward" for a backward index scan.
 	ScanDirection string
@@ -55,6 +56,10 @@ type Node struct {
 
 	RelationName string
 	Schema       string // only with VERBOSE
+	// Targets are a ModifyTable's result relations when they differ from
+	// the nominal one: the partitions an UPDATE on a partitioned table
+	// writes ("Update on public.ta1 ta_1" lines in TEXT).
+	Targets      []Target
 	Alias        string
 	IndexName    string
 	FunctionName string
@@ -117,6 +122,11 @@ type Node struct {
 	Figures Figures
 }
 
+// Target is one result relation of a ModifyTable node.
+type Target struct {
+	Schema, Relation, Alias string
+}
+
 // Worker is what EXPLAIN printed per parallel worker for a node.
 type Worker struct {
 	Number        int
@@ -134,7 +144,11 @@ type Buffers struct {
 
 // Total is every block the node touched.
 func (b Buffers) Total() int64 {
-	return b.SharedHit + b.SharedRead + b.LocalHit + b.LocalRead + b.TempRead + b.TempWritten
+	t := int64(0)
+	for _, x := range []int64{b.SharedHit, b.SharedRead, b.LocalHit, b.LocalRead, b.TempRead, b.TempWritten} {
+		t = satAdd(t, x)
+	}
+	return t
 }
 
 // IOTiming is read/write time in ms (track_io_timing). PostgreSQL 16 split
@@ -148,7 +162,7 @@ type IOTiming struct {
 
 // TotalMS is all I/O time.
 func (t IOTiming) TotalMS() float64 {
-	return t.SharedReadMS + t.SharedWriteMS + t.LocalReadMS + t.LocalWriteMS + t.TempReadMS + t.TempWriteMS
+	return math.Min(math.MaxFloat64, t.SharedReadMS+t.SharedWriteMS+t.LocalReadMS+t.LocalWriteMS+t.TempReadMS+t.TempWriteMS)
 }
 
 // WAL is EXPLAIN (WAL) output (PostgreSQL 13+).
@@ -156,11 +170,14 @@ type WAL struct {
 	Records, FPI, Bytes int64
 }
 
-// Trigger is one "Trigger name: time=.. calls=.." line.
+// Trigger is one "Trigger name: time=.. calls=.." line. Foreign-key
+// checks print "Trigger for constraint name" in TEXT, which names the
+// constraint and not the (generated) trigger.
 type Trigger struct {
-	Name   string
-	TimeMS float64
-	Calls  float64
+	Name       string
+	Constraint string
+	TimeMS     float64
+	Calls      float64
 }
 
 // JIT is the top-level JIT block of EXPLAIN.

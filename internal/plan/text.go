@@ -1,7 +1,6 @@
 package plan
 
 import (
-	"bytes"
 	"fmt"
 	"strconv"
 	"strings"
@@ -18,7 +17,7 @@ import (
 // is refused rather than silently re-parented.
 func ParseText(b []byte) (*Explain, error) {
 	p := &textParser{e: &Explain{Format: "text"}}
-	lines := strings.Split(string(stripPsql(b)), "\n")
+	lines := strings.Split(string(unwrap(b)), "\n")
 	for i, raw := range lines {
 		p.line = i + 1
 		if err := p.feed(strings.TrimRight(raw, " \t\r")); err != nil {
@@ -42,7 +41,15 @@ func ParseText(b []byte) (*Explain, error) {
 			n.Workers = nil
 		}
 	})
-	p.e.finish(p.sawExecution)
+	lineOf := func(id int) int {
+		if id >= 1 && id <= len(p.nodeLines) {
+			return p.nodeLines[id-1]
+		}
+		return 0
+	}
+	if err := p.e.finish(p.sawExecution, lineOf); err != nil {
+		return nil, err
+	}
 	return p.e, nil
 }
 
@@ -66,6 +73,9 @@ type textParser struct {
 	blockIndent  int
 	treeDone     bool
 	sawExecution bool
+	// nodeLines holds each node's line number in creation order, which is
+	// the depth-first order of Figures.ID.
+	nodeLines []int
 }
 
 func indentOf(s string) int {
@@ -101,6 +111,7 @@ func (p *textParser) feed(line string) error {
 			return fmt.Errorf("%q is not a plan node (a TEXT plan starts with a node such as \"Seq Scan on t  (cost=...)\"): %w", text, ErrNotAPlan)
 		}
 		p.root = n
+		p.nodeLines = append(p.nodeLines, p.line)
 		p.rootIndent = ind
 		p.stack = []frame{{node: n, detail: ind + 2}}
 		return nil
@@ -152,6 +163,7 @@ func (p *textParser) feed(line string) error {
 			return tooDeep()
 		}
 		parent.Plans = append(parent.Plans, *n)
+		p.nodeLines = append(p.nodeLines, p.line)
 		child := &parent.Plans[len(parent.Plans)-1]
 		// Appending may move the slice: re-point frames that refer to
 		// siblings (they are closed already, only deeper ones could).
@@ -243,7 +255,15 @@ func (p *textParser) topLevel(text string, ind int) error {
 		if strings.HasPrefix(key, "Trigger ") {
 			p.treeDone = true
 			kv := keyValues(val)
-			p.e.Triggers = append(p.e.Triggers, Trigger{Name: strings.TrimPrefix(key, "Trigger "), TimeMS: kv["time"], Calls: kv["calls"]})
+			tr := Trigger{Name: strings.TrimPrefix(key, "Trigger "), TimeMS: kv["time"], Calls: kv["calls"]}
+			if c, ok := strings.CutPrefix(tr.Name, "for constraint "); ok {
+				tr.Name, tr.Constraint = "", c
+				// VERBOSE adds " on <table>"; constraint names rarely hold spaces.
+				if i := strings.Index(c, " on "); i >= 0 {
+					tr.Constraint = c[:i]
+				}
+			}
+			p.e.Triggers = append(p.e.Triggers, tr)
 			return nil
 		}
 		if _, ok, _ := parseHeader(text, true); ok {
@@ -316,8 +336,16 @@ func (p *textParser) blockLine(text string) error {
 	return nil
 }
 
-// detail reads one "Key: value" line of a node.
+// detail reads one "Key: value" line of a node, or one result relation of
+// a ModifyTable ("Update on public.ta1 ta_1"), which has no colon and may
+// name a table that does.
 func (p *textParser) detail(n *Node, text string, ind int) error {
+	if n.NodeType == "ModifyTable" {
+		if t, ok := targetLine(text); ok {
+			n.Targets = append(n.Targets, t)
+			return nil
+		}
+	}
 	key, val, found := strings.Cut(text, ":")
 	if !found {
 		return fmt.Errorf("%q under %q is no \"Key: value\" detail line: %w", clip(text), n.Head(), ErrNotAPlan)
@@ -583,42 +611,21 @@ func msValue(s string) float64 { return num(strings.TrimSuffix(strings.TrimSpace
 
 func kb(s string) float64 { return num(strings.TrimSuffix(strings.TrimSpace(s), "kB")) }
 
-// stripPsql removes what psql wraps around a result: the "QUERY PLAN"
-// header and its dashes, the "(N rows)" footer, and the " +" marks psql
-// puts at the end of each line of a multi-line cell.
-func stripPsql(b []byte) []byte {
-	lines := bytes.Split(bytes.ReplaceAll(b, []byte("\r\n"), []byte("\n")), []byte("\n"))
-	out := make([][]byte, 0, len(lines))
-	plus, nonEmpty := 0, 0
-	for i, l := range lines {
-		t := bytes.TrimSpace(l)
-		switch {
-		case len(t) == 0:
-		case i < 3 && bytes.Equal(t, []byte("QUERY PLAN")):
-			continue
-		case len(t) > 3 && len(bytes.Trim(t, "-+")) == 0:
-			continue
-		case len(t) > 2 && t[0] == '(' && bytes.HasSuffix(t, []byte(" rows)")) || bytes.Equal(t, []byte("(1 row)")):
-			continue
-		default:
-			nonEmpty++
-			if t[len(t)-1] == '+' {
-				plus++
+// targetLine reads "[Foreign ]Insert|Update|Delete|Merge on [schema.]table [alias]".
+func targetLine(text string) (Target, bool) {
+	var t Target
+	// "Foreign Update on" marks a partition a wrapper writes; JSON does
+	// not say so, and neither does the model.
+	rest, _ := strings.CutPrefix(text, "Foreign ")
+	for _, op := range []string{"Insert", "Update", "Delete", "Merge"} {
+		if r, ok := strings.CutPrefix(rest, op+" on "); ok {
+			var probe Node
+			probe.NodeType = "ModifyTable"
+			if err := probe.target(r); err != nil || probe.RelationName == "" {
+				return t, false
 			}
-		}
-		out = append(out, l)
-	}
-	// psql ends every line but the last of a multi-line cell with "+",
-	// right after the text when the line fills the column. Only strip them
-	// when nearly every line has one, so a "+" that belongs to the plan
-	// stays.
-	if nonEmpty > 1 && plus >= nonEmpty-1 {
-		for i, l := range out {
-			t := bytes.TrimRight(l, " ")
-			if len(t) > 0 && t[len(t)-1] == '+' {
-				out[i] = bytes.TrimRight(t[:len(t)-1], " ")
-			}
+			return Target{Schema: probe.Schema, Relation: probe.RelationName, Alias: probe.Alias}, true
 		}
 	}
-	return bytes.Join(out, []byte("\n"))
+	return t, false
 }

@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strings"
 
@@ -71,6 +72,7 @@ func NewPlan(version, source string, e *plan.Explain, findings []model.Finding, 
 	r.Plan = summarise(e)
 	r.Summary = summarize(findings, rulesRun)
 	for _, f := range findings {
+		f.Clamp()
 		if f.Severity >= min {
 			r.Findings = append(r.Findings, f)
 		}
@@ -129,10 +131,22 @@ func summarise(e *plan.Explain) PlanSummary {
 	return s
 }
 
-func round3(x float64) float64 { return float64(int64(x*1000+0.5)) / 1000 }
-func math4(x float64) float64  { return float64(int64(x*10000+0.5)) / 10000 }
+// round3 and math4 round for display. Figures beyond 1e12 are left as they
+// are: rounding them through an integer would overflow.
+func round3(x float64) float64 { return roundTo(x, 1000) }
+func math4(x float64) float64  { return roundTo(x, 10000) }
+
+func roundTo(x, scale float64) float64 {
+	if math.Abs(x) >= 1e12 || math.IsNaN(x) || math.IsInf(x, 0) {
+		return x
+	}
+	return math.Round(x*scale) / scale
+}
 
 func kbText(kb float64) string {
+	if kb >= 1e12 {
+		return fmt.Sprintf("%.3g GB", math.Min(kb, math.MaxFloat64)/(1024*1024))
+	}
 	if kb >= 1024 {
 		return fmt.Sprintf("%.1f MB", kb/1024)
 	}
@@ -256,7 +270,7 @@ func nodeFacts(n NodeRow, analyze bool) string {
 			rows += fmt.Sprintf(" x %s loops", count(n.Loops))
 		}
 		if n.Misestimate > 0 {
-			rows += fmt.Sprintf(" (%.0fx %s)", n.Misestimate, n.Direction)
+			rows += fmt.Sprintf(" (%s %s)", plan.FormatRatio(n.Misestimate), n.Direction)
 		}
 		parts = append(parts, rows)
 	default:
@@ -285,6 +299,8 @@ func nodeFacts(n NodeRow, analyze bool) string {
 
 func msText(x float64) string {
 	switch {
+	case x >= 1e12:
+		return fmt.Sprintf("%.3g s", math.Min(x, math.MaxFloat64)/1000)
 	case x >= 1000:
 		return fmt.Sprintf("%.2f s", x/1000)
 	case x >= 100:
@@ -295,6 +311,9 @@ func msText(x float64) string {
 
 // count prints 1234567 as 1,234,567 (exact figures in a plan's tree).
 func count(x float64) string {
+	if math.Abs(x) >= 1e15 {
+		return fmt.Sprintf("%.3g", math.Min(math.Max(x, -math.MaxFloat64), math.MaxFloat64))
+	}
 	s := fmt.Sprintf("%.0f", x)
 	neg := strings.HasPrefix(s, "-")
 	s = strings.TrimPrefix(s, "-")

@@ -45,6 +45,7 @@ func New(version string, target pgconn.Target, at time.Time, findings []model.Fi
 	}
 	r.Summary = summarize(findings, rulesRun)
 	for _, f := range findings {
+		f.Clamp()
 		if f.Severity >= min {
 			r.Findings = append(r.Findings, f)
 		}
@@ -202,7 +203,10 @@ func unitSuffix(u string) string {
 }
 
 func num(v float64) string {
-	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
+	if math.Abs(v) >= 1e15 {
+		return fmt.Sprintf("%.3g", math.Min(math.Max(v, -math.MaxFloat64), math.MaxFloat64))
+	}
+	if v == math.Trunc(v) {
 		return fmt.Sprintf("%.0f", v)
 	}
 	if math.Abs(v) >= 100 {

@@ -188,6 +188,19 @@ func workMemFor(kb float64) string {
 	return fmt.Sprintf("%.0fMB", mb)
 }
 
+// maxWorkMemKB is the largest work_mem PostgreSQL accepts (MAX_KILOBYTES
+// on 64-bit builds: INT_MAX kB, about 2 TB).
+const maxWorkMemKB = 2147483647
+
+// workMemSQL is the SET that gives a node kb of memory, or "" when no
+// work_mem can: then the fix is fewer rows, not more memory.
+func workMemSQL(kb float64) string {
+	if !(kb <= maxWorkMemKB/2) {
+		return ""
+	}
+	return fmt.Sprintf("SET work_mem = '%s';", workMemFor(kb))
+}
+
 // tempIOms is the temp-file I/O time the node spent (track_io_timing).
 func tempIOms(n *plan.Node) float64 { return n.IO.TempReadMS + n.IO.TempWriteMS }
 

@@ -181,13 +181,16 @@ func SortSpill(in PlanInput) []model.Finding {
 		// An in-memory sort of the same rows needs more than their on-disk
 		// size (tuple headers, the array of pointers): ask for three times.
 		f.Fix = model.Fix{Summary: "give the sort enough work_mem to stay in memory (for this query or role), or add an index that returns the rows in order (Sort Key: " + strings.Join(n.SortKey, ", ") + ")",
-			SQL: fmt.Sprintf("SET work_mem = '%s';", workMemFor(3*disk))}
+			SQL: workMemSQL(3 * disk)}
 		out = append(out, f)
 	}
 	return out
 }
 
 func kbText(kb float64) string {
+	if kb >= 1e12 {
+		return fmt.Sprintf("%.3g GB", math.Min(kb, math.MaxFloat64)/(1024*1024))
+	}
 	if kb >= 1024 {
 		return fmt.Sprintf("%.1f MB", kb/1024)
 	}
@@ -233,7 +236,7 @@ func HashBatches(in PlanInput) []model.Finding {
 			f.Evidence = append(f.Evidence, ev("disk", n.DiskUsageKB, "kB"))
 		}
 		f.Fix = model.Fix{Summary: "raise work_mem (or hash_mem_multiplier) for this query so the hash fits in one batch",
-			SQL: fmt.Sprintf("SET work_mem = '%s';", workMemFor(need))}
+			SQL: workMemSQL(need)}
 		out = append(out, f)
 	}
 	return out
@@ -283,7 +286,7 @@ func Misestimate(in PlanInput) []model.Finding {
 			saved = loop.Children()[1].Figures.InclusiveMS
 			saving = "the time of the nested loop's inner side, chosen for far fewer rows"
 		}
-		title := fmt.Sprintf("row estimate %s by %.0fx: %s planned, %s returned", dir+"estimated", fig.Misestimate, count(n.PlanRows), count(n.ActualRows))
+		title := fmt.Sprintf("row estimate %s by %s: %s planned, %s returned", dir+"estimated", plan.FormatRatio(fig.Misestimate), count(n.PlanRows), count(n.ActualRows))
 		f := planFinding(in, MisestimateID, n, title, saved, saving)
 		if loop != nil {
 			f.Title += fmt.Sprintf(", feeding nested loop #%d", loop.Figures.ID)
@@ -392,7 +395,7 @@ func LossyBitmap(in PlanInput) []model.Finding {
 			ev("rows removed by recheck", n.RowsRemovedByIndexRecheck*max(n.ActualLoops, 1), "rows"))
 		// An exact bitmap page costs a few dozen bytes; 64 per page with
 		// headroom keeps every page exact.
-		f.Fix = model.Fix{Summary: "raise work_mem so the bitmap keeps one entry per row", SQL: fmt.Sprintf("SET work_mem = '%s';", workMemFor(pages*64/1024*2))}
+		f.Fix = model.Fix{Summary: "raise work_mem so the bitmap keeps one entry per row", SQL: workMemSQL(pages * 64 / 1024 * 2)}
 		out = append(out, f)
 	}
 	return out

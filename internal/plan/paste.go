@@ -1,0 +1,323 @@
+package plan
+
+import (
+	"bytes"
+	"strings"
+	"unicode/utf8"
+)
+
+// unwrap returns the EXPLAIN output inside whatever a person pasted. psql
+// prints the one-column result of EXPLAIN in many dresses, and people copy
+// from GUIs too; each dress is recognised from the content, never from a
+// flag:
+//
+//   - psql aligned output with \pset border 0, 1 or 2 and linestyle ascii,
+//     old-ascii or unicode: the "QUERY PLAN" header and its rule, the
+//     "(N rows)" footer, the frame of border 2 (| or │), and the marks at
+//     the end of each line of a multi-line cell (+ or ↵);
+//   - psql unaligned output (\a), with its bare header and footer;
+//   - psql expanded output (\x): "-[ RECORD n ]" (or "* Record n" with
+//     border 0) separators and a "QUERY PLAN | " column before each value,
+//     with ':' or ';' continuation separators in old-ascii;
+//   - rows wrapped in double quotes, as pgAdmin, DBeaver and CSV exports
+//     (psql --csv) write them.
+//
+// What is left is the plan as EXPLAIN produced it: TEXT lines with their
+// indentation, or the JSON document.
+func unwrap(b []byte) []byte {
+	s := strings.TrimPrefix(string(b), "\ufeff")
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	lines := strings.Split(s, "\n")
+	lines = unquoteRows(lines)
+	lines = unframe(lines)
+	lines = unexpand(lines)
+	lines = dropHeaderFooter(lines)
+	lines = dropContinuationMarks(lines)
+	return []byte(strings.Join(lines, "\n"))
+}
+
+const queryPlanHeader = "QUERY PLAN"
+
+// isRule says whether a line is only table drawing: dashes, pluses and
+// box-drawing characters (psql's header rules and border-2 frames).
+func isRule(line string) bool {
+	t := strings.TrimSpace(line)
+	if len(t) < 3 {
+		return false
+	}
+	for _, r := range t {
+		switch {
+		case r == '-' || r == '+' || r == '=' || r == ' ':
+		case r >= 0x2500 && r <= 0x257F: // box drawing
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// isRecordMarker recognises the separators of psql's expanded mode:
+// "-[ RECORD 1 ]----", "+-[ RECORD 1 ]---+", "┌─[ RECORD 1 ]──┐",
+// "├─[ RECORD 2 ]──┤", and border 0's "* Record 1".
+func isRecordMarker(line string) bool {
+	t := strings.TrimSpace(line)
+	if strings.HasPrefix(t, "* Record ") {
+		return true
+	}
+	i := strings.Index(t, "[ RECORD ")
+	if i < 0 || !strings.Contains(t[i:], " ]") {
+		return false
+	}
+	return isRule(t[:i]+"---") && isRule(t[strings.Index(t[i:], " ]")+i+2:]+"---")
+}
+
+// unquoteRows undoes per-row double quotes ("  ->  Seq Scan on t ..."),
+// with "" standing for one quote inside. Only lines that start with the
+// quote at column 0 and end with one are touched: an EXPLAIN TEXT line
+// never starts with a quote, and the quoted keys of a JSON plan are
+// indented and end in ',' '{' or '['.
+func unquoteRows(lines []string) []string {
+	first := ""
+	for _, l := range lines {
+		if t := strings.TrimSpace(l); t != "" {
+			first = t
+			break
+		}
+	}
+	// A JSON document, or a whole JSON plan quoted as one CSV cell: the
+	// JSON reader handles those.
+	if strings.HasPrefix(first, "[") || strings.HasPrefix(first, "{") || strings.HasPrefix(first, `"[`) || strings.HasPrefix(first, `"{`) {
+		return lines
+	}
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		t := strings.TrimRight(l, " \t,;")
+		if len(t) >= 2 && t[0] == '"' && t[len(t)-1] == '"' {
+			l = strings.ReplaceAll(t[1:len(t)-1], `""`, `"`)
+		}
+		out[i] = l
+	}
+	return out
+}
+
+// frameChars open and close the lines of psql's border 2.
+var frameChars = []string{"|", "│", "║"}
+
+// unframe removes border 2's frame: rule lines, and the "| " before and
+// " |" after each row. It acts only when the first drawn line is a rule and
+// most rows are framed, so a plan that merely contains a '|' is untouched.
+func unframe(lines []string) []string {
+	framed, content := 0, 0
+	firstRule, seen := false, false
+	for _, l := range lines {
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		if !seen {
+			firstRule, seen = isRule(l) || isRecordMarker(l), true
+		}
+		if isRule(l) || isRecordMarker(l) || isRowCount(strings.TrimSpace(l)) {
+			continue
+		}
+		content++
+		if hasFrame(l) {
+			framed++
+		}
+	}
+	if !firstRule || content == 0 || framed < content {
+		return lines
+	}
+	out := make([]string, 0, len(lines))
+	for _, l := range lines {
+		switch {
+		case isRecordMarker(l):
+			out = append(out, "-[ RECORD ]-")
+		case isRule(l):
+		case hasFrame(l):
+			l = strings.TrimRight(l, " ")
+			for _, f := range frameChars {
+				if strings.HasPrefix(l, f) {
+					l = strings.TrimPrefix(l[len(f):], " ")
+					break
+				}
+			}
+			for _, f := range frameChars {
+				if strings.HasSuffix(l, f) {
+					l = l[:len(l)-len(f)]
+					break
+				}
+			}
+			out = append(out, strings.TrimRight(l, " "))
+		default:
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func hasFrame(l string) bool {
+	l = strings.TrimRight(l, " ")
+	for _, f := range frameChars {
+		if strings.HasPrefix(l, f) && strings.HasSuffix(l, f) && len(l) > len(f) {
+			return true
+		}
+	}
+	return false
+}
+
+// expandedSeps are what psql prints between the column name and its value
+// in expanded mode: aligned (ascii, old-ascii continuation ':' and wrap
+// ';', unicode), border 0's single space, and unaligned's bare '|'.
+var expandedSeps = []string{" | ", " : ", " ; ", " │ ", "|", " "}
+
+// unexpand turns expanded records back into plain rows: record markers go,
+// and the "QUERY PLAN | " column (or the blank column of a multi-line
+// value's continuation lines) is cut off each line.
+func unexpand(lines []string) []string {
+	expanded := false
+	for _, l := range lines {
+		if isRecordMarker(l) || strings.HasPrefix(l, queryPlanHeader+"|") {
+			expanded = true
+			break
+		}
+	}
+	if !expanded {
+		return lines
+	}
+	out := make([]string, 0, len(lines))
+	width := 0 // bytes of the column before the value
+	for _, l := range lines {
+		if isRecordMarker(l) {
+			continue
+		}
+		if strings.HasPrefix(l, queryPlanHeader) {
+			rest := l[len(queryPlanHeader):]
+			for _, sep := range expandedSeps {
+				if strings.HasPrefix(rest, sep) {
+					width = len(queryPlanHeader) + len(sep)
+					if sep == " " {
+						// Border 0 pads the name to the widest column
+						// name; EXPLAIN has only this one.
+						width = len(queryPlanHeader) + 1
+					}
+					break
+				}
+			}
+			if width > 0 {
+				out = append(out, l[width:])
+				continue
+			}
+		}
+		if width > 0 && len(l) >= width && isBlankColumn(l[:width]) {
+			out = append(out, l[width:])
+			continue
+		}
+		if strings.TrimSpace(l) == "" {
+			continue // unaligned expanded mode separates records with blank lines
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// isBlankColumn says whether a continuation line's name column is empty:
+// spaces, then at most one separator character and a space.
+func isBlankColumn(s string) bool {
+	t := strings.TrimLeft(s, " ")
+	if t == "" {
+		return true
+	}
+	r, size := utf8.DecodeRuneInString(t)
+	switch r {
+	case '|', ':', ';', '│':
+	default:
+		return false
+	}
+	return strings.TrimSpace(t[size:]) == ""
+}
+
+// dropHeaderFooter removes psql's "QUERY PLAN" header with the rule below
+// it, and "(N rows)" footers.
+func dropHeaderFooter(lines []string) []string {
+	out := make([]string, 0, len(lines))
+	seenContent := false
+	for i, l := range lines {
+		t := strings.TrimSpace(l)
+		switch {
+		case t == "":
+			out = append(out, l)
+			continue
+		case !seenContent && t == queryPlanHeader:
+			continue
+		case !seenContent && isRule(l):
+			continue
+		case isRowCount(t):
+			continue
+		case isRule(l) && i+1 < len(lines) && isRowCount(strings.TrimSpace(lines[i+1])):
+			continue // the closing rule of border 2 before the footer
+		case isRule(l) && len(t) > 3 && !strings.ContainsAny(t, " "):
+			continue
+		}
+		seenContent = true
+		out = append(out, l)
+	}
+	return out
+}
+
+func isRowCount(t string) bool {
+	if t == "(1 row)" {
+		return true
+	}
+	if !strings.HasPrefix(t, "(") || !strings.HasSuffix(t, " rows)") {
+		return false
+	}
+	for _, c := range t[1 : len(t)-len(" rows)")] {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// dropContinuationMarks removes the mark psql puts at the end of every line
+// of a multi-line cell but the last: "+" (ascii) or "↵" (unicode), right
+// after the padded text. The marks are removed only when nearly every line
+// has one, so a "+" that belongs to the plan stays.
+func dropContinuationMarks(lines []string) []string {
+	for _, mark := range []string{"+", "↵"} {
+		marked, nonEmpty := 0, 0
+		for _, l := range lines {
+			t := strings.TrimRight(l, " ")
+			if t == "" {
+				continue
+			}
+			nonEmpty++
+			if strings.HasSuffix(t, mark) {
+				marked++
+			}
+		}
+		if nonEmpty <= 1 || marked < nonEmpty-1 {
+			continue
+		}
+		for i, l := range lines {
+			t := strings.TrimRight(l, " ")
+			if strings.HasSuffix(t, mark) {
+				lines[i] = strings.TrimRight(t[:len(t)-len(mark)], " ")
+			}
+		}
+	}
+	return lines
+}
+
+// csvCell undoes CSV quoting of one cell ("[ {""Plan"": ...} ]"), as psql
+// --csv and spreadsheet exports write a JSON plan.
+func csvCell(b []byte) ([]byte, bool) {
+	if len(b) < 2 || b[0] != '"' || b[len(b)-1] != '"' {
+		return nil, false
+	}
+	inner := b[1 : len(b)-1]
+	if bytes.Count(inner, []byte(`"`))%2 != 0 {
+		return nil, false
+	}
+	return bytes.ReplaceAll(inner, []byte(`""`), []byte(`"`)), true
+}

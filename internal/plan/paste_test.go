@@ -1,0 +1,98 @@
+package plan
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// TestPastedShapes reads one plan in every dress real psql prints it in
+// (scripts/paste-fixtures.sh) and requires the same model as from the
+// plain output, and the same lines once unwrapped.
+func TestPastedShapes(t *testing.T) {
+	files, err := filepath.Glob("testdata/pasted/*")
+	if err != nil || len(files) < 70 {
+		t.Fatalf("want the psql matrix in testdata/pasted (bash scripts/paste-fixtures.sh), found %d files", len(files))
+	}
+	for _, fmtName := range []string{"text", "json"} {
+		plain, err := os.ReadFile("testdata/pasted/" + fmtName + ".plain")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := Parse(plain)
+		if err != nil {
+			t.Fatalf("%s.plain: %v", fmtName, err)
+		}
+		wantLines := trimmedLines(string(plain))
+		n := 0
+		for _, f := range files {
+			base := filepath.Base(f)
+			if !strings.HasPrefix(base, fmtName+".") || strings.HasSuffix(base, ".plain") {
+				continue
+			}
+			n++
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := Parse(b)
+			if err != nil {
+				t.Errorf("%s: %v", base, err)
+				continue
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("%s: parsed model differs from the plain output's", base)
+			}
+			if fmtName == "text" {
+				if lines := trimmedLines(string(unwrap(b))); !reflect.DeepEqual(lines, wantLines) {
+					t.Errorf("%s: unwrapped lines differ:\n%s", base, strings.Join(lines, "\n"))
+				}
+			}
+		}
+		if n < 38 {
+			t.Errorf("%s: only %d pasted shapes tested", fmtName, n)
+		}
+	}
+}
+
+// trimmedLines drops blank lines and trailing spaces, and the indentation
+// every line shares (border 1 adds one space to each).
+func trimmedLines(s string) []string {
+	var out []string
+	common := -1
+	for _, l := range strings.Split(s, "\n") {
+		l = strings.TrimRight(l, " \r")
+		if l == "" {
+			continue
+		}
+		if ind := len(l) - len(strings.TrimLeft(l, " ")); common < 0 || ind < common {
+			common = ind
+		}
+		out = append(out, l)
+	}
+	for i := range out {
+		out[i] = out[i][common:]
+	}
+	return out
+}
+
+// Pastes seen in the wild that the matrix does not produce.
+func TestPastedByHand(t *testing.T) {
+	for name, in := range map[string]string{
+		"pgadmin quoted header": "\"QUERY PLAN\"\n\"Seq Scan on t  (cost=0.00..1.01 rows=1 width=4)\"\n\"  Filter: (a = 1)\"\n",
+		"csv json cell":         "\"[{\"\"Plan\"\": {\"\"Node Type\"\": \"\"Seq Scan\"\", \"\"Relation Name\"\": \"\"t\"\", \"\"Total Cost\"\": 1.01}}]\"",
+		"crlf and bom":          "\ufeff QUERY PLAN\r\n---------------\r\n Seq Scan on t  (cost=0.00..1.01 rows=1 width=4)\r\n   Filter: (a = 1)\r\n(2 rows)\r\n",
+		"trailing commas":       "\"Seq Scan on t  (cost=0.00..1.01 rows=1 width=4)\",\n\"  Filter: (a = 1)\",\n",
+	} {
+		e, err := Parse([]byte(in))
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if e.Plan.NodeType != "Seq Scan" || e.Plan.RelationName != "t" {
+			t.Errorf("%s: got %s on %q", name, e.Plan.NodeType, e.Plan.RelationName)
+		}
+	}
+}
