@@ -16,6 +16,7 @@ import (
 	"github.com/pgmedic/pgmedic/internal/lab"
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/pgconn"
+	"github.com/pgmedic/pgmedic/internal/printable"
 )
 
 // Version is set at build time (-ldflags "-X ...cli.Version=...").
@@ -95,7 +96,9 @@ func isCobraUsage(err error) bool {
 	return false
 }
 
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+// oneLine folds a message onto one line and shows any control character
+// left in it (a relation name from the database can hold ESC sequences).
+func oneLine(s string) string { return printable.String(strings.Join(strings.Fields(s), " ")) }
 
 func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{

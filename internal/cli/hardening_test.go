@@ -117,3 +117,97 @@ func TestExplainAbsurdNumbers(t *testing.T) {
 		t.Errorf("the text report shows an overflow, an infinity or an impossible setting:\n%s", out)
 	}
 }
+
+// assertTerminalSafe fails when out holds a byte a terminal would act on:
+// anything below 0x20 but the line feed, DEL, or a C1 control character.
+func assertTerminalSafe(t *testing.T, what, out string) {
+	t.Helper()
+	for i, r := range out {
+		if (r < 0x20 && r != '\n') || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == 0x202e {
+			t.Fatalf("%s: control character %U at byte %d:\n%s", what, r, i, out)
+		}
+	}
+}
+
+// Escape sequences and line breaks in relation names, aliases and plan
+// strings are shown, not sent, and cannot forge report lines.
+func TestTerminalInjectionInPlans(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "hostile.json")
+	plan := `[{"Plan": {"Node Type": "Seq Scan", "Relation Name": "t\u001b]0;pwned\u0007", "Schema": "public\u001b[2J",
+		"Alias": "a\r\nSeq Scan on forged  (cost=0.00..1.00 rows=1 width=4)", "Filter": "(x = 'bell\u0007\u202e')",
+		"Total Cost": 10, "Plan Rows": 5, "Actual Total Time": 50, "Actual Rows": 1, "Actual Loops": 1, "Rows Removed by Filter": 900000},
+		"Execution Time": 50, "Planning Time": 0.1}]`
+	os.WriteFile(p, []byte(plan), 0o644)
+	code, out, errOut := run(t, "explain", p)
+	if code != 0 && code != 1 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	assertTerminalSafe(t, "explain", out)
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "Seq Scan on forged") {
+			t.Errorf("a newline in an alias forged a line: %q", l)
+		}
+	}
+	if !strings.Contains(out, `\x1b]0;pwned\x07`) {
+		t.Errorf("the escape sequence is not shown visibly:\n%s", out)
+	}
+	code, out, _ = run(t, "explain", "--compare", p, p)
+	if code != 0 {
+		t.Fatalf("compare: exit %d", code)
+	}
+	assertTerminalSafe(t, "compare", out)
+}
+
+// A table whose name holds a newline and an escape sequence: check's text
+// report shows it safely, and the fix SQL it prints runs as pasted.
+func TestTerminalInjectionInCheck(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	conn := admin(t, "postgres")
+	conn.Exec(ctx, "DROP DATABASE IF EXISTS inject")
+	if _, err := conn.Exec(ctx, "CREATE DATABASE inject"); err != nil {
+		t.Fatal(err)
+	}
+	db := admin(t, "inject")
+	name := "new\nline\x1b[31m"
+	q := `"` + name + `"`
+	for _, s := range []string{
+		"CREATE TABLE " + q + " (id int, v text) WITH (autovacuum_enabled = off)",
+		"INSERT INTO " + q + " SELECT g, 'x' FROM generate_series(1, 20000) g",
+		"DELETE FROM " + q + " WHERE id > 1000",
+	} {
+		if _, err := db.Exec(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	// The cumulative statistics reach pg_stat_user_tables within a second.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var dead int64
+		db.QueryRow(ctx, "SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_user_tables").Scan(&dead)
+		if dead >= 19000 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	code, out, errOut := run(t, "check", cluster.DSN("inject"), "--rules", "table-bloat", "--min-severity", "info", "--no-verify")
+	if code != 1 {
+		t.Fatalf("exit %d, want a table-bloat finding: %s\n%s", code, errOut, out)
+	}
+	assertTerminalSafe(t, "check", out)
+	var pasted []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, `U&"new\000aline\001b[31m"`) && strings.HasPrefix(strings.TrimSpace(l), "VACUUM") {
+			pasted = append(pasted, strings.TrimSpace(l))
+		}
+	}
+	if len(pasted) == 0 {
+		t.Fatalf("no fix SQL with the escaped name:\n%s", out)
+	}
+	for _, s := range pasted {
+		if _, err := db.Exec(ctx, s); err != nil {
+			t.Errorf("the printed fix does not run as pasted: %s: %v", s, err)
+		}
+	}
+}

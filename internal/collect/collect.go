@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
 	"sort"
 	"strings"
 	"time"
@@ -248,7 +249,7 @@ func PgssSelect(schema string, have map[string]bool) (sql string, hasJIT bool) {
 	if !have[total] {
 		total = "total_time"
 	}
-	sql = pgconn.Tag + "SELECT " + strings.Join(cols, ", ") + " FROM " + quoteIdent(schema) +
+	sql = pgconn.Tag + "SELECT " + strings.Join(cols, ", ") + " FROM " + sqlparse.QuoteIdent(schema) +
 		".pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())" +
 		" ORDER BY " + total + " DESC LIMIT 2000"
 	return sql, hasJIT
@@ -359,8 +360,4 @@ func short(err error) string {
 		return pgErr.Message
 	}
 	return err.Error()
-}
-
-func quoteIdent(s string) string {
-	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
 }

@@ -23,7 +23,7 @@ func TestPgssSelectFollowsVersion(t *testing.T) {
 	pg15 := map[string]bool{"queryid": true, "query": true, "userid": true, "calls": true, "total_exec_time": true, "total_plan_time": true,
 		"jit_functions": true, "jit_generation_time": true, "wal_fpi": true}
 	sql, jit = PgssSelect("ext", pg15)
-	if !jit || !strings.Contains(sql, `"ext".pg_stat_statements`) || !strings.Contains(sql, "coalesce(jit_functions, 0)") || !strings.Contains(sql, "coalesce(wal_fpi, 0)") {
+	if !jit || !strings.Contains(sql, `FROM ext.pg_stat_statements`) || !strings.Contains(sql, "coalesce(jit_functions, 0)") || !strings.Contains(sql, "coalesce(wal_fpi, 0)") {
 		t.Errorf("PG15 select wrong (jit=%v): %s", jit, sql)
 	}
 }

@@ -68,9 +68,9 @@ func (r *CompareReport) JSON(w io.Writer) error { return writeJSON(w, r) }
 // Text writes the one-line verdict first, then the aligned nodes.
 func (r *CompareReport) Text(w io.Writer) error {
 	b := &strings.Builder{}
-	fmt.Fprintf(b, "pgmedic %s — A: %s  B: %s\n\n%s\n\n", r.PGMedic, r.A, r.B, r.Summary)
+	fmt.Fprintf(b, "pgmedic %s — A: %s  B: %s\n\n%s\n\n", r.PGMedic, safe(r.A), safe(r.B), safe(r.Summary))
 	for _, s := range r.Settings {
-		fmt.Fprintf(b, "setting   %s: %s -> %s\n", s.Name, s.A, s.B)
+		fmt.Fprintf(b, "setting   %s: %s -> %s\n", safe(s.Name), safe(s.A), safe(s.B))
 	}
 	if r.JITms[0] != r.JITms[1] {
 		fmt.Fprintf(b, "JIT       %s -> %s\n", msText(r.JITms[0]), msText(r.JITms[1]))
@@ -91,9 +91,9 @@ func (r *CompareReport) Text(w io.Writer) error {
 		if label == "" {
 			label = p.B
 		}
-		fmt.Fprintf(b, "%-6s %-6s %+10.2f  %s\n", ida, idb, p.Delta, label)
+		fmt.Fprintf(b, "%-6s %-6s %+10.2f  %s\n", ida, idb, p.Delta, safe(label))
 		for _, c := range p.Changes {
-			fmt.Fprintf(b, "%26s- %s\n", "", c)
+			fmt.Fprintf(b, "%26s- %s\n", "", safe(c))
 		}
 	}
 	_, err := io.WriteString(w, b.String())

@@ -6,6 +6,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/plan"
@@ -169,7 +170,7 @@ func (r *PlanReport) JSON(w io.Writer) error { return writeJSON(w, r) }
 func (r *PlanReport) Text(w io.Writer) error {
 	b := &strings.Builder{}
 	p := r.Plan
-	fmt.Fprintf(b, "pgmedic %s — plan from %s (%s", r.PGMedic, r.Source, strings.ToUpper(p.InputFormat))
+	fmt.Fprintf(b, "pgmedic %s — plan from %s (%s", r.PGMedic, safe(r.Source), strings.ToUpper(p.InputFormat))
 	var has []string
 	for _, x := range []struct {
 		on   bool
@@ -193,7 +194,7 @@ func (r *PlanReport) Text(w io.Writer) error {
 	if len(p.Settings) > 0 {
 		var kv []string
 		for k, v := range p.Settings {
-			kv = append(kv, k+"="+v)
+			kv = append(kv, safe(k+"="+v))
 		}
 		sort.Strings(kv)
 		fmt.Fprintf(b, "settings: %s\n", strings.Join(kv, ", "))
@@ -215,21 +216,21 @@ func (r *PlanReport) Text(w io.Writer) error {
 			arrow = "-> "
 		}
 		if p.Timing {
-			fmt.Fprintf(b, " %s %4d %10s %5.1f%%  %s%s%s\n", mark, n.ID, msText(n.ExclusiveMS), n.Share*100, indent, arrow, n.Label)
+			fmt.Fprintf(b, " %s %4d %10s %5.1f%%  %s%s%s\n", mark, n.ID, msText(n.ExclusiveMS), n.Share*100, indent, arrow, safe(n.Label))
 		} else {
-			fmt.Fprintf(b, " %s %4d %10.0f  %s%s%s\n", mark, n.ID, n.Cost, indent, arrow, n.Label)
+			fmt.Fprintf(b, " %s %4d %10s  %s%s%s\n", mark, n.ID, costText(n.Cost), indent, arrow, safe(n.Label))
 		}
 		pad := strings.Repeat(" ", 3+4+1+10+1+6+2) + indent + strings.Repeat(" ", len(arrow))
 		if !p.Timing {
 			pad = strings.Repeat(" ", 3+4+1+10+2) + indent + strings.Repeat(" ", len(arrow))
 		}
 		if facts := nodeFacts(n, p.Analyze); facts != "" {
-			b.WriteString(pad + facts + "\n")
+			b.WriteString(pad + safe(facts) + "\n")
 		}
 		if n.Detail != "" {
-			d := n.Detail
+			d := safe(n.Detail)
 			if len(d) > 140 {
-				d = d[:137] + "..."
+				d = clipUTF8(d, 137) + "..."
 			}
 			b.WriteString(pad + d + "\n")
 		}
@@ -243,9 +244,9 @@ func (r *PlanReport) Text(w io.Writer) error {
 	if len(r.Skipped) > 0 {
 		b.WriteString("\n== SKIPPED ==\n")
 		for _, s := range r.Skipped {
-			fmt.Fprintf(b, "  %s: %s\n", s.Rule, s.Reason)
+			fmt.Fprintf(b, "  %s: %s\n", safe(s.Rule), safe(s.Reason))
 			if s.Fix != "" {
-				fmt.Fprintf(b, "  fix: %s\n", s.Fix)
+				fmt.Fprintf(b, "  fix: %s\n", safe(s.Fix))
 			}
 		}
 	}
@@ -328,4 +329,23 @@ func count(x float64) string {
 		return "-" + string(out)
 	}
 	return string(out)
+}
+
+// costText prints a planner cost as EXPLAIN does, compactly when huge.
+func costText(c float64) string {
+	if c >= 1e12 {
+		return fmt.Sprintf("%.3g", math.Min(c, math.MaxFloat64))
+	}
+	return fmt.Sprintf("%.0f", c)
+}
+
+// clipUTF8 cuts s to at most n bytes without splitting a character.
+func clipUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/pgconn"
+	"github.com/pgmedic/pgmedic/internal/printable"
 )
 
 // Report is the top-level JSON document of `pgmedic check`.
@@ -120,7 +121,7 @@ func writeJSON(w io.Writer, v any) error {
 // with its evidence, the fix as SQL to paste, and the measured proof.
 func (r *Report) Text(w io.Writer) error {
 	b := &strings.Builder{}
-	fmt.Fprintf(b, "pgmedic %s — %s (PostgreSQL %s), %s\n", r.PGMedic, r.Target, r.Target.ServerVersion, r.CollectedAt.Format(time.RFC3339))
+	fmt.Fprintf(b, "pgmedic %s — %s (PostgreSQL %s), %s\n", r.PGMedic, safe(r.Target.String()), safe(r.Target.ServerVersion), r.CollectedAt.Format(time.RFC3339))
 	if len(r.Findings) == 0 {
 		b.WriteString("\nNo findings at the requested severity.\n")
 	}
@@ -140,9 +141,9 @@ func (r *Report) Text(w io.Writer) error {
 	if len(r.Skipped) > 0 {
 		b.WriteString("\n== SKIPPED ==\n")
 		for _, s := range r.Skipped {
-			fmt.Fprintf(b, "  %-22s %s\n", s.Rule, s.Reason)
+			fmt.Fprintf(b, "  %-22s %s\n", safe(s.Rule), safe(s.Reason))
 			if s.Fix != "" {
-				fmt.Fprintf(b, "  %-22s fix: %s\n", "", s.Fix)
+				fmt.Fprintf(b, "  %-22s fix: %s\n", "", safe(s.Fix))
 			}
 		}
 	}
@@ -153,8 +154,12 @@ func (r *Report) Text(w io.Writer) error {
 	return err
 }
 
+// safe is the one escaping every text report applies to what came from a
+// database or a file: control characters are shown, never sent.
+func safe(s string) string { return printable.String(s) }
+
 func writeFinding(b *strings.Builder, f model.Finding) {
-	fmt.Fprintf(b, "\n[%s] %s\n", f.Rule, f.Title)
+	fmt.Fprintf(b, "\n[%s] %s\n", safe(f.Rule), safe(f.Title))
 	obj := f.Object.Kind + "  " + f.Object.Name
 	if f.Object.QueryID != "" {
 		obj += "  (queryid " + f.Object.QueryID + ")"
@@ -162,27 +167,29 @@ func writeFinding(b *strings.Builder, f model.Finding) {
 	if f.Object.Role != "" {
 		obj += "  role " + f.Object.Role
 	}
-	fmt.Fprintf(b, "  %-9s %s\n", "object", obj)
+	fmt.Fprintf(b, "  %-9s %s\n", "object", safe(obj))
 	for i, ev := range f.Evidence {
 		label := ""
 		if i == 0 {
 			label = "evidence"
 		}
-		fmt.Fprintf(b, "  %-9s %s\n", label, evidenceText(ev))
+		fmt.Fprintf(b, "  %-9s %s\n", label, safe(evidenceText(ev)))
 	}
 	if f.Impact.Summary != "" {
-		fmt.Fprintf(b, "  %-9s %s\n", "impact", f.Impact.Summary)
+		fmt.Fprintf(b, "  %-9s %s\n", "impact", safe(f.Impact.Summary))
 	}
 	if f.Fix.Summary != "" {
-		fmt.Fprintf(b, "  %-9s %s\n", "fix", f.Fix.Summary)
+		fmt.Fprintf(b, "  %-9s %s\n", "fix", safe(f.Fix.Summary))
 	}
-	for _, line := range strings.Split(f.Fix.SQL, "\n") {
+	// The SQL keeps its own line breaks (one statement per line); the
+	// identifiers in it never hold one (sqlparse.QuoteIdent escapes them).
+	for _, line := range printable.Lines(f.Fix.SQL) {
 		if line != "" {
 			fmt.Fprintf(b, "  %-9s   %s\n", "", line)
 		}
 	}
-	fmt.Fprintf(b, "  %-9s %s\n", "verified", verificationText(f.Verification))
-	fmt.Fprintf(b, "  %-9s %s\n", "docs", f.Docs)
+	fmt.Fprintf(b, "  %-9s %s\n", "verified", safe(verificationText(f.Verification)))
+	fmt.Fprintf(b, "  %-9s %s\n", "docs", safe(f.Docs))
 }
 
 func evidenceText(ev model.Evidence) string {

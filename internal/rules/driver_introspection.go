@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
 	"strconv"
 	"strings"
 
@@ -138,7 +139,7 @@ func introspectionFinding(s *model.Snapshot, st model.Statement, d driver, dbTot
 	ver := model.Verification{Status: model.NotRun, Reason: "no JIT in this query: its cost is paid once per new connection, so the proof is the per-connection count above; pool connections"}
 	if jitShare >= introJITShare {
 		title = fmt.Sprintf("%s type introspection takes %.0f ms per new connection, %s of it JIT compilation", d.name, mean, pct(jitShare))
-		fix.SQL = fmt.Sprintf("ALTER ROLE %s IN DATABASE %s SET jit = off;", QuoteIdent(st.Role), QuoteIdent(s.Database))
+		fix.SQL = fmt.Sprintf("ALTER ROLE %s IN DATABASE %s SET jit = off;", sqlparse.QuoteIdent(st.Role), sqlparse.QuoteIdent(s.Database))
 		exp = &model.Experiment{Kind: model.ExpJITToggle, Query: st.Query, QueryID: st.QueryID, Role: st.Role, Calls: st.Calls,
 			AppSettings: roleSettingsFor(s, st.Role, "jit", "jit_above_cost", "jit_inline_above_cost", "jit_optimize_above_cost", "search_path")}
 		ver = model.Verification{Status: model.NotRun, Reason: "not verified yet"}

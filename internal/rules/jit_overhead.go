@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
 	"math"
 	"strconv"
 
@@ -137,7 +138,7 @@ func jitStatement(s *model.Snapshot, st model.Statement, dbTotal float64) (model
 		},
 		Fix: model.Fix{
 			Summary: fmt.Sprintf("turn JIT off for role %s in database %s (JIT only pays off for long analytic queries); or raise jit_above_cost above this statement's plan cost", role, s.Database),
-			SQL:     fmt.Sprintf("ALTER ROLE %s IN DATABASE %s SET jit = off;", QuoteIdent(st.Role), QuoteIdent(s.Database)),
+			SQL:     fmt.Sprintf("ALTER ROLE %s IN DATABASE %s SET jit = off;", sqlparse.QuoteIdent(st.Role), sqlparse.QuoteIdent(s.Database)),
 		},
 		Verification: model.Verification{Status: model.NotRun, Reason: "not verified yet"},
 		Docs:         docsPath(JITOverheadID),
@@ -177,7 +178,7 @@ func jitSetting(s *model.Snapshot, dbTotal, flaggedJIT float64, flagged int) (mo
 		Fix: model.Fix{
 			Summary: "turn JIT off for this database's OLTP roles, or raise the cost thresholds so only long analytic queries compile",
 			SQL: fmt.Sprintf("ALTER DATABASE %s SET jit = off;\n-- or keep JIT for analytics only:\nALTER DATABASE %s SET jit_above_cost = 1000000;\nALTER DATABASE %s SET jit_inline_above_cost = 10000000;\nALTER DATABASE %s SET jit_optimize_above_cost = 10000000;",
-				QuoteIdent(s.Database), QuoteIdent(s.Database), QuoteIdent(s.Database), QuoteIdent(s.Database)),
+				sqlparse.QuoteIdent(s.Database), sqlparse.QuoteIdent(s.Database), sqlparse.QuoteIdent(s.Database), sqlparse.QuoteIdent(s.Database)),
 		},
 		Docs: docsPath(JITOverheadID),
 	}

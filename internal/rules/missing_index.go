@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
 	"math"
 	"sort"
 	"strings"
@@ -162,11 +163,11 @@ func propose(s *model.Snapshot, sh *model.QueryShape, c scanCandidate) *proposal
 			rng = appendNew(rng, p.Column)
 		case model.OpIsNull:
 			if partial == "" && col.HasStats && col.NullFrac <= 0.5 {
-				partial, partialCol = QuoteIdent(p.Column)+" IS NULL", p.Column
+				partial, partialCol = sqlparse.QuoteIdent(p.Column)+" IS NULL", p.Column
 			}
 		case model.OpNotNull:
 			if partial == "" && col.HasStats && col.NullFrac >= 0.5 {
-				partial, partialCol = QuoteIdent(p.Column)+" IS NOT NULL", p.Column
+				partial, partialCol = sqlparse.QuoteIdent(p.Column)+" IS NOT NULL", p.Column
 			}
 		}
 	}
@@ -210,13 +211,13 @@ func propose(s *model.Snapshot, sh *model.QueryShape, c scanCandidate) *proposal
 	}
 	cols := make([]string, len(p.keys))
 	for i, k := range p.keys {
-		cols[i] = QuoteIdent(k)
+		cols[i] = sqlparse.QuoteIdent(k)
 		if p.desc[i] {
 			cols[i] += " DESC"
 		}
 	}
 	p.name = indexName(t.Name, p.keys, partialCol, strings.HasSuffix(partial, "NOT NULL"))
-	p.def = fmt.Sprintf("CREATE INDEX %s ON %s.%s (%s)", QuoteIdent(p.name), QuoteIdent(t.Schema), QuoteIdent(t.Name), strings.Join(cols, ", "))
+	p.def = fmt.Sprintf("CREATE INDEX %s ON %s.%s (%s)", sqlparse.QuoteIdent(p.name), sqlparse.QuoteIdent(t.Schema), sqlparse.QuoteIdent(t.Name), strings.Join(cols, ", "))
 	if partial != "" {
 		p.def += " WHERE " + partial
 	}

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
 	"math"
 	"sort"
 	"strings"
@@ -170,9 +171,9 @@ func ev(label string, v float64, unit string) model.Evidence {
 // says (VERBOSE).
 func relName(n *plan.Node) string {
 	if n.Schema != "" {
-		return QuoteIdent(n.Schema) + "." + QuoteIdent(n.RelationName)
+		return sqlparse.QuoteIdent(n.Schema) + "." + sqlparse.QuoteIdent(n.RelationName)
 	}
-	return QuoteIdent(n.RelationName)
+	return sqlparse.QuoteIdent(n.RelationName)
 }
 
 // workMemFor suggests a work_mem that holds kb kilobytes, rounded up to

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
 	"regexp"
 	"strconv"
 	"strings"
@@ -136,7 +137,7 @@ func scanFor(n *plan.Node, scans map[string]*plan.Node, qualifier string) *plan.
 }
 
 func castFinding(in PlanInput, n, scan *plan.Node, c castOnColumn) (model.Finding, bool) {
-	col := QuoteIdent(c.column)
+	col := sqlparse.QuoteIdent(c.column)
 	tbl := relName(scan)
 	saved := 0.0
 	if in.Explain.HasAnalyze && n == scan {

@@ -99,7 +99,7 @@ func PlanMissingIndex(in PlanInput) []model.Finding {
 		if len(cols) > 0 {
 			quoted := make([]string, len(cols))
 			for i, c := range cols {
-				quoted[i] = QuoteIdent(c)
+				quoted[i] = sqlparse.QuoteIdent(c)
 			}
 			f.Fix = model.Fix{Summary: fmt.Sprintf("index the filtered column%s (equality columns first)", plural(len(cols))),
 				SQL: fmt.Sprintf("CREATE INDEX CONCURRENTLY ON %s (%s);", relName(n), strings.Join(quoted, ", "))}
@@ -127,7 +127,7 @@ func filterColumns(n *plan.Node) []string {
 	if alias == "" {
 		alias = n.RelationName
 	}
-	sh, err := sqlparse.Describe(fmt.Sprintf("SELECT 1 FROM %s AS %s WHERE %s", QuoteIdent(n.RelationName), QuoteIdent(alias), n.Filter))
+	sh, err := sqlparse.Describe(fmt.Sprintf("SELECT 1 FROM %s AS %s WHERE %s", sqlparse.QuoteIdent(n.RelationName), sqlparse.QuoteIdent(alias), n.Filter))
 	if err != nil {
 		return nil
 	}
@@ -321,7 +321,7 @@ func misestimateFix(n *plan.Node) model.Fix {
 	if cols := filterColumns(n); len(cols) >= 2 && n.Filter != "" {
 		quoted := make([]string, len(cols))
 		for i, c := range cols {
-			quoted[i] = QuoteIdent(c)
+			quoted[i] = sqlparse.QuoteIdent(c)
 		}
 		fix.Summary = "the filter's columns are correlated and the planner multiplies their selectivities; give it extended statistics, then ANALYZE"
 		fix.SQL = fmt.Sprintf("CREATE STATISTICS ON %s FROM %s;\nANALYZE %s;", strings.Join(quoted, ", "), relName(n), relName(n))

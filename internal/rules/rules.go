@@ -144,23 +144,6 @@ func roleSettingsFor(s *model.Snapshot, role string, names ...string) map[string
 	return out
 }
 
-// QuoteIdent quotes an identifier when PostgreSQL needs it quoted.
-func QuoteIdent(s string) string {
-	simple := s != ""
-	for i, r := range s {
-		if !(r == '_' || r >= 'a' && r <= 'z' || i > 0 && r >= '0' && r <= '9') {
-			simple = false
-			break
-		}
-	}
-	if simple && !reserved[s] {
-		return s
-	}
-	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
-}
-
-var reserved = map[string]bool{"user": true, "all": true, "table": true, "select": true, "order": true, "group": true, "public": false}
-
 // Shorten returns a single-line prefix of a statement for titles and names.
 func Shorten(q string, n int) string {
 	q = strings.Join(strings.Fields(q), " ")

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
 	"strings"
 	"testing"
 
@@ -233,8 +234,8 @@ func TestSelect(t *testing.T) {
 
 func TestQuoteIdent(t *testing.T) {
 	for in, want := range map[string]string{"app": "app", "App": `"App"`, "my-db": `"my-db"`, "user": `"user"`, `we"ird`: `"we""ird"`, "db1": "db1"} {
-		if got := QuoteIdent(in); got != want {
-			t.Errorf("QuoteIdent(%q) = %s, want %s", in, got, want)
+		if got := sqlparse.QuoteIdent(in); got != want {
+			t.Errorf("sqlparse.QuoteIdent(%q) = %s, want %s", in, got, want)
 		}
 	}
 }

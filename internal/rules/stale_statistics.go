@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
 	"math"
 
 	"github.com/pgmedic/pgmedic/internal/model"
@@ -33,7 +34,7 @@ func StaleStatistics(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		}
 		trigger := s.Settings["autovacuum_analyze_threshold"].Float() + s.Settings["autovacuum_analyze_scale_factor"].Float()*base
 		why := fmt.Sprintf("autovacuum's analyze trigger is about %s changes; it has not caught up", count(trigger))
-		qt := QuoteIdent(t.Schema) + "." + QuoteIdent(t.Name)
+		qt := sqlparse.QuoteIdent(t.Schema) + "." + sqlparse.QuoteIdent(t.Name)
 		sql := fmt.Sprintf("ANALYZE %s;", qt)
 		if !t.AutovacuumEnabled {
 			why = "autovacuum (which also analyzes) is switched off for this table"

@@ -2,6 +2,8 @@ package rules
 
 import (
 	"fmt"
+	"github.com/pgmedic/pgmedic/internal/printable"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
 	"math"
 	"strings"
 
@@ -49,7 +51,7 @@ func deadTupleFinding(s *model.Snapshot, t *model.Table) model.Finding {
 	}
 	trigger := s.Settings["autovacuum_vacuum_threshold"].Float() + s.Settings["autovacuum_vacuum_scale_factor"].Float()*math.Max(t.Reltuples, 0)
 	var why string
-	qt := QuoteIdent(t.Schema) + "." + QuoteIdent(t.Name)
+	qt := sqlparse.QuoteIdent(t.Schema) + "." + sqlparse.QuoteIdent(t.Name)
 	sql := fmt.Sprintf("VACUUM (VERBOSE, ANALYZE) %s;", qt)
 	switch {
 	case !t.AutovacuumEnabled:
@@ -154,7 +156,9 @@ func nonHOTFinding(s *model.Snapshot, t *model.Table) *model.Finding {
 		Evidence: ev,
 		Impact:   model.Impact{Summary: fmt.Sprintf("write amplification: each update writes a new entry into all %d indexes and leaves a dead row and dead index entries for vacuum", nidx)},
 		Fix: model.Fix{Summary: "keep frequently updated columns out of indexes and index predicates where the queries allow it (e.g. mark claims in a narrow side table), and vacuum the table often; fillfactor only helps HOT when no indexed column changes",
-			SQL: fmt.Sprintf("-- columns updated that an index depends on: %s", strings.Join(parts, "; "))},
+			// Names in a comment: a newline in one would end the comment
+			// and turn the rest into SQL when pasted.
+			SQL: fmt.Sprintf("-- columns updated that an index depends on: %s", printable.String(strings.Join(parts, "; ")))},
 		Verification: model.Verification{Status: model.NotRun, Method: "pg_stat_user_tables n_tup_hot_upd / n_tup_upd", Reason: "the counters are measured by PostgreSQL itself; pgmedic does not write to test a change of indexes"},
 		Docs:         docsPath(TableBloatID),
 	}

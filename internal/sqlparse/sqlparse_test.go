@@ -1,6 +1,7 @@
 package sqlparse
 
 import (
+	pg_query "github.com/pganalyze/pg_query_go/v6"
 	"github.com/pgmedic/pgmedic/internal/model"
 	"reflect"
 	"strings"
@@ -196,5 +197,36 @@ func TestCastToColumn(t *testing.T) {
 		if n == 0 || !strings.Contains(got, c.want) {
 			t.Errorf("%s:\n got %s\nwant %s", c.sql, got, c.want)
 		}
+	}
+}
+
+func TestQuoteIdent(t *testing.T) {
+	for in, want := range map[string]string{
+		"orders": "orders", "Orders": `"Orders"`, "user": `"user"`, "order": `"order"`, "name": "name",
+		"time": `"time"`, "a b": `"a b"`, `q"t`: `"q""t"`, "new\nline": `U&"new\000aline"`,
+		"esc\x1b[31m": `U&"esc\001b[31m"`, `back\slash` + "\r": `U&"back\\slash\000d"`, "": `""`,
+	} {
+		if got := QuoteIdent(in); got != want {
+			t.Errorf("QuoteIdent(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+func TestEscapeControls(t *testing.T) {
+	in := "SELECT \"new\nline\".a, 'x\x1b]0;t\x07' FROM \"new\nline\" WHERE b = 'plain'"
+	got := EscapeControls(in)
+	want := `SELECT U&"new\000aline".a, E'x\x1b]0;t\x07' FROM U&"new\000aline" WHERE b = 'plain'`
+	if got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+	ta, err1 := pg_query.Parse(in)
+	tb, err2 := pg_query.Parse(got)
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	da, _ := pg_query.Deparse(ta)
+	db, _ := pg_query.Deparse(tb)
+	if da != db {
+		t.Fatalf("the escaped statement means something else:\n%s\n%s", da, db)
 	}
 }

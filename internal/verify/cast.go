@@ -41,7 +41,7 @@ func (e *Engine) castExperiment(ctx context.Context, f *model.Finding) {
 		f.Verification = model.Verification{Status: model.NotRun, Reason: "the rewritten statement failed: " + err.Error()}
 		return
 	}
-	f.Fix.SQL = "-- the statement with the comparison in the column's type:\n" + fixed
+	f.Fix.SQL = "-- the statement with the comparison in the column's type:\n" + sqlparse.EscapeControls(fixed)
 	method := fmt.Sprintf("re-planned with %s compared as %s", exp.Column, exp.ColumnType)
 	if exp.KeepValue {
 		method = fmt.Sprintf("re-planned without the cast on %s", exp.Column)

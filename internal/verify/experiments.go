@@ -202,7 +202,7 @@ func (e *Engine) withCopy(ctx context.Context, t *model.Table, fn func() error) 
 	if t.TotalBytes > e.maxCopy() {
 		return 0, fmt.Errorf("not measured: %s is %.0f MB with its indexes, over the copy limit of %.0f MB (--verify-max-size)", t.Name, float64(t.TotalBytes)/(1<<20), float64(e.maxCopy())/(1<<20))
 	}
-	qt := quoteIdent(t.Schema) + "." + quoteIdent(t.Name)
+	qt := sqlparse.QuoteIdent(t.Schema) + "." + sqlparse.QuoteIdent(t.Name)
 	if _, err := e.Conn.Exec(ctx, pgconn.Tag+"BEGIN READ WRITE"); err != nil {
 		return 0, fmt.Errorf("cannot start a transaction: %s", errText(err))
 	}
@@ -338,7 +338,7 @@ func (e *Engine) indexStats(ctx context.Context, snap *model.Snapshot, f *model.
 	var density, frag float64
 	err := e.readOnly(ctx, func() error {
 		return e.Conn.QueryRow(ctx, pgconn.Tag+"SELECT avg_leaf_density, leaf_fragmentation FROM pgstatindex($1::regclass)",
-			quoteIdent(exp.Table.Schema)+"."+quoteIdent(exp.Index)).Scan(&density, &frag)
+			sqlparse.QuoteIdent(exp.Table.Schema)+"."+sqlparse.QuoteIdent(exp.Index)).Scan(&density, &frag)
 	})
 	if err != nil {
 		f.Verification = model.Verification{Status: model.NotRun, Reason: "pgstatindex failed: " + errText(err) + " (it needs the pg_stat_scan_tables role or superuser)"}
@@ -367,7 +367,7 @@ func (e *Engine) indexStats(ctx context.Context, snap *model.Snapshot, f *model.
 	err = e.inTempTransaction(ctx, func() error {
 		for _, q := range []string{
 			"CREATE TEMP TABLE pgmedic_keys (k " + col.Type + " PRIMARY KEY)",
-			"INSERT INTO pgmedic_keys SELECT " + quoteIdent(col.Name) + " FROM " + quoteIdent(t.Schema) + "." + quoteIdent(t.Name) + " WHERE " + quoteIdent(col.Name) + " IS NOT NULL ORDER BY 1",
+			"INSERT INTO pgmedic_keys SELECT " + sqlparse.QuoteIdent(col.Name) + " FROM " + sqlparse.QuoteIdent(t.Schema) + "." + sqlparse.QuoteIdent(t.Name) + " WHERE " + sqlparse.QuoteIdent(col.Name) + " IS NOT NULL ORDER BY 1",
 		} {
 			if _, err := e.Conn.Exec(ctx, pgconn.Tag+q); err != nil {
 				return err
@@ -416,7 +416,7 @@ func (e *Engine) tableStats(ctx context.Context, snap *model.Snapshot, f *model.
 		var dead, free float64
 		err := e.readOnly(ctx, func() error {
 			return e.Conn.QueryRow(ctx, pgconn.Tag+"SELECT dead_tuple_percent, free_percent FROM pgstattuple($1::regclass)",
-				quoteIdent(t.Schema)+"."+quoteIdent(t.Name)).Scan(&dead, &free)
+				sqlparse.QuoteIdent(t.Schema)+"."+sqlparse.QuoteIdent(t.Name)).Scan(&dead, &free)
 		})
 		if err == nil {
 			f.Evidence = append(f.Evidence,
@@ -439,7 +439,7 @@ func (e *Engine) tableStats(ctx context.Context, snap *model.Snapshot, f *model.
 	}
 	var now, compact int64
 	err := e.inTempTransaction(ctx, func() error {
-		qt := quoteIdent(t.Schema) + "." + quoteIdent(t.Name)
+		qt := sqlparse.QuoteIdent(t.Schema) + "." + sqlparse.QuoteIdent(t.Name)
 		if err := e.Conn.QueryRow(ctx, pgconn.Tag+"SELECT pg_relation_size($1::regclass)", qt).Scan(&now); err != nil {
 			return err
 		}

@@ -52,9 +52,9 @@ func (e *Engine) statsValue(ctx context.Context, c sqlparse.Column) (string, boo
 	if c.Table == "" || c.Column == "" {
 		return "", false
 	}
-	rel := quoteIdent(c.Table)
+	rel := sqlparse.QuoteIdent(c.Table)
 	if c.Schema != "" {
-		rel = quoteIdent(c.Schema) + "." + rel
+		rel = sqlparse.QuoteIdent(c.Schema) + "." + rel
 	}
 	var mcv, hist *string
 	err := e.Conn.QueryRow(ctx, pgconn.Tag+`SELECT s.most_common_vals::text, s.histogram_bounds::text
@@ -155,8 +155,6 @@ func ParseArray(s string) []string {
 func arrayElem(v string) string {
 	return `"` + strings.ReplaceAll(strings.ReplaceAll(v, `\`, `\\`), `"`, `\"`) + `"`
 }
-
-func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
 func shorten(s string, n int) string {
 	if len(s) <= n {
