@@ -61,6 +61,13 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	var ee *exitError
 	var ce *pgconn.ConnectError
+	if ctx.Err() != nil {
+		// Interrupted (Ctrl-C, SIGTERM): whatever failed on the way out
+		// failed because of it. Statements in flight were cancelled on
+		// the server (pgconn sends PostgreSQL's cancel request).
+		fmt.Fprintln(stderr, "pgmedic: interrupted; statements in flight were cancelled on the server")
+		return ExitInput
+	}
 	switch {
 	case errors.As(err, &ee):
 		if ee.code != ExitFindings {
@@ -72,9 +79,6 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return ExitInput
 	case errors.Is(err, lab.ErrNoPostgres), errors.Is(err, lab.ErrNoAsyncpg):
 		fmt.Fprintln(stderr, "pgmedic: "+oneLine(err.Error()))
-		return ExitInput
-	case errors.Is(err, context.Canceled):
-		fmt.Fprintln(stderr, "pgmedic: interrupted")
 		return ExitInput
 	case isCobraUsage(err):
 		fmt.Fprintln(stderr, "pgmedic: "+oneLine(err.Error())+" (see pgmedic --help)")

@@ -3,10 +3,13 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -210,4 +213,95 @@ func TestTerminalInjectionInCheck(t *testing.T) {
 			t.Errorf("the printed fix does not run as pasted: %s: %v", s, err)
 		}
 	}
+}
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+// binary builds cmd/pgmedic once per test run, for tests that need a real
+// process (signals, exit codes as the shell sees them).
+func binary(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "pgmedic-bin-")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "pgmedic")
+		out, err := exec.Command("go", "build", "-o", binPath, "github.com/pgmedic/pgmedic/cmd/pgmedic").CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+// Ctrl-C while EXPLAIN ANALYZE runs: pgmedic sends PostgreSQL's cancel
+// request, so the backend stops working at once instead of running on
+// after the client has gone; pgmedic exits 2 with one line.
+func TestInterruptCancelsOnServer(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	db := admin(t, "postgres")
+	// A query that runs for minutes: the generate_series is executed, not
+	// planned away.
+	query := "SELECT count(*) FROM generate_series(1, 4000000000) g WHERE g % 7 = 3"
+	var stderr strings.Builder
+	cmd := exec.Command(binary(t), "explain", "--dsn", cluster.DSN("postgres"), "--query", query, "--analyze", "--statement-timeout", "10m")
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	var backend int
+	deadline := time.Now().Add(30 * time.Second)
+	for backend == 0 && time.Now().Before(deadline) {
+		db.QueryRow(ctx, `SELECT coalesce(max(pid), 0) FROM pg_stat_activity
+			WHERE application_name = 'pgmedic' AND state = 'active' AND query LIKE '%generate_series(1, 4000000000)%'`).Scan(&backend)
+		time.Sleep(50 * time.Millisecond)
+	}
+	if backend == 0 {
+		t.Fatalf("pgmedic's EXPLAIN ANALYZE never showed up as active; stderr: %s", stderr.String())
+	}
+	time.Sleep(300 * time.Millisecond)
+	interrupted := time.Now()
+	cmd.Process.Signal(os.Interrupt)
+	// The backend must stop working within a second.
+	var stopped time.Duration
+	for time.Since(interrupted) < 5*time.Second {
+		var state string
+		err := db.QueryRow(ctx, "SELECT coalesce(state, '') FROM pg_stat_activity WHERE pid = $1", backend).Scan(&state)
+		if err != nil || state != "active" {
+			stopped = time.Since(interrupted)
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if stopped == 0 {
+		t.Fatalf("backend %d still active 5s after Ctrl-C", backend)
+	}
+	if stopped > time.Second {
+		t.Errorf("backend %d stopped %s after Ctrl-C; want within a second", backend, stopped)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("pgmedic did not exit after Ctrl-C")
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 2 {
+		t.Errorf("exit %d, want 2", code)
+	}
+	if lines := strings.Split(strings.TrimSpace(stderr.String()), "\n"); len(lines) != 1 || !strings.Contains(lines[0], "interrupted") {
+		t.Errorf("stderr %q, want one line saying it was interrupted", stderr.String())
+	}
+	t.Logf("backend idle %s after SIGINT", stopped)
 }
