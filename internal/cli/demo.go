@@ -39,7 +39,7 @@ Exit 0 only when every scenario produced the findings it must and none it must n
 			}
 			logf := progress(stderr)
 			start := time.Now()
-			c, err := lab.Create(cmd.Context(), lab.Options{Log: logf})
+			c, err := lab.Create(cmd.Context(), lab.Options{Log: logf, Started: announceThrowaway(stderr)})
 			if err != nil {
 				return inputErr(err)
 			}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -17,6 +18,7 @@ import (
 
 func newLab(stdout, stderr io.Writer) *cobra.Command {
 	var dir string
+	var leftovers bool
 	cmd := &cobra.Command{
 		Use:   "lab",
 		Short: "throwaway PostgreSQL cluster and the incident scenarios",
@@ -35,10 +37,18 @@ func newLab(stdout, stderr io.Writer) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			d := stateDir()
-			if c, err := lab.Load(d); err == nil && c.Running() {
-				return usageErr("a lab cluster is already running in %s: %s", d, c.DSN(""))
-			} else if err == nil {
-				// A stale directory from a machine restart: clear it.
+			if c, err := lab.Load(d); err == nil {
+				switch {
+				case c.Complete() && c.Running():
+					return usageErr("a lab cluster is already running in %s: %s", d, c.DSN(""))
+				case c.Running() && c.Adopt() == nil:
+					// pgmedic was killed after the server started: the
+					// server is fine, take it over.
+					fmt.Fprintf(stdout, "lab cluster up (adopted the server left running in %s): %s\n%s\n", d, c.Version, c.DSN(""))
+					return nil
+				}
+				// Stopped, half-made or stale after a machine restart:
+				// clear it and start afresh.
 				if err := c.Destroy(context.Background()); err != nil {
 					return inputErr(err)
 				}
@@ -56,15 +66,24 @@ func newLab(stdout, stderr io.Writer) *cobra.Command {
 		Short: "show the lab cluster",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			leftovers := lab.Leftovers()
+			for _, l := range leftovers {
+				fmt.Fprintf(stdout, "leftover throwaway cluster in %s, %s (its pgmedic is gone): remove it with `pgmedic lab down --dir %s`\n", l.Dir, l.Describe(), l.Dir)
+			}
 			c, err := lab.Load(stateDir())
 			if err != nil {
+				if errors.Is(err, lab.ErrNoCluster) && len(leftovers) > 0 {
+					fmt.Fprintf(stdout, "no lab cluster in %s\n", stateDir())
+					return nil
+				}
 				return inputErr(err)
 			}
-			state := "stopped"
-			if c.Running() {
-				state = "running"
+			fmt.Fprintf(stdout, "lab cluster %s in %s\n", c.Describe(), c.Dir)
+			if c.Complete() {
+				fmt.Fprintf(stdout, "%s\n%s\n", c.Version, c.DSN(""))
+			} else {
+				fmt.Fprintf(stdout, "remove it with `pgmedic lab down --dir %s`, or run `pgmedic lab up` to replace it\n", c.Dir)
 			}
-			fmt.Fprintf(stdout, "lab cluster %s in %s\n%s\n%s\n", state, c.Dir, c.Version, c.DSN(""))
 			return nil
 		},
 	}
@@ -73,8 +92,20 @@ func newLab(stdout, stderr io.Writer) *cobra.Command {
 		Short: "stop the lab cluster and remove its directory",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if leftovers {
+				for _, l := range lab.Leftovers() {
+					if err := l.Destroy(context.Background()); err != nil {
+						return inputErr(err)
+					}
+					fmt.Fprintf(stdout, "leftover cluster in %s stopped and removed\n", l.Dir)
+				}
+				return nil
+			}
 			c, err := lab.Load(stateDir())
 			if err != nil {
+				if errors.Is(err, lab.ErrNoCluster) && len(lab.Leftovers()) > 0 {
+					return inputErr(fmt.Errorf("%w; leftover throwaway clusters exist: `pgmedic lab down --leftovers` removes them", err))
+				}
 				return inputErr(err)
 			}
 			if err := c.Destroy(context.Background()); err != nil {
@@ -84,6 +115,7 @@ func newLab(stdout, stderr io.Writer) *cobra.Command {
 			return nil
 		},
 	}
+	down.Flags().BoolVar(&leftovers, "leftovers", false, "remove every throwaway cluster whose pgmedic was killed before it could clean up")
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "list the scenarios",
@@ -117,7 +149,7 @@ Exit 0 when the scenario produced every finding it must and none it must not.`,
 			logf := progress(stderr)
 			c, err := lab.Load(stateDir())
 			if err != nil || !c.Running() {
-				if c, err = lab.Create(cmd.Context(), lab.Options{Log: logf}); err != nil {
+				if c, err = lab.Create(cmd.Context(), lab.Options{Log: logf, Started: announceThrowaway(stderr)}); err != nil {
 					return inputErr(err)
 				}
 				defer c.Destroy(context.Background())
@@ -207,4 +239,13 @@ func runScenario(ctx context.Context, c *lab.Cluster, sc lab.Scenario, f checkFl
 		res.MustNot = []lab.Expect{}
 	}
 	return res, nil
+}
+
+// announceThrowaway says where a throwaway cluster lives as soon as its
+// directory exists, on stderr and always (not only on a terminal): if
+// pgmedic is killed before it can remove it, the user knows what to clean.
+func announceThrowaway(stderr io.Writer) func(string) {
+	return func(dir string) {
+		fmt.Fprintf(stderr, "pgmedic: throwaway lab cluster in %s (removed on exit; if pgmedic is killed: pgmedic lab down --dir %s)\n", dir, dir)
+	}
 }

@@ -4,12 +4,16 @@
 // A cluster lives entirely in one directory: PGDATA in data/, the server log
 // in server.log and the connection facts in state.json. Removing the
 // directory (after stopping the server) removes every trace of it.
+//
+// state.json is written first, before initdb, and again before the server
+// starts, so a pgmedic killed at any step (kill -9 included) leaves a
+// directory that `lab status` and `lab down` recognise and clean up: see
+// state.go.
 package lab
 
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -38,6 +42,13 @@ type Cluster struct {
 	// HypoPG reports whether the hypopg extension is installed on this machine.
 	HypoPG  bool   `json:"hypopg"`
 	Version string `json:"version"`
+	// Phase is how far Create got: initdb, starting, running.
+	Phase string `json:"phase"`
+	// OwnerPID is the pgmedic process that created the cluster; a
+	// throwaway cluster whose owner is gone is a leftover.
+	OwnerPID int `json:"owner_pid"`
+	// Throwaway clusters are removed by the command that made them.
+	Throwaway bool `json:"throwaway"`
 
 	owner *osUser // OS account that owns and runs the cluster; nil = ourselves
 }
@@ -56,6 +67,9 @@ type Options struct {
 	BinDir string
 	// Log receives progress lines; nil discards them.
 	Log func(format string, args ...any)
+	// Started, when set, is told the directory as soon as it exists, so
+	// that a throwaway cluster's location is known even if pgmedic dies.
+	Started func(dir string)
 
 	// afterStart lets tests fail setup half-way.
 	afterStart func(*Cluster) error
@@ -155,16 +169,27 @@ func Create(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if abs, aerr := filepath.Abs(dir); aerr == nil {
 		dir = abs
 	}
-	c = &Cluster{Dir: dir, BinDir: binDir, Host: "127.0.0.1", Superuser: "postgres", owner: owner}
+	c = &Cluster{Dir: dir, BinDir: binDir, Host: "127.0.0.1", Superuser: "postgres", owner: owner,
+		Phase: PhaseInitdb, OwnerPID: os.Getpid(), Throwaway: opts.Dir == ""}
 	defer func() {
 		if err != nil {
 			_ = c.Stop(context.Background())
+			c.killStragglers()
 			if madeDir {
 				_ = os.RemoveAll(dir)
 			}
 			c = nil
+			if ctx.Err() != nil {
+				err = ctx.Err()
+			}
 		}
 	}()
+	if err = c.save(); err != nil {
+		return c, err
+	}
+	if opts.Started != nil {
+		opts.Started(dir)
+	}
 	if err = c.chown(dir); err != nil {
 		return c, err
 	}
@@ -181,6 +206,12 @@ func Create(ctx context.Context, opts Options) (c *Cluster, err error) {
 			return c, err
 		}
 		if err = c.writeConfig(); err != nil {
+			return c, err
+		}
+		// Recorded before the server starts: a pgmedic killed from here on
+		// leaves a server that lab status and lab down can find.
+		c.Phase = PhaseStarting
+		if err = c.save(); err != nil {
 			return c, err
 		}
 		logf("starting PostgreSQL on 127.0.0.1:%d", c.Port)
@@ -202,6 +233,7 @@ func Create(ctx context.Context, opts Options) (c *Cluster, err error) {
 			return c, err
 		}
 	}
+	c.Phase = PhaseRunning
 	if err = c.save(); err != nil {
 		return c, err
 	}
@@ -293,17 +325,25 @@ func (c *Cluster) Stop(ctx context.Context) error {
 	}
 	if err := c.run(ctx, "pg_ctl", "-D", c.dataDir(), "-m", "fast", "-w", "-t", "60", "stop"); err != nil {
 		// A fast shutdown that hangs must not leave an orphan behind.
-		if pid := c.PostmasterPID(); alive(pid) {
+		if pid := c.PostmasterPID(); c.ownsProcess(pid) {
 			_ = syscall.Kill(pid, syscall.SIGQUIT)
+			if c.WaitGone(pid, 10*time.Second) {
+				return nil
+			}
+		}
+		if !c.Running() {
+			return nil
 		}
 		return fmt.Errorf("stopping the lab server: %w", err)
 	}
 	return nil
 }
 
-// Destroy stops the server and removes the cluster directory.
+// Destroy stops the server, ends any initdb or postgres process still
+// working in the directory, and removes it.
 func (c *Cluster) Destroy(ctx context.Context) error {
 	stopErr := c.Stop(ctx)
+	c.killStragglers()
 	if err := os.RemoveAll(c.Dir); err != nil {
 		return fmt.Errorf("removing %s: %w", c.Dir, err)
 	}
@@ -323,7 +363,7 @@ func (c *Cluster) PostmasterPID() int {
 
 // Running reports whether the server process is alive.
 func (c *Cluster) Running() bool {
-	return alive(c.PostmasterPID())
+	return c.ownsProcess(c.PostmasterPID())
 }
 
 // alive reports whether pid is a live process. A zombie counts as dead: the
@@ -341,30 +381,6 @@ func alive(pid int) bool {
 		return b[i+2] != 'Z'
 	}
 	return true
-}
-
-func (c *Cluster) save() error {
-	b, _ := json.MarshalIndent(c, "", "  ")
-	return os.WriteFile(filepath.Join(c.Dir, stateFile), b, 0o644)
-}
-
-// Load reads the cluster recorded in dir by `lab up`.
-func Load(dir string) (*Cluster, error) {
-	b, err := os.ReadFile(filepath.Join(dir, stateFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("no lab cluster in %s: start one with `pgmedic lab up`", dir)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading the lab state: %w", err)
-	}
-	var c Cluster
-	if err := json.Unmarshal(b, &c); err != nil {
-		return nil, fmt.Errorf("lab state %s is corrupt (%v): remove the directory", filepath.Join(dir, stateFile), err)
-	}
-	if c.owner, err = serverOwner(); err != nil {
-		return nil, err
-	}
-	return &c, nil
 }
 
 func (c *Cluster) serverVersion() (string, error) {
@@ -389,6 +405,9 @@ func (c *Cluster) run(ctx context.Context, name string, args ...string) error {
 		cmd.Env = append(os.Environ(), "HOME="+c.Dir, "USER="+c.owner.name)
 	}
 	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err() // interrupted: the tool's output is noise
+		}
 		msg := strings.TrimSpace(out.String())
 		if len(msg) > 400 {
 			msg = msg[len(msg)-400:]
