@@ -230,6 +230,31 @@ func TestWithoutPgStatStatements(t *testing.T) {
 	if !strings.Contains(out, "CREATE EXTENSION pg_stat_statements") || !strings.Contains(out, `"driver-introspection"`) {
 		t.Errorf("skipped entries lack the rule or the fix:\n%s", out)
 	}
+	assertCompleteSkips(t, out, "driver-introspection", "missing-index", "queue-claim-race", "implicit-cast", "jit-overhead")
+}
+
+// assertCompleteSkips requires a skipped entry for each rule named, and a
+// fix on every skipped entry.
+func assertCompleteSkips(t *testing.T, out string, rules ...string) {
+	t.Helper()
+	var rep struct {
+		Skipped []model.Skip `json:"skipped"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("JSON: %v", err)
+	}
+	have := map[string]bool{}
+	for _, s := range rep.Skipped {
+		have[s.Rule] = true
+		if s.Fix == "" {
+			t.Errorf("skipped entry without a fix: %+v", s)
+		}
+	}
+	for _, r := range rules {
+		if !have[r] {
+			t.Errorf("%s is not in skipped: %+v", r, rep.Skipped)
+		}
+	}
 }
 
 func TestHiddenStatementsWithoutPrivilege(t *testing.T) {

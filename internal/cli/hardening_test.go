@@ -305,3 +305,41 @@ func TestInterruptCancelsOnServer(t *testing.T) {
 	}
 	t.Logf("backend idle %s after SIGINT", stopped)
 }
+
+// A pg_monitor-only role reads the statistics but not the application's
+// schema: every rule that could not look at something says so, with the
+// GRANT that fixes it.
+func TestPgMonitorOnlyRole(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	conn := admin(t, "postgres")
+	conn.Exec(ctx, "DROP DATABASE IF EXISTS monitored")
+	if _, err := conn.Exec(ctx, "CREATE DATABASE monitored"); err != nil {
+		t.Fatal(err)
+	}
+	conn.Exec(ctx, "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'watcher') THEN CREATE ROLE watcher LOGIN IN ROLE pg_monitor; END IF; END $$")
+	db := admin(t, "monitored")
+	for _, q := range []string{
+		"CREATE EXTENSION pg_stat_statements",
+		"CREATE SCHEMA shop",
+		"CREATE TABLE shop.orders (id int, customer int, total numeric)",
+		"INSERT INTO shop.orders SELECT g, g % 500, g FROM generate_series(1, 50000) g",
+		"ANALYZE shop.orders",
+		"SELECT pg_stat_statements_reset()",
+	} {
+		if _, err := db.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	for i := 0; i < 20; i++ {
+		db.Exec(ctx, "SELECT sum(total) FROM shop.orders WHERE customer = $1", i)
+	}
+	code, out, errOut := run(t, "check", cluster.UserDSN("watcher", "monitored"), "--format", "json", "--min-severity", "info")
+	if code != 0 && code != 1 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	assertCompleteSkips(t, out, "missing-index")
+	if !strings.Contains(out, "GRANT USAGE ON SCHEMA shop TO watcher") {
+		t.Errorf("the missing-index skip does not name the grant:\n%s", out)
+	}
+}

@@ -29,10 +29,10 @@ type Querier interface {
 
 // Sources that can be missing.
 const (
-	SrcStatements = "pg_stat_statements"
-	SrcRoleSets   = "pg_db_role_setting"
-	SrcDBStats    = "pg_stat_database"
-	SrcActivity   = "pg_stat_activity"
+	SrcStatements = model.SrcStatements
+	SrcRoleSets   = model.SrcRoleSets
+	SrcDBStats    = model.SrcDBStats
+	SrcActivity   = model.SrcActivity
 )
 
 // overridden are the settings pgmedic's own session changes (see pgconn);
@@ -63,9 +63,9 @@ func Snapshot(ctx context.Context, q Querier, now time.Time) (*model.Snapshot, e
 func SnapshotWith(ctx context.Context, q Querier, now time.Time, opts Options) (*model.Snapshot, error) {
 	s := &model.Snapshot{CollectedAt: now.UTC(), Missing: map[string]model.Skip{}}
 	if err := q.QueryRow(ctx, pgconn.Tag+`SELECT current_database(), d.oid, current_setting('server_version'),
-		current_setting('server_version_num')::int
+		current_setting('server_version_num')::int, current_user
 		FROM pg_database d WHERE d.datname = current_database()`).
-		Scan(&s.Database, &s.DatabaseOID, &s.Server.Version, &s.Server.VersionNum); err != nil {
+		Scan(&s.Database, &s.DatabaseOID, &s.Server.Version, &s.Server.VersionNum, &s.User); err != nil {
 		return nil, fmt.Errorf("reading the server version: %w", err)
 	}
 	var err error
@@ -79,7 +79,7 @@ func SnapshotWith(ctx context.Context, q Querier, now time.Time, opts Options) (
 		return nil, err
 	}
 	if s.RoleSettings, err = roleSettings(ctx, q); err != nil {
-		s.Missing[SrcRoleSets] = model.Skip{Reason: "cannot read pg_db_role_setting: " + short(err)}
+		s.Missing[SrcRoleSets] = skipFor(s, "cannot read pg_db_role_setting", err)
 	}
 	statements(ctx, q, s)
 	shapes(s)
@@ -266,13 +266,13 @@ func statements(ctx context.Context, q Querier, s *model.Snapshot) {
 		return
 	}
 	if err != nil {
-		s.Missing[SrcStatements] = model.Skip{Reason: "cannot look up pg_stat_statements: " + short(err)}
+		s.Missing[SrcStatements] = skipFor(s, "cannot look up pg_stat_statements", err)
 		return
 	}
 	rows, err := q.Query(ctx, pgconn.Tag+`SELECT attname FROM pg_attribute
 		WHERE attrelid = format('%I.pg_stat_statements', $1::text)::regclass AND attnum > 0 AND NOT attisdropped`, schema)
 	if err != nil {
-		s.Missing[SrcStatements] = model.Skip{Reason: "cannot read the columns of pg_stat_statements: " + short(err)}
+		s.Missing[SrcStatements] = skipFor(s, "cannot read the columns of pg_stat_statements", err)
 		return
 	}
 	have := map[string]bool{}
@@ -286,7 +286,7 @@ func statements(ctx context.Context, q Querier, s *model.Snapshot) {
 	sql, hasJIT := PgssSelect(schema, have)
 	rows, err = q.Query(ctx, sql)
 	if err != nil {
-		s.Missing[SrcStatements] = pgssError(err)
+		s.Missing[SrcStatements] = pgssError(s, err)
 		return
 	}
 	defer rows.Close()
@@ -296,7 +296,7 @@ func statements(ctx context.Context, q Querier, s *model.Snapshot) {
 		var calls, nrows, hit, read, fpi, jf, ic, oc, ec float64
 		if err := rows.Scan(&st.QueryID, &st.Query, &st.UserID, &calls, &st.TotalExecMS, &st.TotalPlanMS, &nrows, &hit, &read, &fpi,
 			&jf, &st.JIT.GenerationMS, &ic, &st.JIT.InliningMS, &oc, &st.JIT.OptimizationMS, &ec, &st.JIT.EmissionMS); err != nil {
-			s.Missing[SrcStatements] = model.Skip{Reason: "cannot read pg_stat_statements: " + short(err)}
+			s.Missing[SrcStatements] = skipFor(s, "cannot read pg_stat_statements", err)
 			return
 		}
 		st.Calls, st.Rows, st.SharedBlksHit, st.SharedBlksRead, st.WALFPI = int64(calls), int64(nrows), int64(hit), int64(read), int64(fpi)
@@ -313,14 +313,14 @@ func statements(ctx context.Context, q Querier, s *model.Snapshot) {
 		list = append(list, st)
 	}
 	if err := rows.Err(); err != nil {
-		s.Missing[SrcStatements] = pgssError(err)
+		s.Missing[SrcStatements] = pgssError(s, err)
 		return
 	}
 	sort.SliceStable(list, func(i, j int) bool { return list[i].TotalExecMS > list[j].TotalExecMS })
 	s.Statements = list
 }
 
-func pgssError(err error) model.Skip {
+func pgssError(s *model.Snapshot, err error) model.Skip {
 	var pgErr *pgxconn.PgError
 	if errors.As(err, &pgErr) && strings.Contains(pgErr.Message, "shared_preload_libraries") {
 		return model.Skip{
@@ -328,7 +328,7 @@ func pgssError(err error) model.Skip {
 			Fix:    "add pg_stat_statements to shared_preload_libraries in postgresql.conf and restart PostgreSQL",
 		}
 	}
-	return model.Skip{Reason: "cannot read pg_stat_statements: " + short(err)}
+	return skipFor(s, "cannot read pg_stat_statements", err)
 }
 
 func databaseStats(ctx context.Context, q Querier, s *model.Snapshot) {
@@ -338,7 +338,7 @@ func databaseStats(ctx context.Context, q Querier, s *model.Snapshot) {
 	err := q.QueryRow(ctx, pgconn.Tag+`SELECT sessions, sessions_abandoned, stats_reset FROM pg_stat_database WHERE datname = current_database()`).
 		Scan(&s.DatabaseStats.Sessions, &s.DatabaseStats.SessionsAbandoned, &s.DatabaseStats.StatsReset)
 	if err != nil {
-		s.Missing[SrcDBStats] = model.Skip{Reason: "cannot read pg_stat_database: " + short(err)}
+		s.Missing[SrcDBStats] = skipFor(s, "cannot read pg_stat_database", err)
 		return
 	}
 	s.DatabaseStats.Available = true
@@ -350,7 +350,7 @@ func activity(ctx context.Context, q Querier, s *model.Snapshot) {
 		FROM pg_stat_activity WHERE backend_type = 'client backend'`).
 		Scan(&s.Activity.Active, &s.Activity.Total, &s.Activity.MaxConnections)
 	if err != nil {
-		s.Missing[SrcActivity] = model.Skip{Reason: "cannot read pg_stat_activity: " + short(err)}
+		s.Missing[SrcActivity] = skipFor(s, "cannot read pg_stat_activity", err)
 	}
 }
 

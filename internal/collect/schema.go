@@ -15,11 +15,12 @@ import (
 
 // More sources that can be missing.
 const (
-	SrcTables  = "pg_stat_user_tables"
-	SrcIndexes = "pg_index"
-	SrcColumns = "pg_stats"
-	SrcPlans   = "plans"
-	SrcLocks   = "lock waits"
+	SrcTables  = model.SrcTables
+	SrcIndexes = model.SrcIndexes
+	SrcColumns = model.SrcColumns
+	SrcPlans   = model.SrcPlans
+	SrcLocks   = model.SrcLocks
+	SrcCasts   = model.SrcCasts
 )
 
 const userSchemas = `n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_toast%' AND n.nspname NOT LIKE 'pg\_temp%'`
@@ -43,13 +44,13 @@ func catalog(ctx context.Context, q Querier, s *model.Snapshot) error {
 	}
 	rows.Close()
 	if err := tables(ctx, q, s); err != nil {
-		s.Missing[SrcTables] = model.Skip{Reason: "cannot read table statistics: " + short(err), Fix: "GRANT pg_monitor TO <pgmedic role>"}
+		s.Missing[SrcTables] = skipFor(s, "cannot read table statistics", err)
 	}
 	if err := indexes(ctx, q, s); err != nil {
-		s.Missing[SrcIndexes] = model.Skip{Reason: "cannot read indexes: " + short(err)}
+		s.Missing[SrcIndexes] = skipFor(s, "cannot read indexes", err)
 	}
 	if err := columns(ctx, q, s); err != nil {
-		s.Missing[SrcColumns] = model.Skip{Reason: "cannot read column statistics: " + short(err)}
+		s.Missing[SrcColumns] = skipFor(s, "cannot read column statistics", err)
 	}
 	return nil
 }
@@ -178,6 +179,9 @@ func plans(ctx context.Context, q Querier, s *model.Snapshot, top int) {
 		ex, err := explainGeneric(ctx, q, st.Query)
 		if err != nil {
 			s.PlanErrors[st.QueryID] = err.Error()
+			if s.PlanErrorFix == "" {
+				s.PlanErrorFix = fixFor(s.User, err.Error())
+			}
 			continue
 		}
 		s.Plans[st.QueryID] = ex
@@ -189,7 +193,7 @@ func plans(ctx context.Context, q Querier, s *model.Snapshot, top int) {
 	if cat, err := CastCatalog(ctx, q, tables); err == nil {
 		s.Casts = cat
 	} else {
-		s.Missing["casts"] = model.Skip{Reason: "cannot read column types and operator families: " + short(err)}
+		s.Missing[SrcCasts] = skipFor(s, "cannot read column types and operator families", err)
 	}
 }
 
@@ -261,7 +265,7 @@ func lockWaits(ctx context.Context, q Querier, s *model.Snapshot, samples int, e
 		rows, err := q.Query(ctx, pgconn.Tag+`SELECT coalesce(query_id, 0), coalesce(query, ''), wait_event_type || '/' || wait_event
 			FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND backend_type = 'client backend' AND pid <> pg_backend_pid()`)
 		if err != nil {
-			s.Missing[SrcLocks] = model.Skip{Reason: "cannot sample pg_stat_activity: " + short(err)}
+			s.Missing[SrcLocks] = skipFor(s, "cannot sample pg_stat_activity", err)
 			return
 		}
 		for rows.Next() {

@@ -72,7 +72,9 @@ func Load(dir string) (*Cluster, error) {
 }
 
 // Complete says Create finished: the cluster is usable.
-func (c *Cluster) Complete() bool { return c.Phase == PhaseRunning || (c.Phase == "" && c.Version != "") }
+func (c *Cluster) Complete() bool {
+	return c.Phase == PhaseRunning || (c.Phase == "" && c.Version != "")
+}
 
 // Describe says in words what state the cluster is in, for lab status.
 func (c *Cluster) Describe() string {

@@ -58,12 +58,29 @@ func (s *Severity) UnmarshalJSON(b []byte) error {
 	return err
 }
 
+// Sources the collectors read. One that cannot be read is recorded in
+// Snapshot.Missing under its name, and every rule that needs it says so.
+const (
+	SrcStatements = "pg_stat_statements"
+	SrcRoleSets   = "pg_db_role_setting"
+	SrcDBStats    = "pg_stat_database"
+	SrcActivity   = "pg_stat_activity"
+	SrcTables     = "pg_stat_user_tables"
+	SrcIndexes    = "pg_index"
+	SrcColumns    = "pg_stats"
+	SrcPlans      = "plans"
+	SrcLocks      = "lock waits"
+	SrcCasts      = "casts"
+)
+
 // Snapshot is everything the collectors learned about one database.
 type Snapshot struct {
 	CollectedAt time.Time
 	Server      Server
 	Database    string
 	DatabaseOID uint32
+	// User is the role pgmedic is connected as (the fixes grant to it).
+	User string
 	// Settings are the server-wide values a new session gets (pgmedic's own
 	// session overrides are not visible here).
 	Settings map[string]Setting
@@ -83,8 +100,10 @@ type Snapshot struct {
 	// Plans are EXPLAIN (VERBOSE, FORMAT JSON) outputs of the top
 	// statements, generic plans for statements with $n, by queryid.
 	Plans map[int64]*plan.Explain
-	// PlanErrors says why a top statement has no plan.
-	PlanErrors map[int64]string
+	// PlanErrors says why a top statement has no plan, and PlanErrorFix
+	// what would let pgmedic plan the first of them.
+	PlanErrors   map[int64]string
+	PlanErrorFix string
 	// Casts are the catalog facts about the columns the plans read.
 	Casts   *CastCatalog
 	Tables  []Table

@@ -38,8 +38,9 @@ func MissingIndex(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	if s.Statements == nil {
 		return nil, nil
 	}
-	if len(s.Plans) == 0 && len(s.PlanErrors) == 0 {
-		return nil, []model.Skip{{Rule: MissingIndexID, Reason: "no statement plans were collected"}}
+	if len(s.Statements) == 0 {
+		return nil, []model.Skip{{Rule: MissingIndexID, Reason: "pg_stat_statements holds no statements of this database yet",
+			Fix: "let the application run for a while (pg_stat_statements counts from its last reset), then check again"}}
 	}
 	total := totalExecMS(s)
 	seen := map[string]bool{}
@@ -79,7 +80,8 @@ func MissingIndex(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	}
 	if noPlan > 0 {
 		skipped = append(skipped, model.Skip{Rule: MissingIndexID,
-			Reason: fmt.Sprintf("%d of the top statements could not be EXPLAINed, so their indexes were not checked (first: %s)", noPlan, Shorten(firstErr, 160))})
+			Reason: fmt.Sprintf("%d of the top statements could not be EXPLAINed, so their indexes were not checked (first: %s)", noPlan, Shorten(firstErr, 160)),
+			Fix:    s.PlanErrorFix})
 	}
 	if s.Unparsed > 0 {
 		skipped = append(skipped, model.Skip{Rule: MissingIndexID,

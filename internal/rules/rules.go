@@ -14,20 +14,24 @@ import (
 type Rule struct {
 	ID    string
 	Title string
+	// Needs are the sources (model.Src*) the rule reads. When one is
+	// missing, Run lists the rule in skipped with the source's reason
+	// and fix, so nothing is left out silently.
+	Needs []string
 	Check func(s *model.Snapshot) ([]model.Finding, []model.Skip)
 }
 
 // All lists the rules in the order they run.
 func All() []Rule {
 	return []Rule{
-		{ID: JITOverheadID, Title: "JIT compilation dominating short queries", Check: JITOverhead},
-		{ID: DriverIntrospectionID, Title: "database drivers' catalog queries", Check: DriverIntrospection},
-		{ID: MissingIndexID, Title: "scans that an index would avoid", Check: MissingIndex},
-		{ID: QueueClaimRaceID, Title: "job-queue claims without FOR UPDATE SKIP LOCKED", Check: QueueClaimRace},
-		{ID: RandomPrimaryKeyID, Title: "random (uuid v4, hash) primary and unique keys", Check: RandomPrimaryKey},
-		{ID: TableBloatID, Title: "dead rows and updates that are never HOT", Check: TableBloat},
-		{ID: StaleStatisticsID, Title: "statistics older than the table's churn", Check: StaleStatistics},
-		{ID: ImplicitCastID, Title: "casts on the column side of the top statements' predicates", Check: ImplicitCastStatements},
+		{ID: JITOverheadID, Title: "JIT compilation dominating short queries", Needs: []string{model.SrcStatements, model.SrcRoleSets}, Check: JITOverhead},
+		{ID: DriverIntrospectionID, Title: "database drivers' catalog queries", Needs: []string{model.SrcStatements}, Check: DriverIntrospection},
+		{ID: MissingIndexID, Title: "scans that an index would avoid", Needs: []string{model.SrcStatements, model.SrcTables, model.SrcIndexes, model.SrcColumns}, Check: MissingIndex},
+		{ID: QueueClaimRaceID, Title: "job-queue claims without FOR UPDATE SKIP LOCKED", Needs: []string{model.SrcStatements, model.SrcLocks}, Check: QueueClaimRace},
+		{ID: RandomPrimaryKeyID, Title: "random (uuid v4, hash) primary and unique keys", Needs: []string{model.SrcTables, model.SrcIndexes, model.SrcColumns}, Check: RandomPrimaryKey},
+		{ID: TableBloatID, Title: "dead rows and updates that are never HOT", Needs: []string{model.SrcTables, model.SrcIndexes}, Check: TableBloat},
+		{ID: StaleStatisticsID, Title: "statistics older than the table's churn", Needs: []string{model.SrcTables, model.SrcStatements}, Check: StaleStatistics},
+		{ID: ImplicitCastID, Title: "casts on the column side of the top statements' predicates", Needs: []string{model.SrcStatements, model.SrcCasts}, Check: ImplicitCastStatements},
 	}
 }
 
@@ -66,9 +70,30 @@ func Run(s *model.Snapshot, rs []Rule) ([]model.Finding, []model.Skip) {
 		f, sk := r.Check(s)
 		findings = append(findings, f...)
 		skipped = append(skipped, sk...)
+		skipped = append(skipped, missingNeeds(s, r, sk)...)
 	}
 	Sort(findings)
 	return findings, skipped
+}
+
+// missingNeeds lists, for a rule, each source it needs that could not be
+// collected, unless the rule already said so itself.
+func missingNeeds(s *model.Snapshot, r Rule, own []model.Skip) []model.Skip {
+	var out []model.Skip
+	for _, src := range r.Needs {
+		miss, ok := s.Missing[src]
+		if !ok {
+			continue
+		}
+		said := false
+		for _, o := range own {
+			said = said || strings.Contains(o.Reason, miss.Reason)
+		}
+		if !said {
+			out = append(out, model.Skip{Rule: r.ID, Reason: "what needs " + src + " did not run: " + miss.Reason, Fix: miss.Fix})
+		}
+	}
+	return out
 }
 
 // Sort orders findings by severity, then by impact share.
