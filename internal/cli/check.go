@@ -29,6 +29,8 @@ type checkFlags struct {
 	verifyMaxMB      int
 	allowFunctions   []string
 	copyTimeout      time.Duration
+	maxTables        int
+	maxStatements    int
 	// lab is set for lab databases, where experiments may write.
 	lab bool
 }
@@ -42,6 +44,8 @@ func (c *checkFlags) register(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&c.noVerify, "no-verify", false, "diagnose only: run no experiments")
 	cmd.Flags().BoolVar(&c.verifyIndexes, "verify-indexes", false, "time proposed indexes on a temporary copy of the table (temporary objects only, in a transaction that is rolled back)")
 	cmd.Flags().StringSliceVar(&c.allowFunctions, "allow-function", nil, "a VOLATILE function (schema.name) that experiments may execute; repeat or separate with commas")
+	cmd.Flags().IntVar(&c.maxTables, "max-tables", collect.Defaults.MaxTables, "read at most this many tables, the largest first (those left out are listed in skipped)")
+	cmd.Flags().IntVar(&c.maxStatements, "max-statements", collect.Defaults.MaxStatements, "read at most this many pg_stat_statements entries, the most expensive first (those left out are listed in skipped)")
 	cmd.Flags().IntVar(&c.verifyMaxMB, "verify-max-size", 1024, "largest table (MB, with indexes) --verify-indexes copies, and largest relation pgstattuple reads")
 }
 
@@ -102,7 +106,12 @@ func diagnose(ctx context.Context, dsn string, f checkFlags, ruleIDs []string, m
 	}
 	defer sess.Close()
 	logf("connected to %s (PostgreSQL %s)", sess.Target, sess.Target.ServerVersion)
-	snap, err := collect.Snapshot(ctx, sess.Conn, time.Now())
+	if f.maxTables <= 0 || f.maxStatements <= 0 {
+		return nil, usageErr("--max-tables and --max-statements must be positive")
+	}
+	opts := collect.Defaults
+	opts.MaxTables, opts.MaxStatements = f.maxTables, f.maxStatements
+	snap, err := collect.SnapshotWith(ctx, sess.Conn, time.Now(), opts)
 	if err != nil {
 		return nil, inputErr(err)
 	}

@@ -343,3 +343,31 @@ func TestPgMonitorOnlyRole(t *testing.T) {
 		t.Errorf("the missing-index skip does not name the grant:\n%s", out)
 	}
 }
+
+// Limits on very large databases are stated: what --max-tables and
+// --max-statements leave out is listed in skipped with the flag.
+func TestLimitsAreReported(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	conn := admin(t, "postgres")
+	conn.Exec(ctx, "DROP DATABASE IF EXISTS limited")
+	if _, err := conn.Exec(ctx, "CREATE DATABASE limited"); err != nil {
+		t.Fatal(err)
+	}
+	db := admin(t, "limited")
+	for _, q := range []string{"CREATE EXTENSION pg_stat_statements", "CREATE TABLE a (x int)", "CREATE TABLE b (x int)", "CREATE TABLE c (x int)",
+		"SELECT * FROM a", "SELECT * FROM b", "SELECT * FROM c", "SELECT x FROM a WHERE x = 1"} {
+		if _, err := db.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	code, out, errOut := run(t, "check", cluster.DSN("limited"), "--format", "json", "--max-tables", "1", "--max-statements", "2", "--no-verify")
+	if code != 0 && code != 1 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"--max-tables", "--max-statements"} {
+		if !strings.Contains(out, "check "+want+" ") {
+			t.Errorf("no skipped entry naming %s:\n%s", want, out)
+		}
+	}
+}

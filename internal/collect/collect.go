@@ -33,6 +33,8 @@ const (
 	SrcRoleSets   = model.SrcRoleSets
 	SrcDBStats    = model.SrcDBStats
 	SrcActivity   = model.SrcActivity
+	// SrcStatementsCut records the statements left out by --max-statements.
+	SrcStatementsCut = model.SrcStatementsCut
 )
 
 // overridden are the settings pgmedic's own session changes (see pgconn);
@@ -49,10 +51,14 @@ type Options struct {
 	// Samples of pg_stat_activity taken SampleEvery apart to see lock waits.
 	Samples     int
 	SampleEvery time.Duration
+	// MaxTables and MaxStatements bound what is read on very large
+	// databases; what is left out is listed in Missing (never silently).
+	MaxTables     int
+	MaxStatements int
 }
 
 // Defaults are the options `check` uses.
-var Defaults = Options{PlanTop: 15, Samples: 10, SampleEvery: 100 * time.Millisecond}
+var Defaults = Options{PlanTop: 15, Samples: 10, SampleEvery: 100 * time.Millisecond, MaxTables: 200000, MaxStatements: 10000}
 
 // Snapshot collects everything for the connected database with Defaults.
 func Snapshot(ctx context.Context, q Querier, now time.Time) (*model.Snapshot, error) {
@@ -81,11 +87,11 @@ func SnapshotWith(ctx context.Context, q Querier, now time.Time, opts Options) (
 	if s.RoleSettings, err = roleSettings(ctx, q); err != nil {
 		s.Missing[SrcRoleSets] = skipFor(s, "cannot read pg_db_role_setting", err)
 	}
-	statements(ctx, q, s)
+	statements(ctx, q, s, opts.MaxStatements)
 	shapes(s)
 	databaseStats(ctx, q, s)
 	activity(ctx, q, s)
-	if err := catalog(ctx, q, s); err != nil {
+	if err := catalog(ctx, q, s, opts); err != nil {
 		return nil, err
 	}
 	plans(ctx, q, s, opts.PlanTop)
@@ -244,6 +250,8 @@ func PgssSelect(schema string, have map[string]bool) (sql string, hasJIT bool) {
 		}
 		cols = append(cols, expr+" AS "+c.field)
 	}
+	// How many there are in all, to say how many the limit left out.
+	cols = append(cols, "count(*) OVER () AS all_statements")
 	hasJIT = have["jit_functions"]
 	total := "total_exec_time"
 	if !have[total] {
@@ -251,11 +259,11 @@ func PgssSelect(schema string, have map[string]bool) (sql string, hasJIT bool) {
 	}
 	sql = pgconn.Tag + "SELECT " + strings.Join(cols, ", ") + " FROM " + sqlparse.QuoteIdent(schema) +
 		".pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())" +
-		" ORDER BY " + total + " DESC LIMIT 2000"
+		" ORDER BY " + total + " DESC LIMIT $1"
 	return sql, hasJIT
 }
 
-func statements(ctx context.Context, q Querier, s *model.Snapshot) {
+func statements(ctx context.Context, q Querier, s *model.Snapshot, limit int) {
 	var schema string
 	err := q.QueryRow(ctx, pgconn.Tag+`SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pg_stat_statements'`).Scan(&schema)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -283,19 +291,23 @@ func statements(ctx context.Context, q Querier, s *model.Snapshot) {
 		}
 	}
 	rows.Close()
+	if limit <= 0 {
+		limit = Defaults.MaxStatements
+	}
 	sql, hasJIT := PgssSelect(schema, have)
-	rows, err = q.Query(ctx, sql)
+	rows, err = q.Query(ctx, sql, limit)
 	if err != nil {
 		s.Missing[SrcStatements] = pgssError(s, err)
 		return
 	}
 	defer rows.Close()
 	list := []model.Statement{}
+	var all, seen int64
 	for rows.Next() {
 		var st model.Statement
 		var calls, nrows, hit, read, fpi, jf, ic, oc, ec float64
 		if err := rows.Scan(&st.QueryID, &st.Query, &st.UserID, &calls, &st.TotalExecMS, &st.TotalPlanMS, &nrows, &hit, &read, &fpi,
-			&jf, &st.JIT.GenerationMS, &ic, &st.JIT.InliningMS, &oc, &st.JIT.OptimizationMS, &ec, &st.JIT.EmissionMS); err != nil {
+			&jf, &st.JIT.GenerationMS, &ic, &st.JIT.InliningMS, &oc, &st.JIT.OptimizationMS, &ec, &st.JIT.EmissionMS, &all); err != nil {
 			s.Missing[SrcStatements] = skipFor(s, "cannot read pg_stat_statements", err)
 			return
 		}
@@ -303,6 +315,7 @@ func statements(ctx context.Context, q Querier, s *model.Snapshot) {
 		st.JIT.Functions, st.JIT.InliningCount, st.JIT.OptimizationCount, st.JIT.EmissionCount = int64(jf), int64(ic), int64(oc), int64(ec)
 		st.JIT.Available = hasJIT
 		st.Role = s.Roles[st.UserID]
+		seen++
 		if strings.HasPrefix(st.Query, pgconn.Tag) || strings.HasPrefix(st.Query, strings.TrimSpace(pgconn.Tag)) {
 			continue // pgmedic's own statements
 		}
@@ -318,6 +331,11 @@ func statements(ctx context.Context, q Querier, s *model.Snapshot) {
 	}
 	sort.SliceStable(list, func(i, j int) bool { return list[i].TotalExecMS > list[j].TotalExecMS })
 	s.Statements = list
+	if all > seen {
+		s.Missing[SrcStatementsCut] = model.Skip{
+			Reason: fmt.Sprintf("pg_stat_statements holds %d statements of this database; the %d with the most execution time were read and %d were left out", all, seen, all-seen),
+			Fix:    fmt.Sprintf("pgmedic check --max-statements %d reads them all", all)}
+	}
 }
 
 func pgssError(s *model.Snapshot, err error) model.Skip {

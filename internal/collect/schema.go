@@ -21,6 +21,8 @@ const (
 	SrcPlans   = model.SrcPlans
 	SrcLocks   = model.SrcLocks
 	SrcCasts   = model.SrcCasts
+	// SrcTablesCut records the tables left out by --max-tables.
+	SrcTablesCut = model.SrcTablesCut
 )
 
 const userSchemas = `n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_toast%' AND n.nspname NOT LIKE 'pg\_temp%'`
@@ -28,7 +30,15 @@ const userSchemas = `n.nspname NOT IN ('pg_catalog', 'information_schema') AND n
 // catalog reads tables, indexes, columns with their statistics, and the
 // installed extensions. Only a failure to read pg_extension is fatal: the
 // rest degrade to Missing entries.
-func catalog(ctx context.Context, q Querier, s *model.Snapshot) error {
+//
+// Nothing is cut off silently. Every user table is read unless there are
+// more than opts.MaxTables; then the largest by pg_class.relpages are kept
+// and the rest are counted in Missing, with the flag that includes them.
+// Indexes and columns are read for the tables kept. The queries avoid
+// per-relation work that grows with the number of files (no
+// pg_total_relation_size, pg_get_indexdef only for expression indexes), so
+// a database with 100,000 relations costs about a second of server time.
+func catalog(ctx context.Context, q Querier, s *model.Snapshot, opts Options) error {
 	s.Extensions = map[string]string{}
 	rows, err := q.Query(ctx, pgconn.Tag+`SELECT extname, extversion FROM pg_extension`)
 	if err != nil {
@@ -43,70 +53,113 @@ func catalog(ctx context.Context, q Querier, s *model.Snapshot) error {
 		s.Extensions[name] = version
 	}
 	rows.Close()
-	if err := tables(ctx, q, s); err != nil {
+	limit := opts.MaxTables
+	if limit <= 0 {
+		limit = Defaults.MaxTables
+	}
+	if err := tables(ctx, q, s, limit); err != nil {
 		s.Missing[SrcTables] = skipFor(s, "cannot read table statistics", err)
+	}
+	// Columns first: index keys are resolved to names through them.
+	if err := columns(ctx, q, s); err != nil {
+		s.Missing[SrcColumns] = skipFor(s, "cannot read column statistics", err)
 	}
 	if err := indexes(ctx, q, s); err != nil {
 		s.Missing[SrcIndexes] = skipFor(s, "cannot read indexes", err)
 	}
-	if err := columns(ctx, q, s); err != nil {
-		s.Missing[SrcColumns] = skipFor(s, "cannot read column statistics", err)
-	}
 	return nil
 }
 
-func tables(ctx context.Context, q Querier, s *model.Snapshot) error {
+// tableOIDs is the array parameter naming the tables kept; the queries
+// join it through unnest, which the planner hashes (= ANY of a parameter
+// array would be compared element by element for every row).
+func tableOIDs(s *model.Snapshot) []uint32 {
+	out := make([]uint32, len(s.Tables))
+	for i, t := range s.Tables {
+		out[i] = t.OID
+	}
+	return out
+}
+
+func tables(ctx context.Context, q Querier, s *model.Snapshot, limit int) error {
 	rows, err := q.Query(ctx, pgconn.Tag+`SELECT c.oid, n.nspname, c.relname, c.reltuples::float8, c.relpages::int8,
-		pg_relation_size(c.oid), pg_total_relation_size(c.oid), c.relkind = 'p',
+		pg_relation_size(c.oid), c.relkind = 'p',
 		NOT EXISTS (SELECT 1 FROM unnest(c.reloptions) o
 		            WHERE lower(o) IN ('autovacuum_enabled=false', 'autovacuum_enabled=off', 'autovacuum_enabled=0', 'autovacuum_enabled=no')),
 		coalesce(st.seq_scan, 0), coalesce(st.seq_tup_read, 0), coalesce(st.idx_scan, 0),
 		coalesce(st.n_tup_ins, 0), coalesce(st.n_tup_upd, 0), coalesce(st.n_tup_hot_upd, 0), coalesce(st.n_tup_del, 0),
 		coalesce(st.n_live_tup, 0), coalesce(st.n_dead_tup, 0), coalesce(st.n_mod_since_analyze, 0),
 		greatest(st.last_vacuum, st.last_autovacuum), greatest(st.last_analyze, st.last_autoanalyze),
-		coalesce(st.vacuum_count + st.autovacuum_count, 0), coalesce(st.analyze_count + st.autoanalyze_count, 0)
+		coalesce(st.vacuum_count + st.autovacuum_count, 0), coalesce(st.analyze_count + st.autoanalyze_count, 0),
+		count(*) OVER ()
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		LEFT JOIN pg_stat_user_tables st ON st.relid = c.oid
 		WHERE c.relkind IN ('r', 'p', 'm') AND `+userSchemas+`
-		ORDER BY pg_total_relation_size(c.oid) DESC LIMIT 5000`)
+		ORDER BY c.relpages DESC, coalesce(st.n_live_tup + st.n_dead_tup, 0) DESC, c.oid
+		LIMIT $1`, limit)
 	if err != nil {
 		return err
 	}
 	defer rows.Close()
+	var all int64
 	for rows.Next() {
 		var t model.Table
-		if err := rows.Scan(&t.OID, &t.Schema, &t.Name, &t.Reltuples, &t.RelPages, &t.HeapBytes, &t.TotalBytes, &t.Partitioned,
+		if err := rows.Scan(&t.OID, &t.Schema, &t.Name, &t.Reltuples, &t.RelPages, &t.HeapBytes, &t.Partitioned,
 			&t.AutovacuumEnabled, &t.SeqScan, &t.SeqTupRead, &t.IdxScan, &t.Inserted, &t.Updated, &t.HOTUpdated, &t.Deleted,
-			&t.Live, &t.Dead, &t.ModSinceAnalyze, &t.LastVacuum, &t.LastAnalyze, &t.VacuumCount, &t.AnalyzeCount); err != nil {
+			&t.Live, &t.Dead, &t.ModSinceAnalyze, &t.LastVacuum, &t.LastAnalyze, &t.VacuumCount, &t.AnalyzeCount, &all); err != nil {
 			return err
 		}
 		s.Tables = append(s.Tables, t)
 	}
-	return rows.Err()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if left := all - int64(len(s.Tables)); left > 0 {
+		s.Missing[SrcTablesCut] = model.Skip{
+			Reason: fmt.Sprintf("the database has %d tables; the %d largest (by pg_class.relpages) were read and %d smaller ones were left out of every table rule", all, len(s.Tables), left),
+			Fix:    fmt.Sprintf("pgmedic check --max-tables %d reads them all", all)}
+	}
+	return nil
 }
 
 func indexes(ctx context.Context, q Querier, s *model.Snapshot) error {
+	// Per-index work is kept to what is cheap: key numbers are resolved
+	// to names here from the columns already read, and opening an index
+	// to measure it (pg_relation_size) is done only for unique ones.
 	rows, err := q.Query(ctx, pgconn.Tag+`SELECT n.nspname, t.relname, i.relname, am.amname, x.indisunique, x.indisprimary, x.indisvalid,
-		pg_relation_size(i.oid), coalesce(st.idx_scan, 0), pg_get_indexdef(i.oid),
-		coalesce(pg_get_expr(x.indpred, x.indrelid), ''), x.indnkeyatts::int,
-		ARRAY(SELECT coalesce(a.attname::text, '') FROM unnest(x.indkey::int2[]) WITH ORDINALITY k(attnum, ord)
-		      LEFT JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = k.attnum ORDER BY k.ord),
-		ARRAY(SELECT (o & 1) = 1 FROM unnest(x.indoption::int2[]) WITH ORDINALITY u(o, ord) ORDER BY u.ord)
+		CASE WHEN x.indisunique THEN pg_relation_size(i.oid) ELSE i.relpages::int8 * current_setting('block_size')::int8 END,
+		coalesce(pg_stat_get_numscans(i.oid), 0),
+		CASE WHEN x.indexprs IS NOT NULL THEN pg_get_indexdef(i.oid) ELSE '' END,
+		coalesce(pg_get_expr(x.indpred, x.indrelid), ''), x.indnkeyatts::int, x.indkey::int2[], x.indoption::int2[]
 		FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid
 		JOIN pg_namespace n ON n.oid = t.relnamespace JOIN pg_am am ON am.oid = i.relam
-		LEFT JOIN pg_stat_user_indexes st ON st.indexrelid = x.indexrelid
-		WHERE `+userSchemas+` LIMIT 20000`)
+		JOIN unnest($1::oid[]) AS kept(oid) ON kept.oid = x.indrelid`, tableOIDs(s))
 	if err != nil {
 		return err
 	}
 	defer rows.Close()
+	names := map[[2]string]map[int]string{}
+	for _, c := range s.Columns {
+		k := [2]string{c.Schema, c.Table}
+		if names[k] == nil {
+			names[k] = map[int]string{}
+		}
+		names[k][c.Num] = c.Name
+	}
 	for rows.Next() {
 		var ix model.Index
 		var nkey int
-		var cols []string
+		var keys, options []int16
 		if err := rows.Scan(&ix.Schema, &ix.Table, &ix.Name, &ix.Method, &ix.Unique, &ix.Primary, &ix.Valid,
-			&ix.Bytes, &ix.Scans, &ix.Def, &ix.Predicate, &nkey, &cols, &ix.Desc); err != nil {
+			&ix.Bytes, &ix.Scans, &ix.Def, &ix.Predicate, &nkey, &keys, &options); err != nil {
 			return err
+		}
+		cols := make([]string, len(keys))
+		for i, k := range keys {
+			cols[i] = names[[2]string{ix.Schema, ix.Table}][int(k)] // 0, an expression, stays ""
+		}
+		for _, o := range options {
+			ix.Desc = append(ix.Desc, o&1 == 1) // INDOPTION_DESC
 		}
 		if nkey > len(cols) {
 			nkey = len(cols)
@@ -118,7 +171,7 @@ func indexes(ctx context.Context, q Querier, s *model.Snapshot) error {
 }
 
 func columns(ctx context.Context, q Querier, s *model.Snapshot) error {
-	rows, err := q.Query(ctx, pgconn.Tag+`SELECT n.nspname, c.relname, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull,
+	rows, err := q.Query(ctx, pgconn.Tag+`SELECT n.nspname, c.relname, a.attname, a.attnum::int, format_type(a.atttypid, a.atttypmod), a.attnotnull,
 		coalesce(pg_get_expr(d.adbin, d.adrelid), ''), a.attidentity <> '',
 		st.null_frac IS NOT NULL, coalesce(st.null_frac, 0)::float8, coalesce(st.n_distinct, 0)::float8,
 		coalesce(st.correlation, 0)::float8, coalesce(st.avg_width, 0),
@@ -127,15 +180,15 @@ func columns(ctx context.Context, q Querier, s *model.Snapshot) error {
 		LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
 		LEFT JOIN pg_stats st ON st.schemaname = n.nspname AND st.tablename = c.relname AND st.attname = a.attname
 		     AND st.inherited = (c.relkind = 'p')
-		WHERE c.relkind IN ('r', 'p', 'm') AND a.attnum > 0 AND NOT a.attisdropped AND `+userSchemas+`
-		LIMIT 100000`)
+		JOIN unnest($1::oid[]) AS kept(oid) ON kept.oid = a.attrelid
+		WHERE a.attnum > 0 AND NOT a.attisdropped`, tableOIDs(s))
 	if err != nil {
 		return err
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var c model.Column
-		if err := rows.Scan(&c.Schema, &c.Table, &c.Name, &c.Type, &c.NotNull, &c.Default, &c.Identity,
+		if err := rows.Scan(&c.Schema, &c.Table, &c.Name, &c.Num, &c.Type, &c.NotNull, &c.Default, &c.Identity,
 			&c.HasStats, &c.NullFrac, &c.NDistinct, &c.Correlation, &c.AvgWidth, &c.MostCommonFreqSum); err != nil {
 			return err
 		}

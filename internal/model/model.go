@@ -71,6 +71,10 @@ const (
 	SrcPlans      = "plans"
 	SrcLocks      = "lock waits"
 	SrcCasts      = "casts"
+	// Partial reads of very large databases (--max-tables,
+	// --max-statements): what was left out, and the flag that includes it.
+	SrcTablesCut     = "tables beyond --max-tables"
+	SrcStatementsCut = "statements beyond --max-statements"
 )
 
 // Snapshot is everything the collectors learned about one database.

@@ -9,10 +9,10 @@ type Table struct {
 	Name   string
 	// Reltuples and RelPages are pg_class's estimates from the last VACUUM or
 	// ANALYZE (Reltuples is -1 when the table was never analysed or vacuumed).
-	Reltuples  float64
-	RelPages   int64
-	HeapBytes  int64
-	TotalBytes int64
+	Reltuples float64
+	RelPages  int64
+	// HeapBytes is the main fork's size (pg_relation_size).
+	HeapBytes int64
 	// Partitioned is true for a partitioned parent, whose rows live in its
 	// partitions.
 	Partitioned bool
@@ -50,9 +50,13 @@ type Index struct {
 	Unique    bool
 	Primary   bool
 	Valid     bool
-	Bytes     int64
-	Scans     int64
-	Def       string // pg_get_indexdef
+	// Bytes is measured (pg_relation_size) for unique and primary-key
+	// indexes, which the key rules judge by size; for the others it is
+	// pg_class.relpages x block size, as of the last VACUUM, ANALYZE or
+	// CREATE INDEX.
+	Bytes int64
+	Scans int64
+	Def   string // pg_get_indexdef, for expression indexes only
 }
 
 // Column is one column of a user table with its planner statistics.
@@ -60,6 +64,7 @@ type Column struct {
 	Schema   string
 	Table    string
 	Name     string
+	Num      int // attnum
 	Type     string // format_type
 	NotNull  bool
 	Default  string // pg_get_expr(adbin), "" when none

@@ -24,14 +24,14 @@ type Rule struct {
 // All lists the rules in the order they run.
 func All() []Rule {
 	return []Rule{
-		{ID: JITOverheadID, Title: "JIT compilation dominating short queries", Needs: []string{model.SrcStatements, model.SrcRoleSets}, Check: JITOverhead},
-		{ID: DriverIntrospectionID, Title: "database drivers' catalog queries", Needs: []string{model.SrcStatements}, Check: DriverIntrospection},
-		{ID: MissingIndexID, Title: "scans that an index would avoid", Needs: []string{model.SrcStatements, model.SrcTables, model.SrcIndexes, model.SrcColumns}, Check: MissingIndex},
-		{ID: QueueClaimRaceID, Title: "job-queue claims without FOR UPDATE SKIP LOCKED", Needs: []string{model.SrcStatements, model.SrcLocks}, Check: QueueClaimRace},
-		{ID: RandomPrimaryKeyID, Title: "random (uuid v4, hash) primary and unique keys", Needs: []string{model.SrcTables, model.SrcIndexes, model.SrcColumns}, Check: RandomPrimaryKey},
-		{ID: TableBloatID, Title: "dead rows and updates that are never HOT", Needs: []string{model.SrcTables, model.SrcIndexes}, Check: TableBloat},
-		{ID: StaleStatisticsID, Title: "statistics older than the table's churn", Needs: []string{model.SrcTables, model.SrcStatements}, Check: StaleStatistics},
-		{ID: ImplicitCastID, Title: "casts on the column side of the top statements' predicates", Needs: []string{model.SrcStatements, model.SrcCasts}, Check: ImplicitCastStatements},
+		{ID: JITOverheadID, Title: "JIT compilation dominating short queries", Needs: []string{model.SrcStatements, model.SrcStatementsCut, model.SrcRoleSets}, Check: JITOverhead},
+		{ID: DriverIntrospectionID, Title: "database drivers' catalog queries", Needs: []string{model.SrcStatements, model.SrcStatementsCut}, Check: DriverIntrospection},
+		{ID: MissingIndexID, Title: "scans that an index would avoid", Needs: []string{model.SrcStatements, model.SrcStatementsCut, model.SrcTables, model.SrcTablesCut, model.SrcIndexes, model.SrcColumns}, Check: MissingIndex},
+		{ID: QueueClaimRaceID, Title: "job-queue claims without FOR UPDATE SKIP LOCKED", Needs: []string{model.SrcStatements, model.SrcStatementsCut, model.SrcLocks}, Check: QueueClaimRace},
+		{ID: RandomPrimaryKeyID, Title: "random (uuid v4, hash) primary and unique keys", Needs: []string{model.SrcTables, model.SrcTablesCut, model.SrcIndexes, model.SrcColumns}, Check: RandomPrimaryKey},
+		{ID: TableBloatID, Title: "dead rows and updates that are never HOT", Needs: []string{model.SrcTables, model.SrcTablesCut, model.SrcIndexes}, Check: TableBloat},
+		{ID: StaleStatisticsID, Title: "statistics older than the table's churn", Needs: []string{model.SrcTables, model.SrcTablesCut, model.SrcStatements, model.SrcStatementsCut}, Check: StaleStatistics},
+		{ID: ImplicitCastID, Title: "casts on the column side of the top statements' predicates", Needs: []string{model.SrcStatements, model.SrcStatementsCut, model.SrcCasts}, Check: ImplicitCastStatements},
 	}
 }
 
@@ -66,20 +66,37 @@ func Select(ids []string) ([]Rule, error) {
 func Run(s *model.Snapshot, rs []Rule) ([]model.Finding, []model.Skip) {
 	var findings []model.Finding
 	var skipped []model.Skip
+	// One skipped entry per missing source, naming every rule it held
+	// back (unless a rule said so itself, with its own words).
+	held := map[string][]string{}
+	var sources []string
 	for _, r := range rs {
 		f, sk := r.Check(s)
 		findings = append(findings, f...)
 		skipped = append(skipped, sk...)
-		skipped = append(skipped, missingNeeds(s, r, sk)...)
+		for _, src := range missingNeeds(s, r, sk) {
+			if len(held[src]) == 0 {
+				sources = append(sources, src)
+			}
+			held[src] = append(held[src], r.ID)
+		}
+	}
+	for _, src := range sources {
+		miss := s.Missing[src]
+		reason := "what needs " + src + " did not run: " + miss.Reason
+		if src == model.SrcTablesCut || src == model.SrcStatementsCut {
+			reason = miss.Reason
+		}
+		skipped = append(skipped, model.Skip{Rule: strings.Join(held[src], ", "), Reason: reason, Fix: miss.Fix})
 	}
 	Sort(findings)
 	return findings, skipped
 }
 
-// missingNeeds lists, for a rule, each source it needs that could not be
-// collected, unless the rule already said so itself.
-func missingNeeds(s *model.Snapshot, r Rule, own []model.Skip) []model.Skip {
-	var out []model.Skip
+// missingNeeds lists the sources r needs that could not be collected (or
+// were collected in part), unless the rule already said so itself.
+func missingNeeds(s *model.Snapshot, r Rule, own []model.Skip) []string {
+	var out []string
 	for _, src := range r.Needs {
 		miss, ok := s.Missing[src]
 		if !ok {
@@ -90,7 +107,7 @@ func missingNeeds(s *model.Snapshot, r Rule, own []model.Skip) []model.Skip {
 			said = said || strings.Contains(o.Reason, miss.Reason)
 		}
 		if !said {
-			out = append(out, model.Skip{Rule: r.ID, Reason: "what needs " + src + " did not run: " + miss.Reason, Fix: miss.Fix})
+			out = append(out, src)
 		}
 	}
 	return out

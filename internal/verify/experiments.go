@@ -199,10 +199,17 @@ func (e *Engine) measureOnCopy(ctx context.Context, snap *model.Snapshot, stmt *
 // rolled back: the copy never outlives the experiment, and if pgmedic is
 // killed the server drops it with the session.
 func (e *Engine) withCopy(ctx context.Context, t *model.Table, fn func() error) (int64, error) {
-	if t.TotalBytes > e.maxCopy() {
-		return 0, fmt.Errorf("not measured: %s is %.0f MB with its indexes, over the copy limit of %.0f MB (--verify-max-size)", t.Name, float64(t.TotalBytes)/(1<<20), float64(e.maxCopy())/(1<<20))
-	}
 	qt := sqlparse.QuoteIdent(t.Schema) + "." + sqlparse.QuoteIdent(t.Name)
+	// The size with indexes and TOAST is measured now, for this table
+	// only: the catalog pass reads only heap sizes, since measuring every
+	// relation's forks costs seconds on a database with many tables.
+	var total int64
+	if err := e.Conn.QueryRow(ctx, pgconn.Tag+"SELECT pg_total_relation_size($1::oid)", t.OID).Scan(&total); err != nil {
+		return 0, fmt.Errorf("not measured: cannot read the size of %s: %s", t.Name, errText(err))
+	}
+	if total > e.maxCopy() {
+		return 0, fmt.Errorf("not measured: %s is %.0f MB with its indexes, over the copy limit of %.0f MB (--verify-max-size)", t.Name, float64(total)/(1<<20), float64(e.maxCopy())/(1<<20))
+	}
 	if _, err := e.Conn.Exec(ctx, pgconn.Tag+"BEGIN READ WRITE"); err != nil {
 		return 0, fmt.Errorf("cannot start a transaction: %s", errText(err))
 	}
