@@ -64,7 +64,7 @@ type Column struct {
 	Schema   string
 	Table    string
 	Name     string
-	Num      int // attnum
+	Num      int    // attnum
 	Type     string // format_type
 	NotNull  bool
 	Default  string // pg_get_expr(adbin), "" when none

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -271,6 +272,22 @@ func FuzzParseText(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte("Seq Scan on t  (cost=0.00..1.00 rows=1 width=4)\n  ->  x\n   InitPlan 1\n     ->  Result"))
+	// The shapes people paste, and the numbers no server prints.
+	pasted, _ := filepath.Glob("testdata/pasted/text.*")
+	for _, p := range pasted {
+		if b, err := os.ReadFile(p); err == nil {
+			f.Add(b)
+		}
+	}
+	for _, s := range []string{
+		"Seq Scan on t  (cost=0.00..NaN rows=1 width=4)\n",
+		"Seq Scan on t  (cost=0.00..1e308 rows=1e308 width=4) (actual time=1e308..1e308 rows=1e308 loops=1e308)\n",
+		"Limit  (cost=0.00..1.00 rows=1 width=4) (actual time=0.01..0.02 rows=1 loops=-1)\n",
+		"Update on public.ta  (cost=0.00..1.00 rows=0 width=0)\n  Update on public.ta1 ta_1\n  Foreign Update on public.\"a:b\" ta_2\n  ->  Result  (cost=0.00..1.00 rows=1 width=4)\n",
+		"Seq Scan on \"t\x1b]0;x\x07\"  (cost=0.00..1.00 rows=1 width=4)\n",
+	} {
+		f.Add([]byte(s))
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		e, err := ParseText(b)
 		if err != nil {
@@ -283,11 +300,20 @@ func FuzzParseText(f *testing.F) {
 			t.Fatal("accepted a plan without a node type")
 		}
 		e.Plan.Walk(func(n, _ *Node) {
-			if n.Figures.ExclusiveMS < 0 || n.Figures.Share > 1 {
+			if n.Figures.ExclusiveMS < 0 || n.Figures.Share > 1 || !finiteFigures(n.Figures) {
 				t.Fatalf("bad figures %+v", n.Figures)
 			}
 		})
 	})
+}
+
+func finiteFigures(f Figures) bool {
+	for _, v := range []float64{f.InclusiveMS, f.ExclusiveMS, f.Share, f.TotalRows, f.Misestimate} {
+		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // BenchmarkParseLarge parses a 2,001-node plan (an Append over 2,000

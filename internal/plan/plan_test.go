@@ -1,8 +1,10 @@
 package plan
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -92,10 +94,33 @@ func FuzzParseJSON(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte(`[{"Plan": {"Node Type": "Result"}, "JIT": {"Timing": {"Generation": {"Total": 1}}}}]`))
+	f.Add([]byte(`[{"Plan": {"Node Type": "Seq Scan", "Actual Loops": 1e308, "Actual Total Time": 1e308, "Shared Hit Blocks": 9223372036854775807}}]`))
+	f.Add([]byte(`"[{""Plan"": {""Node Type"": ""Result""}}]"`))
+	more, _ := filepath.Glob("testdata/pasted/json.*")
+	shapes, _ := filepath.Glob("testdata/shapes/*.json")
+	for _, p := range append(more, shapes...) {
+		if b, err := os.ReadFile(p); err == nil {
+			f.Add(b)
+		}
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		e, err := ParseJSON(b)
-		if err == nil && e.Plan.NodeType == "" {
+		if err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error spans lines: %q", err)
+			}
+			return
+		}
+		if e.Plan.NodeType == "" {
 			t.Fatal("accepted a plan without a node type")
+		}
+		e.Plan.Walk(func(n, _ *Node) {
+			if !finiteFigures(n.Figures) {
+				t.Fatalf("figures not finite: %+v", n.Figures)
+			}
+		})
+		if _, err := json.Marshal(e); err != nil {
+			t.Fatalf("the model does not encode: %v", err)
 		}
 	})
 }

@@ -86,6 +86,8 @@ func FuzzParse(f *testing.F) {
 	f.Add("WITH RECURSIVE typeinfo_tree(oid) AS (SELECT $2) SELECT * FROM typeinfo_tree WHERE oid = any($1::oid[])")
 	f.Add("UPDATE q SET s = 1 FROM (SELECT id FROM q WHERE s IS NULL ORDER BY t DESC LIMIT 5) x WHERE q.id = x.id")
 	f.Add("DELETE FROM a.q WHERE id = (SELECT id FROM a.q LIMIT 1 FOR UPDATE)")
+	f.Add("SELECT \"new\nline\".a, 'x\x1b]0;t\x07' FROM \"new\nline\", public.reset_stats() r WHERE a OPERATOR(public.===) 1")
+	f.Add("SELECT * FROM \"user\" u JOIN \"Order\" o ON true, v")
 	f.Fuzz(func(t *testing.T, sql string) {
 		s, err := Parse(sql)
 		if err != nil {
@@ -105,6 +107,33 @@ func FuzzParse(f *testing.F) {
 		for _, r := range sh.Relations {
 			if out, n, err := Retarget(sql, r, "pg_temp", "pgmedic_copy"); err == nil && n > 0 && !strings.Contains(out, "pgmedic_copy") {
 				t.Errorf("retarget of %s lost the copy: %q", r.Name, out)
+			}
+		}
+		s.Callees()
+		for _, r := range s.Relations() {
+			// Every name the statement uses quotes back to the same name.
+			if r.Name == "" || strings.ContainsRune(r.Name, 0) {
+				continue
+			}
+			q, err := Parse("SELECT * FROM " + QuoteQualified(r.Schema, r.Name))
+			if err != nil {
+				t.Fatalf("quoted name %s does not parse: %v", QuoteQualified(r.Schema, r.Name), err)
+			}
+			if got := q.Relations(); len(got) != 1 || got[0] != r {
+				t.Fatalf("%+v quoted as %s reads back as %+v", r, QuoteQualified(r.Schema, r.Name), got)
+			}
+		}
+		// Escaping control characters never changes what the statement means.
+		if esc := EscapeControls(sql); esc != sql {
+			ta, _ := pg_query.Parse(sql)
+			tb, err := pg_query.Parse(esc)
+			if err != nil {
+				t.Fatalf("escaped statement does not parse: %q: %v", esc, err)
+			}
+			da, _ := pg_query.Deparse(ta)
+			db, _ := pg_query.Deparse(tb)
+			if da != db {
+				t.Fatalf("escaping changed the statement:\n%q\n%q", da, db)
 			}
 		}
 	})
