@@ -190,20 +190,18 @@ func unexpand(lines []string) []string {
 		if isRecordMarker(l) {
 			continue
 		}
-		if strings.HasPrefix(l, queryPlanHeader) {
-			rest := l[len(queryPlanHeader):]
+		if rest, ok := strings.CutPrefix(l, queryPlanHeader); ok {
+			// The record's first line sets the width of the name column
+			// (border 0 pads the name with one space; EXPLAIN has only
+			// this one column) for its continuation lines.
+			matched := false
 			for _, sep := range expandedSeps {
 				if strings.HasPrefix(rest, sep) {
-					width = len(queryPlanHeader) + len(sep)
-					if sep == " " {
-						// Border 0 pads the name to the widest column
-						// name; EXPLAIN has only this one.
-						width = len(queryPlanHeader) + 1
-					}
+					width, matched = len(queryPlanHeader)+len(sep), true
 					break
 				}
 			}
-			if width > 0 {
+			if matched {
 				out = append(out, l[width:])
 				continue
 			}
