@@ -20,7 +20,8 @@ import (
 //     border 0) separators and a "QUERY PLAN | " column before each value,
 //     with ':' or ';' continuation separators in old-ascii;
 //   - rows wrapped in double quotes, as pgAdmin, DBeaver and CSV exports
-//     (psql --csv) write them.
+//     (psql --csv) write them;
+//   - TEXT lines a terminal or a mail client wrapped at a fixed width.
 //
 // What is left is the plan as EXPLAIN produced it: TEXT lines with their
 // indentation, or the JSON document.
@@ -29,10 +30,11 @@ func unwrap(b []byte) []byte {
 	s = strings.ReplaceAll(s, "\r\n", "\n")
 	lines := strings.Split(s, "\n")
 	lines = unquoteRows(lines)
-	lines = unframe(lines)
+	lines, framed := unframe(lines)
 	lines = unexpand(lines)
 	lines = dropHeaderFooter(lines)
 	lines = dropContinuationMarks(lines)
+	lines = joinWrapped(lines, framed)
 	return []byte(strings.Join(lines, "\n"))
 }
 
@@ -106,7 +108,7 @@ var frameChars = []string{"|", "│", "║"}
 // unframe removes border 2's frame: rule lines, and the "| " before and
 // " |" after each row. It acts only when the first drawn line is a rule and
 // most rows are framed, so a plan that merely contains a '|' is untouched.
-func unframe(lines []string) []string {
+func unframe(lines []string) ([]string, bool) {
 	framed, content := 0, 0
 	firstRule, seen := false, false
 	for _, l := range lines {
@@ -124,8 +126,23 @@ func unframe(lines []string) []string {
 			framed++
 		}
 	}
+	if content > 0 && rightFramed(lines) {
+		// DBeaver's text view: a column separator after each row only.
+		out := make([]string, len(lines))
+		for i, l := range lines {
+			t := strings.TrimRight(l, " ")
+			for _, f := range frameChars {
+				if strings.HasSuffix(t, f) && !isRule(t) {
+					t = strings.TrimRight(t[:len(t)-len(f)], " ")
+					break
+				}
+			}
+			out[i] = t
+		}
+		return out, false
+	}
 	if !firstRule || content == 0 || framed < content {
-		return lines
+		return lines, false
 	}
 	out := make([]string, 0, len(lines))
 	for _, l := range lines {
@@ -152,7 +169,31 @@ func unframe(lines []string) []string {
 			out = append(out, l)
 		}
 	}
-	return out
+	return out, true
+}
+
+// rightFramed says whether every row but the rules ends with a column
+// separator and at least one does not start with one.
+func rightFramed(lines []string) bool {
+	rows, left := 0, 0
+	for _, l := range lines {
+		t := strings.TrimRight(l, " ")
+		if t == "" || isRule(t) || isRowCount(strings.TrimSpace(t)) {
+			continue
+		}
+		rows++
+		ends := false
+		for _, f := range frameChars {
+			ends = ends || strings.HasSuffix(t, f)
+			if strings.HasPrefix(t, f) {
+				left++
+			}
+		}
+		if !ends {
+			return false
+		}
+	}
+	return rows > 1 && left < rows
 }
 
 func hasFrame(l string) bool {
@@ -318,4 +359,92 @@ func csvCell(b []byte) ([]byte, bool) {
 		return nil, false
 	}
 	return bytes.ReplaceAll(inner, []byte(`""`), []byte(`"`)), true
+}
+
+// joinWrapped puts back together TEXT lines that were wrapped at a fixed
+// width when copied from a terminal or a mail. A piece of a wrapped line
+// is recognised three ways: the line before it leaves a parenthesis open
+// (every line EXPLAIN prints balances its parentheses, outside quotes), it
+// starts left of the plan's first line (psql's border 1 indents every row
+// by one space), or it starts with '(' (a node's figures). The piece is appended as it is, since the wrap cut
+// at a column, not at a space. JSON needs none of this.
+// framed says a border-2 frame was removed, which (like border 1's
+// leading space) leaves room for psql's wrap mark at the start of the
+// continuation; border 0 marks only the end of the cut piece.
+func joinWrapped(lines []string, framed bool) []string {
+	first := -1
+	for i, l := range lines {
+		if strings.TrimSpace(l) != "" {
+			first = i
+			break
+		}
+	}
+	if first < 0 {
+		return lines
+	}
+	if t := strings.TrimSpace(lines[first]); strings.HasPrefix(t, "[") || strings.HasPrefix(t, "{") || strings.HasPrefix(t, `"`) {
+		return lines
+	}
+	rootIndent := len(lines[first]) - len(strings.TrimLeft(lines[first], " "))
+	out := append(make([]string, 0, len(lines)), lines[:first+1]...)
+	for _, l := range lines[first+1:] {
+		last := len(out) - 1
+		if strings.TrimSpace(l) == "" {
+			out = append(out, l)
+			continue
+		}
+		// psql's own wrapped format (\pset format wrapped) marks the cut
+		// with '.' (ascii) or '…' (unicode) at the end of the piece and,
+		// with a border, at the start of the next one.
+		prev := strings.TrimRight(out[last], " ")
+		if mark := wrapMark(prev); mark != "" {
+			switch {
+			case (framed || rootIndent > 0) && strings.HasPrefix(l, mark):
+				out[last] = prev[:len(prev)-len(mark)] + l[len(mark):]
+				continue
+			case !framed && rootIndent == 0:
+				out[last] = prev[:len(prev)-len(mark)] + l
+				continue
+			}
+		}
+		// No EXPLAIN line starts with '(': that is a node's figures, cut
+		// off from its name.
+		if openParens(out[last]) > 0 || len(l)-len(strings.TrimLeft(l, " ")) < rootIndent || strings.HasPrefix(strings.TrimSpace(l), "(") {
+			out[last] += l
+			continue
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+func wrapMark(line string) string {
+	for _, m := range []string{"…", "."} {
+		if strings.HasSuffix(line, m) {
+			return m
+		}
+	}
+	return ""
+}
+
+// openParens counts the parentheses a line leaves open, outside single
+// and double quotes.
+func openParens(s string) int {
+	depth := 0
+	var quote rune
+	for _, r := range s {
+		switch {
+		case quote != 0:
+			if r == quote {
+				quote = 0
+			}
+		case r == '\'' || r == '"':
+			quote = r
+		case r == '(':
+			depth++
+		case r == ')':
+			depth--
+		}
+	}
+	return depth
 }

@@ -96,3 +96,34 @@ func TestPastedByHand(t *testing.T) {
 		}
 	}
 }
+
+// A plan copied from a terminal or a mail that hard-wrapped its lines at
+// a fixed width, with no mark at the cuts, reads as the original (cuts
+// inside parentheses, and psql border 1 rows that lost their leading
+// space).
+func TestTerminalWrappedPlan(t *testing.T) {
+	plain, err := os.ReadFile("testdata/pasted/text.plain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := Parse(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wrapped strings.Builder
+	for _, l := range strings.Split(strings.TrimRight(string(plain), "\n"), "\n") {
+		l = " " + l // as psql's border 1 prints it
+		for len(l) > 70 {
+			wrapped.WriteString(l[:70] + "\n")
+			l = l[70:]
+		}
+		wrapped.WriteString(l + "\n")
+	}
+	got, err := Parse([]byte(wrapped.String()))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, wrapped.String())
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("the wrapped plan reads differently from the original")
+	}
+}
