@@ -97,6 +97,9 @@ type ConnectError struct {
 
 func (e *ConnectError) Error() string {
 	msg := fmt.Sprintf("cannot connect to %s: %s", e.Target, e.Cause)
+	if e.Target.Host == "?" {
+		msg = "cannot connect: " + e.Cause // the connection string did not parse
+	}
 	if e.Fix != "" {
 		msg += ": " + e.Fix
 	}
@@ -201,11 +204,21 @@ type dialProbe struct {
 	wait     time.Duration
 	dialed   atomic.Bool
 	answered atomic.Bool
+	// silent is set when a connection got no byte within wait; pgx's
+	// next attempt (without TLS, after sslmode=prefer's TLS try) would
+	// only wait as long again, so it is not made.
+	silent atomic.Bool
 }
+
+// errSilent stops pgx's fallback attempts to a port that never answered.
+var errSilent = errors.New("the port did not answer the first attempt")
 
 func (p *dialProbe) wrap(cfg *pgxconn.Config) {
 	dial := cfg.DialFunc
 	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if p.silent.Load() {
+			return nil, errSilent
+		}
 		c, err := dial(ctx, network, addr)
 		if err != nil {
 			return nil, err
@@ -233,6 +246,8 @@ func (c *firstAnswer) Read(b []byte) (int, error) {
 		c.seen = true
 		c.probe.answered.Store(true)
 		_ = c.Conn.SetReadDeadline(time.Time{})
+	} else if isTimeout(err) {
+		c.probe.silent.Store(true)
 	}
 	return n, err
 }
@@ -285,7 +300,7 @@ func classify(t Target, err error, facts dsnFacts, probe *dialProbe) error {
 		ce.Fix = "is PostgreSQL running? check PGHOST or use host=127.0.0.1"
 	case errors.Is(err, context.Canceled):
 		return err
-	case probe != nil && probe.dialed.Load() && !probe.answered.Load() && (errors.Is(err, context.DeadlineExceeded) || isTimeout(err)):
+	case probe != nil && probe.silent.Load() && !probe.answered.Load():
 		ce.Cause = fmt.Sprintf("%s accepted the connection but did not answer the PostgreSQL protocol within %s", addr, probe.wait)
 		ce.Fix = "is this port a PostgreSQL server? (for a PostgreSQL server that is this slow to answer, add connect_timeout=SECONDS to the DSN)"
 	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
