@@ -10,13 +10,7 @@
 #   bash scripts/paste-fixtures.sh
 set -euo pipefail
 out=internal/plan/testdata/pasted
-dir=$(mktemp -d /tmp/pgmedic-paste.XXXX)
-chmod 755 "$dir"
-go build -o "$dir/pgmedic" ./cmd/pgmedic
-"$dir/pgmedic" lab up --dir "$dir/lab" >"$dir/up.txt"
-trap '"$dir/pgmedic" lab down --dir "$dir/lab" >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
-dsn=$(tail -n1 "$dir/up.txt")
-psql() { command psql "$dsn" -X -q -v ON_ERROR_STOP=1 "$@"; }
+source "$(dirname "$0")/lab.sh"
 rm -rf "$out"
 mkdir -p "$out"
 

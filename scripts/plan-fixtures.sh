@@ -7,13 +7,7 @@
 #   bash scripts/plan-fixtures.sh
 set -euo pipefail
 out=internal/plan/testdata/pg15
-dir=$(mktemp -d /tmp/pgmedic-fixtures.XXXX)
-chmod 755 "$dir"
-go build -o "$dir/pgmedic" ./cmd/pgmedic
-"$dir/pgmedic" lab up --dir "$dir/lab" >"$dir/up.txt"
-trap '"$dir/pgmedic" lab down --dir "$dir/lab" >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
-dsn=$(tail -n1 "$dir/up.txt")
-psql() { command psql "$dsn" -X -q -v ON_ERROR_STOP=1 "$@"; }
+source "$(dirname "$0")/lab.sh"
 mkdir -p "$out"
 
 psql <<'SQL'

@@ -11,14 +11,8 @@
 #   bash scripts/shape-fixtures.sh
 set -euo pipefail
 out=internal/plan/testdata/shapes
-dir=$(mktemp -d /tmp/pgmedic-shapes.XXXX)
-chmod 755 "$dir"
-go build -o "$dir/pgmedic" ./cmd/pgmedic
-"$dir/pgmedic" lab up --dir "$dir/lab" >"$dir/up.txt"
-trap '"$dir/pgmedic" lab down --dir "$dir/lab" >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
-dsn=$(tail -n1 "$dir/up.txt")
+source "$(dirname "$0")/lab.sh"
 port=$(sed -E 's#.*:([0-9]+)/.*#\1#' <<<"$dsn")
-psql() { command psql "$dsn" -X -q -v ON_ERROR_STOP=1 "$@"; }
 rm -rf "$out"
 mkdir -p "$out"
 

@@ -13,12 +13,7 @@ set -euo pipefail
 tables=${1:-10000}
 statements=${2:-5000}
 cd "$(dirname "$0")/../.."
-dir=$(mktemp -d /tmp/pgmedic-bench.XXXX)
-chmod 755 "$dir"
-go build -o "$dir/pgmedic" ./cmd/pgmedic
-"$dir/pgmedic" lab up --dir "$dir/lab" >"$dir/up.txt"
-trap '"$dir/pgmedic" lab down --dir "$dir/lab" >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
-dsn=$(tail -n1 "$dir/up.txt")
+source scripts/lab.sh
 db=${dsn%/postgres*}/bench?sslmode=disable
 psql() { command psql -X -q -v ON_ERROR_STOP=1 "$@"; }
 psql "$dsn" -c "ALTER SYSTEM SET pg_stat_statements.max = $((statements + 1000))" -c "CREATE DATABASE bench"

@@ -3,13 +3,12 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"fmt"
+	"github.com/pgmedic/pgmedic/internal/testbin"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -215,34 +214,6 @@ func TestTerminalInjectionInCheck(t *testing.T) {
 	}
 }
 
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
-
-// binary builds cmd/pgmedic once per test run, for tests that need a real
-// process (signals, exit codes as the shell sees them).
-func binary(t *testing.T) string {
-	t.Helper()
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "pgmedic-bin-")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "pgmedic")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/pgmedic/pgmedic/cmd/pgmedic").CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
-}
-
 // Ctrl-C while EXPLAIN ANALYZE runs: pgmedic sends PostgreSQL's cancel
 // request, so the backend stops working at once instead of running on
 // after the client has gone; pgmedic exits 2 with one line.
@@ -254,7 +225,7 @@ func TestInterruptCancelsOnServer(t *testing.T) {
 	// planned away.
 	query := "SELECT count(*) FROM generate_series(1, 4000000000) g WHERE g % 7 = 3"
 	var stderr strings.Builder
-	cmd := exec.Command(binary(t), "explain", "--dsn", cluster.DSN("postgres"), "--query", query, "--analyze", "--statement-timeout", "10m")
+	cmd := exec.Command(testbin.Pgmedic(t), "explain", "--dsn", cluster.DSN("postgres"), "--query", query, "--analyze", "--statement-timeout", "10m")
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

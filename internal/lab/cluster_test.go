@@ -111,14 +111,7 @@ func TestMissingBinaries(t *testing.T) {
 // directory are gone.
 func TestInterruptLeavesNoOrphan(t *testing.T) {
 	needPostgres(t)
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
-	bin := filepath.Join(t.TempDir(), "pgmedic")
-	build := exec.Command("go", "build", "-o", bin, "github.com/pgmedic/pgmedic/cmd/pgmedic")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := pgmedicBinary(t)
 	before, _ := filepath.Glob(filepath.Join(os.TempDir(), "pgmedic-lab-*"))
 	cmd := exec.Command(bin, "lab", "run", "jit-oltp", "--dir", filepath.Join(t.TempDir(), "none"))
 	if err := cmd.Start(); err != nil {

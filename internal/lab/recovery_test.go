@@ -3,43 +3,17 @@ package lab
 import (
 	"bufio"
 	"errors"
+	"github.com/pgmedic/pgmedic/internal/testbin"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
 
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
-
-// pgmedicBinary builds cmd/pgmedic once for the tests that kill it.
-func pgmedicBinary(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "pgmedic-bin-")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "pgmedic")
-		if out, err := exec.Command("go", "build", "-o", binPath, "github.com/pgmedic/pgmedic/cmd/pgmedic").CombinedOutput(); err != nil {
-			binErr = errors.New(string(out))
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
-}
+// pgmedicBinary is the binary the tests kill.
+func pgmedicBinary(t *testing.T) string { return testbin.Pgmedic(t) }
 
 // labDir is a directory the postgres account can reach, for `--dir`.
 func labDir(t *testing.T) string {

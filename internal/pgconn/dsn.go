@@ -27,12 +27,57 @@ var secretKeys = map[string]bool{"password": true, "sslpassword": true}
 // key=value string the way libpq tokenises it. It never fails: what it
 // cannot read is left for pgx to refuse, and only the facts are returned.
 func inspectDSN(dsn string) dsnFacts {
+	var f dsnFacts
 	for _, scheme := range []string{"postgres://", "postgresql://"} {
 		if rest, ok := strings.CutPrefix(dsn, scheme); ok {
-			return inspectURL(rest)
+			f = inspectURL(rest)
+			break
 		}
 	}
-	return inspectKeywords(dsn)
+	if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
+		f = inspectKeywords(dsn)
+	}
+	// A malformed string may not tokenise the way its author meant, and
+	// pgx's complaint may quote any part of it: every value written after
+	// a password key, wherever it stands, is kept secret too.
+	f.secrets = append(f.secrets, looseSecrets(dsn)...)
+	return f
+}
+
+// looseSecrets finds "password=" and "sslpassword=" anywhere in s (any
+// case) and returns the value after each, quoted or up to a space or '&',
+// with and without its quotes.
+func looseSecrets(s string) []string {
+	var out []string
+	lower := strings.ToLower(s)
+	for i := 0; ; {
+		j := strings.Index(lower[i:], "password")
+		if j < 0 {
+			return out
+		}
+		k := i + j + len("password")
+		for k < len(s) && isSpace(s[k]) {
+			k++
+		}
+		i = k
+		if k >= len(s) || s[k] != '=' {
+			continue
+		}
+		k++
+		for k < len(s) && isSpace(s[k]) {
+			k++
+		}
+		end := k
+		for end < len(s) && !isSpace(s[end]) && s[end] != '&' {
+			end++
+		}
+		for _, v := range []string{s[k:end], strings.Trim(s[k:end], "'")} {
+			if v != "" {
+				out = append(out, v)
+			}
+		}
+		i = end
+	}
 }
 
 // inspectURL reads the part after the scheme. libpq looks for the user

@@ -1,0 +1,43 @@
+// Package testbin builds the pgmedic binary once per test process, for the
+// tests that must run it as a real process: signals (Ctrl-C, kill -9),
+// exit codes as a shell sees them, what is left behind when it dies.
+package testbin
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+var (
+	once sync.Once
+	path string
+	err  error
+)
+
+// Pgmedic returns the path of a freshly built cmd/pgmedic. It skips the
+// test under -short, since building takes a few seconds.
+func Pgmedic(t testing.TB) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the pgmedic binary")
+	}
+	once.Do(func() {
+		dir, e := os.MkdirTemp("", "pgmedic-bin-")
+		if e != nil {
+			err = e
+			return
+		}
+		path = filepath.Join(dir, "pgmedic")
+		if out, e := exec.Command("go", "build", "-o", path, "github.com/pgmedic/pgmedic/cmd/pgmedic").CombinedOutput(); e != nil {
+			err = errors.New("go build: " + e.Error() + "\n" + string(out))
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
