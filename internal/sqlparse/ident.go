@@ -118,6 +118,11 @@ func EscapeControls(sql string) string {
 			continue
 		}
 		b.WriteString(sql[last:start])
+		// U&"..." and E'...' start with letters: keep them apart from a
+		// keyword written right before the quote (SELECT"x").
+		if start > 0 && isIdentByte(sql[start-1]) {
+			b.WriteByte(' ')
+		}
 		b.WriteString(repl)
 		last = end
 	}
@@ -146,4 +151,8 @@ func escapeString(s string) string {
 	}
 	b.WriteString("'")
 	return b.String()
+}
+
+func isIdentByte(c byte) bool {
+	return c == '_' || c == '$' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c >= 0x80
 }
