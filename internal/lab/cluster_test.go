@@ -114,6 +114,8 @@ func TestInterruptLeavesNoOrphan(t *testing.T) {
 	bin := pgmedicBinary(t)
 	before, _ := filepath.Glob(filepath.Join(os.TempDir(), "pgmedic-lab-*"))
 	cmd := exec.Command(bin, "lab", "run", "jit-oltp", "--dir", filepath.Join(t.TempDir(), "none"))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -146,8 +148,12 @@ func TestInterruptLeavesNoOrphan(t *testing.T) {
 		cmd.Process.Kill()
 		t.Fatal("pgmedic did not exit after Ctrl-C")
 	}
-	if code := cmd.ProcessState.ExitCode(); code == 0 {
-		t.Errorf("an interrupted run must not exit 0")
+	if code := cmd.ProcessState.ExitCode(); code != 2 {
+		t.Errorf("an interrupted run exits 2, got %d", code)
+	}
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	if last := lines[len(lines)-1]; !strings.Contains(last, "interrupted") || strings.Contains(stderr.String(), "context canceled") || len(lines) > 2 {
+		t.Errorf("stderr after Ctrl-C should be the throwaway line and one 'interrupted' line, got:\n%s", stderr.String())
 	}
 	if !(&Cluster{}).WaitGone(pid, 10*time.Second) {
 		t.Errorf("postmaster %d orphaned", pid)
