@@ -3,6 +3,7 @@ package plan
 import (
 	"bytes"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -280,6 +281,7 @@ func isBlankColumn(s string) bool {
 func dropHeaderFooter(lines []string) []string {
 	out := make([]string, 0, len(lines))
 	seenContent := false
+	header := "" // the header so far, when a narrow terminal wrapped it
 	for i, l := range lines {
 		t := strings.TrimSpace(l)
 		switch {
@@ -287,6 +289,9 @@ func dropHeaderFooter(lines []string) []string {
 			out = append(out, l)
 			continue
 		case !seenContent && t == queryPlanHeader:
+			continue
+		case !seenContent && strings.HasPrefix(queryPlanHeader, header+t) && header+t != "":
+			header += t
 			continue
 		case !seenContent && isRule(l):
 			continue
@@ -303,15 +308,27 @@ func dropHeaderFooter(lines []string) []string {
 	return out
 }
 
+// isRowCount recognises psql's footer, "(12 rows)", in any language psql
+// speaks ("(12 lignes)", "(12 Zeilen)", "(1 строка)").
 func isRowCount(t string) bool {
-	if t == "(1 row)" {
-		return true
-	}
-	if !strings.HasPrefix(t, "(") || !strings.HasSuffix(t, " rows)") {
+	inner, ok := strings.CutPrefix(t, "(")
+	if !ok {
 		return false
 	}
-	for _, c := range t[1 : len(t)-len(" rows)")] {
+	if inner, ok = strings.CutSuffix(inner, ")"); !ok {
+		return false
+	}
+	n, word, ok := strings.Cut(inner, " ")
+	if !ok || n == "" || word == "" {
+		return false
+	}
+	for _, c := range n {
 		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	for _, r := range word {
+		if !unicode.IsLetter(r) {
 			return false
 		}
 	}
@@ -385,7 +402,7 @@ func joinWrapped(lines []string, framed bool) []string {
 	if t := strings.TrimSpace(lines[first]); strings.HasPrefix(t, "[") || strings.HasPrefix(t, "{") || strings.HasPrefix(t, `"`) {
 		return lines
 	}
-	rootIndent := len(lines[first]) - len(strings.TrimLeft(lines[first], " "))
+	rootIndent := indentOf(lines[first])
 	out := append(make([]string, 0, len(lines)), lines[:first+1]...)
 	for _, l := range lines[first+1:] {
 		last := len(out) - 1
@@ -409,7 +426,8 @@ func joinWrapped(lines []string, framed bool) []string {
 		}
 		// No EXPLAIN line starts with '(': that is a node's figures, cut
 		// off from its name.
-		if openParens(out[last]) > 0 || len(l)-len(strings.TrimLeft(l, " ")) < rootIndent || strings.HasPrefix(strings.TrimSpace(l), "(") {
+		ind := indentOf(l)
+		if openParens(out[last]) > 0 || ind < rootIndent || strings.HasPrefix(strings.TrimSpace(l), "(") || strayAtRoot(l, ind, rootIndent) {
 			out[last] += l
 			continue
 		}
@@ -447,4 +465,22 @@ func openParens(s string) int {
 		}
 	}
 	return depth
+}
+
+// strayAtRoot says a line at the root's column is neither a summary line
+// nor a plan node, so it can only be the tail of a wrapped line ("Output:
+// a, b, ex" + "tra_column"). A second plan pasted after the first starts
+// with a node and is left alone, to be refused by the parser.
+func strayAtRoot(l string, ind, rootIndent int) bool {
+	if ind > rootIndent {
+		return false
+	}
+	t := strings.TrimSpace(l)
+	if isSummaryLine(t) || strings.HasPrefix(t, "->") {
+		return false
+	}
+	if _, ok, _ := parseHeader(t, true); ok {
+		return false
+	}
+	return true
 }

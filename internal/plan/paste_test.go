@@ -81,18 +81,30 @@ func trimmedLines(s string) []string {
 // Pastes seen in the wild that the matrix does not produce.
 func TestPastedByHand(t *testing.T) {
 	for name, in := range map[string]string{
-		"pgadmin quoted header": "\"QUERY PLAN\"\n\"Seq Scan on t  (cost=0.00..1.01 rows=1 width=4)\"\n\"  Filter: (a = 1)\"\n",
-		"csv json cell":         "\"[{\"\"Plan\"\": {\"\"Node Type\"\": \"\"Seq Scan\"\", \"\"Relation Name\"\": \"\"t\"\", \"\"Total Cost\"\": 1.01}}]\"",
-		"crlf and bom":          "\ufeff QUERY PLAN\r\n---------------\r\n Seq Scan on t  (cost=0.00..1.01 rows=1 width=4)\r\n   Filter: (a = 1)\r\n(2 rows)\r\n",
-		"trailing commas":       "\"Seq Scan on t  (cost=0.00..1.01 rows=1 width=4)\",\n\"  Filter: (a = 1)\",\n",
+		"pgadmin quoted header":           "\"QUERY PLAN\"\n\"Seq Scan on t  (cost=0.00..1.01 rows=1 width=4)\"\n\"  Filter: (a = 1)\"\n",
+		"csv json cell":                   "\"[{\"\"Plan\"\": {\"\"Node Type\"\": \"\"Seq Scan\"\", \"\"Relation Name\"\": \"\"t\"\", \"\"Total Cost\"\": 1.01}}]\"",
+		"crlf and bom":                    "\ufeff QUERY PLAN\r\n---------------\r\n Seq Scan on t  (cost=0.00..1.01 rows=1 width=4)\r\n   Filter: (a = 1)\r\n(2 rows)\r\n",
+		"trailing commas":                 "\"Seq Scan on t  (cost=0.00..1.01 rows=1 width=4)\",\n\"  Filter: (a = 1)\",\n",
+		"localized footer":                " QUERY PLAN\n------------\n Seq Scan on t  (cost=0.00..1.01 rows=1 width=4)\n   Filter: (a = 1)\n(2 lignes)\n",
+		"header cut by a narrow terminal": "                  QUERY PLA\nN              \n-----------------\n--------\n Seq Scan on t  (cost=0.00..1.01 rows=1 w\nidth=4)\n   Filter: (a = 1)\n(2 Zeilen)\n",
+		// The first row lost psql's leading space, and an editor turned
+		// runs of four spaces into tabs.
+		"tabs and a trimmed first row":  "Nested Loop  (cost=0.00..2.03 rows=1 width=8)\n   Join Filter: (t.a = u.a)\n   ->  Seq Scan on t  (cost=0.00..1.01 rows=1 width=4)\n   ->  Seq Scan on u  (cost=0.00..1.01 rows=1 width=4)\n\t\t Filter: (a = 1)\n",
+		"output cut at the root column": "Seq Scan on t  (cost=0.00..1.01 rows=1 width=4)\n  Output: a, b, c, lo\nng_column_name\n  Filter: (a = 1)\nPlanning Time: 0.1 ms\n",
 	} {
 		e, err := Parse([]byte(in))
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 			continue
 		}
-		if e.Plan.NodeType != "Seq Scan" || e.Plan.RelationName != "t" {
-			t.Errorf("%s: got %s on %q", name, e.Plan.NodeType, e.Plan.RelationName)
+		if name == "tabs and a trimmed first row" {
+			if e.Plan.NodeType != "Nested Loop" || len(e.Plan.Plans) != 2 || e.Plan.Plans[1].Filter != "(a = 1)" || e.Plan.JoinFilter == "" {
+				t.Errorf("%s: tree read wrong: %+v", name, e.Plan)
+			}
+			continue
+		}
+		if e.Plan.NodeType != "Seq Scan" || e.Plan.RelationName != "t" || strings.Contains(in, "Filter") && e.Plan.Filter != "(a = 1)" {
+			t.Errorf("%s: got %s on %q filter %q", name, e.Plan.NodeType, e.Plan.RelationName, e.Plan.Filter)
 		}
 	}
 }

@@ -76,8 +76,13 @@ type textParser struct {
 	// nodeLines holds each node's line number in creation order, which is
 	// the depth-first order of Figures.ID.
 	nodeLines []int
+	// rootChecked is set once the line after the root has been seen.
+	rootChecked bool
 }
 
+// indentOf is a line's indentation. EXPLAIN indents with spaces only; a
+// tab comes from an editor or a chat client that turned a run of spaces
+// into one, and the pastes seen in the wild replaced four.
 func indentOf(s string) int {
 	n := 0
 	for _, r := range s {
@@ -85,7 +90,7 @@ func indentOf(s string) int {
 		case ' ':
 			n++
 		case '\t':
-			n += 8 - n%8
+			n += 4
 		default:
 			return n
 		}
@@ -115,6 +120,17 @@ func (p *textParser) feed(line string) error {
 		p.rootIndent = ind
 		p.stack = []frame{{node: n, detail: ind + 2}}
 		return nil
+	}
+	// psql's border 1 starts every row with a space, and a selection that
+	// began at the first character of the plan loses it on the first row
+	// only: the root's details then stand three columns right of it
+	// instead of two. Take the root as one column further right.
+	if !p.rootChecked {
+		p.rootChecked = true
+		if ind == p.rootIndent+3 {
+			p.rootIndent++
+			p.stack[0].detail++
+		}
 	}
 	// Inside a block whose lines are more indented than its header.
 	if p.block != "" {
@@ -222,6 +238,19 @@ func subplanHeader(text string) (rel, name string, ok bool) {
 		return "InitPlan", text, true
 	}
 	return "", "", false
+}
+
+// summaryKeys start the lines EXPLAIN prints after the tree, at the
+// root's column (auto_explain adds Query Text before it).
+var summaryKeys = map[string]bool{
+	"Planning Time": true, "Planning time": true, "Execution Time": true, "Execution time": true, "Total runtime": true,
+	"Planning": true, "JIT": true, "Settings": true, "Query Identifier": true, "Serialization": true, "Query Text": true,
+}
+
+// isSummaryLine says whether text (trimmed) is one of those lines.
+func isSummaryLine(text string) bool {
+	key, _, ok := strings.Cut(text, ":")
+	return ok && (summaryKeys[key] || strings.HasPrefix(key, "Trigger "))
 }
 
 // topLevel handles the summary lines EXPLAIN prints after the tree.
