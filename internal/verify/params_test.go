@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"github.com/pgmedic/pgmedic/internal/plan"
 	"reflect"
 	"testing"
 )
@@ -44,4 +45,17 @@ func FuzzParseArray(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The copy experiments judge pages touched; a temporary copy's pages are
+// local buffers, hit or read.
+func TestBlocksTouchedCountsLocalBuffers(t *testing.T) {
+	ex, err := plan.ParseJSON([]byte(`[{"Plan": {"Node Type": "Seq Scan", "Relation Name": "pgmedic_copy",
+		"Shared Hit Blocks": 3, "Shared Read Blocks": 1, "Local Hit Blocks": 100, "Local Read Blocks": 5}}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := blocksTouched(ex.Plan.Buffers); got != 109 {
+		t.Fatalf("blocksTouched = %d, want 109 (3+1 shared, 100+5 local)", got)
+	}
 }
