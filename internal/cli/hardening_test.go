@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"github.com/pgmedic/pgmedic/internal/testbin"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pgmedic/pgmedic/internal/testbin"
 )
 
 // A user-written VOLATILE function can act where a rollback does not reach

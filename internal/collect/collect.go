@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/pgmedic/pgmedic/internal/sqlparse"
 	"sort"
 	"strings"
 	"time"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/pgconn"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
 // Querier is the part of *pgx.Conn the collectors use.

@@ -3,13 +3,14 @@ package lab
 import (
 	"bufio"
 	"errors"
-	"github.com/pgmedic/pgmedic/internal/testbin"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pgmedic/pgmedic/internal/testbin"
 )
 
 // pgmedicBinary is the binary the tests kill.

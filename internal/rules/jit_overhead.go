@@ -2,11 +2,11 @@ package rules
 
 import (
 	"fmt"
-	"github.com/pgmedic/pgmedic/internal/sqlparse"
 	"math"
 	"strconv"
 
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
 // JITOverheadID is the stable id of the rule.

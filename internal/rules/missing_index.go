@@ -2,13 +2,13 @@ package rules
 
 import (
 	"fmt"
-	"github.com/pgmedic/pgmedic/internal/sqlparse"
 	"math"
 	"sort"
 	"strings"
 
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/plan"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
 // MissingIndexID is the rule id.

@@ -2,13 +2,13 @@ package rules
 
 import (
 	"fmt"
-	"github.com/pgmedic/pgmedic/internal/sqlparse"
 	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/plan"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
 // columnCast matches a column wrapped in a cast as EXPLAIN prints it:

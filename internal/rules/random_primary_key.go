@@ -2,11 +2,11 @@ package rules
 
 import (
 	"fmt"
-	"github.com/pgmedic/pgmedic/internal/sqlparse"
 	"math"
 	"strings"
 
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
 // RandomPrimaryKeyID is the rule id.

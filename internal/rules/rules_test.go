@@ -1,11 +1,11 @@
 package rules
 
 import (
-	"github.com/pgmedic/pgmedic/internal/sqlparse"
 	"strings"
 	"testing"
 
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
 // snap builds a snapshot at PostgreSQL 15 defaults: JIT available and on,

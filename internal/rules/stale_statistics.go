@@ -2,10 +2,10 @@ package rules
 
 import (
 	"fmt"
-	"github.com/pgmedic/pgmedic/internal/sqlparse"
 	"math"
 
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
 // StaleStatisticsID is the rule id.

@@ -2,12 +2,12 @@ package rules
 
 import (
 	"fmt"
-	"github.com/pgmedic/pgmedic/internal/printable"
-	"github.com/pgmedic/pgmedic/internal/sqlparse"
 	"math"
 	"strings"
 
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/printable"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
 // TableBloatID is the rule id.

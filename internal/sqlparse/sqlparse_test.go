@@ -1,11 +1,13 @@
 package sqlparse
 
 import (
-	pg_query "github.com/pganalyze/pg_query_go/v6"
-	"github.com/pgmedic/pgmedic/internal/model"
 	"reflect"
 	"strings"
 	"testing"
+
+	pg_query "github.com/pganalyze/pg_query_go/v6"
+
+	"github.com/pgmedic/pgmedic/internal/model"
 )
 
 func TestSafeToAnalyze(t *testing.T) {

@@ -1,9 +1,10 @@
 package verify
 
 import (
-	"github.com/pgmedic/pgmedic/internal/plan"
 	"reflect"
 	"testing"
+
+	"github.com/pgmedic/pgmedic/internal/plan"
 )
 
 func TestParseArray(t *testing.T) {
