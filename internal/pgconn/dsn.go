@@ -49,7 +49,15 @@ func inspectDSN(dsn string) dsnFacts {
 // with and without its quotes.
 func looseSecrets(s string) []string {
 	var out []string
-	lower := strings.ToLower(s)
+	// Byte-wise ASCII lowering keeps offsets aligned with s (Unicode case
+	// mapping, and invalid UTF-8, can change a string's length).
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	lower := string(b)
 	for i := 0; ; {
 		j := strings.Index(lower[i:], "password")
 		if j < 0 {
