@@ -23,16 +23,6 @@ type PlanInput struct {
 	Query string
 }
 
-// PlanRule diagnoses one plan. Check is pure, like every rule.
-type PlanRule struct {
-	ID    string
-	Title string
-	// NeedsAnalyze rules read actual rows or times; on a plain EXPLAIN
-	// they are skipped with a note.
-	NeedsAnalyze bool
-	Check        func(in PlanInput) []model.Finding
-}
-
 // Rule ids of the plan rules (jit-overhead and missing-index are shared
 // with the statement rules).
 const (
@@ -46,23 +36,6 @@ const (
 	HeapFetchesID      = "heap-fetches"
 	SlowPlanningID     = "slow-planning"
 )
-
-// PlanRules lists the plan rules in the order they run.
-func PlanRules() []PlanRule {
-	return []PlanRule{
-		{ID: JITOverheadID, Title: "JIT compilation time in this plan", NeedsAnalyze: true, Check: PlanJIT},
-		{ID: SlowPlanningID, Title: "planning slower than execution", Check: SlowPlanning},
-		{ID: MissingIndexID, Title: "selective filter over a sequential scan", NeedsAnalyze: true, Check: PlanMissingIndex},
-		{ID: ImplicitCastID, Title: "a cast on the column side of a comparison", Check: ImplicitCast},
-		{ID: SortSpillID, Title: "sorts that spill to disk", NeedsAnalyze: true, Check: SortSpill},
-		{ID: HashBatchesID, Title: "hashes split into batches on disk", NeedsAnalyze: true, Check: HashBatches},
-		{ID: MisestimateID, Title: "row estimates off by more than 100x", NeedsAnalyze: true, Check: Misestimate},
-		{ID: NestedLoopBlowupID, Title: "nested loops that rescan their inner side", NeedsAnalyze: true, Check: NestedLoopBlowup},
-		{ID: LossyBitmapID, Title: "bitmap heap scans that went lossy", NeedsAnalyze: true, Check: LossyBitmap},
-		{ID: LargeOffsetID, Title: "OFFSET that reads and discards rows", NeedsAnalyze: true, Check: LargeOffset},
-		{ID: HeapFetchesID, Title: "index-only scans that visit the heap", NeedsAnalyze: true, Check: HeapFetches},
-	}
-}
 
 // RunPlan applies the plan rules (all when ids is empty) and returns the
 // findings ranked by the time they could save, plus what was skipped.
@@ -82,11 +55,11 @@ func RunPlan(in PlanInput, ids []string) ([]model.Finding, []model.Skip, error) 
 			continue
 		}
 		delete(want, r.ID)
-		if r.NeedsAnalyze && (!in.Explain.HasAnalyze || (r.ID == JITOverheadID && in.Explain.JIT != nil && in.Explain.JIT.TimingMS == nil)) {
+		if r.PlanNeedsAnalyze && (!in.Explain.HasAnalyze || (r.ID == JITOverheadID && in.Explain.JIT != nil && in.Explain.JIT.TimingMS == nil)) {
 			needAnalyze = append(needAnalyze, r.ID)
 			continue
 		}
-		findings = append(findings, r.Check(in)...)
+		findings = append(findings, r.Plan(in)...)
 	}
 	for id := range want {
 		return nil, nil, fmt.Errorf("unknown plan rule %q: known rules are %s", id, strings.Join(known, ", "))

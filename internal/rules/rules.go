@@ -10,29 +10,75 @@ import (
 	"github.com/pgmedic/pgmedic/internal/model"
 )
 
-// Rule is one diagnosis.
+// Rule is one diagnosis. A rule reads the collected snapshot (Check), one
+// EXPLAIN plan (Plan), or both; every rule is one entry of Registry.
 type Rule struct {
 	ID    string
 	Title string
-	// Needs are the sources (model.Src*) the rule reads. When one is
+	// Needs are the sources (model.Src*) Check reads. When one is
 	// missing, Run lists the rule in skipped with the source's reason
 	// and fix, so nothing is left out silently.
 	Needs []string
 	Check func(s *model.Snapshot) ([]model.Finding, []model.Skip)
+	// Plan diagnoses one plan; PlanNeedsAnalyze says it reads actual rows
+	// or times, so on a plain EXPLAIN it is skipped with a note.
+	Plan             func(in PlanInput) []model.Finding
+	PlanNeedsAnalyze bool
 }
 
-// All lists the rules in the order they run.
+// Docs is the rule's page.
+func (r Rule) Docs() string { return docsPath(r.ID) }
+
+// Registry lists every rule once, in the order they run: adding a rule is
+// adding its file, its entry here, its page in docs/rules and its row in
+// README.md (TestRegistryIsDocumented checks the last two).
+var Registry = []Rule{
+	{ID: JITOverheadID, Title: "JIT compilation dominating short queries", Needs: []string{model.SrcStatements, model.SrcStatementsCut, model.SrcRoleSets},
+		Check: JITOverhead, Plan: PlanJIT, PlanNeedsAnalyze: true},
+	{ID: DriverIntrospectionID, Title: "database drivers' catalog queries", Needs: []string{model.SrcStatements, model.SrcStatementsCut},
+		Check: DriverIntrospection},
+	{ID: SlowPlanningID, Title: "planning slower than execution", Plan: SlowPlanning},
+	{ID: MissingIndexID, Title: "scans that an index would avoid", Needs: []string{model.SrcStatements, model.SrcStatementsCut, model.SrcTables, model.SrcTablesCut, model.SrcIndexes, model.SrcColumns},
+		Check: MissingIndex, Plan: PlanMissingIndex, PlanNeedsAnalyze: true},
+	{ID: QueueClaimRaceID, Title: "job-queue claims without FOR UPDATE SKIP LOCKED", Needs: []string{model.SrcStatements, model.SrcStatementsCut, model.SrcLocks},
+		Check: QueueClaimRace},
+	{ID: RandomPrimaryKeyID, Title: "random (uuid v4, hash) primary and unique keys", Needs: []string{model.SrcTables, model.SrcTablesCut, model.SrcIndexes, model.SrcColumns},
+		Check: RandomPrimaryKey},
+	{ID: TableBloatID, Title: "dead rows and updates that are never HOT", Needs: []string{model.SrcTables, model.SrcTablesCut, model.SrcIndexes},
+		Check: TableBloat},
+	{ID: StaleStatisticsID, Title: "statistics older than the table's churn", Needs: []string{model.SrcTables, model.SrcTablesCut, model.SrcStatements, model.SrcStatementsCut},
+		Check: StaleStatistics},
+	{ID: ImplicitCastID, Title: "casts on the column side of predicates", Needs: []string{model.SrcStatements, model.SrcStatementsCut, model.SrcCasts},
+		Check: ImplicitCastStatements, Plan: ImplicitCast},
+	{ID: SortSpillID, Title: "sorts that spill to disk", Plan: SortSpill, PlanNeedsAnalyze: true},
+	{ID: HashBatchesID, Title: "hashes split into batches on disk", Plan: HashBatches, PlanNeedsAnalyze: true},
+	{ID: MisestimateID, Title: "row estimates off by more than 100x", Plan: Misestimate, PlanNeedsAnalyze: true},
+	{ID: NestedLoopBlowupID, Title: "nested loops that rescan their inner side", Plan: NestedLoopBlowup, PlanNeedsAnalyze: true},
+	{ID: LossyBitmapID, Title: "bitmap heap scans that went lossy", Plan: LossyBitmap, PlanNeedsAnalyze: true},
+	{ID: LargeOffsetID, Title: "OFFSET that reads and discards rows", Plan: LargeOffset, PlanNeedsAnalyze: true},
+	{ID: HeapFetchesID, Title: "index-only scans that visit the heap", Plan: HeapFetches, PlanNeedsAnalyze: true},
+}
+
+// All lists the rules that read the snapshot, in the order they run.
 func All() []Rule {
-	return []Rule{
-		{ID: JITOverheadID, Title: "JIT compilation dominating short queries", Needs: []string{model.SrcStatements, model.SrcStatementsCut, model.SrcRoleSets}, Check: JITOverhead},
-		{ID: DriverIntrospectionID, Title: "database drivers' catalog queries", Needs: []string{model.SrcStatements, model.SrcStatementsCut}, Check: DriverIntrospection},
-		{ID: MissingIndexID, Title: "scans that an index would avoid", Needs: []string{model.SrcStatements, model.SrcStatementsCut, model.SrcTables, model.SrcTablesCut, model.SrcIndexes, model.SrcColumns}, Check: MissingIndex},
-		{ID: QueueClaimRaceID, Title: "job-queue claims without FOR UPDATE SKIP LOCKED", Needs: []string{model.SrcStatements, model.SrcStatementsCut, model.SrcLocks}, Check: QueueClaimRace},
-		{ID: RandomPrimaryKeyID, Title: "random (uuid v4, hash) primary and unique keys", Needs: []string{model.SrcTables, model.SrcTablesCut, model.SrcIndexes, model.SrcColumns}, Check: RandomPrimaryKey},
-		{ID: TableBloatID, Title: "dead rows and updates that are never HOT", Needs: []string{model.SrcTables, model.SrcTablesCut, model.SrcIndexes}, Check: TableBloat},
-		{ID: StaleStatisticsID, Title: "statistics older than the table's churn", Needs: []string{model.SrcTables, model.SrcTablesCut, model.SrcStatements, model.SrcStatementsCut}, Check: StaleStatistics},
-		{ID: ImplicitCastID, Title: "casts on the column side of the top statements' predicates", Needs: []string{model.SrcStatements, model.SrcStatementsCut, model.SrcCasts}, Check: ImplicitCastStatements},
+	var out []Rule
+	for _, r := range Registry {
+		if r.Check != nil {
+			out = append(out, r)
+		}
 	}
+	return out
+}
+
+// PlanRules lists the rules that read one plan, in the order they run.
+func PlanRules() []Rule {
+	var out []Rule
+	for _, r := range Registry {
+		if r.Plan != nil {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // Select returns the rules named in ids (all when ids is empty).

@@ -1,0 +1,61 @@
+package cli
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/pgmedic/pgmedic/internal/lab"
+	"github.com/pgmedic/pgmedic/internal/rules"
+)
+
+// Every registered rule is documented and proved: a page in docs/rules, a
+// row in README.md, and either a lab scenario that must produce it (for the
+// rules that read a database; the healthy scenario is every rule's quiet
+// twin) or a pair of real plans it must fire on and stay quiet on (for the
+// plan rules).
+func TestRegistryIsDocumentedAndProved(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	expected := map[string]bool{}
+	quietTwin := false
+	for _, sc := range lab.Scenarios() {
+		for _, e := range sc.Expect {
+			expected[e.Rule] = true
+		}
+		for _, m := range sc.MustNot {
+			quietTwin = quietTwin || (m.Rule == "*" && len(sc.Expect) == 0)
+		}
+	}
+	if !quietTwin {
+		t.Errorf("no scenario expects nothing at all (the healthy twin of every rule)")
+	}
+	seen := map[string]bool{}
+	for _, r := range rules.Registry {
+		if seen[r.ID] {
+			t.Errorf("%s is registered twice", r.ID)
+		}
+		seen[r.ID] = true
+		if r.Check == nil && r.Plan == nil {
+			t.Errorf("%s checks nothing", r.ID)
+		}
+		if _, err := os.Stat("../../" + r.Docs()); err != nil {
+			t.Errorf("%s has no page: %v", r.ID, err)
+		}
+		if !strings.Contains(string(readme), "| `"+r.ID+"` |") {
+			t.Errorf("%s has no row in README.md", r.ID)
+		}
+		if r.Check != nil && !expected[r.ID] {
+			t.Errorf("%s reads a database but no lab scenario expects it", r.ID)
+		}
+		if r.Plan != nil {
+			for _, side := range []string{".bad.txt", ".good.txt", ".bad.json", ".good.json"} {
+				if _, err := os.Stat("../plan/testdata/pg15/" + r.ID + side); err != nil {
+					t.Errorf("%s has no real plan %s to be tested on", r.ID, r.ID+side)
+				}
+			}
+		}
+	}
+}
