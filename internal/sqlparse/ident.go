@@ -3,6 +3,7 @@ package sqlparse
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	pg_query "github.com/pganalyze/pg_query_go/v6"
 
@@ -16,7 +17,9 @@ import (
 // escapes, U&"new\000aline", so the SQL pgmedic prints stays on one line
 // and still names the same object when pasted.
 func QuoteIdent(s string) string {
-	if needsEscape(s) {
+	// Escapes are written per character; a name that is not valid UTF-8
+	// (possible only in a non-UTF8 database) keeps its bytes as they are.
+	if needsEscape(s) && utf8.ValidString(s) {
 		var b strings.Builder
 		b.WriteString(`U&"`)
 		for _, r := range s {
@@ -105,7 +108,7 @@ func EscapeControls(sql string) string {
 			continue
 		}
 		text := sql[start:end]
-		if !strings.ContainsFunc(text, printable.IsControl) {
+		if !strings.ContainsFunc(text, printable.IsControl) || !utf8.ValidString(text) {
 			continue
 		}
 		var repl string
