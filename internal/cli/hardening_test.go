@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/pgmedic/pgmedic/internal/testbin"
 )
 
@@ -20,12 +22,7 @@ import (
 func TestAnalyzeRefusesVolatileUserFunctions(t *testing.T) {
 	needCluster(t)
 	ctx := context.Background()
-	conn := admin(t, "postgres")
-	conn.Exec(ctx, "DROP DATABASE IF EXISTS sidefx")
-	if _, err := conn.Exec(ctx, "CREATE DATABASE sidefx"); err != nil {
-		t.Fatal(err)
-	}
-	db := admin(t, "sidefx")
+	db := freshDB(t, "sidefx")
 	for _, q := range []string{
 		`CREATE TABLE audit (n int)`,
 		`CREATE FUNCTION public.reset_stats() RETURNS void LANGUAGE sql VOLATILE AS 'SELECT pg_stat_reset()'`,
@@ -167,12 +164,7 @@ func TestTerminalInjectionInPlans(t *testing.T) {
 func TestTerminalInjectionInCheck(t *testing.T) {
 	needCluster(t)
 	ctx := context.Background()
-	conn := admin(t, "postgres")
-	conn.Exec(ctx, "DROP DATABASE IF EXISTS inject")
-	if _, err := conn.Exec(ctx, "CREATE DATABASE inject"); err != nil {
-		t.Fatal(err)
-	}
-	db := admin(t, "inject")
+	db := freshDB(t, "inject")
 	name := "new\nline\x1b[31m"
 	q := `"` + name + `"`
 	for _, s := range []string{
@@ -284,25 +276,14 @@ func TestInterruptCancelsOnServer(t *testing.T) {
 func TestPgMonitorOnlyRole(t *testing.T) {
 	needCluster(t)
 	ctx := context.Background()
-	conn := admin(t, "postgres")
-	conn.Exec(ctx, "DROP DATABASE IF EXISTS monitored")
-	if _, err := conn.Exec(ctx, "CREATE DATABASE monitored"); err != nil {
-		t.Fatal(err)
-	}
-	conn.Exec(ctx, "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'watcher') THEN CREATE ROLE watcher LOGIN IN ROLE pg_monitor; END IF; END $$")
-	db := admin(t, "monitored")
-	for _, q := range []string{
+	admin(t, "postgres").Exec(ctx, "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'watcher') THEN CREATE ROLE watcher LOGIN IN ROLE pg_monitor; END IF; END $$")
+	db := freshDB(t, "monitored",
 		"CREATE EXTENSION pg_stat_statements",
 		"CREATE SCHEMA shop",
 		"CREATE TABLE shop.orders (id int, customer int, total numeric)",
 		"INSERT INTO shop.orders SELECT g, g % 500, g FROM generate_series(1, 50000) g",
 		"ANALYZE shop.orders",
-		"SELECT pg_stat_statements_reset()",
-	} {
-		if _, err := db.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+		"SELECT pg_stat_statements_reset()")
 	for i := 0; i < 20; i++ {
 		db.Exec(ctx, "SELECT sum(total) FROM shop.orders WHERE customer = $1", i)
 	}
@@ -320,19 +301,8 @@ func TestPgMonitorOnlyRole(t *testing.T) {
 // --max-statements leave out is listed in skipped with the flag.
 func TestLimitsAreReported(t *testing.T) {
 	needCluster(t)
-	ctx := context.Background()
-	conn := admin(t, "postgres")
-	conn.Exec(ctx, "DROP DATABASE IF EXISTS limited")
-	if _, err := conn.Exec(ctx, "CREATE DATABASE limited"); err != nil {
-		t.Fatal(err)
-	}
-	db := admin(t, "limited")
-	for _, q := range []string{"CREATE EXTENSION pg_stat_statements", "CREATE TABLE a (x int)", "CREATE TABLE b (x int)", "CREATE TABLE c (x int)",
-		"SELECT * FROM a", "SELECT * FROM b", "SELECT * FROM c", "SELECT x FROM a WHERE x = 1"} {
-		if _, err := db.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	freshDB(t, "limited", "CREATE EXTENSION pg_stat_statements", "CREATE TABLE a (x int)", "CREATE TABLE b (x int)", "CREATE TABLE c (x int)",
+		"SELECT * FROM a", "SELECT * FROM b", "SELECT * FROM c", "SELECT x FROM a WHERE x = 1")
 	code, out, errOut := run(t, "check", cluster.DSN("limited"), "--format", "json", "--max-tables", "1", "--max-statements", "2", "--no-verify")
 	if code != 0 && code != 1 {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -342,4 +312,22 @@ func TestLimitsAreReported(t *testing.T) {
 			t.Errorf("no skipped entry naming %s:\n%s", want, out)
 		}
 	}
+}
+
+// freshDB creates an empty database (dropping one left by an earlier run)
+// and returns an admin connection to it, with each statement of setup run.
+func freshDB(t *testing.T, name string, setup ...string) *pgx.Conn {
+	t.Helper()
+	conn := admin(t, "postgres")
+	conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	if _, err := conn.Exec(context.Background(), "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	db := admin(t, name)
+	for _, q := range setup {
+		if _, err := db.Exec(context.Background(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	return db
 }
