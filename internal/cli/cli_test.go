@@ -16,6 +16,7 @@ import (
 
 	"github.com/pgmedic/pgmedic/internal/lab"
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/testbin"
 )
 
 // One throwaway cluster serves every test in this package.
@@ -34,6 +35,7 @@ func TestMain(m *testing.M) {
 	cluster = c
 	code := m.Run()
 	c.Destroy(context.Background())
+	testbin.Remove()
 	os.Exit(code)
 }
 

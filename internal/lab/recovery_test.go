@@ -13,6 +13,12 @@ import (
 	"github.com/pgmedic/pgmedic/internal/testbin"
 )
 
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testbin.Remove()
+	os.Exit(code)
+}
+
 // pgmedicBinary is the binary the tests kill.
 func pgmedicBinary(t *testing.T) string { return testbin.Pgmedic(t) }
 

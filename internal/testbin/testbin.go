@@ -14,9 +14,18 @@ import (
 
 var (
 	once sync.Once
+	dir  string
 	path string
 	err  error
 )
+
+// Remove deletes the built binary; a package's TestMain calls it after
+// m.Run, since the binary is shared by all the package's tests.
+func Remove() {
+	if dir != "" {
+		os.RemoveAll(dir)
+	}
+}
 
 // Pgmedic returns the path of a freshly built cmd/pgmedic. It skips the
 // test under -short, since building takes a few seconds.
@@ -26,11 +35,12 @@ func Pgmedic(t testing.TB) string {
 		t.Skip("builds the pgmedic binary")
 	}
 	once.Do(func() {
-		dir, e := os.MkdirTemp("", "pgmedic-bin-")
+		d, e := os.MkdirTemp("", "pgmedic-bin-")
 		if e != nil {
 			err = e
 			return
 		}
+		dir = d
 		path = filepath.Join(dir, "pgmedic")
 		if out, e := exec.Command("go", "build", "-o", path, "github.com/pgmedic/pgmedic/cmd/pgmedic").CombinedOutput(); e != nil {
 			err = errors.New("go build: " + e.Error() + "\n" + string(out))
