@@ -310,6 +310,12 @@ type Verification struct {
 	After  *Measure `json:"after,omitempty"`
 }
 
+// NotRunBecause is the verification of a finding whose experiment did not
+// run, with the reason a person reads.
+func NotRunBecause(reason string) Verification {
+	return Verification{Status: NotRun, Reason: reason}
+}
+
 // Measure is one measured number.
 type Measure struct {
 	Value float64 `json:"value"`

@@ -136,13 +136,13 @@ func introspectionFinding(s *model.Snapshot, st model.Statement, d driver, dbTot
 	title := fmt.Sprintf("%s type introspection takes %.0f ms per new connection", d.name, mean)
 	fix := model.Fix{Summary: d.fix}
 	var exp *model.Experiment
-	ver := model.Verification{Status: model.NotRun, Reason: "no JIT in this query: its cost is paid once per new connection, so the proof is the per-connection count above; pool connections"}
+	ver := model.NotRunBecause("no JIT in this query: its cost is paid once per new connection, so the proof is the per-connection count above; pool connections")
 	if jitShare >= introJITShare {
 		title = fmt.Sprintf("%s type introspection takes %.0f ms per new connection, %s of it JIT compilation", d.name, mean, pct(jitShare))
 		fix.SQL = fmt.Sprintf("ALTER ROLE %s IN DATABASE %s SET jit = off;", sqlparse.QuoteIdent(st.Role), sqlparse.QuoteIdent(s.Database))
 		exp = &model.Experiment{Kind: model.ExpJITToggle, Query: st.Query, QueryID: st.QueryID, Role: st.Role, Calls: st.Calls,
 			AppSettings: roleSettingsFor(s, st.Role, "jit", "jit_above_cost", "jit_inline_above_cost", "jit_optimize_above_cost", "search_path")}
-		ver = model.Verification{Status: model.NotRun, Reason: "not verified yet"}
+		ver = model.NotRunBecause("not verified yet")
 	}
 	return model.Finding{
 		Rule:     DriverIntrospectionID,

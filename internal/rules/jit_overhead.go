@@ -140,7 +140,7 @@ func jitStatement(s *model.Snapshot, st model.Statement, dbTotal float64) (model
 			Summary: fmt.Sprintf("turn JIT off for role %s in database %s (JIT only pays off for long analytic queries); or raise jit_above_cost above this statement's plan cost", role, s.Database),
 			SQL:     fmt.Sprintf("ALTER ROLE %s IN DATABASE %s SET jit = off;", sqlparse.QuoteIdent(st.Role), sqlparse.QuoteIdent(s.Database)),
 		},
-		Verification: model.Verification{Status: model.NotRun, Reason: "not verified yet"},
+		Verification: model.NotRunBecause("not verified yet"),
 		Docs:         docsPath(JITOverheadID),
 		Experiment: &model.Experiment{Kind: model.ExpJITToggle, Query: st.Query, QueryID: st.QueryID, Role: st.Role, Calls: st.Calls,
 			AppSettings: roleSettingsFor(s, st.Role, "jit", "jit_above_cost", "jit_inline_above_cost", "jit_optimize_above_cost", "search_path")},
@@ -189,18 +189,18 @@ func jitSetting(s *model.Snapshot, dbTotal, flaggedJIT float64, flagged int) (mo
 		f.Impact = model.Impact{Summary: fmt.Sprintf("%s of this database's statement time is JIT compilation of statements that run faster without it", pct(share)), Share: round4(share)}
 		f.Evidence = append(f.Evidence, model.Evidence{Label: "flagged JIT time", Value: round(flaggedJIT), Unit: "ms"},
 			model.Evidence{Label: "statements where JIT dominates", Value: float64(flagged)})
-		f.Verification = model.Verification{Status: model.NotRun, Reason: "not verified yet"}
+		f.Verification = model.NotRunBecause("not verified yet")
 		f.Experiment = &model.Experiment{Kind: model.ExpAggregate}
 	case flagged > 0:
 		f.Severity = model.Info
 		f.Title = fmt.Sprintf("JIT is on with low cost thresholds; %d short statement(s) pay for it, %s of statement time", flagged, pct(share))
 		f.Impact = model.Impact{Summary: "small today; see the statement findings", Share: round4(share)}
-		f.Verification = model.Verification{Status: model.NotRun, Reason: "below the setting-level threshold; the statement findings carry the measurements"}
+		f.Verification = model.NotRunBecause("below the setting-level threshold; the statement findings carry the measurements")
 	case oltpLike(s):
 		f.Severity = model.Info
 		f.Title = "JIT is armed: on with low cost thresholds on an OLTP workload"
 		f.Impact = model.Impact{Summary: "no statement pays for JIT now, but any short query whose estimated cost passes jit_above_cost will (a new partition, a bigger catalog, a major-version upgrade)"}
-		f.Verification = model.Verification{Status: model.NotRun, Reason: "nothing to measure: no statement pays for JIT now"}
+		f.Verification = model.NotRunBecause("nothing to measure: no statement pays for JIT now")
 	default:
 		return model.Finding{}, false
 	}

@@ -336,7 +336,7 @@ func indexFinding(s *model.Snapshot, st model.Statement, share float64, c scanCa
 			Summary: fmt.Sprintf("create the index (CONCURRENTLY: it does not block writes; about %.1f MB)", p.bytes/(1<<20)),
 			SQL:     strings.Replace(p.def, "CREATE INDEX", "CREATE INDEX CONCURRENTLY", 1) + ";",
 		},
-		Verification: model.Verification{Status: model.NotRun, Reason: "verification was not run"},
+		Verification: model.NotRunBecause("verification was not run"),
 		Docs:         docsPath(MissingIndexID),
 		Experiment: &model.Experiment{Kind: model.ExpIndex, Query: st.Query, QueryID: st.QueryID, Role: st.Role, Calls: st.Calls,
 			Table: model.RelRef{Schema: t.Schema, Name: t.Name}, Index: p.def},

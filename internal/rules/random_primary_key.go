@@ -118,7 +118,7 @@ func randomKeyFinding(s *model.Snapshot, t *model.Table, ix model.Index, col *mo
 		Evidence:     ev,
 		Impact:       model.Impact{Summary: "every insert dirties a random index leaf: leaves end ~70% full instead of ~90%, more full-page writes in WAL after each checkpoint, and the whole index must stay in cache"},
 		Fix:          fix,
-		Verification: model.Verification{Status: model.NotRun, Reason: "verification was not run"},
+		Verification: model.NotRunBecause("verification was not run"),
 		Docs:         docsPath(RandomPrimaryKeyID),
 		Experiment:   &model.Experiment{Kind: model.ExpIndexStats, Table: model.RelRef{Schema: t.Schema, Name: t.Name}, Index: ix.Name},
 	}

@@ -58,7 +58,7 @@ func StaleStatistics(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 			Evidence:     ev,
 			Impact:       model.Impact{Summary: "row estimates for this table come from data that is gone: plans are chosen for the wrong row counts"},
 			Fix:          model.Fix{Summary: "analyze the table now and make autovacuum analyze it as often as it changes", SQL: sql},
-			Verification: model.Verification{Status: model.NotRun, Reason: "no SELECT on this table among the statements pgmedic sees, so no misestimate could be measured"},
+			Verification: model.NotRunBecause("no SELECT on this table among the statements pgmedic sees, so no misestimate could be measured"),
 			Docs:         docsPath(StaleStatisticsID),
 		}
 		// The statement that reads this table the most is the one whose

@@ -82,7 +82,7 @@ func deadTupleFinding(s *model.Snapshot, t *model.Table) model.Finding {
 		Evidence:     ev,
 		Impact:       model.Impact{Summary: "every scan reads the dead versions too, the table and its indexes keep growing, and index-only scans stop working as the visibility map goes stale"},
 		Fix:          model.Fix{Summary: "vacuum the table now and let autovacuum keep up with its churn", SQL: sql},
-		Verification: model.Verification{Status: model.NotRun, Reason: "verification was not run"},
+		Verification: model.NotRunBecause("verification was not run"),
 		Docs:         docsPath(TableBloatID),
 		Experiment:   &model.Experiment{Kind: model.ExpTableStats, Table: model.RelRef{Schema: t.Schema, Name: t.Name}},
 	}

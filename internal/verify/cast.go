@@ -23,7 +23,7 @@ func (e *Engine) castExperiment(ctx context.Context, f *model.Finding) {
 	}
 	fixed, n, err := sqlparse.CastToColumn(exp.Query, exp.Column, exp.ColumnType, exp.KeepValue)
 	if err != nil {
-		f.Verification = model.Verification{Status: model.NotRun, Reason: "cannot rewrite the statement: " + err.Error()}
+		f.Verification = model.NotRunBecause("cannot rewrite the statement: " + err.Error())
 		return
 	}
 	if n == 0 {
@@ -33,12 +33,12 @@ func (e *Engine) castExperiment(ctx context.Context, f *model.Finding) {
 	}
 	before, err := e.castRuns(ctx, exp.Query, exp)
 	if err != nil {
-		f.Verification = model.Verification{Status: model.NotRun, Reason: err.Error()}
+		f.Verification = model.NotRunBecause(err.Error())
 		return
 	}
 	after, err := e.castRuns(ctx, fixed, exp)
 	if err != nil {
-		f.Verification = model.Verification{Status: model.NotRun, Reason: "the rewritten statement failed: " + err.Error()}
+		f.Verification = model.NotRunBecause("the rewritten statement failed: " + err.Error())
 		return
 	}
 	f.Fix.SQL = "-- the statement with the comparison in the column's type:\n" + sqlparse.EscapeControls(fixed)

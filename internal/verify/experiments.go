@@ -40,7 +40,7 @@ func (e *Engine) indexExperiment(ctx context.Context, snap *model.Snapshot, f *m
 	exp := f.Experiment
 	stmt, err := sqlparse.Parse(exp.Query)
 	if err != nil {
-		f.Verification = model.Verification{Status: model.NotRun, Reason: "cannot parse the statement: " + err.Error()}
+		f.Verification = model.NotRunBecause("cannot parse the statement: " + err.Error())
 		return
 	}
 	var reasons []string
@@ -85,7 +85,7 @@ func (e *Engine) indexExperiment(ctx context.Context, snap *model.Snapshot, f *m
 			f.Title += " (but the planner would not use it)"
 		}
 	default:
-		f.Verification = model.Verification{Status: model.NotRun, Reason: strings.Join(reasons, "; ")}
+		f.Verification = model.NotRunBecause(strings.Join(reasons, "; "))
 	}
 }
 
@@ -312,7 +312,7 @@ const copyHint = "pass --verify-indexes to compare with a temporary copy"
 func (e *Engine) indexStats(ctx context.Context, snap *model.Snapshot, f *model.Finding) {
 	exp := f.Experiment
 	if _, ok := snap.Extensions["pgstattuple"]; !ok {
-		f.Verification = model.Verification{Status: model.NotRun, Reason: "pgstattuple is not installed in this database, so leaf density was not measured (CREATE EXTENSION pgstattuple; it ships with postgresql-contrib)"}
+		f.Verification = model.NotRunBecause("pgstattuple is not installed in this database, so leaf density was not measured (CREATE EXTENSION pgstattuple; it ships with postgresql-contrib)")
 		return
 	}
 	var ix *model.Index
@@ -326,7 +326,7 @@ func (e *Engine) indexStats(ctx context.Context, snap *model.Snapshot, f *model.
 		return
 	}
 	if ix.Bytes > e.maxCopy() {
-		f.Verification = model.Verification{Status: model.NotRun, Reason: fmt.Sprintf("the index is %.0f MB, over the %.0f MB pgmedic reads with pgstatindex (--verify-max-size)", float64(ix.Bytes)/(1<<20), float64(e.maxCopy())/(1<<20))}
+		f.Verification = model.NotRunBecause(fmt.Sprintf("the index is %.0f MB, over the %.0f MB pgmedic reads with pgstatindex (--verify-max-size)", float64(ix.Bytes)/(1<<20), float64(e.maxCopy())/(1<<20)))
 		return
 	}
 	var density, frag float64
@@ -335,7 +335,7 @@ func (e *Engine) indexStats(ctx context.Context, snap *model.Snapshot, f *model.
 			sqlparse.QuoteIdent(exp.Table.Schema)+"."+sqlparse.QuoteIdent(exp.Index)).Scan(&density, &frag)
 	})
 	if err != nil {
-		f.Verification = model.Verification{Status: model.NotRun, Reason: "pgstatindex failed: " + errText(err) + " (it needs the pg_stat_scan_tables role or superuser)"}
+		f.Verification = model.NotRunBecause("pgstatindex failed: " + errText(err) + " (it needs the pg_stat_scan_tables role or superuser)")
 		return
 	}
 	f.Evidence = append(f.Evidence,
@@ -424,11 +424,11 @@ func (e *Engine) tableStats(ctx context.Context, snap *model.Snapshot, f *model.
 		notes = append(notes, "pgstattuple is not installed (CREATE EXTENSION pgstattuple) or the table is over --verify-max-size")
 	}
 	if !e.copyAllowed() {
-		f.Verification = model.Verification{Status: model.NotRun, Reason: strings.Join(append(notes, copyHint+" of the live rows"), "; ")}
+		f.Verification = model.NotRunBecause(strings.Join(append(notes, copyHint+" of the live rows"), "; "))
 		return
 	}
 	if t.HeapBytes > e.maxCopy() {
-		f.Verification = model.Verification{Status: model.NotRun, Reason: strings.Join(append(notes, "the table is over --verify-max-size"), "; ")}
+		f.Verification = model.NotRunBecause(strings.Join(append(notes, "the table is over --verify-max-size"), "; "))
 		return
 	}
 	var now, compact int64
@@ -443,7 +443,7 @@ func (e *Engine) tableStats(ctx context.Context, snap *model.Snapshot, f *model.
 		return e.Conn.QueryRow(ctx, pgconn.Tag+"SELECT pg_relation_size('pg_temp."+copyName+"')").Scan(&compact)
 	})
 	if err != nil {
-		f.Verification = model.Verification{Status: model.NotRun, Reason: strings.Join(append(notes, "copying the live rows failed: "+errText(err)), "; ")}
+		f.Verification = model.NotRunBecause(strings.Join(append(notes, "copying the live rows failed: "+errText(err)), "; "))
 		return
 	}
 	before, after := float64(now)/(1<<20), float64(compact)/(1<<20)
@@ -461,16 +461,16 @@ func (e *Engine) misestimate(ctx context.Context, snap *model.Snapshot, f *model
 	exp := f.Experiment
 	stmt, err := sqlparse.Parse(exp.Query)
 	if err != nil {
-		f.Verification = model.Verification{Status: model.NotRun, Reason: "cannot parse the statement: " + err.Error()}
+		f.Verification = model.NotRunBecause("cannot parse the statement: " + err.Error())
 		return
 	}
 	if why := e.refusal(ctx, stmt); why != "" {
-		f.Verification = model.Verification{Status: model.NotRun, Reason: "not re-run: " + why}
+		f.Verification = model.NotRunBecause("not re-run: " + why)
 		return
 	}
 	b, why := e.bind(ctx, stmt, exp.Query)
 	if why != "" {
-		f.Verification = model.Verification{Status: model.NotRun, Reason: why}
+		f.Verification = model.NotRunBecause(why)
 		return
 	}
 	var out []byte
@@ -482,17 +482,17 @@ func (e *Engine) misestimate(ctx context.Context, snap *model.Snapshot, f *model
 	})
 	b.cleanup()
 	if err != nil {
-		f.Verification = model.Verification{Status: model.NotRun, Reason: "EXPLAIN ANALYZE failed: " + errText(err)}
+		f.Verification = model.NotRunBecause("EXPLAIN ANALYZE failed: " + errText(err))
 		return
 	}
 	ex, err := plan.ParseJSON(out)
 	if err != nil {
-		f.Verification = model.Verification{Status: model.NotRun, Reason: err.Error()}
+		f.Verification = model.NotRunBecause(err.Error())
 		return
 	}
 	before, planned, actual := scanMisestimate(ex, exp.Table)
 	if planned == 0 && actual == 0 {
-		f.Verification = model.Verification{Status: model.NotRun, Reason: "the measured plan does not scan the table"}
+		f.Verification = model.NotRunBecause("the measured plan does not scan the table")
 		return
 	}
 	f.Evidence = append(f.Evidence,

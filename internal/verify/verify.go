@@ -87,7 +87,7 @@ func (e *Engine) Run(ctx context.Context, snap *model.Snapshot, findings []model
 	if busy := e.busy(snap); busy != "" {
 		for i := range findings {
 			if findings[i].Experiment != nil {
-				findings[i].Verification = model.Verification{Status: model.NotRun, Reason: busy}
+				findings[i].Verification = model.NotRunBecause(busy)
 			}
 		}
 		return findings, append(skipped, model.Skip{Rule: "verify", Reason: busy, Fix: "re-run pgmedic check when the server is quieter"})
@@ -102,7 +102,7 @@ func (e *Engine) Run(ctx context.Context, snap *model.Snapshot, findings []model
 		r, ok := results[f.Experiment.QueryID]
 		if !ok {
 			if ran >= e.MaxExperiments {
-				f.Verification = model.Verification{Status: model.NotRun, Reason: fmt.Sprintf("experiment budget of %d statements used up by statements with more impact", e.MaxExperiments)}
+				f.Verification = model.NotRunBecause(fmt.Sprintf("experiment budget of %d statements used up by statements with more impact", e.MaxExperiments))
 				continue
 			}
 			ran++
@@ -127,7 +127,7 @@ func (e *Engine) Run(ctx context.Context, snap *model.Snapshot, findings []model
 				continue
 			}
 			if ran >= e.MaxExperiments {
-				f.Verification = model.Verification{Status: model.NotRun, Reason: fmt.Sprintf("experiment budget of %d used up by findings with more impact", e.MaxExperiments)}
+				f.Verification = model.NotRunBecause(fmt.Sprintf("experiment budget of %d used up by findings with more impact", e.MaxExperiments))
 				continue
 			}
 			ran++
@@ -334,7 +334,7 @@ func onOff(v string) string {
 
 func applyToggle(f *model.Finding, t *toggle, runs int) {
 	if t.reason != "" {
-		f.Verification = model.Verification{Status: model.NotRun, Reason: t.reason}
+		f.Verification = model.NotRunBecause(t.reason)
 		return
 	}
 	before, after := median(t.on), median(t.off)
@@ -383,7 +383,7 @@ func aggregate(f *model.Finding, findings []model.Finding, results map[int64]*to
 		n++
 	}
 	if n == 0 {
-		f.Verification = model.Verification{Status: model.NotRun, Reason: "no statement could be re-measured (see the statement findings)"}
+		f.Verification = model.NotRunBecause("no statement could be re-measured (see the statement findings)")
 		return
 	}
 	f.Verification = model.Verification{
