@@ -222,11 +222,9 @@ func explainQuery(ctx context.Context, sess *pgconn.Session, query string, analy
 		opts = "ANALYZE, BUFFERS, " + opts
 	}
 	var out []byte
-	if _, err := sess.Conn.Exec(ctx, pgconn.Tag+"BEGIN READ ONLY"); err != nil {
-		return nil, inputErr(fmt.Errorf("cannot start a read-only transaction: %w", err))
-	}
-	err = sess.Conn.QueryRow(ctx, pgconn.Tag+"EXPLAIN ("+opts+") "+query).Scan(&out)
-	sess.Conn.Exec(context.WithoutCancel(ctx), pgconn.Tag+"ROLLBACK")
+	err = pgconn.RolledBack(ctx, sess.Conn, pgconn.ReadOnly, func() error {
+		return sess.Conn.QueryRow(ctx, pgconn.Tag+"EXPLAIN ("+opts+") "+query).Scan(&out)
+	})
 	if err != nil {
 		return nil, inputErr(fmt.Errorf("EXPLAIN of --query failed: %s", strings.TrimSpace(err.Error())))
 	}

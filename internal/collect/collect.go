@@ -105,14 +105,13 @@ func SnapshotWith(ctx context.Context, q Querier, now time.Time, opts Options) (
 // transaction. Loading the provider compiles nothing.
 func jitAvailable(ctx context.Context, q Querier) (bool, error) {
 	var ok bool
-	if _, err := q.Exec(ctx, pgconn.Tag+"BEGIN READ ONLY"); err != nil {
-		return false, fmt.Errorf("checking JIT availability: %w", err)
-	}
-	defer q.Exec(context.WithoutCancel(ctx), pgconn.Tag+"ROLLBACK")
-	if _, err := q.Exec(ctx, pgconn.Tag+"SET LOCAL jit = on"); err != nil {
-		return false, fmt.Errorf("checking JIT availability: %w", err)
-	}
-	if err := q.QueryRow(ctx, pgconn.Tag+"SELECT pg_jit_available()").Scan(&ok); err != nil {
+	err := pgconn.RolledBack(ctx, q, pgconn.ReadOnly, func() error {
+		if _, err := q.Exec(ctx, pgconn.Tag+"SET LOCAL jit = on"); err != nil {
+			return err
+		}
+		return q.QueryRow(ctx, pgconn.Tag+"SELECT pg_jit_available()").Scan(&ok)
+	})
+	if err != nil {
 		return false, fmt.Errorf("checking JIT availability: %w", err)
 	}
 	return ok, nil

@@ -339,3 +339,25 @@ func lastPart(err error, facts dsnFacts) string {
 	}
 	return "details withheld: they would show part of the password"
 }
+
+// Execer is the part of a connection that runs one statement.
+type Execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgxconn.CommandTag, error)
+}
+
+// Access modes for RolledBack.
+const (
+	ReadOnly  = "READ ONLY"
+	ReadWrite = "READ WRITE" // for temporary objects only (verify's copies)
+)
+
+// RolledBack runs fn inside a transaction that is always rolled back, even
+// when ctx has been cancelled (Ctrl-C): whatever fn does inside it, the
+// target is left as it was. It is the way pgmedic opens a transaction.
+func RolledBack(ctx context.Context, q Execer, mode string, fn func() error) error {
+	if _, err := q.Exec(ctx, Tag+"BEGIN "+mode); err != nil {
+		return fmt.Errorf("starting a %s transaction: %w", strings.ToLower(mode), err)
+	}
+	defer q.Exec(context.WithoutCancel(ctx), Tag+"ROLLBACK")
+	return fn()
+}

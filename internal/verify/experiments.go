@@ -387,14 +387,12 @@ func (e *Engine) indexStats(ctx context.Context, snap *model.Snapshot, f *model.
 // inTempTransaction runs fn in a read-write transaction that is always
 // rolled back; callers create only temporary objects in it.
 func (e *Engine) inTempTransaction(ctx context.Context, fn func() error) error {
-	if _, err := e.Conn.Exec(ctx, pgconn.Tag+"BEGIN READ WRITE"); err != nil {
-		return err
-	}
-	defer e.Conn.Exec(context.WithoutCancel(ctx), pgconn.Tag+"ROLLBACK")
-	if _, err := e.Conn.Exec(ctx, pgconn.Tag+"SET LOCAL statement_timeout = '"+e.copyTimeout()+"'"); err != nil {
-		return err
-	}
-	return fn()
+	return pgconn.RolledBack(ctx, e.Conn, pgconn.ReadWrite, func() error {
+		if _, err := e.Conn.Exec(ctx, pgconn.Tag+"SET LOCAL statement_timeout = '"+e.copyTimeout()+"'"); err != nil {
+			return err
+		}
+		return fn()
+	})
 }
 
 // tableStats measures the table's wasted space: pgstattuple's dead and free
@@ -591,9 +589,5 @@ func scanMisestimate(ex *plan.Explain, t model.RelRef) (factor, planned, actual 
 
 // readOnly runs fn inside a read-only transaction that is rolled back.
 func (e *Engine) readOnly(ctx context.Context, fn func() error) error {
-	if _, err := e.Conn.Exec(ctx, pgconn.Tag+"BEGIN READ ONLY"); err != nil {
-		return err
-	}
-	defer e.Conn.Exec(context.WithoutCancel(ctx), pgconn.Tag+"ROLLBACK")
-	return fn()
+	return pgconn.RolledBack(ctx, e.Conn, pgconn.ReadOnly, fn)
 }

@@ -288,40 +288,40 @@ func (e *Engine) prepare(ctx context.Context, stmt *sqlparse.Statement, n int, q
 
 // once runs EXPLAIN ANALYZE in a read-only transaction that is rolled back.
 func (e *Engine) once(ctx context.Context, explain, jit string, settings map[string]string) (*plan.Explain, error) {
-	if _, err := e.Conn.Exec(ctx, pgconn.Tag+"BEGIN READ ONLY"); err != nil {
-		return nil, fmt.Errorf("cannot start a read-only transaction: %s", errText(err))
-	}
-	defer e.Conn.Exec(context.WithoutCancel(ctx), pgconn.Tag+"ROLLBACK")
-	sets := []string{"SET LOCAL plan_cache_mode = force_custom_plan"}
-	names := make([]string, 0, len(settings))
-	for k := range settings {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
-		if k != "jit" {
-			sets = append(sets, fmt.Sprintf("SELECT set_config(%s, %s, true)", literal(k), literal(settings[k])))
+	var ex *plan.Explain
+	err := e.readOnly(ctx, func() error {
+		sets := []string{"SET LOCAL plan_cache_mode = force_custom_plan"}
+		names := make([]string, 0, len(settings))
+		for k := range settings {
+			names = append(names, k)
 		}
-	}
-	sets = append(sets, "SET LOCAL jit = "+onOff(jit))
-	for _, s := range sets {
-		if _, err := e.Conn.Exec(ctx, pgconn.Tag+s); err != nil {
-			return nil, fmt.Errorf("cannot apply %q for the experiment: %s", s, errText(err))
+		sort.Strings(names)
+		for _, k := range names {
+			if k != "jit" {
+				sets = append(sets, fmt.Sprintf("SELECT set_config(%s, %s, true)", literal(k), literal(settings[k])))
+			}
 		}
-	}
-	var out []byte
-	if err := e.Conn.QueryRow(ctx, explain).Scan(&out); err != nil {
-		var pgErr *pgxconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "57014" {
-			return nil, fmt.Errorf("the statement ran past pgmedic's statement_timeout (%s): raise --statement-timeout to measure it", e.StatementTimeoutText)
+		sets = append(sets, "SET LOCAL jit = "+onOff(jit))
+		for _, s := range sets {
+			if _, err := e.Conn.Exec(ctx, pgconn.Tag+s); err != nil {
+				return fmt.Errorf("cannot apply %q for the experiment: %s", s, errText(err))
+			}
 		}
-		return nil, fmt.Errorf("re-running the statement failed: %s", errText(err))
-	}
-	ex, err := plan.ParseJSON(out)
-	if err != nil {
-		return nil, fmt.Errorf("reading EXPLAIN output: %w", err)
-	}
-	return ex, nil
+		var out []byte
+		if err := e.Conn.QueryRow(ctx, explain).Scan(&out); err != nil {
+			var pgErr *pgxconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == "57014" {
+				return fmt.Errorf("the statement ran past pgmedic's statement_timeout (%s): raise --statement-timeout to measure it", e.StatementTimeoutText)
+			}
+			return fmt.Errorf("re-running the statement failed: %s", errText(err))
+		}
+		var err error
+		if ex, err = plan.ParseJSON(out); err != nil {
+			return fmt.Errorf("reading EXPLAIN output: %w", err)
+		}
+		return nil
+	})
+	return ex, err
 }
 
 func onOff(v string) string {
