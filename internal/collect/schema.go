@@ -255,33 +255,14 @@ func explainGeneric(ctx context.Context, q Querier, query string) (*plan.Explain
 	if err != nil {
 		return nil, err
 	}
-	if _, err := q.Exec(ctx, pgconn.Tag+"BEGIN READ ONLY"); err != nil {
-		return nil, fmt.Errorf("starting a read-only transaction: %s", short(err))
-	}
-	defer q.Exec(context.WithoutCancel(ctx), pgconn.Tag+"ROLLBACK")
 	target := query
-	if n := stmt.ParamCount(); n > 0 {
-		_, err := q.Exec(ctx, pgconn.Tag+"PREPARE "+planStmt+" AS "+query)
-		if err != nil {
-			types := stmt.FallbackParamTypes(n)
-			if types == nil {
-				return nil, fmt.Errorf("cannot prepare the statement: %s", short(err))
-			}
-			if _, err2 := q.Exec(ctx, pgconn.Tag+"ROLLBACK"); err2 != nil {
-				return nil, fmt.Errorf("cannot prepare the statement: %s", short(err))
-			}
-			if _, err2 := q.Exec(ctx, pgconn.Tag+"BEGIN READ ONLY"); err2 != nil {
-				return nil, fmt.Errorf("starting a read-only transaction: %s", short(err2))
-			}
-			if _, err2 := q.Exec(ctx, pgconn.Tag+"PREPARE "+planStmt+"("+strings.Join(types, ", ")+") AS "+query); err2 != nil {
-				return nil, fmt.Errorf("cannot prepare the statement: %s", short(err))
-			}
+	n := stmt.ParamCount()
+	if n > 0 {
+		if err := pgconn.Prepare(ctx, q, planStmt, query, stmt.FallbackParamTypes(n)); err != nil {
+			return nil, fmt.Errorf("cannot prepare the statement: %s", short(err))
 		}
 		// Prepared statements outlive transactions: drop it in any case.
 		defer q.Exec(context.WithoutCancel(ctx), pgconn.Tag+"DEALLOCATE "+planStmt)
-		if _, err := q.Exec(ctx, pgconn.Tag+"SET LOCAL plan_cache_mode = force_generic_plan"); err != nil {
-			return nil, fmt.Errorf("asking for a generic plan: %s", short(err))
-		}
 		nulls := make([]string, n)
 		for i := range nulls {
 			nulls[i] = "NULL"
@@ -289,8 +270,19 @@ func explainGeneric(ctx context.Context, q Querier, query string) (*plan.Explain
 		target = "EXECUTE " + planStmt + "(" + strings.Join(nulls, ", ") + ")"
 	}
 	var out []byte
-	if err := q.QueryRow(ctx, pgconn.Tag+"EXPLAIN (VERBOSE, FORMAT JSON) "+target).Scan(&out); err != nil {
-		return nil, fmt.Errorf("EXPLAIN failed: %s", short(err))
+	err = pgconn.RolledBack(ctx, q, pgconn.ReadOnly, func() error {
+		if n > 0 {
+			if _, err := q.Exec(ctx, pgconn.Tag+"SET LOCAL plan_cache_mode = force_generic_plan"); err != nil {
+				return fmt.Errorf("asking for a generic plan: %s", short(err))
+			}
+		}
+		if err := q.QueryRow(ctx, pgconn.Tag+"EXPLAIN (VERBOSE, FORMAT JSON) "+target).Scan(&out); err != nil {
+			return fmt.Errorf("EXPLAIN failed: %s", short(err))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return plan.ParseJSON(out)
 }

@@ -361,3 +361,19 @@ func RolledBack(ctx context.Context, q Execer, mode string, fn func() error) err
 	defer q.Exec(context.WithoutCancel(ctx), Tag+"ROLLBACK")
 	return fn()
 }
+
+// Prepare prepares query under name, outside any transaction. When
+// PostgreSQL cannot infer every parameter's type (pg_stat_statements puts
+// bare $n where literals stood), it tries again declaring fallback types;
+// if that fails too, the first error is returned, which says more about
+// the statement.
+func Prepare(ctx context.Context, q Execer, name, query string, fallback []string) error {
+	_, err := q.Exec(ctx, Tag+"PREPARE "+name+" AS "+query)
+	if err == nil || fallback == nil {
+		return err
+	}
+	if _, err2 := q.Exec(ctx, Tag+"PREPARE "+name+"("+strings.Join(fallback, ", ")+") AS "+query); err2 != nil {
+		return err
+	}
+	return nil
+}

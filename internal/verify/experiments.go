@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -101,32 +102,35 @@ func (e *Engine) hypoCost(ctx context.Context, snap *model.Snapshot, stmt *sqlpa
 		return 0, 0, false, why
 	}
 	defer b.cleanup()
-	if _, err := e.Conn.Exec(ctx, pgconn.Tag+"BEGIN READ ONLY"); err != nil {
-		return 0, 0, false, "cannot start a read-only transaction: " + errText(err)
-	}
-	defer e.Conn.Exec(context.WithoutCancel(ctx), pgconn.Tag+"ROLLBACK")
-	defer e.Conn.Exec(context.WithoutCancel(ctx), pgconn.Tag+"SELECT hypopg_reset()")
-	if _, err := e.Conn.Exec(ctx, pgconn.Tag+"SET LOCAL plan_cache_mode = force_custom_plan"); err != nil {
-		return 0, 0, false, errText(err)
-	}
-	cost := func() (*plan.Explain, error) {
-		var out []byte
-		if err := e.Conn.QueryRow(ctx, pgconn.Tag+"EXPLAIN (FORMAT JSON) "+b.target).Scan(&out); err != nil {
-			return nil, err
-		}
-		return plan.ParseJSON(out)
-	}
-	p0, err := cost()
-	if err != nil {
-		return 0, 0, false, "EXPLAIN failed: " + errText(err)
-	}
+	var p0, p1 *plan.Explain
 	var name string
-	if err := e.Conn.QueryRow(ctx, pgconn.Tag+"SELECT indexname FROM hypopg_create_index($1)", exp.Index).Scan(&name); err != nil {
-		return 0, 0, false, "HypoPG could not create the hypothetical index: " + errText(err)
-	}
-	p1, err := cost()
+	err := e.readOnly(ctx, func() error {
+		// Hypothetical indexes live in the session, not the transaction.
+		defer e.Conn.Exec(context.WithoutCancel(ctx), pgconn.Tag+"SELECT hypopg_reset()")
+		if _, err := e.Conn.Exec(ctx, pgconn.Tag+"SET LOCAL plan_cache_mode = force_custom_plan"); err != nil {
+			return errors.New(errText(err))
+		}
+		cost := func() (*plan.Explain, error) {
+			var out []byte
+			if err := e.Conn.QueryRow(ctx, pgconn.Tag+"EXPLAIN (FORMAT JSON) "+b.target).Scan(&out); err != nil {
+				return nil, err
+			}
+			return plan.ParseJSON(out)
+		}
+		var err error
+		if p0, err = cost(); err != nil {
+			return errors.New("EXPLAIN failed: " + errText(err))
+		}
+		if err := e.Conn.QueryRow(ctx, pgconn.Tag+"SELECT indexname FROM hypopg_create_index($1)", exp.Index).Scan(&name); err != nil {
+			return errors.New("HypoPG could not create the hypothetical index: " + errText(err))
+		}
+		if p1, err = cost(); err != nil {
+			return errors.New("EXPLAIN with the hypothetical index failed: " + errText(err))
+		}
+		return nil
+	})
 	if err != nil {
-		return 0, 0, false, "EXPLAIN with the hypothetical index failed: " + errText(err)
+		return 0, 0, false, err.Error()
 	}
 	p1.Plan.Walk(func(n, _ *plan.Node) {
 		if n.IndexName == name {
@@ -210,27 +214,26 @@ func (e *Engine) withCopy(ctx context.Context, t *model.Table, fn func() error) 
 	if total > e.maxCopy() {
 		return 0, fmt.Errorf("not measured: %s is %.0f MB with its indexes, over the copy limit of %.0f MB (--verify-max-size)", t.Name, float64(total)/(1<<20), float64(e.maxCopy())/(1<<20))
 	}
-	if _, err := e.Conn.Exec(ctx, pgconn.Tag+"BEGIN READ WRITE"); err != nil {
-		return 0, fmt.Errorf("cannot start a transaction: %s", errText(err))
-	}
-	defer e.Conn.Exec(context.WithoutCancel(ctx), pgconn.Tag+"ROLLBACK")
-	steps := []string{
-		"SET LOCAL statement_timeout = '" + e.copyTimeout() + "'",
-		"SET LOCAL plan_cache_mode = force_custom_plan",
-		"CREATE TEMP TABLE " + copyName + " (LIKE " + qt + " INCLUDING INDEXES)",
-		"INSERT INTO " + copyName + " SELECT * FROM " + qt,
-		"ANALYZE " + copyName,
-	}
-	for _, q := range steps {
-		if _, err := e.Conn.Exec(ctx, pgconn.Tag+q); err != nil {
-			return 0, fmt.Errorf("copying the table failed: %s", errText(err))
-		}
-	}
 	var rows int64
-	if err := e.Conn.QueryRow(ctx, pgconn.Tag+"SELECT count(*) FROM "+copyName).Scan(&rows); err != nil {
-		return 0, fmt.Errorf("counting the copy: %s", errText(err))
-	}
-	return rows, fn()
+	err := pgconn.RolledBack(ctx, e.Conn, pgconn.ReadWrite, func() error {
+		steps := []string{
+			"SET LOCAL statement_timeout = '" + e.copyTimeout() + "'",
+			"SET LOCAL plan_cache_mode = force_custom_plan",
+			"CREATE TEMP TABLE " + copyName + " (LIKE " + qt + " INCLUDING INDEXES)",
+			"INSERT INTO " + copyName + " SELECT * FROM " + qt,
+			"ANALYZE " + copyName,
+		}
+		for _, q := range steps {
+			if _, err := e.Conn.Exec(ctx, pgconn.Tag+q); err != nil {
+				return fmt.Errorf("copying the table failed: %s", errText(err))
+			}
+		}
+		if err := e.Conn.QueryRow(ctx, pgconn.Tag+"SELECT count(*) FROM "+copyName).Scan(&rows); err != nil {
+			return fmt.Errorf("counting the copy: %s", errText(err))
+		}
+		return fn()
+	})
+	return rows, err
 }
 
 // runOnCopy times the rewritten statement before and after creating the

@@ -275,15 +275,7 @@ func (e *Engine) bind(ctx context.Context, stmt *sqlparse.Statement, query strin
 // select list, it retries with those declared integer (see
 // sqlparse.BareTargetParams) and the rest still inferred.
 func (e *Engine) prepare(ctx context.Context, stmt *sqlparse.Statement, n int, query string) error {
-	_, err := e.Conn.Exec(ctx, pgconn.Tag+"PREPARE "+stmtName+" AS "+query)
-	types := stmt.FallbackParamTypes(n)
-	if err == nil || types == nil {
-		return err
-	}
-	if _, err2 := e.Conn.Exec(ctx, pgconn.Tag+"PREPARE "+stmtName+"("+strings.Join(types, ", ")+") AS "+query); err2 != nil {
-		return err // the first error says more about the statement
-	}
-	return nil
+	return pgconn.Prepare(ctx, e.Conn, stmtName, query, stmt.FallbackParamTypes(n))
 }
 
 // once runs EXPLAIN ANALYZE in a read-only transaction that is rolled back.
