@@ -22,7 +22,7 @@ import (
 // Version is set at build time (-ldflags "-X ...cli.Version=...").
 var Version = "0.1.0-dev"
 
-// Exit codes (a contract, see DESIGN.md).
+// Exit codes: a contract with scripts and CI jobs, documented in README.md.
 const (
 	ExitOK       = 0
 	ExitFindings = 1

@@ -370,11 +370,3 @@ func activity(ctx context.Context, q Querier, s *model.Snapshot) {
 		s.Missing[SrcActivity] = skipFor(s, "cannot read pg_stat_activity", err)
 	}
 }
-
-func short(err error) string {
-	var pgErr *pgxconn.PgError
-	if errors.As(err, &pgErr) {
-		return pgErr.Message
-	}
-	return err.Error()
-}

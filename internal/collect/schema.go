@@ -197,7 +197,9 @@ func columns(ctx context.Context, q Querier, s *model.Snapshot) error {
 	return rows.Err()
 }
 
-// shapes parses every statement once; rules read the shapes.
+// shapes describes every statement for the rules (predicates, claims,
+// relations). The plan and verify steps still parse the text again; the
+// model does not carry the parsed statement yet.
 func shapes(s *model.Snapshot) {
 	s.Shapes = map[int64]*model.QueryShape{}
 	for _, st := range s.Statements {
@@ -259,7 +261,7 @@ func explainGeneric(ctx context.Context, q Querier, query string) (*plan.Explain
 	n := stmt.ParamCount()
 	if n > 0 {
 		if err := pgconn.Prepare(ctx, q, planStmt, query, stmt.FallbackParamTypes(n)); err != nil {
-			return nil, fmt.Errorf("cannot prepare the statement: %s", short(err))
+			return nil, fmt.Errorf("cannot prepare the statement: %s", pgconn.Message(err))
 		}
 		// Prepared statements outlive transactions: drop it in any case.
 		defer q.Exec(context.WithoutCancel(ctx), pgconn.Tag+"DEALLOCATE "+planStmt)
@@ -273,11 +275,11 @@ func explainGeneric(ctx context.Context, q Querier, query string) (*plan.Explain
 	err = pgconn.RolledBack(ctx, q, pgconn.ReadOnly, func() error {
 		if n > 0 {
 			if _, err := q.Exec(ctx, pgconn.Tag+"SET LOCAL plan_cache_mode = force_generic_plan"); err != nil {
-				return fmt.Errorf("asking for a generic plan: %s", short(err))
+				return fmt.Errorf("asking for a generic plan: %s", pgconn.Message(err))
 			}
 		}
 		if err := q.QueryRow(ctx, pgconn.Tag+"EXPLAIN (VERBOSE, FORMAT JSON) "+target).Scan(&out); err != nil {
-			return fmt.Errorf("EXPLAIN failed: %s", short(err))
+			return fmt.Errorf("EXPLAIN failed: %s", pgconn.Message(err))
 		}
 		return nil
 	})

@@ -336,8 +336,8 @@ const (
 	ExpIndexStats = "pgstatindex"
 	// ExpTableStats reads pgstattuple figures of a table.
 	ExpTableStats = "pgstattuple"
-	// ExpMisestimate runs EXPLAIN ANALYZE to measure a row misestimate, and
-	// in the lab re-measures it after ANALYZE.
+	// ExpMisestimate runs EXPLAIN ANALYZE to measure a row misestimate and,
+	// with copies allowed, again on a freshly analysed temporary copy.
 	ExpMisestimate = "misestimate"
 	// ExpCast re-plans and times a query with the value cast to the
 	// column's type instead of the column cast to the value's.

@@ -377,3 +377,13 @@ func Prepare(ctx context.Context, q Execer, name, query string, fallback []strin
 	}
 	return nil
 }
+
+// Message is what a person needs from an error of the server: its message
+// alone (pgx adds the SQLSTATE and the severity); other errors as they are.
+func Message(err error) string {
+	var pgErr *pgxconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Message
+	}
+	return err.Error()
+}

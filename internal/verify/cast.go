@@ -109,7 +109,7 @@ func (e *Engine) castRuns(ctx context.Context, query string, exp *model.Experime
 			return e.Conn.QueryRow(ctx, pgconn.Tag+"EXPLAIN "+opts+" "+b.target).Scan(&out)
 		})
 		if err != nil {
-			return nil, fmt.Errorf("EXPLAIN failed: %s", errText(err))
+			return nil, fmt.Errorf("EXPLAIN failed: %s", pgconn.Message(err))
 		}
 		ex, err := plan.ParseJSON(out)
 		if err != nil {

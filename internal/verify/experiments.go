@@ -108,7 +108,7 @@ func (e *Engine) hypoCost(ctx context.Context, snap *model.Snapshot, stmt *sqlpa
 		// Hypothetical indexes live in the session, not the transaction.
 		defer e.Conn.Exec(context.WithoutCancel(ctx), pgconn.Tag+"SELECT hypopg_reset()")
 		if _, err := e.Conn.Exec(ctx, pgconn.Tag+"SET LOCAL plan_cache_mode = force_custom_plan"); err != nil {
-			return errors.New(errText(err))
+			return errors.New(pgconn.Message(err))
 		}
 		cost := func() (*plan.Explain, error) {
 			var out []byte
@@ -119,13 +119,13 @@ func (e *Engine) hypoCost(ctx context.Context, snap *model.Snapshot, stmt *sqlpa
 		}
 		var err error
 		if p0, err = cost(); err != nil {
-			return errors.New("EXPLAIN failed: " + errText(err))
+			return errors.New("EXPLAIN failed: " + pgconn.Message(err))
 		}
 		if err := e.Conn.QueryRow(ctx, pgconn.Tag+"SELECT indexname FROM hypopg_create_index($1)", exp.Index).Scan(&name); err != nil {
-			return errors.New("HypoPG could not create the hypothetical index: " + errText(err))
+			return errors.New("HypoPG could not create the hypothetical index: " + pgconn.Message(err))
 		}
 		if p1, err = cost(); err != nil {
-			return errors.New("EXPLAIN with the hypothetical index failed: " + errText(err))
+			return errors.New("EXPLAIN with the hypothetical index failed: " + pgconn.Message(err))
 		}
 		return nil
 	})
@@ -209,7 +209,7 @@ func (e *Engine) withCopy(ctx context.Context, t *model.Table, fn func() error) 
 	// relation's forks costs seconds on a database with many tables.
 	var total int64
 	if err := e.Conn.QueryRow(ctx, pgconn.Tag+"SELECT pg_total_relation_size($1::oid)", t.OID).Scan(&total); err != nil {
-		return 0, fmt.Errorf("not measured: cannot read the size of %s: %s", t.Name, errText(err))
+		return 0, fmt.Errorf("not measured: cannot read the size of %s: %s", t.Name, pgconn.Message(err))
 	}
 	if total > e.maxCopy() {
 		return 0, fmt.Errorf("not measured: %s is %.0f MB with its indexes, over the copy limit of %.0f MB (--verify-max-size)", t.Name, float64(total)/(1<<20), float64(e.maxCopy())/(1<<20))
@@ -225,11 +225,11 @@ func (e *Engine) withCopy(ctx context.Context, t *model.Table, fn func() error) 
 		}
 		for _, q := range steps {
 			if _, err := e.Conn.Exec(ctx, pgconn.Tag+q); err != nil {
-				return fmt.Errorf("copying the table failed: %s", errText(err))
+				return fmt.Errorf("copying the table failed: %s", pgconn.Message(err))
 			}
 		}
 		if err := e.Conn.QueryRow(ctx, pgconn.Tag+"SELECT count(*) FROM "+copyName).Scan(&rows); err != nil {
-			return fmt.Errorf("counting the copy: %s", errText(err))
+			return fmt.Errorf("counting the copy: %s", pgconn.Message(err))
 		}
 		return fn()
 	})
@@ -244,7 +244,7 @@ func (e *Engine) runOnCopy(ctx context.Context, runs *copyRuns, b *bound, rewrit
 	target := rewritten
 	if len(b.types) > 0 {
 		if _, err := e.Conn.Exec(ctx, pgconn.Tag+"PREPARE "+copyStmt+"("+strings.Join(b.types, ", ")+") AS "+rewritten); err != nil {
-			return "cannot prepare the statement on the copy: " + errText(err)
+			return "cannot prepare the statement on the copy: " + pgconn.Message(err)
 		}
 		target = "EXECUTE " + copyStmt + "(" + strings.Join(b.values, ", ") + ")"
 	}
@@ -275,16 +275,16 @@ func (e *Engine) runOnCopy(ctx context.Context, runs *copyRuns, b *bound, rewrit
 		return times, buffers, nil
 	}
 	if runs.before, runs.buffersBefore, err = measure(); err != nil {
-		return "running the statement on the copy failed: " + errText(err)
+		return "running the statement on the copy failed: " + pgconn.Message(err)
 	}
 	if _, err := e.Conn.Exec(ctx, pgconn.Tag+"CREATE INDEX ON "+copyName+tail); err != nil {
-		return "creating the index on the copy failed: " + errText(err)
+		return "creating the index on the copy failed: " + pgconn.Message(err)
 	}
 	if _, err := e.Conn.Exec(ctx, pgconn.Tag+"ANALYZE "+copyName); err != nil {
-		return errText(err)
+		return pgconn.Message(err)
 	}
 	if runs.after, runs.buffersAfter, err = measure(); err != nil {
-		return "running the statement on the copy with the index failed: " + errText(err)
+		return "running the statement on the copy with the index failed: " + pgconn.Message(err)
 	}
 	return ""
 }
@@ -338,7 +338,7 @@ func (e *Engine) indexStats(ctx context.Context, snap *model.Snapshot, f *model.
 			sqlparse.QuoteIdent(exp.Table.Schema)+"."+sqlparse.QuoteIdent(exp.Index)).Scan(&density, &frag)
 	})
 	if err != nil {
-		f.Verification = model.NotRunBecause("pgstatindex failed: " + errText(err) + " (it needs the pg_stat_scan_tables role or superuser)")
+		f.Verification = model.NotRunBecause("pgstatindex failed: " + pgconn.Message(err) + " (it needs the pg_stat_scan_tables role or superuser)")
 		return
 	}
 	f.Evidence = append(f.Evidence,
@@ -374,7 +374,7 @@ func (e *Engine) indexStats(ctx context.Context, snap *model.Snapshot, f *model.
 	})
 	if err != nil {
 		f.Verification = model.Verification{Status: model.NotRun, Method: "pgstatindex",
-			Reason: fmt.Sprintf("measured leaves %.1f%% full and %.1f%% fragmented; the ordered comparison failed: %s", density, frag, errText(err))}
+			Reason: fmt.Sprintf("measured leaves %.1f%% full and %.1f%% fragmented; the ordered comparison failed: %s", density, frag, pgconn.Message(err))}
 		return
 	}
 	f.Evidence = append(f.Evidence, model.Evidence{Label: "leaf density of the same keys inserted in order (temporary B-tree)", Value: round(ordered), Unit: "%"})
@@ -419,7 +419,7 @@ func (e *Engine) tableStats(ctx context.Context, snap *model.Snapshot, f *model.
 				model.Evidence{Label: "free space, share of the table (pgstattuple)", Value: round(free), Unit: "%"})
 			notes = append(notes, fmt.Sprintf("pgstattuple measured %.0f%% dead rows and %.0f%% free space", dead, free))
 		} else {
-			notes = append(notes, "pgstattuple failed: "+errText(err))
+			notes = append(notes, "pgstattuple failed: "+pgconn.Message(err))
 		}
 	} else {
 		notes = append(notes, "pgstattuple is not installed (CREATE EXTENSION pgstattuple) or the table is over --verify-max-size")
@@ -444,7 +444,7 @@ func (e *Engine) tableStats(ctx context.Context, snap *model.Snapshot, f *model.
 		return e.Conn.QueryRow(ctx, pgconn.Tag+"SELECT pg_relation_size('pg_temp."+copyName+"')").Scan(&compact)
 	})
 	if err != nil {
-		f.Verification = model.NotRunBecause(strings.Join(append(notes, "copying the live rows failed: "+errText(err)), "; "))
+		f.Verification = model.NotRunBecause(strings.Join(append(notes, "copying the live rows failed: "+pgconn.Message(err)), "; "))
 		return
 	}
 	before, after := float64(now)/(1<<20), float64(compact)/(1<<20)
@@ -483,7 +483,7 @@ func (e *Engine) misestimate(ctx context.Context, snap *model.Snapshot, f *model
 	})
 	b.cleanup()
 	if err != nil {
-		f.Verification = model.NotRunBecause("EXPLAIN ANALYZE failed: " + errText(err))
+		f.Verification = model.NotRunBecause("EXPLAIN ANALYZE failed: " + pgconn.Message(err))
 		return
 	}
 	ex, err := plan.ParseJSON(out)
@@ -549,7 +549,7 @@ func (e *Engine) misestimate(ctx context.Context, snap *model.Snapshot, f *model
 		return nil
 	})
 	if err != nil {
-		f.Verification = model.Verification{Status: model.NotRun, Method: method, Reason: "measuring on an analysed copy failed: " + errText(err)}
+		f.Verification = model.Verification{Status: model.NotRun, Method: method, Reason: "measuring on an analysed copy failed: " + pgconn.Message(err)}
 		return
 	}
 	f.Verification = model.Verification{Method: method + "; then the same on a temporary copy of the table analysed afresh (rolled back)",

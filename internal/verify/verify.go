@@ -55,8 +55,9 @@ type Engine struct {
 	AllowFunctions []string
 }
 
-// A re-measured statement counts as helped when turning JIT off makes it at
-// least this much faster (after <= before * helpedRatio).
+// A fix counts as helping when the measured figure after it is at most
+// helpedRatio of the one before (20% better): JIT off, an index on a copy,
+// a compact or analysed copy, a cast moved to the value.
 const helpedRatio = 0.8
 
 // judge sets the verdict of a before/after measurement: confirmed when the
@@ -253,12 +254,12 @@ func (e *Engine) bind(ctx context.Context, stmt *sqlparse.Statement, query strin
 		return b, ""
 	}
 	if err := e.prepare(ctx, stmt, n, query); err != nil {
-		return nil, "cannot prepare the statement to re-run it: " + errText(err)
+		return nil, "cannot prepare the statement to re-run it: " + pgconn.Message(err)
 	}
 	b.cleanup = func() { e.Conn.Exec(context.Background(), pgconn.Tag+"DEALLOCATE "+stmtName) }
 	if err := e.Conn.QueryRow(ctx, pgconn.Tag+"SELECT parameter_types::text[] FROM pg_prepared_statements WHERE name = $1", stmtName).Scan(&b.types); err != nil {
 		b.cleanup()
-		return nil, "cannot read the statement's parameter types: " + errText(err)
+		return nil, "cannot read the statement's parameter types: " + pgconn.Message(err)
 	}
 	values, desc, why := e.parameterValues(ctx, stmt.ParamColumns(), b.types)
 	if why != "" {
@@ -296,7 +297,7 @@ func (e *Engine) once(ctx context.Context, explain, jit string, settings map[str
 		sets = append(sets, "SET LOCAL jit = "+onOff(jit))
 		for _, s := range sets {
 			if _, err := e.Conn.Exec(ctx, pgconn.Tag+s); err != nil {
-				return fmt.Errorf("cannot apply %q for the experiment: %s", s, errText(err))
+				return fmt.Errorf("cannot apply %q for the experiment: %s", s, pgconn.Message(err))
 			}
 		}
 		var out []byte
@@ -305,7 +306,7 @@ func (e *Engine) once(ctx context.Context, explain, jit string, settings map[str
 			if errors.As(err, &pgErr) && pgErr.Code == "57014" {
 				return fmt.Errorf("the statement ran past pgmedic's statement_timeout (%s): raise --statement-timeout to measure it", e.StatementTimeoutText)
 			}
-			return fmt.Errorf("re-running the statement failed: %s", errText(err))
+			return fmt.Errorf("re-running the statement failed: %s", pgconn.Message(err))
 		}
 		var err error
 		if ex, err = plan.ParseJSON(out); err != nil {
@@ -398,14 +399,6 @@ func median(xs []float64) float64 {
 }
 
 func round(x float64) float64 { return float64(int64(x*100+0.5)) / 100 }
-
-func errText(err error) string {
-	var pgErr *pgxconn.PgError
-	if errors.As(err, &pgErr) {
-		return pgErr.Message
-	}
-	return err.Error()
-}
 
 // literal quotes a string as an SQL literal.
 func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
