@@ -6,6 +6,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -97,23 +98,19 @@ func TestInspectKeywords(t *testing.T) {
 
 // A port that accepts TCP but never speaks must be named as such, fast.
 func TestSilentPort(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close()
+	// Held open (and reachable, so no finalizer closes them) until the end.
+	var mu sync.Mutex
+	var held []net.Conn
+	port := serveLoopback(t, func(c net.Conn) { mu.Lock(); held = append(held, c); mu.Unlock() })
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
 		}
 	}()
-	port := l.Addr().(*net.TCPAddr).Port
 	start := time.Now()
-	err = connectWithin(t, "postgres://u@127.0.0.1:"+itoa(port)+"/db?sslmode=disable", 5*time.Second)
+	err := connectWithin(t, "postgres://u@127.0.0.1:"+itoa(port)+"/db?sslmode=disable", 5*time.Second)
 	if err == nil || !strings.Contains(err.Error(), "did not answer the PostgreSQL protocol") {
 		t.Fatalf("want 'did not answer the PostgreSQL protocol', got %v", err)
 	}
@@ -124,29 +121,38 @@ func TestSilentPort(t *testing.T) {
 
 // A port whose service talks first (SSH, SMTP) is named as not PostgreSQL.
 func TestForeignProtocol(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Write([]byte("SSH-2.0-OpenSSH_9.2\r\n"))
-			c.Close()
-		}
-	}()
-	port := l.Addr().(*net.TCPAddr).Port
-	err = connectWithin(t, "postgres://u@127.0.0.1:"+itoa(port)+"/db", 5*time.Second)
+	port := serveLoopback(t, func(c net.Conn) {
+		c.Write([]byte("SSH-2.0-OpenSSH_9.2\r\n"))
+		c.Close()
+	})
+	err := connectWithin(t, "postgres://u@127.0.0.1:"+itoa(port)+"/db", 5*time.Second)
 	if err == nil || !strings.Contains(err.Error(), "PostgreSQL") {
 		t.Fatalf("want a message naming the PostgreSQL protocol, got %v", err)
 	}
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// serveLoopback listens on a free 127.0.0.1 port for the test's duration
+// and hands each accepted connection to serve (one goroutine, in order).
+func serveLoopback(t *testing.T, serve func(net.Conn)) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			serve(c)
+		}
+	}()
+	return l.Addr().(*net.TCPAddr).Port
+}
 
 // FuzzDSN checks that no connection string makes pgmedic hang, panic, or
 // repeat a password of scrubbable length in its message.
