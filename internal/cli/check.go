@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pgmedic/pgmedic/internal/collect"
+	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
-	"github.com/pgmedic/pgmedic/internal/pgconn"
 	"github.com/pgmedic/pgmedic/internal/report"
 	"github.com/pgmedic/pgmedic/internal/rules"
 	"github.com/pgmedic/pgmedic/internal/verify"
@@ -100,7 +100,7 @@ func diagnose(ctx context.Context, dsn string, f checkFlags, ruleIDs []string, m
 	if f.copyTimeout < 100*time.Millisecond {
 		return nil, usageErr("--copy-timeout must be at least 100ms")
 	}
-	sess, err := pgconn.Connect(ctx, dsn, pgconn.Options{StatementTimeout: f.statementTimeout})
+	sess, err := envelope.Connect(ctx, dsn, envelope.Options{StatementTimeout: f.statementTimeout})
 	if err != nil {
 		return nil, err
 	}

@@ -13,9 +13,9 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/lab"
 	"github.com/pgmedic/pgmedic/internal/model"
-	"github.com/pgmedic/pgmedic/internal/pgconn"
 	"github.com/pgmedic/pgmedic/internal/printable"
 )
 
@@ -60,11 +60,11 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return ExitOK
 	}
 	var ee *exitError
-	var ce *pgconn.ConnectError
+	var ce *envelope.ConnectError
 	if ctx.Err() != nil {
 		// Interrupted (Ctrl-C, SIGTERM): whatever failed on the way out
 		// failed because of it. Statements in flight were cancelled on
-		// the server (pgconn sends PostgreSQL's cancel request).
+		// the server (envelope sends PostgreSQL's cancel request).
 		fmt.Fprintln(stderr, "pgmedic: interrupted; statements in flight were cancelled on the server")
 		return ExitInput
 	}

@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pgmedic/pgmedic/internal/collect"
+	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
-	"github.com/pgmedic/pgmedic/internal/pgconn"
 	"github.com/pgmedic/pgmedic/internal/plan"
 	"github.com/pgmedic/pgmedic/internal/report"
 	"github.com/pgmedic/pgmedic/internal/rules"
@@ -130,10 +130,10 @@ func runExplain(ctx context.Context, args []string, stdin io.Reader, f explainFl
 	if f.query == "" && len(args) == 0 {
 		return usageErr("give a plan file, - for stdin, or --dsn with --query")
 	}
-	var sess *pgconn.Session
+	var sess *envelope.Session
 	if f.dsn != "" {
 		var err error
-		sess, err = pgconn.Connect(ctx, f.dsn, pgconn.Options{StatementTimeout: f.statementTimeout})
+		sess, err = envelope.Connect(ctx, f.dsn, envelope.Options{StatementTimeout: f.statementTimeout})
 		if err != nil {
 			return err
 		}
@@ -170,7 +170,7 @@ func runExplain(ctx context.Context, args []string, stdin io.Reader, f explainFl
 
 // diagnosePlan runs the plan rules; with a session it reads the catalogs
 // for implicit casts and, when the query is known, runs the experiments.
-func diagnosePlan(ctx context.Context, sess *pgconn.Session, in rules.PlanInput, ids []string, runs int, timeout time.Duration, allow []string, logf func(string, ...any)) ([]model.Finding, []model.Skip, error) {
+func diagnosePlan(ctx context.Context, sess *envelope.Session, in rules.PlanInput, ids []string, runs int, timeout time.Duration, allow []string, logf func(string, ...any)) ([]model.Finding, []model.Skip, error) {
 	if sess != nil {
 		cat, err := collect.CastCatalog(ctx, sess.Conn, in.Explain.Tables())
 		if err != nil {
@@ -199,7 +199,7 @@ func diagnosePlan(ctx context.Context, sess *pgconn.Session, in rules.PlanInput,
 
 // explainQuery runs EXPLAIN inside the envelope: a read-only transaction
 // that is always rolled back; ANALYZE only for a plain SELECT.
-func explainQuery(ctx context.Context, sess *pgconn.Session, query string, analyze bool, allow []string) (*plan.Explain, error) {
+func explainQuery(ctx context.Context, sess *envelope.Session, query string, analyze bool, allow []string) (*plan.Explain, error) {
 	stmt, err := sqlparse.Parse(query)
 	if err != nil {
 		return nil, usageErr("--query: %v", err)
@@ -207,7 +207,7 @@ func explainQuery(ctx context.Context, sess *pgconn.Session, query string, analy
 	if stmt.ParamCount() > 0 {
 		return nil, usageErr("--query has $n parameters; put literal values in their place so PostgreSQL can plan it as the application runs it")
 	}
-	opts := "VERBOSE, SETTINGS, SUMMARY, FORMAT JSON"
+	opts := "VERBOSE, SETTINGS, SUMMARY"
 	if analyze {
 		if ok, why := stmt.SafeToAnalyze(); !ok {
 			return nil, usageErr("--analyze runs only a plain SELECT on a target (%s); drop --analyze to see its plan", why)
@@ -221,16 +221,13 @@ func explainQuery(ctx context.Context, sess *pgconn.Session, query string, analy
 		}
 		opts = "ANALYZE, BUFFERS, " + opts
 	}
-	var out []byte
-	err = pgconn.RolledBack(ctx, sess.Conn, pgconn.ReadOnly, func() error {
-		return sess.Conn.QueryRow(ctx, pgconn.Tag+"EXPLAIN ("+opts+") "+query).Scan(&out)
+	var e *plan.Explain
+	err = envelope.RolledBack(ctx, sess.Conn, envelope.ReadOnly, func() (err error) {
+		e, err = envelope.Explain(ctx, sess.Conn, opts, query)
+		return err
 	})
 	if err != nil {
 		return nil, inputErr(fmt.Errorf("EXPLAIN of --query failed: %s", strings.TrimSpace(err.Error())))
-	}
-	e, err := plan.ParseJSON(out)
-	if err != nil {
-		return nil, fmt.Errorf("reading the server's EXPLAIN output: %w", err)
 	}
 	return e, nil
 }

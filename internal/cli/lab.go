@@ -9,9 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/lab"
 	"github.com/pgmedic/pgmedic/internal/model"
-	"github.com/pgmedic/pgmedic/internal/pgconn"
 	"github.com/pgmedic/pgmedic/internal/report"
 	"github.com/pgmedic/pgmedic/internal/rules"
 )
@@ -211,7 +211,7 @@ func runScenario(ctx context.Context, c *lab.Cluster, sc lab.Scenario, f checkFl
 	// explained with ANALYZE on the scenario's database, their findings
 	// judged with check's.
 	if len(sc.Explain) > 0 {
-		sess, err := pgconn.Connect(ctx, c.DSN(env.DB), pgconn.Options{StatementTimeout: f.statementTimeout})
+		sess, err := envelope.Connect(ctx, c.DSN(env.DB), envelope.Options{StatementTimeout: f.statementTimeout})
 		if err != nil {
 			return nil, err
 		}

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
-	"github.com/pgmedic/pgmedic/internal/pgconn"
 )
 
 // CastCatalog reads what the implicit-cast rule needs to know about the
@@ -25,7 +25,7 @@ func CastCatalog(ctx context.Context, q Querier, tables []string) (*model.CastCa
 	if len(tables) == 0 {
 		return c, nil
 	}
-	rows, err := q.Query(ctx, pgconn.Tag+`
+	rows, err := q.Query(ctx, envelope.Tag+`
 SELECT n.nspname, t.relname, a.attname, format_type(a.atttypid, a.atttypmod), format_type(a.atttypid, NULL),
        coalesce(ix.relname, ''), coalesce(format_type(opc.opcintype, NULL), ''),
        coalesce((SELECT array_agg(DISTINCT format_type(ao.amoprighttype, NULL)) FROM pg_amop ao
@@ -63,7 +63,7 @@ ORDER BY 1, 2, 3, 6`, tables)
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("reading column types and indexes for the cast check: %w", err)
 	}
-	casts, err := q.Query(ctx, pgconn.Tag+`SELECT format_type(castsource, NULL), format_type(casttarget, NULL) FROM pg_cast WHERE castmethod = 'b'`)
+	casts, err := q.Query(ctx, envelope.Tag+`SELECT format_type(castsource, NULL), format_type(casttarget, NULL) FROM pg_cast WHERE castmethod = 'b'`)
 	if err != nil {
 		return nil, fmt.Errorf("reading binary-coercible casts: %w", err)
 	}

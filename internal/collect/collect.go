@@ -1,5 +1,5 @@
 // Package collect reads what the rules need from a live database into a
-// model.Snapshot. Every query is read-only, tagged with pgconn.Tag, and a
+// model.Snapshot. Every query is read-only, tagged with envelope.Tag, and a
 // source that cannot be read (missing extension, missing privilege) becomes a
 // model.Skip with the fix instead of an error: `check` still runs the rest.
 package collect
@@ -13,16 +13,16 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	pgxconn "github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
-	"github.com/pgmedic/pgmedic/internal/pgconn"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
 // Querier is the part of *pgx.Conn the collectors use.
 type Querier interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgxconn.CommandTag, error)
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
@@ -37,7 +37,7 @@ const (
 	SrcStatementsCut = model.SrcStatementsCut
 )
 
-// overridden are the settings pgmedic's own session changes (see pgconn);
+// overridden are the settings pgmedic's own session changes (see envelope);
 // for these pg_settings.reset_val is what other sessions get.
 var overridden = map[string]bool{
 	"jit": true, "statement_timeout": true, "lock_timeout": true,
@@ -68,7 +68,7 @@ func Snapshot(ctx context.Context, q Querier, now time.Time) (*model.Snapshot, e
 // SnapshotWith collects everything for the connected database.
 func SnapshotWith(ctx context.Context, q Querier, now time.Time, opts Options) (*model.Snapshot, error) {
 	s := &model.Snapshot{CollectedAt: now.UTC(), Missing: map[string]model.Skip{}}
-	if err := q.QueryRow(ctx, pgconn.Tag+`SELECT current_database(), d.oid, current_setting('server_version'),
+	if err := q.QueryRow(ctx, envelope.Tag+`SELECT current_database(), d.oid, current_setting('server_version'),
 		current_setting('server_version_num')::int, current_user
 		FROM pg_database d WHERE d.datname = current_database()`).
 		Scan(&s.Database, &s.DatabaseOID, &s.Server.Version, &s.Server.VersionNum, &s.User); err != nil {
@@ -105,11 +105,11 @@ func SnapshotWith(ctx context.Context, q Querier, now time.Time, opts Options) (
 // transaction. Loading the provider compiles nothing.
 func jitAvailable(ctx context.Context, q Querier) (bool, error) {
 	var ok bool
-	err := pgconn.RolledBack(ctx, q, pgconn.ReadOnly, func() error {
-		if _, err := q.Exec(ctx, pgconn.Tag+"SET LOCAL jit = on"); err != nil {
+	err := envelope.RolledBack(ctx, q, envelope.ReadOnly, func() error {
+		if _, err := q.Exec(ctx, envelope.Tag+"SET LOCAL jit = on"); err != nil {
 			return err
 		}
-		return q.QueryRow(ctx, pgconn.Tag+"SELECT pg_jit_available()").Scan(&ok)
+		return q.QueryRow(ctx, envelope.Tag+"SELECT pg_jit_available()").Scan(&ok)
 	})
 	if err != nil {
 		return false, fmt.Errorf("checking JIT availability: %w", err)
@@ -118,7 +118,7 @@ func jitAvailable(ctx context.Context, q Querier) (bool, error) {
 }
 
 func settings(ctx context.Context, q Querier) (map[string]model.Setting, error) {
-	rows, err := q.Query(ctx, pgconn.Tag+`SELECT name, setting, coalesce(unit, ''), source, coalesce(boot_val, ''), coalesce(reset_val, '') FROM pg_settings`)
+	rows, err := q.Query(ctx, envelope.Tag+`SELECT name, setting, coalesce(unit, ''), source, coalesce(boot_val, ''), coalesce(reset_val, '') FROM pg_settings`)
 	if err != nil {
 		return nil, fmt.Errorf("reading pg_settings: %w", err)
 	}
@@ -145,7 +145,7 @@ func settings(ctx context.Context, q Querier) (map[string]model.Setting, error) 
 }
 
 func roles(ctx context.Context, q Querier) (map[uint32]string, error) {
-	rows, err := q.Query(ctx, pgconn.Tag+`SELECT oid, rolname FROM pg_roles`)
+	rows, err := q.Query(ctx, envelope.Tag+`SELECT oid, rolname FROM pg_roles`)
 	if err != nil {
 		return nil, fmt.Errorf("reading pg_roles: %w", err)
 	}
@@ -162,7 +162,7 @@ func roles(ctx context.Context, q Querier) (map[uint32]string, error) {
 }
 
 func roleSettings(ctx context.Context, q Querier) ([]model.RoleSetting, error) {
-	rows, err := q.Query(ctx, pgconn.Tag+`SELECT coalesce(r.rolname, ''), coalesce(d.datname, ''), s.setconfig
+	rows, err := q.Query(ctx, envelope.Tag+`SELECT coalesce(r.rolname, ''), coalesce(d.datname, ''), s.setconfig
 		FROM pg_db_role_setting s
 		LEFT JOIN pg_roles r ON r.oid = s.setrole
 		LEFT JOIN pg_database d ON d.oid = s.setdatabase`)
@@ -256,7 +256,7 @@ func PgssSelect(schema string, have map[string]bool) (sql string, hasJIT bool) {
 	if !have[total] {
 		total = "total_time"
 	}
-	sql = pgconn.Tag + "SELECT " + strings.Join(cols, ", ") + " FROM " + sqlparse.QuoteIdent(schema) +
+	sql = envelope.Tag + "SELECT " + strings.Join(cols, ", ") + " FROM " + sqlparse.QuoteIdent(schema) +
 		".pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())" +
 		" ORDER BY " + total + " DESC LIMIT $1"
 	return sql, hasJIT
@@ -264,7 +264,7 @@ func PgssSelect(schema string, have map[string]bool) (sql string, hasJIT bool) {
 
 func statements(ctx context.Context, q Querier, s *model.Snapshot, limit int) {
 	var schema string
-	err := q.QueryRow(ctx, pgconn.Tag+`SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pg_stat_statements'`).Scan(&schema)
+	err := q.QueryRow(ctx, envelope.Tag+`SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pg_stat_statements'`).Scan(&schema)
 	if errors.Is(err, pgx.ErrNoRows) {
 		s.Missing[SrcStatements] = model.Skip{
 			Reason: fmt.Sprintf("the pg_stat_statements extension is not installed in database %q", s.Database),
@@ -276,7 +276,7 @@ func statements(ctx context.Context, q Querier, s *model.Snapshot, limit int) {
 		s.Missing[SrcStatements] = skipFor(s, "cannot look up pg_stat_statements", err)
 		return
 	}
-	rows, err := q.Query(ctx, pgconn.Tag+`SELECT attname FROM pg_attribute
+	rows, err := q.Query(ctx, envelope.Tag+`SELECT attname FROM pg_attribute
 		WHERE attrelid = format('%I.pg_stat_statements', $1::text)::regclass AND attnum > 0 AND NOT attisdropped`, schema)
 	if err != nil {
 		s.Missing[SrcStatements] = skipFor(s, "cannot read the columns of pg_stat_statements", err)
@@ -315,7 +315,7 @@ func statements(ctx context.Context, q Querier, s *model.Snapshot, limit int) {
 		st.JIT.Available = hasJIT
 		st.Role = s.Roles[st.UserID]
 		seen++
-		if strings.HasPrefix(st.Query, pgconn.Tag) || strings.HasPrefix(st.Query, strings.TrimSpace(pgconn.Tag)) {
+		if strings.HasPrefix(st.Query, envelope.Tag) || strings.HasPrefix(st.Query, strings.TrimSpace(envelope.Tag)) {
 			continue // pgmedic's own statements
 		}
 		if st.Query == "<insufficient privilege>" {
@@ -338,7 +338,7 @@ func statements(ctx context.Context, q Querier, s *model.Snapshot, limit int) {
 }
 
 func pgssError(s *model.Snapshot, err error) model.Skip {
-	var pgErr *pgxconn.PgError
+	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && strings.Contains(pgErr.Message, "shared_preload_libraries") {
 		return model.Skip{
 			Reason: "pg_stat_statements is installed but not loaded by the server",
@@ -352,7 +352,7 @@ func databaseStats(ctx context.Context, q Querier, s *model.Snapshot) {
 	if s.Server.VersionNum < 140000 {
 		return // sessions counters arrived in PostgreSQL 14
 	}
-	err := q.QueryRow(ctx, pgconn.Tag+`SELECT sessions, sessions_abandoned, stats_reset FROM pg_stat_database WHERE datname = current_database()`).
+	err := q.QueryRow(ctx, envelope.Tag+`SELECT sessions, sessions_abandoned, stats_reset FROM pg_stat_database WHERE datname = current_database()`).
 		Scan(&s.DatabaseStats.Sessions, &s.DatabaseStats.SessionsAbandoned, &s.DatabaseStats.StatsReset)
 	if err != nil {
 		s.Missing[SrcDBStats] = skipFor(s, "cannot read pg_stat_database", err)
@@ -362,7 +362,7 @@ func databaseStats(ctx context.Context, q Querier, s *model.Snapshot) {
 }
 
 func activity(ctx context.Context, q Querier, s *model.Snapshot) {
-	err := q.QueryRow(ctx, pgconn.Tag+`SELECT count(*) FILTER (WHERE state = 'active' AND pid <> pg_backend_pid()),
+	err := q.QueryRow(ctx, envelope.Tag+`SELECT count(*) FILTER (WHERE state = 'active' AND pid <> pg_backend_pid()),
 		count(*), current_setting('max_connections')::int
 		FROM pg_stat_activity WHERE backend_type = 'client backend'`).
 		Scan(&s.Activity.Active, &s.Activity.Total, &s.Activity.MaxConnections)

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
-	"github.com/pgmedic/pgmedic/internal/pgconn"
 	"github.com/pgmedic/pgmedic/internal/plan"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
@@ -40,7 +40,7 @@ const userSchemas = `n.nspname NOT IN ('pg_catalog', 'information_schema') AND n
 // a database with 100,000 relations costs about a second of server time.
 func catalog(ctx context.Context, q Querier, s *model.Snapshot, opts Options) error {
 	s.Extensions = map[string]string{}
-	rows, err := q.Query(ctx, pgconn.Tag+`SELECT extname, extversion FROM pg_extension`)
+	rows, err := q.Query(ctx, envelope.Tag+`SELECT extname, extversion FROM pg_extension`)
 	if err != nil {
 		return fmt.Errorf("reading pg_extension: %w", err)
 	}
@@ -82,7 +82,7 @@ func tableOIDs(s *model.Snapshot) []uint32 {
 }
 
 func tables(ctx context.Context, q Querier, s *model.Snapshot, limit int) error {
-	rows, err := q.Query(ctx, pgconn.Tag+`SELECT c.oid, n.nspname, c.relname, c.reltuples::float8, c.relpages::int8,
+	rows, err := q.Query(ctx, envelope.Tag+`SELECT c.oid, n.nspname, c.relname, c.reltuples::float8, c.relpages::int8,
 		pg_relation_size(c.oid), c.relkind = 'p',
 		NOT EXISTS (SELECT 1 FROM unnest(c.reloptions) o
 		            WHERE lower(o) IN ('autovacuum_enabled=false', 'autovacuum_enabled=off', 'autovacuum_enabled=0', 'autovacuum_enabled=no')),
@@ -126,7 +126,7 @@ func indexes(ctx context.Context, q Querier, s *model.Snapshot) error {
 	// Per-index work is kept to what is cheap: key numbers are resolved
 	// to names here from the columns already read, and opening an index
 	// to measure it (pg_relation_size) is done only for unique ones.
-	rows, err := q.Query(ctx, pgconn.Tag+`SELECT n.nspname, t.relname, i.relname, am.amname, x.indisunique, x.indisprimary, x.indisvalid,
+	rows, err := q.Query(ctx, envelope.Tag+`SELECT n.nspname, t.relname, i.relname, am.amname, x.indisunique, x.indisprimary, x.indisvalid,
 		CASE WHEN x.indisunique THEN pg_relation_size(i.oid) ELSE i.relpages::int8 * current_setting('block_size')::int8 END,
 		coalesce(pg_stat_get_numscans(i.oid), 0),
 		CASE WHEN x.indexprs IS NOT NULL THEN pg_get_indexdef(i.oid) ELSE '' END,
@@ -171,7 +171,7 @@ func indexes(ctx context.Context, q Querier, s *model.Snapshot) error {
 }
 
 func columns(ctx context.Context, q Querier, s *model.Snapshot) error {
-	rows, err := q.Query(ctx, pgconn.Tag+`SELECT n.nspname, c.relname, a.attname, a.attnum::int, format_type(a.atttypid, a.atttypmod), a.attnotnull,
+	rows, err := q.Query(ctx, envelope.Tag+`SELECT n.nspname, c.relname, a.attname, a.attnum::int, format_type(a.atttypid, a.atttypmod), a.attnotnull,
 		coalesce(pg_get_expr(d.adbin, d.adrelid), ''), a.attidentity <> '',
 		st.null_frac IS NOT NULL, coalesce(st.null_frac, 0)::float8, coalesce(st.n_distinct, 0)::float8,
 		coalesce(st.correlation, 0)::float8, coalesce(st.avg_width, 0),
@@ -197,18 +197,20 @@ func columns(ctx context.Context, q Querier, s *model.Snapshot) error {
 	return rows.Err()
 }
 
-// shapes describes every statement for the rules (predicates, claims,
-// relations). The plan and verify steps still parse the text again; the
-// model does not carry the parsed statement yet.
+// shapes parses every statement, once: the parsed statement stays on the
+// model (Statement.Parsed) for the plans, the rules and the experiments,
+// and its shape (predicates, claims, relations) is what the rules read.
 func shapes(s *model.Snapshot) {
 	s.Shapes = map[int64]*model.QueryShape{}
-	for _, st := range s.Statements {
-		sh, err := sqlparse.Describe(st.Query)
+	for i := range s.Statements {
+		st := &s.Statements[i]
+		parsed, err := sqlparse.Parse(st.Query)
 		if err != nil {
 			s.Unparsed++
 			continue
 		}
-		s.Shapes[st.QueryID] = sh
+		st.Parsed = parsed
+		s.Shapes[st.QueryID] = parsed.Shape()
 	}
 }
 
@@ -231,7 +233,7 @@ func plans(ctx context.Context, q Querier, s *model.Snapshot, top int) {
 			continue
 		}
 		n++
-		ex, err := explainGeneric(ctx, q, st.Query)
+		ex, err := explainGeneric(ctx, q, st.Parsed)
 		if err != nil {
 			s.PlanErrors[st.QueryID] = err.Error()
 			if s.PlanErrorFix == "" {
@@ -252,19 +254,16 @@ func plans(ctx context.Context, q Querier, s *model.Snapshot, top int) {
 	}
 }
 
-func explainGeneric(ctx context.Context, q Querier, query string) (*plan.Explain, error) {
-	stmt, err := sqlparse.Parse(query)
-	if err != nil {
-		return nil, err
-	}
+func explainGeneric(ctx context.Context, q Querier, stmt *sqlparse.Statement) (*plan.Explain, error) {
+	query := stmt.Text()
 	target := query
 	n := stmt.ParamCount()
 	if n > 0 {
-		if err := pgconn.Prepare(ctx, q, planStmt, query, stmt.FallbackParamTypes(n)); err != nil {
-			return nil, fmt.Errorf("cannot prepare the statement: %s", pgconn.Message(err))
+		if err := envelope.Prepare(ctx, q, planStmt, query, stmt.FallbackParamTypes(n)); err != nil {
+			return nil, fmt.Errorf("cannot prepare the statement: %s", envelope.Message(err))
 		}
 		// Prepared statements outlive transactions: drop it in any case.
-		defer q.Exec(context.WithoutCancel(ctx), pgconn.Tag+"DEALLOCATE "+planStmt)
+		defer q.Exec(context.WithoutCancel(ctx), envelope.Tag+"DEALLOCATE "+planStmt)
 		nulls := make([]string, n)
 		for i := range nulls {
 			nulls[i] = "NULL"
@@ -272,14 +271,14 @@ func explainGeneric(ctx context.Context, q Querier, query string) (*plan.Explain
 		target = "EXECUTE " + planStmt + "(" + strings.Join(nulls, ", ") + ")"
 	}
 	var out []byte
-	err = pgconn.RolledBack(ctx, q, pgconn.ReadOnly, func() error {
+	err := envelope.RolledBack(ctx, q, envelope.ReadOnly, func() error {
 		if n > 0 {
-			if _, err := q.Exec(ctx, pgconn.Tag+"SET LOCAL plan_cache_mode = force_generic_plan"); err != nil {
-				return fmt.Errorf("asking for a generic plan: %s", pgconn.Message(err))
+			if _, err := q.Exec(ctx, envelope.Tag+"SET LOCAL plan_cache_mode = force_generic_plan"); err != nil {
+				return fmt.Errorf("asking for a generic plan: %s", envelope.Message(err))
 			}
 		}
-		if err := q.QueryRow(ctx, pgconn.Tag+"EXPLAIN (VERBOSE, FORMAT JSON) "+target).Scan(&out); err != nil {
-			return fmt.Errorf("EXPLAIN failed: %s", pgconn.Message(err))
+		if err := q.QueryRow(ctx, envelope.Tag+"EXPLAIN (VERBOSE, FORMAT JSON) "+target).Scan(&out); err != nil {
+			return fmt.Errorf("EXPLAIN failed: %s", envelope.Message(err))
 		}
 		return nil
 	})
@@ -309,7 +308,7 @@ func lockWaits(ctx context.Context, q Querier, s *model.Snapshot, samples int, e
 			case <-time.After(every):
 			}
 		}
-		rows, err := q.Query(ctx, pgconn.Tag+`SELECT coalesce(query_id, 0), coalesce(query, ''), wait_event_type || '/' || wait_event
+		rows, err := q.Query(ctx, envelope.Tag+`SELECT coalesce(query_id, 0), coalesce(query, ''), wait_event_type || '/' || wait_event
 			FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND backend_type = 'client backend' AND pid <> pg_backend_pid()`)
 		if err != nil {
 			s.Missing[SrcLocks] = skipFor(s, "cannot sample pg_stat_activity", err)

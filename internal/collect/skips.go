@@ -3,15 +3,15 @@ package collect
 import (
 	"strings"
 
+	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
-	"github.com/pgmedic/pgmedic/internal/pgconn"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
 // skipFor describes a source that could not be read, always with a fix: a
 // skipped entry without one leaves the user to guess what to grant.
 func skipFor(s *model.Snapshot, what string, err error) model.Skip {
-	msg := pgconn.Message(err)
+	msg := envelope.Message(err)
 	return model.Skip{Reason: what + ": " + msg, Fix: fixFor(s.User, msg)}
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pgmedic/pgmedic/internal/plan"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
 // Severity orders findings. The zero value is Info.
@@ -169,6 +170,9 @@ type Statement struct {
 	SharedBlksRead int64
 	WALFPI         int64
 	JIT            JITStats
+	// Parsed is Query parsed once by collect; nil when it does not parse
+	// (truncated text, another dialect).
+	Parsed *sqlparse.Statement `json:"-"`
 }
 
 // MeanExecMS is the mean execution time per call.
@@ -344,10 +348,63 @@ const (
 	ExpCast = "cast"
 )
 
+// IndexProposal is an index a rule proposes, as fields rather than SQL
+// text: verify creates it as a HypoPG hypothetical index and on a copy of
+// the table, and the fix is written from the same fields (SQL).
+type IndexProposal struct {
+	Name  string
+	Table RelRef
+	Keys  []IndexKey
+	// Where is the partial index's predicate as SQL ("" for none).
+	Where string `json:",omitempty"`
+}
+
+// SQL is the CREATE INDEX statement for the proposal, named and on its
+// table; CONCURRENTLY (which cannot run in a transaction block, nor on a
+// partitioned table) when concurrently is set.
+func (p IndexProposal) SQL(concurrently bool) string {
+	verb := "CREATE INDEX "
+	if concurrently {
+		verb = "CREATE INDEX CONCURRENTLY "
+	}
+	return verb + sqlparse.QuoteIdent(p.Name) + " ON " + sqlparse.QuoteQualified(p.Table.Schema, p.Table.Name) + p.Tail()
+}
+
+// On is the CREATE INDEX statement without a name on another relation:
+// the copy of the table an experiment measures on.
+func (p IndexProposal) On(relation string) string {
+	return "CREATE INDEX ON " + relation + p.Tail()
+}
+
+// Tail is the key list and predicate: " (a, b DESC) WHERE c IS NULL".
+func (p IndexProposal) Tail() string {
+	cols := make([]string, len(p.Keys))
+	for i, k := range p.Keys {
+		cols[i] = sqlparse.QuoteIdent(k.Column)
+		if k.Desc {
+			cols[i] += " DESC"
+		}
+	}
+	s := " (" + strings.Join(cols, ", ") + ")"
+	if p.Where != "" {
+		s += " WHERE " + p.Where
+	}
+	return s
+}
+
+// IndexKey is one key column of a proposed B-tree index.
+type IndexKey struct {
+	Column string
+	Desc   bool `json:",omitempty"`
+}
+
 // Experiment describes the test that can prove a finding.
 type Experiment struct {
-	Kind    string
+	Kind string
+	// Query is the statement's text and Stmt the same statement parsed
+	// (the one collect parsed, when it came from pg_stat_statements).
 	Query   string
+	Stmt    *sqlparse.Statement `json:"-"`
 	QueryID int64
 	Role    string
 	// Settings to apply (SET LOCAL) for the "as the application runs it"
@@ -357,8 +414,9 @@ type Experiment struct {
 	Calls int64
 	// Table is the table an index, key or bloat experiment looks at.
 	Table RelRef
-	// Index is the experiment's subject: the proposed index definition
-	// (CREATE INDEX ON ... without CONCURRENTLY) or an existing index's name.
+	// Proposal is the index an index experiment tries.
+	Proposal *IndexProposal `json:",omitempty"`
+	// Index is the existing index a pgstatindex experiment reads.
 	Index string
 	// Column and ColumnType are what an implicit-cast experiment compares
 	// in the column's own type; CastType is the type the plan cast it to.

@@ -1,6 +1,10 @@
 package model
 
-import "time"
+import (
+	"time"
+
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
+)
 
 // Table is one user table with its size and pg_stat_user_tables counters.
 type Table struct {
@@ -89,74 +93,33 @@ type LockWait struct {
 	Samples   int
 }
 
-// QueryShape is what the SQL of a statement says: its command, the
-// relations it touches, the predicates and sort order per relation, and for
-// queue claims how the rows are locked.
-type QueryShape struct {
-	Command    string // SELECT, UPDATE, DELETE, INSERT, OTHER
-	Target     RelRef // the written relation of INSERT/UPDATE/DELETE
-	Relations  []RelRef
-	Predicates []Predicate
-	OrderBy    []OrderColumn
-	HasLimit   bool
-	SetColumns []string // columns an UPDATE assigns
-	Claim      *Claim
-}
-
-// RelRef names a relation as written in the SQL (Schema may be empty).
-type RelRef struct {
-	Schema string
-	Name   string
-}
-
-// Predicate operators.
-const (
-	OpEq      = "eq"      // =, IN, = ANY
-	OpRange   = "range"   // <, <=, >, >=, BETWEEN
-	OpIsNull  = "is-null" // IS NULL
-	OpNotNull = "not-null"
-	OpOther   = "other" // <>, LIKE, functions: not served by a plain B-tree
+// The shape of a statement (its command, relations, predicates, sort and
+// claim) is what the parser reads from its SQL; sqlparse defines those types
+// and the model names them, so that rules speak one vocabulary.
+type (
+	QueryShape  = sqlparse.QueryShape
+	RelRef      = sqlparse.RelRef
+	Predicate   = sqlparse.Predicate
+	OrderColumn = sqlparse.OrderColumn
+	Claim       = sqlparse.Claim
 )
 
-// Predicate is one column comparison in WHERE, JOIN ... ON or HAVING.
-// Rel is empty when an unqualified column could belong to several
-// relations.
-type Predicate struct {
-	Rel    RelRef
-	Column string
-	Op     string
-	// Cast is true when the column itself is wrapped in a cast.
-	Cast bool
-}
-
-// OrderColumn is one ORDER BY item that is a plain column.
-type OrderColumn struct {
-	Rel    RelRef
-	Column string
-	Desc   bool
-}
-
-// Lock strengths of a claim's row-picking SELECT.
+// Predicate operators and claim lock strengths (see sqlparse).
 const (
-	LockNone       = ""
-	LockForUpdate  = "FOR UPDATE"
-	LockNoKeyUpd   = "FOR NO KEY UPDATE"
-	LockForShare   = "FOR SHARE"
-	LockForKeyShr  = "FOR KEY SHARE"
-	WaitBlock      = "block"
-	WaitSkipLocked = "SKIP LOCKED"
-	WaitNoWait     = "NOWAIT"
+	OpEq           = sqlparse.OpEq
+	OpRange        = sqlparse.OpRange
+	OpIsNull       = sqlparse.OpIsNull
+	OpNotNull      = sqlparse.OpNotNull
+	OpOther        = sqlparse.OpOther
+	LockNone       = sqlparse.LockNone
+	LockForUpdate  = sqlparse.LockForUpdate
+	LockNoKeyUpd   = sqlparse.LockNoKeyUpd
+	LockForShare   = sqlparse.LockForShare
+	LockForKeyShr  = sqlparse.LockForKeyShr
+	WaitBlock      = sqlparse.WaitBlock
+	WaitSkipLocked = sqlparse.WaitSkipLocked
+	WaitNoWait     = sqlparse.WaitNoWait
 )
-
-// Claim describes a statement that picks rows with LIMIT in a subquery and
-// writes them in the same statement: the shape of a job-queue claim.
-type Claim struct {
-	Table    RelRef
-	Lock     string // LockNone, LockForUpdate, ...
-	Wait     string // WaitBlock, WaitSkipLocked, WaitNoWait
-	Rewrite  string // the statement with FOR UPDATE SKIP LOCKED in the subquery
-	Position string // where the subquery sits: FROM, WHERE, WITH
-}
 
 // lookup indexes the catalog slices by table so rules, which look tables,
 // columns and indexes up inside loops over statements and tables, do not

@@ -10,15 +10,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
-	"github.com/pgmedic/pgmedic/internal/pgconn"
 	"github.com/pgmedic/pgmedic/internal/printable"
 )
 
 // Report is the top-level JSON document of `pgmedic check`.
 type Report struct {
 	PGMedic     string          `json:"pgmedic"`
-	Target      pgconn.Target   `json:"target"`
+	Target      envelope.Target `json:"target"`
 	CollectedAt time.Time       `json:"collected_at"`
 	Findings    []model.Finding `json:"findings"`
 	Skipped     []model.Skip    `json:"skipped"`
@@ -39,7 +39,7 @@ type Summary struct {
 }
 
 // New builds a report, keeping findings at or above min.
-func New(version string, target pgconn.Target, at time.Time, findings []model.Finding, skipped []model.Skip, rulesRun int, min model.Severity) *Report {
+func New(version string, target envelope.Target, at time.Time, findings []model.Finding, skipped []model.Skip, rulesRun int, min model.Severity) *Report {
 	r := &Report{PGMedic: version, Target: target, CollectedAt: at.UTC(), Findings: []model.Finding{}, Skipped: skipped}
 	if r.Skipped == nil {
 		r.Skipped = []model.Skip{}

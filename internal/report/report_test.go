@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
-	"github.com/pgmedic/pgmedic/internal/pgconn"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -27,7 +27,7 @@ func sample() *Report {
 			Verification: model.Verification{Status: model.NotRun, Reason: "nothing to measure"}, Docs: "docs/rules/jit-overhead.md"},
 	}
 	skipped := []model.Skip{{Rule: "driver-introspection", Reason: "pg_stat_statements is not installed", Fix: "CREATE EXTENSION pg_stat_statements;"}}
-	return New("test", pgconn.Target{Host: "127.0.0.1", Port: 5432, Database: "shop", User: "me", ServerVersion: "15.20"},
+	return New("test", envelope.Target{Host: "127.0.0.1", Port: 5432, Database: "shop", User: "me", ServerVersion: "15.20"},
 		time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC), findings, skipped, 2, model.Warning)
 }
 

@@ -134,8 +134,8 @@ type proposal struct {
 	keys    []string
 	desc    []bool
 	partial string
-	def     string // CREATE INDEX ON schema.table (...) [WHERE ...]
-	name    string
+	def     string // CREATE INDEX name ON schema.table (...) [WHERE ...]
+	index   model.IndexProposal
 	bytes   float64
 	entries float64
 }
@@ -211,18 +211,12 @@ func propose(s *model.Snapshot, sh *model.QueryShape, c scanCandidate) *proposal
 			return nil
 		}
 	}
-	cols := make([]string, len(p.keys))
+	p.index = model.IndexProposal{Name: indexName(t.Name, p.keys, partialCol, strings.HasSuffix(partial, "NOT NULL")),
+		Table: model.RelRef{Schema: t.Schema, Name: t.Name}, Where: partial}
 	for i, k := range p.keys {
-		cols[i] = sqlparse.QuoteIdent(k)
-		if p.desc[i] {
-			cols[i] += " DESC"
-		}
+		p.index.Keys = append(p.index.Keys, model.IndexKey{Column: k, Desc: p.desc[i]})
 	}
-	p.name = indexName(t.Name, p.keys, partialCol, strings.HasSuffix(partial, "NOT NULL"))
-	p.def = fmt.Sprintf("CREATE INDEX %s ON %s.%s (%s)", sqlparse.QuoteIdent(p.name), sqlparse.QuoteIdent(t.Schema), sqlparse.QuoteIdent(t.Name), strings.Join(cols, ", "))
-	if partial != "" {
-		p.def += " WHERE " + partial
-	}
+	p.def = p.index.SQL(false)
 	p.entries, p.bytes = indexSize(s, t, p.keys, partialCol, partial)
 	return p
 }
@@ -334,12 +328,12 @@ func indexFinding(s *model.Snapshot, st model.Statement, share float64, c scanCa
 		Impact: model.Impact{Summary: fmt.Sprintf("%s of this database's statement time; %s", pct(share), writeCost), Share: math.Min(share, 1)},
 		Fix: model.Fix{
 			Summary: fmt.Sprintf("create the index (CONCURRENTLY: it does not block writes; about %.1f MB)", p.bytes/(1<<20)),
-			SQL:     strings.Replace(p.def, "CREATE INDEX", "CREATE INDEX CONCURRENTLY", 1) + ";",
+			SQL:     p.index.SQL(true) + ";",
 		},
 		Verification: model.NotRunBecause("verification was not run"),
 		Docs:         docsPath(MissingIndexID),
-		Experiment: &model.Experiment{Kind: model.ExpIndex, Query: st.Query, QueryID: st.QueryID, Role: st.Role, Calls: st.Calls,
-			Table: model.RelRef{Schema: t.Schema, Name: t.Name}, Index: p.def},
+		Experiment: &model.Experiment{Kind: model.ExpIndex, Query: st.Query, Stmt: st.Parsed, QueryID: st.QueryID, Role: st.Role, Calls: st.Calls,
+			Table: p.index.Table, Proposal: &p.index},
 	}
 	if t.Partitioned {
 		f.Fix.Summary = "create the index on the partitioned table (CONCURRENTLY is not supported there: create it on each partition first, then ON ONLY the parent and ATTACH)"

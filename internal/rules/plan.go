@@ -19,8 +19,10 @@ type PlanInput struct {
 	Object model.Object
 	// Catalog answers the implicit-cast questions; nil without a database.
 	Catalog *model.CastCatalog
-	// Query is the statement's SQL when known, for experiments.
+	// Query is the statement's SQL when known, for experiments, and Stmt
+	// the same parsed when the caller has parsed it already.
 	Query string
+	Stmt  *sqlparse.Statement
 }
 
 // Rule ids of the plan rules (jit-overhead and missing-index are shared

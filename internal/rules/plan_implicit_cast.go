@@ -90,7 +90,7 @@ func ImplicitCastStatements(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		if ex == nil {
 			continue
 		}
-		in := PlanInput{Explain: ex, Catalog: s.Casts, Query: st.Query,
+		in := PlanInput{Explain: ex, Catalog: s.Casts, Query: st.Query, Stmt: st.Parsed,
 			Object: model.Object{Kind: "statement", Name: Shorten(st.Query, 80), QueryID: strconv.FormatInt(st.QueryID, 10), Role: st.Role}}
 		for _, f := range ImplicitCast(in) {
 			if total > 0 {
@@ -202,6 +202,6 @@ func castFinding(in PlanInput, n, scan *plan.Node, c castOnColumn) (model.Findin
 	f.Verification.Reason = facts + "; pass the query (--query) to measure the fix"
 	f.Verification.Method = facts
 	f.Experiment = &model.Experiment{Kind: model.ExpCast, Table: model.RelRef{Schema: scan.Schema, Name: scan.RelationName},
-		Column: c.column, ColumnType: colInfo.Type, CastType: c.toType, Index: usable.Name, KeepValue: accepts, Query: in.Query}
+		Column: c.column, ColumnType: colInfo.Type, CastType: c.toType, Index: usable.Name, KeepValue: accepts, Query: in.Query, Stmt: in.Stmt}
 	return f, true
 }

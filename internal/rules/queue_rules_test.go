@@ -96,7 +96,7 @@ func TestMissingIndex(t *testing.T) {
 			if !strings.Contains(f.Title, c.want) {
 				t.Errorf("title %q does not propose %s", f.Title, c.want)
 			}
-			if !strings.HasPrefix(f.Fix.SQL, "CREATE INDEX CONCURRENTLY ") || f.Experiment == nil || f.Experiment.Kind != model.ExpIndex || strings.Contains(f.Experiment.Index, "CONCURRENTLY") {
+			if !strings.HasPrefix(f.Fix.SQL, "CREATE INDEX CONCURRENTLY ") || f.Experiment == nil || f.Experiment.Kind != model.ExpIndex || f.Experiment.Proposal == nil || f.Fix.SQL != f.Experiment.Proposal.SQL(true)+";" {
 				t.Errorf("fix %q / experiment %+v", f.Fix.SQL, f.Experiment)
 			}
 		})

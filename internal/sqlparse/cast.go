@@ -12,51 +12,42 @@ import (
 // for an implicit cast, e.g. "customer_id = 4242.0" becomes
 // "customer_id = 4242.0::integer" and "placed_at::timestamptz > $1"
 // becomes "placed_at > $1" (keepValue, for a cross-type operator the
-// index's operator family has). It returns the new SQL and how many
-// comparisons changed.
-func CastToColumn(sql, column, colType string, keepValue bool) (string, int, error) {
-	st, err := Parse(sql)
-	if err != nil {
-		return "", 0, err
-	}
+// index's operator family has). It returns the rewritten statement and how many
+// comparisons changed (the statement itself when none did).
+func (s *Statement) CastToColumn(column, colType string, keepValue bool) (*Statement, int, error) {
 	typ, err := typeName(colType)
 	if err != nil {
-		return "", 0, err
+		return nil, 0, err
 	}
-	n := 0
-	st.walk(func(m proto.Message) bool {
-		e, ok := m.(*pg_query.A_Expr)
-		if !ok || e.Lexpr == nil || e.Rexpr == nil {
-			return true
-		}
-		switch e.Kind {
-		case pg_query.A_Expr_Kind_AEXPR_OP, pg_query.A_Expr_Kind_AEXPR_IN, pg_query.A_Expr_Kind_AEXPR_BETWEEN,
-			pg_query.A_Expr_Kind_AEXPR_NOT_BETWEEN, pg_query.A_Expr_Kind_AEXPR_OP_ANY:
-		default:
-			return true
-		}
-		for _, side := range []struct{ col, val **pg_query.Node }{{&e.Lexpr, &e.Rexpr}, {&e.Rexpr, &e.Lexpr}} {
-			bare, ok := namesColumn(*side.col, column)
-			if !ok || isColumn(*side.val) {
-				continue
+	return s.rewrite("rewriting the comparison of "+column, func(c *Statement) int {
+		n := 0
+		c.walk(func(m proto.Message) bool {
+			e, ok := m.(*pg_query.A_Expr)
+			if !ok || e.Lexpr == nil || e.Rexpr == nil {
+				return true
 			}
-			*side.col = bare
-			if !keepValue {
-				*side.val = castEach(*side.val, typ)
+			switch e.Kind {
+			case pg_query.A_Expr_Kind_AEXPR_OP, pg_query.A_Expr_Kind_AEXPR_IN, pg_query.A_Expr_Kind_AEXPR_BETWEEN,
+				pg_query.A_Expr_Kind_AEXPR_NOT_BETWEEN, pg_query.A_Expr_Kind_AEXPR_OP_ANY:
+			default:
+				return true
 			}
-			n++
-			break
-		}
-		return true
+			for _, side := range []struct{ col, val **pg_query.Node }{{&e.Lexpr, &e.Rexpr}, {&e.Rexpr, &e.Lexpr}} {
+				bare, ok := namesColumn(*side.col, column)
+				if !ok || isColumn(*side.val) {
+					continue
+				}
+				*side.col = bare
+				if !keepValue {
+					*side.val = castEach(*side.val, typ)
+				}
+				n++
+				break
+			}
+			return true
+		})
+		return n
 	})
-	if n == 0 {
-		return sql, 0, nil
-	}
-	out, err := pg_query.Deparse(st.tree)
-	if err != nil {
-		return "", 0, fmt.Errorf("rewriting the comparison of %s: %w", column, err)
-	}
-	return out, n, nil
 }
 
 // namesColumn returns the bare ColumnRef when n is the column, possibly

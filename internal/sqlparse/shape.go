@@ -1,21 +1,18 @@
 package sqlparse
 
 import (
-	"fmt"
 	"strings"
 
 	pg_query "github.com/pganalyze/pg_query_go/v6"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
-
-	"github.com/pgmedic/pgmedic/internal/model"
 )
 
 // Describe parses one statement and returns its shape: relations,
 // predicates per column, ORDER BY, LIMIT and, for queue claims, how the
 // claimed rows are locked. pg_query's own summary misses predicates in JOIN
 // ... ON, HAVING and subqueries, so the clauses are walked here.
-func Describe(sql string) (*model.QueryShape, error) {
+func Describe(sql string) (*QueryShape, error) {
 	st, err := Parse(sql)
 	if err != nil {
 		return nil, err
@@ -23,14 +20,22 @@ func Describe(sql string) (*model.QueryShape, error) {
 	return st.Shape(), nil
 }
 
-// Shape describes an already parsed statement.
-func (s *Statement) Shape() *model.QueryShape {
-	sh := &model.QueryShape{Command: "OTHER"}
-	aliases := map[string]model.RelRef{}
-	seen := map[model.RelRef]bool{}
+// Shape describes an already parsed statement. It is worked out once and
+// shared: callers must not change it.
+func (s *Statement) Shape() *QueryShape {
+	if s.shape == nil {
+		s.shape = s.describe()
+	}
+	return s.shape
+}
+
+func (s *Statement) describe() *QueryShape {
+	sh := &QueryShape{Command: "OTHER"}
+	aliases := map[string]RelRef{}
+	seen := map[RelRef]bool{}
 	s.walk(func(m proto.Message) bool {
 		if rv, ok := m.(*pg_query.RangeVar); ok {
-			r := model.RelRef{Schema: rv.Schemaname, Name: rv.Relname}
+			r := RelRef{Schema: rv.Schemaname, Name: rv.Relname}
 			if !seen[r] {
 				seen[r] = true
 				sh.Relations = append(sh.Relations, r)
@@ -45,7 +50,7 @@ func (s *Statement) Shape() *model.QueryShape {
 	// CTE names are not relations.
 	s.walk(func(m proto.Message) bool {
 		if cte, ok := m.(*pg_query.CommonTableExpr); ok {
-			r := model.RelRef{Name: cte.Ctename}
+			r := RelRef{Name: cte.Ctename}
 			if seen[r] {
 				delete(seen, r)
 				for i, x := range sh.Relations {
@@ -58,16 +63,16 @@ func (s *Statement) Shape() *model.QueryShape {
 		}
 		return true
 	})
-	single := model.RelRef{}
+	single := RelRef{}
 	if len(sh.Relations) == 1 {
 		single = sh.Relations[0]
 	}
-	resolve := func(cr *pg_query.ColumnRef) (model.RelRef, string, bool) {
+	resolve := func(cr *pg_query.ColumnRef) (RelRef, string, bool) {
 		var parts []string
 		for _, f := range cr.Fields {
 			str := f.GetString_()
 			if str == nil {
-				return model.RelRef{}, "", false
+				return RelRef{}, "", false
 			}
 			parts = append(parts, str.Sval)
 		}
@@ -78,11 +83,11 @@ func (s *Statement) Shape() *model.QueryShape {
 			if r, ok := aliases[parts[0]]; ok {
 				return r, parts[1], true
 			}
-			return model.RelRef{Name: parts[0]}, parts[1], true
+			return RelRef{Name: parts[0]}, parts[1], true
 		case 3:
-			return model.RelRef{Schema: parts[0], Name: parts[1]}, parts[2], true
+			return RelRef{Schema: parts[0], Name: parts[1]}, parts[2], true
 		}
-		return model.RelRef{}, "", false
+		return RelRef{}, "", false
 	}
 
 	var quals []*pg_query.Node
@@ -130,7 +135,7 @@ func (s *Statement) Shape() *model.QueryShape {
 				for _, side := range []*pg_query.Node{n.Lexpr, n.Rexpr} {
 					if cr, cast := columnOf(side); cr != nil {
 						if rel, col, ok := resolve(cr); ok {
-							sh.Predicates = append(sh.Predicates, model.Predicate{Rel: rel, Column: col, Op: op, Cast: cast})
+							sh.Predicates = append(sh.Predicates, Predicate{Rel: rel, Column: col, Op: op, Cast: cast})
 						}
 					}
 				}
@@ -139,18 +144,18 @@ func (s *Statement) Shape() *model.QueryShape {
 				if n.SubLinkType == pg_query.SubLinkType_ANY_SUBLINK {
 					if cr, cast := columnOf(n.Testexpr); cr != nil {
 						if rel, col, ok := resolve(cr); ok {
-							sh.Predicates = append(sh.Predicates, model.Predicate{Rel: rel, Column: col, Op: model.OpEq, Cast: cast})
+							sh.Predicates = append(sh.Predicates, Predicate{Rel: rel, Column: col, Op: OpEq, Cast: cast})
 						}
 					}
 				}
 			case *pg_query.NullTest:
 				if cr, cast := columnOf(n.Arg); cr != nil {
 					if rel, col, ok := resolve(cr); ok {
-						op := model.OpNotNull
+						op := OpNotNull
 						if n.Nulltesttype == pg_query.NullTestType_IS_NULL {
-							op = model.OpIsNull
+							op = OpIsNull
 						}
-						sh.Predicates = append(sh.Predicates, model.Predicate{Rel: rel, Column: col, Op: op, Cast: cast})
+						sh.Predicates = append(sh.Predicates, Predicate{Rel: rel, Column: col, Op: op, Cast: cast})
 					}
 				}
 			}
@@ -171,7 +176,7 @@ func (s *Statement) Shape() *model.QueryShape {
 			}
 			if cr, _ := columnOf(sb.Node); cr != nil {
 				if rel, col, ok := resolve(cr); ok {
-					sh.OrderBy = append(sh.OrderBy, model.OrderColumn{Rel: rel, Column: col, Desc: sb.SortbyDir == pg_query.SortByDir_SORTBY_DESC})
+					sh.OrderBy = append(sh.OrderBy, OrderColumn{Rel: rel, Column: col, Desc: sb.SortbyDir == pg_query.SortByDir_SORTBY_DESC})
 				}
 			}
 		}
@@ -180,11 +185,11 @@ func (s *Statement) Shape() *model.QueryShape {
 	return sh
 }
 
-func relRef(rv *pg_query.RangeVar) model.RelRef {
+func relRef(rv *pg_query.RangeVar) RelRef {
 	if rv == nil {
-		return model.RelRef{}
+		return RelRef{}
 	}
-	return model.RelRef{Schema: rv.Schemaname, Name: rv.Relname}
+	return RelRef{Schema: rv.Schemaname, Name: rv.Relname}
 }
 
 func exprOp(e *pg_query.A_Expr) string {
@@ -197,23 +202,23 @@ func exprOp(e *pg_query.A_Expr) string {
 	switch e.Kind {
 	case pg_query.A_Expr_Kind_AEXPR_IN:
 		if name == "=" {
-			return model.OpEq
+			return OpEq
 		}
 	case pg_query.A_Expr_Kind_AEXPR_OP_ANY:
 		if name == "=" {
-			return model.OpEq
+			return OpEq
 		}
 	case pg_query.A_Expr_Kind_AEXPR_BETWEEN, pg_query.A_Expr_Kind_AEXPR_BETWEEN_SYM:
-		return model.OpRange
+		return OpRange
 	case pg_query.A_Expr_Kind_AEXPR_OP:
 		switch name {
 		case "=":
-			return model.OpEq
+			return OpEq
 		case "<", "<=", ">", ">=":
-			return model.OpRange
+			return OpRange
 		}
 	}
-	return model.OpOther
+	return OpOther
 }
 
 // columnOf returns the column on one side of a comparison, looking through
@@ -264,7 +269,7 @@ func walkShallow(n *pg_query.Node, visit func(proto.Message)) {
 // claim recognises a queue claim: an UPDATE or DELETE whose rows come from a
 // subquery (FROM, WHERE ... IN/=, or a WITH) over the same table with a
 // LIMIT; or a SELECT ... LIMIT ... FOR UPDATE that waits for locks.
-func (s *Statement) claim(sh *model.QueryShape) *model.Claim {
+func (s *Statement) claim(sh *QueryShape) *Claim {
 	var sel *pg_query.SelectStmt
 	pos := ""
 	switch sh.Command {
@@ -307,7 +312,7 @@ func (s *Statement) claim(sh *model.QueryShape) *model.Claim {
 	if sel == nil {
 		return nil
 	}
-	c := &model.Claim{Table: sh.Target, Position: pos, Wait: model.WaitBlock}
+	c := &Claim{Table: sh.Target, Position: pos, Wait: WaitBlock}
 	for _, n := range sel.LockingClause {
 		lc := n.GetLockingClause()
 		if lc == nil {
@@ -315,29 +320,29 @@ func (s *Statement) claim(sh *model.QueryShape) *model.Claim {
 		}
 		switch lc.Strength {
 		case pg_query.LockClauseStrength_LCS_FORUPDATE:
-			c.Lock = model.LockForUpdate
+			c.Lock = LockForUpdate
 		case pg_query.LockClauseStrength_LCS_FORNOKEYUPDATE:
-			c.Lock = model.LockNoKeyUpd
+			c.Lock = LockNoKeyUpd
 		case pg_query.LockClauseStrength_LCS_FORSHARE:
-			c.Lock = model.LockForShare
+			c.Lock = LockForShare
 		case pg_query.LockClauseStrength_LCS_FORKEYSHARE:
-			c.Lock = model.LockForKeyShr
+			c.Lock = LockForKeyShr
 		}
 		switch lc.WaitPolicy {
 		case pg_query.LockWaitPolicy_LockWaitSkip:
-			c.Wait = model.WaitSkipLocked
+			c.Wait = WaitSkipLocked
 		case pg_query.LockWaitPolicy_LockWaitError:
-			c.Wait = model.WaitNoWait
+			c.Wait = WaitNoWait
 		}
 	}
-	if c.Lock != model.LockNone && c.Wait == model.WaitSkipLocked {
+	if c.Lock != LockNone && c.Wait == WaitSkipLocked {
 		return c
 	}
 	// Rewrite: keep an existing exclusive strength, else FOR UPDATE; and
 	// SKIP LOCKED so that workers pass over each other's rows.
 	old := sel.LockingClause
 	strength := pg_query.LockClauseStrength_LCS_FORUPDATE
-	if c.Lock == model.LockNoKeyUpd {
+	if c.Lock == LockNoKeyUpd {
 		strength = pg_query.LockClauseStrength_LCS_FORNOKEYUPDATE
 	}
 	sel.LockingClause = []*pg_query.Node{{Node: &pg_query.Node_LockingClause{LockingClause: &pg_query.LockingClause{
@@ -350,7 +355,7 @@ func (s *Statement) claim(sh *model.QueryShape) *model.Claim {
 }
 
 // selects says whether a SELECT reads the given table in its own FROM.
-func selects(st *pg_query.SelectStmt, table model.RelRef) bool {
+func selects(st *pg_query.SelectStmt, table RelRef) bool {
 	for _, n := range st.FromClause {
 		found := false
 		(&Statement{root: n}).walk(func(m proto.Message) bool {
@@ -373,37 +378,31 @@ func selects(st *pg_query.SelectStmt, table model.RelRef) bool {
 
 // Retarget rewrites every reference to table so that it reads
 // toSchema.toName instead, keeping the old name as the alias so qualified
-// column references still resolve. It returns the new SQL and how many
-// references it changed. The verification engine uses it to run a
+// column references still resolve. It returns the rewritten statement and
+// how many references it changed. The verification engine uses it to run a
 // statement against a temporary copy of a table.
-func Retarget(sql string, table model.RelRef, toSchema, toName string) (string, int, error) {
-	st, err := Parse(sql)
-	if err != nil {
-		return "", 0, err
-	}
-	n := 0
-	st.walk(func(m proto.Message) bool {
-		rv, ok := m.(*pg_query.RangeVar)
-		if !ok || rv.Relname != table.Name || (rv.Schemaname != "" && rv.Schemaname != table.Schema) {
+func (s *Statement) Retarget(table RelRef, toSchema, toName string) (*Statement, int, error) {
+	return s.rewrite("rewriting the statement for a copy of "+table.Name, func(c *Statement) int {
+		n := 0
+		c.walk(func(m proto.Message) bool {
+			rv, ok := m.(*pg_query.RangeVar)
+			if !ok || rv.Relname != table.Name || (rv.Schemaname != "" && rv.Schemaname != table.Schema) {
+				return true
+			}
+			if rv.Alias == nil || rv.Alias.Aliasname == "" {
+				rv.Alias = &pg_query.Alias{Aliasname: rv.Relname}
+			}
+			rv.Schemaname, rv.Relname = toSchema, toName
+			n++
 			return true
-		}
-		if rv.Alias == nil || rv.Alias.Aliasname == "" {
-			rv.Alias = &pg_query.Alias{Aliasname: rv.Relname}
-		}
-		rv.Schemaname, rv.Relname = toSchema, toName
-		n++
-		return true
+		})
+		return n
 	})
-	out, err := pg_query.Deparse(st.tree)
-	if err != nil {
-		return "", 0, fmt.Errorf("rewriting the statement for a copy of %s: %w", table.Name, err)
-	}
-	return out, n, nil
 }
 
 // OnlyRelation reports whether every relation the statement reads or writes
 // is the given one (CTE names aside).
-func OnlyRelation(sh *model.QueryShape, table model.RelRef) bool {
+func OnlyRelation(sh *QueryShape, table RelRef) bool {
 	for _, r := range sh.Relations {
 		if r.Name != table.Name || (r.Schema != "" && table.Schema != "" && !strings.EqualFold(r.Schema, table.Schema)) {
 			return false

@@ -15,10 +15,15 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
-// Statement is a parsed single SQL statement.
+// Statement is a parsed single SQL statement. pgmedic parses each
+// statement's text once (collect does, for every pg_stat_statements entry)
+// and passes the Statement along; rewrites work on a copy of the tree and
+// deparse it, so the original is never changed.
 type Statement struct {
-	tree *pg_query.ParseResult
-	root *pg_query.Node
+	text  string
+	tree  *pg_query.ParseResult
+	root  *pg_query.Node
+	shape *QueryShape
 }
 
 // ErrMultiple is returned for text holding more than one statement.
@@ -37,7 +42,29 @@ func Parse(sql string) (*Statement, error) {
 	default:
 		return nil, ErrMultiple
 	}
-	return &Statement{tree: tree, root: tree.Stmts[0].Stmt}, nil
+	return &Statement{text: sql, tree: tree, root: tree.Stmts[0].Stmt}, nil
+}
+
+// Text is the SQL the statement was parsed from, or deparsed from for a
+// rewritten statement.
+func (s *Statement) Text() string { return s.text }
+
+// rewrite calls edit on a copy of the tree and deparses the copy when edit
+// changed something (it returns how many places it changed). The statement
+// itself stays as parsed.
+func (s *Statement) rewrite(what string, edit func(c *Statement) int) (*Statement, int, error) {
+	tree := proto.Clone(s.tree).(*pg_query.ParseResult)
+	c := &Statement{tree: tree, root: tree.Stmts[0].Stmt}
+	n := edit(c)
+	if n == 0 {
+		return s, 0, nil
+	}
+	out, err := pg_query.Deparse(tree)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s: %w", what, err)
+	}
+	c.text = out
+	return c, n, nil
 }
 
 // Kind names the statement type as PostgreSQL's parser does (SelectStmt,

@@ -1,13 +1,12 @@
 package sqlparse
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 
 	pg_query "github.com/pganalyze/pg_query_go/v6"
-
-	"github.com/pgmedic/pgmedic/internal/model"
 )
 
 func TestSafeToAnalyze(t *testing.T) {
@@ -107,8 +106,8 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 		for _, r := range sh.Relations {
-			if out, n, err := Retarget(sql, r, "pg_temp", "pgmedic_copy"); err == nil && n > 0 && !strings.Contains(out, "pgmedic_copy") {
-				t.Errorf("retarget of %s lost the copy: %q", r.Name, out)
+			if out, n, err := s.Retarget(r, "pg_temp", "pgmedic_copy"); err == nil && n > 0 && !strings.Contains(out.Text(), "pgmedic_copy") {
+				t.Errorf("retarget of %s lost the copy: %q", r.Name, out.Text())
 			}
 		}
 		s.Callees()
@@ -190,15 +189,22 @@ func TestShape(t *testing.T) {
 }
 
 func TestRetarget(t *testing.T) {
-	out, n, err := Retarget(`UPDATE public.jobs SET a = 1 FROM (SELECT id FROM jobs j WHERE j.a IS NULL LIMIT 1) s WHERE jobs.id = s.id AND EXISTS (SELECT 1 FROM other.jobs)`,
-		model.RelRef{Schema: "public", Name: "jobs"}, "pg_temp", "pgmedic_copy")
+	const sql = `UPDATE public.jobs SET a = 1 FROM (SELECT id FROM jobs j WHERE j.a IS NULL LIMIT 1) s WHERE jobs.id = s.id AND EXISTS (SELECT 1 FROM other.jobs)`
+	st := mustParse(t, sql)
+	before := st.Shape().Relations
+	out, n, err := st.Retarget(RelRef{Schema: "public", Name: "jobs"}, "pg_temp", "pgmedic_copy")
 	if err != nil || n != 2 {
 		t.Fatalf("n=%d err=%v", n, err)
 	}
 	for _, want := range []string{"UPDATE pg_temp.pgmedic_copy jobs", "FROM pg_temp.pgmedic_copy j", "other.jobs"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("%q lacks %q", out, want)
+		if !strings.Contains(out.Text(), want) {
+			t.Errorf("%q lacks %q", out.Text(), want)
 		}
+	}
+	// The rewrite works on a copy: the statement the model carries is
+	// the one pg_stat_statements holds, still.
+	if st.Text() != sql || st.describe().Relations[0] != before[0] || strings.Contains(fmt.Sprint(st.describe().Relations), "pgmedic_copy") {
+		t.Errorf("Retarget changed the parsed statement: %v", st.describe().Relations)
 	}
 }
 
@@ -215,9 +221,14 @@ func TestCastToColumn(t *testing.T) {
 		{"SELECT * FROM o WHERE id IN (1.0, 2.0)", "id", "integer", false, "WHERE id IN ((1.0)::int, (2.0)::int)"},
 		{"SELECT * FROM a JOIN b ON a.id = b.id", "id", "integer", false, ""},
 	} {
-		got, n, err := CastToColumn(c.sql, c.col, c.typ, c.keep)
+		st := mustParse(t, c.sql)
+		out, n, err := st.CastToColumn(c.col, c.typ, c.keep)
 		if err != nil {
 			t.Fatalf("%s: %v", c.sql, err)
+		}
+		got := out.Text()
+		if again, _, _ := st.CastToColumn(c.col, c.typ, c.keep); again.Text() != got {
+			t.Errorf("%s: a second rewrite of the same statement differs (the first changed it): %s", c.sql, again.Text())
 		}
 		if c.want == "" {
 			if n != 0 {
@@ -260,4 +271,13 @@ func TestEscapeControls(t *testing.T) {
 	if da != db {
 		t.Fatalf("the escaped statement means something else:\n%s\n%s", da, db)
 	}
+}
+
+func mustParse(t *testing.T, sql string) *Statement {
+	t.Helper()
+	st, err := Parse(sql)
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return st
 }

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/pgmedic/pgmedic/internal/pgconn"
+	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
@@ -78,7 +78,7 @@ func unsafeCallee(ctx context.Context, q Conn, stmt *sqlparse.Statement, allow m
 	// Views outside pg_catalog are expanded by the planner into their
 	// definition; what they call runs as if the statement called it.
 	var defs []string
-	err := q.QueryRow(ctx, pgconn.Tag+`SELECT coalesce(array_agg(pg_get_viewdef(v.oid)), '{}') FROM (
+	err := q.QueryRow(ctx, envelope.Tag+`SELECT coalesce(array_agg(pg_get_viewdef(v.oid)), '{}') FROM (
 		SELECT DISTINCT c.oid FROM unnest($1::text[], $2::text[]) AS w(schema, name)
 		JOIN pg_class c ON c.relname = w.name AND c.relkind = 'v'
 		JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -116,7 +116,7 @@ func split(names []sqlparse.Name) (schemas, bare []string) {
 func volatileFunction(ctx context.Context, q Conn, funcs []sqlparse.Name, allow map[string]bool) (string, error) {
 	schemas, names := split(funcs)
 	var schema, name, sig []string
-	err := q.QueryRow(ctx, pgconn.Tag+`SELECT coalesce(array_agg(nspname ORDER BY nspname, proname, sig), '{}'),
+	err := q.QueryRow(ctx, envelope.Tag+`SELECT coalesce(array_agg(nspname ORDER BY nspname, proname, sig), '{}'),
 		coalesce(array_agg(proname ORDER BY nspname, proname, sig), '{}'), coalesce(array_agg(sig ORDER BY nspname, proname, sig), '{}')
 		FROM (SELECT DISTINCT n.nspname::text, p.proname::text, p.oid::regprocedure::text AS sig
 		FROM unnest($1::text[], $2::text[]) AS f(schema, name)
@@ -143,7 +143,7 @@ func volatileFunction(ctx context.Context, q Conn, funcs []sqlparse.Name, allow 
 func volatileOperator(ctx context.Context, q Conn, ops []sqlparse.Name, allow map[string]bool) (string, error) {
 	schemas, names := split(ops)
 	var schema, name, op, sig []string
-	err := q.QueryRow(ctx, pgconn.Tag+`SELECT coalesce(array_agg(nspname ORDER BY sig), '{}'), coalesce(array_agg(proname ORDER BY sig), '{}'),
+	err := q.QueryRow(ctx, envelope.Tag+`SELECT coalesce(array_agg(nspname ORDER BY sig), '{}'), coalesce(array_agg(proname ORDER BY sig), '{}'),
 		coalesce(array_agg(oprname ORDER BY sig), '{}'), coalesce(array_agg(sig ORDER BY sig), '{}')
 		FROM (SELECT DISTINCT pn.nspname::text, p.proname::text, o.oprname::text, p.oid::regprocedure::text AS sig
 		FROM unnest($1::text[], $2::text[]) AS f(schema, name)

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
-	"github.com/pgmedic/pgmedic/internal/pgconn"
 	"github.com/pgmedic/pgmedic/internal/plan"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
@@ -21,7 +21,12 @@ func (e *Engine) castExperiment(ctx context.Context, f *model.Finding) {
 		f.Verification.Status = model.NotRun
 		return
 	}
-	fixed, n, err := sqlparse.CastToColumn(exp.Query, exp.Column, exp.ColumnType, exp.KeepValue)
+	stmt, err := statement(exp)
+	if err != nil {
+		f.Verification = model.NotRunBecause("cannot parse the statement: " + err.Error())
+		return
+	}
+	fixed, n, err := stmt.CastToColumn(exp.Column, exp.ColumnType, exp.KeepValue)
 	if err != nil {
 		f.Verification = model.NotRunBecause("cannot rewrite the statement: " + err.Error())
 		return
@@ -31,7 +36,7 @@ func (e *Engine) castExperiment(ctx context.Context, f *model.Finding) {
 			Reason: "the statement's text has no comparison of " + exp.Column + " with a value to rewrite (the value's type may come from the driver's parameter types)"}
 		return
 	}
-	before, err := e.castRuns(ctx, exp.Query, exp)
+	before, err := e.castRuns(ctx, stmt, exp)
 	if err != nil {
 		f.Verification = model.NotRunBecause(err.Error())
 		return
@@ -41,7 +46,7 @@ func (e *Engine) castExperiment(ctx context.Context, f *model.Finding) {
 		f.Verification = model.NotRunBecause("the rewritten statement failed: " + err.Error())
 		return
 	}
-	f.Fix.SQL = "-- the statement with the comparison in the column's type:\n" + sqlparse.EscapeControls(fixed)
+	f.Fix.SQL = "-- the statement with the comparison in the column's type:\n" + sqlparse.EscapeControls(fixed.Text())
 	method := fmt.Sprintf("re-planned with %s compared as %s", exp.Column, exp.ColumnType)
 	if exp.KeepValue {
 		method = fmt.Sprintf("re-planned without the cast on %s", exp.Column)
@@ -84,36 +89,30 @@ type castResult struct {
 	desc     string
 }
 
-func (e *Engine) castRuns(ctx context.Context, query string, exp *model.Experiment) (*castResult, error) {
-	stmt, err := sqlparse.Parse(query)
-	if err != nil {
-		return nil, fmt.Errorf("cannot parse the statement: %w", err)
-	}
+// castRuns measures stmt, as written or rewritten: EXPLAIN ANALYZE Runs
+// times when it may be executed, else the planner's cost once.
+func (e *Engine) castRuns(ctx context.Context, stmt *sqlparse.Statement, exp *model.Experiment) (*castResult, error) {
 	r := &castResult{}
 	r.analyzed = e.refusal(ctx, stmt) == ""
-	b, why := e.bind(ctx, stmt, query)
+	b, why := e.bind(ctx, stmt)
 	if why != "" {
 		return nil, fmt.Errorf("%s", why)
 	}
 	defer b.cleanup()
 	r.desc = b.desc
-	opts := "(FORMAT JSON)"
-	runs := 1
+	opts, runs := "", 1
 	if r.analyzed {
-		opts, runs = "(ANALYZE, FORMAT JSON)", e.Runs
+		opts, runs = "ANALYZE", e.Runs
 	}
 	var times []float64
 	for i := 0; i < runs; i++ {
-		var out []byte
-		err := e.readOnly(ctx, func() error {
-			return e.Conn.QueryRow(ctx, pgconn.Tag+"EXPLAIN "+opts+" "+b.target).Scan(&out)
+		var ex *plan.Explain
+		err := e.readOnly(ctx, func() (err error) {
+			ex, err = envelope.Explain(ctx, e.Conn, opts, b.target)
+			return err
 		})
 		if err != nil {
-			return nil, fmt.Errorf("EXPLAIN failed: %s", pgconn.Message(err))
-		}
-		ex, err := plan.ParseJSON(out)
-		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("EXPLAIN failed: %s", envelope.Message(err))
 		}
 		times = append(times, ex.ExecutionMS)
 		r.value = ex.Plan.TotalCost

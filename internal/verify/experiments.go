@@ -7,8 +7,8 @@ import (
 	"math"
 	"strings"
 
+	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
-	"github.com/pgmedic/pgmedic/internal/pgconn"
 	"github.com/pgmedic/pgmedic/internal/plan"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
@@ -39,9 +39,13 @@ func (e *Engine) maxCopy() int64 {
 // before and after creating the index on the copy.
 func (e *Engine) indexExperiment(ctx context.Context, snap *model.Snapshot, f *model.Finding) {
 	exp := f.Experiment
-	stmt, err := sqlparse.Parse(exp.Query)
+	stmt, err := statement(exp)
 	if err != nil {
 		f.Verification = model.NotRunBecause("cannot parse the statement: " + err.Error())
+		return
+	}
+	if exp.Proposal == nil {
+		f.Verification = model.NotRunBecause("the finding proposes no index to try")
 		return
 	}
 	var reasons []string
@@ -97,7 +101,7 @@ func (e *Engine) hypoCost(ctx context.Context, snap *model.Snapshot, stmt *sqlpa
 	if _, ok := snap.Extensions["hypopg"]; !ok {
 		return 0, 0, false, "HypoPG is not installed in this database, so the planner's view was not checked (CREATE EXTENSION hypopg; Debian/Ubuntu package postgresql-15-hypopg)"
 	}
-	b, why := e.bind(ctx, stmt, exp.Query)
+	b, why := e.bind(ctx, stmt)
 	if why != "" {
 		return 0, 0, false, why
 	}
@@ -106,26 +110,20 @@ func (e *Engine) hypoCost(ctx context.Context, snap *model.Snapshot, stmt *sqlpa
 	var name string
 	err := e.readOnly(ctx, func() error {
 		// Hypothetical indexes live in the session, not the transaction.
-		defer e.Conn.Exec(context.WithoutCancel(ctx), pgconn.Tag+"SELECT hypopg_reset()")
-		if _, err := e.Conn.Exec(ctx, pgconn.Tag+"SET LOCAL plan_cache_mode = force_custom_plan"); err != nil {
-			return errors.New(pgconn.Message(err))
+		defer e.Conn.Exec(context.WithoutCancel(ctx), envelope.Tag+"SELECT hypopg_reset()")
+		if _, err := e.Conn.Exec(ctx, envelope.Tag+"SET LOCAL plan_cache_mode = force_custom_plan"); err != nil {
+			return errors.New(envelope.Message(err))
 		}
-		cost := func() (*plan.Explain, error) {
-			var out []byte
-			if err := e.Conn.QueryRow(ctx, pgconn.Tag+"EXPLAIN (FORMAT JSON) "+b.target).Scan(&out); err != nil {
-				return nil, err
-			}
-			return plan.ParseJSON(out)
-		}
+		cost := func() (*plan.Explain, error) { return envelope.Explain(ctx, e.Conn, "", b.target) }
 		var err error
 		if p0, err = cost(); err != nil {
-			return errors.New("EXPLAIN failed: " + pgconn.Message(err))
+			return errors.New("EXPLAIN failed: " + envelope.Message(err))
 		}
-		if err := e.Conn.QueryRow(ctx, pgconn.Tag+"SELECT indexname FROM hypopg_create_index($1)", exp.Index).Scan(&name); err != nil {
-			return errors.New("HypoPG could not create the hypothetical index: " + pgconn.Message(err))
+		if err := e.Conn.QueryRow(ctx, envelope.Tag+"SELECT indexname FROM hypopg_create_index($1)", exp.Proposal.SQL(false)).Scan(&name); err != nil {
+			return errors.New("HypoPG could not create the hypothetical index: " + envelope.Message(err))
 		}
 		if p1, err = cost(); err != nil {
-			return errors.New("EXPLAIN with the hypothetical index failed: " + pgconn.Message(err))
+			return errors.New("EXPLAIN with the hypothetical index failed: " + envelope.Message(err))
 		}
 		return nil
 	})
@@ -172,20 +170,19 @@ func (e *Engine) measureOnCopy(ctx context.Context, snap *model.Snapshot, stmt *
 			return nil, "not measured: the statement writes and reads tables other than the copied one"
 		}
 	}
-	rewritten, n, err := sqlparse.Retarget(exp.Query, exp.Table, "pg_temp", copyName)
+	rewritten, n, err := stmt.Retarget(exp.Table, "pg_temp", copyName)
 	if err != nil || n == 0 {
 		return nil, "cannot rewrite the statement to read a copy of the table"
 	}
-	b, why := e.bind(ctx, stmt, exp.Query)
+	b, why := e.bind(ctx, stmt)
 	if why != "" {
 		return nil, why
 	}
 	b.cleanup() // only the types and values are needed
-	tail := exp.Index[strings.Index(exp.Index, " ("):]
 	runs := &copyRuns{params: b.desc}
 	var result string
 	rows, err := e.withCopy(ctx, t, func() error {
-		result = e.runOnCopy(ctx, runs, b, rewritten, tail)
+		result = e.runOnCopy(ctx, runs, b, rewritten, exp.Proposal.On(copyName))
 		return nil
 	})
 	if err != nil {
@@ -208,14 +205,14 @@ func (e *Engine) withCopy(ctx context.Context, t *model.Table, fn func() error) 
 	// only: the catalog pass reads only heap sizes, since measuring every
 	// relation's forks costs seconds on a database with many tables.
 	var total int64
-	if err := e.Conn.QueryRow(ctx, pgconn.Tag+"SELECT pg_total_relation_size($1::oid)", t.OID).Scan(&total); err != nil {
-		return 0, fmt.Errorf("not measured: cannot read the size of %s: %s", t.Name, pgconn.Message(err))
+	if err := e.Conn.QueryRow(ctx, envelope.Tag+"SELECT pg_total_relation_size($1::oid)", t.OID).Scan(&total); err != nil {
+		return 0, fmt.Errorf("not measured: cannot read the size of %s: %s", t.Name, envelope.Message(err))
 	}
 	if total > e.maxCopy() {
 		return 0, fmt.Errorf("not measured: %s is %.0f MB with its indexes, over the copy limit of %.0f MB (--verify-max-size)", t.Name, float64(total)/(1<<20), float64(e.maxCopy())/(1<<20))
 	}
 	var rows int64
-	err := pgconn.RolledBack(ctx, e.Conn, pgconn.ReadWrite, func() error {
+	err := envelope.RolledBack(ctx, e.Conn, envelope.ReadWrite, func() error {
 		steps := []string{
 			"SET LOCAL statement_timeout = '" + e.copyTimeout() + "'",
 			"SET LOCAL plan_cache_mode = force_custom_plan",
@@ -224,12 +221,12 @@ func (e *Engine) withCopy(ctx context.Context, t *model.Table, fn func() error) 
 			"ANALYZE " + copyName,
 		}
 		for _, q := range steps {
-			if _, err := e.Conn.Exec(ctx, pgconn.Tag+q); err != nil {
-				return fmt.Errorf("copying the table failed: %s", pgconn.Message(err))
+			if _, err := e.Conn.Exec(ctx, envelope.Tag+q); err != nil {
+				return fmt.Errorf("copying the table failed: %s", envelope.Message(err))
 			}
 		}
-		if err := e.Conn.QueryRow(ctx, pgconn.Tag+"SELECT count(*) FROM "+copyName).Scan(&rows); err != nil {
-			return fmt.Errorf("counting the copy: %s", pgconn.Message(err))
+		if err := e.Conn.QueryRow(ctx, envelope.Tag+"SELECT count(*) FROM "+copyName).Scan(&rows); err != nil {
+			return fmt.Errorf("counting the copy: %s", envelope.Message(err))
 		}
 		return fn()
 	})
@@ -237,33 +234,24 @@ func (e *Engine) withCopy(ctx context.Context, t *model.Table, fn func() error) 
 }
 
 // runOnCopy times the rewritten statement before and after creating the
-// index (tail is its column list and predicate) on the copy.
-func (e *Engine) runOnCopy(ctx context.Context, runs *copyRuns, b *bound, rewritten, tail string) string {
-	defer e.Conn.Exec(context.WithoutCancel(ctx), pgconn.Tag+"DEALLOCATE "+copyStmt)
-	var err error
-	target := rewritten
-	if len(b.types) > 0 {
-		if _, err := e.Conn.Exec(ctx, pgconn.Tag+"PREPARE "+copyStmt+"("+strings.Join(b.types, ", ")+") AS "+rewritten); err != nil {
-			return "cannot prepare the statement on the copy: " + pgconn.Message(err)
-		}
-		target = "EXECUTE " + copyStmt + "(" + strings.Join(b.values, ", ") + ")"
+// index (createIndex, on the copy).
+func (e *Engine) runOnCopy(ctx context.Context, runs *copyRuns, b *bound, rewritten *sqlparse.Statement, createIndex string) string {
+	target, release, err := e.onCopy(ctx, b, rewritten)
+	if err != nil {
+		return "cannot prepare the statement on the copy: " + envelope.Message(err)
 	}
+	defer release()
 	measure := func() ([]float64, int64, error) {
 		var times []float64
 		var buffers int64
 		for i := 0; i <= e.Runs; i++ { // the first run warms the cache
-			if _, err := e.Conn.Exec(ctx, pgconn.Tag+"SAVEPOINT pgmedic_run"); err != nil {
+			if _, err := e.Conn.Exec(ctx, envelope.Tag+"SAVEPOINT pgmedic_run"); err != nil {
 				return nil, 0, err
 			}
-			var out []byte
-			err := e.Conn.QueryRow(ctx, pgconn.Tag+"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+target).Scan(&out)
-			if _, rerr := e.Conn.Exec(ctx, pgconn.Tag+"ROLLBACK TO SAVEPOINT pgmedic_run"); err == nil {
+			ex, err := envelope.Explain(ctx, e.Conn, "ANALYZE, BUFFERS", target)
+			if _, rerr := e.Conn.Exec(ctx, envelope.Tag+"ROLLBACK TO SAVEPOINT pgmedic_run"); err == nil {
 				err = rerr
 			}
-			if err != nil {
-				return nil, 0, err
-			}
-			ex, err := plan.ParseJSON(out)
 			if err != nil {
 				return nil, 0, err
 			}
@@ -275,18 +263,32 @@ func (e *Engine) runOnCopy(ctx context.Context, runs *copyRuns, b *bound, rewrit
 		return times, buffers, nil
 	}
 	if runs.before, runs.buffersBefore, err = measure(); err != nil {
-		return "running the statement on the copy failed: " + pgconn.Message(err)
+		return "running the statement on the copy failed: " + envelope.Message(err)
 	}
-	if _, err := e.Conn.Exec(ctx, pgconn.Tag+"CREATE INDEX ON "+copyName+tail); err != nil {
-		return "creating the index on the copy failed: " + pgconn.Message(err)
+	if _, err := e.Conn.Exec(ctx, envelope.Tag+createIndex); err != nil {
+		return "creating the index on the copy failed: " + envelope.Message(err)
 	}
-	if _, err := e.Conn.Exec(ctx, pgconn.Tag+"ANALYZE "+copyName); err != nil {
-		return pgconn.Message(err)
+	if _, err := e.Conn.Exec(ctx, envelope.Tag+"ANALYZE "+copyName); err != nil {
+		return envelope.Message(err)
 	}
 	if runs.after, runs.buffersAfter, err = measure(); err != nil {
-		return "running the statement on the copy with the index failed: " + pgconn.Message(err)
+		return "running the statement on the copy with the index failed: " + envelope.Message(err)
 	}
 	return ""
+}
+
+// onCopy makes the statement rewritten for the copy runnable: prepared
+// with the parameter types and values bind chose for the original, or as it
+// is when it has no parameters. release drops the prepared statement.
+func (e *Engine) onCopy(ctx context.Context, b *bound, rewritten *sqlparse.Statement) (target string, release func(), err error) {
+	if len(b.types) == 0 {
+		return rewritten.Text(), func() {}, nil
+	}
+	if _, err := e.Conn.Exec(ctx, envelope.Tag+"PREPARE "+copyStmt+"("+strings.Join(b.types, ", ")+") AS "+rewritten.Text()); err != nil {
+		return "", nil, err
+	}
+	release = func() { e.Conn.Exec(context.WithoutCancel(ctx), envelope.Tag+"DEALLOCATE "+copyStmt) }
+	return "EXECUTE " + copyStmt + "(" + strings.Join(b.values, ", ") + ")", release, nil
 }
 
 func (e *Engine) copyTimeout() string {
@@ -334,11 +336,11 @@ func (e *Engine) indexStats(ctx context.Context, snap *model.Snapshot, f *model.
 	}
 	var density, frag float64
 	err := e.readOnly(ctx, func() error {
-		return e.Conn.QueryRow(ctx, pgconn.Tag+"SELECT avg_leaf_density, leaf_fragmentation FROM pgstatindex($1::regclass)",
+		return e.Conn.QueryRow(ctx, envelope.Tag+"SELECT avg_leaf_density, leaf_fragmentation FROM pgstatindex($1::regclass)",
 			sqlparse.QuoteIdent(exp.Table.Schema)+"."+sqlparse.QuoteIdent(exp.Index)).Scan(&density, &frag)
 	})
 	if err != nil {
-		f.Verification = model.NotRunBecause("pgstatindex failed: " + pgconn.Message(err) + " (it needs the pg_stat_scan_tables role or superuser)")
+		f.Verification = model.NotRunBecause("pgstatindex failed: " + envelope.Message(err) + " (it needs the pg_stat_scan_tables role or superuser)")
 		return
 	}
 	f.Evidence = append(f.Evidence,
@@ -366,15 +368,15 @@ func (e *Engine) indexStats(ctx context.Context, snap *model.Snapshot, f *model.
 			"CREATE TEMP TABLE pgmedic_keys (k " + col.Type + " PRIMARY KEY)",
 			"INSERT INTO pgmedic_keys SELECT " + sqlparse.QuoteIdent(col.Name) + " FROM " + sqlparse.QuoteIdent(t.Schema) + "." + sqlparse.QuoteIdent(t.Name) + " WHERE " + sqlparse.QuoteIdent(col.Name) + " IS NOT NULL ORDER BY 1",
 		} {
-			if _, err := e.Conn.Exec(ctx, pgconn.Tag+q); err != nil {
+			if _, err := e.Conn.Exec(ctx, envelope.Tag+q); err != nil {
 				return err
 			}
 		}
-		return e.Conn.QueryRow(ctx, pgconn.Tag+"SELECT avg_leaf_density FROM pgstatindex('pg_temp.pgmedic_keys_pkey')").Scan(&ordered)
+		return e.Conn.QueryRow(ctx, envelope.Tag+"SELECT avg_leaf_density FROM pgstatindex('pg_temp.pgmedic_keys_pkey')").Scan(&ordered)
 	})
 	if err != nil {
 		f.Verification = model.Verification{Status: model.NotRun, Method: "pgstatindex",
-			Reason: fmt.Sprintf("measured leaves %.1f%% full and %.1f%% fragmented; the ordered comparison failed: %s", density, frag, pgconn.Message(err))}
+			Reason: fmt.Sprintf("measured leaves %.1f%% full and %.1f%% fragmented; the ordered comparison failed: %s", density, frag, envelope.Message(err))}
 		return
 	}
 	f.Evidence = append(f.Evidence, model.Evidence{Label: "leaf density of the same keys inserted in order (temporary B-tree)", Value: round(ordered), Unit: "%"})
@@ -390,8 +392,8 @@ func (e *Engine) indexStats(ctx context.Context, snap *model.Snapshot, f *model.
 // inTempTransaction runs fn in a read-write transaction that is always
 // rolled back; callers create only temporary objects in it.
 func (e *Engine) inTempTransaction(ctx context.Context, fn func() error) error {
-	return pgconn.RolledBack(ctx, e.Conn, pgconn.ReadWrite, func() error {
-		if _, err := e.Conn.Exec(ctx, pgconn.Tag+"SET LOCAL statement_timeout = '"+e.copyTimeout()+"'"); err != nil {
+	return envelope.RolledBack(ctx, e.Conn, envelope.ReadWrite, func() error {
+		if _, err := e.Conn.Exec(ctx, envelope.Tag+"SET LOCAL statement_timeout = '"+e.copyTimeout()+"'"); err != nil {
 			return err
 		}
 		return fn()
@@ -410,7 +412,7 @@ func (e *Engine) tableStats(ctx context.Context, snap *model.Snapshot, f *model.
 	if _, ok := snap.Extensions["pgstattuple"]; ok && t.HeapBytes <= e.maxCopy() {
 		var dead, free float64
 		err := e.readOnly(ctx, func() error {
-			return e.Conn.QueryRow(ctx, pgconn.Tag+"SELECT dead_tuple_percent, free_percent FROM pgstattuple($1::regclass)",
+			return e.Conn.QueryRow(ctx, envelope.Tag+"SELECT dead_tuple_percent, free_percent FROM pgstattuple($1::regclass)",
 				sqlparse.QuoteIdent(t.Schema)+"."+sqlparse.QuoteIdent(t.Name)).Scan(&dead, &free)
 		})
 		if err == nil {
@@ -419,7 +421,7 @@ func (e *Engine) tableStats(ctx context.Context, snap *model.Snapshot, f *model.
 				model.Evidence{Label: "free space, share of the table (pgstattuple)", Value: round(free), Unit: "%"})
 			notes = append(notes, fmt.Sprintf("pgstattuple measured %.0f%% dead rows and %.0f%% free space", dead, free))
 		} else {
-			notes = append(notes, "pgstattuple failed: "+pgconn.Message(err))
+			notes = append(notes, "pgstattuple failed: "+envelope.Message(err))
 		}
 	} else {
 		notes = append(notes, "pgstattuple is not installed (CREATE EXTENSION pgstattuple) or the table is over --verify-max-size")
@@ -435,16 +437,16 @@ func (e *Engine) tableStats(ctx context.Context, snap *model.Snapshot, f *model.
 	var now, compact int64
 	err := e.inTempTransaction(ctx, func() error {
 		qt := sqlparse.QuoteIdent(t.Schema) + "." + sqlparse.QuoteIdent(t.Name)
-		if err := e.Conn.QueryRow(ctx, pgconn.Tag+"SELECT pg_relation_size($1::regclass)", qt).Scan(&now); err != nil {
+		if err := e.Conn.QueryRow(ctx, envelope.Tag+"SELECT pg_relation_size($1::regclass)", qt).Scan(&now); err != nil {
 			return err
 		}
-		if _, err := e.Conn.Exec(ctx, pgconn.Tag+"CREATE TEMP TABLE "+copyName+" AS SELECT * FROM "+qt); err != nil {
+		if _, err := e.Conn.Exec(ctx, envelope.Tag+"CREATE TEMP TABLE "+copyName+" AS SELECT * FROM "+qt); err != nil {
 			return err
 		}
-		return e.Conn.QueryRow(ctx, pgconn.Tag+"SELECT pg_relation_size('pg_temp."+copyName+"')").Scan(&compact)
+		return e.Conn.QueryRow(ctx, envelope.Tag+"SELECT pg_relation_size('pg_temp."+copyName+"')").Scan(&compact)
 	})
 	if err != nil {
-		f.Verification = model.NotRunBecause(strings.Join(append(notes, "copying the live rows failed: "+pgconn.Message(err)), "; "))
+		f.Verification = model.NotRunBecause(strings.Join(append(notes, "copying the live rows failed: "+envelope.Message(err)), "; "))
 		return
 	}
 	before, after := float64(now)/(1<<20), float64(compact)/(1<<20)
@@ -460,7 +462,7 @@ func (e *Engine) tableStats(ctx context.Context, snap *model.Snapshot, f *model.
 // of the table, which is what the table's plans would see after ANALYZE.
 func (e *Engine) misestimate(ctx context.Context, snap *model.Snapshot, f *model.Finding) {
 	exp := f.Experiment
-	stmt, err := sqlparse.Parse(exp.Query)
+	stmt, err := statement(exp)
 	if err != nil {
 		f.Verification = model.NotRunBecause("cannot parse the statement: " + err.Error())
 		return
@@ -469,26 +471,22 @@ func (e *Engine) misestimate(ctx context.Context, snap *model.Snapshot, f *model
 		f.Verification = model.NotRunBecause("not re-run: " + why)
 		return
 	}
-	b, why := e.bind(ctx, stmt, exp.Query)
+	b, why := e.bind(ctx, stmt)
 	if why != "" {
 		f.Verification = model.NotRunBecause(why)
 		return
 	}
-	var out []byte
+	var ex *plan.Explain
 	err = e.readOnly(ctx, func() error {
-		if _, err := e.Conn.Exec(ctx, pgconn.Tag+"SET LOCAL plan_cache_mode = force_custom_plan"); err != nil {
+		if _, err := e.Conn.Exec(ctx, envelope.Tag+"SET LOCAL plan_cache_mode = force_custom_plan"); err != nil {
 			return err
 		}
-		return e.Conn.QueryRow(ctx, pgconn.Tag+"EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) "+b.target).Scan(&out)
+		ex, err = envelope.Explain(ctx, e.Conn, "ANALYZE, TIMING OFF", b.target)
+		return err
 	})
 	b.cleanup()
 	if err != nil {
-		f.Verification = model.NotRunBecause("EXPLAIN ANALYZE failed: " + pgconn.Message(err))
-		return
-	}
-	ex, err := plan.ParseJSON(out)
-	if err != nil {
-		f.Verification = model.NotRunBecause(err.Error())
+		f.Verification = model.NotRunBecause("EXPLAIN ANALYZE failed: " + envelope.Message(err))
 		return
 	}
 	before, planned, actual := scanMisestimate(ex, exp.Table)
@@ -522,26 +520,19 @@ func (e *Engine) misestimate(ctx context.Context, snap *model.Snapshot, f *model
 	if t == nil {
 		return
 	}
-	rewritten, n, err := sqlparse.Retarget(exp.Query, exp.Table, "pg_temp", copyName)
+	rewritten, n, err := stmt.Retarget(exp.Table, "pg_temp", copyName)
 	if err != nil || n == 0 {
 		f.Verification = model.Verification{Status: model.NotRun, Method: method, Reason: "cannot rewrite the statement to read a copy of the table"}
 		return
 	}
 	var after float64
 	_, err = e.withCopy(ctx, t, func() error {
-		target := rewritten
-		if len(b.types) > 0 {
-			if _, err := e.Conn.Exec(ctx, pgconn.Tag+"PREPARE "+copyStmt+"("+strings.Join(b.types, ", ")+") AS "+rewritten); err != nil {
-				return err
-			}
-			defer e.Conn.Exec(context.WithoutCancel(ctx), pgconn.Tag+"DEALLOCATE "+copyStmt)
-			target = "EXECUTE " + copyStmt + "(" + strings.Join(b.values, ", ") + ")"
-		}
-		var out []byte
-		if err := e.Conn.QueryRow(ctx, pgconn.Tag+"EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) "+target).Scan(&out); err != nil {
+		target, release, err := e.onCopy(ctx, b, rewritten)
+		if err != nil {
 			return err
 		}
-		ex, err := plan.ParseJSON(out)
+		defer release()
+		ex, err := envelope.Explain(ctx, e.Conn, "ANALYZE, TIMING OFF", target)
 		if err != nil {
 			return err
 		}
@@ -549,7 +540,7 @@ func (e *Engine) misestimate(ctx context.Context, snap *model.Snapshot, f *model
 		return nil
 	})
 	if err != nil {
-		f.Verification = model.Verification{Status: model.NotRun, Method: method, Reason: "measuring on an analysed copy failed: " + pgconn.Message(err)}
+		f.Verification = model.Verification{Status: model.NotRun, Method: method, Reason: "measuring on an analysed copy failed: " + envelope.Message(err)}
 		return
 	}
 	f.Verification = model.Verification{Method: method + "; then the same on a temporary copy of the table analysed afresh (rolled back)",
@@ -592,5 +583,5 @@ func scanMisestimate(ex *plan.Explain, t model.RelRef) (factor, planned, actual 
 
 // readOnly runs fn inside a read-only transaction that is rolled back.
 func (e *Engine) readOnly(ctx context.Context, fn func() error) error {
-	return pgconn.RolledBack(ctx, e.Conn, pgconn.ReadOnly, fn)
+	return envelope.RolledBack(ctx, e.Conn, envelope.ReadOnly, fn)
 }

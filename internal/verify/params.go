@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/pgmedic/pgmedic/internal/pgconn"
+	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
@@ -57,7 +57,7 @@ func (e *Engine) statsValue(ctx context.Context, c sqlparse.Column) (string, boo
 		rel = sqlparse.QuoteIdent(c.Schema) + "." + rel
 	}
 	var mcv, hist *string
-	err := e.Conn.QueryRow(ctx, pgconn.Tag+`SELECT s.most_common_vals::text, s.histogram_bounds::text
+	err := e.Conn.QueryRow(ctx, envelope.Tag+`SELECT s.most_common_vals::text, s.histogram_bounds::text
 		FROM pg_stats s JOIN pg_namespace n ON n.nspname = s.schemaname
 		JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = s.tablename
 		WHERE c.oid = to_regclass($1) AND s.attname = $2

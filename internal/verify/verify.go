@@ -12,20 +12,17 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	pgxconn "github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
-	"github.com/pgmedic/pgmedic/internal/pgconn"
 	"github.com/pgmedic/pgmedic/internal/plan"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
-// Conn is the part of *pgx.Conn the engine uses.
-type Conn interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgxconn.CommandTag, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+// Conn is the part of *pgx.Conn the engine uses; the transcript tests
+// record and replay it.
+type Conn = envelope.Querier
 
 // Engine runs experiments.
 type Engine struct {
@@ -177,7 +174,7 @@ const stmtName = "pgmedic_verify"
 
 func (e *Engine) jitToggle(ctx context.Context, snap *model.Snapshot, exp *model.Experiment) *toggle {
 	t := &toggle{}
-	stmt, err := sqlparse.Parse(exp.Query)
+	stmt, err := statement(exp)
 	if err != nil {
 		t.reason = "pgmedic cannot parse this statement, so it will not run it (" + err.Error() + ")"
 		return t
@@ -186,15 +183,14 @@ func (e *Engine) jitToggle(ctx context.Context, snap *model.Snapshot, exp *model
 		t.reason = "not re-run: " + why + "; pgmedic only executes SELECTs that act on nothing outside their transaction"
 		return t
 	}
-	b, why := e.bind(ctx, stmt, exp.Query)
+	b, why := e.bind(ctx, stmt)
 	if why != "" {
 		t.reason = why
 		return t
 	}
 	defer b.cleanup()
-	target := b.target
 	t.params = b.desc
-	explain := pgconn.Tag + "EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) " + target
+	explain := b.target
 	appJIT := exp.AppSettings["jit"]
 	if appJIT == "" {
 		appJIT = snap.Settings["jit"].Value
@@ -245,21 +241,35 @@ type bound struct {
 	cleanup func()
 }
 
+// statement is the experiment's parsed statement: the one collect parsed,
+// or, for a statement given on the command line, parsed here once.
+func statement(exp *model.Experiment) (*sqlparse.Statement, error) {
+	if exp.Stmt == nil {
+		st, err := sqlparse.Parse(exp.Query)
+		if err != nil {
+			return nil, err
+		}
+		exp.Stmt = st
+	}
+	return exp.Stmt, nil
+}
+
 // bind prepares a statement with $n parameters and picks their values
 // (see parameterValues); a statement without parameters is used as is.
-func (e *Engine) bind(ctx context.Context, stmt *sqlparse.Statement, query string) (*bound, string) {
+func (e *Engine) bind(ctx context.Context, stmt *sqlparse.Statement) (*bound, string) {
+	query := stmt.Text()
 	b := &bound{target: query, cleanup: func() {}}
 	n := stmt.ParamCount()
 	if n == 0 {
 		return b, ""
 	}
-	if err := e.prepare(ctx, stmt, n, query); err != nil {
-		return nil, "cannot prepare the statement to re-run it: " + pgconn.Message(err)
+	if err := envelope.Prepare(ctx, e.Conn, stmtName, query, stmt.FallbackParamTypes(n)); err != nil {
+		return nil, "cannot prepare the statement to re-run it: " + envelope.Message(err)
 	}
-	b.cleanup = func() { e.Conn.Exec(context.Background(), pgconn.Tag+"DEALLOCATE "+stmtName) }
-	if err := e.Conn.QueryRow(ctx, pgconn.Tag+"SELECT parameter_types::text[] FROM pg_prepared_statements WHERE name = $1", stmtName).Scan(&b.types); err != nil {
+	b.cleanup = func() { e.Conn.Exec(context.Background(), envelope.Tag+"DEALLOCATE "+stmtName) }
+	if err := e.Conn.QueryRow(ctx, envelope.Tag+"SELECT parameter_types::text[] FROM pg_prepared_statements WHERE name = $1", stmtName).Scan(&b.types); err != nil {
 		b.cleanup()
-		return nil, "cannot read the statement's parameter types: " + pgconn.Message(err)
+		return nil, "cannot read the statement's parameter types: " + envelope.Message(err)
 	}
 	values, desc, why := e.parameterValues(ctx, stmt.ParamColumns(), b.types)
 	if why != "" {
@@ -271,16 +281,9 @@ func (e *Engine) bind(ctx context.Context, stmt *sqlparse.Statement, query strin
 	return b, ""
 }
 
-// prepare creates the prepared statement, letting PostgreSQL infer the
-// parameter types. When that fails and some parameters stand bare in a
-// select list, it retries with those declared integer (see
-// sqlparse.BareTargetParams) and the rest still inferred.
-func (e *Engine) prepare(ctx context.Context, stmt *sqlparse.Statement, n int, query string) error {
-	return pgconn.Prepare(ctx, e.Conn, stmtName, query, stmt.FallbackParamTypes(n))
-}
-
-// once runs EXPLAIN ANALYZE in a read-only transaction that is rolled back.
-func (e *Engine) once(ctx context.Context, explain, jit string, settings map[string]string) (*plan.Explain, error) {
+// once runs EXPLAIN ANALYZE of target in a read-only transaction that is
+// rolled back, with jit and the other settings applied.
+func (e *Engine) once(ctx context.Context, target, jit string, settings map[string]string) (*plan.Explain, error) {
 	var ex *plan.Explain
 	err := e.readOnly(ctx, func() error {
 		sets := []string{"SET LOCAL plan_cache_mode = force_custom_plan"}
@@ -296,21 +299,18 @@ func (e *Engine) once(ctx context.Context, explain, jit string, settings map[str
 		}
 		sets = append(sets, "SET LOCAL jit = "+onOff(jit))
 		for _, s := range sets {
-			if _, err := e.Conn.Exec(ctx, pgconn.Tag+s); err != nil {
-				return fmt.Errorf("cannot apply %q for the experiment: %s", s, pgconn.Message(err))
+			if _, err := e.Conn.Exec(ctx, envelope.Tag+s); err != nil {
+				return fmt.Errorf("cannot apply %q for the experiment: %s", s, envelope.Message(err))
 			}
-		}
-		var out []byte
-		if err := e.Conn.QueryRow(ctx, explain).Scan(&out); err != nil {
-			var pgErr *pgxconn.PgError
-			if errors.As(err, &pgErr) && pgErr.Code == "57014" {
-				return fmt.Errorf("the statement ran past pgmedic's statement_timeout (%s): raise --statement-timeout to measure it", e.StatementTimeoutText)
-			}
-			return fmt.Errorf("re-running the statement failed: %s", pgconn.Message(err))
 		}
 		var err error
-		if ex, err = plan.ParseJSON(out); err != nil {
-			return fmt.Errorf("reading EXPLAIN output: %w", err)
+		ex, err = envelope.Explain(ctx, e.Conn, "ANALYZE, TIMING OFF", target)
+		var pgErr *pgconn.PgError
+		switch {
+		case errors.As(err, &pgErr) && pgErr.Code == "57014":
+			return fmt.Errorf("the statement ran past pgmedic's statement_timeout (%s): raise --statement-timeout to measure it", e.StatementTimeoutText)
+		case err != nil:
+			return fmt.Errorf("re-running the statement failed: %s", envelope.Message(err))
 		}
 		return nil
 	})

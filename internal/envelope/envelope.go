@@ -1,4 +1,4 @@
-// Package pgconn opens pgmedic's own database session and keeps it inside the
+// Package envelope opens pgmedic's own database session and keeps it inside the
 // safety envelope: pgmedic runs against production databases and must never
 // become the next incident.
 //
@@ -14,7 +14,7 @@
 // purpose: pg_settings.reset_val then still shows the value the server would
 // give a session without pgmedic's overrides, which is what the application
 // sees and what the rules need.
-package pgconn
+package envelope
 
 import (
 	"context"
@@ -28,8 +28,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	pgxconn "github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
+
+	"github.com/pgmedic/pgmedic/internal/plan"
 )
 
 // Tag is prefixed to every statement pgmedic sends, so its own statements can
@@ -140,8 +142,8 @@ func Connect(ctx context.Context, dsn string, opts Options) (*Session, error) {
 	// the statement in flight instead of only dropping the socket: a backend
 	// whose client vanished goes on working until it next writes to it,
 	// which for a table copy is the whole copy.
-	cfg.BuildContextWatcherHandler = func(c *pgxconn.PgConn) ctxwatch.Handler {
-		return &pgxconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: 2 * time.Second}
+	cfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: 2 * time.Second}
 	}
 	probe := &dialProbe{wait: wait}
 	probe.wrap(&cfg.Config)
@@ -213,7 +215,7 @@ type dialProbe struct {
 // errSilent stops pgx's fallback attempts to a port that never answered.
 var errSilent = errors.New("the port did not answer the first attempt")
 
-func (p *dialProbe) wrap(cfg *pgxconn.Config) {
+func (p *dialProbe) wrap(cfg *pgconn.Config) {
 	dial := cfg.DialFunc
 	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		if p.silent.Load() {
@@ -265,7 +267,7 @@ func (s *Session) Close() {
 // part of the connection string's secrets survives into it.
 func classify(t Target, err error, facts dsnFacts, probe *dialProbe) error {
 	ce := &ConnectError{Target: t, Err: err}
-	var pgErr *pgxconn.PgError
+	var pgErr *pgconn.PgError
 	var dnsErr *net.DNSError
 	addr := fmt.Sprintf("%s:%d", t.Host, t.Port)
 	switch {
@@ -342,7 +344,35 @@ func lastPart(err error, facts dsnFacts) string {
 
 // Execer is the part of a connection that runs one statement.
 type Execer interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgxconn.CommandTag, error)
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// Querier is the part of a connection that runs statements and reads a
+// row back: what collect and verify need of *pgx.Conn, and what their
+// tests record and replay.
+type Querier interface {
+	Execer
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Explain runs EXPLAIN (options, FORMAT JSON) on target, tagged, and parses
+// what the server printed. The server's error comes back as it is, so a
+// caller can tell a statement_timeout (SQLSTATE 57014) from other
+// failures; reading the output fails with a wrapped error.
+func Explain(ctx context.Context, q Querier, options, target string) (*plan.Explain, error) {
+	opts := "FORMAT JSON"
+	if options != "" {
+		opts = options + ", FORMAT JSON"
+	}
+	var out []byte
+	if err := q.QueryRow(ctx, Tag+"EXPLAIN ("+opts+") "+target).Scan(&out); err != nil {
+		return nil, err
+	}
+	ex, err := plan.ParseJSON(out)
+	if err != nil {
+		return nil, fmt.Errorf("reading the EXPLAIN output: %w", err)
+	}
+	return ex, nil
 }
 
 // Access modes for RolledBack.
@@ -381,7 +411,7 @@ func Prepare(ctx context.Context, q Execer, name, query string, fallback []strin
 // Message is what a person needs from an error of the server: its message
 // alone (pgx adds the SQLSTATE and the severity); other errors as they are.
 func Message(err error) string {
-	var pgErr *pgxconn.PgError
+	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		return pgErr.Message
 	}

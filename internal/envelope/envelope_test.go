@@ -1,4 +1,4 @@
-package pgconn
+package envelope
 
 import (
 	"context"

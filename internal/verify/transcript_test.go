@@ -1,0 +1,450 @@
+package verify_test
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+
+	"github.com/pgmedic/pgmedic/internal/collect"
+	"github.com/pgmedic/pgmedic/internal/envelope"
+	"github.com/pgmedic/pgmedic/internal/lab"
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/rules"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
+	"github.com/pgmedic/pgmedic/internal/verify"
+)
+
+var record = flag.Bool("record", false, "record the tapes again from lab scenarios on a throwaway PostgreSQL cluster, then replay them (add -rewrite to accept new transcripts)")
+
+// TestTranscripts replays every experiment kind from tapes recorded on
+// PostgreSQL 15 and compares the statements sent, in order, and the
+// verdict with testdata/transcripts. It needs no server. The directive:
+//
+//	verify scenario=NAME tape=NAME kind=K[,K] [lab] [verify-indexes] [busy]
+//
+// takes the findings of kind K the rules produce on the lab scenario; its
+// input may hold "setup: SQL" lines (run before collecting, when
+// recording) and a "query: SQL" line that replaces the experiment's
+// statement.
+func TestTranscripts(t *testing.T) {
+	rec := &recording{}
+	t.Cleanup(rec.close)
+	datadriven.Walk(t, "testdata/transcripts", func(t *testing.T, path string) {
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			if d.Cmd != "verify" {
+				t.Fatalf("%s: unknown directive %q", d.Pos, d.Cmd)
+			}
+			c := parseCase(t, d)
+			tapePath := filepath.Join("testdata", "tapes", c.tape+".json")
+			if *record && !c.busy { // a busy server is simulated on the recorded tape
+				tp := rec.record(t, c)
+				if err := writeTape(tapePath, tp); err != nil {
+					t.Fatal(err)
+				}
+			}
+			tp, err := readTape(tapePath)
+			if err != nil {
+				t.Fatalf("%v (record it: go test ./internal/verify -run Transcripts -record)", err)
+			}
+			return replay(t, c, tp)
+		})
+	})
+}
+
+type tcase struct {
+	scenario, tape    string
+	kinds             map[string]bool
+	lab, copies, busy bool
+	setup             []string
+	query             string
+}
+
+func parseCase(t *testing.T, d *datadriven.TestData) tcase {
+	c := tcase{kinds: map[string]bool{}}
+	for _, a := range d.CmdArgs {
+		switch a.Key {
+		case "scenario":
+			c.scenario = a.Vals[0]
+		case "tape":
+			c.tape = a.Vals[0]
+		case "kind":
+			for _, v := range a.Vals {
+				c.kinds[v] = true
+			}
+		case "lab":
+			c.lab = true
+		case "verify-indexes":
+			c.copies = true
+		case "busy":
+			c.busy = true
+		default:
+			t.Fatalf("%s: unknown argument %q", d.Pos, a.Key)
+		}
+	}
+	for _, line := range strings.Split(d.Input, "\n") {
+		switch {
+		case strings.HasPrefix(line, "setup: "):
+			c.setup = append(c.setup, strings.TrimPrefix(line, "setup: "))
+		case strings.HasPrefix(line, "query: "):
+			c.query = strings.TrimPrefix(line, "query: ")
+		case strings.TrimSpace(line) == "":
+		default:
+			t.Fatalf("%s: input lines start with setup: or query:, not %q", d.Pos, line)
+		}
+	}
+	if c.scenario == "" || c.tape == "" || len(c.kinds) == 0 {
+		t.Fatalf("%s: verify needs scenario=, tape= and kind=", d.Pos)
+	}
+	return c
+}
+
+// engine is the engine as check configures it, for a case.
+func engine(c tcase, conn verify.Conn) *verify.Engine {
+	return &verify.Engine{Conn: conn, Runs: 5, Cores: 2, StatementTimeoutText: "5s", Lab: c.lab, VerifyIndexes: c.copies}
+}
+
+func replay(t *testing.T, c tcase, tp *tape) string {
+	rp := &replayer{t: t, name: c.tape, calls: tp.Calls}
+	snap := tp.Snapshot
+	if c.busy {
+		snap.Activity.Active = 100
+	}
+	var findings []model.Finding
+	for _, tf := range tp.Findings {
+		f := tf.Finding
+		f.Experiment = tf.Experiment
+		findings = append(findings, f)
+	}
+	out, skipped := engine(c, rp).Run(context.Background(), snap, findings)
+	switch {
+	case c.busy && rp.next != 0:
+		t.Fatalf("%s: the engine sent %d statements to a busy server", c.tape, rp.next)
+	case !c.busy && rp.next != len(rp.calls):
+		t.Fatalf("%s: the engine sent %d of the %d recorded statements (re-record with -record)", c.tape, rp.next, len(rp.calls))
+	}
+	var b strings.Builder
+	b.WriteString(rp.out.String())
+	for _, f := range out {
+		v := f.Verification
+		fmt.Fprintf(&b, "finding %s (%s): %s\n", f.Rule, f.Severity, oneLine(f.Title))
+		fmt.Fprintf(&b, "  verification: %s", v.Status)
+		if v.Before != nil && v.After != nil {
+			fmt.Fprintf(&b, ", %v %s -> %v %s", v.Before.Value, v.Before.Unit, v.After.Value, v.After.Unit)
+		}
+		b.WriteString("\n")
+		if v.Method != "" {
+			fmt.Fprintf(&b, "  method: %s\n", oneLine(v.Method))
+		}
+		if v.Reason != "" {
+			fmt.Fprintf(&b, "  reason: %s\n", oneLine(v.Reason))
+		}
+		for _, e := range f.Evidence {
+			fmt.Fprintf(&b, "  evidence: %s = %v %s\n", e.Label, e.Value, e.Unit)
+		}
+		if f.Fix.SQL != "" {
+			fmt.Fprintf(&b, "  fix: %s\n", oneLine(f.Fix.SQL))
+		}
+	}
+	for _, s := range skipped {
+		fmt.Fprintf(&b, "skipped %s: %s\n", s.Rule, s.Reason)
+	}
+	return b.String()
+}
+
+// recording holds the throwaway cluster -record uses, and the scenarios
+// already prepared on it.
+type recording struct {
+	once    sync.Once
+	cluster *lab.Cluster
+	err     error
+	envs    map[string]*lab.Env
+}
+
+func (r *recording) close() {
+	if r.cluster != nil {
+		r.cluster.Destroy(context.Background())
+	}
+}
+
+func (r *recording) record(t *testing.T, c tcase) *tape {
+	ctx := context.Background()
+	r.once.Do(func() {
+		r.cluster, r.err = lab.Create(ctx, lab.Options{})
+		r.envs = map[string]*lab.Env{}
+	})
+	if r.err != nil {
+		t.Fatalf("recording needs a PostgreSQL 15 cluster: %v", r.err)
+	}
+	env := r.envs[c.scenario]
+	if env == nil {
+		s, err := lab.Find(c.scenario)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if env, err = r.cluster.Prepare(ctx, s, t.Logf); err != nil {
+			t.Fatal(err)
+		}
+		r.envs[c.scenario] = env
+	}
+	if len(c.setup) > 0 {
+		admin, err := env.Admin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range c.setup {
+			if _, err := admin.Exec(ctx, q); err != nil {
+				t.Fatalf("setup: %s: %v", q, err)
+			}
+		}
+		admin.Close(ctx)
+	}
+	sess, err := envelope.Connect(ctx, r.cluster.DSN(env.DB), envelope.Options{StatementTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	snap, err := collect.SnapshotWith(ctx, sess.Conn, time.Now(), collect.Defaults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	selected, _ := rules.Select(nil)
+	all, _ := rules.Run(snap, selected)
+	tp := &tape{Scenario: c.scenario, Snapshot: trim(snap)}
+	for _, f := range all {
+		if f.Experiment == nil || !c.kinds[f.Experiment.Kind] {
+			continue
+		}
+		exp := *f.Experiment
+		if c.query != "" && exp.Query != "" {
+			exp.Query, exp.Stmt = c.query, nil
+		}
+		f.Experiment = nil
+		tp.Findings = append(tp.Findings, tapedFinding{Finding: f, Experiment: &exp})
+	}
+	if len(tp.Findings) == 0 {
+		t.Fatalf("the rules produced no finding with an experiment of kind %v on %s", c.kinds, c.scenario)
+	}
+	// The engine gets what the replay will get: the findings and
+	// snapshot as the tape holds them.
+	b, _ := json.Marshal(tp)
+	var in tape
+	json.Unmarshal(b, &in)
+	var findings []model.Finding
+	for _, tf := range in.Findings {
+		f := tf.Finding
+		f.Experiment = tf.Experiment
+		findings = append(findings, f)
+	}
+	rec := &recorder{conn: sess.Conn}
+	if !c.busy {
+		engine(c, rec).Run(ctx, in.Snapshot, findings)
+	}
+	tp.Calls = rec.calls
+	return tp
+}
+
+// trim keeps what the engine reads of a snapshot: tables, indexes,
+// columns, extensions, activity and the jit settings.
+func trim(s *model.Snapshot) *model.Snapshot {
+	out := &model.Snapshot{CollectedAt: s.CollectedAt, Server: s.Server, Database: s.Database, User: s.User,
+		Tables: s.Tables, Indexes: s.Indexes, Columns: s.Columns, Extensions: s.Extensions, Activity: s.Activity,
+		Settings: map[string]model.Setting{}}
+	for k, v := range s.Settings {
+		if strings.HasPrefix(k, "jit") {
+			out.Settings[k] = v
+		}
+	}
+	return out
+}
+
+// TestTapesStayInTheEnvelope walks every recorded tape and checks the
+// safety envelope on what the engine really sent: each statement carries
+// pgmedic's tag; every transaction is rolled back, none committed; and
+// nothing is written except temporary objects pgmedic created (the copy
+// of a table, the ordered keys) or the prepared statements it deallocates.
+func TestTapesStayInTheEnvelope(t *testing.T) {
+	paths, _ := filepath.Glob("testdata/tapes/*.json")
+	if len(paths) == 0 {
+		t.Fatal("no tapes in testdata/tapes")
+	}
+	kinds := map[string]bool{}
+	for _, p := range paths {
+		tp, err := readTape(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range tp.Findings {
+			kinds[f.Experiment.Kind] = true
+		}
+		for _, problem := range envelopeProblems(tp.Calls) {
+			t.Errorf("%s: %s", filepath.Base(p), problem)
+		}
+	}
+	for _, k := range []string{model.ExpJITToggle, model.ExpAggregate, model.ExpIndex, model.ExpIndexStats,
+		model.ExpTableStats, model.ExpMisestimate, model.ExpCast} {
+		if !kinds[k] {
+			t.Errorf("no tape covers the %s experiment", k)
+		}
+	}
+}
+
+var (
+	explainRe = regexp.MustCompile(`^EXPLAIN \(([^)]*)\) (.*)$`)
+	prepareRe = regexp.MustCompile(`^PREPARE (\w+)(?:\(.*?\))? AS (.*)$`)
+	executeRe = regexp.MustCompile(`^EXECUTE (\w+)\(`)
+	// temporary relations pgmedic creates inside its rolled-back transactions
+	temporary = map[string]bool{"pgmedic_copy": true, "pgmedic_keys": true}
+)
+
+// envelopeProblems lists what in a sequence of calls breaks the envelope.
+func envelopeProblems(calls []call) []string {
+	var problems []string
+	inTx := false
+	prepared := map[string]*sqlparse.Statement{}
+	for i, c := range calls {
+		n := i + 1
+		if !strings.HasPrefix(c.SQL, envelope.Tag) {
+			problems = append(problems, fmt.Sprintf("call %d is not tagged: %s", n, c.SQL))
+			continue
+		}
+		sql := oneLine(strings.TrimPrefix(c.SQL, envelope.Tag))
+		switch {
+		case strings.HasPrefix(sql, "BEGIN"):
+			if inTx {
+				problems = append(problems, fmt.Sprintf("call %d: BEGIN inside a transaction", n))
+			}
+			inTx = true
+			continue
+		case sql == "ROLLBACK":
+			inTx = false
+			continue
+		case strings.HasPrefix(sql, "COMMIT") || strings.HasPrefix(sql, "END"):
+			problems = append(problems, fmt.Sprintf("call %d commits: %s", n, sql))
+			continue
+		}
+		if m := prepareRe.FindStringSubmatch(sql); m != nil {
+			st, err := sqlparse.Parse(m[2])
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("call %d prepares what does not parse: %v", n, err))
+				continue
+			}
+			prepared[m[1]] = st
+			continue
+		}
+		if why := writes(sql, prepared); why != "" {
+			problems = append(problems, fmt.Sprintf("call %d %s: %s", n, why, sql))
+		} else if !inTx && writesTemporary(sql) {
+			problems = append(problems, fmt.Sprintf("call %d writes a temporary object outside a transaction that is rolled back: %s", n, sql))
+		}
+	}
+	if inTx {
+		problems = append(problems, "a transaction is left open at the end")
+	}
+	return problems
+}
+
+// writesTemporary says whether a statement creates or fills one of
+// pgmedic's temporary objects.
+func writesTemporary(sql string) bool {
+	for _, p := range []string{"CREATE ", "INSERT ", "ANALYZE "} {
+		if strings.HasPrefix(sql, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// writes says what a statement writes outside pgmedic's temporary
+// objects, or "" when it writes nothing else. Writes to the temporary
+// objects must happen inside a transaction (so they are rolled back).
+func writes(sql string, prepared map[string]*sqlparse.Statement) string {
+	onlyTemp := func(st *sqlparse.Statement) bool {
+		sh := st.Shape()
+		return sh.Command == "SELECT" || temporary[sh.Target.Name]
+	}
+	switch {
+	case strings.HasPrefix(sql, "SET LOCAL "), strings.HasPrefix(sql, "SAVEPOINT "), strings.HasPrefix(sql, "ROLLBACK TO SAVEPOINT "),
+		strings.HasPrefix(sql, "DEALLOCATE "):
+		return ""
+	case strings.HasPrefix(sql, "CREATE TEMP TABLE "):
+		name := strings.Fields(strings.TrimPrefix(sql, "CREATE TEMP TABLE "))[0]
+		if !temporary[name] {
+			return "creates an unexpected temporary table " + name
+		}
+		return ""
+	case strings.HasPrefix(sql, "CREATE INDEX ON "), strings.HasPrefix(sql, "ANALYZE "):
+		name := strings.Fields(sql)[len(strings.Fields(strings.SplitN(sql, " (", 2)[0]))-1]
+		if !temporary[name] {
+			return "builds or analyses " + name + ", not a temporary copy"
+		}
+		return ""
+	}
+	if m := explainRe.FindStringSubmatch(sql); m != nil {
+		if !strings.Contains(m[1], "ANALYZE") {
+			return "" // planned, not executed
+		}
+		if e := executeRe.FindStringSubmatch(m[2]); e != nil {
+			st := prepared[e[1]]
+			if st == nil {
+				return "executes an unknown prepared statement " + e[1]
+			}
+			if !onlyTemp(st) {
+				return "executes a data-changing statement on a real table"
+			}
+			return ""
+		}
+		sql = m[2]
+	}
+	st, err := sqlparse.Parse(sql)
+	if err != nil {
+		return "sends what does not parse"
+	}
+	if !onlyTemp(st) {
+		return "changes data in " + st.Shape().Target.Name
+	}
+	if st.Kind() != "SelectStmt" && st.Kind() != "InsertStmt" {
+		return "runs a " + st.Kind()
+	}
+	return ""
+}
+
+// TestEnvelopeProblemsFound checks the envelope check itself: each broken
+// transcript below must be caught.
+func TestEnvelopeProblemsFound(t *testing.T) {
+	tag := envelope.Tag
+	for name, calls := range map[string][]string{
+		"untagged":       {"SELECT 1"},
+		"committed":      {tag + "BEGIN READ WRITE", tag + "COMMIT"},
+		"left open":      {tag + "BEGIN READ ONLY", tag + "SELECT 1"},
+		"real table":     {tag + "BEGIN READ WRITE", tag + "INSERT INTO orders SELECT 1", tag + "ROLLBACK"},
+		"real index":     {tag + "BEGIN READ WRITE", tag + "CREATE INDEX ON orders (id)", tag + "ROLLBACK"},
+		"analyze update": {tag + "BEGIN READ ONLY", tag + "EXPLAIN (ANALYZE, FORMAT JSON) UPDATE orders SET a = 1", tag + "ROLLBACK"},
+		"prepared update": {tag + "PREPARE pgmedic_verify(integer) AS UPDATE orders SET a = $1", tag + "BEGIN READ ONLY",
+			tag + "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE pgmedic_verify(1)", tag + "ROLLBACK"},
+		"temp outside": {tag + "CREATE TEMP TABLE pgmedic_copy (LIKE orders)", tag + "INSERT INTO pgmedic_copy SELECT * FROM orders"},
+		"other temp":   {tag + "BEGIN READ WRITE", tag + "CREATE TEMP TABLE audit (LIKE orders)", tag + "ROLLBACK"},
+	} {
+		var cs []call
+		for _, q := range calls {
+			cs = append(cs, call{SQL: q})
+		}
+		if p := envelopeProblems(cs); len(p) == 0 {
+			t.Errorf("%s: not caught", name)
+		}
+	}
+	ok := []call{{SQL: tag + "BEGIN READ WRITE"}, {SQL: tag + "CREATE TEMP TABLE pgmedic_copy (LIKE public.orders INCLUDING INDEXES)"},
+		{SQL: tag + "INSERT INTO pgmedic_copy SELECT * FROM public.orders"}, {SQL: tag + "CREATE INDEX ON pgmedic_copy (a)"},
+		{SQL: tag + "ANALYZE pgmedic_copy"}, {SQL: tag + "ROLLBACK"}}
+	if p := envelopeProblems(ok); len(p) != 0 {
+		t.Errorf("a copy experiment is flagged: %v", p)
+	}
+}
