@@ -1,21 +1,14 @@
 package cli
 
 import (
-	"context"
 	"io"
-	"net"
-	"runtime"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/pgmedic/pgmedic/internal/collect"
-	"github.com/pgmedic/pgmedic/internal/envelope"
+	"github.com/pgmedic/pgmedic/internal/diagnose"
 	"github.com/pgmedic/pgmedic/internal/model"
-	"github.com/pgmedic/pgmedic/internal/report"
-	"github.com/pgmedic/pgmedic/internal/rules"
-	"github.com/pgmedic/pgmedic/internal/verify"
 )
 
 // checkFlags are the flags of `check` (and of the commands that run it).
@@ -31,8 +24,6 @@ type checkFlags struct {
 	copyTimeout      time.Duration
 	maxTables        int
 	maxStatements    int
-	// lab is set for lab databases, where experiments may write.
-	lab bool
 }
 
 func (c *checkFlags) register(cmd *cobra.Command) {
@@ -71,7 +62,7 @@ connection error, 3 internal error.`,
 			if len(args) == 1 {
 				dsn = args[0]
 			}
-			rep, err := diagnose(cmd.Context(), dsn, f, ids, min, progress(stderr))
+			rep, err := diagnose.Check(cmd.Context(), dsn, Version, f.options(ids, progress(stderr)), min)
 			if err != nil {
 				return err
 			}
@@ -82,68 +73,12 @@ connection error, 3 internal error.`,
 	return cmd
 }
 
-// diagnose is the whole pipeline: connect, collect, rules, verify, report.
-func diagnose(ctx context.Context, dsn string, f checkFlags, ruleIDs []string, min model.Severity, logf func(string, ...any)) (*report.Report, error) {
-	selected, err := rules.Select(ruleIDs)
-	if err != nil {
-		return nil, usageErr("--rules: %v", err)
-	}
-	if f.runs < 5 {
-		return nil, usageErr("--runs must be at least 5: a median of fewer runs is noise")
-	}
-	if f.verifyMaxMB <= 0 {
-		return nil, usageErr("--verify-max-size must be a positive number of megabytes")
-	}
-	if f.statementTimeout < 100*time.Millisecond {
-		return nil, usageErr("--statement-timeout must be at least 100ms")
-	}
-	if f.copyTimeout < 100*time.Millisecond {
-		return nil, usageErr("--copy-timeout must be at least 100ms")
-	}
-	sess, err := envelope.Connect(ctx, dsn, envelope.Options{StatementTimeout: f.statementTimeout})
-	if err != nil {
-		return nil, err
-	}
-	defer sess.Close()
-	logf("connected to %s (PostgreSQL %s)", sess.Target, sess.Target.ServerVersion)
-	if f.maxTables <= 0 || f.maxStatements <= 0 {
-		return nil, usageErr("--max-tables and --max-statements must be positive")
-	}
-	opts := collect.Defaults
-	opts.MaxTables, opts.MaxStatements = f.maxTables, f.maxStatements
-	snap, err := collect.SnapshotWith(ctx, sess.Conn, time.Now(), opts)
-	if err != nil {
-		return nil, inputErr(err)
-	}
-	logf("collected %d statements", len(snap.Statements))
-	findings, skipped := rules.Run(snap, selected)
-	if !f.noVerify {
-		eng := &verify.Engine{Conn: sess.Conn, Runs: f.runs, Cores: serverCores(f.serverCores, sess.Target.Host),
-			StatementTimeoutText: f.statementTimeout.String(), Log: logf,
-			Lab: f.lab, VerifyIndexes: f.verifyIndexes, MaxCopyBytes: int64(f.verifyMaxMB) << 20,
-			AllowFunctions: f.allowFunctions, CopyTimeout: f.copyTimeout}
-		var more []model.Skip
-		findings, more = eng.Run(ctx, snap, findings)
-		skipped = append(skipped, more...)
-		rules.Sort(findings)
-	}
-	if ctx.Err() != nil {
-		return nil, ctx.Err()
-	}
-	return report.New(Version, sess.Target, snap.CollectedAt, findings, skipped, len(selected), min), nil
-}
-
-func serverCores(flag int, host string) int {
-	if flag > 0 {
-		return flag
-	}
-	if strings.HasPrefix(host, "/") || host == "localhost" {
-		return runtime.NumCPU()
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		return runtime.NumCPU()
-	}
-	return 4
+// options turns the flags into the pipeline's options.
+func (c checkFlags) options(ids []string, logf func(string, ...any)) diagnose.Options {
+	return diagnose.Options{Rules: ids, StatementTimeout: c.statementTimeout, CopyTimeout: c.copyTimeout,
+		ServerCores: c.serverCores, Runs: c.runs, NoVerify: c.noVerify, VerifyIndexes: c.verifyIndexes,
+		MaxCopyBytes: int64(c.verifyMaxMB) << 20, AllowFunctions: c.allowFunctions,
+		MaxTables: c.maxTables, MaxStatements: c.maxStatements, Log: logf}
 }
 
 // findingsReport is what check and explain print: text or JSON, and the

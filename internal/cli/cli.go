@@ -13,10 +13,12 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/pgmedic/pgmedic/internal/diagnose"
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/lab"
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/printable"
+	"github.com/pgmedic/pgmedic/internal/scenario"
 )
 
 // Version is set at build time (-ldflags "-X ...cli.Version=...").
@@ -61,6 +63,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	var ee *exitError
 	var ce *envelope.ConnectError
+	var ie *diagnose.InputError
 	if ctx.Err() != nil {
 		// Interrupted (Ctrl-C, SIGTERM): whatever failed on the way out
 		// failed because of it. Statements in flight were cancelled on
@@ -77,7 +80,10 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case errors.As(err, &ce):
 		fmt.Fprintln(stderr, "pgmedic: "+oneLine(ce.Error()))
 		return ExitInput
-	case errors.Is(err, lab.ErrNoPostgres), errors.Is(err, lab.ErrNoAsyncpg):
+	case errors.As(err, &ie):
+		fmt.Fprintln(stderr, "pgmedic: "+oneLine(ie.Error()))
+		return ExitInput
+	case errors.Is(err, lab.ErrNoPostgres), errors.Is(err, scenario.ErrNoAsyncpg):
 		fmt.Fprintln(stderr, "pgmedic: "+oneLine(err.Error()))
 		return ExitInput
 	case isCobraUsage(err):

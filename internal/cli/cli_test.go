@@ -15,17 +15,21 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgmedic/pgmedic/internal/lab"
+	"github.com/pgmedic/pgmedic/internal/scenario"
 	"github.com/pgmedic/pgmedic/internal/model"
-	"github.com/pgmedic/pgmedic/internal/testbin"
+	"github.com/pgmedic/pgmedic/internal/testkit"
 )
 
 // One throwaway cluster serves every test in this package.
-var cluster *lab.Cluster
+var (
+	cluster   *lab.Cluster
+	noCluster error
+)
 
 func TestMain(m *testing.M) {
 	if _, err := lab.FindBinDir(""); err != nil {
-		fmt.Fprintln(os.Stderr, "skipping cluster tests:", err)
-		os.Exit(m.Run())
+		noCluster = err
+		os.Exit(m.Run()) // each test that needs the cluster skips, or fails under CI=true
 	}
 	c, err := lab.Create(context.Background(), lab.Options{})
 	if err != nil {
@@ -35,14 +39,14 @@ func TestMain(m *testing.M) {
 	cluster = c
 	code := m.Run()
 	c.Destroy(context.Background())
-	testbin.Remove()
+	testkit.Remove()
 	os.Exit(code)
 }
 
 func needCluster(t *testing.T) {
 	t.Helper()
 	if cluster == nil {
-		t.Skip("no PostgreSQL installation")
+		testkit.Missing(t, "PostgreSQL 15 server binaries", noCluster)
 	}
 }
 
@@ -86,100 +90,16 @@ func admin(t *testing.T, db string) *pgx.Conn {
 	return conn
 }
 
-// TestScenarios reproduces each incident and checks that check finds it,
-// measures it, and stays quiet on the healthy control.
-func TestScenarios(t *testing.T) {
-	needCluster(t)
-	if _, err := lab.FindAsyncpgPython(); err != nil {
-		t.Fatalf("the asyncpg scenario needs python3-asyncpg: %v", err)
-	}
-	for _, sc := range lab.Scenarios() {
-		t.Run(sc.Name, func(t *testing.T) {
-			env, err := cluster.Prepare(context.Background(), sc, t.Logf)
-			if err != nil {
-				t.Fatal(err)
-			}
-			code, out, errOut := run(t, "check", cluster.DSN(env.DB), "--format", "json", "--min-severity", "info", "--verify-indexes")
-			if code != 0 && code != 1 {
-				t.Fatalf("exit %d: %s", code, errOut)
-			}
-			var rep struct {
-				Findings []model.Finding `json:"findings"`
-				Target   map[string]any  `json:"target"`
-			}
-			if err := json.Unmarshal([]byte(out), &rep); err != nil {
-				t.Fatalf("JSON: %v\n%s", err, out)
-			}
-			// The statements an engineer pastes into explain, as the lab does.
-			for _, q := range sc.Explain {
-				code, out, errOut := run(t, "explain", "--dsn", cluster.DSN(env.DB), "--query", q, "--analyze", "--format", "json")
-				if code != 0 && code != 1 {
-					t.Fatalf("explain %s: exit %d: %s", q, code, errOut)
-				}
-				var pr struct {
-					Findings []model.Finding `json:"findings"`
-				}
-				if err := json.Unmarshal([]byte(out), &pr); err != nil {
-					t.Fatalf("explain JSON: %v", err)
-				}
-				rep.Findings = append(rep.Findings, pr.Findings...)
-			}
-			missing, unexpected := sc.Evaluate(rep.Findings)
-			if len(missing) > 0 || len(unexpected) > 0 {
-				t.Fatalf("missing %v, unexpected %v\n%s", missing, unexpected, out)
-			}
-			hasWarn := false
-			for _, f := range rep.Findings {
-				hasWarn = hasWarn || f.Severity >= model.Warning
-				if f.Verification.Status == model.Confirmed && (f.Verification.Before == nil || f.Verification.After == nil) {
-					t.Errorf("%s confirmed without two measured numbers", f.Rule)
-				}
-			}
-			if want := len(sc.Expect) > 0; hasWarn != want {
-				t.Errorf("warnings=%v for a scenario expecting findings=%v", hasWarn, want)
-			}
-			if len(sc.Explain) == 0 && (code == 1) != (len(rep.Findings) > 0) {
-				t.Errorf("exit code %d with %d findings at or above --min-severity", code, len(rep.Findings))
-			}
-			if strings.Contains(out, "password") {
-				t.Errorf("output mentions a password")
-			}
-			if sc.Name == "jit-oltp" {
-				assertOwnStatementsSafe(t, env.DB)
-			}
-		})
-	}
-}
-
-// assertOwnStatementsSafe reads the target's pg_stat_statements: pgmedic's own
-// statements (tagged) must never have paid for JIT, nor run past its timeout.
-func assertOwnStatementsSafe(t *testing.T, db string) {
-	conn := admin(t, db)
-	var n, jitFns int64
-	var maxMS float64
-	err := conn.QueryRow(context.Background(), `SELECT count(*), coalesce(sum(jit_functions), 0), coalesce(max(max_exec_time), 0)
-		FROM pg_stat_statements WHERE query LIKE '/* pgmedic */%' AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&n, &jitFns, &maxMS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n < 5 {
-		t.Fatalf("only %d pgmedic statements recorded: the tag is not reaching pg_stat_statements", n)
-	}
-	if jitFns != 0 {
-		t.Errorf("pgmedic's own statements compiled %d JIT functions", jitFns)
-	}
-	if maxMS >= 5000 {
-		t.Errorf("a pgmedic statement ran %.0f ms, past the 5s statement_timeout", maxMS)
-	}
-}
-
+// TestDemo runs the demo command end to end on one scenario (the scenario
+// package's tests reproduce every scenario once): its JSON, its exit code
+// and the throwaway cluster it must remove.
 func TestDemo(t *testing.T) {
 	needCluster(t)
 	if testing.Short() {
 		t.Skip("the demo starts its own cluster")
 	}
 	out := filepath.Join(t.TempDir(), "demo.json")
-	code, _, errOut := run(t, "demo", "--format", "json", "--out", out)
+	code, _, errOut := run(t, "demo", "--scenarios", "healthy", "--format", "json", "--out", out)
 	b, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatalf("exit %d, no JSON: %v %s", code, err, errOut)
@@ -198,24 +118,29 @@ func TestDemo(t *testing.T) {
 	if err := json.Unmarshal(b, &doc); err != nil {
 		t.Fatal(err)
 	}
-	if code != 0 || !doc.Passed || len(doc.Scenarios) != len(lab.Scenarios()) {
+	if code != 0 || !doc.Passed || len(doc.Scenarios) != 1 || doc.Scenarios[0].Scenario != "healthy" {
 		t.Fatalf("exit %d passed=%v scenarios=%d: %s", code, doc.Passed, len(doc.Scenarios), b)
 	}
-	for _, s := range doc.Scenarios {
-		if s.Scenario != "jit-oltp" {
-			continue
-		}
-		for _, f := range s.Report.Findings {
-			if f.Rule == "jit-overhead" && f.Object.Kind == "statement" {
-				v := f.Verification
-				if v.Status != model.Confirmed || v.Before.Value < 10*v.After.Value {
-					t.Errorf("jit-oltp verification %+v: want confirmed with before >= 10x after", v)
-				}
-				return
-			}
-		}
-		t.Errorf("jit-oltp: no statement-level jit-overhead finding")
+	if dir := throwawayDir(errOut); dir == "" {
+		t.Errorf("the demo did not announce its throwaway cluster: %s", errOut)
+	} else if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the demo left its throwaway cluster in %s", dir)
 	}
+	code, _, errOut = run(t, "demo", "--scenarios", "no-such-scenario")
+	if code != 2 || !strings.Contains(errOut, "known scenarios are") {
+		t.Errorf("an unknown scenario: exit %d, %s", code, errOut)
+	}
+}
+
+// throwawayDir reads the directory from the line announcing a throwaway
+// cluster.
+func throwawayDir(stderr string) string {
+	const mark = "throwaway lab cluster in "
+	i := strings.Index(stderr, mark)
+	if i < 0 {
+		return ""
+	}
+	return strings.Fields(stderr[i+len(mark):])[0]
 }
 
 func TestWithoutPgStatStatements(t *testing.T) {
@@ -264,8 +189,8 @@ func assertCompleteSkips(t *testing.T, out string, rules ...string) {
 func TestHiddenStatementsWithoutPrivilege(t *testing.T) {
 	needCluster(t)
 	ctx := context.Background()
-	sc, _ := lab.Find("healthy")
-	env, err := cluster.Prepare(ctx, sc, t.Logf)
+	sc, _ := scenario.Find("healthy")
+	env, err := scenario.Prepare(ctx, cluster, sc, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,18 +12,20 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pgmedic/pgmedic/internal/lab"
+	"github.com/pgmedic/pgmedic/internal/scenario"
 )
 
 // demoReport is the JSON document of `pgmedic demo --format json`.
 type demoReport struct {
-	PGMedic   string            `json:"pgmedic"`
-	Passed    bool              `json:"passed"`
-	Seconds   float64           `json:"seconds"`
-	Scenarios []*scenarioResult `json:"scenarios"`
+	PGMedic   string             `json:"pgmedic"`
+	Passed    bool               `json:"passed"`
+	Seconds   float64            `json:"seconds"`
+	Scenarios []*scenario.Result `json:"scenarios"`
 }
 
 func newDemo(stdout, stderr io.Writer) *cobra.Command {
 	var f checkFlags
+	var only []string
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "start a throwaway lab, reproduce every incident scenario, check each, and tear the lab down",
@@ -46,8 +48,12 @@ Exit 0 only when every scenario produced the findings it must and none it must n
 			// Removed on every path: success, failure, Ctrl-C.
 			defer c.Destroy(context.Background())
 			doc := demoReport{PGMedic: Version, Passed: true}
-			for _, sc := range lab.Scenarios() {
-				res, err := runScenario(cmd.Context(), c, sc, f, ids, min, logf)
+			list, err := selectScenarios(only)
+			if err != nil {
+				return usageErr("--scenarios: %v", err)
+			}
+			for _, sc := range list {
+				res, err := scenario.Run(cmd.Context(), c, sc, Version, f.options(ids, logf), min)
 				if err != nil {
 					return err
 				}
@@ -75,7 +81,30 @@ Exit 0 only when every scenario produced the findings it must and none it must n
 		},
 	}
 	f.register(cmd)
+	cmd.Flags().StringSliceVar(&only, "scenarios", nil, "reproduce only these scenarios (names from `pgmedic lab list`; default all)")
 	return cmd
+}
+
+// selectScenarios is the catalogue, or the named scenarios in its order.
+func selectScenarios(names []string) ([]scenario.Scenario, error) {
+	all, err := scenario.All()
+	if err != nil || len(names) == 0 {
+		return all, err
+	}
+	var out []scenario.Scenario
+	for _, s := range all {
+		for _, n := range names {
+			if s.Name == n {
+				out = append(out, s)
+			}
+		}
+	}
+	for _, n := range names {
+		if _, err := scenario.Find(n); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 func demoText(w io.Writer, doc demoReport) error {

@@ -5,19 +5,17 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/pgmedic/pgmedic/internal/collect"
+	"github.com/pgmedic/pgmedic/internal/diagnose"
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/plan"
 	"github.com/pgmedic/pgmedic/internal/report"
 	"github.com/pgmedic/pgmedic/internal/rules"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
-	"github.com/pgmedic/pgmedic/internal/verify"
 )
 
 type explainFlags struct {
@@ -140,10 +138,11 @@ func runExplain(ctx context.Context, args []string, stdin io.Reader, f explainFl
 		defer sess.Close()
 	}
 	var e *plan.Explain
+	var stmt *sqlparse.Statement
 	var source string
 	if f.query != "" {
 		var err error
-		if e, err = explainQuery(ctx, sess, f.query, f.analyze, f.allowFunctions); err != nil {
+		if stmt, e, err = diagnose.Query(ctx, sess, f.query, f.analyze, f.allowFunctions); err != nil {
 			return err
 		}
 		source = "--query on " + sess.Target.String()
@@ -153,8 +152,9 @@ func runExplain(ctx context.Context, args []string, stdin io.Reader, f explainFl
 			return err
 		}
 	}
-	in := rules.PlanInput{Explain: e, Object: model.Object{Kind: "plan", Name: source}, Query: f.query}
-	findings, skipped, err := diagnosePlan(ctx, sess, in, ids, f.runs, f.statementTimeout, f.allowFunctions, progress(stderr))
+	in := rules.PlanInput{Explain: e, Object: model.Object{Kind: "plan", Name: source}, Query: f.query, Stmt: stmt}
+	opts := diagnose.Options{Rules: ids, Runs: f.runs, StatementTimeout: f.statementTimeout, AllowFunctions: f.allowFunctions, Log: progress(stderr)}
+	findings, skipped, err := diagnose.Plan(ctx, sess, in, opts)
 	if err != nil {
 		return err
 	}
@@ -166,70 +166,6 @@ func runExplain(ctx context.Context, args []string, stdin io.Reader, f explainFl
 	}
 	rep := report.NewPlan(Version, source, e, findings, skipped, len(rules.PlanRules()), min)
 	return emit(rep, f.outputFlags, min, stdout)
-}
-
-// diagnosePlan runs the plan rules; with a session it reads the catalogs
-// for implicit casts and, when the query is known, runs the experiments.
-func diagnosePlan(ctx context.Context, sess *envelope.Session, in rules.PlanInput, ids []string, runs int, timeout time.Duration, allow []string, logf func(string, ...any)) ([]model.Finding, []model.Skip, error) {
-	if sess != nil {
-		cat, err := collect.CastCatalog(ctx, sess.Conn, in.Explain.Tables())
-		if err != nil {
-			return nil, nil, inputErr(err)
-		}
-		in.Catalog = cat
-	}
-	findings, skipped, err := rules.RunPlan(in, ids)
-	if err != nil {
-		return nil, nil, usageErr("--rules: %v", err)
-	}
-	if sess == nil || in.Query == "" {
-		return findings, skipped, nil
-	}
-	snap := &model.Snapshot{}
-	if err := collect.Activity(ctx, sess.Conn, snap); err != nil {
-		return nil, nil, inputErr(err)
-	}
-	eng := &verify.Engine{Conn: sess.Conn, Runs: runs, Cores: serverCores(0, sess.Target.Host),
-		StatementTimeoutText: timeout.String(), Log: logf, AllowFunctions: allow}
-	var more []model.Skip
-	findings, more = eng.Run(ctx, snap, findings)
-	rules.RankPlan(findings)
-	return findings, append(skipped, more...), nil
-}
-
-// explainQuery runs EXPLAIN inside the envelope: a read-only transaction
-// that is always rolled back; ANALYZE only for a plain SELECT.
-func explainQuery(ctx context.Context, sess *envelope.Session, query string, analyze bool, allow []string) (*plan.Explain, error) {
-	stmt, err := sqlparse.Parse(query)
-	if err != nil {
-		return nil, usageErr("--query: %v", err)
-	}
-	if stmt.ParamCount() > 0 {
-		return nil, usageErr("--query has $n parameters; put literal values in their place so PostgreSQL can plan it as the application runs it")
-	}
-	opts := "VERBOSE, SETTINGS, SUMMARY"
-	if analyze {
-		if ok, why := stmt.SafeToAnalyze(); !ok {
-			return nil, usageErr("--analyze runs only a plain SELECT on a target (%s); drop --analyze to see its plan", why)
-		}
-		why, err := verify.UnsafeCallee(ctx, sess.Conn, stmt, allow)
-		if err != nil {
-			return nil, inputErr(fmt.Errorf("--analyze: %w", err))
-		}
-		if why != "" {
-			return nil, usageErr("--analyze refused: %s; or drop --analyze to see the plan without executing it", why)
-		}
-		opts = "ANALYZE, BUFFERS, " + opts
-	}
-	var e *plan.Explain
-	err = envelope.RolledBack(ctx, sess.Conn, envelope.ReadOnly, func() (err error) {
-		e, err = envelope.Explain(ctx, sess.Conn, opts, query)
-		return err
-	})
-	if err != nil {
-		return nil, inputErr(fmt.Errorf("EXPLAIN of --query failed: %s", strings.TrimSpace(err.Error())))
-	}
-	return e, nil
 }
 
 func runCompare(args []string, stdin io.Reader, f explainFlags, stdout io.Writer) error {

@@ -3,32 +3,19 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files")
+	"github.com/pgmedic/pgmedic/internal/testkit"
+)
 
 const fixtures = "../plan/testdata/pg15/"
 
 func golden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", "explain", name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update)", err)
-	}
-	if string(want) != got {
-		t.Errorf("%s differs from the golden file (go test -update to accept):\n%s", name, got)
-	}
+	testkit.Golden(t, filepath.Join("testdata", "explain", name), []byte(got))
 }
 
 // TestExplainGolden: the text report of real plans, one per rule family,

@@ -13,7 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pgmedic/pgmedic/internal/testbin"
+	"github.com/pgmedic/pgmedic/internal/testkit"
 )
 
 // A user-written VOLATILE function can act where a rollback does not reach
@@ -218,7 +218,7 @@ func TestInterruptCancelsOnServer(t *testing.T) {
 	// planned away.
 	query := "SELECT count(*) FROM generate_series(1, 4000000000) g WHERE g % 7 = 3"
 	var stderr strings.Builder
-	cmd := exec.Command(testbin.Pgmedic(t), "explain", "--dsn", cluster.DSN("postgres"), "--query", query, "--analyze", "--statement-timeout", "10m")
+	cmd := exec.Command(testkit.Pgmedic(t), "explain", "--dsn", cluster.DSN("postgres"), "--query", query, "--analyze", "--statement-timeout", "10m")
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

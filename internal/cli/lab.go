@@ -9,11 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/lab"
-	"github.com/pgmedic/pgmedic/internal/model"
-	"github.com/pgmedic/pgmedic/internal/report"
-	"github.com/pgmedic/pgmedic/internal/rules"
+	"github.com/pgmedic/pgmedic/internal/scenario"
 )
 
 func newLab(stdout, stderr io.Writer) *cobra.Command {
@@ -122,7 +119,11 @@ func newLab(stdout, stderr io.Writer) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-			for _, s := range lab.Scenarios() {
+			list, err := scenario.All()
+			if err != nil {
+				return err
+			}
+			for _, s := range list {
 				fmt.Fprintf(tw, "%s\t%s\n", s.Name, s.Summary)
 			}
 			return tw.Flush()
@@ -142,7 +143,7 @@ Exit 0 when the scenario produced every finding it must and none it must not.`,
 			if err != nil {
 				return err
 			}
-			sc, err := lab.Find(args[0])
+			sc, err := scenario.Find(args[0])
 			if err != nil {
 				return usageErr("%v", err)
 			}
@@ -154,7 +155,7 @@ Exit 0 when the scenario produced every finding it must and none it must not.`,
 				}
 				defer c.Destroy(context.Background())
 			}
-			res, err := runScenario(cmd.Context(), c, sc, f, ids, min, logf)
+			res, err := scenario.Run(cmd.Context(), c, sc, Version, f.options(ids, logf), min)
 			if err != nil {
 				return err
 			}
@@ -181,64 +182,6 @@ Exit 0 when the scenario produced every finding it must and none it must not.`,
 	f.register(run)
 	cmd.AddCommand(up, status, down, list, run)
 	return cmd
-}
-
-// scenarioResult is one scenario of the demo's JSON.
-type scenarioResult struct {
-	Scenario   string       `json:"scenario"`
-	Expected   []lab.Expect `json:"expected"`
-	MustNot    []lab.Expect `json:"must_not"`
-	Missing    []string     `json:"missing"`
-	Unexpected []string     `json:"unexpected"`
-	// Metrics are the workload's own measurements.
-	Metrics map[string]float64 `json:"metrics,omitempty"`
-	Report  *report.Report     `json:"report"`
-}
-
-// runScenario reproduces a scenario and checks it. Expectations are judged on
-// every finding; the report keeps those at or above minSev.
-func runScenario(ctx context.Context, c *lab.Cluster, sc lab.Scenario, f checkFlags, ids []string, minSev model.Severity, logf func(string, ...any)) (*scenarioResult, error) {
-	env, err := c.Prepare(ctx, sc, logf)
-	if err != nil {
-		return nil, inputErr(err)
-	}
-	f.lab = true
-	rep, err := diagnose(ctx, c.DSN(env.DB), f, ids, model.Info, logf)
-	if err != nil {
-		return nil, err
-	}
-	// The statements an engineer would paste from the application's log:
-	// explained with ANALYZE on the scenario's database, their findings
-	// judged with check's.
-	if len(sc.Explain) > 0 {
-		sess, err := envelope.Connect(ctx, c.DSN(env.DB), envelope.Options{StatementTimeout: f.statementTimeout})
-		if err != nil {
-			return nil, err
-		}
-		defer sess.Close()
-		for _, q := range sc.Explain {
-			e, err := explainQuery(ctx, sess, q, true, nil)
-			if err != nil {
-				return nil, err
-			}
-			in := rules.PlanInput{Explain: e, Query: q, Object: model.Object{Kind: "query", Name: rules.Shorten(q, 80)}}
-			fs, _, err := diagnosePlan(ctx, sess, in, nil, f.runs, f.statementTimeout, f.allowFunctions, logf)
-			if err != nil {
-				return nil, err
-			}
-			rep.Findings = append(rep.Findings, fs...)
-		}
-		rules.Sort(rep.Findings)
-	}
-	missing, unexpected := sc.Evaluate(rep.Findings)
-	res := &scenarioResult{Scenario: sc.Name, Expected: sc.Expect, MustNot: sc.MustNot, Missing: missing, Unexpected: unexpected, Metrics: env.Metrics, Report: rep.Filter(minSev)}
-	if res.Expected == nil {
-		res.Expected = []lab.Expect{}
-	}
-	if res.MustNot == nil {
-		res.MustNot = []lab.Expect{}
-	}
-	return res, nil
 }
 
 // announceThrowaway says where a throwaway cluster lives as soon as its

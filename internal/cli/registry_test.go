@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pgmedic/pgmedic/internal/lab"
 	"github.com/pgmedic/pgmedic/internal/rules"
+	"github.com/pgmedic/pgmedic/internal/scenario"
 )
 
 // Every registered rule is documented and proved: a page in docs/rules, a
@@ -21,7 +21,11 @@ func TestRegistryIsDocumentedAndProved(t *testing.T) {
 	}
 	expected := map[string]bool{}
 	quietTwin := false
-	for _, sc := range lab.Scenarios() {
+	catalogue, err := scenario.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sc := range catalogue {
 		for _, e := range sc.Expect {
 			expected[e.Rule] = true
 		}

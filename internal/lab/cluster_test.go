@@ -11,12 +11,14 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgmedic/pgmedic/internal/testkit"
 )
 
 func needPostgres(t *testing.T) {
 	t.Helper()
 	if _, err := FindBinDir(""); err != nil {
-		t.Skipf("no PostgreSQL here: %v", err)
+		testkit.Missing(t, "PostgreSQL 15 server binaries", err)
 	}
 }
 

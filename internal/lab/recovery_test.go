@@ -10,17 +10,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pgmedic/pgmedic/internal/testbin"
+	"github.com/pgmedic/pgmedic/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	testbin.Remove()
+	testkit.Remove()
 	os.Exit(code)
 }
 
 // pgmedicBinary is the binary the tests kill.
-func pgmedicBinary(t *testing.T) string { return testbin.Pgmedic(t) }
+func pgmedicBinary(t *testing.T) string { return testkit.Pgmedic(t) }
 
 // labDir is a directory the postgres account can reach, for `--dir`.
 func labDir(t *testing.T) string {

@@ -2,16 +2,13 @@ package report
 
 import (
 	"bytes"
-	"flag"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/testkit"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files")
 
 func sample() *Report {
 	findings := []model.Finding{
@@ -33,19 +30,7 @@ func sample() *Report {
 
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
-	path := "testdata/" + name
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file:\n%s", name, got)
-	}
+	testkit.Golden(t, "testdata/"+name, got)
 }
 
 func TestTextGolden(t *testing.T) {

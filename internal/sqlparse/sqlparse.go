@@ -447,3 +447,21 @@ func qualified(list []*pg_query.Node) Name {
 	}
 	return Name{Schema: parts[len(parts)-2], Name: parts[len(parts)-1]}
 }
+
+// Split cuts a script into its statements with PostgreSQL's own parser,
+// so semicolons inside strings, dollar-quoted bodies and comments do not
+// cut. A script that does not parse is an error, with the parser's
+// message.
+func Split(script string) ([]string, error) {
+	parts, err := pg_query.SplitWithParser(script, true)
+	if err != nil {
+		return nil, fmt.Errorf("parsing SQL: %w", err)
+	}
+	var out []string
+	for _, p := range parts {
+		if strings.TrimSpace(p) != "" {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/pgmedic/pgmedic/internal/lab"
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/rules"
+	"github.com/pgmedic/pgmedic/internal/scenario"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 	"github.com/pgmedic/pgmedic/internal/verify"
 )
@@ -166,7 +167,7 @@ type recording struct {
 	once    sync.Once
 	cluster *lab.Cluster
 	err     error
-	envs    map[string]*lab.Env
+	envs    map[string]*scenario.Env
 }
 
 func (r *recording) close() {
@@ -179,18 +180,18 @@ func (r *recording) record(t *testing.T, c tcase) *tape {
 	ctx := context.Background()
 	r.once.Do(func() {
 		r.cluster, r.err = lab.Create(ctx, lab.Options{})
-		r.envs = map[string]*lab.Env{}
+		r.envs = map[string]*scenario.Env{}
 	})
 	if r.err != nil {
 		t.Fatalf("recording needs a PostgreSQL 15 cluster: %v", r.err)
 	}
 	env := r.envs[c.scenario]
 	if env == nil {
-		s, err := lab.Find(c.scenario)
+		s, err := scenario.Find(c.scenario)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if env, err = r.cluster.Prepare(ctx, s, t.Logf); err != nil {
+		if env, err = scenario.Prepare(ctx, r.cluster, s, t.Logf); err != nil {
 			t.Fatal(err)
 		}
 		r.envs[c.scenario] = env

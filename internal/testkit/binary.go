@@ -1,7 +1,11 @@
-// Package testbin builds the pgmedic binary once per test process, for the
-// tests that must run it as a real process: signals (Ctrl-C, kill -9),
-// exit codes as a shell sees them, what is left behind when it dies.
-package testbin
+// Package testkit holds what the tests of several packages share: the
+// pgmedic binary built once per test process, golden files, and the rule
+// for a missing dependency.
+//
+// The binary is for the tests that must run it as a real process: signals
+// (Ctrl-C, kill -9), exit codes as a shell sees them, what is left behind
+// when it dies.
+package testkit
 
 import (
 	"errors"

@@ -1,0 +1,210 @@
+// Package diagnose is pgmedic's pipeline, in the order the data flows:
+// collect a snapshot, run the rules, verify the findings with experiments,
+// and hand back a report. The commands (check, explain, lab run, demo) only
+// parse flags and call it; the scenarios call it the same way.
+package diagnose
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/pgmedic/pgmedic/internal/collect"
+	"github.com/pgmedic/pgmedic/internal/envelope"
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/plan"
+	"github.com/pgmedic/pgmedic/internal/report"
+	"github.com/pgmedic/pgmedic/internal/rules"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
+	"github.com/pgmedic/pgmedic/internal/verify"
+)
+
+// Options are what check's flags set. The zero value of a field means its
+// default; Validate says which values are refused.
+type Options struct {
+	// Rules are the rule ids to run; nil runs them all.
+	Rules            []string
+	StatementTimeout time.Duration
+	CopyTimeout      time.Duration
+	// ServerCores is the server's CPU count for the load check; 0 means
+	// this machine's when the server is local, else 4.
+	ServerCores    int
+	Runs           int
+	NoVerify       bool
+	VerifyIndexes  bool
+	MaxCopyBytes   int64
+	AllowFunctions []string
+	MaxTables      int
+	MaxStatements  int
+	// Lab is set for lab databases, where experiments may write.
+	Lab bool
+	Log func(format string, args ...any)
+}
+
+// InputError is a problem with what pgmedic was pointed at or given (a
+// statement it refuses, a catalog it cannot read): the command exits 2.
+type InputError struct{ Err error }
+
+func (e *InputError) Error() string { return e.Err.Error() }
+func (e *InputError) Unwrap() error { return e.Err }
+
+func inputErr(err error) error { return &InputError{Err: err} }
+
+func inputErrf(format string, args ...any) error {
+	return &InputError{Err: fmt.Errorf(format, args...)}
+}
+
+func (o *Options) logf(format string, args ...any) {
+	if o.Log != nil {
+		o.Log(format, args...)
+	}
+}
+
+// Validate refuses options no run should use.
+func (o Options) Validate() error {
+	switch {
+	case o.Runs < 5:
+		return inputErrf("--runs must be at least 5: a median of fewer runs is noise")
+	case o.MaxCopyBytes <= 0:
+		return inputErrf("--verify-max-size must be a positive number of megabytes")
+	case o.StatementTimeout < 100*time.Millisecond:
+		return inputErrf("--statement-timeout must be at least 100ms")
+	case o.CopyTimeout < 100*time.Millisecond:
+		return inputErrf("--copy-timeout must be at least 100ms")
+	case o.MaxTables <= 0 || o.MaxStatements <= 0:
+		return inputErrf("--max-tables and --max-statements must be positive")
+	}
+	if _, err := rules.Select(o.Rules); err != nil {
+		return inputErrf("--rules: %v", err)
+	}
+	return nil
+}
+
+// Check is the whole pipeline on one database: connect, collect, rules,
+// verify. The report keeps findings at or above min.
+func Check(ctx context.Context, dsn, version string, o Options, min model.Severity) (*report.Report, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	selected, _ := rules.Select(o.Rules)
+	sess, err := envelope.Connect(ctx, dsn, envelope.Options{StatementTimeout: o.StatementTimeout})
+	if err != nil {
+		return nil, err
+	}
+	defer sess.Close()
+	o.logf("connected to %s (PostgreSQL %s)", sess.Target, sess.Target.ServerVersion)
+	opts := collect.Defaults
+	opts.MaxTables, opts.MaxStatements = o.MaxTables, o.MaxStatements
+	snap, err := collect.SnapshotWith(ctx, sess.Conn, time.Now(), opts)
+	if err != nil {
+		return nil, inputErr(err)
+	}
+	o.logf("collected %d statements", len(snap.Statements))
+	findings, skipped := rules.Run(snap, selected)
+	if !o.NoVerify {
+		var more []model.Skip
+		findings, more = o.engine(sess).Run(ctx, snap, findings)
+		skipped = append(skipped, more...)
+		rules.Sort(findings)
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return report.New(version, sess.Target, snap.CollectedAt, findings, skipped, len(selected), min), nil
+}
+
+func (o Options) engine(sess *envelope.Session) *verify.Engine {
+	return &verify.Engine{Conn: sess.Conn, Runs: o.Runs, Cores: serverCores(o.ServerCores, sess.Target.Host),
+		StatementTimeoutText: o.StatementTimeout.String(), Log: o.Log,
+		Lab: o.Lab, VerifyIndexes: o.VerifyIndexes, MaxCopyBytes: o.MaxCopyBytes,
+		AllowFunctions: o.AllowFunctions, CopyTimeout: o.CopyTimeout}
+}
+
+// serverCores is the flag's value, this machine's CPU count for a server
+// on this machine, else a guess of 4.
+func serverCores(flag int, host string) int {
+	if flag > 0 {
+		return flag
+	}
+	if strings.HasPrefix(host, "/") || host == "localhost" {
+		return runtime.NumCPU()
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return runtime.NumCPU()
+	}
+	return 4
+}
+
+// Plan runs the plan rules on one plan; with a session it reads the
+// catalogs for implicit casts and, when the query is known, runs the
+// experiments on it. Only Runs, StatementTimeout, AllowFunctions, Rules
+// and Log of the options are used: a plan's experiments never copy tables.
+func Plan(ctx context.Context, sess *envelope.Session, in rules.PlanInput, o Options) ([]model.Finding, []model.Skip, error) {
+	if sess != nil {
+		cat, err := collect.CastCatalog(ctx, sess.Conn, in.Explain.Tables())
+		if err != nil {
+			return nil, nil, inputErr(err)
+		}
+		in.Catalog = cat
+	}
+	findings, skipped, err := rules.RunPlan(in, o.Rules)
+	if err != nil {
+		return nil, nil, inputErrf("--rules: %v", err)
+	}
+	if sess == nil || in.Query == "" {
+		return findings, skipped, nil
+	}
+	snap := &model.Snapshot{}
+	if err := collect.Activity(ctx, sess.Conn, snap); err != nil {
+		return nil, nil, inputErr(err)
+	}
+	plain := Options{Runs: o.Runs, StatementTimeout: o.StatementTimeout, AllowFunctions: o.AllowFunctions, Log: o.Log}
+	var more []model.Skip
+	findings, more = plain.engine(sess).Run(ctx, snap, findings)
+	rules.RankPlan(findings)
+	return findings, append(skipped, more...), nil
+}
+
+// ErrRefused is wrapped by Query's errors for statements it will not run.
+var ErrRefused = errors.New("refused")
+
+// Query runs EXPLAIN of a statement the user gave, inside the envelope: a
+// read-only transaction that is always rolled back, and ANALYZE only for a
+// plain SELECT that calls nothing acting outside the transaction. It
+// returns the parsed statement with its plan, so the experiments reuse it.
+func Query(ctx context.Context, sess *envelope.Session, query string, analyze bool, allow []string) (*sqlparse.Statement, *plan.Explain, error) {
+	stmt, err := sqlparse.Parse(query)
+	if err != nil {
+		return nil, nil, inputErrf("--query: %v", err)
+	}
+	if stmt.ParamCount() > 0 {
+		return nil, nil, inputErrf("--query has $n parameters; put literal values in their place so PostgreSQL can plan it as the application runs it")
+	}
+	opts := "VERBOSE, SETTINGS, SUMMARY"
+	if analyze {
+		if ok, why := stmt.SafeToAnalyze(); !ok {
+			return nil, nil, inputErrf("--analyze runs only a plain SELECT on a target (%s); drop --analyze to see its plan", why)
+		}
+		why, err := verify.UnsafeCallee(ctx, sess.Conn, stmt, allow)
+		if err != nil {
+			return nil, nil, inputErrf("--analyze: %w", err)
+		}
+		if why != "" {
+			return nil, nil, inputErrf("--analyze %w: %s; or drop --analyze to see the plan without executing it", ErrRefused, why)
+		}
+		opts = "ANALYZE, BUFFERS, " + opts
+	}
+	var e *plan.Explain
+	err = envelope.RolledBack(ctx, sess.Conn, envelope.ReadOnly, func() (err error) {
+		e, err = envelope.Explain(ctx, sess.Conn, opts, query)
+		return err
+	})
+	if err != nil {
+		return nil, nil, inputErrf("EXPLAIN of --query failed: %s", strings.TrimSpace(err.Error()))
+	}
+	return stmt, e, nil
+}

@@ -1,0 +1,216 @@
+package scenario
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgmedic/pgmedic/internal/lab"
+)
+
+// AppRole is the login role scenario workloads use.
+const AppRole = "app"
+
+// Env is what a scenario's workload gets.
+type Env struct {
+	Cluster *lab.Cluster
+	DB      string
+	// Role is the application role the workload connects as.
+	Role string
+	Log  func(format string, args ...any)
+	// Metrics are figures the workload measured itself (rows claimed
+	// twice, leaf density, ...), reported beside pgmedic's findings.
+	Metrics map[string]float64
+}
+
+// Record stores one measured figure of the workload.
+func (e *Env) Record(name string, value float64) {
+	if e.Metrics == nil {
+		e.Metrics = map[string]float64{}
+	}
+	e.Metrics[name] = value
+}
+
+// AppDSN is the workload's connection string.
+func (e *Env) AppDSN() string { return e.Cluster.UserDSN(e.Role, e.DB) }
+
+// Admin opens a superuser connection to the scenario database.
+func (e *Env) Admin(ctx context.Context) (*pgx.Conn, error) {
+	conn, err := pgx.Connect(ctx, e.Cluster.DSN(e.DB))
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the lab database %s: %w", e.DB, err)
+	}
+	return conn, nil
+}
+
+// Prepare creates the scenario's database on the cluster (replacing an
+// earlier one), runs its setup, clears the statement statistics the setup
+// left (bulk loads are not the workload) and runs the workload.
+func Prepare(ctx context.Context, c *lab.Cluster, s Scenario, logf func(string, ...any)) (*Env, error) {
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	env := &Env{Cluster: c, DB: strings.ReplaceAll(s.Name, "-", "_"), Role: AppRole, Log: logf}
+	if err := env.createDatabase(ctx); err != nil {
+		return nil, err
+	}
+	db, err := env.Admin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close(context.Background())
+	exts := []string{"CREATE EXTENSION IF NOT EXISTS pg_stat_statements", "CREATE EXTENSION IF NOT EXISTS pgstattuple"}
+	if c.HypoPG {
+		exts = append(exts, "CREATE EXTENSION IF NOT EXISTS hypopg")
+	}
+	if err := execAll(ctx, db, exts...); err != nil {
+		return nil, fmt.Errorf("installing extensions in %s: %w", env.DB, err)
+	}
+	if need := needs[s.Name]; need != nil {
+		// Fail before loading anything when the client is missing.
+		if err := need(); err != nil {
+			return nil, err
+		}
+	}
+	logf("%s: loading schema and data", s.Name)
+	start := time.Now()
+	if err := env.execApp(ctx, s.Setup...); err != nil {
+		return nil, fmt.Errorf("scenario %s setup: %w", s.Name, err)
+	}
+	// A backend flushes its table counters at most once a second and when
+	// it exits, so a bulk load analysed in the same second shows up later
+	// as "modified since analyze". Wait for the setup's sessions to end and
+	// analyze again (as superuser, so the system catalogues too, as
+	// autovacuum would leave them): the workload, not the load, must make
+	// statistics stale.
+	for i := 0; i < 50; i++ {
+		var others int
+		if err := db.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()").Scan(&others); err != nil || others == 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if err := execAll(ctx, db, "ANALYZE",
+		"SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = current_database()), 0)"); err != nil {
+		return nil, fmt.Errorf("analyzing and resetting statement statistics after setup: %w", err)
+	}
+	logf("%s: setup took %s; running the workload", s.Name, time.Since(start).Round(time.Millisecond))
+	start = time.Now()
+	if err := env.workload(ctx, s); err != nil {
+		return nil, fmt.Errorf("scenario %s workload: %w", s.Name, err)
+	}
+	logf("%s: workload took %s", s.Name, time.Since(start).Round(time.Millisecond))
+	return env, nil
+}
+
+func (e *Env) createDatabase(ctx context.Context) error {
+	admin, err := pgx.Connect(ctx, e.Cluster.DSN("postgres"))
+	if err != nil {
+		return fmt.Errorf("connecting to the lab cluster: %w", err)
+	}
+	defer admin.Close(context.Background())
+	err = execAll(ctx, admin,
+		fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", e.DB),
+		fmt.Sprintf("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '%s') THEN CREATE ROLE %s LOGIN; END IF; END $$", AppRole, AppRole),
+		fmt.Sprintf("CREATE DATABASE %s OWNER %s", e.DB, AppRole))
+	if err != nil {
+		return fmt.Errorf("creating the scenario database: %w", err)
+	}
+	return nil
+}
+
+// workload runs the scenario's workloads in a fixed order: workload.sql,
+// workload.pgbench, then Go.
+func (e *Env) workload(ctx context.Context, s Scenario) error {
+	for i := 0; i < s.Repeat && len(s.SQL) > 0; i++ {
+		if err := e.execApp(ctx, s.SQL...); err != nil {
+			return err
+		}
+	}
+	if s.Pgbench != "" {
+		if err := e.pgbench(ctx, s.Pgbench, s.PgbenchArgs); err != nil {
+			return err
+		}
+	}
+	if s.Go != nil {
+		return s.Go(ctx, e)
+	}
+	return nil
+}
+
+// pgbench runs a script with PostgreSQL's own benchmark client as the
+// application role. --protocol=prepared is the default: named prepared
+// statements, as pgx and most pooled drivers send them, so the server
+// plans them the way it plans the application's.
+func (e *Env) pgbench(ctx context.Context, script string, args []string) error {
+	bin := filepath.Join(e.Cluster.BinDir, "pgbench")
+	if _, err := os.Stat(bin); err != nil {
+		return fmt.Errorf("pgbench is not in %s: it ships with the PostgreSQL server package (postgresql-15)", e.Cluster.BinDir)
+	}
+	dir, err := os.MkdirTemp("", "pgmedic-pgbench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	file := filepath.Join(dir, "workload.pgbench")
+	if err := os.WriteFile(file, []byte(script), 0o644); err != nil {
+		return err
+	}
+	full := []string{"--no-vacuum", "--protocol=prepared"}
+	full = append(full, args...) // a later --protocol wins
+	full = append(full, "--file="+file, e.AppDSN())
+	cmd := exec.CommandContext(ctx, bin, full...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("pgbench failed: %w: %s", err, lastLines(out.String(), 5))
+	}
+	return nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " / ")
+}
+
+// execApp runs statements in order on one connection as the application role.
+func (e *Env) execApp(ctx context.Context, stmts ...string) error {
+	conn, err := pgx.Connect(ctx, e.AppDSN())
+	if err != nil {
+		return fmt.Errorf("connecting as %s: %w", e.Role, err)
+	}
+	defer conn.Close(context.Background())
+	return execAll(ctx, conn, stmts...)
+}
+
+// execAll runs statements in order on one connection.
+func execAll(ctx context.Context, conn *pgx.Conn, stmts ...string) error {
+	for _, q := range stmts {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			return fmt.Errorf("%s: %w", firstLine(q), err)
+		}
+	}
+	return nil
+}
+
+func firstLine(q string) string {
+	q = strings.TrimSpace(q)
+	if i := strings.IndexByte(q, '\n'); i >= 0 {
+		q = q[:i]
+	}
+	if len(q) > 80 {
+		q = q[:80]
+	}
+	return q
+}

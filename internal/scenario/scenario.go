@@ -1,0 +1,277 @@
+// Package scenario holds the lab's catalogue: each scenario reproduces one
+// incident (or a healthy control) in its own database, and says which
+// findings pgmedic must and must not produce on it.
+//
+// A scenario is a folder under catalog/:
+//
+//	description.md   first line: the summary; then what it reproduces and why
+//	setup.sql        schema and data, run as the application role
+//	expect.json      the findings it must and must not produce, and the
+//	                 statements an engineer would paste into explain
+//	workload.sql     statements run in order on one connection
+//	                 (first line "-- pgmedic: repeat N" runs them N times)
+//	workload.pgbench a pgbench script (first line
+//	                 "-- pgmedic: pgbench --client=C --transactions=T")
+//
+// A workload that needs a particular client or a race between sessions is
+// Go code registered under the scenario's name in workloads.go; everything
+// else is data, and adding such a scenario touches no Go file.
+package scenario
+
+import (
+	"embed"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
+)
+
+//go:embed catalog
+var catalog embed.FS
+
+// Scenario is one folder of the catalogue, read.
+type Scenario struct {
+	Name        string
+	Summary     string
+	Description string
+	// Expect lists findings that must appear (at warning or above).
+	Expect []Expect `json:"expect"`
+	// MustNot lists findings that must not appear at warning or above;
+	// Rule "*" means no rule at all.
+	MustNot []Expect `json:"must_not"`
+	// Explain lists statements, with their literal values, that pgmedic
+	// also diagnoses with explain --query --analyze, as an engineer does
+	// with a statement from the application's log.
+	Explain []string `json:"explain"`
+	// Setup holds the statements of setup.sql.
+	Setup []string
+	// SQL holds the statements of workload.sql, run Repeat times.
+	SQL    []string
+	Repeat int
+	// Pgbench is the workload.pgbench script and PgbenchArgs the options
+	// its first line gives.
+	Pgbench     string
+	PgbenchArgs []string
+	// Go is the registered Go workload, if any.
+	Go Workload
+}
+
+// Expect matches findings.
+type Expect struct {
+	Rule string `json:"rule"`
+	// Confirmed requires verification status "confirmed".
+	Confirmed bool `json:"confirmed,omitempty"`
+	// Object, when set, must be a substring of the finding's object name.
+	Object string `json:"object,omitempty"`
+	// MinRatio, when set, requires before/after of at least this much.
+	MinRatio float64 `json:"min_ratio,omitempty"`
+}
+
+func (e Expect) String() string {
+	s := e.Rule
+	if e.Object != "" {
+		s += " on " + e.Object
+	}
+	if e.Confirmed {
+		s += " (confirmed"
+		if e.MinRatio > 0 {
+			s += fmt.Sprintf(", before >= %gx after", e.MinRatio)
+		}
+		s += ")"
+	}
+	return s
+}
+
+func (e Expect) matches(f model.Finding) bool {
+	if e.Rule != "*" && f.Rule != e.Rule {
+		return false
+	}
+	if e.Object != "" && !strings.Contains(f.Object.Name, e.Object) {
+		return false
+	}
+	if e.Confirmed {
+		v := f.Verification
+		if v.Status != model.Confirmed || v.Before == nil || v.After == nil {
+			return false
+		}
+		if e.MinRatio > 0 && (v.After.Value <= 0 || v.Before.Value/v.After.Value < e.MinRatio) {
+			return false
+		}
+	}
+	return true
+}
+
+// Evaluate compares findings with a scenario's expectations. Only warning
+// and critical findings count: info findings are advice, not diagnoses.
+func (s Scenario) Evaluate(findings []model.Finding) (missing, unexpected []string) {
+	missing, unexpected = []string{}, []string{}
+	for _, e := range s.Expect {
+		found := false
+		for _, f := range findings {
+			if f.Severity >= model.Warning && e.matches(f) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			missing = append(missing, e.String())
+		}
+	}
+	for _, e := range s.MustNot {
+		for _, f := range findings {
+			if f.Severity >= model.Warning && e.matches(f) {
+				unexpected = append(unexpected, f.Rule+": "+f.Title)
+			}
+		}
+	}
+	return missing, unexpected
+}
+
+// All reads every scenario of the catalogue, sorted by name. The catalogue
+// is compiled in, so an error here is a broken folder, which the tests
+// catch.
+func All() ([]Scenario, error) {
+	dirs, err := fs.ReadDir(catalog, "catalog")
+	if err != nil {
+		return nil, err
+	}
+	var list []Scenario
+	for _, d := range dirs {
+		if !d.IsDir() {
+			continue
+		}
+		s, err := load(catalog, path.Join("catalog", d.Name()))
+		if err != nil {
+			return nil, err
+		}
+		list = append(list, s)
+	}
+	for name := range workloads {
+		if !contains(list, name) {
+			return nil, fmt.Errorf("the Go workload %q has no scenario folder", name)
+		}
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].Name < list[j].Name })
+	return list, nil
+}
+
+func contains(list []Scenario, name string) bool {
+	for _, s := range list {
+		if s.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Find returns the named scenario.
+func Find(name string) (Scenario, error) {
+	list, err := All()
+	if err != nil {
+		return Scenario{}, err
+	}
+	var names []string
+	for _, s := range list {
+		if s.Name == name {
+			return s, nil
+		}
+		names = append(names, s.Name)
+	}
+	return Scenario{}, fmt.Errorf("unknown scenario %q: known scenarios are %s", name, strings.Join(names, ", "))
+}
+
+// load reads one scenario folder.
+func load(fsys fs.FS, dir string) (Scenario, error) {
+	s := Scenario{Name: path.Base(dir), Go: workloads[path.Base(dir)]}
+	fail := func(format string, args ...any) (Scenario, error) {
+		return Scenario{}, fmt.Errorf("scenario %s: "+format, append([]any{s.Name}, args...)...)
+	}
+	desc, err := fs.ReadFile(fsys, path.Join(dir, "description.md"))
+	if err != nil {
+		return fail("%v", err)
+	}
+	s.Description = strings.TrimSpace(string(desc))
+	s.Summary, _, _ = strings.Cut(s.Description, "\n")
+	expect, err := fs.ReadFile(fsys, path.Join(dir, "expect.json"))
+	if err != nil {
+		return fail("%v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(expect)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return fail("expect.json: %v", err)
+	}
+	if s.Setup, err = statements(fsys, path.Join(dir, "setup.sql")); err != nil {
+		return fail("setup.sql: %v", err)
+	}
+	if len(s.Setup) == 0 {
+		return fail("setup.sql holds no statement")
+	}
+	if b, err := fs.ReadFile(fsys, path.Join(dir, "workload.sql")); err == nil {
+		if s.Repeat, err = directive(string(b), "repeat"); err != nil {
+			return fail("workload.sql: %v", err)
+		}
+		if s.SQL, err = sqlparse.Split(string(b)); err != nil {
+			return fail("workload.sql: %v", err)
+		}
+	}
+	if b, err := fs.ReadFile(fsys, path.Join(dir, "workload.pgbench")); err == nil {
+		s.Pgbench = string(b)
+		if s.PgbenchArgs, err = pgbenchArgs(s.Pgbench); err != nil {
+			return fail("workload.pgbench: %v", err)
+		}
+	}
+	if s.Go == nil && s.SQL == nil && s.Pgbench == "" {
+		return fail("no workload: add workload.sql or workload.pgbench, or register a Go workload")
+	}
+	return s, nil
+}
+
+func statements(fsys fs.FS, name string) ([]string, error) {
+	b, err := fs.ReadFile(fsys, name)
+	if err != nil {
+		return nil, err
+	}
+	return sqlparse.Split(string(b))
+}
+
+// directive reads "-- pgmedic: repeat N" from a workload's first line; 1
+// without it.
+func directive(text, word string) (int, error) {
+	first, _, _ := strings.Cut(text, "\n")
+	rest, ok := strings.CutPrefix(strings.TrimSpace(first), "-- pgmedic: "+word+" ")
+	if !ok {
+		return 1, nil
+	}
+	var n int
+	if _, err := fmt.Sscanf(rest, "%d", &n); err != nil || n < 1 || n > 100000 {
+		return 0, fmt.Errorf("%q: want a count from 1 to 100000", first)
+	}
+	return n, nil
+}
+
+// pgbenchArgs reads the options from "-- pgmedic: pgbench ...". Only the
+// options that shape the load are accepted: the connection and the script
+// are pgmedic's to give.
+func pgbenchArgs(script string) ([]string, error) {
+	first, _, _ := strings.Cut(script, "\n")
+	rest, ok := strings.CutPrefix(strings.TrimSpace(first), "-- pgmedic: pgbench")
+	if !ok {
+		return nil, fmt.Errorf("the first line must be \"-- pgmedic: pgbench --client=C --transactions=T\"")
+	}
+	args := strings.Fields(rest)
+	for _, a := range args {
+		name, _, _ := strings.Cut(a, "=")
+		switch name {
+		case "--client", "--jobs", "--transactions", "--protocol":
+		default:
+			return nil, fmt.Errorf("option %s is not one pgmedic passes to pgbench (--client, --jobs, --transactions, --protocol)", a)
+		}
+	}
+	return args, nil
+}

@@ -1,0 +1,157 @@
+package scenario
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgmedic/pgmedic/internal/diagnose"
+	"github.com/pgmedic/pgmedic/internal/lab"
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/testkit"
+)
+
+// TestCatalogueLoads reads every folder: each has a summary, setup
+// statements, expectations and a workload.
+func TestCatalogueLoads(t *testing.T) {
+	list, err := All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) < 8 {
+		t.Fatalf("%d scenarios", len(list))
+	}
+	for _, s := range list {
+		if s.Summary == "" || len(s.Setup) == 0 || (len(s.Expect) == 0 && len(s.MustNot) == 0) {
+			t.Errorf("%s: summary %q, %d setup statements, %d expectations", s.Name, s.Summary, len(s.Setup), len(s.Expect)+len(s.MustNot))
+		}
+	}
+}
+
+// TestBrokenFolders: what a contributor can get wrong in a folder is
+// refused with the file and the reason.
+func TestBrokenFolders(t *testing.T) {
+	good := fstest.MapFS{
+		"x/description.md":   {Data: []byte("A scenario.\n\nMore.")},
+		"x/setup.sql":        {Data: []byte("CREATE TABLE t (a int); INSERT INTO t VALUES (1);")},
+		"x/expect.json":      {Data: []byte(`{"must_not": [{"rule": "*"}]}`)},
+		"x/workload.sql":     {Data: []byte("-- pgmedic: repeat 3\nSELECT a FROM t;")},
+		"x/workload.pgbench": {Data: []byte("-- pgmedic: pgbench --client=2 --transactions=5\nSELECT 1;\n")},
+	}
+	s, err := load(good, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Summary != "A scenario." || len(s.Setup) != 2 || s.Repeat != 3 || len(s.SQL) != 1 || len(s.PgbenchArgs) != 2 {
+		t.Errorf("%+v", s)
+	}
+	for name, change := range map[string]struct{ file, data, want string }{
+		"no description": {"x/description.md", "", "description.md"},
+		"unknown field":  {"x/expect.json", `{"expected": []}`, "unknown field"},
+		"bad setup":      {"x/setup.sql", "CREATE TABLE (", "setup.sql"},
+		"empty setup":    {"x/setup.sql", "-- nothing", "no statement"},
+		"bad repeat":     {"x/workload.sql", "-- pgmedic: repeat lots\nSELECT 1;", "repeat"},
+		"pgbench header": {"x/workload.pgbench", "SELECT 1;", "first line"},
+		"pgbench option": {"x/workload.pgbench", "-- pgmedic: pgbench --host=elsewhere\nSELECT 1;", "--host=elsewhere"},
+	} {
+		fsys := fstest.MapFS{}
+		for k, v := range good {
+			fsys[k] = v
+		}
+		if change.data == "" {
+			delete(fsys, change.file)
+		} else {
+			fsys[change.file] = &fstest.MapFile{Data: []byte(change.data)}
+		}
+		if _, err := load(fsys, "x"); err == nil || !strings.Contains(err.Error(), change.want) {
+			t.Errorf("%s: %v, want an error about %q", name, err, change.want)
+		}
+	}
+	none := fstest.MapFS{"y/description.md": good["x/description.md"], "y/setup.sql": good["x/setup.sql"], "y/expect.json": good["x/expect.json"]}
+	if _, err := load(none, "y"); err == nil || !strings.Contains(err.Error(), "no workload") {
+		t.Errorf("a folder without a workload: %v", err)
+	}
+}
+
+// TestScenarios reproduces every scenario once, on one throwaway cluster,
+// and checks it the way the demo does: every expected finding, confirmed
+// ones with two measured numbers, nothing the scenario forbids.
+func TestScenarios(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reproduces every scenario")
+	}
+	if _, err := lab.FindBinDir(""); err != nil {
+		testkit.Missing(t, "PostgreSQL 15 server binaries", err)
+	}
+	if _, err := FindAsyncpgPython(); err != nil {
+		testkit.Missing(t, "python3-asyncpg", err)
+	}
+	ctx := context.Background()
+	c, err := lab.Create(ctx, lab.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Destroy(context.Background()) })
+	list, err := All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := diagnose.Options{Runs: 5, StatementTimeout: 5 * time.Second, CopyTimeout: 2 * time.Minute,
+		MaxCopyBytes: 1 << 30, MaxTables: 200000, MaxStatements: 10000, Log: t.Logf}
+	for _, s := range list {
+		t.Run(s.Name, func(t *testing.T) {
+			res, err := Run(ctx, c, s, "test", opts, model.Info)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.Passed() {
+				t.Fatalf("missing %v, unexpected %v", res.Missing, res.Unexpected)
+			}
+			hasWarn := false
+			for _, f := range res.Report.Findings {
+				hasWarn = hasWarn || f.Severity >= model.Warning
+				v := f.Verification
+				if v.Status == model.Confirmed && (v.Before == nil || v.After == nil) {
+					t.Errorf("%s confirmed without two measured numbers", f.Rule)
+				}
+			}
+			if want := len(s.Expect) > 0; hasWarn != want {
+				t.Errorf("warnings=%v for a scenario expecting findings=%v", hasWarn, want)
+			}
+			if s.Name == "jit-oltp" {
+				ownStatementsSafe(t, c.DSN("jit_oltp"))
+			}
+		})
+	}
+}
+
+// ownStatementsSafe reads the target's pg_stat_statements: pgmedic's own
+// statements (tagged) must never have paid for JIT, nor run past its
+// timeout.
+func ownStatementsSafe(t *testing.T, dsn string) {
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n, jitFns int64
+	var maxMS float64
+	err = conn.QueryRow(context.Background(), `SELECT count(*), coalesce(sum(jit_functions), 0), coalesce(max(max_exec_time), 0)
+		FROM pg_stat_statements WHERE query LIKE '/* pgmedic */%' AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&n, &jitFns, &maxMS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 5 {
+		t.Fatalf("only %d pgmedic statements recorded: the tag is not reaching pg_stat_statements", n)
+	}
+	if jitFns != 0 {
+		t.Errorf("pgmedic's own statements compiled %d JIT functions", jitFns)
+	}
+	if maxMS >= 5000 {
+		t.Errorf("a pgmedic statement ran %.0f ms, past the 5s statement_timeout", maxMS)
+	}
+}

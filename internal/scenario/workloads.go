@@ -1,0 +1,24 @@
+package scenario
+
+import "context"
+
+// Workload is a scenario's workload written in Go.
+type Workload func(ctx context.Context, env *Env) error
+
+// workloads registers the Go workloads by scenario name. Only scenarios
+// that need a particular client (asyncpg), sessions racing each other, or
+// figures measured while the workload runs are here; the others are
+// workload.sql or workload.pgbench in their folder.
+var workloads = map[string]Workload{
+	"asyncpg-introspection": asyncpgIntrospection,
+	"queue-claim-race":      queueClaimRace,
+	"queue-churn":           queueChurn,
+	"queue-poll":            queuePoll,
+	"random-keys":           randomKeys,
+}
+
+// needs says what a Go workload needs that is not PostgreSQL, checked
+// before the scenario loads anything.
+var needs = map[string]func() error{
+	"asyncpg-introspection": func() error { _, err := FindAsyncpgPython(); return err },
+}
