@@ -15,8 +15,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgmedic/pgmedic/internal/lab"
-	"github.com/pgmedic/pgmedic/internal/scenario"
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/scenario"
 	"github.com/pgmedic/pgmedic/internal/testkit"
 )
 
