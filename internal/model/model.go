@@ -425,3 +425,14 @@ type Experiment struct {
 	// because the index's operator family compares the two types directly.
 	KeepValue bool
 }
+
+// Round rounds a figure to places decimals for reports, half away from
+// zero. Figures of 1e12 and more, NaN and infinities are returned as they
+// are: scaling them could overflow, and Clamp deals with the last two.
+func Round(x float64, places int) float64 {
+	if math.Abs(x) >= 1e12 || math.IsNaN(x) || math.IsInf(x, 0) {
+		return x
+	}
+	scale := math.Pow(10, float64(places))
+	return math.Round(x*scale) / scale
+}

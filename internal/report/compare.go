@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/plan"
 )
 
@@ -38,7 +39,7 @@ type ComparedRow struct {
 // NewCompare builds the comparison report.
 func NewCompare(version, nameA, nameB string, a, b *plan.Explain, d *plan.Diff) *CompareReport {
 	r := &CompareReport{PGMedic: version, A: nameA, B: nameB, Summary: d.Summary, Decisive: d.Decisive, Measured: d.Measured,
-		TotalA: round3(d.TotalA), TotalB: round3(d.TotalB), Unit: "ms", Settings: d.Settings, JITms: d.JITms, Planning: d.PlanningMS,
+		TotalA: model.Round(d.TotalA, 3), TotalB: model.Round(d.TotalB, 3), Unit: "ms", Settings: d.Settings, JITms: d.JITms, Planning: d.PlanningMS,
 		Pairs: []ComparedRow{}}
 	if !d.Measured {
 		r.Unit = "cost"
@@ -51,7 +52,7 @@ func NewCompare(version, nameA, nameB string, a, b *plan.Explain, d *plan.Diff) 
 		if ch == nil {
 			ch = []string{}
 		}
-		r.Pairs = append(r.Pairs, ComparedRow{A: p.A.Label(), B: p.B.Label(), IDA: p.A.Figures.ID, IDB: p.B.Figures.ID, Delta: round3(p.Delta), Changes: ch})
+		r.Pairs = append(r.Pairs, ComparedRow{A: p.A.Label(), B: p.B.Label(), IDA: p.A.Figures.ID, IDB: p.B.Figures.ID, Delta: model.Round(p.Delta, 3), Changes: ch})
 	}
 	for _, n := range d.OnlyA {
 		r.Pairs = append(r.Pairs, ComparedRow{A: n.Label(), IDA: n.Figures.ID, Changes: []string{"only in A"}})

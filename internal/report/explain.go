@@ -93,15 +93,15 @@ func summarise(e *plan.Explain) PlanSummary {
 		f := n.Figures
 		row := NodeRow{ID: f.ID, Parent: parent, Depth: depth, Label: n.Label(), Hot: hot[f.ID], Cost: n.TotalCost,
 			PlanRows: n.PlanRows, ActualRows: n.ActualRows, Loops: n.ActualLoops,
-			InclusiveMS: round3(f.InclusiveMS), ExclusiveMS: round3(f.ExclusiveMS), Share: math4(f.Share),
+			InclusiveMS: model.Round(f.InclusiveMS, 3), ExclusiveMS: model.Round(f.ExclusiveMS, 3), Share: model.Round(f.Share, 4),
 			Removed:     (n.RowsRemovedByFilter + n.RowsRemovedByJoinFilter + n.RowsRemovedByIndexRecheck) * max(n.ActualLoops, 1),
 			HeapFetches: n.HeapFetches * max(n.ActualLoops, 1), SharedHit: n.Buffers.SharedHit, SharedRead: n.Buffers.SharedRead,
-			TempBlocks: n.Buffers.TempRead + n.Buffers.TempWritten, IOms: round3(n.IO.TotalMS()), Never: n.NeverExecuted}
+			TempBlocks: n.Buffers.TempRead + n.Buffers.TempWritten, IOms: model.Round(n.IO.TotalMS(), 3), Never: n.NeverExecuted}
 		if n.SubplanName != "" {
 			row.Relation = n.SubplanName
 		}
 		if f.Misestimate >= 10 {
-			row.Misestimate = round3(f.Misestimate)
+			row.Misestimate = model.Round(f.Misestimate, 3)
 			row.Direction = "over"
 			if f.Under {
 				row.Direction = "under"
@@ -130,18 +130,6 @@ func summarise(e *plan.Explain) PlanSummary {
 	}
 	rec(&e.Plan, 0, 0)
 	return s
-}
-
-// round3 and math4 round for display. Figures beyond 1e12 are left as they
-// are: rounding them through an integer would overflow.
-func round3(x float64) float64 { return roundTo(x, 1000) }
-func math4(x float64) float64  { return roundTo(x, 10000) }
-
-func roundTo(x, scale float64) float64 {
-	if math.Abs(x) >= 1e12 || math.IsNaN(x) || math.IsInf(x, 0) {
-		return x
-	}
-	return math.Round(x*scale) / scale
 }
 
 func kbText(kb float64) string {

@@ -2,7 +2,6 @@ package rules
 
 import (
 	"fmt"
-	"math"
 	"strconv"
 
 	"github.com/pgmedic/pgmedic/internal/model"
@@ -108,16 +107,16 @@ func jitStatement(s *model.Snapshot, st model.Statement, dbTotal float64) (model
 		jitDBShare = min(jitTotal/dbTotal, 1)
 	}
 	evidence := []model.Evidence{
-		{Label: "JIT total per call", Value: round(jitPerCall), Unit: "ms"},
-		{Label: "execution without JIT per call", Value: round(withoutJIT), Unit: "ms"},
-		{Label: "JIT share of this statement's execution time", Value: round(share * 100), Unit: "%"},
+		{Label: "JIT total per call", Value: model.Round(jitPerCall, 2), Unit: "ms"},
+		{Label: "execution without JIT per call", Value: model.Round(withoutJIT, 2), Unit: "ms"},
+		{Label: "JIT share of this statement's execution time", Value: model.Round(share * 100, 2), Unit: "%"},
 		{Label: "calls", Value: calls},
-		{Label: "JIT functions per call", Value: round(float64(st.JIT.Functions) / calls)},
+		{Label: "JIT functions per call", Value: model.Round(float64(st.JIT.Functions) / calls, 2)},
 	}
 	if st.JIT.OptimizationCount > 0 {
 		evidence = append(evidence,
-			model.Evidence{Label: "calls that paid for LLVM optimisation (-O3)", Value: round(float64(st.JIT.OptimizationCount) / calls * 100), Unit: "%"},
-			model.Evidence{Label: "JIT optimisation per call", Value: round(st.JIT.OptimizationMS / calls), Unit: "ms"})
+			model.Evidence{Label: "calls that paid for LLVM optimisation (-O3)", Value: model.Round(float64(st.JIT.OptimizationCount) / calls * 100, 2), Unit: "%"},
+			model.Evidence{Label: "JIT optimisation per call", Value: model.Round(st.JIT.OptimizationMS / calls, 2), Unit: "ms"})
 	}
 	role := st.Role
 	if role == "" {
@@ -134,7 +133,7 @@ func jitStatement(s *model.Snapshot, st model.Statement, dbTotal float64) (model
 		Evidence: evidence,
 		Impact: model.Impact{
 			Summary: fmt.Sprintf("JIT in this statement is %s of this database's statement time; each call waits %.0f ms for compilation", pct(jitDBShare), jitPerCall),
-			Share:   round4(jitDBShare),
+			Share:   model.Round(jitDBShare, 4),
 		},
 		Fix: model.Fix{
 			Summary: fmt.Sprintf("turn JIT off for role %s in database %s (JIT only pays off for long analytic queries); or raise jit_above_cost above this statement's plan cost", role, s.Database),
@@ -186,15 +185,15 @@ func jitSetting(s *model.Snapshot, dbTotal, flaggedJIT float64, flagged int) (mo
 	case flagged > 0 && share >= jitSettingWarnShare:
 		f.Severity = model.Warning
 		f.Title = fmt.Sprintf("JIT is on with low cost thresholds and costs %s of statement time in %d short statement(s)", pct(share), flagged)
-		f.Impact = model.Impact{Summary: fmt.Sprintf("%s of this database's statement time is JIT compilation of statements that run faster without it", pct(share)), Share: round4(share)}
-		f.Evidence = append(f.Evidence, model.Evidence{Label: "flagged JIT time", Value: round(flaggedJIT), Unit: "ms"},
+		f.Impact = model.Impact{Summary: fmt.Sprintf("%s of this database's statement time is JIT compilation of statements that run faster without it", pct(share)), Share: model.Round(share, 4)}
+		f.Evidence = append(f.Evidence, model.Evidence{Label: "flagged JIT time", Value: model.Round(flaggedJIT, 2), Unit: "ms"},
 			model.Evidence{Label: "statements where JIT dominates", Value: float64(flagged)})
 		f.Verification = model.NotRunBecause("not verified yet")
 		f.Experiment = &model.Experiment{Kind: model.ExpAggregate}
 	case flagged > 0:
 		f.Severity = model.Info
 		f.Title = fmt.Sprintf("JIT is on with low cost thresholds; %d short statement(s) pay for it, %s of statement time", flagged, pct(share))
-		f.Impact = model.Impact{Summary: "small today; see the statement findings", Share: round4(share)}
+		f.Impact = model.Impact{Summary: "small today; see the statement findings", Share: model.Round(share, 4)}
 		f.Verification = model.NotRunBecause("below the setting-level threshold; the statement findings carry the measurements")
 	case oltpLike(s):
 		f.Severity = model.Info
@@ -236,5 +235,3 @@ func num(v string) float64 {
 	return f
 }
 
-func round(x float64) float64  { return math.Round(x*100) / 100 }
-func round4(x float64) float64 { return math.Round(x*10000) / 10000 }

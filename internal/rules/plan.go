@@ -108,7 +108,7 @@ func planFinding(in PlanInput, rule string, n *plan.Node, title string, savedMS 
 	if total > 0 {
 		share = math.Min(1, savedMS/total)
 	}
-	f.Impact.Share = round4(share)
+	f.Impact.Share = model.Round(share, 4)
 	switch {
 	case savedMS <= 0 && saving != "":
 		f.Impact.Summary = saving
@@ -117,7 +117,7 @@ func planFinding(in PlanInput, rule string, n *plan.Node, title string, savedMS 
 	default:
 		f.Impact.Summary = fmt.Sprintf("could save up to %s of the plan's %s (%s)%s", ms(savedMS), ms(total), pct(share), prefixed(saving))
 	}
-	f.Evidence = append(f.Evidence, model.Evidence{Label: "could save", Value: round(savedMS), Unit: "ms"})
+	f.Evidence = append(f.Evidence, model.Evidence{Label: "could save", Value: model.Round(savedMS, 2), Unit: "ms"})
 	switch {
 	case share >= 0.5 && savedMS >= 100:
 		f.Severity = model.Critical
@@ -139,7 +139,7 @@ func prefixed(s string) string {
 }
 
 func ev(label string, v float64, unit string) model.Evidence {
-	return model.Evidence{Label: label, Value: round(v), Unit: unit}
+	return model.Evidence{Label: label, Value: model.Round(v, 2), Unit: unit}
 }
 
 // relName is the relation a scan reads, schema-qualified when the plan

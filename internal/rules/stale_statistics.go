@@ -48,7 +48,7 @@ func StaleStatistics(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 			{Label: "live rows now", Value: float64(t.Live)},
 		}
 		if t.LastAnalyze != nil {
-			ev = append(ev, model.Evidence{Label: "hours since the last ANALYZE", Value: round(s.CollectedAt.Sub(*t.LastAnalyze).Hours())})
+			ev = append(ev, model.Evidence{Label: "hours since the last ANALYZE", Value: model.Round(s.CollectedAt.Sub(*t.LastAnalyze).Hours(), 2)})
 		}
 		f := model.Finding{
 			Rule:         StaleStatisticsID,

@@ -66,12 +66,12 @@ func deadTupleFinding(s *model.Snapshot, t *model.Table) model.Finding {
 	ev := []model.Evidence{
 		{Label: "live rows", Value: float64(t.Live)},
 		{Label: "dead rows", Value: float64(t.Dead)},
-		{Label: "dead rows per live row", Value: round(ratio)},
-		{Label: "table size (heap)", Value: round(float64(t.HeapBytes) / (1 << 20)), Unit: "MB"},
+		{Label: "dead rows per live row", Value: model.Round(ratio, 2)},
+		{Label: "table size (heap)", Value: model.Round(float64(t.HeapBytes) / (1 << 20), 2), Unit: "MB"},
 		{Label: "vacuums since statistics reset", Value: float64(t.VacuumCount)},
 	}
 	if t.LastVacuum != nil {
-		ev = append(ev, model.Evidence{Label: "hours since the last vacuum", Value: round(s.CollectedAt.Sub(*t.LastVacuum).Hours())})
+		ev = append(ev, model.Evidence{Label: "hours since the last vacuum", Value: model.Round(s.CollectedAt.Sub(*t.LastVacuum).Hours(), 2)})
 	}
 	ev = append(ev, churn(s, t)...)
 	return model.Finding{
@@ -97,7 +97,7 @@ func churn(s *model.Snapshot, t *model.Table) []model.Evidence {
 		{Label: "rows deleted", Value: float64(t.Deleted)},
 	}
 	if r := s.DatabaseStats.StatsReset; r != nil && s.CollectedAt.After(*r) {
-		ev = append(ev, model.Evidence{Label: "row writes per second since statistics reset", Value: round(writes / s.CollectedAt.Sub(*r).Seconds())})
+		ev = append(ev, model.Evidence{Label: "row writes per second since statistics reset", Value: model.Round(writes / s.CollectedAt.Sub(*r).Seconds(), 2)})
 	}
 	return ev
 }
@@ -145,7 +145,7 @@ func nonHOTFinding(s *model.Snapshot, t *model.Table) *model.Finding {
 	hotShare := float64(t.HOTUpdated) / float64(t.Updated)
 	nidx := len(s.TableIndexes(t))
 	ev := append([]model.Evidence{
-		{Label: "HOT updates", Value: round(hotShare * 100), Unit: "%"},
+		{Label: "HOT updates", Value: model.Round(hotShare * 100, 2), Unit: "%"},
 		{Label: "indexes written by every non-HOT update", Value: float64(nidx)},
 	}, churn(s, t)...)
 	return &model.Finding{

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgmedic/pgmedic/internal/model"
 )
 
 const (
@@ -60,11 +62,11 @@ func randomKeys(ctx context.Context, env *Env) error {
 			WHERE s.tablename = $3 AND s.attname = 'id'`, t.name+"_pkey", t.name, t.name).Scan(&corr, &density, &frag, &idx, &heap); err != nil {
 			return fmt.Errorf("measuring %s: %w", t.name, err)
 		}
-		env.Record(t.name+": pg_stats.correlation of id", round4(corr))
-		env.Record(t.name+": avg leaf density %", round1(density))
-		env.Record(t.name+": leaf fragmentation %", round1(frag))
-		env.Record(t.name+": pkey size / heap size", round4(idx/heap))
-		env.Record(t.name+": WAL full-page images per inserted row", round4(fpi/rows))
+		env.Record(t.name+": pg_stats.correlation of id", model.Round(corr, 4))
+		env.Record(t.name+": avg leaf density %", model.Round(density, 1))
+		env.Record(t.name+": leaf fragmentation %", model.Round(frag, 1))
+		env.Record(t.name+": pkey size / heap size", model.Round(idx/heap, 4))
+		env.Record(t.name+": WAL full-page images per inserted row", model.Round(fpi/rows, 4))
 	}
 	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgmedic/pgmedic/internal/model"
 )
 
 // The job-queue incident (Channable's image downloader): the poll, the
@@ -53,7 +55,7 @@ func queuePoll(ctx context.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	env.Record("poll claim mean ms (workload, before the fix)", round1(float64(total.Microseconds())/1000/float64(polls)))
+	env.Record("poll claim mean ms (workload, before the fix)", model.Round(float64(total.Microseconds())/1000/float64(polls), 1))
 	return nil
 }
 
@@ -222,11 +224,3 @@ func workers(ctx context.Context, env *Env, n int, fn func(ctx context.Context, 
 	return <-errs
 }
 
-// round1 and round4 round the workload's own figures for the report.
-func round1(x float64) float64 { return float64(int64(x*10+0.5)) / 10 }
-func round4(x float64) float64 {
-	if x < 0 {
-		return -round4(-x)
-	}
-	return float64(int64(x*10000+0.5)) / 10000
-}

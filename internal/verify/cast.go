@@ -67,7 +67,7 @@ func (e *Engine) castExperiment(ctx context.Context, f *model.Finding) {
 		unit = "cost"
 	}
 	f.Verification = model.Verification{Method: method,
-		Before: &model.Measure{Value: round(before.value), Unit: unit}, After: &model.Measure{Value: round(after.value), Unit: unit}}
+		Before: &model.Measure{Value: model.Round(before.value, 2), Unit: unit}, After: &model.Measure{Value: model.Round(after.value, 2), Unit: unit}}
 	if !before.analyzed {
 		// Only SELECT is executed on a target; the rest is compared on cost.
 		f.Verification.Status = model.Estimated

@@ -59,15 +59,15 @@ func (e *Engine) indexExperiment(ctx context.Context, snap *model.Snapshot, f *m
 	}
 	if hypoBefore > 0 {
 		f.Evidence = append(f.Evidence,
-			model.Evidence{Label: "planner cost now (HypoPG)", Value: round(hypoBefore)},
-			model.Evidence{Label: "planner cost with the index (HypoPG)", Value: round(hypoAfter)})
+			model.Evidence{Label: "planner cost now (HypoPG)", Value: model.Round(hypoBefore, 2)},
+			model.Evidence{Label: "planner cost with the index (HypoPG)", Value: model.Round(hypoAfter, 2)})
 	}
 	switch {
 	case m != nil:
 		before, after := median(m.before), median(m.after)
 		f.Evidence = append(f.Evidence,
-			model.Evidence{Label: "measured on the copy without the index (median)", Value: round(before), Unit: "ms"},
-			model.Evidence{Label: "measured on the copy with the index (median)", Value: round(after), Unit: "ms"},
+			model.Evidence{Label: "measured on the copy without the index (median)", Value: model.Round(before, 2), Unit: "ms"},
+			model.Evidence{Label: "measured on the copy with the index (median)", Value: model.Round(after, 2), Unit: "ms"},
 			model.Evidence{Label: "buffers per run without the index", Value: float64(m.buffersBefore)},
 			model.Evidence{Label: "buffers per run with the index", Value: float64(m.buffersAfter)})
 		method := fmt.Sprintf("EXPLAIN (ANALYZE, BUFFERS) x%d before and x%d after creating the index on a temporary copy of %s (%d rows, its indexes copied) in a rolled-back transaction, jit off; medians", e.Runs, e.Runs, exp.Table.Schema+"."+exp.Table.Name, m.rows)
@@ -75,7 +75,7 @@ func (e *Engine) indexExperiment(ctx context.Context, snap *model.Snapshot, f *m
 			method += "; parameters: " + m.params
 		}
 		f.Verification = model.Verification{Method: method,
-			Before: &model.Measure{Value: round(before), Unit: "ms"}, After: &model.Measure{Value: round(after), Unit: "ms"}}
+			Before: &model.Measure{Value: model.Round(before, 2), Unit: "ms"}, After: &model.Measure{Value: model.Round(after, 2), Unit: "ms"}}
 		if judge(f, before, after) {
 			return
 		}
@@ -84,7 +84,7 @@ func (e *Engine) indexExperiment(ctx context.Context, snap *model.Snapshot, f *m
 		f.Verification = model.Verification{Status: model.Estimated,
 			Method: "HypoPG hypothetical index: planner cost of the statement without and with it (nothing is created)",
 			Reason: strings.Join(reasons, "; "),
-			Before: &model.Measure{Value: round(hypoBefore), Unit: "cost"}, After: &model.Measure{Value: round(hypoAfter), Unit: "cost"}}
+			Before: &model.Measure{Value: model.Round(hypoBefore, 2), Unit: "cost"}, After: &model.Measure{Value: model.Round(hypoAfter, 2), Unit: "cost"}}
 		if !hypoUsed || hypoAfter >= hypoBefore {
 			f.Severity = model.Info
 			f.Title += " (but the planner would not use it)"
@@ -344,8 +344,8 @@ func (e *Engine) indexStats(ctx context.Context, snap *model.Snapshot, f *model.
 		return
 	}
 	f.Evidence = append(f.Evidence,
-		model.Evidence{Label: "average leaf density (pgstatindex)", Value: round(density), Unit: "%"},
-		model.Evidence{Label: "leaf fragmentation (pgstatindex)", Value: round(frag), Unit: "%"})
+		model.Evidence{Label: "average leaf density (pgstatindex)", Value: model.Round(density, 2), Unit: "%"},
+		model.Evidence{Label: "leaf fragmentation (pgstatindex)", Value: model.Round(frag, 2), Unit: "%"})
 	random := density < 80 && frag > 20
 	if !random {
 		f.Verification = model.Verification{Status: model.Refuted, Method: "pgstatindex",
@@ -379,10 +379,10 @@ func (e *Engine) indexStats(ctx context.Context, snap *model.Snapshot, f *model.
 			Reason: fmt.Sprintf("measured leaves %.1f%% full and %.1f%% fragmented; the ordered comparison failed: %s", density, frag, envelope.Message(err))}
 		return
 	}
-	f.Evidence = append(f.Evidence, model.Evidence{Label: "leaf density of the same keys inserted in order (temporary B-tree)", Value: round(ordered), Unit: "%"})
+	f.Evidence = append(f.Evidence, model.Evidence{Label: "leaf density of the same keys inserted in order (temporary B-tree)", Value: model.Round(ordered, 2), Unit: "%"})
 	f.Verification = model.Verification{Status: model.Confirmed,
 		Method: "pgstatindex of the index as it is, and of a temporary B-tree with the same keys inserted in ascending order (rolled back)",
-		Before: &model.Measure{Value: round(density), Unit: "% leaf density"}, After: &model.Measure{Value: round(ordered), Unit: "% leaf density"}}
+		Before: &model.Measure{Value: model.Round(density, 2), Unit: "% leaf density"}, After: &model.Measure{Value: model.Round(ordered, 2), Unit: "% leaf density"}}
 	if ordered < density+10 {
 		f.Verification.Status = model.Refuted
 		f.Severity = model.Info
@@ -417,8 +417,8 @@ func (e *Engine) tableStats(ctx context.Context, snap *model.Snapshot, f *model.
 		})
 		if err == nil {
 			f.Evidence = append(f.Evidence,
-				model.Evidence{Label: "dead rows, share of the table (pgstattuple)", Value: round(dead), Unit: "%"},
-				model.Evidence{Label: "free space, share of the table (pgstattuple)", Value: round(free), Unit: "%"})
+				model.Evidence{Label: "dead rows, share of the table (pgstattuple)", Value: model.Round(dead, 2), Unit: "%"},
+				model.Evidence{Label: "free space, share of the table (pgstattuple)", Value: model.Round(free, 2), Unit: "%"})
 			notes = append(notes, fmt.Sprintf("pgstattuple measured %.0f%% dead rows and %.0f%% free space", dead, free))
 		} else {
 			notes = append(notes, "pgstattuple failed: "+envelope.Message(err))
@@ -452,7 +452,7 @@ func (e *Engine) tableStats(ctx context.Context, snap *model.Snapshot, f *model.
 	before, after := float64(now)/(1<<20), float64(compact)/(1<<20)
 	f.Verification = model.Verification{
 		Method: "heap size now vs a compact temporary copy of its live rows (what VACUUM FULL or pg_repack would leave), rolled back; " + strings.Join(notes, "; "),
-		Before: &model.Measure{Value: round(before), Unit: "MB"}, After: &model.Measure{Value: round(after), Unit: "MB"}}
+		Before: &model.Measure{Value: model.Round(before, 2), Unit: "MB"}, After: &model.Measure{Value: model.Round(after, 2), Unit: "MB"}}
 	judge(f, before, after)
 }
 
@@ -497,7 +497,7 @@ func (e *Engine) misestimate(ctx context.Context, snap *model.Snapshot, f *model
 	f.Evidence = append(f.Evidence,
 		model.Evidence{Label: "rows the planner expected from the scan (measured run)", Value: math.Round(planned)},
 		model.Evidence{Label: "rows the scan returned (measured run)", Value: math.Round(actual)},
-		model.Evidence{Label: "misestimate factor", Value: round(before), Unit: "x"})
+		model.Evidence{Label: "misestimate factor", Value: model.Round(before, 2), Unit: "x"})
 	method := "EXPLAIN ANALYZE of the statement: planned vs actual rows at the scans of the table"
 	if b.desc != "" {
 		method += "; parameters: " + b.desc
@@ -544,7 +544,7 @@ func (e *Engine) misestimate(ctx context.Context, snap *model.Snapshot, f *model
 		return
 	}
 	f.Verification = model.Verification{Method: method + "; then the same on a temporary copy of the table analysed afresh (rolled back)",
-		Before: &model.Measure{Value: round(before), Unit: "x misestimate"}, After: &model.Measure{Value: round(after), Unit: "x misestimate"}}
+		Before: &model.Measure{Value: model.Round(before, 2), Unit: "x misestimate"}, After: &model.Measure{Value: model.Round(after, 2), Unit: "x misestimate"}}
 	if after <= before/10 {
 		f.Verification.Status = model.Confirmed
 		return

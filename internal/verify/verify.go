@@ -341,11 +341,11 @@ func applyToggle(f *model.Finding, t *toggle, runs int) {
 		return
 	}
 	f.Evidence = append(f.Evidence,
-		model.Evidence{Label: "measured with JIT (median)", Value: round(before), Unit: "ms"},
-		model.Evidence{Label: "measured without JIT (median)", Value: round(after), Unit: "ms"},
+		model.Evidence{Label: "measured with JIT (median)", Value: model.Round(before, 2), Unit: "ms"},
+		model.Evidence{Label: "measured without JIT (median)", Value: model.Round(after, 2), Unit: "ms"},
 		model.Evidence{Label: "JIT functions compiled per run (measured)", Value: float64(t.functions)})
 	f.Verification = model.Verification{Method: method,
-		Before: &model.Measure{Value: round(before), Unit: "ms"}, After: &model.Measure{Value: round(after), Unit: "ms"}}
+		Before: &model.Measure{Value: model.Round(before, 2), Unit: "ms"}, After: &model.Measure{Value: model.Round(after, 2), Unit: "ms"}}
 	if judge(f, before, after) {
 		return
 	}
@@ -381,7 +381,7 @@ func aggregate(f *model.Finding, findings []model.Finding, results map[int64]*to
 	}
 	f.Verification = model.Verification{
 		Method: fmt.Sprintf("sum over %d re-measured statement(s) of calls x measured median, jit as configured vs jit = off", n),
-		Before: &model.Measure{Value: round(before), Unit: "ms"}, After: &model.Measure{Value: round(after), Unit: "ms"},
+		Before: &model.Measure{Value: model.Round(before, 2), Unit: "ms"}, After: &model.Measure{Value: model.Round(after, 2), Unit: "ms"},
 	}
 	judge(f, before, after)
 }
@@ -398,7 +398,6 @@ func median(xs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-func round(x float64) float64 { return float64(int64(x*100+0.5)) / 100 }
 
 // literal quotes a string as an SQL literal.
 func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
