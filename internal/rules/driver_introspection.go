@@ -123,12 +123,12 @@ func introspectionFinding(s *model.Snapshot, st model.Statement, d driver, dbTot
 	}
 	evidence := []model.Evidence{
 		{Label: "calls", Value: float64(st.Calls)},
-		{Label: "total time", Value: model.Round(st.TotalExecMS + st.TotalPlanMS, 2), Unit: "ms"},
+		{Label: "total time", Value: model.Round(st.TotalExecMS+st.TotalPlanMS, 2), Unit: "ms"},
 		{Label: "time per call (each new connection pays it)", Value: model.Round(mean, 2), Unit: "ms"},
-		{Label: "share of this database's statement time", Value: model.Round(dbShare * 100, 2), Unit: "%"},
+		{Label: "share of this database's statement time", Value: model.Round(dbShare*100, 2), Unit: "%"},
 	}
 	if st.JIT.Available {
-		evidence = append(evidence, model.Evidence{Label: "JIT share of its execution time", Value: model.Round(jitShare * 100, 2), Unit: "%"})
+		evidence = append(evidence, model.Evidence{Label: "JIT share of its execution time", Value: model.Round(jitShare*100, 2), Unit: "%"})
 	}
 	if s.DatabaseStats.Available && s.DatabaseStats.Sessions > 0 {
 		evidence = append(evidence, model.Evidence{Label: "sessions opened on this database since its statistics reset", Value: float64(s.DatabaseStats.Sessions)})

@@ -109,14 +109,14 @@ func jitStatement(s *model.Snapshot, st model.Statement, dbTotal float64) (model
 	evidence := []model.Evidence{
 		{Label: "JIT total per call", Value: model.Round(jitPerCall, 2), Unit: "ms"},
 		{Label: "execution without JIT per call", Value: model.Round(withoutJIT, 2), Unit: "ms"},
-		{Label: "JIT share of this statement's execution time", Value: model.Round(share * 100, 2), Unit: "%"},
+		{Label: "JIT share of this statement's execution time", Value: model.Round(share*100, 2), Unit: "%"},
 		{Label: "calls", Value: calls},
-		{Label: "JIT functions per call", Value: model.Round(float64(st.JIT.Functions) / calls, 2)},
+		{Label: "JIT functions per call", Value: model.Round(float64(st.JIT.Functions)/calls, 2)},
 	}
 	if st.JIT.OptimizationCount > 0 {
 		evidence = append(evidence,
-			model.Evidence{Label: "calls that paid for LLVM optimisation (-O3)", Value: model.Round(float64(st.JIT.OptimizationCount) / calls * 100, 2), Unit: "%"},
-			model.Evidence{Label: "JIT optimisation per call", Value: model.Round(st.JIT.OptimizationMS / calls, 2), Unit: "ms"})
+			model.Evidence{Label: "calls that paid for LLVM optimisation (-O3)", Value: model.Round(float64(st.JIT.OptimizationCount)/calls*100, 2), Unit: "%"},
+			model.Evidence{Label: "JIT optimisation per call", Value: model.Round(st.JIT.OptimizationMS/calls, 2), Unit: "ms"})
 	}
 	role := st.Role
 	if role == "" {
@@ -234,4 +234,3 @@ func num(v string) float64 {
 	}
 	return f
 }
-

@@ -94,7 +94,7 @@ func ImplicitCastStatements(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 			Object: model.Object{Kind: "statement", Name: Shorten(st.Query, 80), QueryID: strconv.FormatInt(st.QueryID, 10), Role: st.Role}}
 		for _, f := range ImplicitCast(in) {
 			if total > 0 {
-				f.Impact.Share = model.Round(st.TotalExecMS / total, 4)
+				f.Impact.Share = model.Round(st.TotalExecMS/total, 4)
 			}
 			f.Impact.Summary = fmt.Sprintf("the statement ran %d times for %s, mean %s (%s of the database's statement time)",
 				st.Calls, ms(st.TotalExecMS), ms(st.MeanExecMS()), pct(f.Impact.Share))

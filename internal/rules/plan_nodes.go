@@ -59,7 +59,7 @@ func SlowPlanning(in PlanInput) []model.Finding {
 	f := planFinding(in, SlowPlanningID, nil, fmt.Sprintf("planning took %s, execution %s", ms(e.PlanningMS), ms(e.ExecutionMS)), e.PlanningMS, "")
 	// Planning time is not part of execution time: share against both.
 	total := e.PlanningMS + e.ExecutionMS
-	f.Impact.Share = model.Round(e.PlanningMS / total, 4)
+	f.Impact.Share = model.Round(e.PlanningMS/total, 4)
 	f.Impact.Summary = fmt.Sprintf("could save up to %s of %s planning plus execution (%s) per call", ms(e.PlanningMS), ms(total), pct(e.PlanningMS/total))
 	joins := 0
 	e.Plan.Walk(func(n, _ *plan.Node) {

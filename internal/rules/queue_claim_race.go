@@ -47,7 +47,7 @@ func QueueClaimRace(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 			Object: model.Object{Kind: "statement", Name: table + ": " + Shorten(st.Query, 100), QueryID: fmt.Sprint(st.QueryID), Role: st.Role, Database: s.Database},
 			Evidence: []model.Evidence{
 				{Label: "calls", Value: float64(st.Calls)},
-				{Label: "rows claimed per call", Value: model.Round(float64(st.Rows) / math.Max(float64(st.Calls), 1), 2)},
+				{Label: "rows claimed per call", Value: model.Round(float64(st.Rows)/math.Max(float64(st.Calls), 1), 2)},
 				{Label: "mean execution time", Value: model.Round(st.MeanExecMS(), 2), Unit: "ms"},
 				{Label: "sampled lock waits on this statement", Value: float64(waits)},
 			},

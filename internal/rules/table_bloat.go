@@ -67,7 +67,7 @@ func deadTupleFinding(s *model.Snapshot, t *model.Table) model.Finding {
 		{Label: "live rows", Value: float64(t.Live)},
 		{Label: "dead rows", Value: float64(t.Dead)},
 		{Label: "dead rows per live row", Value: model.Round(ratio, 2)},
-		{Label: "table size (heap)", Value: model.Round(float64(t.HeapBytes) / (1 << 20), 2), Unit: "MB"},
+		{Label: "table size (heap)", Value: model.Round(float64(t.HeapBytes)/(1<<20), 2), Unit: "MB"},
 		{Label: "vacuums since statistics reset", Value: float64(t.VacuumCount)},
 	}
 	if t.LastVacuum != nil {
@@ -97,7 +97,7 @@ func churn(s *model.Snapshot, t *model.Table) []model.Evidence {
 		{Label: "rows deleted", Value: float64(t.Deleted)},
 	}
 	if r := s.DatabaseStats.StatsReset; r != nil && s.CollectedAt.After(*r) {
-		ev = append(ev, model.Evidence{Label: "row writes per second since statistics reset", Value: model.Round(writes / s.CollectedAt.Sub(*r).Seconds(), 2)})
+		ev = append(ev, model.Evidence{Label: "row writes per second since statistics reset", Value: model.Round(writes/s.CollectedAt.Sub(*r).Seconds(), 2)})
 	}
 	return ev
 }
@@ -145,7 +145,7 @@ func nonHOTFinding(s *model.Snapshot, t *model.Table) *model.Finding {
 	hotShare := float64(t.HOTUpdated) / float64(t.Updated)
 	nidx := len(s.TableIndexes(t))
 	ev := append([]model.Evidence{
-		{Label: "HOT updates", Value: model.Round(hotShare * 100, 2), Unit: "%"},
+		{Label: "HOT updates", Value: model.Round(hotShare*100, 2), Unit: "%"},
 		{Label: "indexes written by every non-HOT update", Value: float64(nidx)},
 	}, churn(s, t)...)
 	return &model.Finding{

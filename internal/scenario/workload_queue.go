@@ -223,4 +223,3 @@ func workers(ctx context.Context, env *Env, n int, fn func(ctx context.Context, 
 	close(errs)
 	return <-errs
 }
-

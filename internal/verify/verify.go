@@ -398,6 +398,5 @@ func median(xs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-
 // literal quotes a string as an SQL literal.
 func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
