@@ -26,6 +26,7 @@ type checkFlags struct {
 	maxStatements    int
 }
 
+// register adds check's flags to a command (check, lab run, demo).
 func (c *checkFlags) register(cmd *cobra.Command) {
 	c.outputFlags.register(cmd)
 	cmd.Flags().DurationVar(&c.statementTimeout, "statement-timeout", 5*time.Second, "statement_timeout for every statement pgmedic sends, except the table copies of --verify-indexes (--copy-timeout)")
@@ -40,6 +41,7 @@ func (c *checkFlags) register(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&c.verifyMaxMB, "verify-max-size", 1024, "largest table (MB, with indexes) --verify-indexes copies, and largest relation pgstattuple reads")
 }
 
+// newCheck is `pgmedic check`: its flags, handed to diagnose.Check.
 func newCheck(stdout, stderr io.Writer) *cobra.Command {
 	var f checkFlags
 	cmd := &cobra.Command{

@@ -110,6 +110,7 @@ func isCobraUsage(err error) bool {
 // left in it (a relation name from the database can hold ESC sequences).
 func oneLine(s string) string { return printable.String(strings.Join(strings.Fields(s), " ")) }
 
+// newRoot is the pgmedic command with its subcommands.
 func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "pgmedic",
@@ -145,6 +146,7 @@ func (o *outputFlags) registerWith(cmd *cobra.Command, minSeverity string) {
 	cmd.Flags().StringVar(&o.rules, "rules", "", "comma-separated rule ids to run (default: all)")
 }
 
+// validate checks --format, --min-severity and --rules.
 func (o *outputFlags) validate() (model.Severity, []string, error) {
 	switch o.format {
 	case "text", "json":

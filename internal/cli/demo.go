@@ -23,6 +23,8 @@ type demoReport struct {
 	Scenarios []*scenario.Result `json:"scenarios"`
 }
 
+// newDemo is `pgmedic demo`: a throwaway lab, every scenario (or those of
+// --scenarios) reproduced and checked, the reports, the lab removed.
 func newDemo(stdout, stderr io.Writer) *cobra.Command {
 	var f checkFlags
 	var only []string
@@ -107,6 +109,7 @@ func selectScenarios(names []string) ([]scenario.Scenario, error) {
 	return out, nil
 }
 
+// demoText prints each scenario's report, its verdict and its metrics.
 func demoText(w io.Writer, doc demoReport) error {
 	for _, s := range doc.Scenarios {
 		fmt.Fprintf(w, "################ scenario %s ################\n", s.Scenario)

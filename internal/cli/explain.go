@@ -33,6 +33,8 @@ type explainFlags struct {
 // few megabytes.
 const maxPlanBytes = 64 << 20
 
+// newExplain is `pgmedic explain`: one plan, --compare of two, or
+// --query run on --dsn.
 func newExplain(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	var f explainFlags
 	cmd := &cobra.Command{
@@ -112,6 +114,8 @@ func readPlan(path string, stdin io.Reader) (*plan.Explain, string, error) {
 	return e, name, nil
 }
 
+// runExplain checks the flags, reads the plan (a file, stdin or --query on
+// --dsn) and hands it to diagnose.Plan.
 func runExplain(ctx context.Context, args []string, stdin io.Reader, f explainFlags, ids []string, min model.Severity, stdout, stderr io.Writer) error {
 	if f.query != "" && f.dsn == "" {
 		return usageErr("--query needs --dsn: the database to EXPLAIN it on")
@@ -168,6 +172,7 @@ func runExplain(ctx context.Context, args []string, stdin io.Reader, f explainFl
 	return emit(rep, f.outputFlags, min, stdout)
 }
 
+// runCompare reads two plans and prints what changed between them.
 func runCompare(args []string, stdin io.Reader, f explainFlags, stdout io.Writer) error {
 	if args[0] == "-" && args[1] == "-" {
 		return usageErr("only one of the two plans can come from stdin")

@@ -13,27 +13,39 @@ import (
 	"github.com/pgmedic/pgmedic/internal/scenario"
 )
 
+// labCmd is `pgmedic lab` and its subcommands, which share --dir.
+type labCmd struct {
+	dir            string
+	stdout, stderr io.Writer
+}
+
 func newLab(stdout, stderr io.Writer) *cobra.Command {
-	var dir string
-	var leftovers bool
+	l := &labCmd{stdout: stdout, stderr: stderr}
 	cmd := &cobra.Command{
 		Use:   "lab",
 		Short: "throwaway PostgreSQL cluster and the incident scenarios",
 	}
-	cmd.PersistentFlags().StringVar(&dir, "dir", "", "lab state directory (default "+lab.DefaultDir()+")")
-	stateDir := func() string {
-		if dir != "" {
-			return dir
-		}
-		return lab.DefaultDir()
-	}
+	cmd.PersistentFlags().StringVar(&l.dir, "dir", "", "lab state directory (default "+lab.DefaultDir()+")")
+	cmd.AddCommand(l.up(), l.status(), l.down(), l.list(), l.run())
+	return cmd
+}
 
-	up := &cobra.Command{
+// stateDir is --dir, or the default lab directory.
+func (l *labCmd) stateDir() string {
+	if l.dir != "" {
+		return l.dir
+	}
+	return lab.DefaultDir()
+}
+
+// up starts a cluster that stays, or adopts one a killed pgmedic left.
+func (l *labCmd) up() *cobra.Command {
+	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "start a lab cluster that stays up until `pgmedic lab down`",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			d := stateDir()
+			d := l.stateDir()
 			if c, err := lab.Load(d); err == nil {
 				switch {
 				case c.Complete() && c.Running():
@@ -41,7 +53,7 @@ func newLab(stdout, stderr io.Writer) *cobra.Command {
 				case c.Running() && c.Adopt() == nil:
 					// pgmedic was killed after the server started: the
 					// server is fine, take it over.
-					fmt.Fprintf(stdout, "lab cluster up (adopted the server left running in %s): %s\n%s\n", d, c.Version, c.DSN(""))
+					fmt.Fprintf(l.stdout, "lab cluster up (adopted the server left running in %s): %s\n%s\n", d, c.Version, c.DSN(""))
 					return nil
 				}
 				// Stopped, half-made or stale after a machine restart:
@@ -50,55 +62,67 @@ func newLab(stdout, stderr io.Writer) *cobra.Command {
 					return inputErr(err)
 				}
 			}
-			c, err := lab.Create(cmd.Context(), lab.Options{Dir: d, Log: progress(stderr)})
+			c, err := lab.Create(cmd.Context(), lab.Options{Dir: d, Log: progress(l.stderr)})
 			if err != nil {
 				return inputErr(err)
 			}
-			fmt.Fprintf(stdout, "lab cluster up: %s\n%s\n", c.Version, c.DSN(""))
+			fmt.Fprintf(l.stdout, "lab cluster up: %s\n%s\n", c.Version, c.DSN(""))
 			return nil
 		},
 	}
-	status := &cobra.Command{
+	return cmd
+}
+
+// status describes the cluster and any leftover throwaway clusters.
+func (l *labCmd) status() *cobra.Command {
+	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "show the lab cluster",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			leftovers := lab.Leftovers()
-			for _, l := range leftovers {
-				fmt.Fprintf(stdout, "leftover throwaway cluster in %s, %s (its pgmedic is gone): remove it with `pgmedic lab down --dir %s`\n", l.Dir, l.Describe(), l.Dir)
+			for _, o := range leftovers {
+				fmt.Fprintf(l.stdout, "leftover throwaway cluster in %s, %s (its pgmedic is gone): remove it with `pgmedic lab down --dir %s`\n", o.Dir, o.Describe(), o.Dir)
 			}
-			c, err := lab.Load(stateDir())
+			c, err := lab.Load(l.stateDir())
 			if err != nil {
 				if errors.Is(err, lab.ErrNoCluster) && len(leftovers) > 0 {
-					fmt.Fprintf(stdout, "no lab cluster in %s\n", stateDir())
+					fmt.Fprintf(l.stdout, "no lab cluster in %s\n", l.stateDir())
 					return nil
 				}
 				return inputErr(err)
 			}
-			fmt.Fprintf(stdout, "lab cluster %s in %s\n", c.Describe(), c.Dir)
+			fmt.Fprintf(l.stdout, "lab cluster %s in %s\n", c.Describe(), c.Dir)
 			if c.Complete() {
-				fmt.Fprintf(stdout, "%s\n%s\n", c.Version, c.DSN(""))
+				fmt.Fprintf(l.stdout, "%s\n%s\n", c.Version, c.DSN(""))
 			} else {
-				fmt.Fprintf(stdout, "remove it with `pgmedic lab down --dir %s`, or run `pgmedic lab up` to replace it\n", c.Dir)
+				fmt.Fprintf(l.stdout, "remove it with `pgmedic lab down --dir %s`, or run `pgmedic lab up` to replace it\n", c.Dir)
 			}
 			return nil
 		},
 	}
-	down := &cobra.Command{
+	return cmd
+}
+
+// down stops and removes the cluster, or with --leftovers the throwaway
+// clusters whose pgmedic is gone.
+func (l *labCmd) down() *cobra.Command {
+	var leftovers bool
+	cmd := &cobra.Command{
 		Use:   "down",
 		Short: "stop the lab cluster and remove its directory",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if leftovers {
-				for _, l := range lab.Leftovers() {
-					if err := l.Destroy(context.Background()); err != nil {
+				for _, o := range lab.Leftovers() {
+					if err := o.Destroy(context.Background()); err != nil {
 						return inputErr(err)
 					}
-					fmt.Fprintf(stdout, "leftover cluster in %s stopped and removed\n", l.Dir)
+					fmt.Fprintf(l.stdout, "leftover cluster in %s stopped and removed\n", o.Dir)
 				}
 				return nil
 			}
-			c, err := lab.Load(stateDir())
+			c, err := lab.Load(l.stateDir())
 			if err != nil {
 				if errors.Is(err, lab.ErrNoCluster) && len(lab.Leftovers()) > 0 {
 					return inputErr(fmt.Errorf("%w; leftover throwaway clusters exist: `pgmedic lab down --leftovers` removes them", err))
@@ -108,17 +132,22 @@ func newLab(stdout, stderr io.Writer) *cobra.Command {
 			if err := c.Destroy(context.Background()); err != nil {
 				return inputErr(err)
 			}
-			fmt.Fprintf(stdout, "lab cluster in %s stopped and removed\n", c.Dir)
+			fmt.Fprintf(l.stdout, "lab cluster in %s stopped and removed\n", c.Dir)
 			return nil
 		},
 	}
-	down.Flags().BoolVar(&leftovers, "leftovers", false, "remove every throwaway cluster whose pgmedic was killed before it could clean up")
-	list := &cobra.Command{
+	cmd.Flags().BoolVar(&leftovers, "leftovers", false, "remove every throwaway cluster whose pgmedic was killed before it could clean up")
+	return cmd
+}
+
+// list prints the scenario catalogue.
+func (l *labCmd) list() *cobra.Command {
+	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "list the scenarios",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+			tw := tabwriter.NewWriter(l.stdout, 0, 4, 2, ' ', 0)
 			list, err := scenario.All()
 			if err != nil {
 				return err
@@ -129,8 +158,13 @@ func newLab(stdout, stderr io.Writer) *cobra.Command {
 			return tw.Flush()
 		},
 	}
+	return cmd
+}
+
+// run reproduces one scenario and checks it.
+func (l *labCmd) run() *cobra.Command {
 	var f checkFlags
-	run := &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "run SCENARIO",
 		Short: "reproduce a scenario and run check on it",
 		Long: `run loads a scenario into its own database and runs its workload, then runs
@@ -147,10 +181,10 @@ Exit 0 when the scenario produced every finding it must and none it must not.`,
 			if err != nil {
 				return usageErr("%v", err)
 			}
-			logf := progress(stderr)
-			c, err := lab.Load(stateDir())
+			logf := progress(l.stderr)
+			c, err := lab.Load(l.stateDir())
 			if err != nil || !c.Running() {
-				if c, err = lab.Create(cmd.Context(), lab.Options{Log: logf, Started: announceThrowaway(stderr)}); err != nil {
+				if c, err = lab.Create(cmd.Context(), lab.Options{Log: logf, Started: announceThrowaway(l.stderr)}); err != nil {
 					return inputErr(err)
 				}
 				defer c.Destroy(context.Background())
@@ -169,18 +203,17 @@ Exit 0 when the scenario produced every finding it must and none it must not.`,
 			if f.format == "json" {
 				render = res.Report.JSON
 			}
-			if err := writeOut(f.out, stdout, render); err != nil {
+			if err := writeOut(f.out, l.stdout, render); err != nil {
 				return err
 			}
 			if len(res.Missing) > 0 || len(res.Unexpected) > 0 {
 				return &exitError{code: ExitFindings, err: fmt.Errorf("scenario %s: missing %v, unexpected %v", sc.Name, res.Missing, res.Unexpected)}
 			}
-			fmt.Fprintf(stderr, "scenario %s: every expected finding present, nothing unexpected\n", sc.Name)
+			fmt.Fprintf(l.stderr, "scenario %s: every expected finding present, nothing unexpected\n", sc.Name)
 			return nil
 		},
 	}
-	f.register(run)
-	cmd.AddCommand(up, status, down, list, run)
+	f.register(cmd)
 	return cmd
 }
 

@@ -117,6 +117,9 @@ func jitAvailable(ctx context.Context, q Querier) (bool, error) {
 	return ok, nil
 }
 
+// settings reads pg_settings. For the settings pgmedic's session
+// overrides, the value kept is reset_val: what the application's sessions
+// get.
 func settings(ctx context.Context, q Querier) (map[string]model.Setting, error) {
 	rows, err := q.Query(ctx, envelope.Tag+`SELECT name, setting, coalesce(unit, ''), source, coalesce(boot_val, ''), coalesce(reset_val, '') FROM pg_settings`)
 	if err != nil {
@@ -144,6 +147,7 @@ func settings(ctx context.Context, q Querier) (map[string]model.Setting, error) 
 	return out, nil
 }
 
+// roles maps role oids to names, for pg_stat_statements.userid.
 func roles(ctx context.Context, q Querier) (map[uint32]string, error) {
 	rows, err := q.Query(ctx, envelope.Tag+`SELECT oid, rolname FROM pg_roles`)
 	if err != nil {
@@ -161,6 +165,8 @@ func roles(ctx context.Context, q Querier) (map[uint32]string, error) {
 	return out, rows.Err()
 }
 
+// roleSettings reads pg_db_role_setting: ALTER ROLE and ALTER DATABASE
+// settings, which is where a role's own jit setting lives.
 func roleSettings(ctx context.Context, q Querier) ([]model.RoleSetting, error) {
 	rows, err := q.Query(ctx, envelope.Tag+`SELECT coalesce(r.rolname, ''), coalesce(d.datname, ''), s.setconfig
 		FROM pg_db_role_setting s
@@ -262,6 +268,9 @@ func PgssSelect(schema string, have map[string]bool) (sql string, hasJIT bool) {
 	return sql, hasJIT
 }
 
+// statements reads this database's pg_stat_statements entries, the most
+// expensive first and at most limit (the rest are counted as skipped); a
+// view that cannot be read is recorded in Missing with the fix.
 func statements(ctx context.Context, q Querier, s *model.Snapshot, limit int) {
 	var schema string
 	err := q.QueryRow(ctx, envelope.Tag+`SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pg_stat_statements'`).Scan(&schema)
@@ -337,6 +346,7 @@ func statements(ctx context.Context, q Querier, s *model.Snapshot, limit int) {
 	}
 }
 
+// pgssError says why pg_stat_statements could not be read and the fix.
 func pgssError(s *model.Snapshot, err error) model.Skip {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && strings.Contains(pgErr.Message, "shared_preload_libraries") {
@@ -348,6 +358,7 @@ func pgssError(s *model.Snapshot, err error) model.Skip {
 	return skipFor(s, "cannot read pg_stat_statements", err)
 }
 
+// databaseStats reads this database's pg_stat_database row.
 func databaseStats(ctx context.Context, q Querier, s *model.Snapshot) {
 	if s.Server.VersionNum < 140000 {
 		return // sessions counters arrived in PostgreSQL 14

@@ -81,6 +81,8 @@ func tableOIDs(s *model.Snapshot) []uint32 {
 	return out
 }
 
+// tables reads the user tables with their pg_stat_user_tables counters, the
+// largest first and at most limit.
 func tables(ctx context.Context, q Querier, s *model.Snapshot, limit int) error {
 	rows, err := q.Query(ctx, envelope.Tag+`SELECT c.oid, n.nspname, c.relname, c.reltuples::float8, c.relpages::int8,
 		pg_relation_size(c.oid), c.relkind = 'p',
@@ -122,6 +124,9 @@ func tables(ctx context.Context, q Querier, s *model.Snapshot, limit int) error 
 	return nil
 }
 
+// indexes reads the indexes of the tables collected: key columns (names
+// resolved client-side), direction, predicate, method and scans. Only
+// unique indexes are measured with pg_relation_size; the others use relpages.
 func indexes(ctx context.Context, q Querier, s *model.Snapshot) error {
 	// Per-index work is kept to what is cheap: key numbers are resolved
 	// to names here from the columns already read, and opening an index
@@ -170,6 +175,8 @@ func indexes(ctx context.Context, q Querier, s *model.Snapshot) error {
 	return rows.Err()
 }
 
+// columns reads the columns of the tables collected with their pg_stats
+// figures (null fraction, distinct values, width, correlation).
 func columns(ctx context.Context, q Querier, s *model.Snapshot) error {
 	rows, err := q.Query(ctx, envelope.Tag+`SELECT n.nspname, c.relname, a.attname, a.attnum::int, format_type(a.atttypid, a.atttypmod), a.attnotnull,
 		coalesce(pg_get_expr(d.adbin, d.adrelid), ''), a.attidentity <> '',
@@ -254,6 +261,9 @@ func plans(ctx context.Context, q Querier, s *model.Snapshot, top int) {
 	}
 }
 
+// explainGeneric is the generic plan of a statement with $n parameters
+// (prepared, then EXPLAIN EXECUTE with NULLs under force_generic_plan), or
+// the plain plan of one without: nothing is executed.
 func explainGeneric(ctx context.Context, q Querier, stmt *sqlparse.Statement) (*plan.Explain, error) {
 	query := stmt.Text()
 	target := query

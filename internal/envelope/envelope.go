@@ -47,6 +47,7 @@ type Options struct {
 	ConnectTimeout   time.Duration // default 10s
 }
 
+// withDefaults fills the timeouts left at zero.
 func (o Options) withDefaults() Options {
 	if o.StatementTimeout <= 0 {
 		o.StatementTimeout = 5 * time.Second
@@ -97,6 +98,7 @@ type ConnectError struct {
 	Err    error
 }
 
+// Error is the one line the user sees: what failed and how to fix it.
 func (e *ConnectError) Error() string {
 	msg := fmt.Sprintf("cannot connect to %s: %s", e.Target, e.Cause)
 	if e.Target.Host == "?" {
@@ -215,6 +217,8 @@ type dialProbe struct {
 // errSilent stops pgx's fallback attempts to a port that never answered.
 var errSilent = errors.New("the port did not answer the first attempt")
 
+// wrap makes pgx dial through the probe, which sees whether the port
+// answered at all.
 func (p *dialProbe) wrap(cfg *pgconn.Config) {
 	dial := cfg.DialFunc
 	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -238,6 +242,7 @@ type firstAnswer struct {
 	seen  bool
 }
 
+// Read waits at most answerWait for the server's first byte.
 func (c *firstAnswer) Read(b []byte) (int, error) {
 	if c.seen {
 		return c.Conn.Read(b)

@@ -451,6 +451,8 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
+// extensionInstalled says whether the server's share directory holds an
+// extension's control file.
 func extensionInstalled(binDir, name string) bool {
 	share := filepath.Join(filepath.Dir(binDir), "share", "extension")
 	if out, err := exec.Command(filepath.Join(binDir, "pg_config"), "--sharedir").Output(); err == nil {
@@ -462,6 +464,7 @@ func extensionInstalled(binDir, name string) bool {
 	return err == nil
 }
 
+// lastLines is the end of a log file, for an error message.
 func lastLines(path string, n int) string {
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -21,6 +21,8 @@ const (
 	PhaseRunning  = "running"
 )
 
+// save writes state.json atomically (a temporary file renamed over it),
+// so a kill at any moment leaves the old state or the new, never half.
 func (c *Cluster) save() error {
 	b, _ := json.MarshalIndent(c, "", "  ")
 	// Written whole or not at all: a kill between the two steps leaves

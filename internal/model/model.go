@@ -23,6 +23,7 @@ const (
 	Critical
 )
 
+// String is the severity's name in reports and flags.
 func (s Severity) String() string {
 	switch s {
 	case Critical:
@@ -257,6 +258,7 @@ func (f *Finding) Clamp() {
 	}
 }
 
+// finite is x with NaN as 0 and infinities as the largest float64.
 func finite(x float64) float64 {
 	switch {
 	case math.IsNaN(x):

@@ -131,6 +131,7 @@ type lookup struct {
 	columns map[[3]string]int
 }
 
+// index builds the lookup on first use.
 func (s *Snapshot) index() *lookup {
 	if s.lookup != nil {
 		return s.lookup

@@ -85,6 +85,7 @@ func orDefault(s string) string {
 	return s
 }
 
+// settingNames are the names of the settings of either plan, sorted.
 func settingNames(a, b map[string]string) []string {
 	seen := map[string]bool{}
 	var out []string
@@ -107,6 +108,7 @@ func total(e *Explain, measured bool) float64 {
 	return e.Plan.TotalCost
 }
 
+// self is a node's own time when measured, else its own cost.
 func self(n *Node, measured bool) float64 {
 	if measured {
 		return n.Figures.ExclusiveMS
@@ -187,6 +189,8 @@ func kind(n *Node) string {
 	return n.NodeType
 }
 
+// pairOf is two matched nodes of the compared plans with what changed
+// between them.
 func pairOf(a, b *Node, measured bool) Pair {
 	p := Pair{A: a, B: b, Delta: self(b, measured) - self(a, measured)}
 	if la, lb := a.Label(), b.Label(); la != lb {

@@ -93,6 +93,8 @@ func parseHeader(text string, strict bool) (*Node, bool, error) {
 	return n, true, nil
 }
 
+// known says whether a node type is one PostgreSQL prints, so that a
+// header line that merely looks like a node is not taken for one.
 func known(n *Node) bool {
 	switch n.NodeType {
 	case "Aggregate", "Hash Join", "Merge Join", "ModifyTable", "SetOp", "Custom Scan":
@@ -264,6 +266,7 @@ func identTokens(s string) []string {
 	return out
 }
 
+// splitDots cuts a qualified name at the dots outside double quotes.
 func splitDots(s string) []string {
 	var out []string
 	inQ, start := false, 0

@@ -98,6 +98,9 @@ func indentOf(s string) int {
 	return n
 }
 
+// feed reads one line of TEXT-format EXPLAIN: a node (an arrow, or the
+// root), a detail line of the node above, a subplan header, or the
+// summary lines after the tree.
 func (p *textParser) feed(line string) error {
 	text := strings.TrimSpace(line)
 	if text == "" {
@@ -228,6 +231,9 @@ func childRelationship(parent *Node) string {
 	return "Outer"
 }
 
+// subplanHeader recognises "InitPlan 1 (returns $0)", "SubPlan 2" and
+// "CTE name" lines, which name the node that follows (a CTE is kept as an
+// InitPlan).
 func subplanHeader(text string) (rel, name string, ok bool) {
 	switch {
 	case strings.HasPrefix(text, "InitPlan "):
@@ -303,6 +309,7 @@ func (p *textParser) topLevel(text string, ind int) error {
 	return nil
 }
 
+// blockLine reads one "Key: value" detail line into the current node.
 func (p *textParser) blockLine(text string) error {
 	key, val, _ := strings.Cut(text, ":")
 	val = strings.TrimSpace(val)
@@ -514,6 +521,8 @@ func originally(s string) (now, orig float64) {
 	return now, orig
 }
 
+// parseBuffers reads "shared hit=1 read=2 dirtied=3, local hit=4 ...,
+// temp read=5 written=6".
 func parseBuffers(val string) Buffers {
 	var b Buffers
 	for _, part := range strings.Split(val, ",") {

@@ -81,6 +81,8 @@ func NewPlan(version, source string, e *plan.Explain, findings []model.Finding, 
 	return r
 }
 
+// summarise flattens the plan into the rows the report prints: each node's
+// own time, its share, rows planned and actual, and buffers.
 func summarise(e *plan.Explain) PlanSummary {
 	s := PlanSummary{InputFormat: e.Format, Analyze: e.HasAnalyze, Timing: e.HasTiming, Buffers: e.HasBuffers,
 		PlanningMS: e.PlanningMS, ExecutionMS: e.ExecutionMS, Settings: e.Settings, Nodes: []NodeRow{}}
@@ -245,6 +247,7 @@ func (r *PlanReport) Text(w io.Writer) error {
 	return err
 }
 
+// nodeFacts is the one-line description of a node in the text report.
 func nodeFacts(n NodeRow, analyze bool) string {
 	var parts []string
 	if n.Relation != "" {
@@ -286,6 +289,7 @@ func nodeFacts(n NodeRow, analyze bool) string {
 	return strings.Join(parts, " · ")
 }
 
+// msText prints milliseconds below a second and seconds from there.
 func msText(x float64) string {
 	switch {
 	case x >= 1e12:

@@ -158,6 +158,8 @@ func (r *Report) Text(w io.Writer) error {
 // database or a file: control characters are shown, never sent.
 func safe(s string) string { return printable.String(s) }
 
+// writeFinding prints one finding: title, object, evidence, impact, fix
+// and verification.
 func writeFinding(b *strings.Builder, f model.Finding) {
 	fmt.Fprintf(b, "\n[%s] %s\n", safe(f.Rule), safe(f.Title))
 	obj := f.Object.Kind + "  " + f.Object.Name
@@ -209,6 +211,9 @@ func unitSuffix(u string) string {
 	return " " + u
 }
 
+// num prints a figure compactly: whole numbers and figures from 100 on
+// without decimals, two decimals below, three digits and an exponent from
+// 1e15.
 func num(v float64) string {
 	if math.Abs(v) >= 1e15 {
 		return fmt.Sprintf("%.3g", math.Min(math.Max(v, -math.MaxFloat64), math.MaxFloat64))
@@ -222,6 +227,7 @@ func num(v float64) string {
 	return fmt.Sprintf("%.2f", v)
 }
 
+// verificationText is the verdict line: status, before and after, method.
 func verificationText(v model.Verification) string {
 	switch {
 	case v.Before != nil && v.After != nil:

@@ -97,6 +97,9 @@ func DriverIntrospection(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	return findings, skipped
 }
 
+// introspectionFinding is the finding for a driver's catalog query run once
+// per new connection: its calls stand for connections, and JIT on it is
+// paid by every one of them.
 func introspectionFinding(s *model.Snapshot, st model.Statement, d driver, dbTotal float64) (model.Finding, bool) {
 	if st.Calls < introMinCalls {
 		return model.Finding{}, false

@@ -76,6 +76,9 @@ func JITOverhead(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	return findings, skipped
 }
 
+// jitStatement is the finding for one statement whose JIT time is a large
+// share of its own execution time, with the jit settings its role runs
+// with and the experiment that re-runs it with JIT off.
 func jitStatement(s *model.Snapshot, st model.Statement, dbTotal float64) (model.Finding, bool) {
 	if !st.JIT.Available || st.Calls < jitMinCalls || st.TotalExecMS <= 0 {
 		return model.Finding{}, false

@@ -100,6 +100,9 @@ type scanCandidate struct {
 	blocksPerCall, rowsPerCall float64
 }
 
+// wastefulScans finds the scans of a statement's plan that read far more
+// than they return: sequential scans of large tables, and index scans
+// whose filter discards most of what the index finds.
 func wastefulScans(s *model.Snapshot, st model.Statement, ex *plan.Explain) []scanCandidate {
 	var out []scanCandidate
 	calls := math.Max(float64(st.Calls), 1)
@@ -282,6 +285,9 @@ func indexSize(s *model.Snapshot, t *model.Table, keys []string, partialCol, par
 	return math.Round(entries), (leaves*1.01 + 1) * 8192
 }
 
+// indexFinding is the finding for one wasteful scan and the index proposed
+// for it: what the statement costs now, what the index would cost to keep
+// (size, writes, HOT updates it prevents) and the experiment that tries it.
 func indexFinding(s *model.Snapshot, st model.Statement, share float64, c scanCandidate, p *proposal) model.Finding {
 	t := c.table
 	sev := model.Warning
@@ -342,6 +348,7 @@ func indexFinding(s *model.Snapshot, st model.Statement, share float64, c scanCa
 	return f
 }
 
+// shortDef is the proposal's keys and predicate, unquoted, for a title.
 func shortDef(p *proposal) string {
 	cols := make([]string, len(p.keys))
 	for i, k := range p.keys {
@@ -357,6 +364,8 @@ func shortDef(p *proposal) string {
 	return s
 }
 
+// indexName names a proposed index as people do: table, keys, and the
+// partial predicate's column, within PostgreSQL's 63-byte limit.
 func indexName(table string, keys []string, partialCol string, notNull bool) string {
 	name := table + "_" + strings.Join(keys, "_")
 	if partialCol != "" {
@@ -403,6 +412,9 @@ func mentions(text, col string) bool {
 	}
 }
 
+// distinct is the column's number of distinct values from pg_stats:
+// n_distinct, which PostgreSQL stores negative as a share of the rows
+// when it expects the count to grow with the table.
 func distinct(s *model.Snapshot, t *model.Table, col string) float64 {
 	c := s.Column(t, col)
 	if c == nil {

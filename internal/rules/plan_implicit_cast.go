@@ -136,6 +136,10 @@ func scanFor(n *plan.Node, scans map[string]*plan.Node, qualifier string) *plan.
 	return nil
 }
 
+// castFinding judges one cast on a column with the catalog: it is a finding
+// when an index on the column exists that the cast keeps the planner from
+// using; the fix casts the value instead, or drops the cast when the
+// index's operator family compares the two types directly.
 func castFinding(in PlanInput, n, scan *plan.Node, c castOnColumn) (model.Finding, bool) {
 	col := sqlparse.QuoteIdent(c.column)
 	tbl := relName(scan)

@@ -313,6 +313,8 @@ func stoppedEarly(n *plan.Node, parent map[*plan.Node]*plan.Node) bool {
 	return false
 }
 
+// misestimateFix is what to do about a misestimate: ANALYZE for a scan,
+// extended statistics for correlated join or grouping columns above it.
 func misestimateFix(n *plan.Node) model.Fix {
 	if !n.IsScan() {
 		return model.Fix{Summary: "ANALYZE the tables below this node; if the estimate stays wrong, the join or grouping columns are correlated: try CREATE STATISTICS on them"}
@@ -429,6 +431,7 @@ func LargeOffset(in PlanInput) []model.Finding {
 	return out
 }
 
+// sortKeyBelow is the first sort key found at or under a node.
 func sortKeyBelow(n *plan.Node) string {
 	key := ""
 	n.Walk(func(x, _ *plan.Node) {

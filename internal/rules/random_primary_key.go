@@ -69,6 +69,9 @@ func randomKind(c *model.Column) bool {
 	return typ == "uuid" || typ == "bytea" || typ == "text" || strings.HasPrefix(typ, "character")
 }
 
+// randomKeyFinding is the finding for a primary key whose values arrive in
+// random order (pg_stats correlation near 0 on a uuid or hash key), with
+// the WAL and index-size evidence and the pgstatindex experiment.
 func randomKeyFinding(s *model.Snapshot, t *model.Table, ix model.Index, col *model.Column) model.Finding {
 	kind := "primary key"
 	if !ix.Primary {

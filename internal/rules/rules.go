@@ -247,6 +247,7 @@ func Shorten(q string, n int) string {
 
 func pct(x float64) string { return fmt.Sprintf("%.0f%%", x*100) }
 
+// ratioText says how many times a is b, for titles.
 func ratioText(a, b float64) string {
 	if b <= 0.01 {
 		return "over 100x"

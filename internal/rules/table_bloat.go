@@ -43,6 +43,8 @@ func TableBloat(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	return out, nil
 }
 
+// deadTupleFinding reports a table whose dead rows are a large share of its
+// rows, with when it was last vacuumed and the pgstattuple experiment.
 func deadTupleFinding(s *model.Snapshot, t *model.Table) model.Finding {
 	ratio := float64(t.Dead) / math.Max(float64(t.Live), 1)
 	sev := model.Warning
@@ -102,6 +104,10 @@ func churn(s *model.Snapshot, t *model.Table) []model.Evidence {
 	return ev
 }
 
+// nonHOTFinding reports a table whose updates are rarely HOT (heap-only):
+// each such update writes every index, usually because it sets an indexed
+// column (often one in a partial index's predicate) or the page has no
+// room (fillfactor).
 func nonHOTFinding(s *model.Snapshot, t *model.Table) *model.Finding {
 	if t.Updated < nonHOTMinUpdate || float64(t.HOTUpdated) > nonHOTMaxShare*float64(t.Updated) {
 		return nil

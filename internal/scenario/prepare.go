@@ -111,6 +111,8 @@ func Prepare(ctx context.Context, c *lab.Cluster, s Scenario, logf func(string, 
 	return env, nil
 }
 
+// createDatabase drops an earlier database of the scenario and creates it
+// afresh, owned by the application role.
 func (e *Env) createDatabase(ctx context.Context) error {
 	admin, err := pgx.Connect(ctx, e.Cluster.DSN("postgres"))
 	if err != nil {
@@ -204,6 +206,7 @@ func execAll(ctx context.Context, conn *pgx.Conn, stmts ...string) error {
 	return nil
 }
 
+// firstLine is a statement's first line, cut to 80 bytes, for errors.
 func firstLine(q string) string {
 	q = strings.TrimSpace(q)
 	if i := strings.IndexByte(q, '\n'); i >= 0 {

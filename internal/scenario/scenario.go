@@ -72,6 +72,7 @@ type Expect struct {
 	MinRatio float64 `json:"min_ratio,omitempty"`
 }
 
+// String names the expectation in a test failure or the demo report.
 func (e Expect) String() string {
 	s := e.Rule
 	if e.Object != "" {
@@ -87,6 +88,7 @@ func (e Expect) String() string {
 	return s
 }
 
+// matches says whether a finding is the one expected.
 func (e Expect) matches(f model.Finding) bool {
 	if e.Rule != "*" && f.Rule != e.Rule {
 		return false

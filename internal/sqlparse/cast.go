@@ -68,6 +68,7 @@ func namesColumn(n *pg_query.Node, column string) (*pg_query.Node, bool) {
 	return nil, false
 }
 
+// isColumn says whether n is a column reference, possibly cast.
 func isColumn(n *pg_query.Node) bool {
 	for n != nil {
 		if tc := n.GetTypeCast(); tc != nil {

@@ -55,6 +55,9 @@ func QuoteQualified(schema, name string) string {
 	return QuoteIdent(schema) + "." + QuoteIdent(name)
 }
 
+// plain says whether a name is made only of what an unquoted identifier
+// may hold: lower case letters and underscores, then digits and $ too.
+// (Keywords are QuoteIdent's business.)
 func plain(s string) bool {
 	if s == "" {
 		return false

@@ -29,6 +29,9 @@ func (s *Statement) Shape() *QueryShape {
 	return s.shape
 }
 
+// describe walks the tree once for the relations (with their aliases), the
+// column predicates of WHERE, JOIN ... ON and HAVING, the ORDER BY columns,
+// LIMIT, the columns an UPDATE sets and the shape of a queue claim.
 func (s *Statement) describe() *QueryShape {
 	sh := &QueryShape{Command: "OTHER"}
 	aliases := map[string]RelRef{}
@@ -192,6 +195,8 @@ func relRef(rv *pg_query.RangeVar) RelRef {
 	return RelRef{Schema: rv.Schemaname, Name: rv.Relname}
 }
 
+// exprOp classifies a comparison by what a B-tree can do with it:
+// equality, range, or other.
 func exprOp(e *pg_query.A_Expr) string {
 	name := ""
 	if len(e.Name) > 0 {

@@ -235,6 +235,7 @@ func (s *Statement) ParamColumns() map[int][]Column {
 	return out
 }
 
+// dedupe keeps the first of equal columns, in order.
 func dedupe(cols []Column) []Column {
 	seen := map[Column]bool{}
 	var out []Column
@@ -290,6 +291,8 @@ func params(n *pg_query.Node) []int {
 	return nil
 }
 
+// funcName is the function's own name, without its schema (the parser
+// has already folded unquoted names to lower case).
 func funcName(f *pg_query.FuncCall) string {
 	var parts []string
 	for _, n := range f.Funcname {

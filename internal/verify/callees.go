@@ -50,6 +50,7 @@ func allowSet(allow []string) map[string]bool {
 	return out
 }
 
+// unsafeCallee is UnsafeCallee at a depth of views.
 func unsafeCallee(ctx context.Context, q Conn, stmt *sqlparse.Statement, allow map[string]bool, depth int) (string, error) {
 	if fn := stmt.SideEffect(); fn != "" && !allow[fn] {
 		return fmt.Sprintf("it calls %s(), which acts outside the transaction", fn), nil

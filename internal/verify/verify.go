@@ -172,6 +172,9 @@ type toggle struct {
 
 const stmtName = "pgmedic_verify"
 
+// jitToggle re-runs a statement Runs times with JIT as the application's
+// role has it and Runs times with jit = off, alternating the order, after
+// one untimed run that warms the cache for both sides.
 func (e *Engine) jitToggle(ctx context.Context, snap *model.Snapshot, exp *model.Experiment) *toggle {
 	t := &toggle{}
 	stmt, err := statement(exp)
@@ -325,6 +328,8 @@ func onOff(v string) string {
 	return "off"
 }
 
+// applyToggle turns a JIT on/off measurement into the finding's verdict:
+// medians of each side; not run when JIT did not fire on the re-run.
 func applyToggle(f *model.Finding, t *toggle, runs int) {
 	if t.reason != "" {
 		f.Verification = model.NotRunBecause(t.reason)
@@ -386,6 +391,7 @@ func aggregate(f *model.Finding, findings []model.Finding, results map[int64]*to
 	judge(f, before, after)
 }
 
+// median of the runs of one side; 0 for none.
 func median(xs []float64) float64 {
 	if len(xs) == 0 {
 		return 0
