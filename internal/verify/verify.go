@@ -116,12 +116,10 @@ func (e *Engine) Run(ctx context.Context, snap *model.Snapshot, findings []model
 			aggregate(f, findings, results)
 		}
 	}
-	// Read-only measurements first; the lab's ANALYZE (misestimate) last,
-	// since it changes what the others would see.
-	for _, kind := range []string{model.ExpCast, model.ExpIndex, model.ExpIndexStats, model.ExpTableStats, model.ExpMisestimate} {
+	for _, x := range experiments {
 		for i := range findings {
 			f := &findings[i]
-			if f.Experiment == nil || f.Experiment.Kind != kind || ctx.Err() != nil {
+			if f.Experiment == nil || f.Experiment.Kind != x.kind || ctx.Err() != nil {
 				continue
 			}
 			if ran >= e.MaxExperiments {
@@ -130,21 +128,26 @@ func (e *Engine) Run(ctx context.Context, snap *model.Snapshot, findings []model
 			}
 			ran++
 			e.Log("verifying %s: %s", f.Rule, f.Object.Name)
-			switch kind {
-			case model.ExpCast:
-				e.castExperiment(ctx, f)
-			case model.ExpIndex:
-				e.indexExperiment(ctx, snap, f)
-			case model.ExpIndexStats:
-				e.indexStats(ctx, snap, f)
-			case model.ExpTableStats:
-				e.tableStats(ctx, snap, f)
-			case model.ExpMisestimate:
-				e.misestimate(ctx, snap, f)
-			}
+			x.run(e, ctx, snap, f)
 		}
 	}
 	return findings, skipped
+}
+
+// experiments are the experiments that run one finding at a time, in the
+// order they run: the measurements that only read first, the ones on
+// copies after them. (The JIT toggle and its aggregate run before these,
+// since several findings share one statement's measurement.) A new kind
+// is one entry here and its function.
+var experiments = []struct {
+	kind string
+	run  func(e *Engine, ctx context.Context, snap *model.Snapshot, f *model.Finding)
+}{
+	{model.ExpCast, func(e *Engine, ctx context.Context, _ *model.Snapshot, f *model.Finding) { e.castExperiment(ctx, f) }},
+	{model.ExpIndex, (*Engine).indexExperiment},
+	{model.ExpIndexStats, (*Engine).indexStats},
+	{model.ExpTableStats, (*Engine).tableStats},
+	{model.ExpMisestimate, (*Engine).misestimate},
 }
 
 // busy applies the envelope's load rule: no experiments when active
