@@ -280,22 +280,20 @@ func explainGeneric(ctx context.Context, q Querier, stmt *sqlparse.Statement) (*
 		}
 		target = "EXECUTE " + planStmt + "(" + strings.Join(nulls, ", ") + ")"
 	}
-	var out []byte
+	var ex *plan.Explain
 	err := envelope.RolledBack(ctx, q, envelope.ReadOnly, func() error {
 		if n > 0 {
 			if _, err := q.Exec(ctx, envelope.Tag+"SET LOCAL plan_cache_mode = force_generic_plan"); err != nil {
 				return fmt.Errorf("asking for a generic plan: %s", envelope.Message(err))
 			}
 		}
-		if err := q.QueryRow(ctx, envelope.Tag+"EXPLAIN (VERBOSE, FORMAT JSON) "+target).Scan(&out); err != nil {
+		var err error
+		if ex, err = envelope.Explain(ctx, q, "VERBOSE", target); err != nil {
 			return fmt.Errorf("EXPLAIN failed: %s", envelope.Message(err))
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return plan.ParseJSON(out)
+	return ex, err
 }
 
 // lockWaits samples pg_stat_activity for backends waiting on heavyweight
