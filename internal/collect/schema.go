@@ -223,6 +223,10 @@ func shapes(s *model.Snapshot) {
 
 const planStmt = "pgmedic_plan"
 
+// planned are the commands whose plans collect reads: every DML statement.
+// EXPLAIN without ANALYZE executes none of them.
+var planned = map[string]bool{"SELECT": true, "INSERT": true, "UPDATE": true, "DELETE": true, "MERGE": true}
+
 // plans EXPLAINs (without ANALYZE: nothing is executed) the statements with
 // the most total time. Statements with $n parameters are prepared and
 // explained with plan_cache_mode = force_generic_plan: that plan does not
@@ -236,11 +240,11 @@ func plans(ctx context.Context, q Querier, s *model.Snapshot, top int) {
 			break
 		}
 		sh := s.Shapes[st.QueryID]
-		if sh == nil || (sh.Command != "SELECT" && sh.Command != "UPDATE" && sh.Command != "DELETE") {
+		if sh == nil || !planned[sh.Command] {
 			continue
 		}
 		n++
-		ex, err := explainGeneric(ctx, q, st.Parsed)
+		ex, err := explainGeneric(ctx, q, st.Parsed, s.ColumnType)
 		if err != nil {
 			s.PlanErrors[st.QueryID] = err.Error()
 			if s.PlanErrorFix == "" {
@@ -264,12 +268,15 @@ func plans(ctx context.Context, q Querier, s *model.Snapshot, top int) {
 // explainGeneric is the generic plan of a statement with $n parameters
 // (prepared, then EXPLAIN EXECUTE with NULLs under force_generic_plan), or
 // the plain plan of one without: nothing is executed.
-func explainGeneric(ctx context.Context, q Querier, stmt *sqlparse.Statement) (*plan.Explain, error) {
-	query := stmt.Text()
+func explainGeneric(ctx context.Context, q Querier, stmt *sqlparse.Statement, columnType func(sqlparse.Column) string) (*plan.Explain, error) {
+	query, err := stmt.Runnable()
+	if err != nil {
+		return nil, err
+	}
 	target := query
 	n := stmt.ParamCount()
 	if n > 0 {
-		if err := envelope.Prepare(ctx, q, planStmt, query, stmt.FallbackParamTypes(n)); err != nil {
+		if err := envelope.Prepare(ctx, q, planStmt, query, stmt.FallbackParamTypes(n, columnType)); err != nil {
 			return nil, fmt.Errorf("cannot prepare the statement: %s", envelope.Message(err))
 		}
 		// Prepared statements outlive transactions: drop it in any case.
@@ -281,7 +288,7 @@ func explainGeneric(ctx context.Context, q Querier, stmt *sqlparse.Statement) (*
 		target = "EXECUTE " + planStmt + "(" + strings.Join(nulls, ", ") + ")"
 	}
 	var ex *plan.Explain
-	err := envelope.RolledBack(ctx, q, envelope.ReadOnly, func() error {
+	err = envelope.RolledBack(ctx, q, envelope.ReadOnly, func() error {
 		if n > 0 {
 			if _, err := q.Exec(ctx, envelope.Tag+"SET LOCAL plan_cache_mode = force_generic_plan"); err != nil {
 				return fmt.Errorf("asking for a generic plan: %s", envelope.Message(err))

@@ -412,8 +412,10 @@ type Experiment struct {
 	// Settings to apply (SET LOCAL) for the "as the application runs it"
 	// side, e.g. the role's own jit thresholds.
 	AppSettings map[string]string
-	// Calls weights a statement in an aggregate.
+	// Calls weights a statement in an aggregate; Rows/Calls is what the
+	// statement returns per call, the value a LIMIT $n is re-run with.
 	Calls int64
+	Rows  int64
 	// Table is the table an index, key or bloat experiment looks at.
 	Table RelRef
 	// Proposal is the index an index experiment tries.

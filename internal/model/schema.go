@@ -254,3 +254,18 @@ func (c *CastCatalog) Lookup(schema, table, column string) (CastColumn, bool) {
 	}
 	return found, n == 1
 }
+
+// ColumnType is the type of a column as the SQL names it (schema may be
+// empty), or "" when the snapshot does not know the column: what a
+// parameter compared with it is declared as when PostgreSQL cannot infer
+// the parameter's type itself.
+func (s *Snapshot) ColumnType(c sqlparse.Column) string {
+	t := s.Table(RelRef{Schema: c.Schema, Name: c.Table})
+	if t == nil {
+		return ""
+	}
+	if col := s.Column(t, c.Column); col != nil {
+		return col.Type
+	}
+	return ""
+}

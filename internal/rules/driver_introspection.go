@@ -143,7 +143,7 @@ func introspectionFinding(s *model.Snapshot, st model.Statement, d driver, dbTot
 	if jitShare >= introJITShare {
 		title = fmt.Sprintf("%s type introspection takes %.0f ms per new connection, %s of it JIT compilation", d.name, mean, pct(jitShare))
 		fix.SQL = fmt.Sprintf("ALTER ROLE %s IN DATABASE %s SET jit = off;", sqlparse.QuoteIdent(st.Role), sqlparse.QuoteIdent(s.Database))
-		exp = &model.Experiment{Kind: model.ExpJITToggle, Query: st.Query, Stmt: st.Parsed, QueryID: st.QueryID, Role: st.Role, Calls: st.Calls,
+		exp = &model.Experiment{Kind: model.ExpJITToggle, Query: st.Query, Stmt: st.Parsed, QueryID: st.QueryID, Role: st.Role, Calls: st.Calls, Rows: st.Rows,
 			AppSettings: roleSettingsFor(s, st.Role, "jit", "jit_above_cost", "jit_inline_above_cost", "jit_optimize_above_cost", "search_path")}
 		ver = model.NotRunBecause("not verified yet")
 	}

@@ -144,7 +144,7 @@ func jitStatement(s *model.Snapshot, st model.Statement, dbTotal float64) (model
 		},
 		Verification: model.NotRunBecause("not verified yet"),
 		Docs:         docsPath(JITOverheadID),
-		Experiment: &model.Experiment{Kind: model.ExpJITToggle, Query: st.Query, Stmt: st.Parsed, QueryID: st.QueryID, Role: st.Role, Calls: st.Calls,
+		Experiment: &model.Experiment{Kind: model.ExpJITToggle, Query: st.Query, Stmt: st.Parsed, QueryID: st.QueryID, Role: st.Role, Calls: st.Calls, Rows: st.Rows,
 			AppSettings: roleSettingsFor(s, st.Role, "jit", "jit_above_cost", "jit_inline_above_cost", "jit_optimize_above_cost", "search_path")},
 	}, true
 }

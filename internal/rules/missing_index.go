@@ -338,7 +338,7 @@ func indexFinding(s *model.Snapshot, st model.Statement, share float64, c scanCa
 		},
 		Verification: model.NotRunBecause("verification was not run"),
 		Docs:         docsPath(MissingIndexID),
-		Experiment: &model.Experiment{Kind: model.ExpIndex, Query: st.Query, Stmt: st.Parsed, QueryID: st.QueryID, Role: st.Role, Calls: st.Calls,
+		Experiment: &model.Experiment{Kind: model.ExpIndex, Query: st.Query, Stmt: st.Parsed, QueryID: st.QueryID, Role: st.Role, Calls: st.Calls, Rows: st.Rows,
 			Table: p.index.Table, Proposal: &p.index},
 	}
 	if t.Partitioned {

@@ -75,7 +75,7 @@ func StaleStatistics(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 				}
 			}
 			if reads {
-				f.Experiment = &model.Experiment{Kind: model.ExpMisestimate, Query: st.Query, Stmt: st.Parsed, QueryID: st.QueryID, Role: st.Role,
+				f.Experiment = &model.Experiment{Kind: model.ExpMisestimate, Query: st.Query, Stmt: st.Parsed, QueryID: st.QueryID, Role: st.Role, Calls: st.Calls, Rows: st.Rows,
 					Table: model.RelRef{Schema: t.Schema, Name: t.Name}}
 				f.Object.QueryID = fmt.Sprint(st.QueryID)
 				break

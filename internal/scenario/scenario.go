@@ -218,7 +218,9 @@ func load(fsys fs.FS, dir string) (Scenario, error) {
 		if s.Repeat, err = directive(string(b), "repeat"); err != nil {
 			return fail("workload.sql: %v", err)
 		}
-		if s.SQL, err = sqlparse.Split(string(b)); err != nil {
+		// The directive is for pgmedic: the server must not see it, or it
+		// would be part of the statement's text in pg_stat_statements.
+		if s.SQL, err = sqlparse.Split(withoutDirective(string(b))); err != nil {
 			return fail("workload.sql: %v", err)
 		}
 	}
@@ -255,6 +257,15 @@ func directive(text, word string) (int, error) {
 		return 0, fmt.Errorf("%q: want a count from 1 to 100000", first)
 	}
 	return n, nil
+}
+
+// withoutDirective drops a first line that is a "-- pgmedic:" directive.
+func withoutDirective(text string) string {
+	first, rest, _ := strings.Cut(text, "\n")
+	if strings.HasPrefix(strings.TrimSpace(first), "-- pgmedic:") {
+		return rest
+	}
+	return text
 }
 
 // pgbenchArgs reads the options from "-- pgmedic: pgbench ...". Only the

@@ -114,6 +114,8 @@ func (s *Statement) describe() *QueryShape {
 		quals = append(quals, d.WhereClause)
 	case s.root.GetInsertStmt() != nil:
 		sh.Command, sh.Target = "INSERT", relRef(s.root.GetInsertStmt().Relation)
+	case s.root.GetMergeStmt() != nil:
+		sh.Command, sh.Target = "MERGE", relRef(s.root.GetMergeStmt().Relation)
 	}
 	s.walk(func(m proto.Message) bool {
 		switch n := m.(type) {

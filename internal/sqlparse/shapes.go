@@ -4,7 +4,7 @@ package sqlparse
 // relations it touches, the predicates and sort order per relation, and for
 // queue claims how the rows are locked.
 type QueryShape struct {
-	Command    string // SELECT, UPDATE, DELETE, INSERT, OTHER
+	Command    string // SELECT, UPDATE, DELETE, INSERT, MERGE, OTHER
 	Target     RelRef // the written relation of INSERT/UPDATE/DELETE
 	Relations  []RelRef
 	Predicates []Predicate

@@ -156,6 +156,21 @@ func (s *Statement) BareTargetParams() []int {
 	return out
 }
 
+// LimitParams lists the $n that are a LIMIT's count (or FETCH FIRST's),
+// in any SELECT of the statement.
+func (s *Statement) LimitParams() []int {
+	var out []int
+	s.walk(func(m proto.Message) bool {
+		if st, ok := m.(*pg_query.SelectStmt); ok && st.LimitCount != nil {
+			if p := st.LimitCount.GetParamRef(); p != nil {
+				out = append(out, int(p.Number))
+			}
+		}
+		return true
+	})
+	return out
+}
+
 // Column is a column reference resolved as far as the text allows.
 type Column struct {
 	Schema string // empty when not written
@@ -282,13 +297,52 @@ func params(n *pg_query.Node) []int {
 		}
 		return out
 	case n.GetFuncCall() != nil && strings.EqualFold(funcName(n.GetFuncCall()), "any"):
-		var out []int
-		for _, a := range n.GetFuncCall().Args {
-			out = append(out, params(a)...)
-		}
-		return out
+		return paramsOf(n.GetFuncCall().Args)
+	case n.GetAArrayExpr() != nil: // = ANY (ARRAY[$1, $2])
+		return paramsOf(n.GetAArrayExpr().Elements)
+	case n.GetCoalesceExpr() != nil: // = coalesce($1, $2)
+		return paramsOf(n.GetCoalesceExpr().Args)
+	case n.GetMinMaxExpr() != nil: // greatest, least
+		return paramsOf(n.GetMinMaxExpr().Args)
 	}
 	return nil
+}
+
+// numericFuncs take numbers: a parameter standing for one of their
+// arguments was a number in the application's text. generate_series gets
+// integer, as its bounds almost always are (and its rows are multiplied
+// with intervals, which numeric is not).
+var numericFuncs = map[string]string{"sum": "numeric", "avg": "numeric", "generate_series": "integer", "abs": "numeric",
+	"round": "numeric", "ceil": "numeric", "floor": "numeric", "power": "numeric", "sqrt": "numeric", "mod": "numeric", "width_bucket": "numeric"}
+
+// caseResults are the parameters that are n itself or every result of a
+// CASE that n is.
+func caseResults(n *pg_query.Node) []int {
+	if p := n.GetParamRef(); p != nil {
+		return []int{int(p.Number)}
+	}
+	c := n.GetCaseExpr()
+	if c == nil {
+		return nil
+	}
+	var out []int
+	for _, w := range c.Args {
+		if cw := w.GetCaseWhen(); cw != nil {
+			out = append(out, caseResults(cw.Result)...)
+		}
+	}
+	if c.Defresult != nil {
+		out = append(out, caseResults(c.Defresult)...)
+	}
+	return out
+}
+
+func paramsOf(nodes []*pg_query.Node) []int {
+	var out []int
+	for _, a := range nodes {
+		out = append(out, params(a)...)
+	}
+	return out
 }
 
 // funcName is the function's own name, without its schema (the parser
@@ -338,23 +392,98 @@ func (s *Statement) walk(visit func(proto.Message) bool) {
 }
 
 // FallbackParamTypes is the type list for a second PREPARE attempt when
-// PostgreSQL cannot infer every $n: parameters that stand bare in a select
-// list are declared integer (the usual case: LIMIT-like counters normalised
-// by pg_stat_statements), the rest left to inference. It returns nil when
-// there is nothing to retry with.
-func (s *Statement) FallbackParamTypes(n int) []string {
-	bare := s.BareTargetParams()
-	if len(bare) == 0 || n <= 0 {
+// PostgreSQL cannot infer every $n ("unknown" leaves one to inference):
+//   - a parameter compared with a column (directly, in IN or ANY
+//     (ARRAY[...]), inside coalesce, greatest or least) gets the column's
+//     type from columnType, when it knows the column;
+//   - one standing bare in a select list is integer (a counter or flag
+//     pg_stat_statements normalised);
+//   - two parameters side by side get numeric for arithmetic, text for any
+//     other operator.
+//
+// It returns nil when it has nothing to declare.
+func (s *Statement) FallbackParamTypes(n int, columnType func(Column) string) []string {
+	if n <= 0 {
 		return nil
 	}
 	types := make([]string, n)
 	for i := range types {
 		types[i] = "unknown"
 	}
-	for _, p := range bare {
-		if p >= 1 && p <= n {
-			types[p-1] = "integer"
+	set := func(p int, typ string) bool {
+		if p < 1 || p > n || typ == "" || types[p-1] != "unknown" {
+			return false
 		}
+		types[p-1] = typ
+		return true
+	}
+	changed := false
+	if columnType != nil {
+		for p, cols := range s.ParamColumns() {
+			for _, c := range cols {
+				if set(p, columnType(c)) {
+					changed = true
+					break
+				}
+			}
+		}
+	}
+	// INSERT ... SELECT $1, $2: each item is the value of a column of
+	// the table.
+	if ins := s.root.GetInsertStmt(); ins != nil && columnType != nil && ins.SelectStmt != nil {
+		if sel := ins.SelectStmt.GetSelectStmt(); sel != nil && len(sel.ValuesLists) == 0 {
+			for i, t := range sel.TargetList {
+				rt := t.GetResTarget()
+				if i >= len(ins.Cols) || rt == nil || rt.Val.GetParamRef() == nil {
+					continue
+				}
+				col := Column{Schema: ins.Relation.Schemaname, Table: ins.Relation.Relname, Column: ins.Cols[i].GetResTarget().GetName()}
+				changed = set(int(rt.Val.GetParamRef().Number), columnType(col)) || changed
+			}
+		}
+	}
+	for _, p := range s.BareTargetParams() {
+		changed = set(p, "integer") || changed
+	}
+	// Two parameters side by side: pg_stat_statements wrote them where an
+	// application had two literals (SELECT 2 + 3, 'a' || 'b'), and
+	// PostgreSQL cannot choose an operator for unknown and unknown. The
+	// literals were numbers for arithmetic, and strings otherwise.
+	s.walk(func(m proto.Message) bool {
+		e, ok := m.(*pg_query.A_Expr)
+		if !ok || e.Kind != pg_query.A_Expr_Kind_AEXPR_OP || len(e.Name) != 1 || e.Lexpr == nil || e.Rexpr == nil {
+			return true
+		}
+		l, r := e.Lexpr.GetParamRef(), e.Rexpr.GetParamRef()
+		if l == nil || r == nil {
+			return true
+		}
+		typ := "text"
+		switch e.Name[0].GetString_().GetSval() {
+		case "+", "-", "*", "/", "%", "^":
+			typ = "numeric"
+		}
+		changed = set(int(l.Number), typ) || changed
+		changed = set(int(r.Number), typ) || changed
+		return true
+	})
+	// Parameters given to a function that takes numbers (sum, avg,
+	// generate_series, ...) directly or as the results of a CASE: with
+	// only unknowns PostgreSQL picks text, or cannot pick at all.
+	s.walk(func(m proto.Message) bool {
+		f, ok := m.(*pg_query.FuncCall)
+		if !ok || numericFuncs[funcName(f)] == "" {
+			return true
+		}
+		for _, a := range f.Args {
+			for _, p := range caseResults(a) {
+				changed = set(p, numericFuncs[funcName(f)]) || changed
+			}
+		}
+		return true
+	})
+	if !changed {
+		return nil
 	}
 	return types
 }

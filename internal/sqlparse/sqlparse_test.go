@@ -281,3 +281,30 @@ func mustParse(t *testing.T, sql string) *Statement {
 	}
 	return st
 }
+
+// TestRunnable: what pg_stat_statements writes for typed literals and
+// EXTRACT becomes text the server prepares, the same statement; the rest
+// is sent as written.
+func TestRunnable(t *testing.T) {
+	for in, want := range map[string]string{
+		"SELECT id FROM jobs WHERE run_at < now() - interval $1 LIMIT $2":                    "SELECT id FROM jobs WHERE run_at < (now() - $1::interval) LIMIT $2",
+		"SELECT count(*) FROM orders WHERE d >= date $1 AND d < date $2 + interval $3 month": "SELECT count(*) FROM orders WHERE d >= $1::date AND d < ($2::date + $3::interval month)",
+		"SELECT extract($1 FROM o_orderdate) FROM orders":                                    `SELECT pg_catalog."extract"($1, o_orderdate) FROM orders`,
+		"SELECT id FROM e WHERE t >= timestamp with time zone $1 AND u < time $2":            "SELECT id FROM e WHERE t >= $1::timestamp with time zone AND u < $2::time",
+		"SELECT id FROM e WHERE t > $1::interval AND k = $2":                                 "SELECT id FROM e WHERE t > $1::interval AND k = $2",
+		"SELECT extract(year FROM d) FROM t":                                                 "SELECT extract(year FROM d) FROM t",
+	} {
+		st := mustParse(t, in)
+		got, err := st.Runnable()
+		if err != nil {
+			t.Errorf("%s: %v", in, err)
+			continue
+		}
+		if got != want {
+			t.Errorf("%s:\n got %s\nwant %s", in, got, want)
+		}
+		if st.Text() != in {
+			t.Errorf("Runnable changed the statement's text")
+		}
+	}
+}

@@ -94,7 +94,7 @@ type castResult struct {
 func (e *Engine) castRuns(ctx context.Context, stmt *sqlparse.Statement, exp *model.Experiment) (*castResult, error) {
 	r := &castResult{}
 	r.analyzed = e.refusal(ctx, stmt) == ""
-	b, why := e.bind(ctx, stmt)
+	b, why := e.bind(ctx, stmt, exp)
 	if why != "" {
 		return nil, fmt.Errorf("%s", why)
 	}

@@ -101,7 +101,7 @@ func (e *Engine) hypoCost(ctx context.Context, snap *model.Snapshot, stmt *sqlpa
 	if _, ok := snap.Extensions["hypopg"]; !ok {
 		return 0, 0, false, "HypoPG is not installed in this database, so the planner's view was not checked (CREATE EXTENSION hypopg; Debian/Ubuntu package postgresql-15-hypopg)"
 	}
-	b, why := e.bind(ctx, stmt)
+	b, why := e.bind(ctx, stmt, exp)
 	if why != "" {
 		return 0, 0, false, why
 	}
@@ -174,7 +174,7 @@ func (e *Engine) measureOnCopy(ctx context.Context, snap *model.Snapshot, stmt *
 	if err != nil || n == 0 {
 		return nil, "cannot rewrite the statement to read a copy of the table"
 	}
-	b, why := e.bind(ctx, stmt)
+	b, why := e.bind(ctx, stmt, exp)
 	if why != "" {
 		return nil, why
 	}
@@ -471,7 +471,7 @@ func (e *Engine) misestimate(ctx context.Context, snap *model.Snapshot, f *model
 		f.Verification = model.NotRunBecause("not re-run: " + why)
 		return
 	}
-	b, why := e.bind(ctx, stmt)
+	b, why := e.bind(ctx, stmt, exp)
 	if why != "" {
 		f.Verification = model.NotRunBecause(why)
 		return

@@ -10,13 +10,14 @@ import (
 )
 
 // parameterValues picks a value for each $n of a pg_stat_statements entry,
-// whose constants were replaced by parameters. A value comes from pg_stats
+// whose constants were replaced by parameters. A LIMIT's count is the
+// statement's rows per call (limits). Another value comes from pg_stats
 // for the column the parameter is compared with (the most common value, else
 // the middle histogram bound): a value real rows have, so the plan and its
 // cost are the ones the application gets. Otherwise it comes from the type's
 // domain. It returns SQL expressions for EXECUTE, a description for the
 // report, and a reason when no safe value exists.
-func (e *Engine) parameterValues(ctx context.Context, cols map[int][]sqlparse.Column, types []string) ([]string, string, string) {
+func (e *Engine) parameterValues(ctx context.Context, cols map[int][]sqlparse.Column, limits map[int]int64, types []string) ([]string, string, string) {
 	values := make([]string, len(types))
 	var desc []string
 	for i, typ := range types {
@@ -24,7 +25,13 @@ func (e *Engine) parameterValues(ctx context.Context, cols map[int][]sqlparse.Co
 		isArray := strings.HasSuffix(typ, "[]")
 		elem := strings.TrimSuffix(typ, "[]")
 		var v, from string
+		if l, ok := limits[n]; ok {
+			v, from = fmt.Sprint(l), "rows per call in pg_stat_statements"
+		}
 		for _, c := range cols[n] {
+			if from != "" {
+				break
+			}
 			if sv, ok := e.statsValue(ctx, c); ok {
 				v, from = sv, "pg_stats "+c.Table+"."+c.Column
 				break

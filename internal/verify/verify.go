@@ -50,6 +50,10 @@ type Engine struct {
 	// AllowFunctions are VOLATILE functions the user vouched for
 	// (--allow-function): statements calling them may be executed.
 	AllowFunctions []string
+
+	// columnType types the parameters PostgreSQL cannot infer (the
+	// snapshot's ColumnType).
+	columnType func(sqlparse.Column) string
 }
 
 // A fix counts as helping when the measured figure after it is at most
@@ -81,6 +85,7 @@ func (e *Engine) Run(ctx context.Context, snap *model.Snapshot, findings []model
 	if e.Log == nil {
 		e.Log = func(string, ...any) {}
 	}
+	e.columnType = snap.ColumnType
 	var skipped []model.Skip
 	if busy := e.busy(snap); busy != "" {
 		for i := range findings {
@@ -189,7 +194,7 @@ func (e *Engine) jitToggle(ctx context.Context, snap *model.Snapshot, exp *model
 		t.reason = "not re-run: " + why + "; pgmedic only executes SELECTs that act on nothing outside their transaction"
 		return t
 	}
-	b, why := e.bind(ctx, stmt)
+	b, why := e.bind(ctx, stmt, exp)
 	if why != "" {
 		t.reason = why
 		return t
@@ -262,14 +267,17 @@ func statement(exp *model.Experiment) (*sqlparse.Statement, error) {
 
 // bind prepares a statement with $n parameters and picks their values
 // (see parameterValues); a statement without parameters is used as is.
-func (e *Engine) bind(ctx context.Context, stmt *sqlparse.Statement) (*bound, string) {
-	query := stmt.Text()
+func (e *Engine) bind(ctx context.Context, stmt *sqlparse.Statement, exp *model.Experiment) (*bound, string) {
+	query, err := stmt.Runnable()
+	if err != nil {
+		return nil, "not re-run: " + err.Error()
+	}
 	b := &bound{target: query, cleanup: func() {}}
 	n := stmt.ParamCount()
 	if n == 0 {
 		return b, ""
 	}
-	if err := envelope.Prepare(ctx, e.Conn, stmtName, query, stmt.FallbackParamTypes(n)); err != nil {
+	if err := envelope.Prepare(ctx, e.Conn, stmtName, query, stmt.FallbackParamTypes(n, e.columnType)); err != nil {
 		return nil, "cannot prepare the statement to re-run it: " + envelope.Message(err)
 	}
 	b.cleanup = func() { e.Conn.Exec(context.Background(), envelope.Tag+"DEALLOCATE "+stmtName) }
@@ -277,7 +285,16 @@ func (e *Engine) bind(ctx context.Context, stmt *sqlparse.Statement) (*bound, st
 		b.cleanup()
 		return nil, "cannot read the statement's parameter types: " + envelope.Message(err)
 	}
-	values, desc, why := e.parameterValues(ctx, stmt.ParamColumns(), b.types)
+	limits := map[int]int64{}
+	if exp != nil && exp.Calls > 0 {
+		// What the statement returned per call is what its LIMIT let
+		// through: the application's value, or a lower bound of it.
+		perCall := max(1, (exp.Rows+exp.Calls/2)/exp.Calls)
+		for _, p := range stmt.LimitParams() {
+			limits[p] = perCall
+		}
+	}
+	values, desc, why := e.parameterValues(ctx, stmt.ParamColumns(), limits, b.types)
 	if why != "" {
 		b.cleanup()
 		return nil, why
