@@ -83,7 +83,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case errors.As(err, &ie):
 		fmt.Fprintln(stderr, "pgmedic: "+oneLine(ie.Error()))
 		return ExitInput
-	case errors.Is(err, lab.ErrNoPostgres), errors.Is(err, scenario.ErrNoAsyncpg):
+	case errors.Is(err, lab.ErrNoPostgres), errors.As(err, new(*scenario.MissingClient)):
 		fmt.Fprintln(stderr, "pgmedic: "+oneLine(err.Error()))
 		return ExitInput
 	case isCobraUsage(err):

@@ -254,9 +254,13 @@ func plans(ctx context.Context, q Querier, s *model.Snapshot, top int) {
 		}
 		s.Plans[st.QueryID] = ex
 	}
+	clientTypes(ctx, q, s)
 	var tables []string
 	for _, ex := range s.Plans {
 		tables = append(tables, ex.Tables()...)
+	}
+	for _, ct := range s.ClientTypes {
+		tables = append(tables, ct.Plan.Tables()...)
 	}
 	if cat, err := CastCatalog(ctx, q, tables); err == nil {
 		s.Casts = cat

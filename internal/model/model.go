@@ -110,6 +110,9 @@ type Snapshot struct {
 	// what would let pgmedic plan the first of them.
 	PlanErrors   map[int64]string
 	PlanErrorFix string
+	// ClientTypes are statements whose observed cost only a plan with
+	// another parameter type explains (see ClientType), by queryid.
+	ClientTypes map[int64]*ClientType
 	// Casts are the catalog facts about the columns the plans read.
 	Casts   *CastCatalog
 	Tables  []Table
@@ -124,6 +127,28 @@ type Snapshot struct {
 	lookup    *lookup
 	// Missing names sources that could not be collected, with why and the fix.
 	Missing map[string]Skip
+}
+
+// ClientType is what the parameter-type probe found for one statement.
+// pg_stat_statements keeps $n but not the type the client sent for it;
+// re-planned with inferred types, a statement comparing an integer column
+// with a driver's numeric gets the index plan the application never gets.
+// When the observed cost is far above that plan's, the statement is
+// planned again with the types drivers send (numeric, double precision,
+// text, ...); the type whose plan explains the observed cost is the
+// client's.
+type ClientType struct {
+	Param      int    // the $n
+	Type       string // the type the client sends for it
+	Column     string // the column it is compared with
+	ColumnType string
+	// Types is the PREPARE type list that gave Plan ("unknown" where
+	// PostgreSQL infers), and Plan the generic plan with the client's type.
+	Types []string
+	Plan  *plan.Explain
+	// BlocksPerCall is the observed cost, InferredCost the cost of the plan
+	// with inferred types and ClientCost that of Plan.
+	BlocksPerCall, InferredCost, ClientCost float64
 }
 
 // Server describes the PostgreSQL server.
@@ -428,6 +453,12 @@ type Experiment struct {
 	// KeepValue: drop the cast on the column and leave the value alone,
 	// because the index's operator family compares the two types directly.
 	KeepValue bool
+	// ClientTypes, for a cast the client's parameter type causes, is the
+	// PREPARE type list the client's statement gets and Param its $n: the
+	// experiment prepares the statement with them, then with the column's
+	// type at Param, instead of rewriting the text.
+	ClientTypes []string `json:",omitempty"`
+	Param       int      `json:",omitempty"`
 }
 
 // Round rounds a figure to places decimals for reports, half away from

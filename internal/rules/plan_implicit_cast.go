@@ -106,8 +106,64 @@ func ImplicitCastStatements(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 			}
 			out = append(out, f)
 		}
+		if ct := s.ClientTypes[st.QueryID]; ct != nil {
+			out = append(out, clientTypeFindings(s, st, ct, total)...)
+		}
 	}
 	return out, nil
+}
+
+// clientTypeFindings are the implicit casts a client's parameter type
+// causes: the plan with the client's type (found by collect's probe)
+// casts the column, the plan with inferred types does not, and only the
+// first explains what pg_stat_statements saw.
+func clientTypeFindings(s *model.Snapshot, st model.Statement, ct *model.ClientType, total float64) []model.Finding {
+	in := PlanInput{Explain: ct.Plan, Catalog: s.Casts, Query: st.Query, Stmt: st.Parsed,
+		Object: model.Object{Kind: "statement", Name: Shorten(st.Query, 80), QueryID: strconv.FormatInt(st.QueryID, 10), Role: st.Role}}
+	var out []model.Finding
+	for _, f := range ImplicitCast(in) {
+		if f.Experiment == nil || f.Experiment.Column != ct.Column {
+			continue
+		}
+		f.Title = fmt.Sprintf("the client sends $%d as %s: %s", ct.Param, ct.Type, f.Title)
+		f.Fix.Summary = fmt.Sprintf("send $%d as %s, the column's type: %s; or cast it in the SQL ($%d::%s)",
+			ct.Param, ct.ColumnType, driverFix(ct.Type, ct.ColumnType), ct.Param, ct.ColumnType)
+		if total > 0 {
+			f.Impact.Share = model.Round(st.TotalExecMS/total, 4)
+		}
+		f.Impact.Summary = fmt.Sprintf("the statement ran %d times for %s, mean %s (%s of the database's statement time)",
+			st.Calls, ms(st.TotalExecMS), ms(st.MeanExecMS()), pct(f.Impact.Share))
+		f.Evidence = []model.Evidence{ev("calls", float64(st.Calls), ""), ev("mean execution", st.MeanExecMS(), "ms"),
+			ev("shared buffers per call (pg_stat_statements)", ct.BlocksPerCall, ""),
+			ev("planner cost with the type PostgreSQL infers ("+ct.ColumnType+")", ct.InferredCost, ""),
+			ev("planner cost with $"+strconv.Itoa(ct.Param)+" as "+ct.Type, ct.ClientCost, "")}
+		f.Experiment.QueryID, f.Experiment.Role = st.QueryID, st.Role
+		f.Experiment.ClientTypes, f.Experiment.Param = ct.Types, ct.Param
+		f.Verification.Reason = fmt.Sprintf("pg_stat_statements saw %.0f buffers per call; planned with $%d as %s the statement costs %.0f, with the type PostgreSQL infers %.1f: the client sends %s",
+			ct.BlocksPerCall, ct.Param, ct.Type, ct.ClientCost, ct.InferredCost, ct.Type)
+		out = append(out, f)
+	}
+	return out
+}
+
+// driverFix says what sends a type from the common drivers and what to
+// send instead.
+func driverFix(client, column string) string {
+	switch client {
+	case "numeric":
+		return "a Python Decimal (psycopg), a Java BigDecimal (JDBC setBigDecimal) or a .NET decimal is sent as numeric; pass an int (setInt/setLong, int(...))"
+	case "double precision":
+		return "a Python float, a Java double (setDouble) or a JavaScript number bound as float8 is sent as double precision; pass a Decimal or an int matching " + column
+	case "text", "character varying":
+		return "a string bound as text or varchar (JDBC setString, the default stringtype=varchar) is cast to the column's type; with JDBC set stringtype=unspecified, or bind the column's type"
+	case "bigint":
+		return "a Python int or Java long bound as bigint against a narrower column is harmless for integer columns but not for numeric or text ones; bind the column's type"
+	case "timestamp with time zone":
+		return "a timezone-aware datetime (Python datetime with tzinfo, java.time.Instant/OffsetDateTime) is sent as timestamptz against a timestamp column; pass a naive local timestamp (LocalDateTime) or make the column timestamptz"
+	case "timestamp without time zone":
+		return "a naive datetime (LocalDateTime) is sent as timestamp against a timestamptz column; pass an aware one (Instant/OffsetDateTime)"
+	}
+	return "bind the parameter with the column's type"
 }
 
 // scansBelow maps aliases (and relation names) to the scans under n.

@@ -87,8 +87,10 @@ func TestScenarios(t *testing.T) {
 	if _, err := lab.FindBinDir(""); err != nil {
 		testkit.Missing(t, "PostgreSQL 15 server binaries", err)
 	}
-	if _, err := FindAsyncpgPython(); err != nil {
-		testkit.Missing(t, "python3-asyncpg", err)
+	for module, pkg := range map[string]string{"asyncpg": "python3-asyncpg", "psycopg": "python3-psycopg"} {
+		if _, err := FindPython(module, pkg); err != nil {
+			testkit.Missing(t, pkg, err)
+		}
 	}
 	ctx := context.Background()
 	c, err := lab.Create(ctx, lab.Options{})

@@ -11,6 +11,7 @@ type Workload func(ctx context.Context, env *Env) error
 // workload.sql or workload.pgbench in their folder.
 var workloads = map[string]Workload{
 	"asyncpg-introspection": asyncpgIntrospection,
+	"client-param-types":    clientParamTypes,
 	"queue-claim-race":      queueClaimRace,
 	"queue-churn":           queueChurn,
 	"queue-poll":            queuePoll,
@@ -20,5 +21,6 @@ var workloads = map[string]Workload{
 // needs says what a Go workload needs that is not PostgreSQL, checked
 // before the scenario loads anything.
 var needs = map[string]func() error{
-	"asyncpg-introspection": func() error { _, err := FindAsyncpgPython(); return err },
+	"asyncpg-introspection": func() error { _, err := FindPython("asyncpg", "python3-asyncpg"); return err },
+	"client-param-types":    func() error { _, err := FindPython("psycopg", "python3-psycopg"); return err },
 }

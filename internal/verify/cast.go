@@ -26,6 +26,10 @@ func (e *Engine) castExperiment(ctx context.Context, f *model.Finding) {
 		f.Verification = model.NotRunBecause("cannot parse the statement: " + err.Error())
 		return
 	}
+	if len(exp.ClientTypes) > 0 {
+		e.clientTypeExperiment(ctx, f, stmt)
+		return
+	}
 	fixed, n, err := stmt.CastToColumn(exp.Column, exp.ColumnType, exp.KeepValue)
 	if err != nil {
 		f.Verification = model.NotRunBecause("cannot rewrite the statement: " + err.Error())
@@ -36,12 +40,12 @@ func (e *Engine) castExperiment(ctx context.Context, f *model.Finding) {
 			Reason: "the statement's text has no comparison of " + exp.Column + " with a value to rewrite (the value's type may come from the driver's parameter types)"}
 		return
 	}
-	before, err := e.castRuns(ctx, stmt, exp)
+	before, err := e.castRuns(ctx, stmt, exp, nil)
 	if err != nil {
 		f.Verification = model.NotRunBecause(err.Error())
 		return
 	}
-	after, err := e.castRuns(ctx, fixed, exp)
+	after, err := e.castRuns(ctx, fixed, exp, nil)
 	if err != nil {
 		f.Verification = model.NotRunBecause("the rewritten statement failed: " + err.Error())
 		return
@@ -51,13 +55,47 @@ func (e *Engine) castExperiment(ctx context.Context, f *model.Finding) {
 	if exp.KeepValue {
 		method = fmt.Sprintf("re-planned without the cast on %s", exp.Column)
 	}
+	e.castVerdict(f, method, before, after)
+}
+
+// clientTypeExperiment measures a cast the client's parameter type causes:
+// the statement prepared with the types the client sends, then with the
+// column's type for that parameter, and run with the same values.
+func (e *Engine) clientTypeExperiment(ctx context.Context, f *model.Finding, stmt *sqlparse.Statement) {
+	exp := f.Experiment
+	if exp.Param < 1 || exp.Param > len(exp.ClientTypes) {
+		f.Verification = model.NotRunBecause("the finding names no parameter")
+		return
+	}
+	fixed := append([]string(nil), exp.ClientTypes...)
+	fixed[exp.Param-1] = exp.ColumnType
+	before, err := e.castRuns(ctx, stmt, exp, exp.ClientTypes)
+	if err != nil {
+		f.Verification = model.NotRunBecause(err.Error())
+		return
+	}
+	after, err := e.castRuns(ctx, stmt, exp, fixed)
+	if err != nil {
+		f.Verification = model.NotRunBecause("with the column's type: " + err.Error())
+		return
+	}
+	method := fmt.Sprintf("prepared with $%d as %s, as the client sends it, and as %s, the column's type, with the same values",
+		exp.Param, exp.ClientTypes[exp.Param-1], exp.ColumnType)
+	e.castVerdict(f, method, before, after)
+}
+
+// castVerdict judges a cast experiment from the runs with and without the
+// cast: confirmed when the plan without it uses an index on the table and
+// is at least helpedRatio faster.
+func (e *Engine) castVerdict(f *model.Finding, method string, before, after *castResult) {
+	exp := f.Experiment
 	if before.analyzed {
 		method += fmt.Sprintf("; EXPLAIN ANALYZE x%d each in a rolled-back read-only transaction, medians", e.Runs)
 	}
 	if after.index != "" {
-		method += "; the rewritten plan uses " + after.index
+		method += "; the plan without the cast uses " + after.index
 	} else {
-		method += "; the rewritten plan still uses no index on " + exp.Table.Name
+		method += "; the plan without the cast still uses no index on " + exp.Table.Name
 	}
 	if before.desc != "" {
 		method += "; parameters: " + before.desc
@@ -75,7 +113,7 @@ func (e *Engine) castExperiment(ctx context.Context, f *model.Finding) {
 	}
 	if after.index == "" {
 		f.Verification.Status = model.Refuted
-		f.Verification.Reason = "the rewritten statement still scans " + exp.Table.Name + " without an index"
+		f.Verification.Reason = "the statement without the cast still scans " + exp.Table.Name + " without an index"
 		f.Severity = model.Info
 		return
 	}
@@ -91,10 +129,10 @@ type castResult struct {
 
 // castRuns measures stmt, as written or rewritten: EXPLAIN ANALYZE Runs
 // times when it may be executed, else the planner's cost once.
-func (e *Engine) castRuns(ctx context.Context, stmt *sqlparse.Statement, exp *model.Experiment) (*castResult, error) {
+func (e *Engine) castRuns(ctx context.Context, stmt *sqlparse.Statement, exp *model.Experiment, types []string) (*castResult, error) {
 	r := &castResult{}
 	r.analyzed = e.refusal(ctx, stmt) == ""
-	b, why := e.bind(ctx, stmt, exp)
+	b, why := e.bindAs(ctx, stmt, exp, types)
 	if why != "" {
 		return nil, fmt.Errorf("%s", why)
 	}

@@ -268,6 +268,12 @@ func statement(exp *model.Experiment) (*sqlparse.Statement, error) {
 // bind prepares a statement with $n parameters and picks their values
 // (see parameterValues); a statement without parameters is used as is.
 func (e *Engine) bind(ctx context.Context, stmt *sqlparse.Statement, exp *model.Experiment) (*bound, string) {
+	return e.bindAs(ctx, stmt, exp, nil)
+}
+
+// bindAs is bind with the parameter types given (as a client binds them)
+// instead of inferred; nil infers.
+func (e *Engine) bindAs(ctx context.Context, stmt *sqlparse.Statement, exp *model.Experiment, types []string) (*bound, string) {
 	query, err := stmt.Runnable()
 	if err != nil {
 		return nil, "not re-run: " + err.Error()
@@ -277,7 +283,12 @@ func (e *Engine) bind(ctx context.Context, stmt *sqlparse.Statement, exp *model.
 	if n == 0 {
 		return b, ""
 	}
-	if err := envelope.Prepare(ctx, e.Conn, stmtName, query, stmt.FallbackParamTypes(n, e.columnType)); err != nil {
+	if types != nil {
+		_, err = e.Conn.Exec(ctx, envelope.Tag+"PREPARE "+stmtName+"("+strings.Join(types, ", ")+") AS "+query)
+	} else {
+		err = envelope.Prepare(ctx, e.Conn, stmtName, query, stmt.FallbackParamTypes(n, e.columnType))
+	}
+	if err != nil {
 		return nil, "cannot prepare the statement to re-run it: " + envelope.Message(err)
 	}
 	b.cleanup = func() { e.Conn.Exec(context.Background(), envelope.Tag+"DEALLOCATE "+stmtName) }

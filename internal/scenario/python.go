@@ -1,0 +1,69 @@
+package scenario
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// MissingClient says a scenario's real client library is not installed.
+type MissingClient struct {
+	Module  string // the Python module (asyncpg, psycopg)
+	Package string // the Debian package that provides it
+}
+
+func (e *MissingClient) Error() string {
+	return fmt.Sprintf("no python3 with %s found: install it with `apt-get install %s`, or point PGMEDIC_PYTHON at a python3 that has it", e.Module, e.Package)
+}
+
+// FindPython returns a python3 interpreter that can import module. Debian's
+// python3-* packages install for /usr/bin/python3, which may not be the
+// python3 first on PATH.
+func FindPython(module, pkg string) (string, error) {
+	candidates := []string{os.Getenv("PGMEDIC_PYTHON"), "/usr/bin/python3"}
+	if p, err := exec.LookPath("python3"); err == nil {
+		candidates = append(candidates, p)
+	}
+	for _, c := range candidates {
+		if c == "" {
+			continue
+		}
+		if err := exec.Command(c, "-c", "import "+module).Run(); err == nil {
+			return c, nil
+		}
+	}
+	return "", &MissingClient{Module: module, Package: pkg}
+}
+
+// runPython runs an embedded client script with a python3 that has module
+// and decodes the one JSON line it prints into out.
+func runPython(ctx context.Context, module, pkg, name string, script []byte, out any, args ...string) error {
+	py, err := FindPython(module, pkg)
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "pgmedic-"+module+"-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, script, 0o644); err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, py, append([]string{path}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("the %s client failed: %w: %s", module, err, strings.TrimSpace(stderr.String()))
+	}
+	if err := json.Unmarshal(stdout.Bytes(), out); err != nil {
+		return fmt.Errorf("reading the %s client's output %q: %w", module, stdout.String(), err)
+	}
+	return nil
+}
