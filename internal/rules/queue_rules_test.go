@@ -252,3 +252,38 @@ func TestTableBloatAndStaleStatistics(t *testing.T) {
 		})
 	}
 }
+
+// TestStaleStatisticsWithinAutovacuumLag: changes younger than autovacuum's
+// naptime plus a run, and tables never analysed since the statistics were
+// reset, are its ordinary lag: info until a misestimate is measured. With
+// autovacuum off, or an ANALYZE long ago, they are a warning.
+func TestStaleStatisticsWithinAutovacuumLag(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	at := func(ago time.Duration) *time.Time { x := now.Add(-ago); return &x }
+	for _, c := range []struct {
+		name       string
+		last       *time.Time
+		autovacuum bool
+		naptime    string
+		want       model.Severity
+	}{
+		{"analysed 30 s ago", at(30 * time.Second), true, "60", model.Info},
+		{"analysed 90 s ago, naptime 60 s", at(90 * time.Second), true, "60", model.Info},
+		{"analysed 3 minutes ago", at(3 * time.Minute), true, "60", model.Warning},
+		{"analysed 3 minutes ago, naptime 5 min", at(3 * time.Minute), true, "300", model.Info},
+		{"never analysed, autovacuum on", nil, true, "60", model.Info},
+		{"never analysed, autovacuum off", nil, false, "60", model.Warning},
+		{"analysed 30 s ago, autovacuum off", at(30 * time.Second), false, "60", model.Warning},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := &model.Snapshot{CollectedAt: now, Tables: []model.Table{{Schema: "public", Name: "q", Live: 60000, Reltuples: 20000,
+				ModSinceAnalyze: 40000, LastAnalyze: c.last, AutovacuumEnabled: c.autovacuum}},
+				Settings: map[string]model.Setting{"autovacuum_naptime": {Value: c.naptime}, "autovacuum_analyze_threshold": {Value: "50"},
+					"autovacuum_analyze_scale_factor": {Value: "0.1"}}}
+			fs, _ := StaleStatistics(s)
+			if len(fs) != 1 || fs[0].Severity != c.want {
+				t.Fatalf("got %d findings %+v, want one at %v", len(fs), fs, c.want)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package rules
 import (
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
@@ -15,6 +16,17 @@ const (
 	staleMinMods = 10000
 	staleRatio   = 1.0 // rows modified since ANALYZE per row counted at ANALYZE
 )
+
+// autovacuumLag is how long autovacuum may take to get to a table that
+// crossed its analyze threshold: autovacuum_naptime, plus a minute for the
+// run that analyzes it.
+func autovacuumLag(s *model.Snapshot) time.Duration {
+	naptime := s.Settings["autovacuum_naptime"].Float() // seconds
+	if naptime <= 0 {
+		naptime = 60
+	}
+	return time.Duration(naptime+60) * time.Second
+}
 
 // StaleStatistics finds tables that changed more since their last ANALYZE
 // than they held at it. The planner's row estimates come from pg_stats and
@@ -42,6 +54,23 @@ func StaleStatistics(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		} else {
 			sql += fmt.Sprintf("\n-- fast-changing table: analyze after fewer changes\nALTER TABLE %s SET (autovacuum_analyze_scale_factor = 0.02);", qt)
 		}
+		// Autovacuum wakes every autovacuum_naptime and then needs a run
+		// to get to the table: changes younger than that are its ordinary
+		// lag, not a problem. A table never analysed since the statistics
+		// were reset (typically created and filled a moment ago) is in the
+		// same position. Only a measured misestimate (verify raises the
+		// severity) or autovacuum being off makes either a warning.
+		severity := model.Warning
+		lag := autovacuumLag(s)
+		switch {
+		case !t.AutovacuumEnabled:
+		case t.LastAnalyze == nil:
+			severity = model.Info
+			why = "the table has not been analysed since statistics were reset (new, or just filled); autovacuum analyzes it within about " + lag.String()
+		case s.CollectedAt.Sub(*t.LastAnalyze) < lag:
+			severity = model.Info
+			why = fmt.Sprintf("the last ANALYZE was %s ago, within autovacuum's ordinary lag (naptime plus a run, about %s)", s.CollectedAt.Sub(*t.LastAnalyze).Round(time.Second), lag)
+		}
 		ev := []model.Evidence{
 			{Label: "rows modified since the last ANALYZE", Value: float64(t.ModSinceAnalyze)},
 			{Label: "rows at the last ANALYZE (reltuples)", Value: math.Round(base)},
@@ -52,7 +81,7 @@ func StaleStatistics(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		}
 		f := model.Finding{
 			Rule:         StaleStatisticsID,
-			Severity:     model.Warning,
+			Severity:     severity,
 			Title:        fmt.Sprintf("statistics of %s are stale: %s rows changed since its last ANALYZE, which counted %s; %s", t.Schema+"."+t.Name, count(float64(t.ModSinceAnalyze)), count(base), why),
 			Object:       model.Object{Kind: "table", Name: t.Schema + "." + t.Name, Database: s.Database},
 			Evidence:     ev,

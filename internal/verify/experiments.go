@@ -508,6 +508,9 @@ func (e *Engine) misestimate(ctx context.Context, snap *model.Snapshot, f *model
 		f.Severity = model.Info
 		return
 	}
+	// A measured misestimate is decisive whatever the rule thought of the
+	// table's age (a finding within autovacuum's lag starts at info).
+	f.Severity = max(f.Severity, model.Warning)
 	if before >= 100 {
 		f.Severity = model.Critical
 	}
