@@ -339,6 +339,9 @@ type Verification struct {
 	Reason string   `json:"reason,omitempty"`
 	Before *Measure `json:"before,omitempty"`
 	After  *Measure `json:"after,omitempty"`
+	// Parameters are the values a normalised statement was re-run with,
+	// one "$n = value (where it came from)" each.
+	Parameters []string `json:"parameters,omitempty"`
 }
 
 // NotRunBecause is the verification of a finding whose experiment did not
@@ -351,6 +354,26 @@ func NotRunBecause(reason string) Verification {
 type Measure struct {
 	Value float64 `json:"value"`
 	Unit  string  `json:"unit"`
+	// HigherIsBetter marks figures that improve upwards (leaf density);
+	// times, sizes and misestimates improve downwards.
+	HigherIsBetter bool `json:"higher_is_better,omitempty"`
+}
+
+// Gain is how many times better after is than before: before/after for
+// figures that improve downwards, after/before for those that improve
+// upwards; 0 when it cannot be told.
+func (v Verification) Gain() float64 {
+	if v.Before == nil || v.After == nil {
+		return 0
+	}
+	b, a := v.Before.Value, v.After.Value
+	if v.Before.HigherIsBetter {
+		b, a = a, b
+	}
+	if a <= 0 {
+		return 0
+	}
+	return b / a
 }
 
 // Experiment kinds.

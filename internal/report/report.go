@@ -96,6 +96,16 @@ func (r *Report) Filter(min model.Severity) *Report {
 	return &c
 }
 
+// Add appends findings found after the report was made (the statements a
+// scenario also runs through explain) and counts them in the summary.
+func (r *Report) Add(fs []model.Finding) {
+	for _, f := range fs {
+		f.Clamp()
+		r.Findings = append(r.Findings, f)
+	}
+	r.Summary = summarize(r.Findings, r.Summary.RulesRun)
+}
+
 // Worst is the highest severity among the reported findings, or -1.
 func (r *Report) Worst() model.Severity {
 	w := model.Severity(-1)
@@ -228,14 +238,30 @@ func num(v float64) string {
 }
 
 // verificationText is the verdict line: status, before and after, method.
+// shownParameters is how many re-run values the text report lists; a
+// driver's catalog query can have dozens, which the JSON report keeps.
+const shownParameters = 3
+
+// parametersText lists the first re-run values.
+func parametersText(ps []string) string {
+	if len(ps) == 0 {
+		return ""
+	}
+	s := "; parameters: " + strings.Join(ps[:min(len(ps), shownParameters)], ", ")
+	if len(ps) > shownParameters {
+		s += fmt.Sprintf(" and %d more (in the JSON report)", len(ps)-shownParameters)
+	}
+	return s
+}
+
 func verificationText(v model.Verification) string {
 	switch {
 	case v.Before != nil && v.After != nil:
 		ratio := ""
-		if v.After.Value > 0 {
-			ratio = fmt.Sprintf(" (%.1fx)", v.Before.Value/v.After.Value)
+		if g := v.Gain(); g > 0 {
+			ratio = fmt.Sprintf(" (%.1fx)", g)
 		}
-		return fmt.Sprintf("%s: %s %s -> %s %s%s — %s", v.Status, num(v.Before.Value), v.Before.Unit, num(v.After.Value), v.After.Unit, ratio, v.Method)
+		return fmt.Sprintf("%s: %s %s -> %s %s%s — %s%s", v.Status, num(v.Before.Value), v.Before.Unit, num(v.After.Value), v.After.Unit, ratio, v.Method, parametersText(v.Parameters))
 	case v.Reason != "":
 		return v.Status + ": " + v.Reason
 	}

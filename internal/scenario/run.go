@@ -60,7 +60,7 @@ func Run(ctx context.Context, c *lab.Cluster, s Scenario, version string, o diag
 			if err != nil {
 				return nil, err
 			}
-			rep.Findings = append(rep.Findings, fs...)
+			rep.Add(fs)
 		}
 		rules.Sort(rep.Findings)
 	}

@@ -101,7 +101,7 @@ func (e Expect) matches(f model.Finding) bool {
 		if v.Status != model.Confirmed || v.Before == nil || v.After == nil {
 			return false
 		}
-		if e.MinRatio > 0 && (v.After.Value <= 0 || v.Before.Value/v.After.Value < e.MinRatio) {
+		if e.MinRatio > 0 && v.Gain() < e.MinRatio {
 			return false
 		}
 	}

@@ -97,14 +97,12 @@ func (e *Engine) castVerdict(f *model.Finding, method string, before, after *cas
 	} else {
 		method += "; the plan without the cast still uses no index on " + exp.Table.Name
 	}
-	if before.desc != "" {
-		method += "; parameters: " + before.desc
-	}
+
 	unit := "ms"
 	if !before.analyzed {
 		unit = "cost"
 	}
-	f.Verification = model.Verification{Method: method,
+	f.Verification = model.Verification{Method: method, Parameters: before.desc,
 		Before: &model.Measure{Value: model.Round(before.value, 2), Unit: unit}, After: &model.Measure{Value: model.Round(after.value, 2), Unit: unit}}
 	if !before.analyzed {
 		// Only SELECT is executed on a target; the rest is compared on cost.
@@ -124,7 +122,7 @@ type castResult struct {
 	value    float64 // median execution ms, or total cost when not analyzed
 	analyzed bool
 	index    string // an index on the table the plan uses
-	desc     string
+	desc     []string
 }
 
 // castRuns measures stmt, as written or rewritten: EXPLAIN ANALYZE Runs

@@ -71,10 +71,8 @@ func (e *Engine) indexExperiment(ctx context.Context, snap *model.Snapshot, f *m
 			model.Evidence{Label: "buffers per run without the index", Value: float64(m.buffersBefore)},
 			model.Evidence{Label: "buffers per run with the index", Value: float64(m.buffersAfter)})
 		method := fmt.Sprintf("EXPLAIN (ANALYZE, BUFFERS) x%d before and x%d after creating the index on a temporary copy of %s (%d rows, its indexes copied) in a rolled-back transaction, jit off; medians", e.Runs, e.Runs, exp.Table.Schema+"."+exp.Table.Name, m.rows)
-		if m.params != "" {
-			method += "; parameters: " + m.params
-		}
-		f.Verification = model.Verification{Method: method,
+
+		f.Verification = model.Verification{Method: method, Parameters: m.params,
 			Before: &model.Measure{Value: model.Round(before, 2), Unit: "ms"}, After: &model.Measure{Value: model.Round(after, 2), Unit: "ms"}}
 		if judge(f, before, after) {
 			return
@@ -142,7 +140,7 @@ type copyRuns struct {
 	before, after               []float64
 	buffersBefore, buffersAfter int64
 	rows                        int64
-	params                      string
+	params                      []string
 }
 
 // measureOnCopy copies the table into a temporary table with its indexes,
@@ -382,7 +380,8 @@ func (e *Engine) indexStats(ctx context.Context, snap *model.Snapshot, f *model.
 	f.Evidence = append(f.Evidence, model.Evidence{Label: "leaf density of the same keys inserted in order (temporary B-tree)", Value: model.Round(ordered, 2), Unit: "%"})
 	f.Verification = model.Verification{Status: model.Confirmed,
 		Method: "pgstatindex of the index as it is, and of a temporary B-tree with the same keys inserted in ascending order (rolled back)",
-		Before: &model.Measure{Value: model.Round(density, 2), Unit: "% leaf density"}, After: &model.Measure{Value: model.Round(ordered, 2), Unit: "% leaf density"}}
+		Before: &model.Measure{Value: model.Round(density, 2), Unit: "% leaf density", HigherIsBetter: true},
+		After:  &model.Measure{Value: model.Round(ordered, 2), Unit: "% leaf density", HigherIsBetter: true}}
 	if ordered < density+10 {
 		f.Verification.Status = model.Refuted
 		f.Severity = model.Info
@@ -476,6 +475,7 @@ func (e *Engine) misestimate(ctx context.Context, snap *model.Snapshot, f *model
 		f.Verification = model.NotRunBecause(why)
 		return
 	}
+	defer func() { f.Verification.Parameters = b.desc }()
 	var ex *plan.Explain
 	err = e.readOnly(ctx, func() error {
 		if _, err := e.Conn.Exec(ctx, envelope.Tag+"SET LOCAL plan_cache_mode = force_custom_plan"); err != nil {
@@ -499,9 +499,7 @@ func (e *Engine) misestimate(ctx context.Context, snap *model.Snapshot, f *model
 		model.Evidence{Label: "rows the scan returned (measured run)", Value: math.Round(actual)},
 		model.Evidence{Label: "misestimate factor", Value: model.Round(before, 2), Unit: "x"})
 	method := "EXPLAIN ANALYZE of the statement: planned vs actual rows at the scans of the table"
-	if b.desc != "" {
-		method += "; parameters: " + b.desc
-	}
+
 	if before < 10 {
 		f.Verification = model.Verification{Status: model.Refuted, Method: method,
 			Reason: fmt.Sprintf("the statement's estimate is within %.1fx of the actual rows despite the stale statistics", before)}

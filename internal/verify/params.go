@@ -15,9 +15,9 @@ import (
 // for the column the parameter is compared with (the most common value, else
 // the middle histogram bound): a value real rows have, so the plan and its
 // cost are the ones the application gets. Otherwise it comes from the type's
-// domain. It returns SQL expressions for EXECUTE, a description for the
+// domain. It returns SQL expressions for EXECUTE, a description of each for the
 // report, and a reason when no safe value exists.
-func (e *Engine) parameterValues(ctx context.Context, cols map[int][]sqlparse.Column, limits map[int]int64, types []string) ([]string, string, string) {
+func (e *Engine) parameterValues(ctx context.Context, cols map[int][]sqlparse.Column, limits map[int]int64, types []string) ([]string, []string, string) {
 	values := make([]string, len(types))
 	var desc []string
 	for i, typ := range types {
@@ -40,7 +40,7 @@ func (e *Engine) parameterValues(ctx context.Context, cols map[int][]sqlparse.Co
 		if from == "" {
 			dv, ok := domainValue(elem)
 			if !ok {
-				return nil, "", fmt.Sprintf("not re-run: no safe value for parameter $%d of type %s (no pg_stats for the column it is compared with)", n, typ)
+				return nil, nil, fmt.Sprintf("not re-run: no safe value for parameter $%d of type %s (no pg_stats for the column it is compared with)", n, typ)
 			}
 			v, from = dv, "type "+typ
 		}
@@ -51,7 +51,7 @@ func (e *Engine) parameterValues(ctx context.Context, cols map[int][]sqlparse.Co
 		}
 		desc = append(desc, fmt.Sprintf("$%d = %s (%s)", n, shorten(v, 40), from))
 	}
-	return values, strings.Join(desc, ", "), ""
+	return values, desc, ""
 }
 
 // statsValue reads a representative value for a column from pg_stats.

@@ -148,6 +148,9 @@ func replay(t *testing.T, c tcase, tp *tape) string {
 		if v.Reason != "" {
 			fmt.Fprintf(&b, "  reason: %s\n", oneLine(v.Reason))
 		}
+		if len(v.Parameters) > 0 {
+			fmt.Fprintf(&b, "  parameters: %s\n", strings.Join(v.Parameters, ", "))
+		}
 		for _, e := range f.Evidence {
 			fmt.Fprintf(&b, "  evidence: %s = %v %s\n", e.Label, e.Value, e.Unit)
 		}

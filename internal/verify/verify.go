@@ -175,7 +175,7 @@ type toggle struct {
 	jitFired  bool
 	functions int
 	optimized bool
-	params    string
+	params    []string
 }
 
 const stmtName = "pgmedic_verify"
@@ -248,7 +248,7 @@ type bound struct {
 	target  string
 	types   []string
 	values  []string
-	desc    string
+	desc    []string
 	cleanup func()
 }
 
@@ -368,11 +368,9 @@ func applyToggle(f *model.Finding, t *toggle, runs int) {
 	}
 	before, after := median(t.on), median(t.off)
 	method := fmt.Sprintf("EXPLAIN ANALYZE x%d with jit as the role runs it and x%d with SET LOCAL jit = off, alternating, in rolled-back read-only transactions; medians of planning + execution time", runs, runs)
-	if t.params != "" {
-		method += "; parameters: " + t.params
-	}
+
 	if !t.jitFired {
-		f.Verification = model.Verification{Status: model.NotRun, Method: method,
+		f.Verification = model.Verification{Status: model.NotRun, Method: method, Parameters: t.params,
 			Reason: fmt.Sprintf("JIT did not fire when re-run (%.1f ms vs %.1f ms): the representative parameter values give a plan below jit_above_cost, while the recorded calls did not", before, after)}
 		return
 	}
@@ -380,7 +378,7 @@ func applyToggle(f *model.Finding, t *toggle, runs int) {
 		model.Evidence{Label: "measured with JIT (median)", Value: model.Round(before, 2), Unit: "ms"},
 		model.Evidence{Label: "measured without JIT (median)", Value: model.Round(after, 2), Unit: "ms"},
 		model.Evidence{Label: "JIT functions compiled per run (measured)", Value: float64(t.functions)})
-	f.Verification = model.Verification{Method: method,
+	f.Verification = model.Verification{Method: method, Parameters: t.params,
 		Before: &model.Measure{Value: model.Round(before, 2), Unit: "ms"}, After: &model.Measure{Value: model.Round(after, 2), Unit: "ms"}}
 	if judge(f, before, after) {
 		return
