@@ -464,6 +464,11 @@ type Experiment struct {
 	// statement returns per call, the value a LIMIT $n is re-run with.
 	Calls int64
 	Rows  int64
+	// MeanMS is the statement's mean execution time in pg_stat_statements
+	// and ReadShare the share of its buffers read from outside shared
+	// buffers: what the application's calls cost, beside what a copy shows.
+	MeanMS    float64 `json:",omitempty"`
+	ReadShare float64 `json:",omitempty"`
 	// Table is the table an index, key or bloat experiment looks at.
 	Table RelRef
 	// Proposal is the index an index experiment tries.
