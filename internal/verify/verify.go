@@ -176,6 +176,13 @@ type toggle struct {
 	functions int
 	optimized bool
 	params    []string
+	// plan is the plan cache mode the sides were measured under; the
+	// generic plan's one run with JIT as the application has it, its cost
+	// and the custom plan's, for statements with parameters.
+	plan                                 string
+	lastCost                             float64
+	genericMS, genericCost, customCost   float64
+	genericFunctions                     int
 }
 
 const stmtName = "pgmedic_verify"
@@ -206,10 +213,55 @@ func (e *Engine) jitToggle(ctx context.Context, snap *model.Snapshot, exp *model
 	if appJIT == "" {
 		appJIT = snap.Settings["jit"].Value
 	}
-	// One untimed run first, so caches are warm for both sides.
-	if _, err := e.once(ctx, explain, "off", nil); err != nil {
-		t.reason = err.Error()
+	t.plan = customPlan
+	if len(b.types) > 0 {
+		// A prepared statement runs custom plans for its first five
+		// executions, then the generic plan if that is not costlier than
+		// their average. Both are measured; JIT's thresholds can be passed
+		// on one side only.
+		if err := e.toggleSides(ctx, t, explain, appJIT, exp.AppSettings, customPlan); err != nil {
+			t.reason = err.Error()
+			return t
+		}
+		custom := *t
+		gen, err := e.once(ctx, explain, appJIT, exp.AppSettings, genericPlan)
+		if err != nil {
+			t.reason = err.Error()
+			return t
+		}
+		t.genericMS, t.genericCost, t.customCost = gen.PlanningMS+gen.ExecutionMS, gen.Plan.TotalCost, t.lastCost
+		if gen.JIT != nil {
+			t.genericFunctions = gen.JIT.Functions
+		}
+		if t.jitFired || t.genericFunctions == 0 {
+			return t
+		}
+		// JIT fires only on the generic plan: that is the one to measure.
+		*t = toggle{plan: genericPlan, params: custom.params, genericMS: t.genericMS, genericCost: t.genericCost,
+			customCost: t.customCost, genericFunctions: t.genericFunctions}
+		if err := e.toggleSides(ctx, t, explain, appJIT, exp.AppSettings, genericPlan); err != nil {
+			t.reason = err.Error()
+		}
 		return t
+	}
+	if err := e.toggleSides(ctx, t, explain, appJIT, exp.AppSettings, customPlan); err != nil {
+		t.reason = err.Error()
+	}
+	return t
+}
+
+// Plan cache modes the JIT experiment measures.
+const (
+	customPlan  = "force_custom_plan"
+	genericPlan = "force_generic_plan"
+)
+
+// toggleSides runs one untimed warm-up, then Runs times each side (JIT as
+// the application has it, JIT off), alternating, under plan cache mode.
+func (e *Engine) toggleSides(ctx context.Context, t *toggle, explain, appJIT string, settings map[string]string, mode string) error {
+	// One untimed run first, so caches are warm for both sides.
+	if _, err := e.once(ctx, explain, "off", nil, mode); err != nil {
+		return err
 	}
 	for i := 0; i < e.Runs; i++ {
 		order := []string{"app", "off"}
@@ -220,15 +272,15 @@ func (e *Engine) jitToggle(ctx context.Context, snap *model.Snapshot, exp *model
 			var ex *plan.Explain
 			var err error
 			if side == "app" {
-				ex, err = e.once(ctx, explain, appJIT, exp.AppSettings)
+				ex, err = e.once(ctx, explain, appJIT, settings, mode)
 			} else {
-				ex, err = e.once(ctx, explain, "off", nil)
+				ex, err = e.once(ctx, explain, "off", nil, mode)
 			}
 			if err != nil {
-				t.reason = err.Error()
-				return t
+				return err
 			}
 			ms := ex.PlanningMS + ex.ExecutionMS
+			t.lastCost = ex.Plan.TotalCost
 			if side == "app" {
 				t.on = append(t.on, ms)
 				if ex.JIT != nil && ex.JIT.Functions > 0 {
@@ -239,7 +291,7 @@ func (e *Engine) jitToggle(ctx context.Context, snap *model.Snapshot, exp *model
 			}
 		}
 	}
-	return t
+	return nil
 }
 
 // bound is a statement ready to be EXPLAINed: its own text, or EXECUTE of
@@ -317,10 +369,10 @@ func (e *Engine) bindAs(ctx context.Context, stmt *sqlparse.Statement, exp *mode
 
 // once runs EXPLAIN ANALYZE of target in a read-only transaction that is
 // rolled back, with jit and the other settings applied.
-func (e *Engine) once(ctx context.Context, target, jit string, settings map[string]string) (*plan.Explain, error) {
+func (e *Engine) once(ctx context.Context, target, jit string, settings map[string]string, mode string) (*plan.Explain, error) {
 	var ex *plan.Explain
 	err := e.readOnly(ctx, func() error {
-		sets := []string{"SET LOCAL plan_cache_mode = force_custom_plan"}
+		sets := []string{"SET LOCAL plan_cache_mode = " + mode}
 		names := make([]string, 0, len(settings))
 		for k := range settings {
 			names = append(names, k)
@@ -368,6 +420,12 @@ func applyToggle(f *model.Finding, t *toggle, runs int) {
 	}
 	before, after := median(t.on), median(t.off)
 	method := fmt.Sprintf("EXPLAIN ANALYZE x%d with jit as the role runs it and x%d with SET LOCAL jit = off, alternating, in rolled-back read-only transactions; medians of planning + execution time", runs, runs)
+	method += planChoice(t)
+	if t.genericCost > 0 {
+		f.Evidence = append(f.Evidence,
+			model.Evidence{Label: "generic plan with JIT as the role runs it (one run)", Value: model.Round(t.genericMS, 2), Unit: "ms"},
+			model.Evidence{Label: "JIT functions in the generic plan", Value: float64(t.genericFunctions)})
+	}
 
 	if !t.jitFired {
 		f.Verification = model.Verification{Status: model.NotRun, Method: method, Parameters: t.params,
@@ -387,6 +445,24 @@ func applyToggle(f *model.Finding, t *toggle, runs int) {
 	// users to switch it off on that evidence.
 	f.Title = fmt.Sprintf("JIT re-measured: turning it off does not make this statement faster (%.1f ms with, %.1f ms without)", before, after)
 	f.Fix = model.Fix{Summary: "keep JIT for this statement"}
+}
+
+// planChoice says which plan the measurement is about, and which one a
+// prepared statement ends up with: from its sixth execution PostgreSQL
+// keeps the generic plan when it is not costlier than the custom plans.
+func planChoice(t *toggle) string {
+	if t.genericCost == 0 {
+		return ""
+	}
+	measured := "measured on custom plans for these values"
+	if t.plan == genericPlan {
+		measured = "measured on the generic plan, since JIT fires only there"
+	}
+	settles := fmt.Sprintf("a prepared statement settles on the generic plan (cost %.0f, custom %.0f)", t.genericCost, t.customCost)
+	if t.genericCost > t.customCost*1.1 {
+		settles = fmt.Sprintf("a prepared statement keeps custom plans (generic cost %.0f, custom %.0f)", t.genericCost, t.customCost)
+	}
+	return "; " + measured + "; " + settles
 }
 
 // aggregate turns the statement experiments into the setting-level result:
