@@ -310,6 +310,7 @@ func explainGeneric(ctx context.Context, q Querier, stmt *sqlparse.Statement, co
 // lockWaits samples pg_stat_activity for backends waiting on heavyweight
 // locks, grouped by statement and wait event.
 func lockWaits(ctx context.Context, q Querier, s *model.Snapshot, samples int, every time.Duration) {
+	s.Literals = map[int64]string{}
 	if s.Server.VersionNum < 140000 || samples <= 0 {
 		return // query_id arrived in pg_stat_activity in PostgreSQL 14
 	}
@@ -327,8 +328,8 @@ func lockWaits(ctx context.Context, q Querier, s *model.Snapshot, samples int, e
 			case <-time.After(every):
 			}
 		}
-		rows, err := q.Query(ctx, envelope.Tag+`SELECT coalesce(query_id, 0), coalesce(query, ''), wait_event_type || '/' || wait_event
-			FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND backend_type = 'client backend' AND pid <> pg_backend_pid()`)
+		rows, err := q.Query(ctx, envelope.Tag+`SELECT coalesce(query_id, 0), coalesce(query, ''), coalesce(wait_event_type || '/' || wait_event, '')
+			FROM pg_stat_activity WHERE state = 'active' AND backend_type = 'client backend' AND pid <> pg_backend_pid()`)
 		if err != nil {
 			s.Missing[SrcLocks] = skipFor(s, "cannot sample pg_stat_activity", err)
 			return
@@ -338,7 +339,12 @@ func lockWaits(ctx context.Context, q Querier, s *model.Snapshot, samples int, e
 			if err := rows.Scan(&k.id, &k.query, &k.event); err != nil {
 				break
 			}
-			count[k]++
+			if _, seen := s.Literals[k.id]; k.id != 0 && !seen {
+				s.Literals[k.id] = k.query
+			}
+			if strings.HasPrefix(k.event, "Lock/") {
+				count[k]++
+			}
 		}
 		rows.Close()
 	}

@@ -124,6 +124,10 @@ type Snapshot struct {
 	Activity      Activity
 	// LockWaits are backends seen waiting on locks while sampling activity.
 	LockWaits []LockWait
+	// Literals are statements as pg_stat_activity showed them while
+	// sampling, by queryid: for clients that send literals (the simple
+	// protocol), the values the application really used.
+	Literals map[int64]string
 	lookup    *lookup
 	// Missing names sources that could not be collected, with why and the fix.
 	Missing map[string]Skip

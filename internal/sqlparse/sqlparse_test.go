@@ -308,3 +308,27 @@ func TestRunnable(t *testing.T) {
 		}
 	}
 }
+
+// TestLiterals: the values an application sent, read back from the
+// statement as pg_stat_activity shows it, lined up with the normalised text.
+func TestLiterals(t *testing.T) {
+	for _, c := range []struct {
+		norm, lit string
+		want      map[int]string
+	}{
+		{"SELECT id FROM jobs WHERE status = $1 AND run_at < now() - interval $2 ORDER BY run_at LIMIT $3",
+			"SELECT id FROM jobs WHERE status = 'queued' AND run_at < now() - interval '5 minutes' ORDER BY run_at LIMIT 20",
+			map[int]string{1: "'queued'", 2: "'5 minutes'", 3: "20"}},
+		{"UPDATE t SET a = a + $1 WHERE id = $2", "update t set a = a + -5 where id = 7", map[int]string{1: "-5", 2: "7"}},
+		{"SELECT * FROM t WHERE x IN ($1, $2)", "SELECT * FROM t WHERE x IN (1.5, E'a''b')", map[int]string{1: "1.5", 2: "E'a''b'"}},
+		{"SELECT * FROM t WHERE x = $1", "SELECT * FROM u WHERE x = 1", nil},
+		{"SELECT * FROM t WHERE x = $1", "SELECT * FROM t WHERE x = y", nil},
+		{"SELECT * FROM t WHERE x = $1", "SELECT * FROM t WHERE x = 1 AND y = 2", nil},
+		{"SELECT 1", "SELECT 1", nil},
+	} {
+		got, ok := Literals(c.norm, c.lit)
+		if ok != (c.want != nil) || (ok && !reflect.DeepEqual(got, c.want)) {
+			t.Errorf("%s\n%s\n got %v %v, want %v", c.norm, c.lit, got, ok, c.want)
+		}
+	}
+}

@@ -10,20 +10,28 @@ import (
 )
 
 // parameterValues picks a value for each $n of a pg_stat_statements entry,
-// whose constants were replaced by parameters. A LIMIT's count is the
+// whose constants were replaced by parameters. A value the application
+// itself sent, seen in pg_stat_activity (seen), is used as it is. A
+// LIMIT's count is the
 // statement's rows per call (limits). Another value comes from pg_stats
 // for the column the parameter is compared with (the most common value, else
 // the middle histogram bound): a value real rows have, so the plan and its
 // cost are the ones the application gets. Otherwise it comes from the type's
 // domain. It returns SQL expressions for EXECUTE, a description of each for the
 // report, and a reason when no safe value exists.
-func (e *Engine) parameterValues(ctx context.Context, cols map[int][]sqlparse.Column, limits map[int]int64, types []string) ([]string, []string, string) {
+func (e *Engine) parameterValues(ctx context.Context, cols map[int][]sqlparse.Column, seen map[int]string, limits map[int]int64, types []string) ([]string, []string, string) {
 	values := make([]string, len(types))
 	var desc []string
 	for i, typ := range types {
 		n := i + 1
 		isArray := strings.HasSuffix(typ, "[]")
 		elem := strings.TrimSuffix(typ, "[]")
+		if lit, ok := seen[n]; ok {
+			// The application's own value, as SQL: used as it is.
+			values[i] = "(" + lit + ")::" + typ
+			desc = append(desc, fmt.Sprintf("$%d = %s (the application's value, from pg_stat_activity)", n, shorten(lit, 40)))
+			continue
+		}
 		var v, from string
 		if l, ok := limits[n]; ok {
 			v, from = fmt.Sprint(l), "rows per call in pg_stat_statements"

@@ -54,6 +54,9 @@ type Engine struct {
 	// columnType types the parameters PostgreSQL cannot infer (the
 	// snapshot's ColumnType).
 	columnType func(sqlparse.Column) string
+	// literals are statements with their values as pg_stat_activity
+	// showed them (the snapshot's Literals).
+	literals map[int64]string
 }
 
 // A fix counts as helping when the measured figure after it is at most
@@ -85,7 +88,7 @@ func (e *Engine) Run(ctx context.Context, snap *model.Snapshot, findings []model
 	if e.Log == nil {
 		e.Log = func(string, ...any) {}
 	}
-	e.columnType = snap.ColumnType
+	e.columnType, e.literals = snap.ColumnType, snap.Literals
 	var skipped []model.Skip
 	if busy := e.busy(snap); busy != "" {
 		for i := range findings {
@@ -357,7 +360,11 @@ func (e *Engine) bindAs(ctx context.Context, stmt *sqlparse.Statement, exp *mode
 			limits[p] = perCall
 		}
 	}
-	values, desc, why := e.parameterValues(ctx, stmt.ParamColumns(), limits, b.types)
+	var seen map[int]string
+	if exp != nil && e.literals[exp.QueryID] != "" {
+		seen, _ = sqlparse.Literals(stmt.Text(), e.literals[exp.QueryID])
+	}
+	values, desc, why := e.parameterValues(ctx, stmt.ParamColumns(), seen, limits, b.types)
 	if why != "" {
 		b.cleanup()
 		return nil, why

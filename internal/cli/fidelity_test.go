@@ -1,0 +1,81 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgmedic/pgmedic/internal/model"
+)
+
+// TestApplicationValuesFromActivity: a client that sends its values as
+// literals (the simple protocol) shows them in pg_stat_activity while it
+// runs. check samples that, and the experiment re-runs the statement with
+// the application's own value ('queued', a rare status) instead of the
+// most common one from pg_stats ('done'), and says so.
+func TestApplicationValuesFromActivity(t *testing.T) {
+	needCluster(t)
+	freshDB(t, "fidelity_literals",
+		`CREATE TABLE jobs (id bigint PRIMARY KEY, status text NOT NULL, run_at timestamptz NOT NULL)`,
+		`INSERT INTO jobs SELECT g, CASE WHEN g % 200 = 0 THEN 'queued' ELSE 'done' END, now() - g * interval '1 second' FROM generate_series(1, 200000) g`,
+		`VACUUM ANALYZE jobs`,
+		`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`,
+		`CREATE EXTENSION IF NOT EXISTS hypopg`,
+		`SELECT pg_stat_statements_reset()`)
+	cfg, err := pgx.ParseConfig(cluster.DSN("fidelity_literals"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	app, err := pgx.ConnectConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close(context.Background())
+	const poll = `SELECT id FROM jobs WHERE status = 'queued' ORDER BY run_at LIMIT 5`
+	for i := 0; i < 20; i++ {
+		if _, err := app.Exec(context.Background(), poll); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Keep polling while check samples pg_stat_activity.
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			app.Exec(ctx, poll)
+		}
+	}()
+	code, out, errOut := run(t, "check", cluster.DSN("fidelity_literals"), "--format", "json", "--min-severity", "info", "--verify-indexes", "--rules", "missing-index")
+	stop()
+	wg.Wait()
+	if code != 0 && code != 1 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rep struct {
+		Findings []model.Finding `json:"findings"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range rep.Findings {
+		if f.Rule != "missing-index" || !strings.Contains(f.Object.Name, "jobs") {
+			continue
+		}
+		joined := strings.Join(f.Verification.Parameters, "; ")
+		if !strings.Contains(joined, "'queued' (the application's value, from pg_stat_activity)") {
+			t.Errorf("the experiment did not use the application's value: %q", joined)
+		}
+		if !strings.Contains(joined, "$2 = 5 (the application's value") {
+			t.Errorf("LIMIT not re-run with the application's value: %q", joined)
+		}
+		return
+	}
+	t.Fatalf("no missing-index finding on jobs:\n%s", out)
+}

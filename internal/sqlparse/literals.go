@@ -1,0 +1,77 @@
+package sqlparse
+
+import (
+	"strconv"
+	"strings"
+
+	pg_query "github.com/pganalyze/pg_query_go/v6"
+)
+
+// Literals finds the values an application sent for a statement that
+// pg_stat_statements normalised: given the normalised text ($1, $2 where
+// constants were) and the same statement as a client sent it with its
+// literals (what pg_stat_activity shows for simple-protocol clients), it
+// returns each $n's literal as SQL ('queued', 20, '5 minutes').
+//
+// pg_stat_statements copies the text between constants as it is, so the
+// two token streams line up one to one, except that a negative number is
+// one constant ($n) but two tokens (- 5). Any other difference means the
+// texts are not the same statement, and ok is false.
+func Literals(normalised, literal string) (values map[int]string, ok bool) {
+	a, err := pg_query.Scan(normalised)
+	if err != nil {
+		return nil, false
+	}
+	b, err := pg_query.Scan(literal)
+	if err != nil {
+		return nil, false
+	}
+	values = map[int]string{}
+	j := 0
+	for _, t := range a.Tokens {
+		if j >= len(b.Tokens) {
+			return nil, false
+		}
+		u := b.Tokens[j]
+		if t.Token == pg_query.Token_PARAM {
+			n, err := strconv.Atoi(strings.TrimPrefix(normalised[t.Start:t.End], "$"))
+			if err != nil {
+				return nil, false
+			}
+			start, end := u.Start, u.End
+			if u.Token == pg_query.Token_ASCII_45 && j+1 < len(b.Tokens) && isNumber(b.Tokens[j+1].Token) {
+				j++
+				end = b.Tokens[j].End
+			}
+			if !isConstant(b.Tokens[j].Token) {
+				return nil, false
+			}
+			values[n] = literal[start:end]
+			j++
+			continue
+		}
+		if t.Token != u.Token || !strings.EqualFold(normalised[t.Start:t.End], literal[u.Start:u.End]) {
+			return nil, false
+		}
+		j++
+	}
+	if j != len(b.Tokens) || len(values) == 0 {
+		return nil, false
+	}
+	return values, true
+}
+
+func isNumber(t pg_query.Token) bool {
+	return t == pg_query.Token_ICONST || t == pg_query.Token_FCONST
+}
+
+// isConstant says whether a token is a literal pg_stat_statements would
+// have replaced: a number, a string (also E'', U&'', $$ $$), a bit string.
+func isConstant(t pg_query.Token) bool {
+	switch t {
+	case pg_query.Token_ICONST, pg_query.Token_FCONST, pg_query.Token_SCONST, pg_query.Token_USCONST,
+		pg_query.Token_BCONST, pg_query.Token_XCONST:
+		return true
+	}
+	return false
+}
