@@ -128,7 +128,7 @@ type Snapshot struct {
 	// sampling, by queryid: for clients that send literals (the simple
 	// protocol), the values the application really used.
 	Literals map[int64]string
-	lookup    *lookup
+	lookup   *lookup
 	// Missing names sources that could not be collected, with why and the fix.
 	Missing map[string]Skip
 }

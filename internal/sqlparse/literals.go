@@ -66,7 +66,7 @@ func isNumber(t pg_query.Token) bool {
 }
 
 // isConstant says whether a token is a literal pg_stat_statements would
-// have replaced: a number, a string (also E'', U&'', $$ $$), a bit string.
+// have replaced: a number, a string (also E”, U&”, $$ $$), a bit string.
 func isConstant(t pg_query.Token) bool {
 	switch t {
 	case pg_query.Token_ICONST, pg_query.Token_FCONST, pg_query.Token_SCONST, pg_query.Token_USCONST,

@@ -182,10 +182,10 @@ type toggle struct {
 	// plan is the plan cache mode the sides were measured under; the
 	// generic plan's one run with JIT as the application has it, its cost
 	// and the custom plan's, for statements with parameters.
-	plan                                 string
-	lastCost                             float64
-	genericMS, genericCost, customCost   float64
-	genericFunctions                     int
+	plan                               string
+	lastCost                           float64
+	genericMS, genericCost, customCost float64
+	genericFunctions                   int
 }
 
 const stmtName = "pgmedic_verify"
