@@ -35,7 +35,7 @@ func Literals(normalised, literal string) (values map[int]string, ok bool) {
 		u := b.Tokens[j]
 		if t.Token == pg_query.Token_PARAM {
 			n, err := strconv.Atoi(strings.TrimPrefix(normalised[t.Start:t.End], "$"))
-			if err != nil {
+			if err != nil || n < 1 {
 				return nil, false
 			}
 			start, end := u.Start, u.End

@@ -89,11 +89,19 @@ func FuzzParse(f *testing.F) {
 	f.Add("DELETE FROM a.q WHERE id = (SELECT id FROM a.q LIMIT 1 FOR UPDATE)")
 	f.Add("SELECT \"new\nline\".a, 'x\x1b]0;t\x07' FROM \"new\nline\", public.reset_stats() r WHERE a OPERATOR(public.===) 1")
 	f.Add("SELECT * FROM \"user\" u JOIN \"Order\" o ON true, v")
+	f.Add("SELECT extract($1 FROM d) FROM t WHERE d > date $2 + interval $3 day AND x = ANY(ARRAY[$4, $5]) LIMIT $6")
 	f.Fuzz(func(t *testing.T, sql string) {
 		s, err := Parse(sql)
 		if err != nil {
 			return
 		}
+		if out, err := s.Runnable(); err == nil {
+			if _, err := Parse(out); err != nil {
+				t.Errorf("Runnable gave %q, which does not parse: %v", out, err)
+			}
+		}
+		s.FallbackParamTypes(s.ParamCount(), func(Column) string { return "integer" })
+		s.LimitParams()
 		s.SafeToAnalyze()
 		s.ParamColumns()
 		s.BareTargetParams()
@@ -331,4 +339,20 @@ func TestLiterals(t *testing.T) {
 			t.Errorf("%s\n%s\n got %v %v, want %v", c.norm, c.lit, got, ok, c.want)
 		}
 	}
+}
+
+// FuzzLiterals: any two texts are lined up without a panic, and a value
+// found is one token of the literal text.
+func FuzzLiterals(f *testing.F) {
+	f.Add("SELECT a FROM t WHERE b = $1 LIMIT $2", "SELECT a FROM t WHERE b = 'x' LIMIT 5")
+	f.Add("UPDATE t SET a = $1", "update t set a = -1.5e3")
+	f.Add("SELECT $1", "SELECT $$a$$")
+	f.Fuzz(func(t *testing.T, norm, lit string) {
+		values, ok := Literals(norm, lit)
+		for n, v := range values {
+			if !ok || n <= 0 || v == "" || !strings.Contains(lit, v) {
+				t.Errorf("$%d = %q from %q", n, v, lit)
+			}
+		}
+	})
 }
