@@ -44,7 +44,6 @@ func MissingIndex(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	}
 	total := totalExecMS(s)
 	seen := map[string]bool{}
-	noPlan, firstErr := 0, ""
 	for i, st := range s.Statements {
 		if i >= indexTopN {
 			break
@@ -52,10 +51,11 @@ func MissingIndex(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		sh, ex := s.Shapes[st.QueryID], s.Plans[st.QueryID]
 		if ex == nil {
 			if msg, failed := s.PlanErrors[st.QueryID]; failed {
-				if noPlan == 0 {
-					firstErr = msg
-				}
-				noPlan++
+				// One entry per statement, each with its own reason: which
+				// statements went unchecked is what the reader needs.
+				skipped = append(skipped, model.Skip{Rule: MissingIndexID,
+					Reason: fmt.Sprintf("statement %d (%s) could not be re-prepared and EXPLAINed, so its indexes were not checked: %s", st.QueryID, Shorten(st.Query, 80), Shorten(msg, 160)),
+					Fix:    fixOr(s.PlanErrorFix, msg)})
 			}
 			continue
 		}
@@ -78,17 +78,21 @@ func MissingIndex(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 			out = append(out, indexFinding(s, st, share, c, p))
 		}
 	}
-	if noPlan > 0 {
-		skipped = append(skipped, model.Skip{Rule: MissingIndexID,
-			Reason: fmt.Sprintf("%d of the top statements could not be EXPLAINed, so their indexes were not checked (first: %s)", noPlan, Shorten(firstErr, 160)),
-			Fix:    s.PlanErrorFix})
-	}
 	if s.Unparsed > 0 {
 		skipped = append(skipped, model.Skip{Rule: MissingIndexID,
 			Reason: fmt.Sprintf("%d statements in pg_stat_statements do not parse as PostgreSQL (truncated text or another dialect) and were skipped", s.Unparsed),
 			Fix:    "raise track_activity_query_size if statements are cut off"})
 	}
 	return out, skipped
+}
+
+// fixOr is the privilege fix when the failure was a privilege, else what
+// to do about a statement pgmedic cannot re-prepare.
+func fixOr(privilege, msg string) string {
+	if privilege != "" && strings.Contains(msg, "permission denied") {
+		return privilege
+	}
+	return "EXPLAIN the statement yourself with its real values: pgmedic explain --dsn ... --query '...'"
 }
 
 // scanCandidate is one plan node that reads much more than it keeps.
