@@ -183,6 +183,34 @@ type Column struct {
 // Aliases are resolved to relation names; an unqualified column in a
 // statement over several relations yields one candidate per relation.
 func (s *Statement) ParamColumns() map[int][]Column {
+	resolve := s.columnResolver()
+	out := map[int][]Column{}
+	add := func(col *pg_query.Node, other *pg_query.Node) {
+		cr := unwrapColumn(col)
+		if cr == nil {
+			return
+		}
+		for _, p := range params(other) {
+			out[p] = append(out[p], resolve(cr)...)
+		}
+	}
+	s.walk(func(m proto.Message) bool {
+		if e, ok := m.(*pg_query.A_Expr); ok {
+			add(e.Lexpr, e.Rexpr)
+			add(e.Rexpr, e.Lexpr)
+		}
+		return true
+	})
+	for k := range out {
+		out[k] = dedupe(out[k])
+	}
+	return out
+}
+
+// columnResolver resolves column references to the relations the
+// statement names, through their aliases; an unqualified column yields one
+// candidate per relation.
+func (s *Statement) columnResolver() func(*pg_query.ColumnRef) []Column {
 	type rel struct{ schema, name string }
 	aliases := map[string]rel{}
 	var rels []rel
@@ -227,27 +255,7 @@ func (s *Statement) ParamColumns() map[int][]Column {
 		}
 		return nil
 	}
-	out := map[int][]Column{}
-	add := func(col *pg_query.Node, other *pg_query.Node) {
-		cr := unwrapColumn(col)
-		if cr == nil {
-			return
-		}
-		for _, p := range params(other) {
-			out[p] = append(out[p], resolve(cr)...)
-		}
-	}
-	s.walk(func(m proto.Message) bool {
-		if e, ok := m.(*pg_query.A_Expr); ok {
-			add(e.Lexpr, e.Rexpr)
-			add(e.Rexpr, e.Lexpr)
-		}
-		return true
-	})
-	for k := range out {
-		out[k] = dedupe(out[k])
-	}
-	return out
+	return resolve
 }
 
 // dedupe keeps the first of equal columns, in order.
@@ -306,6 +314,138 @@ func params(n *pg_query.Node) []int {
 		return paramsOf(n.GetMinMaxExpr().Args)
 	}
 	return nil
+}
+
+// valuesParamTypes types the parameters of a VALUES list used as a
+// relation, USING (VALUES ($1, $2), ...) AS v(sku, qty) in MERGE or
+// FROM (VALUES ...) v(id, x) in a bulk UPDATE: PostgreSQL types such a
+// column from its values alone, and all-unknown columns become text. Each
+// column takes the type of the table column it is compared with (ON
+// i.sku = v.sku) or assigned to (SET qty = i.qty + v.qty, INSERT (qty)
+// VALUES (v.qty)).
+func (s *Statement) valuesParamTypes(columnType func(Column) string) map[int]string {
+	out := map[int]string{}
+	resolve := s.columnResolver()
+	target := s.targetRelation()
+	s.walk(func(m proto.Message) bool {
+		rs, ok := m.(*pg_query.RangeSubselect)
+		if !ok || rs.Alias == nil || rs.Subquery.GetSelectStmt() == nil {
+			return true
+		}
+		rows := rs.Subquery.GetSelectStmt().ValuesLists
+		for k, cn := range rs.Alias.Colnames {
+			typ := s.aliasColumnType(rs.Alias.Aliasname, cn.GetString_().GetSval(), resolve, target, columnType)
+			if typ == "" {
+				continue
+			}
+			for _, row := range rows {
+				if l := row.GetList(); l != nil && k < len(l.Items) && l.Items[k].GetParamRef() != nil {
+					out[int(l.Items[k].GetParamRef().Number)] = typ
+				}
+			}
+		}
+		return true
+	})
+	return out
+}
+
+// targetRelation is the table an UPDATE, INSERT or MERGE writes.
+func (s *Statement) targetRelation() *pg_query.RangeVar {
+	switch {
+	case s.root.GetUpdateStmt() != nil:
+		return s.root.GetUpdateStmt().Relation
+	case s.root.GetInsertStmt() != nil:
+		return s.root.GetInsertStmt().Relation
+	case s.root.GetMergeStmt() != nil:
+		return s.root.GetMergeStmt().Relation
+	}
+	return nil
+}
+
+// aliasColumnType finds the type of alias.column from where the statement
+// compares it with a table column or assigns it to one of target's.
+func (s *Statement) aliasColumnType(alias, column string, resolve func(*pg_query.ColumnRef) []Column, target *pg_query.RangeVar, columnType func(Column) string) string {
+	is := func(n *pg_query.Node) bool {
+		cr := n.GetColumnRef()
+		if cr == nil || len(cr.Fields) != 2 {
+			return false
+		}
+		return cr.Fields[0].GetString_().GetSval() == alias && cr.Fields[1].GetString_().GetSval() == column
+	}
+	mentions := func(n *pg_query.Node) bool {
+		found := false
+		(&Statement{root: n}).walk(func(m proto.Message) bool {
+			if nn, ok := m.(*pg_query.ColumnRef); ok && len(nn.Fields) == 2 &&
+				nn.Fields[0].GetString_().GetSval() == alias && nn.Fields[1].GetString_().GetSval() == column {
+				found = true
+			}
+			return !found
+		})
+		return found
+	}
+	of := func(col string) string {
+		if target == nil || col == "" {
+			return ""
+		}
+		return columnType(Column{Schema: target.Schemaname, Table: target.Relname, Column: col})
+	}
+	typ := ""
+	s.walk(func(m proto.Message) bool {
+		switch n := m.(type) {
+		case *pg_query.A_Expr:
+			for _, pair := range [][2]*pg_query.Node{{n.Lexpr, n.Rexpr}, {n.Rexpr, n.Lexpr}} {
+				if pair[0] != nil && pair[1] != nil && is(pair[0]) && pair[1].GetColumnRef() != nil {
+					for _, c := range resolve(pair[1].GetColumnRef()) {
+						if t := columnType(c); t != "" {
+							typ = t
+						}
+					}
+				}
+			}
+		case *pg_query.ResTarget: // SET col = ... v.col ...
+			if n.Name != "" && n.Val != nil && mentions(n.Val) {
+				typ = of(n.Name)
+			}
+		case *pg_query.MergeWhenClause: // INSERT (col, ...) VALUES (v.col, ...)
+			for i, v := range n.Values {
+				if i < len(n.TargetList) && mentions(v) {
+					typ = of(n.TargetList[i].GetResTarget().GetName())
+				}
+			}
+		}
+		return typ == ""
+	})
+	return typ
+}
+
+// anyArgFuncs take arguments of type "any" (or variadic "any"), which
+// PostgreSQL cannot type a parameter from.
+var anyArgFuncs = map[string]bool{"jsonb_build_object": true, "json_build_object": true, "jsonb_build_array": true,
+	"json_build_array": true, "format": true, "concat": true, "concat_ws": true}
+
+// besideCast is the type a parameter had on the other side of op from an
+// explicit cast: date +/- a number of days, timestamp or time +/- an
+// interval, interval times a number, otherwise the cast's own type. ""
+// when the other side is not a cast.
+func besideCast(n *pg_query.Node, op string) string {
+	tc := n.GetTypeCast()
+	if tc == nil || tc.TypeName == nil || len(tc.TypeName.Names) == 0 {
+		return ""
+	}
+	typ := tc.TypeName.Names[len(tc.TypeName.Names)-1].GetString_().GetSval()
+	switch {
+	case typ == "date" && (op == "+" || op == "-"):
+		return "integer"
+	case (typ == "timestamp" || typ == "timestamptz" || typ == "time" || typ == "timetz") && (op == "+" || op == "-"):
+		return "interval"
+	case typ == "interval" && (op == "*" || op == "/"):
+		return "double precision"
+	}
+	switch op {
+	case "+", "-", "*", "/", "%", "=", "<>", "<", ">", "<=", ">=":
+		return typ
+	}
+	return ""
 }
 
 // numericFuncs take numbers: a parameter standing for one of their
@@ -442,6 +582,11 @@ func (s *Statement) FallbackParamTypes(n int, columnType func(Column) string) []
 			}
 		}
 	}
+	if columnType != nil {
+		for p, typ := range s.valuesParamTypes(columnType) {
+			changed = set(p, typ) || changed
+		}
+	}
 	for _, p := range s.BareTargetParams() {
 		changed = set(p, "integer") || changed
 	}
@@ -455,11 +600,20 @@ func (s *Statement) FallbackParamTypes(n int, columnType func(Column) string) []
 			return true
 		}
 		l, r := e.Lexpr.GetParamRef(), e.Rexpr.GetParamRef()
+		op := e.Name[0].GetString_().GetSval()
+		// A parameter beside a cast: the cast's type says what the
+		// literal was ('2024-01-01'::date + 7, interval '1 day' * 2).
+		if l == nil && r != nil {
+			changed = set(int(r.Number), besideCast(e.Lexpr, op)) || changed
+		}
+		if r == nil && l != nil {
+			changed = set(int(l.Number), besideCast(e.Rexpr, op)) || changed
+		}
 		if l == nil || r == nil {
 			return true
 		}
 		typ := "text"
-		switch e.Name[0].GetString_().GetSval() {
+		switch op {
 		case "+", "-", "*", "/", "%", "^":
 			typ = "numeric"
 		}
@@ -472,6 +626,15 @@ func (s *Statement) FallbackParamTypes(n int, columnType func(Column) string) []
 	// only unknowns PostgreSQL picks text, or cannot pick at all.
 	s.walk(func(m proto.Message) bool {
 		f, ok := m.(*pg_query.FuncCall)
+		if ok && anyArgFuncs[funcName(f)] {
+			// Arguments of type "any": a parameter there was a string.
+			for _, a := range f.Args {
+				if p := a.GetParamRef(); p != nil {
+					changed = set(int(p.Number), "text") || changed
+				}
+			}
+			return true
+		}
 		if !ok || numericFuncs[funcName(f)] == "" {
 			return true
 		}

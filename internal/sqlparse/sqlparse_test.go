@@ -356,3 +356,28 @@ func FuzzLiterals(f *testing.F) {
 		}
 	})
 }
+
+// TestFallbackParamTypes: the types a second PREPARE declares for what
+// pg_stat_statements left PostgreSQL unable to type.
+func TestFallbackParamTypes(t *testing.T) {
+	types := map[string]string{"inventory.sku": "text", "inventory.qty": "integer", "t.id": "bigint", "t.x": "numeric",
+		"users.id": "bigint", "events.kind": "text", "events.tenant": "uuid", "events.amount": "numeric(12,2)"}
+	col := func(c Column) string { return types[c.Table+"."+c.Column] }
+	for sql, want := range map[string]string{
+		"SELECT $1 + $2, $3 || $4":                                                                                                        "numeric numeric text text",
+		"SELECT users.id FROM users WHERE users.id = ANY (ARRAY[$1, $2])":                                                                 "bigint bigint",
+		"SELECT id FROM users WHERE id = coalesce($1, $2)":                                                                                "bigint bigint",
+		"SELECT sum(CASE WHEN x THEN $1 ELSE $2 END) FROM t":                                                                              "numeric numeric",
+		"INSERT INTO events (kind, amount, tenant) SELECT $1, g * $2, $3 FROM generate_series($4, $5) g":                                  "text unknown uuid integer integer",
+		"MERGE INTO inventory i USING (VALUES ($1, $2)) AS v(sku, qty) ON i.sku = v.sku WHEN MATCHED THEN UPDATE SET qty = i.qty + v.qty": "text integer",
+		"UPDATE t SET x = v.x FROM (VALUES ($1, $2)) AS v(id, x) WHERE t.id = v.id":                                                       "bigint numeric",
+		"SELECT $1 AS depth":           "integer",
+		"SELECT a FROM t WHERE b = $1": "",
+	} {
+		st := mustParse(t, sql)
+		got := strings.Join(st.FallbackParamTypes(st.ParamCount(), col), " ")
+		if got != want {
+			t.Errorf("%s:\n got %q\nwant %q", sql, got, want)
+		}
+	}
+}
