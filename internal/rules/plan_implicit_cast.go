@@ -151,9 +151,9 @@ func clientTypeFindings(s *model.Snapshot, st model.Statement, ct *model.ClientT
 func driverFix(client, column string) string {
 	switch client {
 	case "numeric":
-		return "a Python Decimal (psycopg), a Java BigDecimal (JDBC setBigDecimal) or a .NET decimal is sent as numeric; pass an int (setInt/setLong, int(...))"
+		return "a numeric literal in the SQL (4711.0), a Python Decimal (psycopg), a Java BigDecimal (JDBC setBigDecimal) or a .NET decimal is sent as numeric; write an integer literal or pass an int (setInt/setLong, int(...))"
 	case "double precision":
-		return "a Python float, a Java double (setDouble) or a JavaScript number bound as float8 is sent as double precision; pass a Decimal or an int matching " + column
+		return "a float literal cast in the SQL (12.5::float8), a Python float, a Java double (setDouble) or a JavaScript number bound as float8 is sent as double precision; pass a Decimal or an int matching " + column
 	case "text", "character varying":
 		return "a string bound as text or varchar (JDBC setString, the default stringtype=varchar) is cast to the column's type; with JDBC set stringtype=unspecified, or bind the column's type"
 	case "bigint":
