@@ -2,7 +2,6 @@ package collect
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"strings"
 
@@ -20,7 +19,6 @@ var driverTypes = []string{"numeric", "double precision", "text", "bigint", "cha
 	"timestamp with time zone", "timestamp without time zone"}
 
 const (
-	probeStmt = "pgmedic_probe"
 	// A statement is probed when each call touched at least minProbeBlocks
 	// shared buffers and more than costGap times what the re-planned
 	// statement's cost accounts for; a client type is taken when its plan
@@ -106,25 +104,8 @@ func baseType(t string) string {
 
 // genericPlan is the generic plan of query prepared with the given types.
 func genericPlan(ctx context.Context, q Querier, query string, types []string) (*plan.Explain, error) {
-	if _, err := q.Exec(ctx, envelope.Tag+"PREPARE "+probeStmt+"("+strings.Join(types, ", ")+") AS "+query); err != nil {
-		return nil, err
-	}
-	defer q.Exec(context.WithoutCancel(ctx), envelope.Tag+"DEALLOCATE "+probeStmt)
-	nulls := make([]string, len(types))
-	for i := range nulls {
-		nulls[i] = "NULL"
-	}
-	var ex *plan.Explain
-	err := envelope.RolledBack(ctx, q, envelope.ReadOnly, func() error {
-		if _, err := q.Exec(ctx, envelope.Tag+"SET LOCAL plan_cache_mode = force_generic_plan"); err != nil {
-			return err
-		}
-		var err error
-		ex, err = envelope.Explain(ctx, q, "VERBOSE", "EXECUTE "+probeStmt+"("+strings.Join(nulls, ", ")+")")
+	return generic(ctx, q, query, len(types), func() error {
+		_, err := q.Exec(ctx, envelope.Tag+"PREPARE "+planStmt+"("+strings.Join(types, ", ")+") AS "+query)
 		return err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("planning with %v: %w", types, err)
-	}
-	return ex, nil
 }

@@ -277,10 +277,20 @@ func explainGeneric(ctx context.Context, q Querier, stmt *sqlparse.Statement, co
 	if err != nil {
 		return nil, err
 	}
-	target := query
 	n := stmt.ParamCount()
+	return generic(ctx, q, query, n, func() error {
+		return envelope.Prepare(ctx, q, planStmt, query, stmt.FallbackParamTypes(n, columnType))
+	})
+}
+
+// generic EXPLAINs (VERBOSE, without ANALYZE) the generic plan of a query
+// with n parameters, which prepare has prepared as planStmt: EXECUTE with
+// NULLs under force_generic_plan, since that plan does not depend on the
+// values. A query without parameters is explained as it is.
+func generic(ctx context.Context, q Querier, query string, n int, prepare func() error) (*plan.Explain, error) {
+	target := query
 	if n > 0 {
-		if err := envelope.Prepare(ctx, q, planStmt, query, stmt.FallbackParamTypes(n, columnType)); err != nil {
+		if err := prepare(); err != nil {
 			return nil, fmt.Errorf("cannot prepare the statement: %s", envelope.Message(err))
 		}
 		// Prepared statements outlive transactions: drop it in any case.
@@ -292,7 +302,7 @@ func explainGeneric(ctx context.Context, q Querier, stmt *sqlparse.Statement, co
 		target = "EXECUTE " + planStmt + "(" + strings.Join(nulls, ", ") + ")"
 	}
 	var ex *plan.Explain
-	err = envelope.RolledBack(ctx, q, envelope.ReadOnly, func() error {
+	err := envelope.RolledBack(ctx, q, envelope.ReadOnly, func() error {
 		if n > 0 {
 			if _, err := q.Exec(ctx, envelope.Tag+"SET LOCAL plan_cache_mode = force_generic_plan"); err != nil {
 				return fmt.Errorf("asking for a generic plan: %s", envelope.Message(err))
