@@ -24,6 +24,8 @@ type checkFlags struct {
 	copyTimeout      time.Duration
 	maxTables        int
 	maxStatements    int
+	sample           time.Duration
+	sampleInterval   time.Duration
 }
 
 // register adds check's flags to a command (check, lab run, demo).
@@ -38,6 +40,8 @@ func (c *checkFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringSliceVar(&c.allowFunctions, "allow-function", nil, "a VOLATILE function (schema.name) that experiments may execute; repeat or separate with commas")
 	cmd.Flags().IntVar(&c.maxTables, "max-tables", collect.Defaults.MaxTables, "read at most this many tables, the largest first (those left out are listed in skipped)")
 	cmd.Flags().IntVar(&c.maxStatements, "max-statements", collect.Defaults.MaxStatements, "read at most this many pg_stat_statements entries, the most expensive first (those left out are listed in skipped)")
+	cmd.Flags().DurationVar(&c.sample, "sample", 10*time.Second, "watch the server's sessions this long (pg_stat_activity, pg_locks, pg_stat_database) for stalled clients, idle transactions, lock queues and connection pressure; 0 turns it off")
+	cmd.Flags().DurationVar(&c.sampleInterval, "sample-interval", 100*time.Millisecond, "time between two samples (one query each)")
 	cmd.Flags().IntVar(&c.verifyMaxMB, "verify-max-size", 1024, "largest table (MB, with indexes) --verify-indexes copies, and largest relation pgstattuple reads")
 }
 
@@ -80,7 +84,7 @@ func (c checkFlags) options(ids []string, logf func(string, ...any)) diagnose.Op
 	return diagnose.Options{Rules: ids, StatementTimeout: c.statementTimeout, CopyTimeout: c.copyTimeout,
 		ServerCores: c.serverCores, Runs: c.runs, NoVerify: c.noVerify, VerifyIndexes: c.verifyIndexes,
 		MaxCopyBytes: int64(c.verifyMaxMB) << 20, AllowFunctions: c.allowFunctions,
-		MaxTables: c.maxTables, MaxStatements: c.maxStatements, Log: logf}
+		MaxTables: c.maxTables, MaxStatements: c.maxStatements, SampleFor: c.sample, SampleEvery: c.sampleInterval, Log: logf}
 }
 
 // findingsReport is what check and explain print: text or JSON, and the

@@ -52,6 +52,11 @@ func needCluster(t *testing.T) {
 
 func run(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
+	// check samples the sessions for 10s by default; these tests are not
+	// about sampling (sampler_test.go is), so a second is enough.
+	if len(args) > 0 && args[0] == "check" && !strings.Contains(strings.Join(args, " "), "--sample") {
+		args = append(args, "--sample", "1s")
+	}
 	var out, errOut bytes.Buffer
 	code := Run(context.Background(), args, strings.NewReader(""), &out, &errOut)
 	return code, out.String(), errOut.String()

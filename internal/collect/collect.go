@@ -48,8 +48,9 @@ var overridden = map[string]bool{
 type Options struct {
 	// PlanTop is how many of the most expensive statements get a plan.
 	PlanTop int
-	// Samples of pg_stat_activity taken SampleEvery apart to see lock waits.
-	Samples     int
+	// SampleFor is how long the sessions are sampled (0: not at all) and
+	// SampleEvery the time between ticks (see sample).
+	SampleFor   time.Duration
 	SampleEvery time.Duration
 	// MaxTables and MaxStatements bound what is read on very large
 	// databases; what is left out is listed in Missing (never silently).
@@ -58,7 +59,7 @@ type Options struct {
 }
 
 // Defaults are the options `check` uses.
-var Defaults = Options{PlanTop: 15, Samples: 10, SampleEvery: 100 * time.Millisecond, MaxTables: 200000, MaxStatements: 10000}
+var Defaults = Options{PlanTop: 15, SampleFor: time.Second, SampleEvery: 100 * time.Millisecond, MaxTables: 200000, MaxStatements: 10000}
 
 // Snapshot collects everything for the connected database with Defaults.
 func Snapshot(ctx context.Context, q Querier, now time.Time) (*model.Snapshot, error) {
@@ -95,7 +96,7 @@ func SnapshotWith(ctx context.Context, q Querier, now time.Time, opts Options) (
 		return nil, err
 	}
 	plans(ctx, q, s, opts.PlanTop)
-	lockWaits(ctx, q, s, opts.Samples, opts.SampleEvery)
+	sample(ctx, q, s, opts.SampleFor, opts.SampleEvery)
 	return s, nil
 }
 

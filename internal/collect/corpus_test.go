@@ -123,7 +123,7 @@ func TestCorpusReprepares(t *testing.T) {
 	}
 	defer sess.Close()
 	opts := collect.Defaults
-	opts.PlanTop, opts.Samples = 1000, 0
+	opts.PlanTop, opts.SampleFor = 1000, 0
 	snap, err := collect.SnapshotWith(ctx, sess.Conn, time.Now(), opts)
 	if err != nil {
 		t.Fatal(err)

@@ -3,9 +3,7 @@ package collect
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
-	"time"
 
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
@@ -317,49 +315,3 @@ func generic(ctx context.Context, q Querier, query string, n int, prepare func()
 	return ex, err
 }
 
-// lockWaits samples pg_stat_activity for backends waiting on heavyweight
-// locks, grouped by statement and wait event.
-func lockWaits(ctx context.Context, q Querier, s *model.Snapshot, samples int, every time.Duration) {
-	s.Literals = map[int64]string{}
-	if s.Server.VersionNum < 140000 || samples <= 0 {
-		return // query_id arrived in pg_stat_activity in PostgreSQL 14
-	}
-	type key struct {
-		id    int64
-		query string
-		event string
-	}
-	count := map[key]int{}
-	for i := 0; i < samples; i++ {
-		if i > 0 {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(every):
-			}
-		}
-		rows, err := q.Query(ctx, envelope.Tag+`SELECT coalesce(query_id, 0), coalesce(query, ''), coalesce(wait_event_type || '/' || wait_event, '')
-			FROM pg_stat_activity WHERE state = 'active' AND backend_type = 'client backend' AND pid <> pg_backend_pid()`)
-		if err != nil {
-			s.Missing[SrcLocks] = skipFor(s, "cannot sample pg_stat_activity", err)
-			return
-		}
-		for rows.Next() {
-			var k key
-			if err := rows.Scan(&k.id, &k.query, &k.event); err != nil {
-				break
-			}
-			if _, seen := s.Literals[k.id]; k.id != 0 && !seen {
-				s.Literals[k.id] = k.query
-			}
-			if strings.HasPrefix(k.event, "Lock/") {
-				count[k]++
-			}
-		}
-		rows.Close()
-	}
-	for k, n := range count {
-		s.LockWaits = append(s.LockWaits, model.LockWait{QueryID: k.id, Query: k.query, WaitEvent: k.event, Samples: n})
-	}
-	sort.Slice(s.LockWaits, func(i, j int) bool { return s.LockWaits[i].Samples > s.LockWaits[j].Samples })
-}

@@ -40,6 +40,9 @@ type Options struct {
 	AllowFunctions []string
 	MaxTables      int
 	MaxStatements  int
+	// SampleFor and SampleEvery are the sessions' sampling window and
+	// tick (check --sample, --sample-interval).
+	SampleFor, SampleEvery time.Duration
 	// Lab is set for lab databases, where experiments may write.
 	Lab bool
 	Log func(format string, args ...any)
@@ -77,6 +80,10 @@ func (o Options) Validate() error {
 		return inputErrf("--copy-timeout must be at least 100ms")
 	case o.MaxTables <= 0 || o.MaxStatements <= 0:
 		return inputErrf("--max-tables and --max-statements must be positive")
+	case o.SampleFor < 0 || o.SampleFor > 10*time.Minute:
+		return inputErrf("--sample must be between 0 (off) and 10m")
+	case o.SampleFor > 0 && o.SampleEvery < 10*time.Millisecond:
+		return inputErrf("--sample-interval must be at least 10ms")
 	}
 	if _, err := rules.Select(o.Rules); err != nil {
 		return inputErrf("--rules: %v", err)
@@ -99,11 +106,16 @@ func Check(ctx context.Context, dsn, version string, o Options, min model.Severi
 	o.logf("connected to %s (PostgreSQL %s)", sess.Target, sess.Target.ServerVersion)
 	opts := collect.Defaults
 	opts.MaxTables, opts.MaxStatements = o.MaxTables, o.MaxStatements
+	opts.SampleFor, opts.SampleEvery = o.SampleFor, o.SampleEvery
+	if o.SampleFor > 0 {
+		o.logf("sampling sessions for %s", o.SampleFor)
+	}
 	snap, err := collect.SnapshotWith(ctx, sess.Conn, time.Now(), opts)
 	if err != nil {
 		return nil, inputErr(err)
 	}
 	o.logf("collected %d statements", len(snap.Statements))
+	snap.ServerCores = serverCores(o.ServerCores, sess.Target.Host)
 	findings, skipped := rules.Run(snap, selected)
 	if !o.NoVerify {
 		var more []model.Skip

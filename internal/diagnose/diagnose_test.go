@@ -10,7 +10,7 @@ import (
 
 func valid() Options {
 	return Options{Runs: 5, StatementTimeout: 5 * time.Second, CopyTimeout: 2 * time.Minute,
-		MaxCopyBytes: 1 << 30, MaxTables: 100, MaxStatements: 100}
+		MaxCopyBytes: 1 << 30, MaxTables: 100, MaxStatements: 100, SampleFor: time.Second, SampleEvery: 100 * time.Millisecond}
 }
 
 // TestValidate: each value no run should use is refused as an input error
@@ -26,6 +26,8 @@ func TestValidate(t *testing.T) {
 		"--copy-timeout":      func(o *Options) { o.CopyTimeout = 0 },
 		"--max-tables":        func(o *Options) { o.MaxTables = -1 },
 		"--rules":             func(o *Options) { o.Rules = []string{"no-such-rule"} },
+		"--sample":            func(o *Options) { o.SampleFor = time.Hour },
+		"--sample-interval":   func(o *Options) { o.SampleEvery = time.Millisecond },
 	} {
 		o := valid()
 		change(&o)

@@ -124,6 +124,12 @@ type Snapshot struct {
 	Activity      Activity
 	// LockWaits are backends seen waiting on locks while sampling activity.
 	LockWaits []LockWait
+	// ServerCores is the server's CPU count as check knows it (--server-cores,
+	// or this machine's for a local server).
+	ServerCores int
+	// Sampling is the sessions sampled over check's window; nil when
+	// sampling was off (--sample 0).
+	Sampling *Sampling
 	// Literals are statements as pg_stat_activity showed them while
 	// sampling, by queryid: for clients that send literals (the simple
 	// protocol), the values the application really used.

@@ -54,6 +54,18 @@ func (e *Env) Admin(ctx context.Context) (*pgx.Conn, error) {
 // earlier one), runs its setup, clears the statement statistics the setup
 // left (bulk loads are not the workload) and runs the workload.
 func Prepare(ctx context.Context, c *lab.Cluster, s Scenario, logf func(string, ...any)) (*Env, error) {
+	env, err := Setup(ctx, c, s, logf)
+	if err != nil {
+		return nil, err
+	}
+	if err := env.Run(ctx, s); err != nil {
+		return nil, err
+	}
+	return env, nil
+}
+
+// Setup is Prepare without the workload.
+func Setup(ctx context.Context, c *lab.Cluster, s Scenario, logf func(string, ...any)) (*Env, error) {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
@@ -102,13 +114,20 @@ func Prepare(ctx context.Context, c *lab.Cluster, s Scenario, logf func(string, 
 		"SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = current_database()), 0)"); err != nil {
 		return nil, fmt.Errorf("analyzing and resetting statement statistics after setup: %w", err)
 	}
-	logf("%s: setup took %s; running the workload", s.Name, time.Since(start).Round(time.Millisecond))
-	start = time.Now()
-	if err := env.workload(ctx, s); err != nil {
-		return nil, fmt.Errorf("scenario %s workload: %w", s.Name, err)
-	}
-	logf("%s: workload took %s", s.Name, time.Since(start).Round(time.Millisecond))
+	logf("%s: setup took %s", s.Name, time.Since(start).Round(time.Millisecond))
 	return env, nil
+}
+
+// Run runs the scenario's workload. A workload that runs during check
+// stops when ctx ends, which is not an error.
+func (e *Env) Run(ctx context.Context, s Scenario) error {
+	start := time.Now()
+	err := e.workload(ctx, s)
+	if err != nil && !(s.DuringCheck && ctx.Err() != nil) {
+		return fmt.Errorf("scenario %s workload: %w", s.Name, err)
+	}
+	e.Log("%s: workload took %s", s.Name, time.Since(start).Round(time.Millisecond))
+	return nil
 }
 
 // createDatabase drops an earlier database of the scenario and creates it

@@ -2,6 +2,8 @@ package scenario
 
 import (
 	"context"
+	"fmt"
+	"time"
 
 	"github.com/pgmedic/pgmedic/internal/diagnose"
 	"github.com/pgmedic/pgmedic/internal/envelope"
@@ -28,16 +30,60 @@ type Result struct {
 // scenario forbids.
 func (r *Result) Passed() bool { return len(r.Missing) == 0 && len(r.Unexpected) == 0 }
 
+// warmUp is how long a workload that runs during check runs before check
+// starts, so that its sessions are in the state it reproduces.
+const warmUp = 1500 * time.Millisecond
+
+// checkDuring runs the workload and, once it is under way, check; the
+// workload is stopped when check is done.
+func checkDuring(ctx context.Context, c *lab.Cluster, s Scenario, version string, o diagnose.Options) (*Env, *report.Report, error) {
+	env, err := Setup(ctx, c, s, o.Log)
+	if err != nil {
+		return nil, nil, &diagnose.InputError{Err: err}
+	}
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- env.Run(wctx, s) }()
+	select {
+	case err := <-done:
+		stop()
+		if err == nil {
+			err = fmt.Errorf("scenario %s: the workload ended before check started", s.Name)
+		}
+		return nil, nil, &diagnose.InputError{Err: err}
+	case <-time.After(warmUp):
+	}
+	rep, err := diagnose.Check(ctx, c.DSN(env.DB), version, o, model.Info)
+	stop()
+	if werr := <-done; werr != nil && err == nil {
+		err = &diagnose.InputError{Err: werr}
+	}
+	return env, rep, err
+}
+
 // Run reproduces a scenario on the cluster and checks it as check would,
 // with experiments allowed to write (it is a lab database). Expectations
 // are judged on every finding; the report keeps those at or above min.
 func Run(ctx context.Context, c *lab.Cluster, s Scenario, version string, o diagnose.Options, min model.Severity) (*Result, error) {
-	env, err := Prepare(ctx, c, s, o.Log)
-	if err != nil {
-		return nil, &diagnose.InputError{Err: err}
-	}
 	o.Lab = true
-	rep, err := diagnose.Check(ctx, c.DSN(env.DB), version, o, model.Info)
+	o.SampleFor = time.Second
+	if s.Sample != "" {
+		o.SampleFor, _ = time.ParseDuration(s.Sample) // load checked it
+	}
+	if o.SampleEvery <= 0 {
+		o.SampleEvery = 100 * time.Millisecond
+	}
+	var env *Env
+	var rep *report.Report
+	var err error
+	if s.DuringCheck {
+		env, rep, err = checkDuring(ctx, c, s, version, o)
+	} else {
+		if env, err = Prepare(ctx, c, s, o.Log); err != nil {
+			return nil, &diagnose.InputError{Err: err}
+		}
+		rep, err = diagnose.Check(ctx, c.DSN(env.DB), version, o, model.Info)
+	}
 	if err != nil {
 		return nil, err
 	}

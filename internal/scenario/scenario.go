@@ -26,6 +26,7 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
@@ -48,6 +49,12 @@ type Scenario struct {
 	// also diagnoses with explain --query --analyze, as an engineer does
 	// with a statement from the application's log.
 	Explain []string `json:"explain"`
+	// DuringCheck runs the workload while check samples the sessions
+	// (stalled clients, lock queues, connection pressure are seen only
+	// then); the Go workload runs until its context ends. Sample is how
+	// long check samples ("1s" when not given).
+	DuringCheck bool   `json:"during_check,omitempty"`
+	Sample      string `json:"sample,omitempty"`
 	// Setup holds the statements of setup.sql.
 	Setup []string
 	// SQL holds the statements of workload.sql, run Repeat times.
@@ -229,6 +236,14 @@ func load(fsys fs.FS, dir string) (Scenario, error) {
 		if s.PgbenchArgs, err = pgbenchArgs(s.Pgbench); err != nil {
 			return fail("workload.pgbench: %v", err)
 		}
+	}
+	if s.Sample != "" {
+		if d, err := time.ParseDuration(s.Sample); err != nil || d <= 0 || d > time.Minute {
+			return fail("expect.json: sample %q: want a duration up to 1m", s.Sample)
+		}
+	}
+	if s.DuringCheck && s.Go == nil {
+		return fail("during_check needs a Go workload that runs until check is done")
 	}
 	if s.Go == nil && s.SQL == nil && s.Pgbench == "" {
 		return fail("no workload: add workload.sql or workload.pgbench, or register a Go workload")

@@ -12,6 +12,9 @@ type Workload func(ctx context.Context, env *Env) error
 var workloads = map[string]Workload{
 	"asyncpg-introspection": asyncpgIntrospection,
 	"client-param-types":    clientParamTypes,
+	"client-stall":          clientStall,
+	"connection-burst":      connectionBurst,
+	"lock-chain":            lockChain,
 	"queue-claim-race":      queueClaimRace,
 	"queue-churn":           queueChurn,
 	"queue-poll":            queuePoll,

@@ -1,0 +1,154 @@
+package collect
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/pgmedic/pgmedic/internal/envelope"
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
+)
+
+// sampleSQL reads every client backend in one statement: its state and
+// wait, how long its transaction, its state and its last statement took,
+// who blocks it, and for a session inside a transaction the relations it
+// holds locks on. It runs outside any transaction and takes no lock.
+const sampleSQL = `SELECT a.pid, coalesce(a.datname, ''), coalesce(a.usename, ''), coalesce(a.application_name, ''),
+	coalesce(host(a.client_addr), ''), coalesce(a.state, ''), coalesce(a.wait_event_type, ''), coalesce(a.wait_event, ''),
+	coalesce(a.query_id, 0), left(coalesce(a.query, ''), 2000),
+	coalesce(extract(epoch FROM now() - a.xact_start) * 1000, 0)::float8,
+	coalesce(extract(epoch FROM now() - a.state_change) * 1000, 0)::float8,
+	CASE WHEN a.state <> 'active' THEN coalesce(extract(epoch FROM a.state_change - a.query_start) * 1000, 0) ELSE 0 END::float8,
+	pg_blocking_pids(a.pid),
+	CASE WHEN a.xact_start IS NULL THEN '{}'::text[] ELSE ARRAY(
+		SELECT DISTINCT l.relation::regclass::text || ' (' || l.mode || ')' FROM pg_locks l
+		WHERE l.pid = a.pid AND l.granted AND l.locktype = 'relation' AND l.relation >= 16384 ORDER BY 1) END
+	FROM pg_stat_activity a
+	WHERE a.backend_type = 'client backend' AND a.pid <> pg_backend_pid()`
+
+// deltaSQL reads the counters whose change over the window the rules
+// judge (sessions and their ends arrived in PostgreSQL 14).
+const deltaSQL = `SELECT sessions, sessions_abandoned, sessions_fatal, sessions_killed, xact_commit, xact_rollback,
+	deadlocks, temp_files, conflicts FROM pg_stat_database WHERE datname = current_database()`
+
+// sample watches the server's sessions for a window: one query per tick,
+// every interval, for duration. The ticks slow down (the interval doubles,
+// up to 2s) when a tick takes more than half the interval, so a saturated
+// server is not sampled harder; every query runs under the session's
+// statement_timeout and a deadline past the window, so the sampler stops
+// on time even when the server does not answer. Lock waits, the literals
+// of running statements and the whole sampling go into the snapshot.
+func sample(ctx context.Context, q Querier, s *model.Snapshot, duration, interval time.Duration) {
+	s.Literals = map[int64]string{}
+	if duration <= 0 || s.Server.VersionNum < 140000 {
+		return // query_id arrived in pg_stat_activity in PostgreSQL 14
+	}
+	if interval <= 0 {
+		interval = 100 * time.Millisecond
+	}
+	sm := &model.Sampling{Start: time.Now(), IntervalMS: float64(interval.Milliseconds())}
+	deadline := sm.Start.Add(duration)
+	wctx, cancel := context.WithDeadline(ctx, deadline.Add(2*time.Second))
+	defer cancel()
+	before, beforeErr := databaseDelta(wctx, q)
+	hidden := 0
+	waits := map[model.LockWait]int{}
+	for tick := 0; ; tick++ {
+		start := time.Now()
+		smp, h, err := sampleOnce(wctx, q, start)
+		took := time.Since(start)
+		sm.OverheadMS += float64(took.Microseconds()) / 1000
+		if err != nil {
+			s.Missing[SrcLocks] = skipFor(s, "cannot sample pg_stat_activity", err)
+			break
+		}
+		hidden = max(hidden, h)
+		sm.Samples = append(sm.Samples, smp)
+		for _, b := range smp.Backends {
+			if b.QueryID != 0 && b.State == "active" {
+				if _, seen := s.Literals[b.QueryID]; !seen {
+					s.Literals[b.QueryID] = b.Query
+				}
+			}
+			if b.WaitType == "Lock" && b.Database == s.Database {
+				waits[model.LockWait{QueryID: b.QueryID, Query: b.Query, WaitEvent: "Lock/" + b.Wait}]++
+			}
+		}
+		if took > interval/2 && interval < 2*time.Second {
+			interval *= 2
+			sm.BackedOff = true
+		}
+		next := start.Add(interval)
+		if !next.Before(deadline) {
+			break
+		}
+		select {
+		case <-wctx.Done():
+		case <-time.After(time.Until(next)):
+		}
+		if wctx.Err() != nil {
+			break
+		}
+	}
+	sm.Seconds = time.Since(sm.Start).Seconds()
+	if after, err := databaseDelta(context.WithoutCancel(ctx), q); err == nil && beforeErr == nil {
+		sm.Delta = model.DatabaseDelta{Sessions: after.Sessions - before.Sessions, SessionsAbandoned: after.SessionsAbandoned - before.SessionsAbandoned,
+			SessionsFatal: after.SessionsFatal - before.SessionsFatal, SessionsKilled: after.SessionsKilled - before.SessionsKilled,
+			Commits: after.Commits - before.Commits, Rollbacks: after.Rollbacks - before.Rollbacks, Deadlocks: after.Deadlocks - before.Deadlocks,
+			TempFiles: after.TempFiles - before.TempFiles, Conflicts: after.Conflicts - before.Conflicts}
+	}
+	if hidden > 0 {
+		sm.Hidden = fmt.Sprintf("%d sessions of other roles showed no state, wait or statement: GRANT pg_read_all_stats TO %s; shows them", hidden, quoteRole(s.User))
+	}
+	for w, n := range waits {
+		w.Samples = n
+		s.LockWaits = append(s.LockWaits, w)
+	}
+	sort.Slice(s.LockWaits, func(i, j int) bool { return s.LockWaits[i].Samples > s.LockWaits[j].Samples })
+	s.Sampling = sm
+}
+
+// sampleOnce is one tick; it also counts the sessions whose details the
+// role may not see.
+func sampleOnce(ctx context.Context, q Querier, at time.Time) (model.ActivitySample, int, error) {
+	smp := model.ActivitySample{At: at.UTC()}
+	rows, err := q.Query(ctx, envelope.Tag+sampleSQL)
+	if err != nil {
+		return smp, 0, err
+	}
+	defer rows.Close()
+	hidden := 0
+	for rows.Next() {
+		var b model.Backend
+		var blocked []int32
+		if err := rows.Scan(&b.PID, &b.Database, &b.User, &b.App, &b.Client, &b.State, &b.WaitType, &b.Wait, &b.QueryID, &b.Query,
+			&b.XactMS, &b.StateMS, &b.LastMS, &blocked, &b.Locks); err != nil {
+			return smp, 0, err
+		}
+		for _, p := range blocked {
+			b.BlockedBy = append(b.BlockedBy, int(p))
+		}
+		if b.Query == "<insufficient privilege>" {
+			hidden++
+			b.Query = ""
+		}
+		smp.Backends = append(smp.Backends, b)
+	}
+	return smp, hidden, rows.Err()
+}
+
+func databaseDelta(ctx context.Context, q Querier) (model.DatabaseDelta, error) {
+	var d model.DatabaseDelta
+	err := q.QueryRow(ctx, envelope.Tag+deltaSQL).Scan(&d.Sessions, &d.SessionsAbandoned, &d.SessionsFatal, &d.SessionsKilled,
+		&d.Commits, &d.Rollbacks, &d.Deadlocks, &d.TempFiles, &d.Conflicts)
+	return d, err
+}
+
+func quoteRole(r string) string {
+	if r == "" {
+		return "your_role"
+	}
+	return sqlparse.QuoteIdent(r)
+}

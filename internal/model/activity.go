@@ -1,0 +1,74 @@
+package model
+
+import "time"
+
+// Sampling is what check saw of the server's sessions over its sampling
+// window (check --sample): one ActivitySample per tick, the database's
+// counters before and after, and what the sampler itself cost.
+type Sampling struct {
+	Start      time.Time        `json:"start"`
+	Seconds    float64          `json:"seconds"`
+	IntervalMS float64          `json:"interval_ms"`
+	Samples    []ActivitySample `json:"samples"`
+	// Delta is pg_stat_database's change over the window.
+	Delta DatabaseDelta `json:"delta"`
+	// OverheadMS is the time the sampler's own queries took; BackedOff
+	// says it slowed its ticks because the server answered slowly.
+	OverheadMS float64 `json:"overhead_ms"`
+	BackedOff  bool    `json:"backed_off,omitempty"`
+	// Hidden says what the role could not see (other roles' statements)
+	// and the GRANT that shows it; "" when it saw everything.
+	Hidden string `json:"hidden,omitempty"`
+}
+
+// ActivitySample is one tick: every client backend but pgmedic's.
+type ActivitySample struct {
+	At       time.Time `json:"at"`
+	Backends []Backend `json:"backends"`
+}
+
+// Backend is one session as pg_stat_activity and pg_locks showed it.
+type Backend struct {
+	PID      int    `json:"pid"`
+	Database string `json:"database"`
+	User     string `json:"user,omitempty"`
+	App      string `json:"application,omitempty"`
+	Client   string `json:"client,omitempty"`
+	State    string `json:"state"` // active, idle, idle in transaction, ...
+	// WaitType and Wait are pg_stat_activity's wait_event_type and
+	// wait_event ("" when on CPU).
+	WaitType string `json:"wait_type,omitempty"`
+	Wait     string `json:"wait,omitempty"`
+	QueryID  int64  `json:"queryid,omitempty"`
+	Query    string `json:"query,omitempty"`
+	// XactMS is how long its transaction has been open, StateMS how long
+	// it has been in its state, and LastMS how long its last statement ran
+	// (query_start to state_change, for a session that is no longer
+	// active): what the server spent, beside what the transaction took.
+	XactMS  float64 `json:"xact_ms,omitempty"`
+	StateMS float64 `json:"state_ms,omitempty"`
+	LastMS  float64 `json:"last_ms,omitempty"`
+	// BlockedBy are the sessions it waits for (pg_blocking_pids).
+	BlockedBy []int `json:"blocked_by,omitempty"`
+	// Locks are the relations it holds locks on (and lock types without a
+	// relation), for sessions inside a transaction.
+	Locks []string `json:"locks,omitempty"`
+}
+
+// DatabaseDelta is the change of pg_stat_database counters over a window.
+type DatabaseDelta struct {
+	Sessions          int64 `json:"sessions"`
+	SessionsAbandoned int64 `json:"sessions_abandoned"`
+	SessionsFatal     int64 `json:"sessions_fatal"`
+	SessionsKilled    int64 `json:"sessions_killed"`
+	Commits           int64 `json:"xact_commit"`
+	Rollbacks         int64 `json:"xact_rollback"`
+	Deadlocks         int64 `json:"deadlocks"`
+	TempFiles         int64 `json:"temp_files"`
+	Conflicts         int64 `json:"conflicts"`
+}
+
+// InTransaction says whether the session is inside a transaction.
+func (b Backend) InTransaction() bool {
+	return b.State == "idle in transaction" || b.State == "idle in transaction (aborted)" || (b.State == "active" && b.XactMS > 0)
+}

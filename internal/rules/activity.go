@@ -1,0 +1,409 @@
+package rules
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
+)
+
+// Rule ids of the rules that read the sampled sessions.
+const (
+	IdleInTransactionID  = "idle-in-transaction"
+	LockContentionID     = "lock-contention"
+	ClientStallID        = "client-stall"
+	ConnectionPressureID = "connection-pressure"
+)
+
+// Thresholds of the session rules.
+const (
+	idleMinMS       = 1000 // idle in a transaction at least this long
+	idleCriticalMS  = 30000
+	lockShareWarn   = 0.2 // lock waits as a share of active session-samples
+	lockMinSamples  = 3
+	stallMinSamples = 2    // a stall seen in at least this many ticks
+	stallRatio      = 10.0 // transaction open at least 10x what the server spent
+	churnPerSecond  = 10.0 // new sessions per second
+	activePerCore   = 2.0  // active sessions per core
+)
+
+// session is what the samples say about one backend over the window.
+type session struct {
+	last        model.Backend // the latest sample of it
+	worst       model.Backend // the sample where it had been in its state longest
+	idleSamples int           // samples idle in a transaction
+	idleMS      float64       // longest idle-in-transaction stretch seen
+	clientRead  int           // samples idle in a transaction waiting for its client
+	clientWrite int           // samples active, waiting for its client to read
+	locks       map[string]bool
+	waiters     map[int]bool // sessions seen waiting for it
+}
+
+// sessions folds the samples of the snapshot's database by pid.
+func sessions(s *model.Snapshot) map[int]*session {
+	out := map[int]*session{}
+	get := func(b model.Backend) *session {
+		x := out[b.PID]
+		if x == nil {
+			x = &session{locks: map[string]bool{}, waiters: map[int]bool{}}
+			out[b.PID] = x
+		}
+		return x
+	}
+	for _, smp := range s.Sampling.Samples {
+		for _, b := range smp.Backends {
+			if b.Database != s.Database {
+				continue
+			}
+			x := get(b)
+			x.last = b
+			if strings.HasPrefix(b.State, "idle in transaction") {
+				x.idleSamples++
+				if b.StateMS > x.idleMS {
+					x.idleMS, x.worst = b.StateMS, b
+				}
+				if b.Wait == "ClientRead" {
+					x.clientRead++
+				}
+			}
+			if b.State == "active" && b.Wait == "ClientWrite" {
+				x.clientWrite++
+				if b.StateMS > x.worst.StateMS {
+					x.worst = b
+				}
+			}
+			for _, l := range b.Locks {
+				x.locks[l] = true
+			}
+		}
+		// A queue for a row forms behind the first waiter (it holds the
+		// tuple lock), so pg_blocking_pids of the others names it, not
+		// the session at the head: every session up the chain counts the
+		// waiter.
+		blockers := map[int][]int{}
+		for _, b := range smp.Backends {
+			blockers[b.PID] = b.BlockedBy
+		}
+		for _, b := range smp.Backends {
+			if b.Database != s.Database {
+				continue
+			}
+			seen := map[int]bool{b.PID: true}
+			up := append([]int(nil), b.BlockedBy...)
+			for len(up) > 0 && len(seen) < 1000 {
+				p := up[0]
+				up = up[1:]
+				if seen[p] {
+					continue
+				}
+				seen[p] = true
+				get(model.Backend{PID: p}).waiters[b.PID] = true
+				up = append(up, blockers[p]...)
+			}
+		}
+	}
+	return out
+}
+
+// sessionsWord is "1 session" or "n sessions".
+func sessionsWord(n int) string {
+	if n == 1 {
+		return "1 session"
+	}
+	return fmt.Sprintf("%d sessions", n)
+}
+
+// sampled skips the session rules when nothing was sampled.
+func sampled(s *model.Snapshot, id string) (bool, []model.Skip) {
+	if s.Sampling != nil && len(s.Sampling.Samples) > 0 {
+		return true, nil
+	}
+	return false, []model.Skip{{Rule: id, Reason: "the sessions were not sampled (check --sample 0, or PostgreSQL older than 14)", Fix: "run check with --sample 10s while the problem happens"}}
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func who(b model.Backend) string {
+	s := fmt.Sprintf("pid %d", b.PID)
+	var parts []string
+	if b.App != "" {
+		parts = append(parts, "application "+b.App)
+	}
+	if b.User != "" {
+		parts = append(parts, "user "+b.User)
+	}
+	if b.Client != "" {
+		parts = append(parts, "from "+b.Client)
+	}
+	if len(parts) > 0 {
+		s += " (" + strings.Join(parts, ", ") + ")"
+	}
+	return s
+}
+
+func sec(msec float64) string { return fmt.Sprintf("%.1f s", msec/1000) }
+
+// IdleInTransaction finds sessions that sat idle inside a transaction:
+// every lock they took stays held until they commit, and every session
+// that needs one of those rows or tables waits for the client, not the
+// database.
+func IdleInTransaction(s *model.Snapshot) ([]model.Finding, []model.Skip) {
+	if ok, skip := sampled(s, IdleInTransactionID); !ok {
+		return nil, skip
+	}
+	var out []model.Finding
+	for pid, x := range sessions(s) {
+		if x.idleMS < idleMinMS || x.idleSamples == 0 {
+			continue
+		}
+		b := x.worst
+		sev := model.Info
+		if len(x.waiters) > 0 {
+			sev = model.Warning
+			if len(x.waiters) >= 3 || x.idleMS >= idleCriticalMS {
+				sev = model.Critical
+			}
+		}
+		locks := sortedKeys(x.locks)
+		title := fmt.Sprintf("%s sat idle in a transaction for %s", who(b), sec(x.idleMS))
+		if len(locks) > 0 {
+			title += " holding locks on " + strings.Join(locks, ", ")
+		}
+		if len(x.waiters) > 0 {
+			title += fmt.Sprintf("; %s waited behind it", sessionsWord(len(x.waiters)))
+		}
+		role := b.User
+		if role == "" {
+			role = "the_application_role"
+		}
+		out = append(out, model.Finding{
+			Rule: IdleInTransactionID, Severity: sev, Title: title,
+			Object: model.Object{Kind: "session", Name: fmt.Sprintf("pid %d: %s", pid, Shorten(b.Query, 80)), Role: b.User, Database: s.Database},
+			Evidence: []model.Evidence{
+				ev("longest time idle in the transaction", x.idleMS, "ms"),
+				ev("transaction open", b.XactMS, "ms"),
+				ev("its last statement ran", b.LastMS, "ms"),
+				ev("samples idle in the transaction", float64(x.idleSamples), ""),
+				ev("sessions seen waiting for it", float64(len(x.waiters)), ""),
+			},
+			Impact: model.Impact{Summary: "its locks stay held while the client does something else; sessions that need them wait for the client, not for the database"},
+			Fix: model.Fix{Summary: "commit (or roll back) before the client does other work (network calls, computation, waiting on a queue); let the server end transactions a client abandons",
+				SQL: fmt.Sprintf("ALTER ROLE %s SET idle_in_transaction_session_timeout = '30s';", sqlparse.QuoteIdent(role))},
+			Verification: model.NotRunBecause(fmt.Sprintf("observed in %d of %d samples; no experiment changes what a client does between statements", x.idleSamples, len(s.Sampling.Samples))),
+			Docs:         docsPath(IdleInTransactionID),
+		})
+	}
+	Sort(out)
+	return out, nil
+}
+
+// LockContention finds lock waits that take a large share of the sampled
+// session time, and names the session at the head of the blocking chain at
+// its worst moment.
+func LockContention(s *model.Snapshot) ([]model.Finding, []model.Skip) {
+	if ok, skip := sampled(s, LockContentionID); !ok {
+		return nil, skip
+	}
+	busy, waiting := 0, 0
+	worst, worstAt := 0, -1
+	for i, smp := range s.Sampling.Samples {
+		n := 0
+		for _, b := range smp.Backends {
+			if b.Database != s.Database {
+				continue
+			}
+			if b.State == "active" || strings.HasPrefix(b.State, "idle in transaction") {
+				busy++
+			}
+			if b.WaitType == "Lock" {
+				waiting++
+				n++
+			}
+		}
+		if n > worst {
+			worst, worstAt = n, i
+		}
+	}
+	if waiting < lockMinSamples || busy == 0 || float64(waiting)/float64(busy) < lockShareWarn {
+		return nil, nil
+	}
+	smp := s.Sampling.Samples[worstAt]
+	byPID := map[int]model.Backend{}
+	blocks := map[int]int{}
+	for _, b := range smp.Backends {
+		byPID[b.PID] = b
+		for _, p := range b.BlockedBy {
+			blocks[p]++
+		}
+	}
+	// The head blocks others and waits for nobody.
+	head, headWaiters := model.Backend{}, 0
+	for pid, n := range blocks {
+		if b, ok := byPID[pid]; ok && len(b.BlockedBy) == 0 && n > headWaiters {
+			head, headWaiters = b, n
+		}
+	}
+	share := float64(waiting) / float64(busy)
+	sev := model.Warning
+	if share >= 0.5 {
+		sev = model.Critical
+	}
+	title := fmt.Sprintf("lock waits took %s of the sampled session time; at the worst moment %s waited", pct(share), sessionsWord(worst))
+	headText := "the head of the chain was not visible (another database, or a role pgmedic may not see)"
+	if headWaiters > 0 {
+		headText = fmt.Sprintf("%s, %s for %s, running %q", who(head), head.State, sec(head.StateMS), Shorten(head.Query, 100))
+		title += fmt.Sprintf(" behind %s (%s)", who(head), head.State)
+	}
+	f := model.Finding{
+		Rule: LockContentionID, Severity: sev, Title: title,
+		Object: model.Object{Kind: "database", Name: s.Database, Database: s.Database},
+		Evidence: []model.Evidence{
+			ev("session-samples waiting on a lock", float64(waiting), ""),
+			ev("session-samples active or in a transaction", float64(busy), ""),
+			ev("sessions waiting at the worst moment", float64(worst), ""),
+			ev("sessions the head blocked directly", float64(headWaiters), ""),
+		},
+		Impact: model.Impact{Summary: "the head of the chain: " + headText, Share: math.Min(share, 1)},
+		Fix: model.Fix{Summary: "end or shorten the transaction at the head of the chain (see idle-in-transaction when it sits idle); take row locks in a consistent order, and for queues use FOR UPDATE SKIP LOCKED",
+			SQL: fmt.Sprintf("-- the head of the chain, if it must go:\nSELECT pg_cancel_backend(%d); -- or pg_terminate_backend(%d)", head.PID, head.PID)},
+		Verification: model.NotRunBecause("observed while sampling; the chain is the measurement"),
+		Docs:         docsPath(LockContentionID),
+	}
+	if headWaiters == 0 {
+		f.Fix.SQL = ""
+	}
+	return []model.Finding{f}, nil
+}
+
+// ClientStall finds sessions whose time goes to the client: idle in a
+// transaction waiting for the client's next command long after the server
+// answered (ClientRead), or blocked sending results the client does not
+// read (ClientWrite). Sessions the server found abandoned and bursts of
+// rollbacks over the same window are evidence of the timeouts and retries
+// that follow.
+func ClientStall(s *model.Snapshot) ([]model.Finding, []model.Skip) {
+	if ok, skip := sampled(s, ClientStallID); !ok {
+		return nil, skip
+	}
+	d := s.Sampling.Delta
+	var out []model.Finding
+	for pid, x := range sessions(s) {
+		b := x.worst
+		stalledRead := x.clientRead >= stallMinSamples && b.XactMS >= idleMinMS && b.XactMS >= stallRatio*math.Max(b.LastMS, 0.1)
+		stalledWrite := x.clientWrite >= stallMinSamples
+		if !stalledRead && !stalledWrite {
+			continue
+		}
+		var title, side string
+		if stalledRead {
+			title = fmt.Sprintf("the database answered %s in %.1f ms; the client then kept the transaction open %s before its next command", who(b), b.LastMS, sec(b.XactMS))
+			side = "the client: between its statements the session waited for the client (ClientRead) while the transaction stayed open"
+		} else {
+			title = fmt.Sprintf("%s waited for its client to read the results for %s (ClientWrite)", who(b), sec(b.StateMS))
+			side = "the client: the server had the results and waited for the client to read them (ClientWrite)"
+		}
+		sev := model.Warning
+		if len(x.waiters) > 0 {
+			title += fmt.Sprintf("; %s waited behind it", sessionsWord(len(x.waiters)))
+			sev = model.Critical
+		}
+		evs := []model.Evidence{
+			ev("server time of its last statement", b.LastMS, "ms"),
+			ev("transaction open", b.XactMS, "ms"),
+			ev("samples waiting for the client to send (ClientRead, in a transaction)", float64(x.clientRead), ""),
+			ev("samples waiting for the client to read (ClientWrite)", float64(x.clientWrite), ""),
+			ev("sessions the server found abandoned in the window", float64(d.SessionsAbandoned), ""),
+			ev("transactions rolled back in the window", float64(d.Rollbacks), ""),
+			ev("transactions committed in the window", float64(d.Commits), ""),
+		}
+		out = append(out, model.Finding{
+			Rule: ClientStallID, Severity: sev, Title: title,
+			Object: model.Object{Kind: "session", Name: fmt.Sprintf("pid %d: %s", pid, Shorten(b.Query, 80)), Role: b.User, Database: s.Database},
+			Evidence: evs,
+			Impact:   model.Impact{Summary: "the slow side is " + side + ". A client that times out and retries a request the database already did duplicates its work (and its rows, without an idempotency key)"},
+			Fix: model.Fix{Summary: "find what blocks the client between its statements (a blocked event loop, CPU work, a remote call inside the transaction); keep statement_timeout below the client's own timeout so the server gives up first; make retried writes idempotent (a key with ON CONFLICT DO NOTHING); retry with backoff and a budget; let the server notice clients that went away",
+				SQL: "ALTER SYSTEM SET client_connection_check_interval = '10s'; SELECT pg_reload_conf();\n-- and for the application's role: ALTER ROLE app SET idle_in_transaction_session_timeout = '30s';"},
+			Verification: model.NotRunBecause(fmt.Sprintf("observed in %d of %d samples: the server's own time against the transaction's", x.clientRead+x.clientWrite, len(s.Sampling.Samples))),
+			Docs:         docsPath(ClientStallID),
+		})
+	}
+	Sort(out)
+	return out, nil
+}
+
+// ConnectionPressure finds more sessions working at once than the server
+// has cores, connections near max_connections, and connection churn.
+func ConnectionPressure(s *model.Snapshot) ([]model.Finding, []model.Skip) {
+	if ok, skip := sampled(s, ConnectionPressureID); !ok {
+		return nil, skip
+	}
+	ticks := len(s.Sampling.Samples)
+	active, total, peak := 0, 0, 0
+	for _, smp := range s.Sampling.Samples {
+		n := 0
+		for _, b := range smp.Backends {
+			total++
+			if b.State == "active" {
+				active++
+				n++
+			}
+		}
+		peak = max(peak, n)
+	}
+	avgActive := float64(active) / float64(ticks)
+	avgTotal := float64(total) / float64(ticks)
+	cores := s.ServerCores
+	if cores <= 0 {
+		cores = 4
+	}
+	maxConn := s.Activity.MaxConnections
+	churn := 0.0
+	if s.Sampling.Seconds > 0 {
+		churn = float64(s.Sampling.Delta.Sessions) / s.Sampling.Seconds
+	}
+	var why []string
+	if avgActive > activePerCore*float64(cores) {
+		why = append(why, fmt.Sprintf("%.1f sessions were active on average (%d at the peak) on %d cores", avgActive, peak, cores))
+	}
+	if maxConn > 0 && avgTotal >= 0.8*float64(maxConn) {
+		why = append(why, fmt.Sprintf("%.0f of max_connections=%d connections were open", avgTotal, maxConn))
+	}
+	if churn >= churnPerSecond {
+		why = append(why, fmt.Sprintf("%.0f new sessions per second", churn))
+	}
+	if len(why) == 0 {
+		return nil, nil
+	}
+	pool := 2 * cores
+	f := model.Finding{
+		Rule: ConnectionPressureID, Severity: model.Warning,
+		Title:  "connection pressure: " + strings.Join(why, "; "),
+		Object: model.Object{Kind: "server", Name: s.Database, Database: s.Database},
+		Evidence: []model.Evidence{
+			ev("active sessions, average over the samples", avgActive, ""),
+			ev("active sessions at the peak", float64(peak), ""),
+			ev("server cores", float64(cores), ""),
+			ev("open connections, average", avgTotal, ""),
+			ev("max_connections", float64(maxConn), ""),
+			ev("new sessions per second", churn, ""),
+		},
+		Impact: model.Impact{Summary: fmt.Sprintf("past about %d working sessions a %d-core server only queues them: each statement takes longer, clients time out and retry, and the retries add load (the cascade the UK dashboard went through)", pool, cores)},
+		Fix: model.Fix{Summary: fmt.Sprintf("put a pool in front (PgBouncer in transaction mode, or the application's pool) sized to about %d server connections (2 x %d cores) with clients queueing in the pool; reuse connections instead of opening one per request; make the statements cheaper (see the other findings) before adding servers", pool, cores)},
+		Verification: model.NotRunBecause("observed while sampling; a lab scenario measures goodput at both client counts"),
+		Docs:         docsPath(ConnectionPressureID),
+	}
+	if avgActive > 2*activePerCore*float64(cores) {
+		f.Severity = model.Critical
+	}
+	return []model.Finding{f}, nil
+}

@@ -1,0 +1,105 @@
+package rules
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgmedic/pgmedic/internal/model"
+)
+
+// sampledSnapshot is a snapshot whose sampler saw the same backends in each
+// of ticks samples.
+func sampledSnapshot(ticks int, backends ...model.Backend) *model.Snapshot {
+	s := &model.Snapshot{Database: "shop", ServerCores: 2, Activity: model.Activity{MaxConnections: 100},
+		Sampling: &model.Sampling{Seconds: float64(ticks) / 10}}
+	for i := 0; i < ticks; i++ {
+		smp := model.ActivitySample{At: time.Unix(int64(i), 0)}
+		for _, b := range backends {
+			b.Database = "shop"
+			smp.Backends = append(smp.Backends, b)
+		}
+		s.Sampling.Samples = append(s.Sampling.Samples, smp)
+	}
+	return s
+}
+
+func TestSessionRules(t *testing.T) {
+	holder := model.Backend{PID: 10, User: "app", App: "worker", State: "idle in transaction", Wait: "ClientRead", WaitType: "Client",
+		StateMS: 4000, XactMS: 4100, LastMS: 2, Locks: []string{"public.accounts (RowExclusiveLock)"}, Query: "UPDATE accounts SET balance = balance - 5 WHERE id = 1"}
+	waiter := func(pid int) model.Backend {
+		return model.Backend{PID: pid, State: "active", WaitType: "Lock", Wait: "transactionid", BlockedBy: []int{10}, Query: "UPDATE accounts SET balance = 0 WHERE id = 1"}
+	}
+	many := []model.Backend{}
+	for i := 0; i < 20; i++ {
+		many = append(many, model.Backend{PID: 100 + i, State: "active", Query: "SELECT pg_sleep(1)"})
+	}
+	quiet := []model.Backend{{PID: 1, State: "idle", Wait: "ClientRead", WaitType: "Client"}, {PID: 2, State: "active", Query: "SELECT 1"}}
+	for _, c := range []struct {
+		name     string
+		s        *model.Snapshot
+		want     map[string]model.Severity
+		titleHas map[string]string
+	}{
+		{"a client idle in its transaction with a queue behind it", sampledSnapshot(5, holder, waiter(11), waiter(12)),
+			map[string]model.Severity{IdleInTransactionID: model.Warning, LockContentionID: model.Critical, ClientStallID: model.Critical},
+			map[string]string{IdleInTransactionID: "pid 10 (application worker, user app) sat idle in a transaction for 4.0 s holding locks on public.accounts (RowExclusiveLock); 2 sessions waited",
+				LockContentionID: "behind pid 10", ClientStallID: "the database answered pid 10 (application worker, user app) in 2.0 ms; the client then kept the transaction open 4.1 s"}},
+		{"a client that does not read its results", sampledSnapshot(4, model.Backend{PID: 20, State: "active", WaitType: "Client", Wait: "ClientWrite", StateMS: 2500, Query: "SELECT * FROM big"}),
+			map[string]model.Severity{ClientStallID: model.Warning}, map[string]string{ClientStallID: "waited for its client to read the results"}},
+		{"twenty active sessions on two cores", sampledSnapshot(3, many...),
+			map[string]model.Severity{ConnectionPressureID: model.Critical}, map[string]string{ConnectionPressureID: "20.0 sessions were active on average"}},
+		{"idle, healthy", sampledSnapshot(10, quiet...), map[string]model.Severity{}, nil},
+		{"a short idle transaction alone", sampledSnapshot(3, model.Backend{PID: 3, State: "idle in transaction", Wait: "ClientRead", StateMS: 300, XactMS: 310, LastMS: 1}),
+			map[string]model.Severity{}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := map[string]model.Finding{}
+			for _, check := range []func(*model.Snapshot) ([]model.Finding, []model.Skip){IdleInTransaction, LockContention, ClientStall, ConnectionPressure} {
+				fs, _ := check(c.s)
+				for _, f := range fs {
+					got[f.Rule] = f
+				}
+			}
+			for id, sev := range c.want {
+				f, ok := got[id]
+				if !ok {
+					t.Errorf("no %s finding", id)
+					continue
+				}
+				if f.Severity != sev {
+					t.Errorf("%s: severity %v, want %v", id, f.Severity, sev)
+				}
+				if want := c.titleHas[id]; want != "" && !strings.Contains(f.Title, want) {
+					t.Errorf("%s: title %q lacks %q", id, f.Title, want)
+				}
+			}
+			for id := range got {
+				if _, ok := c.want[id]; !ok {
+					t.Errorf("unexpected %s: %s", id, got[id].Title)
+				}
+			}
+		})
+	}
+	// Nothing sampled: each rule says so, with the flag that samples.
+	for _, check := range []func(*model.Snapshot) ([]model.Finding, []model.Skip){IdleInTransaction, LockContention, ClientStall, ConnectionPressure} {
+		fs, skips := check(&model.Snapshot{})
+		if len(fs) != 0 || len(skips) != 1 || !strings.Contains(skips[0].Fix, "--sample") {
+			t.Errorf("without samples: %v %v", fs, skips)
+		}
+	}
+}
+
+// TestQueueBehindTheFirstWaiter: waiters for a row queue behind the first
+// one (it holds the tuple lock); all of them count for the session at the
+// head.
+func TestQueueBehindTheFirstWaiter(t *testing.T) {
+	holder := model.Backend{PID: 10, State: "idle in transaction", Wait: "ClientRead", StateMS: 5000, XactMS: 5000, LastMS: 1}
+	first := model.Backend{PID: 11, State: "active", WaitType: "Lock", Wait: "transactionid", BlockedBy: []int{10}}
+	second := model.Backend{PID: 12, State: "active", WaitType: "Lock", Wait: "tuple", BlockedBy: []int{11}}
+	third := model.Backend{PID: 13, State: "active", WaitType: "Lock", Wait: "tuple", BlockedBy: []int{11}}
+	fs, _ := IdleInTransaction(sampledSnapshot(3, holder, first, second, third))
+	if len(fs) != 1 || fs[0].Severity != model.Critical || !strings.Contains(fs[0].Title, "3 sessions waited behind it") {
+		t.Fatalf("%+v", fs)
+	}
+}

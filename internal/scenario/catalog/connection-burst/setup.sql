@@ -1,0 +1,1 @@
+CREATE TABLE heartbeat (id int PRIMARY KEY);

@@ -1,0 +1,139 @@
+package scenario
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The session scenarios run while check samples: their sessions must be
+// in the state they reproduce when the sampler looks, so each workload
+// runs until check is done (ctx ends) and then leaves nothing behind.
+
+// lockChain holds a row lock in a transaction the client leaves idle,
+// while three sessions queue to update the same row.
+func lockChain(ctx context.Context, env *Env) error {
+	holder, err := pgx.Connect(ctx, env.AppDSN())
+	if err != nil {
+		return err
+	}
+	defer holder.Close(context.Background())
+	tx, err := holder.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(ctx, `UPDATE accounts SET balance = balance - 5 WHERE id = 1`); err != nil {
+		return err
+	}
+	// The client now does something else (a remote call, say) and
+	// leaves its transaction open: its row lock stays held.
+	return untilDone(ctx, 3, func(ctx context.Context, conn *pgx.Conn) error {
+		_, err := conn.Exec(ctx, `UPDATE accounts SET balance = balance + 1 WHERE id = 1`)
+		return err
+	}, env)
+}
+
+// clientStall reproduces a client whose work between statements stalls
+// its transactions: each worker inserts (a millisecond on the server),
+// then blocks for seconds as a busy event loop would, then commits; and a
+// reader fetches a large result a row at a time, slower than the server
+// sends it.
+func clientStall(ctx context.Context, env *Env) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	for w := 0; w < 2; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			errs <- stalledWriter(ctx, env, w)
+		}(w)
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		errs <- slowReader(ctx, env)
+	}()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil && ctx.Err() == nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func stalledWriter(ctx context.Context, env *Env, w int) error {
+	conn, err := pgx.Connect(ctx, env.AppDSN())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	for i := 0; ctx.Err() == nil; i++ {
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO exports (batch, payload) VALUES ($1, $2)`, fmt.Sprintf("w%d-%d", w, i), "event"); err != nil {
+			tx.Rollback(context.Background())
+			return err
+		}
+		select { // the event loop is busy elsewhere
+		case <-ctx.Done():
+		case <-time.After(2500 * time.Millisecond):
+		}
+		if err := tx.Commit(context.Background()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func slowReader(ctx context.Context, env *Env) error {
+	conn, err := pgx.Connect(ctx, env.AppDSN())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	for ctx.Err() == nil {
+		rows, err := conn.Query(ctx, `SELECT g, repeat('x', 1000) FROM generate_series(1, 200000) g`)
+		if err != nil {
+			return err
+		}
+		for rows.Next() && ctx.Err() == nil {
+			time.Sleep(2 * time.Millisecond)
+		}
+		rows.Close()
+	}
+	return nil
+}
+
+// connectionBurst opens many more sessions than the server has cores, each
+// busy all the time, as an autoscaled fleet of application servers does.
+func connectionBurst(ctx context.Context, env *Env) error {
+	return untilDone(ctx, 24, func(ctx context.Context, conn *pgx.Conn) error {
+		_, err := conn.Exec(ctx, `SELECT pg_sleep(0.2)`)
+		return err
+	}, env)
+}
+
+// untilDone runs fn over and over on n connections until ctx ends; an
+// error caused by ctx ending is not one.
+func untilDone(ctx context.Context, n int, fn func(context.Context, *pgx.Conn) error, env *Env) error {
+	err := workers(ctx, env, n, func(ctx context.Context, conn *pgx.Conn, _ int) error {
+		for ctx.Err() == nil {
+			if err := fn(ctx, conn); err != nil && ctx.Err() == nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
