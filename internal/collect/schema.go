@@ -314,4 +314,3 @@ func generic(ctx context.Context, q Querier, query string, n int, prepare func()
 	})
 	return ex, err
 }
-

@@ -328,7 +328,7 @@ func ClientStall(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		}
 		out = append(out, model.Finding{
 			Rule: ClientStallID, Severity: sev, Title: title,
-			Object: model.Object{Kind: "session", Name: fmt.Sprintf("pid %d: %s", pid, Shorten(b.Query, 80)), Role: b.User, Database: s.Database},
+			Object:   model.Object{Kind: "session", Name: fmt.Sprintf("pid %d: %s", pid, Shorten(b.Query, 80)), Role: b.User, Database: s.Database},
 			Evidence: evs,
 			Impact:   model.Impact{Summary: "the slow side is " + side + ". A client that times out and retries a request the database already did duplicates its work (and its rows, without an idempotency key)"},
 			Fix: model.Fix{Summary: "find what blocks the client between its statements (a blocked event loop, CPU work, a remote call inside the transaction); keep statement_timeout below the client's own timeout so the server gives up first; make retried writes idempotent (a key with ON CONFLICT DO NOTHING); retry with backoff and a budget; let the server notice clients that went away",
@@ -397,8 +397,8 @@ func ConnectionPressure(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 			ev("max_connections", float64(maxConn), ""),
 			ev("new sessions per second", churn, ""),
 		},
-		Impact: model.Impact{Summary: fmt.Sprintf("past about %d working sessions a %d-core server only queues them: each statement takes longer, clients time out and retry, and the retries add load (the cascade the UK dashboard went through)", pool, cores)},
-		Fix: model.Fix{Summary: fmt.Sprintf("put a pool in front (PgBouncer in transaction mode, or the application's pool) sized to about %d server connections (2 x %d cores) with clients queueing in the pool; reuse connections instead of opening one per request; make the statements cheaper (see the other findings) before adding servers", pool, cores)},
+		Impact:       model.Impact{Summary: fmt.Sprintf("past about %d working sessions a %d-core server only queues them: each statement takes longer, clients time out and retry, and the retries add load (the cascade the UK dashboard went through)", pool, cores)},
+		Fix:          model.Fix{Summary: fmt.Sprintf("put a pool in front (PgBouncer in transaction mode, or the application's pool) sized to about %d server connections (2 x %d cores) with clients queueing in the pool; reuse connections instead of opening one per request; make the statements cheaper (see the other findings) before adding servers", pool, cores)},
 		Verification: model.NotRunBecause("observed while sampling; a lab scenario measures goodput at both client counts"),
 		Docs:         docsPath(ConnectionPressureID),
 	}
