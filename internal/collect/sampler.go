@@ -15,6 +15,9 @@ import (
 // wait, how long its transaction, its state and its last statement took,
 // who blocks it, and for a session inside a transaction the relations it
 // holds locks on. It runs outside any transaction and takes no lock.
+// Sessions of other roles, for a role without pg_read_all_stats, show
+// every column NULL but their pid (backend_type too), and the query as
+// "<insufficient privilege>": they are kept, and counted as hidden.
 const sampleSQL = `SELECT a.pid, coalesce(a.datname, ''), coalesce(a.usename, ''), coalesce(a.application_name, ''),
 	coalesce(host(a.client_addr), ''), coalesce(a.state, ''), coalesce(a.wait_event_type, ''), coalesce(a.wait_event, ''),
 	coalesce(a.query_id, 0), left(coalesce(a.query, ''), 2000),
@@ -26,7 +29,7 @@ const sampleSQL = `SELECT a.pid, coalesce(a.datname, ''), coalesce(a.usename, ''
 		SELECT DISTINCT l.relation::regclass::text || ' (' || l.mode || ')' FROM pg_locks l
 		WHERE l.pid = a.pid AND l.granted AND l.locktype = 'relation' AND l.relation >= 16384 ORDER BY 1) END
 	FROM pg_stat_activity a
-	WHERE a.backend_type = 'client backend' AND a.pid <> pg_backend_pid()`
+	WHERE (a.backend_type = 'client backend' OR a.backend_type IS NULL) AND a.pid <> pg_backend_pid()`
 
 // deltaSQL reads the counters whose change over the window the rules
 // judge (sessions and their ends arrived in PostgreSQL 14).

@@ -126,7 +126,9 @@ func Check(ctx context.Context, dsn, version string, o Options, min model.Severi
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	return report.New(version, sess.Target, snap.CollectedAt, findings, skipped, len(selected), min), nil
+	rep := report.New(version, sess.Target, snap.CollectedAt, findings, skipped, len(selected), min)
+	rep.Sessions = report.SessionsOf(snap.Sampling)
+	return rep, nil
 }
 
 func (o Options) engine(sess *envelope.Session) *verify.Engine {

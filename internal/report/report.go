@@ -23,6 +23,8 @@ type Report struct {
 	Findings    []model.Finding `json:"findings"`
 	Skipped     []model.Skip    `json:"skipped"`
 	Summary     Summary         `json:"summary"`
+	// Sessions is what check --sample saw; absent when it did not sample.
+	Sessions *Sessions `json:"sessions,omitempty"`
 }
 
 // Summary counts findings by severity and verification status.
@@ -148,6 +150,7 @@ func (r *Report) Text(w io.Writer) error {
 			writeFinding(b, f)
 		}
 	}
+	sessionsText(b, r.Sessions)
 	if len(r.Skipped) > 0 {
 		b.WriteString("\n== SKIPPED ==\n")
 		for _, s := range r.Skipped {

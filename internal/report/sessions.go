@@ -1,0 +1,132 @@
+package report
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/pgmedic/pgmedic/internal/model"
+)
+
+// Sessions is what the report says of the sampled sessions: average
+// active sessions by wait and by statement (the way Performance Insights
+// counts load), the longest transactions, the window's counters, what the
+// sampler cost, and every sample for charts.
+type Sessions struct {
+	Seconds    float64                `json:"seconds"`
+	Ticks      int                    `json:"ticks"`
+	IntervalMS float64                `json:"interval_ms"`
+	OverheadMS float64                `json:"overhead_ms"`
+	BackedOff  bool                   `json:"backed_off,omitempty"`
+	Hidden     string                 `json:"hidden,omitempty"`
+	ByWait     []Load                 `json:"by_wait"`
+	ByQuery    []Load                 `json:"by_statement"`
+	Longest    []model.Backend        `json:"longest_transactions"`
+	Delta      model.DatabaseDelta    `json:"delta"`
+	Samples    []model.ActivitySample `json:"samples"`
+}
+
+// Load is average active sessions: session-samples in a state, divided by
+// the number of ticks.
+type Load struct {
+	Key     string  `json:"key"`
+	QueryID int64   `json:"queryid,omitempty"`
+	AAS     float64 `json:"aas"`
+}
+
+// SessionsOf summarises a sampling; nil when nothing was sampled.
+func SessionsOf(s *model.Sampling) *Sessions {
+	if s == nil || len(s.Samples) == 0 {
+		return nil
+	}
+	out := &Sessions{Seconds: model.Round(s.Seconds, 2), Ticks: len(s.Samples), IntervalMS: s.IntervalMS,
+		OverheadMS: model.Round(s.OverheadMS, 2), BackedOff: s.BackedOff, Hidden: s.Hidden, Delta: s.Delta, Samples: s.Samples,
+		ByWait: []Load{}, ByQuery: []Load{}, Longest: []model.Backend{}}
+	byWait, byQuery, queries := map[string]int{}, map[int64]int{}, map[int64]string{}
+	longest := map[int]model.Backend{}
+	for _, smp := range s.Samples {
+		for _, b := range smp.Backends {
+			if b.XactMS > 0 && b.XactMS > longest[b.PID].XactMS {
+				longest[b.PID] = b
+			}
+			if b.State != "active" {
+				continue
+			}
+			w := "CPU"
+			if b.WaitType != "" {
+				w = b.WaitType + "/" + b.Wait
+			}
+			byWait[w]++
+			if b.QueryID != 0 {
+				byQuery[b.QueryID]++
+				queries[b.QueryID] = b.Query
+			}
+		}
+	}
+	ticks := float64(len(s.Samples))
+	for k, n := range byWait {
+		out.ByWait = append(out.ByWait, Load{Key: k, AAS: model.Round(float64(n)/ticks, 2)})
+	}
+	for id, n := range byQuery {
+		out.ByQuery = append(out.ByQuery, Load{Key: shorten(queries[id], 100), QueryID: id, AAS: model.Round(float64(n)/ticks, 2)})
+	}
+	byLoad := func(l []Load) {
+		sort.Slice(l, func(i, j int) bool { return l[i].AAS > l[j].AAS || l[i].AAS == l[j].AAS && l[i].Key < l[j].Key })
+	}
+	byLoad(out.ByWait)
+	byLoad(out.ByQuery)
+	for _, b := range longest {
+		out.Longest = append(out.Longest, b)
+	}
+	sort.Slice(out.Longest, func(i, j int) bool { return out.Longest[i].XactMS > out.Longest[j].XactMS })
+	if len(out.Longest) > 5 {
+		out.Longest = out.Longest[:5]
+	}
+	return out
+}
+
+func shorten(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
+
+// sessionsText is the text report's section on the sampled sessions.
+func sessionsText(b *strings.Builder, s *Sessions) {
+	if s == nil {
+		return
+	}
+	fmt.Fprintf(b, "\n== SESSIONS (sampled %d times over %.1f s; the sampler's own queries took %.0f ms) ==\n", s.Ticks, s.Seconds, s.OverheadMS)
+	if s.BackedOff {
+		b.WriteString("  the server answered slowly: the sampler slowed its ticks\n")
+	}
+	if s.Hidden != "" {
+		fmt.Fprintf(b, "  %s\n", safe(s.Hidden))
+	}
+	if len(s.ByWait) == 0 {
+		b.WriteString("  no session was active while sampled\n")
+	}
+	for i, l := range s.ByWait {
+		if i == 5 {
+			break
+		}
+		fmt.Fprintf(b, "  %-32s %5.2f average active sessions\n", safe(l.Key), l.AAS)
+	}
+	for i, l := range s.ByQuery {
+		if i == 3 {
+			break
+		}
+		fmt.Fprintf(b, "  %5.2f  %s\n", l.AAS, safe(l.Key))
+	}
+	for i, t := range s.Longest {
+		if i == 3 {
+			break
+		}
+		fmt.Fprintf(b, "  transaction open %.1f s: pid %d %s, %s\n", t.XactMS/1000, t.PID, safe(t.State), safe(shorten(t.Query, 80)))
+	}
+	d := s.Delta
+	fmt.Fprintf(b, "  over the window: %d new sessions, %d abandoned, %d commits, %d rollbacks, %d deadlocks\n",
+		d.Sessions, d.SessionsAbandoned, d.Commits, d.Rollbacks, d.Deadlocks)
+}
