@@ -26,6 +26,7 @@ type checkFlags struct {
 	maxStatements    int
 	sample           time.Duration
 	sampleInterval   time.Duration
+	pgbouncer        string
 }
 
 // register adds check's flags to a command (check, lab run, demo).
@@ -42,6 +43,7 @@ func (c *checkFlags) register(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&c.maxStatements, "max-statements", collect.Defaults.MaxStatements, "read at most this many pg_stat_statements entries, the most expensive first (those left out are listed in skipped)")
 	cmd.Flags().DurationVar(&c.sample, "sample", 10*time.Second, "watch the server's sessions this long (pg_stat_activity, pg_locks, pg_stat_database) for stalled clients, idle transactions, lock queues and connection pressure; 0 turns it off")
 	cmd.Flags().DurationVar(&c.sampleInterval, "sample-interval", 100*time.Millisecond, "time between two samples (one query each)")
+	cmd.Flags().StringVar(&c.pgbouncer, "pgbouncer", "", "a PgBouncer admin console (postgres://USER@HOST:6432/pgbouncer) whose pools are sampled with the sessions")
 	cmd.Flags().IntVar(&c.verifyMaxMB, "verify-max-size", 1024, "largest table (MB, with indexes) --verify-indexes copies, and largest relation pgstattuple reads")
 }
 
@@ -84,7 +86,7 @@ func (c checkFlags) options(ids []string, logf func(string, ...any)) diagnose.Op
 	return diagnose.Options{Rules: ids, StatementTimeout: c.statementTimeout, CopyTimeout: c.copyTimeout,
 		ServerCores: c.serverCores, Runs: c.runs, NoVerify: c.noVerify, VerifyIndexes: c.verifyIndexes,
 		MaxCopyBytes: int64(c.verifyMaxMB) << 20, AllowFunctions: c.allowFunctions,
-		MaxTables: c.maxTables, MaxStatements: c.maxStatements, SampleFor: c.sample, SampleEvery: c.sampleInterval, Log: logf}
+		MaxTables: c.maxTables, MaxStatements: c.maxStatements, SampleFor: c.sample, SampleEvery: c.sampleInterval, PgBouncer: c.pgbouncer, Log: logf}
 }
 
 // findingsReport is what check and explain print: text or JSON, and the

@@ -60,3 +60,18 @@ func TestSamplerWithoutPrivilege(t *testing.T) {
 		t.Errorf("no hint about the hidden sessions:\n%s", out)
 	}
 }
+
+// TestPgBouncerThatIsNot: --pgbouncer pointing at something that is not
+// PgBouncer's admin console costs only the pool rule: one clear skipped
+// entry, and the rest of the check runs.
+func TestPgBouncerThatIsNot(t *testing.T) {
+	needCluster(t)
+	freshDB(t, "bouncer_not", `CREATE TABLE t (id int PRIMARY KEY)`)
+	code, out, errOut := run(t, "check", cluster.DSN("bouncer_not"), "--pgbouncer", cluster.DSN("bouncer_not"), "--min-severity", "info", "--sample", "500ms")
+	if code != 0 && code != 1 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "pool-saturation") || !strings.Contains(out, "PgBouncer was not sampled") || !strings.Contains(out, "== SESSIONS") {
+		t.Errorf("no clear skip, or the check stopped:\n%s", out)
+	}
+}

@@ -52,6 +52,10 @@ type Options struct {
 	// SampleEvery the time between ticks (see sample).
 	SampleFor   time.Duration
 	SampleEvery time.Duration
+	// Bouncer, with its Version, is a PgBouncer admin console sampled with
+	// the sessions (SHOW POOLS each tick); nil for none.
+	Bouncer        Rowser
+	BouncerVersion string
 	// MaxTables and MaxStatements bound what is read on very large
 	// databases; what is left out is listed in Missing (never silently).
 	MaxTables     int
@@ -96,7 +100,7 @@ func SnapshotWith(ctx context.Context, q Querier, now time.Time, opts Options) (
 		return nil, err
 	}
 	plans(ctx, q, s, opts.PlanTop)
-	sample(ctx, q, s, opts.SampleFor, opts.SampleEvery)
+	sample(ctx, q, s, opts)
 	return s, nil
 }
 

@@ -43,7 +43,8 @@ const deltaSQL = `SELECT sessions, sessions_abandoned, sessions_fatal, sessions_
 // statement_timeout and a deadline past the window, so the sampler stops
 // on time even when the server does not answer. Lock waits, the literals
 // of running statements and the whole sampling go into the snapshot.
-func sample(ctx context.Context, q Querier, s *model.Snapshot, duration, interval time.Duration) {
+func sample(ctx context.Context, q Querier, s *model.Snapshot, opts Options) {
+	duration, interval := opts.SampleFor, opts.SampleEvery
 	s.Literals = map[int64]string{}
 	if duration <= 0 || s.Server.VersionNum < 140000 {
 		return // query_id arrived in pg_stat_activity in PostgreSQL 14
@@ -51,7 +52,8 @@ func sample(ctx context.Context, q Querier, s *model.Snapshot, duration, interva
 	if interval <= 0 {
 		interval = 100 * time.Millisecond
 	}
-	sm := &model.Sampling{Start: time.Now(), IntervalMS: float64(interval.Milliseconds())}
+	sm := &model.Sampling{Start: time.Now(), IntervalMS: float64(interval.Milliseconds()), PgBouncer: opts.BouncerVersion}
+	bouncer := opts.Bouncer
 	deadline := sm.Start.Add(duration)
 	wctx, cancel := context.WithDeadline(ctx, deadline.Add(2*time.Second))
 	defer cancel()
@@ -69,6 +71,16 @@ func sample(ctx context.Context, q Querier, s *model.Snapshot, duration, interva
 		}
 		hidden = max(hidden, h)
 		sm.Samples = append(sm.Samples, smp)
+		if bouncer != nil {
+			// A PgBouncer that stops answering costs its pools, not the
+			// check: the error is kept and the sessions go on.
+			ps, err := showPools(wctx, bouncer, start)
+			if err != nil {
+				sm.BouncerError, bouncer = err.Error(), nil
+			} else {
+				sm.Pools = append(sm.Pools, ps)
+			}
+		}
 		for _, b := range smp.Backends {
 			if b.QueryID != 0 && b.State == "active" {
 				if _, seen := s.Literals[b.QueryID]; !seen {

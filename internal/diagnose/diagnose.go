@@ -43,6 +43,9 @@ type Options struct {
 	// SampleFor and SampleEvery are the sessions' sampling window and
 	// tick (check --sample, --sample-interval).
 	SampleFor, SampleEvery time.Duration
+	// PgBouncer is the DSN of a PgBouncer admin console sampled with the
+	// sessions (check --pgbouncer); "" for none.
+	PgBouncer string
 	// Lab is set for lab databases, where experiments may write.
 	Lab bool
 	Log func(format string, args ...any)
@@ -110,6 +113,18 @@ func Check(ctx context.Context, dsn, version string, o Options, min model.Severi
 	if o.SampleFor > 0 {
 		o.logf("sampling sessions for %s", o.SampleFor)
 	}
+	var bouncerSkip *model.Skip
+	if o.PgBouncer != "" {
+		// A PgBouncer that cannot be read costs its own rule, not the check.
+		b, err := envelope.ConnectBouncer(ctx, o.PgBouncer, envelope.Options{})
+		if err != nil {
+			bouncerSkip = &model.Skip{Rule: rules.PoolSaturationID, Reason: "PgBouncer was not sampled: " + err.Error(),
+				Fix: "give --pgbouncer the admin console: postgres://USER@HOST:6432/pgbouncer with USER in admin_users or stats_users"}
+		} else {
+			defer b.Close()
+			opts.Bouncer, opts.BouncerVersion = b.Conn, b.Version
+		}
+	}
 	snap, err := collect.SnapshotWith(ctx, sess.Conn, time.Now(), opts)
 	if err != nil {
 		return nil, inputErr(err)
@@ -117,6 +132,9 @@ func Check(ctx context.Context, dsn, version string, o Options, min model.Severi
 	o.logf("collected %d statements", len(snap.Statements))
 	snap.ServerCores = serverCores(o.ServerCores, sess.Target.Host)
 	findings, skipped := rules.Run(snap, selected)
+	if bouncerSkip != nil {
+		skipped = append(skipped, *bouncerSkip)
+	}
 	if !o.NoVerify {
 		var more []model.Skip
 		findings, more = o.engine(sess).Run(ctx, snap, findings)

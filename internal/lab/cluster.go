@@ -342,6 +342,7 @@ func (c *Cluster) Stop(ctx context.Context) error {
 // Destroy stops the server, ends any initdb or postgres process still
 // working in the directory, and removes it.
 func (c *Cluster) Destroy(ctx context.Context) error {
+	c.stopBouncer()
 	stopErr := c.Stop(ctx)
 	c.killStragglers()
 	if err := os.RemoveAll(c.Dir); err != nil {

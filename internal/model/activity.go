@@ -19,6 +19,31 @@ type Sampling struct {
 	// Hidden says what the role could not see (other roles' statements)
 	// and the GRANT that shows it; "" when it saw everything.
 	Hidden string `json:"hidden,omitempty"`
+	// PgBouncer is the version of the PgBouncer sampled with the sessions
+	// (check --pgbouncer), Pools its pools at each tick, and BouncerError
+	// why it could not be sampled.
+	PgBouncer    string       `json:"pgbouncer,omitempty"`
+	Pools        []PoolSample `json:"pools,omitempty"`
+	BouncerError string       `json:"pgbouncer_error,omitempty"`
+}
+
+// PoolSample is PgBouncer's SHOW POOLS at one tick.
+type PoolSample struct {
+	At    time.Time `json:"at"`
+	Pools []Pool    `json:"pools"`
+}
+
+// Pool is one PgBouncer pool (a database and user pair).
+type Pool struct {
+	Database  string  `json:"database"`
+	User      string  `json:"user"`
+	Mode      string  `json:"pool_mode,omitempty"`
+	ClActive  int     `json:"cl_active"`
+	ClWaiting int     `json:"cl_waiting"`
+	SvActive  int     `json:"sv_active"`
+	SvIdle    int     `json:"sv_idle"`
+	SvUsed    int     `json:"sv_used"`
+	MaxWaitMS float64 `json:"maxwait_ms"`
 }
 
 // ActivitySample is one tick: every client backend but pgmedic's.

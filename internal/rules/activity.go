@@ -407,3 +407,95 @@ func ConnectionPressure(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	}
 	return []model.Finding{f}, nil
 }
+
+// PoolSaturationID is the rule id.
+const PoolSaturationID = "pool-saturation"
+
+// PoolSaturation finds PgBouncer pools whose clients queue for a server
+// connection while every one of them is busy: the pool is the bottleneck,
+// and what keeps its connections busy (the slowest statements) is what to
+// fix before the pool size.
+func PoolSaturation(s *model.Snapshot) ([]model.Finding, []model.Skip) {
+	if s.Sampling == nil || s.Sampling.PgBouncer == "" {
+		return nil, []model.Skip{{Rule: PoolSaturationID, Reason: "no PgBouncer was sampled", Fix: "pass --pgbouncer with the admin console's DSN when clients go through PgBouncer"}}
+	}
+	type agg struct {
+		pool                  model.Pool
+		waitingTicks, full    int
+		maxWaiting            int
+		maxWaitMS, firstWait float64
+	}
+	pools := map[string]*agg{}
+	var order []string
+	for i, ps := range s.Sampling.Pools {
+		for _, p := range ps.Pools {
+			k := p.Database + "/" + p.User
+			a := pools[k]
+			if a == nil {
+				a = &agg{}
+				pools[k] = a
+				order = append(order, k)
+			}
+			a.pool = p
+			if p.ClWaiting > 0 {
+				a.waitingTicks++
+				if p.SvIdle == 0 {
+					a.full++
+				}
+			}
+			a.maxWaiting = max(a.maxWaiting, p.ClWaiting)
+			if i == 0 {
+				a.firstWait = p.MaxWaitMS
+			}
+			a.maxWaitMS = math.Max(a.maxWaitMS, p.MaxWaitMS)
+		}
+	}
+	var top *model.Statement
+	if len(s.Statements) > 0 {
+		top = &s.Statements[0]
+	}
+	var out []model.Finding
+	for _, k := range order {
+		a := pools[k]
+		if a.full < stallMinSamples {
+			continue
+		}
+		sev := model.Warning
+		if a.maxWaitMS >= 1000 {
+			sev = model.Critical
+		}
+		f := model.Finding{
+			Rule: PoolSaturationID, Severity: sev,
+			Title: fmt.Sprintf("PgBouncer pool %s: up to %d clients waited for a server connection while all %d were busy (longest wait %.0f ms)",
+				k, a.maxWaiting, a.pool.SvActive+a.pool.SvUsed, a.maxWaitMS),
+			Object: model.Object{Kind: "pool", Name: k, Database: a.pool.Database},
+			Evidence: []model.Evidence{
+				ev("samples with clients waiting and no idle server connection", float64(a.full), ""),
+				ev("clients waiting, at most", float64(a.maxWaiting), ""),
+				ev("longest wait (maxwait)", a.maxWaitMS, "ms"),
+				ev("server connections active", float64(a.pool.SvActive), ""),
+			},
+			Impact:       model.Impact{Summary: "requests queue in the pool before they reach PostgreSQL: client-side latency that no statement timing shows"},
+			Fix:          model.Fix{Summary: "make the statements that hold the pool's connections cheaper first (they are what the queue waits for); then size the pool to the server's cores, not to the clients; keep transactions short in transaction mode"},
+			Verification: model.NotRunBecause("observed in PgBouncer's SHOW POOLS while sampling"),
+			Docs:         docsPath(PoolSaturationID),
+		}
+		if a.pool.Mode != "" {
+			f.Evidence = append(f.Evidence, model.Evidence{Label: "pool mode: " + a.pool.Mode, Value: 1})
+		}
+		if top != nil {
+			f.Impact.Summary += fmt.Sprintf("; the statement with the most time is %q (mean %.1f ms over %d calls%s): see its findings",
+				Shorten(top.Query, 80), top.MeanExecMS(), top.Calls, jitNote(top))
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// jitNote says how much of a statement's time JIT took, when it is a lot.
+func jitNote(st *model.Statement) string {
+	if st.TotalExecMS > 0 && st.JIT.TotalMS() >= 0.3*st.TotalExecMS {
+		return fmt.Sprintf(", %.0f%% of it JIT compilation (jit-overhead)", 100*st.JIT.TotalMS()/st.TotalExecMS)
+	}
+	return ""
+}

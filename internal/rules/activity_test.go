@@ -103,3 +103,31 @@ func TestQueueBehindTheFirstWaiter(t *testing.T) {
 		t.Fatalf("%+v", fs)
 	}
 }
+
+// TestPoolSaturation: clients waiting while every server connection is
+// busy, in at least two samples, is a saturated pool; a pool with idle
+// server connections, or no PgBouncer sampled, is not.
+func TestPoolSaturation(t *testing.T) {
+	pools := func(ps ...model.Pool) *model.Snapshot {
+		s := &model.Snapshot{Sampling: &model.Sampling{PgBouncer: "PgBouncer 1.18.0"},
+			Statements: []model.Statement{{Query: "SELECT slow()", Calls: 10, TotalExecMS: 1000, JIT: model.JITStats{GenerationMS: 500}}}}
+		for i := 0; i < 3; i++ {
+			s.Sampling.Pools = append(s.Sampling.Pools, model.PoolSample{Pools: ps})
+		}
+		return s
+	}
+	full := model.Pool{Database: "shop", User: "app", Mode: "transaction", ClActive: 2, ClWaiting: 10, SvActive: 2, MaxWaitMS: 1500}
+	fs, _ := PoolSaturation(pools(full))
+	if len(fs) != 1 || fs[0].Severity != model.Critical || !strings.Contains(fs[0].Title, "up to 10 clients waited") ||
+		!strings.Contains(fs[0].Impact.Summary, "JIT compilation (jit-overhead)") {
+		t.Errorf("saturated: %+v", fs)
+	}
+	idle := full
+	idle.SvIdle = 3
+	if fs, _ := PoolSaturation(pools(idle)); len(fs) != 0 {
+		t.Errorf("a pool with idle server connections: %+v", fs)
+	}
+	if fs, skips := PoolSaturation(&model.Snapshot{}); len(fs) != 0 || len(skips) != 1 || !strings.Contains(skips[0].Fix, "--pgbouncer") {
+		t.Errorf("no PgBouncer: %v %v", fs, skips)
+	}
+}

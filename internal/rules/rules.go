@@ -54,6 +54,7 @@ var Registry = []Rule{
 	{ID: LockContentionID, Title: "lock waits and the chain behind them", Check: LockContention},
 	{ID: ClientStallID, Title: "time lost on the client's side of a session", Check: ClientStall},
 	{ID: ConnectionPressureID, Title: "more working sessions than cores, connections near the limit, churn", Check: ConnectionPressure},
+	{ID: PoolSaturationID, Title: "PgBouncer pools whose clients queue while every server connection is busy", Check: PoolSaturation},
 	{ID: SortSpillID, Title: "sorts that spill to disk", Plan: SortSpill, PlanNeedsAnalyze: true},
 	{ID: HashBatchesID, Title: "hashes split into batches on disk", Plan: HashBatches, PlanNeedsAnalyze: true},
 	{ID: MisestimateID, Title: "row estimates off by more than 100x", Plan: Misestimate, PlanNeedsAnalyze: true},

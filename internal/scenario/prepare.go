@@ -28,7 +28,12 @@ type Env struct {
 	// Metrics are figures the workload measured itself (rows claimed
 	// twice, leaf density, ...), reported beside pgmedic's findings.
 	Metrics map[string]float64
+	// Bouncer is the scenario's PgBouncer, when it has one.
+	Bouncer *lab.Bouncer
 }
+
+// BouncerDSN is the workload's connection string through PgBouncer.
+func (e *Env) BouncerDSN() string { return e.Bouncer.DSN(e.Role, e.DB) }
 
 // Record stores one measured figure of the workload.
 func (e *Env) Record(name string, value float64) {

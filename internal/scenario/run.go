@@ -41,6 +41,15 @@ func checkDuring(ctx context.Context, c *lab.Cluster, s Scenario, version string
 	if err != nil {
 		return nil, nil, &diagnose.InputError{Err: err}
 	}
+	if s.PgBouncer != nil {
+		b, err := c.StartPgBouncer(ctx, lab.BouncerOptions{PoolSize: s.PgBouncer.PoolSize, Mode: s.PgBouncer.Mode, Users: []string{AppRole}})
+		if err != nil {
+			return nil, nil, &diagnose.InputError{Err: err}
+		}
+		defer b.Stop()
+		env.Bouncer = b
+		o.PgBouncer = b.AdminDSN()
+	}
 	wctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- env.Run(wctx, s) }()

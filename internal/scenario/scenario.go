@@ -55,6 +55,9 @@ type Scenario struct {
 	// long check samples ("1s" when not given).
 	DuringCheck bool   `json:"during_check,omitempty"`
 	Sample      string `json:"sample,omitempty"`
+	// PgBouncer, when set, puts a lab PgBouncer in front of the cluster
+	// for the workload (Env.BouncerDSN) and has check sample its pools.
+	PgBouncer *BouncerSpec `json:"pgbouncer,omitempty"`
 	// Setup holds the statements of setup.sql.
 	Setup []string
 	// SQL holds the statements of workload.sql, run Repeat times.
@@ -66,6 +69,12 @@ type Scenario struct {
 	PgbenchArgs []string
 	// Go is the registered Go workload, if any.
 	Go Workload
+}
+
+// BouncerSpec is the PgBouncer a scenario runs behind.
+type BouncerSpec struct {
+	PoolSize int    `json:"pool_size"`
+	Mode     string `json:"pool_mode,omitempty"`
 }
 
 // Expect matches findings.
@@ -241,6 +250,9 @@ func load(fsys fs.FS, dir string) (Scenario, error) {
 		if d, err := time.ParseDuration(s.Sample); err != nil || d <= 0 || d > time.Minute {
 			return fail("expect.json: sample %q: want a duration up to 1m", s.Sample)
 		}
+	}
+	if s.PgBouncer != nil && !s.DuringCheck {
+		return fail("a PgBouncer is sampled while check runs: set during_check")
 	}
 	if s.DuringCheck && s.Go == nil {
 		return fail("during_check needs a Go workload that runs until check is done")

@@ -92,6 +92,9 @@ func TestScenarios(t *testing.T) {
 			testkit.Missing(t, pkg, err)
 		}
 	}
+	if _, err := lab.FindPgBouncer(); err != nil {
+		testkit.Missing(t, "pgbouncer", err)
+	}
 	ctx := context.Background()
 	c, err := lab.Create(ctx, lab.Options{})
 	if err != nil {

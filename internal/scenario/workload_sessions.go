@@ -137,3 +137,40 @@ func untilDone(ctx context.Context, n int, fn func(context.Context, *pgx.Conn) e
 	}
 	return err
 }
+
+// poolSaturation sends twelve clients through a PgBouncer pool of two
+// server connections, each running short transactions back to back: the
+// clients queue in the pool, and the server sees only two sessions.
+func poolSaturation(ctx context.Context, env *Env) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, 12)
+	for w := 0; w < 12; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cfg, err := pgx.ParseConfig(env.BouncerDSN())
+			if err != nil {
+				errs <- err
+				return
+			}
+			// Transaction pooling hands each transaction a different
+			// server connection: no server-side prepared statements.
+			cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+			conn, err := pgx.ConnectConfig(ctx, cfg)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer conn.Close(context.Background())
+			for ctx.Err() == nil {
+				if _, err := conn.Exec(ctx, `SELECT pg_sleep(0.05)`); err != nil && ctx.Err() == nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}

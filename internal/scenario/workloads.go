@@ -1,6 +1,10 @@
 package scenario
 
-import "context"
+import (
+	"context"
+
+	"github.com/pgmedic/pgmedic/internal/lab"
+)
 
 // Workload is a scenario's workload written in Go.
 type Workload func(ctx context.Context, env *Env) error
@@ -14,6 +18,7 @@ var workloads = map[string]Workload{
 	"client-param-types":    clientParamTypes,
 	"client-stall":          clientStall,
 	"connection-burst":      connectionBurst,
+	"pool-saturation":       poolSaturation,
 	"lock-chain":            lockChain,
 	"queue-claim-race":      queueClaimRace,
 	"queue-churn":           queueChurn,
@@ -26,4 +31,5 @@ var workloads = map[string]Workload{
 var needs = map[string]func() error{
 	"asyncpg-introspection": func() error { _, err := FindPython("asyncpg", "python3-asyncpg"); return err },
 	"client-param-types":    func() error { _, err := FindPython("psycopg", "python3-psycopg"); return err },
+	"pool-saturation":       func() error { _, err := lab.FindPgBouncer(); return err },
 }
