@@ -420,9 +420,9 @@ func PoolSaturation(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		return nil, []model.Skip{{Rule: PoolSaturationID, Reason: "no PgBouncer was sampled", Fix: "pass --pgbouncer with the admin console's DSN when clients go through PgBouncer"}}
 	}
 	type agg struct {
-		pool                  model.Pool
-		waitingTicks, full    int
-		maxWaiting            int
+		pool                 model.Pool
+		waitingTicks, full   int
+		maxWaiting           int
 		maxWaitMS, firstWait float64
 	}
 	pools := map[string]*agg{}
