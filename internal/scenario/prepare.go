@@ -3,6 +3,7 @@ package scenario
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -128,7 +129,7 @@ func Setup(ctx context.Context, c *lab.Cluster, s Scenario, logf func(string, ..
 func (e *Env) Run(ctx context.Context, s Scenario) error {
 	start := time.Now()
 	err := e.workload(ctx, s)
-	if err != nil && !(s.DuringCheck && ctx.Err() != nil) {
+	if err != nil && !(s.DuringCheck && errors.Is(err, context.Canceled)) {
 		return fmt.Errorf("scenario %s workload: %w", s.Name, err)
 	}
 	e.Log("%s: workload took %s", s.Name, time.Since(start).Round(time.Millisecond))

@@ -95,6 +95,9 @@ func TestScenarios(t *testing.T) {
 	if _, err := lab.FindPgBouncer(); err != nil {
 		testkit.Missing(t, "pgbouncer", err)
 	}
+	if _, _, err := findNodeClients(); err != nil {
+		testkit.Missing(t, "the lab's Node clients", err)
+	}
 	ctx := context.Background()
 	c, err := lab.Create(ctx, lab.Options{})
 	if err != nil {

@@ -14,22 +14,26 @@ type Workload func(ctx context.Context, env *Env) error
 // figures measured while the workload runs are here; the others are
 // workload.sql or workload.pgbench in their folder.
 var workloads = map[string]Workload{
-	"asyncpg-introspection": asyncpgIntrospection,
-	"client-param-types":    clientParamTypes,
-	"client-stall":          clientStall,
-	"connection-burst":      connectionBurst,
-	"pool-saturation":       poolSaturation,
-	"lock-chain":            lockChain,
-	"queue-claim-race":      queueClaimRace,
-	"queue-churn":           queueChurn,
-	"queue-poll":            queuePoll,
-	"random-keys":           randomKeys,
+	"asyncpg-introspection":    asyncpgIntrospection,
+	"blocked-event-loop":       blockedEventLoop,
+	"blocked-event-loop-fixed": blockedEventLoopFixed,
+	"client-param-types":       clientParamTypes,
+	"client-stall":             clientStall,
+	"connection-burst":         connectionBurst,
+	"pool-saturation":          poolSaturation,
+	"lock-chain":               lockChain,
+	"queue-claim-race":         queueClaimRace,
+	"queue-churn":              queueChurn,
+	"queue-poll":               queuePoll,
+	"random-keys":              randomKeys,
 }
 
 // needs says what a Go workload needs that is not PostgreSQL, checked
 // before the scenario loads anything.
 var needs = map[string]func() error{
-	"asyncpg-introspection": func() error { _, err := FindPython("asyncpg", "python3-asyncpg"); return err },
-	"client-param-types":    func() error { _, err := FindPython("psycopg", "python3-psycopg"); return err },
-	"pool-saturation":       func() error { _, err := lab.FindPgBouncer(); return err },
+	"asyncpg-introspection":    func() error { _, err := FindPython("asyncpg", "python3-asyncpg"); return err },
+	"client-param-types":       func() error { _, err := FindPython("psycopg", "python3-psycopg"); return err },
+	"pool-saturation":          func() error { _, err := lab.FindPgBouncer(); return err },
+	"blocked-event-loop":       func() error { _, _, err := findNodeClients(); return err },
+	"blocked-event-loop-fixed": func() error { _, _, err := findNodeClients(); return err },
 }
