@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // ErrNoPgBouncer says the pgbouncer binary is not installed.
@@ -177,4 +179,26 @@ func (c *Cluster) stopBouncer() {
 		return
 	}
 	(&Bouncer{pid: pid}).Stop()
+}
+
+// Reconnect drops PgBouncer's connections to database db (KILL, then
+// RESUME so it accepts clients again), so new server connections pick up
+// changed role settings. Call it with no client connected.
+func (b *Bouncer) Reconnect(ctx context.Context, db string) error {
+	cfg, err := pgx.ParseConfig(b.AdminDSN())
+	if err != nil {
+		return err
+	}
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("connecting to PgBouncer's console: %w", err)
+	}
+	defer conn.Close(context.Background())
+	for _, q := range []string{"KILL " + db, "RESUME " + db} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			return fmt.Errorf("PgBouncer %s: %w", q, err)
+		}
+	}
+	return nil
 }

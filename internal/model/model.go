@@ -379,6 +379,9 @@ func (v Verification) Gain() float64 {
 	b, a := v.Before.Value, v.After.Value
 	if v.Before.HigherIsBetter {
 		b, a = a, b
+		if a <= 0 && b > 0 {
+			return math.Inf(1) // from nothing to something
+		}
 	}
 	if a <= 0 {
 		return 0

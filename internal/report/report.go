@@ -261,7 +261,9 @@ func verificationText(v model.Verification) string {
 	switch {
 	case v.Before != nil && v.After != nil:
 		ratio := ""
-		if g := v.Gain(); g > 0 {
+		if g := v.Gain(); math.IsInf(g, 1) {
+			ratio = " (from none)"
+		} else if g > 0 {
 			ratio = fmt.Sprintf(" (%.1fx)", g)
 		}
 		return fmt.Sprintf("%s: %s %s -> %s %s%s — %s%s", v.Status, num(v.Before.Value), v.Before.Unit, num(v.After.Value), v.After.Unit, ratio, v.Method, parametersText(v.Parameters))

@@ -67,6 +67,14 @@ func checkDuring(ctx context.Context, c *lab.Cluster, s Scenario, version string
 	if werr := <-done; werr != nil && err == nil {
 		err = &diagnose.InputError{Err: werr}
 	}
+	if measure := afterCheck[s.Name]; measure != nil && err == nil {
+		// Measurements that need the database to themselves, and that
+		// verify findings no experiment on a target can (goodput).
+		if err := measure(ctx, env, rep.Findings); err != nil {
+			return nil, nil, &diagnose.InputError{Err: fmt.Errorf("scenario %s, after check: %w", s.Name, err)}
+		}
+		rep.Add(nil)
+	}
 	return env, rep, err
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/pgmedic/pgmedic/internal/lab"
+	"github.com/pgmedic/pgmedic/internal/model"
 )
 
 // Workload is a scenario's workload written in Go.
@@ -20,6 +21,7 @@ var workloads = map[string]Workload{
 	"client-param-types":       clientParamTypes,
 	"client-stall":             clientStall,
 	"connection-burst":         connectionBurst,
+	"connection-storm":         connectionStorm,
 	"pool-saturation":          poolSaturation,
 	"lock-chain":               lockChain,
 	"queue-claim-race":         queueClaimRace,
@@ -28,12 +30,19 @@ var workloads = map[string]Workload{
 	"random-keys":              randomKeys,
 }
 
+// afterCheck are measurements a scenario makes once check is done, with
+// the findings to verify from them.
+var afterCheck = map[string]func(context.Context, *Env, []model.Finding) error{
+	"connection-storm": connectionStormGoodput,
+}
+
 // needs says what a Go workload needs that is not PostgreSQL, checked
 // before the scenario loads anything.
 var needs = map[string]func() error{
 	"asyncpg-introspection":    func() error { _, err := FindPython("asyncpg", "python3-asyncpg"); return err },
 	"client-param-types":       func() error { _, err := FindPython("psycopg", "python3-psycopg"); return err },
 	"pool-saturation":          func() error { _, err := lab.FindPgBouncer(); return err },
+	"connection-storm":         func() error { _, err := lab.FindPgBouncer(); return err },
 	"blocked-event-loop":       func() error { _, _, err := findNodeClients(); return err },
 	"blocked-event-loop-fixed": func() error { _, _, err := findNodeClients(); return err },
 }
