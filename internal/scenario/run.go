@@ -32,7 +32,12 @@ func (r *Result) Passed() bool { return len(r.Missing) == 0 && len(r.Unexpected)
 
 // warmUp is how long a workload that runs during check runs before check
 // starts, so that its sessions are in the state it reproduces.
-const warmUp = 1500 * time.Millisecond
+func (s Scenario) warmUp() time.Duration {
+	if d, err := time.ParseDuration(s.WarmUp); err == nil && s.WarmUp != "" {
+		return d
+	}
+	return 1500 * time.Millisecond
+}
 
 // checkDuring runs the workload and, once it is under way, check; the
 // workload is stopped when check is done.
@@ -60,7 +65,7 @@ func checkDuring(ctx context.Context, c *lab.Cluster, s Scenario, version string
 			err = fmt.Errorf("scenario %s: the workload ended before check started", s.Name)
 		}
 		return nil, nil, &diagnose.InputError{Err: err}
-	case <-time.After(warmUp):
+	case <-time.After(s.warmUp()):
 	}
 	rep, err := diagnose.Check(ctx, c.DSN(env.DB), version, o, model.Info)
 	stop()

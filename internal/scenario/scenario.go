@@ -55,6 +55,9 @@ type Scenario struct {
 	// long check samples ("1s" when not given).
 	DuringCheck bool   `json:"during_check,omitempty"`
 	Sample      string `json:"sample,omitempty"`
+	// WarmUp is how long the workload runs before check starts ("1.5s"
+	// when not given).
+	WarmUp string `json:"warm_up,omitempty"`
 	// PgBouncer, when set, puts a lab PgBouncer in front of the cluster
 	// for the workload (Env.BouncerDSN) and has check sample its pools.
 	PgBouncer *BouncerSpec `json:"pgbouncer,omitempty"`
@@ -246,9 +249,12 @@ func load(fsys fs.FS, dir string) (Scenario, error) {
 			return fail("workload.pgbench: %v", err)
 		}
 	}
-	if s.Sample != "" {
-		if d, err := time.ParseDuration(s.Sample); err != nil || d <= 0 || d > time.Minute {
-			return fail("expect.json: sample %q: want a duration up to 1m", s.Sample)
+	for name, v := range map[string]string{"sample": s.Sample, "warm_up": s.WarmUp} {
+		if v == "" {
+			continue
+		}
+		if d, err := time.ParseDuration(v); err != nil || d <= 0 || d > time.Minute {
+			return fail("expect.json: %s %q: want a duration up to 1m", name, v)
 		}
 	}
 	if s.PgBouncer != nil && !s.DuringCheck {
