@@ -3,6 +3,7 @@ package collect
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strconv"
 	"time"
 
@@ -32,13 +33,12 @@ func showPools(ctx context.Context, b Rowser, at time.Time) (model.PoolSample, e
 		names[f.Name] = i
 	}
 	for rows.Next() {
-		vals, err := rows.Values()
-		if err != nil {
-			return ps, fmt.Errorf("SHOW POOLS: %w", err)
-		}
+		// The console answers in text (simple protocol): read the text,
+		// whatever type a column is declared with in this version.
+		vals := rows.RawValues()
 		str := func(name string) string {
-			if i, ok := names[name]; ok && i < len(vals) && vals[i] != nil {
-				return fmt.Sprint(vals[i])
+			if i, ok := names[name]; ok && i < len(vals) {
+				return string(vals[i])
 			}
 			return ""
 		}
@@ -55,4 +55,53 @@ func showPools(ctx context.Context, b Rowser, at time.Time) (model.PoolSample, e
 		ps.Pools = append(ps.Pools, p)
 	}
 	return ps, rows.Err()
+}
+
+// showStats reads SHOW STATS: per database, the transactions and queries
+// served and the clients' total wait for a server connection (total_wait_time,
+// microseconds), so that the window's change can be computed.
+func showStats(ctx context.Context, b Rowser) (map[string]model.BouncerStat, error) {
+	rows, err := b.Query(ctx, "SHOW STATS")
+	if err != nil {
+		return nil, fmt.Errorf("SHOW STATS: %w", err)
+	}
+	defer rows.Close()
+	names := map[string]int{}
+	for i, f := range rows.FieldDescriptions() {
+		names[f.Name] = i
+	}
+	out := map[string]model.BouncerStat{}
+	for rows.Next() {
+		vals := rows.RawValues()
+		num := func(name string) float64 {
+			if i, ok := names[name]; ok && i < len(vals) {
+				f, _ := strconv.ParseFloat(string(vals[i]), 64)
+				return f
+			}
+			return 0
+		}
+		i, ok := names["database"]
+		if !ok || i >= len(vals) {
+			continue
+		}
+		db := string(vals[i])
+		if db == "pgbouncer" {
+			continue
+		}
+		out[db] = model.BouncerStat{Database: db, Transactions: int64(num("total_xact_count")),
+			Queries: int64(num("total_query_count")), WaitMS: num("total_wait_time") / 1000}
+	}
+	return out, rows.Err()
+}
+
+// statsDelta is the change of SHOW STATS between two readings.
+func statsDelta(before, after map[string]model.BouncerStat) []model.BouncerStat {
+	var out []model.BouncerStat
+	for db, a := range after {
+		b := before[db]
+		out = append(out, model.BouncerStat{Database: db, Transactions: a.Transactions - b.Transactions,
+			Queries: a.Queries - b.Queries, WaitMS: a.WaitMS - b.WaitMS})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Database < out[j].Database })
+	return out
 }

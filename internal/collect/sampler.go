@@ -58,6 +58,13 @@ func sample(ctx context.Context, q Querier, s *model.Snapshot, opts Options) {
 	wctx, cancel := context.WithDeadline(ctx, deadline.Add(2*time.Second))
 	defer cancel()
 	before, beforeErr := databaseDelta(wctx, q)
+	var statsBefore map[string]model.BouncerStat
+	if bouncer != nil {
+		var err error
+		if statsBefore, err = showStats(wctx, bouncer); err != nil {
+			sm.BouncerError, bouncer = err.Error(), nil
+		}
+	}
 	hidden := 0
 	waits := map[model.LockWait]int{}
 	for tick := 0; ; tick++ {
@@ -108,6 +115,13 @@ func sample(ctx context.Context, q Querier, s *model.Snapshot, opts Options) {
 		}
 	}
 	sm.Seconds = time.Since(sm.Start).Seconds()
+	if bouncer != nil {
+		if after, err := showStats(context.WithoutCancel(ctx), bouncer); err == nil {
+			sm.BouncerStats = statsDelta(statsBefore, after)
+		} else {
+			sm.BouncerError = err.Error()
+		}
+	}
 	if after, err := databaseDelta(context.WithoutCancel(ctx), q); err == nil && beforeErr == nil {
 		sm.Delta = model.DatabaseDelta{Sessions: after.Sessions - before.Sessions, SessionsAbandoned: after.SessionsAbandoned - before.SessionsAbandoned,
 			SessionsFatal: after.SessionsFatal - before.SessionsFatal, SessionsKilled: after.SessionsKilled - before.SessionsKilled,

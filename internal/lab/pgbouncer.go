@@ -92,6 +92,7 @@ stats_users = %s
 pool_mode = %s
 default_pool_size = %d
 max_client_conn = 500
+stats_period = 1
 ignore_startup_parameters = extra_float_digits,options
 logfile = %s
 pidfile = %s

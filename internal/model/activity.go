@@ -25,6 +25,17 @@ type Sampling struct {
 	PgBouncer    string       `json:"pgbouncer,omitempty"`
 	Pools        []PoolSample `json:"pools,omitempty"`
 	BouncerError string       `json:"pgbouncer_error,omitempty"`
+	// BouncerStats is the change of SHOW STATS over the window, by
+	// database.
+	BouncerStats []BouncerStat `json:"pgbouncer_stats,omitempty"`
+}
+
+// BouncerStat is one database's SHOW STATS change over the window.
+type BouncerStat struct {
+	Database     string  `json:"database"`
+	Transactions int64   `json:"transactions"`
+	Queries      int64   `json:"queries"`
+	WaitMS       float64 `json:"wait_ms"` // clients' total time waiting for a server connection
 }
 
 // PoolSample is PgBouncer's SHOW POOLS at one tick.

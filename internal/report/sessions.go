@@ -24,6 +24,12 @@ type Sessions struct {
 	Longest    []model.Backend        `json:"longest_transactions"`
 	Delta      model.DatabaseDelta    `json:"delta"`
 	Samples    []model.ActivitySample `json:"samples"`
+	// PgBouncer's version, its pools at each tick, the change of its
+	// SHOW STATS, and why it could not be read.
+	PgBouncer    string              `json:"pgbouncer,omitempty"`
+	Pools        []model.PoolSample  `json:"pools,omitempty"`
+	BouncerStats []model.BouncerStat `json:"pgbouncer_stats,omitempty"`
+	BouncerError string              `json:"pgbouncer_error,omitempty"`
 }
 
 // Load is average active sessions: session-samples in a state, divided by
@@ -41,7 +47,8 @@ func SessionsOf(s *model.Sampling) *Sessions {
 	}
 	out := &Sessions{Seconds: model.Round(s.Seconds, 2), Ticks: len(s.Samples), IntervalMS: s.IntervalMS,
 		OverheadMS: model.Round(s.OverheadMS, 2), BackedOff: s.BackedOff, Hidden: s.Hidden, Delta: s.Delta, Samples: s.Samples,
-		ByWait: []Load{}, ByQuery: []Load{}, Longest: []model.Backend{}}
+		ByWait: []Load{}, ByQuery: []Load{}, Longest: []model.Backend{},
+		PgBouncer: s.PgBouncer, Pools: s.Pools, BouncerStats: s.BouncerStats, BouncerError: s.BouncerError}
 	byWait, byQuery, queries := map[string]int{}, map[int64]int{}, map[int64]string{}
 	longest := map[int]model.Backend{}
 	for _, smp := range s.Samples {
@@ -125,6 +132,18 @@ func sessionsText(b *strings.Builder, s *Sessions) {
 			break
 		}
 		fmt.Fprintf(b, "  transaction open %.1f s: pid %d %s, %s\n", t.XactMS/1000, t.PID, safe(t.State), safe(shorten(t.Query, 80)))
+	}
+	if s.PgBouncer != "" {
+		fmt.Fprintf(b, "  %s sampled with them", safe(s.PgBouncer))
+		for _, st := range s.BouncerStats {
+			if st.Transactions > 0 {
+				fmt.Fprintf(b, "; %s: %d transactions, %.1f ms mean wait for a server connection", safe(st.Database), st.Transactions, st.WaitMS/float64(st.Transactions))
+			}
+		}
+		b.WriteString("\n")
+	}
+	if s.BouncerError != "" {
+		fmt.Fprintf(b, "  PgBouncer: %s\n", safe(s.BouncerError))
 	}
 	d := s.Delta
 	fmt.Fprintf(b, "  over the window: %d new sessions, %d abandoned, %d commits, %d rollbacks, %d deadlocks\n",

@@ -483,6 +483,12 @@ func PoolSaturation(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		if a.pool.Mode != "" {
 			f.Evidence = append(f.Evidence, model.Evidence{Label: "pool mode: " + a.pool.Mode, Value: 1})
 		}
+		for _, st := range s.Sampling.BouncerStats {
+			if st.Database == a.pool.Database && st.Transactions > 0 {
+				f.Evidence = append(f.Evidence, ev("mean wait for a server connection per transaction (SHOW STATS)", st.WaitMS/float64(st.Transactions), "ms"),
+					ev("transactions served in the window", float64(st.Transactions), ""))
+			}
+		}
 		if top != nil {
 			f.Impact.Summary += fmt.Sprintf("; the statement with the most time is %q (mean %.1f ms over %d calls%s): see its findings",
 				Shorten(top.Query, 80), top.MeanExecMS(), top.Calls, jitNote(top))

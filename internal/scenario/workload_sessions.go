@@ -141,10 +141,17 @@ func untilDone(ctx context.Context, n int, fn func(context.Context, *pgx.Conn) e
 // poolSaturation sends twelve clients through a PgBouncer pool of two
 // server connections, each running short transactions back to back: the
 // clients queue in the pool, and the server sees only two sessions.
-func poolSaturation(ctx context.Context, env *Env) error {
+func poolSaturation(ctx context.Context, env *Env) error { return pooledClients(ctx, env, 12) }
+
+// poolRoomy is its quiet twin: two clients, a pool of four.
+func poolRoomy(ctx context.Context, env *Env) error { return pooledClients(ctx, env, 2) }
+
+// pooledClients runs n clients through the scenario's PgBouncer, each
+// running a short transaction after another until ctx ends.
+func pooledClients(ctx context.Context, env *Env, n int) error {
 	var wg sync.WaitGroup
-	errs := make(chan error, 12)
-	for w := 0; w < 12; w++ {
+	errs := make(chan error, n)
+	for w := 0; w < n; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -1,0 +1,1 @@
+CREATE TABLE requests (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, at timestamptz NOT NULL DEFAULT now());
