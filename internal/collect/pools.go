@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -104,4 +105,46 @@ func statsDelta(before, after map[string]model.BouncerStat) []model.BouncerStat 
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Database < out[j].Database })
 	return out
+}
+
+// showClients counts SHOW CLIENTS by state (active, waiting, idle) and
+// finds the longest current wait (wait and wait_us, seconds and
+// microseconds).
+func showClients(ctx context.Context, b Rowser) (*model.BouncerClients, error) {
+	rows, err := b.Query(ctx, "SHOW CLIENTS")
+	if err != nil {
+		return nil, fmt.Errorf("SHOW CLIENTS: %w", err)
+	}
+	defer rows.Close()
+	names := map[string]int{}
+	for i, f := range rows.FieldDescriptions() {
+		names[f.Name] = i
+	}
+	out := &model.BouncerClients{}
+	for rows.Next() {
+		vals := rows.RawValues()
+		str := func(name string) string {
+			if i, ok := names[name]; ok && i < len(vals) {
+				return string(vals[i])
+			}
+			return ""
+		}
+		num := func(name string) float64 {
+			f, _ := strconv.ParseFloat(str(name), 64)
+			return f
+		}
+		if str("database") == "pgbouncer" {
+			continue
+		}
+		switch state := str("state"); {
+		case strings.HasPrefix(state, "waiting"):
+			out.Waiting++
+			out.LongestWaitMS = max(out.LongestWaitMS, num("wait")*1000+num("wait_us")/1000)
+		case state == "active":
+			out.Active++
+		default:
+			out.Idle++
+		}
+	}
+	return out, rows.Err()
 }

@@ -116,6 +116,9 @@ func sample(ctx context.Context, q Querier, s *model.Snapshot, opts Options) {
 	}
 	sm.Seconds = time.Since(sm.Start).Seconds()
 	if bouncer != nil {
+		if cl, err := showClients(context.WithoutCancel(ctx), bouncer); err == nil {
+			sm.BouncerClients = cl
+		}
 		if after, err := showStats(context.WithoutCancel(ctx), bouncer); err == nil {
 			sm.BouncerStats = statsDelta(statsBefore, after)
 		} else {

@@ -28,6 +28,17 @@ type Sampling struct {
 	// BouncerStats is the change of SHOW STATS over the window, by
 	// database.
 	BouncerStats []BouncerStat `json:"pgbouncer_stats,omitempty"`
+	// BouncerClients is SHOW CLIENTS at the end of the window.
+	BouncerClients *BouncerClients `json:"pgbouncer_clients,omitempty"`
+}
+
+// BouncerClients counts PgBouncer's clients by state, with the longest
+// current wait for a server connection.
+type BouncerClients struct {
+	Active        int     `json:"active"`
+	Waiting       int     `json:"waiting"`
+	Idle          int     `json:"idle"`
+	LongestWaitMS float64 `json:"longest_wait_ms"`
 }
 
 // BouncerStat is one database's SHOW STATS change over the window.

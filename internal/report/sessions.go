@@ -26,10 +26,22 @@ type Sessions struct {
 	Samples    []model.ActivitySample `json:"samples"`
 	// PgBouncer's version, its pools at each tick, the change of its
 	// SHOW STATS, and why it could not be read.
-	PgBouncer    string              `json:"pgbouncer,omitempty"`
-	Pools        []model.PoolSample  `json:"pools,omitempty"`
-	BouncerStats []model.BouncerStat `json:"pgbouncer_stats,omitempty"`
-	BouncerError string              `json:"pgbouncer_error,omitempty"`
+	PgBouncer      string                `json:"pgbouncer,omitempty"`
+	Pools          []model.PoolSample    `json:"pools,omitempty"`
+	BouncerStats   []model.BouncerStat   `json:"pgbouncer_stats,omitempty"`
+	BouncerError   string                `json:"pgbouncer_error,omitempty"`
+	BouncerClients *model.BouncerClients `json:"pgbouncer_clients,omitempty"`
+	// Blocking is the blocking tree at the tick with the most sessions
+	// waiting on locks: each waiting session and the ones it waits for.
+	Blocking []Blocked `json:"blocking_at_worst,omitempty"`
+}
+
+// Blocked is one edge of the blocking tree.
+type Blocked struct {
+	PID       int    `json:"pid"`
+	BlockedBy []int  `json:"blocked_by"`
+	State     string `json:"state"`
+	Query     string `json:"query,omitempty"`
 }
 
 // Load is average active sessions: session-samples in a state, divided by
@@ -48,7 +60,32 @@ func SessionsOf(s *model.Sampling) *Sessions {
 	out := &Sessions{Seconds: model.Round(s.Seconds, 2), Ticks: len(s.Samples), IntervalMS: s.IntervalMS,
 		OverheadMS: model.Round(s.OverheadMS, 2), BackedOff: s.BackedOff, Hidden: s.Hidden, Delta: s.Delta, Samples: s.Samples,
 		ByWait: []Load{}, ByQuery: []Load{}, Longest: []model.Backend{},
-		PgBouncer: s.PgBouncer, Pools: s.Pools, BouncerStats: s.BouncerStats, BouncerError: s.BouncerError}
+		PgBouncer: s.PgBouncer, Pools: s.Pools, BouncerStats: s.BouncerStats, BouncerError: s.BouncerError, BouncerClients: s.BouncerClients}
+	worst := -1
+	for i, smp := range s.Samples {
+		n := 0
+		for _, b := range smp.Backends {
+			if len(b.BlockedBy) > 0 {
+				n++
+			}
+		}
+		if n > 0 && (worst < 0 || n > countBlocked(s.Samples[worst])) {
+			worst = i
+		}
+	}
+	if worst >= 0 {
+		involved := map[int]bool{}
+		for _, b := range s.Samples[worst].Backends {
+			for _, p := range b.BlockedBy {
+				involved[p] = true
+			}
+		}
+		for _, b := range s.Samples[worst].Backends {
+			if len(b.BlockedBy) > 0 || involved[b.PID] {
+				out.Blocking = append(out.Blocking, Blocked{PID: b.PID, BlockedBy: append([]int{}, b.BlockedBy...), State: b.State, Query: shorten(b.Query, 100)})
+			}
+		}
+	}
 	byWait, byQuery, queries := map[string]int{}, map[int64]int{}, map[int64]string{}
 	longest := map[int]model.Backend{}
 	for _, smp := range s.Samples {
@@ -90,6 +127,16 @@ func SessionsOf(s *model.Sampling) *Sessions {
 		out.Longest = out.Longest[:5]
 	}
 	return out
+}
+
+func countBlocked(smp model.ActivitySample) int {
+	n := 0
+	for _, b := range smp.Backends {
+		if len(b.BlockedBy) > 0 {
+			n++
+		}
+	}
+	return n
 }
 
 func shorten(s string, n int) string {
@@ -141,6 +188,19 @@ func sessionsText(b *strings.Builder, s *Sessions) {
 			}
 		}
 		b.WriteString("\n")
+	}
+	for _, e := range s.Blocking {
+		if len(e.BlockedBy) == 0 {
+			fmt.Fprintf(b, "  blocking at the worst moment: pid %d (%s) %s\n", e.PID, safe(e.State), safe(e.Query))
+		}
+	}
+	for _, e := range s.Blocking {
+		if len(e.BlockedBy) > 0 {
+			fmt.Fprintf(b, "    pid %d waits for %v: %s\n", e.PID, e.BlockedBy, safe(e.Query))
+		}
+	}
+	if c := s.BouncerClients; c != nil {
+		fmt.Fprintf(b, "  PgBouncer clients at the end: %d active, %d waiting (longest %.0f ms), %d idle\n", c.Active, c.Waiting, c.LongestWaitMS, c.Idle)
 	}
 	if s.BouncerError != "" {
 		fmt.Fprintf(b, "  PgBouncer: %s\n", safe(s.BouncerError))

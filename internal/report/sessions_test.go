@@ -27,3 +27,18 @@ func TestSessionsOf(t *testing.T) {
 		t.Errorf("nothing sampled gave a section")
 	}
 }
+
+// TestBlockingTree: the tree is taken at the tick with the most waiting
+// sessions, with the session at its head.
+func TestBlockingTree(t *testing.T) {
+	head := model.Backend{PID: 1, State: "idle in transaction"}
+	w := func(pid int, by ...int) model.Backend { return model.Backend{PID: pid, State: "active", WaitType: "Lock", BlockedBy: by} }
+	s := SessionsOf(&model.Sampling{Samples: []model.ActivitySample{
+		{Backends: []model.Backend{head, w(2, 1)}},
+		{Backends: []model.Backend{head, w(2, 1), w(3, 2), w(4, 2)}},
+		{Backends: []model.Backend{head}},
+	}})
+	if len(s.Blocking) != 4 || s.Blocking[0].PID != 1 || len(s.Blocking[0].BlockedBy) != 0 || s.Blocking[3].BlockedBy[0] != 2 {
+		t.Errorf("%+v", s.Blocking)
+	}
+}
