@@ -19,14 +19,23 @@ type Rowser interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-// showPools reads SHOW POOLS by column name, since PgBouncer adds columns
-// between versions (1.18 has cl_active_cancel_req, maxwait_us, ...). The
-// admin console's own pool is left out.
-func showPools(ctx context.Context, b Rowser, at time.Time) (model.PoolSample, error) {
-	ps := model.PoolSample{At: at.UTC()}
-	rows, err := b.Query(ctx, "SHOW POOLS")
+// showRow is one row of a SHOW command, read by column name: PgBouncer
+// adds columns between versions (1.18 has cl_active_cancel_req,
+// maxwait_us, ...), and the console answers in text whatever type a
+// column is declared with.
+type showRow func(name string) string
+
+func (r showRow) num(name string) float64 {
+	f, _ := strconv.ParseFloat(r(name), 64)
+	return f
+}
+
+// show runs a SHOW command on the console and calls fn for each row that
+// is not about the console's own database.
+func show(ctx context.Context, b Rowser, cmd string, fn func(showRow)) error {
+	rows, err := b.Query(ctx, cmd)
 	if err != nil {
-		return ps, fmt.Errorf("SHOW POOLS: %w", err)
+		return fmt.Errorf("%s: %w", cmd, err)
 	}
 	defer rows.Close()
 	names := map[string]int{}
@@ -34,65 +43,45 @@ func showPools(ctx context.Context, b Rowser, at time.Time) (model.PoolSample, e
 		names[f.Name] = i
 	}
 	for rows.Next() {
-		// The console answers in text (simple protocol): read the text,
-		// whatever type a column is declared with in this version.
 		vals := rows.RawValues()
-		str := func(name string) string {
+		row := showRow(func(name string) string {
 			if i, ok := names[name]; ok && i < len(vals) {
 				return string(vals[i])
 			}
 			return ""
+		})
+		if row("database") != "pgbouncer" {
+			fn(row)
 		}
-		num := func(name string) float64 {
-			f, _ := strconv.ParseFloat(str(name), 64)
-			return f
-		}
-		p := model.Pool{Database: str("database"), User: str("user"), Mode: str("pool_mode"),
-			ClActive: int(num("cl_active")), ClWaiting: int(num("cl_waiting")), SvActive: int(num("sv_active")),
-			SvIdle: int(num("sv_idle")), SvUsed: int(num("sv_used")), MaxWaitMS: num("maxwait")*1000 + num("maxwait_us")/1000}
-		if p.Database == "pgbouncer" {
-			continue
-		}
-		ps.Pools = append(ps.Pools, p)
 	}
-	return ps, rows.Err()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("%s: %w", cmd, err)
+	}
+	return nil
+}
+
+// showPools reads SHOW POOLS.
+func showPools(ctx context.Context, b Rowser, at time.Time) (model.PoolSample, error) {
+	ps := model.PoolSample{At: at.UTC()}
+	err := show(ctx, b, "SHOW POOLS", func(r showRow) {
+		ps.Pools = append(ps.Pools, model.Pool{Database: r("database"), User: r("user"), Mode: r("pool_mode"),
+			ClActive: int(r.num("cl_active")), ClWaiting: int(r.num("cl_waiting")), SvActive: int(r.num("sv_active")),
+			SvIdle: int(r.num("sv_idle")), SvUsed: int(r.num("sv_used")), MaxWaitMS: r.num("maxwait")*1000 + r.num("maxwait_us")/1000})
+	})
+	return ps, err
 }
 
 // showStats reads SHOW STATS: per database, the transactions and queries
-// served and the clients' total wait for a server connection (total_wait_time,
-// microseconds), so that the window's change can be computed.
+// served and the clients' total wait for a server connection
+// (total_wait_time, microseconds), so that the window's change can be
+// computed.
 func showStats(ctx context.Context, b Rowser) (map[string]model.BouncerStat, error) {
-	rows, err := b.Query(ctx, "SHOW STATS")
-	if err != nil {
-		return nil, fmt.Errorf("SHOW STATS: %w", err)
-	}
-	defer rows.Close()
-	names := map[string]int{}
-	for i, f := range rows.FieldDescriptions() {
-		names[f.Name] = i
-	}
 	out := map[string]model.BouncerStat{}
-	for rows.Next() {
-		vals := rows.RawValues()
-		num := func(name string) float64 {
-			if i, ok := names[name]; ok && i < len(vals) {
-				f, _ := strconv.ParseFloat(string(vals[i]), 64)
-				return f
-			}
-			return 0
-		}
-		i, ok := names["database"]
-		if !ok || i >= len(vals) {
-			continue
-		}
-		db := string(vals[i])
-		if db == "pgbouncer" {
-			continue
-		}
-		out[db] = model.BouncerStat{Database: db, Transactions: int64(num("total_xact_count")),
-			Queries: int64(num("total_query_count")), WaitMS: num("total_wait_time") / 1000}
-	}
-	return out, rows.Err()
+	err := show(ctx, b, "SHOW STATS", func(r showRow) {
+		out[r("database")] = model.BouncerStat{Database: r("database"), Transactions: int64(r.num("total_xact_count")),
+			Queries: int64(r.num("total_query_count")), WaitMS: r.num("total_wait_time") / 1000}
+	})
+	return out, err
 }
 
 // statsDelta is the change of SHOW STATS between two readings.
@@ -111,40 +100,17 @@ func statsDelta(before, after map[string]model.BouncerStat) []model.BouncerStat 
 // finds the longest current wait (wait and wait_us, seconds and
 // microseconds).
 func showClients(ctx context.Context, b Rowser) (*model.BouncerClients, error) {
-	rows, err := b.Query(ctx, "SHOW CLIENTS")
-	if err != nil {
-		return nil, fmt.Errorf("SHOW CLIENTS: %w", err)
-	}
-	defer rows.Close()
-	names := map[string]int{}
-	for i, f := range rows.FieldDescriptions() {
-		names[f.Name] = i
-	}
 	out := &model.BouncerClients{}
-	for rows.Next() {
-		vals := rows.RawValues()
-		str := func(name string) string {
-			if i, ok := names[name]; ok && i < len(vals) {
-				return string(vals[i])
-			}
-			return ""
-		}
-		num := func(name string) float64 {
-			f, _ := strconv.ParseFloat(str(name), 64)
-			return f
-		}
-		if str("database") == "pgbouncer" {
-			continue
-		}
-		switch state := str("state"); {
+	err := show(ctx, b, "SHOW CLIENTS", func(r showRow) {
+		switch state := r("state"); {
 		case strings.HasPrefix(state, "waiting"):
 			out.Waiting++
-			out.LongestWaitMS = max(out.LongestWaitMS, num("wait")*1000+num("wait_us")/1000)
+			out.LongestWaitMS = max(out.LongestWaitMS, r.num("wait")*1000+r.num("wait_us")/1000)
 		case state == "active":
 			out.Active++
 		default:
 			out.Idle++
 		}
-	}
-	return out, rows.Err()
+	})
+	return out, err
 }

@@ -550,50 +550,65 @@ func (s *Statement) FallbackParamTypes(n int, columnType func(Column) string) []
 	for i := range types {
 		types[i] = "unknown"
 	}
-	set := func(p int, typ string) bool {
-		if p < 1 || p > n || typ == "" || types[p-1] != "unknown" {
-			return false
-		}
-		types[p-1] = typ
-		return true
-	}
 	changed := false
+	// set declares $p's type unless an earlier (more certain) source did.
+	set := func(p int, typ string) {
+		if p >= 1 && p <= n && typ != "" && types[p-1] == "unknown" {
+			types[p-1], changed = typ, true
+		}
+	}
 	if columnType != nil {
 		for p, cols := range s.ParamColumns() {
 			for _, c := range cols {
-				if set(p, columnType(c)) {
-					changed = true
+				if t := columnType(c); t != "" {
+					set(p, t)
 					break
 				}
 			}
 		}
-	}
-	// INSERT ... SELECT $1, $2: each item is the value of a column of
-	// the table.
-	if ins := s.root.GetInsertStmt(); ins != nil && columnType != nil && ins.SelectStmt != nil {
-		if sel := ins.SelectStmt.GetSelectStmt(); sel != nil && len(sel.ValuesLists) == 0 {
-			for i, t := range sel.TargetList {
-				rt := t.GetResTarget()
-				if i >= len(ins.Cols) || rt == nil || rt.Val.GetParamRef() == nil {
-					continue
-				}
-				col := Column{Schema: ins.Relation.Schemaname, Table: ins.Relation.Relname, Column: ins.Cols[i].GetResTarget().GetName()}
-				changed = set(int(rt.Val.GetParamRef().Number), columnType(col)) || changed
-			}
-		}
-	}
-	if columnType != nil {
+		s.insertSelectTypes(columnType, set)
 		for p, typ := range s.valuesParamTypes(columnType) {
-			changed = set(p, typ) || changed
+			set(p, typ)
 		}
 	}
 	for _, p := range s.BareTargetParams() {
-		changed = set(p, "integer") || changed
+		set(p, "integer")
 	}
-	// Two parameters side by side: pg_stat_statements wrote them where an
-	// application had two literals (SELECT 2 + 3, 'a' || 'b'), and
-	// PostgreSQL cannot choose an operator for unknown and unknown. The
-	// literals were numbers for arithmetic, and strings otherwise.
+	s.operandTypes(set)
+	s.argumentTypes(set)
+	if !changed {
+		return nil
+	}
+	return types
+}
+
+// insertSelectTypes types INSERT ... SELECT $1, $2: each item is the value
+// of a column of the table.
+func (s *Statement) insertSelectTypes(columnType func(Column) string, set func(int, string)) {
+	ins := s.root.GetInsertStmt()
+	if ins == nil || ins.SelectStmt == nil {
+		return
+	}
+	sel := ins.SelectStmt.GetSelectStmt()
+	if sel == nil || len(sel.ValuesLists) > 0 {
+		return
+	}
+	for i, t := range sel.TargetList {
+		rt := t.GetResTarget()
+		if i >= len(ins.Cols) || rt == nil || rt.Val.GetParamRef() == nil {
+			continue
+		}
+		col := Column{Schema: ins.Relation.Schemaname, Table: ins.Relation.Relname, Column: ins.Cols[i].GetResTarget().GetName()}
+		set(int(rt.Val.GetParamRef().Number), columnType(col))
+	}
+}
+
+// operandTypes types parameters by the operator they stand beside. Two
+// parameters side by side were two literals (SELECT 2 + 3, 'a' || 'b'),
+// and PostgreSQL cannot choose an operator for unknown and unknown: they
+// were numbers for arithmetic, and strings otherwise. A parameter beside a
+// cast takes what the cast's type says ('2024-01-01'::date + 7).
+func (s *Statement) operandTypes(set func(int, string)) {
 	s.walk(func(m proto.Message) bool {
 		e, ok := m.(*pg_query.A_Expr)
 		if !ok || e.Kind != pg_query.A_Expr_Kind_AEXPR_OP || len(e.Name) != 1 || e.Lexpr == nil || e.Rexpr == nil {
@@ -601,54 +616,47 @@ func (s *Statement) FallbackParamTypes(n int, columnType func(Column) string) []
 		}
 		l, r := e.Lexpr.GetParamRef(), e.Rexpr.GetParamRef()
 		op := e.Name[0].GetString_().GetSval()
-		// A parameter beside a cast: the cast's type says what the
-		// literal was ('2024-01-01'::date + 7, interval '1 day' * 2).
-		if l == nil && r != nil {
-			changed = set(int(r.Number), besideCast(e.Lexpr, op)) || changed
+		switch {
+		case l == nil && r != nil:
+			set(int(r.Number), besideCast(e.Lexpr, op))
+		case r == nil && l != nil:
+			set(int(l.Number), besideCast(e.Rexpr, op))
+		case l != nil && r != nil:
+			typ := "text"
+			switch op {
+			case "+", "-", "*", "/", "%", "^":
+				typ = "numeric"
+			}
+			set(int(l.Number), typ)
+			set(int(r.Number), typ)
 		}
-		if r == nil && l != nil {
-			changed = set(int(l.Number), besideCast(e.Rexpr, op)) || changed
-		}
-		if l == nil || r == nil {
-			return true
-		}
-		typ := "text"
-		switch op {
-		case "+", "-", "*", "/", "%", "^":
-			typ = "numeric"
-		}
-		changed = set(int(l.Number), typ) || changed
-		changed = set(int(r.Number), typ) || changed
 		return true
 	})
-	// Parameters given to a function that takes numbers (sum, avg,
-	// generate_series, ...) directly or as the results of a CASE: with
-	// only unknowns PostgreSQL picks text, or cannot pick at all.
+}
+
+// argumentTypes types parameters given to functions: arguments of type
+// "any" were strings; those of functions that take numbers (sum, avg,
+// generate_series, ...), directly or as the results of a CASE, were
+// numbers, where PostgreSQL would pick text or nothing from unknowns.
+func (s *Statement) argumentTypes(set func(int, string)) {
 	s.walk(func(m proto.Message) bool {
 		f, ok := m.(*pg_query.FuncCall)
-		if ok && anyArgFuncs[funcName(f)] {
-			// Arguments of type "any": a parameter there was a string.
-			for _, a := range f.Args {
-				if p := a.GetParamRef(); p != nil {
-					changed = set(int(p.Number), "text") || changed
-				}
-			}
+		if !ok {
 			return true
 		}
-		if !ok || numericFuncs[funcName(f)] == "" {
-			return true
-		}
+		name := funcName(f)
 		for _, a := range f.Args {
-			for _, p := range caseResults(a) {
-				changed = set(p, numericFuncs[funcName(f)]) || changed
+			switch {
+			case anyArgFuncs[name] && a.GetParamRef() != nil:
+				set(int(a.GetParamRef().Number), "text")
+			case numericFuncs[name] != "":
+				for _, p := range caseResults(a) {
+					set(p, numericFuncs[name])
+				}
 			}
 		}
 		return true
 	})
-	if !changed {
-		return nil
-	}
-	return types
 }
 
 // SideEffect names a function the statement calls that acts outside its
