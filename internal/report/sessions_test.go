@@ -32,7 +32,9 @@ func TestSessionsOf(t *testing.T) {
 // sessions, with the session at its head.
 func TestBlockingTree(t *testing.T) {
 	head := model.Backend{PID: 1, State: "idle in transaction"}
-	w := func(pid int, by ...int) model.Backend { return model.Backend{PID: pid, State: "active", WaitType: "Lock", BlockedBy: by} }
+	w := func(pid int, by ...int) model.Backend {
+		return model.Backend{PID: pid, State: "active", WaitType: "Lock", BlockedBy: by}
+	}
 	s := SessionsOf(&model.Sampling{Samples: []model.ActivitySample{
 		{Backends: []model.Backend{head, w(2, 1)}},
 		{Backends: []model.Backend{head, w(2, 1), w(3, 2), w(4, 2)}},
