@@ -15,6 +15,7 @@ import (
 
 	"github.com/pgmedic/pgmedic/internal/collect"
 	"github.com/pgmedic/pgmedic/internal/envelope"
+	"github.com/pgmedic/pgmedic/internal/logs"
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/plan"
 	"github.com/pgmedic/pgmedic/internal/report"
@@ -239,4 +240,71 @@ func Query(ctx context.Context, sess *envelope.Session, query string, analyze bo
 		return nil, nil, inputErrf("EXPLAIN of --query failed: %s", strings.TrimSpace(err.Error()))
 	}
 	return stmt, e, nil
+}
+
+// Logs reads server logs and runs the plan rules on the executed plans
+// auto_explain logged in them: the plans pg_stat_statements cannot show
+// (the cast a client's parameter type forced, JIT per execution, the
+// generic plan a prepared statement settled on). Findings name the
+// statement's fingerprint.
+func Logs(ctx context.Context, sources []logs.Source, prefix string, ruleIDs []string) (*logs.Summary, []model.Finding, []model.Skip, error) {
+	s, err := logs.Analyze(ctx, sources, prefix)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var findings []model.Finding
+	var skipped []model.Skip
+	unreadable := 0
+	for _, p := range s.Plans() {
+		ex, err := plan.Parse([]byte(planBody(p.Text)))
+		if err != nil {
+			unreadable++
+			continue
+		}
+		if ex.ExecutionMS == 0 {
+			// auto_explain prints no Execution Time: the log line's
+			// duration is the statement's.
+			ex.ExecutionMS = p.DurationMS
+		}
+		in := rules.PlanInput{Explain: ex, Object: model.Object{Kind: "statement (log)", Name: rules.Shorten(p.Query, 80), QueryID: p.Fingerprint}}
+		fs, _, err := rules.RunPlan(in, ruleIDs)
+		if err != nil {
+			return nil, nil, nil, inputErrf("--rules: %v", err)
+		}
+		findings = append(findings, fs...)
+	}
+	if unreadable > 0 {
+		skipped = append(skipped, model.Skip{Rule: "auto_explain", Reason: fmt.Sprintf("%d auto_explain plans in the log could not be read as plans", unreadable),
+			Fix: "auto_explain.log_format = 'json' gives plans pgmedic reads whole"})
+	}
+	rules.RankPlan(findings)
+	// The slowest plans of a statement usually say the same thing: one
+	// finding each.
+	seen := map[string]bool{}
+	kept := findings[:0]
+	for _, f := range findings {
+		k := f.Rule + "|" + f.Object.QueryID + "|" + f.Title
+		if !seen[k] {
+			seen[k] = true
+			kept = append(kept, f)
+		}
+	}
+	return s, kept, skipped, nil
+}
+
+// planBody drops the "Query Text: ..." lines auto_explain writes before a
+// text plan (the statement can span lines): the plan starts at the first
+// line with a node's cost or timing.
+func planBody(text string) string {
+	text = strings.TrimSpace(text)
+	if !strings.HasPrefix(text, "Query Text:") {
+		return text
+	}
+	lines := strings.Split(text, "\n")
+	for i, l := range lines {
+		if strings.Contains(l, "(cost=") || strings.Contains(l, "(actual time=") || strings.Contains(l, "(actual rows=") {
+			return strings.Join(lines[i:], "\n")
+		}
+	}
+	return text
 }

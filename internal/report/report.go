@@ -167,6 +167,24 @@ func (r *Report) Text(w io.Writer) error {
 	return err
 }
 
+// FindingsText writes the findings by severity and the skipped entries,
+// without the report's header and summary (for reports that embed them).
+func (r *Report) FindingsText(w io.Writer) error {
+	b := &strings.Builder{}
+	for _, sev := range []model.Severity{model.Critical, model.Warning, model.Info} {
+		for _, f := range r.Findings {
+			if f.Severity == sev {
+				writeFinding(b, f)
+			}
+		}
+	}
+	for _, s := range r.Skipped {
+		fmt.Fprintf(b, "  skipped %s: %s (%s)\n", safe(s.Rule), safe(s.Reason), safe(s.Fix))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
 // safe is the one escaping every text report applies to what came from a
 // database or a file: control characters are shown, never sent.
 func safe(s string) string { return printable.String(s) }

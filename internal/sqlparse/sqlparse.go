@@ -7,6 +7,7 @@ package sqlparse
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -768,3 +769,23 @@ func Split(script string) ([]string, error) {
 	}
 	return out, nil
 }
+
+// Fingerprint identifies a statement regardless of its literals and
+// layout (pg_query's fingerprint), with its text normalised ($1 for each
+// literal) for display. Text that does not parse (cut by the log's line
+// length, another dialect) gets its own text, with numbers and quoted
+// strings replaced, as both.
+func Fingerprint(sql string) (fingerprint, normalised string) {
+	norm, err := pg_query.Normalize(sql)
+	if err != nil {
+		norm = literalRe.ReplaceAllString(sql, "?")
+		return "text:" + norm, norm
+	}
+	fp, err := pg_query.Fingerprint(sql)
+	if err != nil {
+		return "text:" + norm, norm
+	}
+	return fp, norm
+}
+
+var literalRe = regexp.MustCompile(`'(?:[^']|'')*'|\b\d+(?:\.\d+)?\b`)

@@ -1,0 +1,400 @@
+package logs
+
+import (
+	"math/rand"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
+)
+
+// Summary is what a set of logs says, aggregated.
+type Summary struct {
+	Files      []FileStats        `json:"files"`
+	First      time.Time          `json:"first,omitempty"`
+	Last       time.Time          `json:"last,omitempty"`
+	Statements []*StatementStats  `json:"statements"`
+	Errors     []*ErrorStats      `json:"errors"`
+	Events     map[string]int64   `json:"events"`
+	LockWaitMS float64            `json:"lock_wait_ms"`
+	TempBytes  int64              `json:"temp_file_bytes"`
+	Checkpoint map[string]int64   `json:"checkpoints_by_reason"`
+	Autovacuum map[string]int64   `json:"autovacuum_by_table"`
+	PerMinute  map[string]*Minute `json:"per_minute"`
+	stmts      map[string]*StatementStats
+	errs       map[string]*ErrorStats
+	plans      map[string][]*Plan
+}
+
+// FileStats is one file's read.
+type FileStats struct {
+	Name   string `json:"name"`
+	Format Format `json:"format"`
+	Prefix string `json:"prefix,omitempty"`
+	Stats
+	Error string `json:"error,omitempty"`
+}
+
+// StatementStats is one statement fingerprint's durations.
+type StatementStats struct {
+	Fingerprint string    `json:"fingerprint"`
+	Query       string    `json:"query"`
+	Count       int64     `json:"count"`
+	TotalMS     float64   `json:"total_ms"`
+	MaxMS       float64   `json:"max_ms"`
+	P50, P95    float64   `json:"-"`
+	First, Last time.Time `json:"-"`
+	sample      []float64
+	rng         *rand.Rand
+}
+
+// ErrorStats is one kind of error: its SQLSTATE and message pattern.
+type ErrorStats struct {
+	Level    string `json:"level"`
+	SQLState string `json:"sqlstate,omitempty"`
+	Pattern  string `json:"pattern"`
+	Count    int64  `json:"count"`
+}
+
+// Minute is the per-minute series for charts.
+type Minute struct {
+	Statements  int64   `json:"statements"`
+	DurationMS  float64 `json:"duration_ms"`
+	Errors      int64   `json:"errors"`
+	Connections int64   `json:"connections"`
+	LockWaits   int64   `json:"lock_waits"`
+}
+
+// NewSummary is an empty summary.
+func NewSummary() *Summary {
+	return &Summary{Events: map[string]int64{}, Checkpoint: map[string]int64{}, Autovacuum: map[string]int64{},
+		PerMinute: map[string]*Minute{}, stmts: map[string]*StatementStats{}, errs: map[string]*ErrorStats{}, plans: map[string][]*Plan{}}
+}
+
+// sampleSize bounds the durations kept per statement for percentiles
+// (reservoir sampling: memory stays flat however long the log).
+const sampleSize = 2048
+
+var (
+	durationRe = regexp.MustCompile(`(?s)^duration: ([0-9.]+) ms(?:  (?:statement|execute [^:]*|bind [^:]*|parse [^:]*|plan):[ \n]?(.*))?$`)
+	lockWaitRe = regexp.MustCompile(`^process \d+ (?:still waiting|acquired) for \w+ on .* after ([0-9.]+) ms`)
+	tempRe     = regexp.MustCompile(`^temporary file: path ".*", size (\d+)`)
+	ckptRe     = regexp.MustCompile(`^checkpoint starting: (.*)$`)
+	autovacRe  = regexp.MustCompile(`^automatic (vacuum|analyze) of table "([^"]+)"`)
+	numbersRe  = regexp.MustCompile(`\b\d+(\.\d+)?\b`)
+	quotedRe   = regexp.MustCompile(`"[^"]*"|'[^']*'`)
+)
+
+// Add counts one entry.
+func (s *Summary) Add(e Entry) {
+	if !e.Time.IsZero() {
+		if s.First.IsZero() || e.Time.Before(s.First) {
+			s.First = e.Time
+		}
+		if e.Time.After(s.Last) {
+			s.Last = e.Time
+		}
+	}
+	min := s.minute(e.Time)
+	msg := e.Message
+	switch e.Level {
+	case "ERROR", "FATAL", "PANIC":
+		s.addError(e)
+		min.Errors++
+	}
+	switch {
+	case strings.HasPrefix(msg, "duration: "):
+		m := durationRe.FindStringSubmatch(msg)
+		if m == nil {
+			return
+		}
+		ms, _ := strconv.ParseFloat(m[1], 64)
+		text := m[2]
+		if text == "" {
+			text = e.Statement
+		}
+		if strings.Contains(msg, "  parse ") || strings.Contains(msg, "  bind ") {
+			return // parse and bind are steps of the execute that follows
+		}
+		if strings.Contains(msg, "  plan:") {
+			// auto_explain's line for a statement whose duration
+			// log_min_duration_statement may log too: the plan is kept,
+			// the duration is not counted twice.
+			s.Events["auto_explain plans"]++
+			s.addPlan(queryText(text), text, ms)
+			return
+		}
+		s.addStatement(text, ms, e.Time)
+		min.Statements++
+		min.DurationMS += ms
+	case strings.HasPrefix(msg, "connection authorized: "):
+		s.Events["connections"]++
+		min.Connections++
+	case strings.HasPrefix(msg, "disconnection: "):
+		s.Events["disconnections"]++
+	case strings.Contains(msg, "too many clients already") || e.SQLState == "53300":
+		s.Events["too many clients"]++
+	case strings.HasPrefix(msg, "canceling statement due to statement timeout"):
+		s.Events["statement timeouts"]++
+	case strings.HasPrefix(msg, "canceling statement due to user request"):
+		s.Events["cancelled by the client"]++
+	case strings.HasPrefix(msg, "deadlock detected"):
+		s.Events["deadlocks"]++
+	case strings.Contains(msg, "connection to client lost"), strings.Contains(msg, "unexpected EOF on client connection"),
+		strings.HasPrefix(msg, "could not receive data from client"):
+		s.Events["client connections lost"]++
+	case strings.HasPrefix(msg, "checkpoints are occurring too frequently"):
+		s.Events["checkpoints too frequent"]++
+	case strings.HasPrefix(msg, "duplicate key value violates unique constraint"):
+		s.Events["duplicate keys"]++
+	}
+	if m := lockWaitRe.FindStringSubmatch(msg); m != nil && strings.Contains(msg, "still waiting") {
+		ms, _ := strconv.ParseFloat(m[1], 64)
+		s.Events["lock waits"]++
+		s.LockWaitMS += ms
+		min.LockWaits++
+	}
+	if m := tempRe.FindStringSubmatch(msg); m != nil {
+		n, _ := strconv.ParseInt(m[1], 10, 64)
+		s.Events["temporary files"]++
+		s.TempBytes += n
+	}
+	if m := ckptRe.FindStringSubmatch(msg); m != nil {
+		s.Checkpoint[strings.TrimSpace(m[1])]++
+	}
+	if m := autovacRe.FindStringSubmatch(msg); m != nil {
+		s.Autovacuum[m[1]+" "+m[2]]++
+	}
+}
+
+func (s *Summary) minute(t time.Time) *Minute {
+	k := "unknown"
+	if !t.IsZero() {
+		k = t.Truncate(time.Minute).Format("2006-01-02T15:04Z")
+	}
+	m := s.PerMinute[k]
+	if m == nil {
+		m = &Minute{}
+		s.PerMinute[k] = m
+	}
+	return m
+}
+
+// queryText is the Query Text of an auto_explain plan (text or JSON).
+func queryText(plan string) string {
+	plan = strings.TrimSpace(plan)
+	if strings.HasPrefix(plan, "Query Text: ") {
+		first, _, _ := strings.Cut(plan[len("Query Text: "):], "\n")
+		return first
+	}
+	if i := strings.Index(plan, `"Query Text": "`); i >= 0 {
+		rest := plan[i+len(`"Query Text": "`):]
+		if j := strings.Index(rest, `",`); j >= 0 {
+			return strings.ReplaceAll(rest[:j], `\"`, `"`)
+		}
+	}
+	return plan
+}
+
+// Plan is an executed plan auto_explain logged, with its statement.
+type Plan struct {
+	Fingerprint string  `json:"fingerprint"`
+	Query       string  `json:"query"`
+	DurationMS  float64 `json:"duration_ms"`
+	Text        string  `json:"-"`
+}
+
+// maxPlans bounds the plans kept per fingerprint (the slowest are kept).
+const maxPlans = 3
+
+func (s *Summary) addPlan(query, plan string, ms float64) {
+	fp, norm := sqlparse.Fingerprint(query)
+	s.addPlanRecord(fp, &Plan{Fingerprint: fp, Query: norm, DurationMS: ms, Text: plan})
+}
+
+// addPlanRecord keeps the slowest maxPlans plans of a fingerprint.
+func (s *Summary) addPlanRecord(fp string, p *Plan) {
+	ms := p.DurationMS
+	list := s.plans[fp]
+	if len(list) < maxPlans {
+		s.plans[fp] = append(list, p)
+		return
+	}
+	fastest := 0
+	for i, q := range list {
+		if q.DurationMS < list[fastest].DurationMS {
+			fastest = i
+		}
+	}
+	if ms > list[fastest].DurationMS {
+		list[fastest] = p
+	}
+}
+
+// addStatement counts a duration under the statement's fingerprint.
+// Statements that do not parse (cut by the log's line length, another
+// dialect) are counted under their literal-free text.
+func (s *Summary) addStatement(text string, ms float64, at time.Time) {
+	fp, norm := sqlparse.Fingerprint(text)
+	st := s.stmts[fp]
+	if st == nil {
+		st = &StatementStats{Fingerprint: fp, Query: norm, rng: rand.New(rand.NewSource(int64(len(s.stmts))))}
+		s.stmts[fp] = st
+	}
+	st.add(ms, at)
+}
+
+func (st *StatementStats) add(ms float64, at time.Time) {
+	st.Count++
+	st.TotalMS += ms
+	st.MaxMS = max(st.MaxMS, ms)
+	if st.First.IsZero() || (!at.IsZero() && at.Before(st.First)) {
+		st.First = at
+	}
+	if at.After(st.Last) {
+		st.Last = at
+	}
+	if len(st.sample) < sampleSize {
+		st.sample = append(st.sample, ms)
+	} else if i := st.rng.Int63n(st.Count); i < sampleSize {
+		st.sample[i] = ms
+	}
+}
+
+func (s *Summary) addError(e Entry) {
+	pattern := quotedRe.ReplaceAllString(e.Message, `"…"`)
+	pattern = numbersRe.ReplaceAllString(pattern, "N")
+	if len(pattern) > 200 {
+		pattern = pattern[:200]
+	}
+	k := e.Level + "|" + e.SQLState + "|" + pattern
+	es := s.errs[k]
+	if es == nil {
+		es = &ErrorStats{Level: e.Level, SQLState: e.SQLState, Pattern: pattern}
+		s.errs[k] = es
+	}
+	es.Count++
+}
+
+// Merge adds another summary's counts (each file is read by its own
+// worker).
+func (s *Summary) Merge(o *Summary) {
+	s.Files = append(s.Files, o.Files...)
+	if !o.First.IsZero() && (s.First.IsZero() || o.First.Before(s.First)) {
+		s.First = o.First
+	}
+	if o.Last.After(s.Last) {
+		s.Last = o.Last
+	}
+	for fp, st := range o.stmts {
+		mine := s.stmts[fp]
+		if mine == nil {
+			s.stmts[fp] = st
+			continue
+		}
+		for _, ms := range st.sample {
+			mine.add(ms, time.Time{})
+		}
+		// The sample stands for more calls than it holds: count them.
+		mine.Count += st.Count - int64(len(st.sample))
+		mine.TotalMS += st.TotalMS - sum(st.sample)
+		mine.MaxMS = max(mine.MaxMS, st.MaxMS)
+		if !st.First.IsZero() && (mine.First.IsZero() || st.First.Before(mine.First)) {
+			mine.First = st.First
+		}
+		if st.Last.After(mine.Last) {
+			mine.Last = st.Last
+		}
+	}
+	for k, es := range o.errs {
+		if mine := s.errs[k]; mine != nil {
+			mine.Count += es.Count
+		} else {
+			s.errs[k] = es
+		}
+	}
+	for k, v := range o.Events {
+		s.Events[k] += v
+	}
+	for fp, list := range o.plans {
+		for _, p := range list {
+			s.addPlanRecord(fp, p)
+		}
+	}
+	for k, v := range o.Checkpoint {
+		s.Checkpoint[k] += v
+	}
+	for k, v := range o.Autovacuum {
+		s.Autovacuum[k] += v
+	}
+	s.LockWaitMS += o.LockWaitMS
+	s.TempBytes += o.TempBytes
+	for k, m := range o.PerMinute {
+		mine := s.minute(time.Time{})
+		if k != "unknown" {
+			if mine = s.PerMinute[k]; mine == nil {
+				mine = &Minute{}
+				s.PerMinute[k] = mine
+			}
+		}
+		mine.Statements += m.Statements
+		mine.DurationMS += m.DurationMS
+		mine.Errors += m.Errors
+		mine.Connections += m.Connections
+		mine.LockWaits += m.LockWaits
+	}
+}
+
+func sum(xs []float64) float64 {
+	t := 0.0
+	for _, x := range xs {
+		t += x
+	}
+	return t
+}
+
+// Plans are the executed plans kept, the slowest first.
+func (s *Summary) Plans() []*Plan {
+	var out []*Plan
+	for _, list := range s.plans {
+		out = append(out, list...)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].DurationMS > out[j].DurationMS || out[i].DurationMS == out[j].DurationMS && out[i].Fingerprint < out[j].Fingerprint
+	})
+	return out
+}
+
+// Finish sorts the statements by total time and errors by count, and
+// works out the percentiles.
+func (s *Summary) Finish() {
+	s.Statements = s.Statements[:0]
+	for _, st := range s.stmts {
+		sorted := append([]float64(nil), st.sample...)
+		sort.Float64s(sorted)
+		st.P50, st.P95 = pct(sorted, 0.5), pct(sorted, 0.95)
+		s.Statements = append(s.Statements, st)
+	}
+	sort.Slice(s.Statements, func(i, j int) bool {
+		a, b := s.Statements[i], s.Statements[j]
+		return a.TotalMS > b.TotalMS || a.TotalMS == b.TotalMS && a.Fingerprint < b.Fingerprint
+	})
+	s.Errors = s.Errors[:0]
+	for _, es := range s.errs {
+		s.Errors = append(s.Errors, es)
+	}
+	sort.Slice(s.Errors, func(i, j int) bool {
+		a, b := s.Errors[i], s.Errors[j]
+		return a.Count > b.Count || a.Count == b.Count && a.Pattern < b.Pattern
+	})
+}
+
+func pct(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(len(sorted)-1, int(p*float64(len(sorted))))]
+}

@@ -1,0 +1,113 @@
+package logs
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// Source is one log to read: a file, or "-" for standard input.
+type Source struct {
+	Name string
+	Open func() (io.ReadCloser, error)
+}
+
+// FileSource reads a file ("-" is stdin).
+func FileSource(path string, stdin io.Reader) Source {
+	if path == "-" {
+		return Source{Name: "stdin", Open: func() (io.ReadCloser, error) { return io.NopCloser(stdin), nil }}
+	}
+	return Source{Name: path, Open: func() (io.ReadCloser, error) { return os.Open(path) }}
+}
+
+// Analyze reads the sources, one worker per file (as many at once as
+// there are cores), and merges what they found. A file that cannot be read
+// or parsed is reported in Files with its error and the others go on;
+// prefix, when not empty, is the log_line_prefix of stderr logs.
+func Analyze(ctx context.Context, sources []Source, prefix string) (*Summary, error) {
+	var forced *Prefix
+	if prefix != "" {
+		p, err := CompilePrefix(prefix)
+		if err != nil {
+			return nil, err
+		}
+		forced = p
+	}
+	parts := make([]*Summary, len(sources))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	var mu sync.Mutex
+	for i, src := range sources {
+		g.Go(func() error {
+			s := readSource(gctx, src, forced)
+			mu.Lock()
+			parts[i] = s
+			mu.Unlock()
+			return nil
+		})
+	}
+	g.Wait()
+	total := NewSummary()
+	for _, p := range parts {
+		total.Merge(p)
+	}
+	total.Finish()
+	return total, ctx.Err()
+}
+
+// readSource reads one log into its own summary.
+func readSource(ctx context.Context, src Source, forced *Prefix) *Summary {
+	s := NewSummary()
+	fs := FileStats{Name: src.Name}
+	defer func() { s.Files = append(s.Files, fs) }()
+	rc, err := src.Open()
+	if err != nil {
+		fs.Error = err.Error()
+		return s
+	}
+	defer rc.Close()
+	r, err := Open(rc)
+	if err != nil {
+		fs.Error = err.Error()
+		return s
+	}
+	br := bufio.NewReaderSize(r, 1<<20)
+	head, _ := br.Peek(256 << 10)
+	f, p, err := Detect(head)
+	if forced != nil && (err != nil || f == Stderr) {
+		f, p, err = Stderr, forced, nil
+	}
+	if err != nil {
+		fs.Error = err.Error()
+		return s
+	}
+	fs.Format = f
+	if p != nil {
+		fs.Prefix = p.Text
+	}
+	st, err := Read(ctxReader{ctx, br}, f, p, s.Add)
+	fs.Stats = st
+	if err != nil {
+		fs.Error = err.Error()
+	}
+	return s
+}
+
+// ctxReader stops a read when the context ends (Ctrl-C).
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(b []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, fmt.Errorf("interrupted: %w", err)
+	}
+	return c.r.Read(b)
+}

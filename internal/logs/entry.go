@@ -1,0 +1,52 @@
+// Package logs reads PostgreSQL's server logs (stderr with any
+// log_line_prefix, csvlog, jsonlog; plain or gzip) into entries, and
+// aggregates them into what `pgmedic logs` reports: statements by
+// fingerprint with their durations, errors by SQLSTATE, connections, lock
+// waits, temporary files, checkpoints and autovacuum.
+package logs
+
+import "time"
+
+// Entry is one log message, with what its prefix or its csv/json columns
+// said about the session.
+type Entry struct {
+	Time     time.Time
+	PID      int
+	User     string
+	Database string
+	App      string
+	Client   string
+	SQLState string
+	// Level is LOG, ERROR, FATAL, PANIC, WARNING, NOTICE, ...
+	Level   string
+	Message string
+	// Detail, Hint, Context and Statement are the lines PostgreSQL adds
+	// to a message (separate lines of the same process in stderr logs,
+	// columns in csv and json logs).
+	Detail, Hint, Context, Statement string
+}
+
+// detailLevels are the stderr lines that belong to the message before
+// them from the same process.
+var detailLevels = map[string]bool{"DETAIL": true, "HINT": true, "CONTEXT": true, "STATEMENT": true, "QUERY": true, "LOCATION": true}
+
+// attach adds a DETAIL/HINT/... line to the entry it belongs to.
+func (e *Entry) attach(level, text string) {
+	switch level {
+	case "DETAIL":
+		e.Detail = join(e.Detail, text)
+	case "HINT":
+		e.Hint = join(e.Hint, text)
+	case "CONTEXT":
+		e.Context = join(e.Context, text)
+	case "STATEMENT", "QUERY":
+		e.Statement = join(e.Statement, text)
+	}
+}
+
+func join(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "\n" + b
+}

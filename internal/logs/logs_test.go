@@ -1,0 +1,229 @@
+package logs
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func analyze(t *testing.T, files ...string) *Summary {
+	t.Helper()
+	var srcs []Source
+	for _, f := range files {
+		srcs = append(srcs, FileSource(f, nil))
+	}
+	s, err := Analyze(context.Background(), srcs, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// counts is what the three formats of one workload must agree on.
+type counts struct {
+	Entries    int64
+	Statements map[string]int64
+	Events     map[string]int64
+	Errors     int64
+	Plans      int
+}
+
+func countsOf(s *Summary) counts {
+	c := counts{Statements: map[string]int64{}, Events: s.Events, Plans: len(s.Plans())}
+	for _, f := range s.Files {
+		c.Entries += f.Entries
+	}
+	for _, st := range s.Statements {
+		c.Statements[st.Query] = st.Count
+	}
+	for _, e := range s.Errors {
+		c.Errors += e.Count
+	}
+	return c
+}
+
+// TestFormatsAgree: the same workload logged by PostgreSQL 15 as stderr
+// (its prefix detected), csvlog and jsonlog (scripts/log-fixtures.sh)
+// gives the same statements, counts, events and plans; and the figures
+// are the workload's.
+func TestFormatsAgree(t *testing.T) {
+	dir := "testdata/lab"
+	stderr := analyze(t, filepath.Join(dir, "stderr.log"))
+	if f := stderr.Files[0]; f.Format != Stderr || f.Prefix != "%m [%p] %q%u@%d " || f.Unrecognised != 0 {
+		t.Errorf("stderr: %+v", f)
+	}
+	want := countsOf(stderr)
+	for _, name := range []string{"csvlog.csv", "jsonlog.json", "stderr.log.gz"} {
+		got := countsOf(analyze(t, filepath.Join(dir, name)))
+		a, _ := json.Marshal(got)
+		b, _ := json.Marshal(want)
+		if string(a) != string(b) {
+			t.Errorf("%s differs from stderr.log:\n got %s\nwant %s", name, a, b)
+		}
+	}
+	if want.Statements["SELECT balance FROM accounts WHERE id = $1;"] != 20 || want.Statements["SELECT $1"] != 25 {
+		t.Errorf("statement counts: %v", want.Statements)
+	}
+	if want.Events["connections"] < 30 || want.Events["lock waits"] != 1 || want.Events["temporary files"] == 0 || want.Events["duplicate keys"] != 1 || want.Plans < 3 {
+		t.Errorf("events %v, plans %d", want.Events, want.Plans)
+	}
+	if want.Errors != 3 {
+		t.Errorf("errors: %d", want.Errors)
+	}
+}
+
+// TestParallelEqualsSequential: files read by parallel workers and merged
+// give what reading them one after another gives.
+func TestParallelEqualsSequential(t *testing.T) {
+	files := []string{"testdata/lab/stderr.log", "testdata/lab/csvlog.csv", "testdata/lab/jsonlog.json"}
+	parallel := countsOf(analyze(t, files...))
+	seq := NewSummary()
+	for _, f := range files {
+		seq.Merge(analyze(t, f))
+	}
+	seq.Finish()
+	a, _ := json.Marshal(parallel)
+	b, _ := json.Marshal(countsOf(seq))
+	if string(a) != string(b) {
+		t.Errorf("parallel %s\nsequential %s", a, b)
+	}
+}
+
+// TestPrefixes: fields read from lines written with other prefixes.
+func TestPrefixes(t *testing.T) {
+	for _, c := range []struct {
+		prefix, line              string
+		pid                       int
+		user, db, app, level, msg string
+	}{
+		{"%t [%p]: [%l-1] user=%u,db=%d,app=%a,client=%h ", "2024-05-01 10:00:00 UTC [4242]: [3-1] user=app,db=shop,app=web,client=10.0.0.5 LOG:  duration: 12.5 ms  statement: SELECT 1",
+			4242, "app", "shop", "web", "LOG", "duration: 12.5 ms  statement: SELECT 1"},
+		{"%m [%p] %q%u@%d ", "2024-05-01 10:00:00.123 UTC [77] LOG:  checkpoint starting: time", 77, "", "", "", "LOG", "checkpoint starting: time"},
+		{"%m [%p] %q%u@%d ", "2024-05-01 10:00:00.123 CEST [77] [unknown]@[unknown] LOG:  connection received: host=x", 77, "[unknown]", "[unknown]", "", "LOG", "connection received: host=x"},
+		{"%t:%r:%u@%d:[%p]:", "2024-05-01 10:00:00 +02:10.1.1.1(5432):bob@db1:[9]:ERROR:  division by zero", 9, "bob", "db1", "", "ERROR", "division by zero"},
+	} {
+		p, err := CompilePrefix(c.prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, ok := p.parse(c.line)
+		if !ok || e.PID != c.pid || e.User != c.user || e.Database != c.db || e.App != c.app || e.Level != c.level || e.Message != c.msg {
+			t.Errorf("%q on %q: %+v %v", c.prefix, c.line, e, ok)
+		}
+	}
+	if _, err := CompilePrefix("%m %"); err == nil {
+		t.Errorf("a lone %% compiled")
+	}
+	if _, err := CompilePrefix("%y "); err == nil {
+		t.Errorf("an unknown escape compiled")
+	}
+}
+
+// TestBadInput: each broken input says what is wrong, and what can be
+// read is read.
+func TestBadInput(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good, _ := os.ReadFile("testdata/lab/stderr.log")
+	lines := strings.Split(string(good), "\n")
+	// After a one-line message (a connection), where no multi-line
+	// message could claim it.
+	at := 0
+	for i, l := range lines {
+		if strings.Contains(l, "connection authorized") {
+			at = i + 1
+			break
+		}
+	}
+	garbage := strings.Join(lines[:at], "\n") + "\n\x00\xff\xfe binary \x1b[31m garbage\n" + strings.Join(lines[at:], "\n")
+	truncated := string(good[:len(good)-37])
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(good)
+	zw.Close()
+	corrupt := gz.Bytes()[:gz.Len()/2]
+	for _, c := range []struct {
+		name, path string
+		parsed     bool
+		err        string
+	}{
+		{"empty", write("empty.log", nil), false, "the log is empty"},
+		{"missing", filepath.Join(dir, "missing.log"), false, "no such file"},
+		{"unknown prefix", write("odd.log", []byte("hello world\nnot a log at all\n")), false, "no known log_line_prefix"},
+		{"garbage in the middle", write("garbage.log", []byte(garbage)), true, ""},
+		{"truncated last line", write("cut.log", []byte(truncated)), true, ""},
+		{"corrupt gzip", write("cut.log.gz", corrupt), true, "unexpected EOF"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := analyze(t, c.path)
+			f := s.Files[0]
+			if s.Parsed() != c.parsed || (c.err == "" && f.Error != "") || !strings.Contains(f.Error, c.err) {
+				t.Errorf("parsed=%v error=%q", s.Parsed(), f.Error)
+			}
+			if c.name == "garbage in the middle" && (f.Unrecognised != 1 || len(f.Examples) != 1) {
+				t.Errorf("the garbage line was not counted: %+v", f)
+			}
+		})
+	}
+	// A wrong --prefix reads nothing and says which lines it could not
+	// recognise.
+	s, err := Analyze(context.Background(), []Source{FileSource("testdata/lab/stderr.log", nil)}, "%t [%p]: [%l-1] user=%u,db=%d ")
+	if err != nil || s.Parsed() || s.Files[0].Unrecognised == 0 || len(s.Files[0].Examples) == 0 {
+		t.Errorf("a wrong prefix: %v %+v", err, s.Files[0])
+	}
+}
+
+// TestStdin: "-" reads standard input.
+func TestStdin(t *testing.T) {
+	b, _ := os.ReadFile("testdata/lab/jsonlog.json")
+	s, err := Analyze(context.Background(), []Source{FileSource("-", bytes.NewReader(b))}, "")
+	if err != nil || !s.Parsed() || s.Files[0].Name != "stdin" {
+		t.Fatalf("%v %+v", err, s.Files)
+	}
+}
+
+func FuzzStderr(f *testing.F) {
+	b, _ := os.ReadFile("testdata/lab/stderr.log")
+	f.Add("%m [%p] %q%u@%d ", string(b[:min(len(b), 4000)]))
+	f.Add("%t [%p]: [%l-1] user=%u,db=%d ", "2024-05-01 10:00:00 UTC [1]: [1-1] user=a,db=b LOG:  duration: 1 ms  statement: SELECT 1\n\tcontinued\n")
+	f.Fuzz(func(t *testing.T, prefix, text string) {
+		p, err := CompilePrefix(prefix)
+		if err != nil {
+			return
+		}
+		s := NewSummary()
+		Read(strings.NewReader(text), Stderr, p, s.Add)
+		s.Finish()
+	})
+}
+
+func FuzzCSV(f *testing.F) {
+	b, _ := os.ReadFile("testdata/lab/csvlog.csv")
+	f.Add(string(b[:min(len(b), 4000)]))
+	f.Fuzz(func(t *testing.T, text string) {
+		s := NewSummary()
+		Read(strings.NewReader(text), CSV, nil, s.Add)
+		s.Finish()
+	})
+}
+
+func FuzzJSON(f *testing.F) {
+	b, _ := os.ReadFile("testdata/lab/jsonlog.json")
+	f.Add(string(b[:min(len(b), 4000)]))
+	f.Fuzz(func(t *testing.T, text string) {
+		s := NewSummary()
+		Read(strings.NewReader(text), JSON, nil, s.Add)
+		s.Finish()
+	})
+}

@@ -1,0 +1,177 @@
+package logs
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Prefix is a compiled log_line_prefix: a pattern for the start of every
+// stderr line and the fields it yields.
+type Prefix struct {
+	Text string
+	re   *regexp.Regexp
+}
+
+// escapes are the log_line_prefix escapes and the patterns their values
+// match (PostgreSQL's documentation, "What to Log").
+var escapes = map[byte]string{
+	'a': `(?P<app>.*?)`,
+	'u': `(?P<user>[^ ,@]*?)`,
+	'd': `(?P<db>[^ ,@]*?)`,
+	'r': `(?P<client>[^ ,]*?)`,
+	'h': `(?P<client>[^ ,]*?)`,
+	'b': `[a-z ]+?`,
+	'p': `(?P<pid>\d+)`,
+	'P': `\d*`,
+	't': `(?P<time>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [A-Za-z0-9+\-:]+)`,
+	'm': `(?P<time>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ [A-Za-z0-9+\-:]+)`,
+	'n': `(?P<epoch>\d+\.\d+)`,
+	'i': `[A-Z ]*?`,
+	'e': `(?P<sqlstate>[0-9A-Z]{5})`,
+	'c': `[0-9a-f]+\.[0-9a-f]+`,
+	'l': `\d+`,
+	's': `\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [A-Za-z0-9+\-:]+`,
+	'v': `[0-9/]*`,
+	'x': `\d+`,
+	'Q': `-?\d+`,
+}
+
+// levelRe is what follows the prefix: the severity and two spaces.
+const levelRe = `(?P<level>DEBUG[1-5]?|LOG|INFO|NOTICE|WARNING|ERROR|FATAL|PANIC|DETAIL|HINT|CONTEXT|STATEMENT|QUERY|LOCATION):  (?P<msg>.*)$`
+
+// CompilePrefix compiles a log_line_prefix. %q (the rest only in session
+// processes) makes what follows it optional. Each field escape may appear
+// once (a second %m, say, matches without being kept).
+func CompilePrefix(p string) (*Prefix, error) {
+	var b strings.Builder
+	b.WriteString("^")
+	seen := map[string]bool{}
+	optional := false
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if c != '%' {
+			b.WriteString(regexp.QuoteMeta(string(c)))
+			continue
+		}
+		i++
+		if i >= len(p) {
+			return nil, fmt.Errorf("log_line_prefix %q ends with a lone %%", p)
+		}
+		// %-10u: padding, as PostgreSQL allows.
+		for i < len(p) && (p[i] == '-' || (p[i] >= '0' && p[i] <= '9')) {
+			i++
+		}
+		if i >= len(p) {
+			return nil, fmt.Errorf("log_line_prefix %q ends inside an escape", p)
+		}
+		switch c := p[i]; c {
+		case '%':
+			b.WriteString("%")
+		case 'q':
+			b.WriteString("(?:")
+			optional = true
+		default:
+			pat, ok := escapes[c]
+			if !ok {
+				return nil, fmt.Errorf("log_line_prefix %q: unknown escape %%%c", p, c)
+			}
+			if name := groupName(pat); name != "" {
+				if seen[name] {
+					pat = strings.Replace(pat, "?P<"+name+">", "?:", 1)
+				}
+				seen[name] = true
+			}
+			b.WriteString(" *" + pat + " *")
+		}
+	}
+	if optional {
+		b.WriteString(")?")
+	}
+	b.WriteString(levelRe)
+	re, err := regexp.Compile(b.String())
+	if err != nil {
+		return nil, fmt.Errorf("log_line_prefix %q: %w", p, err)
+	}
+	return &Prefix{Text: p, re: re}, nil
+}
+
+func groupName(pat string) string {
+	i := strings.Index(pat, "?P<")
+	if i < 0 {
+		return ""
+	}
+	j := strings.IndexByte(pat[i:], '>')
+	return pat[i+3 : i+j]
+}
+
+// parse reads one line that starts an entry; ok is false for a line the
+// prefix does not match.
+func (p *Prefix) parse(line string) (e Entry, ok bool) {
+	m := p.re.FindStringSubmatch(line)
+	if m == nil {
+		return e, false
+	}
+	for i, name := range p.re.SubexpNames() {
+		v := m[i]
+		switch name {
+		case "time":
+			e.Time = parseTime(v)
+		case "epoch":
+			if f, err := strconv.ParseFloat(v, 64); err == nil {
+				e.Time = time.UnixMilli(int64(f * 1000)).UTC()
+			}
+		case "pid":
+			e.PID, _ = strconv.Atoi(v)
+		case "user":
+			e.User = v
+		case "db":
+			e.Database = v
+		case "app":
+			e.App = v
+		case "client":
+			e.Client = v
+		case "sqlstate":
+			e.SQLState = v
+		case "level":
+			e.Level = v
+		case "msg":
+			e.Message = v
+		}
+	}
+	return e, true
+}
+
+var timeLayouts = []string{"2006-01-02 15:04:05.000 MST", "2006-01-02 15:04:05 MST", "2006-01-02 15:04:05.000 -07", "2006-01-02 15:04:05 -07",
+	"2006-01-02 15:04:05.000 -0700", "2006-01-02 15:04:05 -0700", "2006-01-02 15:04:05.000 -07:00", "2006-01-02 15:04:05 -07:00"}
+
+// parseTime reads PostgreSQL's log timestamps (with or without
+// milliseconds, a zone abbreviation or a numeric offset).
+func parseTime(v string) time.Time {
+	for _, l := range timeLayouts {
+		if t, err := time.Parse(l, v); err == nil {
+			return t.UTC()
+		}
+	}
+	return time.Time{}
+}
+
+// knownPrefixes are the log_line_prefix values detection tries: Debian's
+// and PostgreSQL's defaults, and those pgBadger's documentation
+// recommends.
+var knownPrefixes = []string{
+	"%m [%p] ",
+	"%m [%p] %q%u@%d ",
+	"%t [%p]: [%l-1] user=%u,db=%d,app=%a,client=%h ",
+	"%t [%p]: user=%u,db=%d,app=%a,client=%h ",
+	"%m [%p]: [%l-1] user=%u,db=%d,app=%a,client=%h ",
+	"%t [%p]: [%l-1] ",
+	"%t [%p-%l] %q%u@%d ",
+	"%m [%p-%l] %q%u@%d ",
+	"%m %u@%d [%p] ",
+	"%t:%r:%u@%d:[%p]:",
+	"%m ",
+	"%t ",
+}

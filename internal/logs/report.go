@@ -1,0 +1,126 @@
+package logs
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/pgmedic/pgmedic/internal/printable"
+)
+
+// Parsed says whether any file gave an entry.
+func (s *Summary) Parsed() bool {
+	for _, f := range s.Files {
+		if f.Entries > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// JSON writes the summary as JSON.
+func (s *Summary) JSON(w io.Writer) error {
+	type stmt struct {
+		*StatementStats
+		MeanMS float64 `json:"mean_ms"`
+		P50MS  float64 `json:"p50_ms"`
+		P95MS  float64 `json:"p95_ms"`
+		First  string  `json:"first_seen,omitempty"`
+		Last   string  `json:"last_seen,omitempty"`
+	}
+	out := struct {
+		*Summary
+		Statements []stmt `json:"statements"`
+	}{Summary: s, Statements: []stmt{}}
+	for _, st := range s.Statements {
+		x := stmt{StatementStats: st, MeanMS: st.TotalMS / float64(max(st.Count, 1)), P50MS: st.P50, P95MS: st.P95}
+		if !st.First.IsZero() {
+			x.First, x.Last = st.First.Format("2006-01-02T15:04:05Z"), st.Last.Format("2006-01-02T15:04:05Z")
+		}
+		out.Statements = append(out.Statements, x)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+// Text writes the summary for a terminal.
+func (s *Summary) Text(w io.Writer) error {
+	b := &strings.Builder{}
+	safe := printable.String
+	for _, f := range s.Files {
+		fmt.Fprintf(b, "%s: %s", safe(f.Name), f.Format)
+		if f.Prefix != "" {
+			fmt.Fprintf(b, " (log_line_prefix %q)", f.Prefix)
+		}
+		fmt.Fprintf(b, ", %d lines, %d entries, %d lines not recognised\n", f.Lines, f.Entries, f.Unrecognised)
+		for _, ex := range f.Examples {
+			fmt.Fprintf(b, "  not recognised: %s\n", safe(ex))
+		}
+		if f.Error != "" {
+			fmt.Fprintf(b, "  error: %s\n", safe(f.Error))
+		}
+	}
+	if !s.First.IsZero() {
+		fmt.Fprintf(b, "from %s to %s\n", s.First.Format("2006-01-02 15:04:05"), s.Last.Format("2006-01-02 15:04:05 MST"))
+	}
+	if len(s.Statements) > 0 {
+		b.WriteString("\n== STATEMENTS (by total duration) ==\n")
+		fmt.Fprintf(b, "  %8s %10s %9s %9s %9s %9s  %s\n", "calls", "total ms", "mean", "p50", "p95", "max", "statement")
+		for i, st := range s.Statements {
+			if i == 20 {
+				fmt.Fprintf(b, "  ... and %d more (in the JSON report)\n", len(s.Statements)-20)
+				break
+			}
+			q := strings.Join(strings.Fields(st.Query), " ")
+			if len(q) > 100 {
+				q = q[:100] + "..."
+			}
+			fmt.Fprintf(b, "  %8d %10.1f %9.2f %9.2f %9.2f %9.2f  %s\n", st.Count, st.TotalMS, st.TotalMS/float64(st.Count), st.P50, st.P95, st.MaxMS, safe(q))
+		}
+	}
+	if len(s.Errors) > 0 {
+		b.WriteString("\n== ERRORS ==\n")
+		for i, e := range s.Errors {
+			if i == 15 {
+				break
+			}
+			fmt.Fprintf(b, "  %6d %-6s %-5s %s\n", e.Count, e.Level, e.SQLState, safe(e.Pattern))
+		}
+	}
+	if len(s.Events) > 0 {
+		b.WriteString("\n== EVENTS ==\n")
+		var keys []string
+		for k := range s.Events {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(b, "  %-28s %d\n", k, s.Events[k])
+		}
+		if s.LockWaitMS > 0 {
+			fmt.Fprintf(b, "  %-28s %.0f ms\n", "lock wait reported", s.LockWaitMS)
+		}
+		if s.TempBytes > 0 {
+			fmt.Fprintf(b, "  %-28s %.1f MB\n", "temporary files written", float64(s.TempBytes)/(1<<20))
+		}
+	}
+	for title, m := range map[string]map[string]int64{"CHECKPOINTS (by reason)": s.Checkpoint, "AUTOVACUUM": s.Autovacuum} {
+		if len(m) == 0 {
+			continue
+		}
+		fmt.Fprintf(b, "\n== %s ==\n", title)
+		var keys []string
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(b, "  %-40s %d\n", safe(k), m[k])
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Writes internal/logs/testdata/lab/: the same workload's server log in the
+# three formats PostgreSQL 15 writes (stderr with the lab's log_line_prefix,
+# csvlog, jsonlog), from a lab cluster with statement durations,
+# connections, lock waits, temporary files, checkpoints and auto_explain
+# (text and JSON plans) logged. Run from the repository root.
+set -euo pipefail
+. scripts/lab.sh
+out=internal/logs/testdata/lab
+logs="$dir/logs"
+mkdir -p "$logs" && chmod 777 "$logs"
+data="$dir/lab/data"
+bin=$(grep -o '"bin_dir": *"[^"]*"' "$dir/lab/state.json" | sed 's/.*: *"//; s/"$//')
+
+psql -c "ALTER SYSTEM SET logging_collector = on" \
+     -c "ALTER SYSTEM SET log_destination = 'stderr,csvlog,jsonlog'" \
+     -c "ALTER SYSTEM SET log_directory = '$logs'" \
+     -c "ALTER SYSTEM SET log_filename = 'pg.log'" \
+     -c "ALTER SYSTEM SET log_min_duration_statement = 0" \
+     -c "ALTER SYSTEM SET log_connections = on" \
+     -c "ALTER SYSTEM SET log_disconnections = on" \
+     -c "ALTER SYSTEM SET log_lock_waits = on" \
+     -c "ALTER SYSTEM SET deadlock_timeout = '200ms'" \
+     -c "ALTER SYSTEM SET log_temp_files = 0" \
+     -c "ALTER SYSTEM SET log_checkpoints = on" \
+     -c "ALTER SYSTEM SET log_autovacuum_min_duration = 0" \
+     -c "ALTER SYSTEM SET auto_explain.log_min_duration = '10ms'" \
+     -c "ALTER SYSTEM SET auto_explain.log_analyze = on"
+if [ "$(id -u)" = 0 ]; then su postgres -s /bin/sh -c "$bin/pg_ctl -D $data -w -l $dir/lab/server.log restart" >/dev/null
+else "$bin/pg_ctl" -D "$data" -w -l "$dir/lab/server.log" restart >/dev/null; fi
+
+psql <<'SQL'
+CREATE TABLE accounts (id int PRIMARY KEY, owner text NOT NULL, balance numeric(12,2) NOT NULL);
+INSERT INTO accounts SELECT g, 'owner ' || g, 100 FROM generate_series(1, 300000) g;
+CREATE TABLE orders (id bigint PRIMARY KEY, customer_id int NOT NULL, total numeric(12,2) NOT NULL);
+INSERT INTO orders SELECT g, g % 5000, g % 97 FROM generate_series(1, 200000) g;
+CREATE INDEX orders_customer_idx ON orders (customer_id);
+ANALYZE;
+SQL
+# Statements with durations, some slow enough for auto_explain.
+for i in $(seq 1 20); do echo "SELECT balance FROM accounts WHERE id = $((i * 7));"; done | psql
+for i in 1 2 3; do echo "SELECT count(*) FROM accounts WHERE owner LIKE 'owner 1%';"; done | psql
+# An implicit cast only the executed plan shows: a numeric parameter
+# against an integer column.
+psql -c "PREPARE by_customer(numeric) AS SELECT sum(total) FROM orders WHERE customer_id = \$1" -c "EXECUTE by_customer(42)" -c "EXECUTE by_customer(43)"
+# JIT on a short statement (text plan this time).
+psql -c "SET jit_above_cost = 0" -c "SET jit_inline_above_cost = 0" -c "SET jit_optimize_above_cost = 0" \
+     -c "SET auto_explain.log_format = 'text'" -c "SELECT sum(balance) FROM accounts WHERE id < 200000"
+# A sort that spills.
+psql -c "SET work_mem = '64kB'" -c "SELECT owner FROM accounts ORDER BY owner DESC LIMIT 5"
+# Errors.
+psql -c "SELECT 1/0" 2>/dev/null || true
+psql -c "INSERT INTO accounts VALUES (1, 'dup', 0)" 2>/dev/null || true
+psql -c "SELECT * FROM no_such_table" 2>/dev/null || true
+# A lock wait: one session holds a row, another waits past deadlock_timeout.
+psql -c "BEGIN" -c "UPDATE accounts SET balance = 1 WHERE id = 1" -c "SELECT pg_sleep(1)" -c "COMMIT" &
+sleep 0.3
+psql -c "UPDATE accounts SET balance = 2 WHERE id = 1"
+wait
+# A burst of connections.
+for i in $(seq 1 25); do psql -c "SELECT 1" >/dev/null; done
+psql -c "CHECKPOINT"
+sleep 1.5 # the collector writes what it has
+
+mkdir -p "$out"
+cp "$logs/pg.log" "$out/stderr.log"
+cp "$logs/pg.csv" "$out/csvlog.csv"
+cp "$logs/pg.json" "$out/jsonlog.json"
+gzip -9 -c "$out/stderr.log" > "$out/stderr.log.gz"
+wc -l "$out"/*
