@@ -27,6 +27,7 @@ type Summary struct {
 	stmts      map[string]*StatementStats
 	errs       map[string]*ErrorStats
 	plans      map[string][]*Plan
+	shapes     map[string][2]string
 }
 
 // FileStats is one file's read.
@@ -71,7 +72,7 @@ type Minute struct {
 // NewSummary is an empty summary.
 func NewSummary() *Summary {
 	return &Summary{Events: map[string]int64{}, Checkpoint: map[string]int64{}, Autovacuum: map[string]int64{},
-		PerMinute: map[string]*Minute{}, stmts: map[string]*StatementStats{}, errs: map[string]*ErrorStats{}, plans: map[string][]*Plan{}}
+		PerMinute: map[string]*Minute{}, stmts: map[string]*StatementStats{}, errs: map[string]*ErrorStats{}, plans: map[string][]*Plan{}, shapes: map[string][2]string{}}
 }
 
 // sampleSize bounds the durations kept per statement for percentiles
@@ -199,6 +200,69 @@ func queryText(plan string) string {
 	return plan
 }
 
+// shapeCache bounds the statement shapes whose fingerprints are kept.
+const shapeCache = 200000
+
+// fingerprint is sqlparse.Fingerprint through a cache keyed by the text
+// with its literals blanked out: a log repeats a few thousand statement
+// shapes with different values, and pg_query parses each shape once.
+func (s *Summary) fingerprint(text string) (string, string) {
+	key := shapeKey(text)
+	if c, ok := s.shapes[key]; ok {
+		return c[0], c[1]
+	}
+	fp, norm := sqlparse.Fingerprint(text)
+	if len(s.shapes) < shapeCache {
+		s.shapes[key] = [2]string{fp, norm}
+	}
+	return fp, norm
+}
+
+// shapeKey blanks out numbers and quoted strings, and folds whitespace:
+// two statements with the same key differ only in their literals.
+func shapeKey(text string) string {
+	b := make([]byte, 0, len(text))
+	space := false
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		switch {
+		case c == '\'':
+			j := i + 1
+			for j < len(text) {
+				if text[j] == '\'' {
+					if j+1 < len(text) && text[j+1] == '\'' {
+						j += 2
+						continue
+					}
+					break
+				}
+				j++
+			}
+			b = append(b, '?')
+			i = j
+		case c >= '0' && c <= '9' && (len(b) == 0 || !isIdent(b[len(b)-1])):
+			for i+1 < len(text) && (text[i+1] >= '0' && text[i+1] <= '9' || text[i+1] == '.') {
+				i++
+			}
+			b = append(b, '?')
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			if !space {
+				b = append(b, ' ')
+			}
+			space = true
+			continue
+		default:
+			b = append(b, c)
+		}
+		space = false
+	}
+	return string(b)
+}
+
+func isIdent(c byte) bool {
+	return c == '_' || c == '$' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
 // Plan is an executed plan auto_explain logged, with its statement.
 type Plan struct {
 	Fingerprint string  `json:"fingerprint"`
@@ -211,7 +275,7 @@ type Plan struct {
 const maxPlans = 3
 
 func (s *Summary) addPlan(query, plan string, ms float64) {
-	fp, norm := sqlparse.Fingerprint(query)
+	fp, norm := s.fingerprint(query)
 	s.addPlanRecord(fp, &Plan{Fingerprint: fp, Query: norm, DurationMS: ms, Text: plan})
 }
 
@@ -238,7 +302,7 @@ func (s *Summary) addPlanRecord(fp string, p *Plan) {
 // Statements that do not parse (cut by the log's line length, another
 // dialect) are counted under their literal-free text.
 func (s *Summary) addStatement(text string, ms float64, at time.Time) {
-	fp, norm := sqlparse.Fingerprint(text)
+	fp, norm := s.fingerprint(text)
 	st := s.stmts[fp]
 	if st == nil {
 		st = &StatementStats{Fingerprint: fp, Query: norm, rng: rand.New(rand.NewSource(int64(len(s.stmts))))}

@@ -227,3 +227,20 @@ func FuzzJSON(f *testing.F) {
 		s.Finish()
 	})
 }
+
+// TestShapeKey: statements that differ only in literals share a key, and
+// different statements do not.
+func TestShapeKey(t *testing.T) {
+	same := [][2]string{
+		{"SELECT * FROM t WHERE id = 12 AND name = 'a''b'", "SELECT * FROM t WHERE id = 7 AND name = 'zz'"},
+		{"SELECT 1.5,\n\t 2", "SELECT 3.25, 4"},
+	}
+	for _, p := range same {
+		if shapeKey(p[0]) != shapeKey(p[1]) {
+			t.Errorf("%q and %q differ: %q %q", p[0], p[1], shapeKey(p[0]), shapeKey(p[1]))
+		}
+	}
+	if shapeKey("SELECT * FROM t1 WHERE a = 1") == shapeKey("SELECT * FROM t2 WHERE a = 1") {
+		t.Errorf("t1 and t2 share a key")
+	}
+}

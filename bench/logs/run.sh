@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Runs pgmedic logs and pgBadger (Debian package pgbadger) on the same
+# generated log and prints throughput, wall time and peak RSS of each, and
+# the ratio. usage: bench/logs/run.sh [MB] (default 200)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+mb=${1:-200}
+dir=$(mktemp -d /tmp/pgmedic-logbench.XXXX)
+trap 'rm -rf "$dir"' EXIT
+go build -o "$dir/pgmedic" ./cmd/pgmedic
+python3 bench/logs/gen.py "$mb" > "$dir/postgresql.log"
+size=$(stat -c %s "$dir/postgresql.log")
+measure() { # name, command...
+  local name=$1; shift
+  /usr/bin/time -f "%e %M" -o "$dir/time" "$@" >/dev/null 2>"$dir/err" || { echo "$name failed: $(tail -3 "$dir/err")"; return 1; }
+  read -r secs kb < "$dir/time"
+  printf '%-24s %7.2f s  %7.1f MB/s  peak RSS %6.1f MB\n' "$name" "$secs" "$(echo "$size / 1048576 / $secs" | bc -l)" "$(echo "$kb / 1024" | bc -l)"
+  echo "$secs" > "$dir/$name.secs"
+}
+echo "log: $(echo "$size / 1048576" | bc) MB, $(wc -l < "$dir/postgresql.log") lines, $(nproc) cores"
+measure pgmedic "$dir/pgmedic" logs --format json --prefix '%m [%p] %q%u@%d ' "$dir/postgresql.log"
+measure pgbadger-j1 pgbadger -j 1 --prefix '%m [%p] %q%u@%d ' -o "$dir/out.json" -x json "$dir/postgresql.log"
+measure pgbadger-jN pgbadger -j "$(nproc)" --prefix '%m [%p] %q%u@%d ' -o "$dir/outN.json" -x json "$dir/postgresql.log"
+echo "ratio (pgBadger -j 1 / pgmedic): $(echo "$(cat "$dir/pgbadger-j1.secs") / $(cat "$dir/pgmedic.secs")" | bc -l | cut -c1-5)x"
+echo "ratio (pgBadger -j $(nproc) / pgmedic): $(echo "$(cat "$dir/pgbadger-jN.secs") / $(cat "$dir/pgmedic.secs")" | bc -l | cut -c1-5)x"
