@@ -15,6 +15,8 @@ import (
 // Source is one log to read: a file, or "-" for standard input.
 type Source struct {
 	Name string
+	// Path is set for a plain file, which may be read in byte ranges.
+	Path string
 	Open func() (io.ReadCloser, error)
 }
 
@@ -23,7 +25,7 @@ func FileSource(path string, stdin io.Reader) Source {
 	if path == "-" {
 		return Source{Name: "stdin", Open: func() (io.ReadCloser, error) { return io.NopCloser(stdin), nil }}
 	}
-	return Source{Name: path, Open: func() (io.ReadCloser, error) { return os.Open(path) }}
+	return Source{Name: path, Path: path, Open: func() (io.ReadCloser, error) { return os.Open(path) }}
 }
 
 // Analyze reads the sources, one worker per file (as many at once as
@@ -91,12 +93,60 @@ func readSource(ctx context.Context, src Source, forced *Prefix) *Summary {
 	if p != nil {
 		fs.Prefix = p.Text
 	}
+	if parts, ok := ranges(src.Path, f, p, rangeWorkers()); ok {
+		st, err := readRanges(ctx, src.Path, parts, f, p, s)
+		fs.Stats = st
+		if err != nil {
+			fs.Error = err.Error()
+		}
+		return s
+	}
 	st, err := Read(ctxReader{ctx, br}, f, p, s.Add)
 	fs.Stats = st
 	if err != nil {
 		fs.Error = err.Error()
 	}
 	return s
+}
+
+// readRanges reads a file's byte ranges in parallel, each into its own
+// summary, and merges them into s.
+func readRanges(ctx context.Context, path string, parts [][2]int64, f Format, p *Prefix, s *Summary) (Stats, error) {
+	sums := make([]*Summary, len(parts))
+	stats := make([]Stats, len(parts))
+	errs := make([]error, len(parts))
+	var wg sync.WaitGroup
+	for i, r := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sums[i] = NewSummary()
+			rr, err := openRange(path, r[0], r[1], f, p)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer rr.Close()
+			stats[i], errs[i] = Read(ctxReader{ctx, rr}, f, p, sums[i].Add)
+		}()
+	}
+	wg.Wait()
+	var total Stats
+	for i := range parts {
+		s.Merge(sums[i])
+		total.Entries += stats[i].Entries
+		total.Lines += stats[i].Lines
+		total.Unrecognised += stats[i].Unrecognised
+		for _, ex := range stats[i].Examples {
+			if len(total.Examples) < 5 {
+				total.Examples = append(total.Examples, ex)
+			}
+		}
+		if errs[i] != nil {
+			return total, errs[i]
+		}
+	}
+	return total, nil
 }
 
 // ctxReader stops a read when the context ends (Ctrl-C).

@@ -244,3 +244,23 @@ func TestShapeKey(t *testing.T) {
 		t.Errorf("t1 and t2 share a key")
 	}
 }
+
+// TestRangesEqualWhole: a file cut into byte ranges on entry boundaries
+// and read by parallel workers gives what reading it whole gives, in both
+// formats that allow it (property test over several cut counts).
+func TestRangesEqualWhole(t *testing.T) {
+	defer func(m int64, w func() int) { splitMin, rangeWorkers = m, w }(splitMin, rangeWorkers)
+	for _, name := range []string{"testdata/lab/stderr.log", "testdata/lab/jsonlog.json"} {
+		splitMin = 1 << 40
+		whole := countsOf(analyze(t, name))
+		for _, n := range []int{2, 3, 7, 16} {
+			splitMin, rangeWorkers = 1, func() int { return n }
+			got := countsOf(analyze(t, name))
+			a, _ := json.Marshal(got)
+			b, _ := json.Marshal(whole)
+			if string(a) != string(b) {
+				t.Errorf("%s in %d ranges:\n got %s\nwant %s", name, n, a, b)
+			}
+		}
+	}
+}
