@@ -1,0 +1,72 @@
+package logs
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/pgmedic/pgmedic/internal/testkit"
+)
+
+// TestAgreesWithPgBadger: on the lab's log, every statement pgmedic
+// counts three times or more is counted as often by pgBadger (Debian's
+// pgbadger, JSON output). pgBadger also counts the Query Text of an
+// auto_explain plan as a statement; pgmedic counts the plan beside it, so
+// statements auto_explain logged are left out of the comparison.
+func TestAgreesWithPgBadger(t *testing.T) {
+	bin, err := exec.LookPath("pgbadger")
+	if err != nil {
+		testkit.Missing(t, "pgbadger", err)
+	}
+	out := filepath.Join(t.TempDir(), "badger.json")
+	cmd := exec.Command(bin, "-j", "1", "--prefix", "%m [%p] %q%u@%d ", "-o", out, "-x", "json", "testdata/lab/stderr.log")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("pgbadger: %v: %s", err, b)
+	}
+	raw, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var badger struct {
+		Normalized map[string]map[string]struct {
+			Count int64 `json:"count"`
+		} `json:"normalyzed_info"`
+	}
+	if err := json.Unmarshal(raw, &badger); err != nil {
+		t.Fatal(err)
+	}
+	theirs := map[string]int64{}
+	for _, byQuery := range badger.Normalized {
+		for q, v := range byQuery {
+			theirs[normal(q)] += v.Count
+		}
+	}
+	ours := analyze(t, "testdata/lab/stderr.log")
+	compared := 0
+	for _, st := range ours.Statements {
+		if st.Count < 3 {
+			continue
+		}
+		compared++
+		if got := theirs[normal(st.Query)]; got != st.Count {
+			t.Errorf("%q: pgmedic %d, pgBadger %d", st.Query, st.Count, got)
+		}
+	}
+	if compared < 3 {
+		t.Errorf("only %d statements compared", compared)
+	}
+}
+
+var paramRe = regexp.MustCompile(`\$\d+|\?`)
+
+// normal puts both tools' normalised texts in one form: lower case,
+// placeholders as ?, no trailing semicolon, single spaces.
+func normal(q string) string {
+	q = strings.ToLower(strings.Join(strings.Fields(q), " "))
+	q = paramRe.ReplaceAllString(q, "?")
+	return strings.TrimSuffix(q, ";")
+}
