@@ -344,11 +344,18 @@ func (c *Cluster) Stop(ctx context.Context) error {
 func (c *Cluster) Destroy(ctx context.Context) error {
 	c.stopBouncer()
 	stopErr := c.Stop(ctx)
-	c.killStragglers()
-	if err := os.RemoveAll(c.Dir); err != nil {
-		return fmt.Errorf("removing %s: %w", c.Dir, err)
+	// A server whose start was under way when its pgmedic was killed can
+	// come up while the directory is being removed (pg_ctl's shell execs
+	// it late): end what appears and try again, for a few seconds.
+	var err error
+	for try := 0; try < 10; try++ {
+		c.killStragglers()
+		if err = os.RemoveAll(c.Dir); err == nil {
+			return stopErr
+		}
+		time.Sleep(300 * time.Millisecond)
 	}
-	return stopErr
+	return fmt.Errorf("removing %s: %w", c.Dir, err)
 }
 
 // PostmasterPID returns the server's pid from postmaster.pid, or 0.

@@ -171,7 +171,9 @@ func (c *Cluster) stragglers() []int {
 		}
 		name := filepath.Base(string(bytes.SplitN(b, []byte{0}, 2)[0]))
 		switch name {
-		case "initdb", "postgres", "pg_ctl":
+		// sh: pg_ctl starts the server through "sh -c exec postgres ...",
+		// and a shell caught between the two becomes a postmaster later.
+		case "initdb", "postgres", "pg_ctl", "sh":
 			out = append(out, pid)
 		}
 	}
