@@ -273,6 +273,7 @@ func Logs(ctx context.Context, sources []logs.Source, prefix string, ruleIDs []s
 		}
 		findings = append(findings, fs...)
 	}
+	findings = append(findings, rules.FromLogEvents(s.LogEvents(), "the server log")...)
 	if unreadable > 0 {
 		skipped = append(skipped, model.Skip{Rule: "auto_explain", Reason: fmt.Sprintf("%d auto_explain plans in the log could not be read as plans", unreadable),
 			Fix: "auto_explain.log_format = 'json' gives plans pgmedic reads whole"})

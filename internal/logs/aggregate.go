@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
@@ -461,4 +462,19 @@ func pct(sorted []float64, p float64) float64 {
 		return 0
 	}
 	return sorted[min(len(sorted)-1, int(p*float64(len(sorted))))]
+}
+
+// LogEvents is what the session rules judge from the log.
+func (s *Summary) LogEvents() model.LogEvents {
+	ev := model.LogEvents{Connections: s.Events["connections"], TooManyClients: s.Events["too many clients"],
+		LockWaits: s.Events["lock waits"], LockWaitMS: s.LockWaitMS, Deadlocks: s.Events["deadlocks"],
+		ClientsLost: s.Events["client connections lost"], DuplicateKeys: s.Events["duplicate keys"],
+		StatementTimeouts: s.Events["statement timeouts"], CancelledByClients: s.Events["cancelled by the client"]}
+	if !s.First.IsZero() {
+		ev.Seconds = s.Last.Sub(s.First).Seconds()
+	}
+	for _, m := range s.PerMinute {
+		ev.PeakPerMinute = max(ev.PeakPerMinute, m.Connections)
+	}
+	return ev
 }

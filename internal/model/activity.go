@@ -119,3 +119,19 @@ type DatabaseDelta struct {
 func (b Backend) InTransaction() bool {
 	return b.State == "idle in transaction" || b.State == "idle in transaction (aborted)" || (b.State == "active" && b.XactMS > 0)
 }
+
+// LogEvents is what a server log counted that the session rules judge
+// the same way they judge sampled sessions (pgmedic logs).
+type LogEvents struct {
+	Seconds            float64 // the span the log covers
+	Connections        int64
+	PeakPerMinute      int64 // connections in the busiest minute
+	TooManyClients     int64
+	LockWaits          int64
+	LockWaitMS         float64
+	Deadlocks          int64
+	ClientsLost        int64 // connection to client lost, unexpected EOF, connection reset
+	DuplicateKeys      int64
+	StatementTimeouts  int64
+	CancelledByClients int64
+}

@@ -131,3 +131,31 @@ func TestPoolSaturation(t *testing.T) {
 		t.Errorf("no PgBouncer: %v %v", fs, skips)
 	}
 }
+
+// TestFromLogEvents: what a server log counted, judged with the session
+// rules' ids; an ordinary log gives nothing.
+func TestFromLogEvents(t *testing.T) {
+	ids := func(fs []model.Finding) string {
+		var s []string
+		for _, f := range fs {
+			s = append(s, f.Rule+":"+f.Severity.String())
+		}
+		return strings.Join(s, " ")
+	}
+	for _, c := range []struct {
+		ev   model.LogEvents
+		want string
+	}{
+		{model.LogEvents{Connections: 100, PeakPerMinute: 40}, ""},
+		{model.LogEvents{Connections: 3000, PeakPerMinute: 1200}, "connection-pressure:warning"},
+		{model.LogEvents{TooManyClients: 4, PeakPerMinute: 100}, "connection-pressure:critical"},
+		{model.LogEvents{LockWaits: 3, LockWaitMS: 4500}, "lock-contention:warning"},
+		{model.LogEvents{LockWaits: 1, LockWaitMS: 200}, ""},
+		{model.LogEvents{ClientsLost: 5, DuplicateKeys: 7, StatementTimeouts: 6}, "client-stall:warning"},
+		{model.LogEvents{DuplicateKeys: 7}, ""},
+	} {
+		if got := ids(FromLogEvents(c.ev, "shop")); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.ev, got, c.want)
+		}
+	}
+}
