@@ -58,6 +58,15 @@ func probeTypes(ctx context.Context, q Querier, s *model.Snapshot, st *sqlparse.
 		return nil
 	}
 	n := st.ParamCount()
+	// The other parameters keep what a second PREPARE would declare for
+	// them; only the probed one changes.
+	base := st.FallbackParamTypes(n, s.ColumnType)
+	if base == nil {
+		base = make([]string, n)
+		for i := range base {
+			base[i] = "unknown"
+		}
+	}
 	byParam := st.ParamColumns()
 	params := make([]int, 0, len(byParam))
 	for p := range byParam {
@@ -74,13 +83,7 @@ func probeTypes(ctx context.Context, q Querier, s *model.Snapshot, st *sqlparse.
 				if baseType(colType) == typ {
 					continue
 				}
-				types := st.FallbackParamTypes(n, s.ColumnType)
-				if types == nil {
-					types = make([]string, n)
-					for i := range types {
-						types[i] = "unknown"
-					}
-				}
+				types := append([]string(nil), base...)
 				types[p-1] = typ
 				ex, err := genericPlan(ctx, q, query, types)
 				if err != nil || ex.Plan.TotalCost*costGap < blocks {
@@ -105,7 +108,6 @@ func baseType(t string) string {
 // genericPlan is the generic plan of query prepared with the given types.
 func genericPlan(ctx context.Context, q Querier, query string, types []string) (*plan.Explain, error) {
 	return generic(ctx, q, query, len(types), func() error {
-		_, err := q.Exec(ctx, envelope.Tag+"PREPARE "+planStmt+"("+strings.Join(types, ", ")+") AS "+query)
-		return err
+		return envelope.PrepareAs(ctx, q, planStmt, types, query)
 	})
 }

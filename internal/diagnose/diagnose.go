@@ -256,7 +256,7 @@ func Logs(ctx context.Context, sources []logs.Source, prefix string, ruleIDs []s
 	var skipped []model.Skip
 	unreadable := 0
 	for _, p := range s.Plans() {
-		ex, err := plan.Parse([]byte(planBody(p.Text)))
+		ex, err := plan.Parse([]byte(p.Text))
 		if err != nil {
 			unreadable++
 			continue
@@ -291,21 +291,4 @@ func Logs(ctx context.Context, sources []logs.Source, prefix string, ruleIDs []s
 		}
 	}
 	return s, kept, skipped, nil
-}
-
-// planBody drops the "Query Text: ..." lines auto_explain writes before a
-// text plan (the statement can span lines): the plan starts at the first
-// line with a node's cost or timing.
-func planBody(text string) string {
-	text = strings.TrimSpace(text)
-	if !strings.HasPrefix(text, "Query Text:") {
-		return text
-	}
-	lines := strings.Split(text, "\n")
-	for i, l := range lines {
-		if strings.Contains(l, "(cost=") || strings.Contains(l, "(actual time=") || strings.Contains(l, "(actual rows=") {
-			return strings.Join(lines[i:], "\n")
-		}
-	}
-	return text
 }

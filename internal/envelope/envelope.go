@@ -407,10 +407,18 @@ func Prepare(ctx context.Context, q Execer, name, query string, fallback []strin
 	if err == nil || fallback == nil {
 		return err
 	}
-	if _, err2 := q.Exec(ctx, Tag+"PREPARE "+name+"("+strings.Join(fallback, ", ")+") AS "+query); err2 != nil {
+	if err2 := PrepareAs(ctx, q, name, fallback, query); err2 != nil {
 		return err
 	}
 	return nil
+}
+
+// PrepareAs prepares query under name with its parameters' types
+// declared: the types a client binds, the ones an earlier PREPARE
+// settled on, or fallbacks ("unknown" leaves one to inference).
+func PrepareAs(ctx context.Context, q Execer, name string, types []string, query string) error {
+	_, err := q.Exec(ctx, Tag+"PREPARE "+name+"("+strings.Join(types, ", ")+") AS "+query)
+	return err
 }
 
 // Message is what a person needs from an error of the server: its message

@@ -29,6 +29,8 @@ type Summary struct {
 	errs       map[string]*ErrorStats
 	plans      map[string][]*Plan
 	shapes     map[string][2]string
+	lastAt     time.Time
+	lastMinute *Minute
 }
 
 // FileStats is one file's read.
@@ -153,35 +155,49 @@ func (s *Summary) Add(e Entry) {
 	case strings.HasPrefix(msg, "duplicate key value violates unique constraint"):
 		s.Events["duplicate keys"]++
 	}
-	if m := lockWaitRe.FindStringSubmatch(msg); m != nil && strings.Contains(msg, "still waiting") {
-		ms, _ := strconv.ParseFloat(m[1], 64)
-		s.Events["lock waits"]++
-		s.LockWaitMS += ms
-		min.LockWaits++
-	}
-	if m := tempRe.FindStringSubmatch(msg); m != nil {
-		n, _ := strconv.ParseInt(m[1], 10, 64)
-		s.Events["temporary files"]++
-		s.TempBytes += n
-	}
-	if m := ckptRe.FindStringSubmatch(msg); m != nil {
-		s.Checkpoint[strings.TrimSpace(m[1])]++
-	}
-	if m := autovacRe.FindStringSubmatch(msg); m != nil {
-		s.Autovacuum[m[1]+" "+m[2]]++
+	// The patterns below are anchored on their first words: test those
+	// first, so the entries that are none of them (most) pay no regexp.
+	switch {
+	case strings.HasPrefix(msg, "process "):
+		if m := lockWaitRe.FindStringSubmatch(msg); m != nil && strings.Contains(msg, "still waiting") {
+			ms, _ := strconv.ParseFloat(m[1], 64)
+			s.Events["lock waits"]++
+			s.LockWaitMS += ms
+			min.LockWaits++
+		}
+	case strings.HasPrefix(msg, "temporary file: "):
+		if m := tempRe.FindStringSubmatch(msg); m != nil {
+			n, _ := strconv.ParseInt(m[1], 10, 64)
+			s.Events["temporary files"]++
+			s.TempBytes += n
+		}
+	case strings.HasPrefix(msg, "checkpoint starting: "):
+		if m := ckptRe.FindStringSubmatch(msg); m != nil {
+			s.Checkpoint[strings.TrimSpace(m[1])]++
+		}
+	case strings.HasPrefix(msg, "automatic "):
+		if m := autovacRe.FindStringSubmatch(msg); m != nil {
+			s.Autovacuum[m[1]+" "+m[2]]++
+		}
 	}
 }
 
 func (s *Summary) minute(t time.Time) *Minute {
+	t = t.Truncate(time.Minute)
+	// Entries come in time order: the minute is usually the last one's.
+	if s.lastMinute != nil && t.Equal(s.lastAt) {
+		return s.lastMinute
+	}
 	k := "unknown"
 	if !t.IsZero() {
-		k = t.Truncate(time.Minute).Format("2006-01-02T15:04Z")
+		k = t.Format("2006-01-02T15:04Z")
 	}
 	m := s.PerMinute[k]
 	if m == nil {
 		m = &Minute{}
 		s.PerMinute[k] = m
 	}
+	s.lastAt, s.lastMinute = t, m
 	return m
 }
 
@@ -440,7 +456,7 @@ func (s *Summary) Finish() {
 	for _, st := range s.stmts {
 		sorted := append([]float64(nil), st.sample...)
 		sort.Float64s(sorted)
-		st.P50, st.P95 = pct(sorted, 0.5), pct(sorted, 0.95)
+		st.P50, st.P95 = model.Percentile(sorted, 0.5), model.Percentile(sorted, 0.95)
 		s.Statements = append(s.Statements, st)
 	}
 	sort.Slice(s.Statements, func(i, j int) bool {
@@ -455,13 +471,6 @@ func (s *Summary) Finish() {
 		a, b := s.Errors[i], s.Errors[j]
 		return a.Count > b.Count || a.Count == b.Count && a.Pattern < b.Pattern
 	})
-}
-
-func pct(sorted []float64, p float64) float64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	return sorted[min(len(sorted)-1, int(p*float64(len(sorted))))]
 }
 
 // LogEvents is what the session rules judge from the log.

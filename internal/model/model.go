@@ -502,6 +502,15 @@ type Experiment struct {
 	Param       int      `json:",omitempty"`
 }
 
+// Percentile is the p-th percentile (0 to 1) of sorted figures, 0 for
+// none: the value below which that share of them lies.
+func Percentile(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(len(sorted)-1, int(p*float64(len(sorted))))]
+}
+
 // Round rounds a figure to places decimals for reports, half away from
 // zero. Figures of 1e12 and more, NaN and infinities are returned as they
 // are: scaling them could overflow, and Clamp deals with the last two.

@@ -34,6 +34,7 @@ func unwrap(b []byte) []byte {
 	lines, framed := unframe(lines)
 	lines = unexpand(lines)
 	lines = dropHeaderFooter(lines)
+	lines = dropQueryText(lines)
 	lines = dropContinuationMarks(lines)
 	lines = joinWrapped(lines, framed)
 	return []byte(strings.Join(lines, "\n"))
@@ -306,6 +307,28 @@ func dropHeaderFooter(lines []string) []string {
 		out = append(out, l)
 	}
 	return out
+}
+
+// dropQueryText removes the "Query Text: ..." auto_explain writes before a
+// TEXT plan (the statement may span lines): the plan starts at the first
+// line with a node's cost or timing.
+func dropQueryText(lines []string) []string {
+	for i, l := range lines {
+		t := strings.TrimSpace(l)
+		if t == "" {
+			continue
+		}
+		if !strings.HasPrefix(t, "Query Text:") {
+			return lines
+		}
+		for j := i + 1; j < len(lines); j++ {
+			if strings.Contains(lines[j], "(cost=") || strings.Contains(lines[j], "(actual ") {
+				return lines[j:]
+			}
+		}
+		return lines
+	}
+	return lines
 }
 
 // isRowCount recognises psql's footer, "(12 rows)", in any language psql

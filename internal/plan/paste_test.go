@@ -139,3 +139,12 @@ func TestTerminalWrappedPlan(t *testing.T) {
 		t.Errorf("the wrapped plan reads differently from the original")
 	}
 }
+
+// TestAutoExplainText: auto_explain writes the statement before a TEXT
+// plan; the plan is read from its first node.
+func TestAutoExplainText(t *testing.T) {
+	ex, err := Parse([]byte("Query Text: SELECT sum(balance)\n  FROM accounts\nAggregate  (cost=1.00..1.01 rows=1 width=32) (actual time=0.010..0.011 rows=1 loops=1)\n  ->  Seq Scan on accounts  (cost=0.00..1.00 rows=10 width=5) (actual time=0.001..0.005 rows=10 loops=1)\n"))
+	if err != nil || ex.Plan.NodeType != "Aggregate" || len(ex.Plan.Plans) != 1 {
+		t.Fatalf("%v %+v", err, ex)
+	}
+}

@@ -61,16 +61,10 @@ func SessionsOf(s *model.Sampling) *Sessions {
 		OverheadMS: model.Round(s.OverheadMS, 2), BackedOff: s.BackedOff, Hidden: s.Hidden, Delta: s.Delta, Samples: s.Samples,
 		ByWait: []Load{}, ByQuery: []Load{}, Longest: []model.Backend{},
 		PgBouncer: s.PgBouncer, Pools: s.Pools, BouncerStats: s.BouncerStats, BouncerError: s.BouncerError, BouncerClients: s.BouncerClients}
-	worst := -1
+	worst, worstN := -1, 0
 	for i, smp := range s.Samples {
-		n := 0
-		for _, b := range smp.Backends {
-			if len(b.BlockedBy) > 0 {
-				n++
-			}
-		}
-		if n > 0 && (worst < 0 || n > countBlocked(s.Samples[worst])) {
-			worst = i
+		if n := countBlocked(smp); n > worstN {
+			worst, worstN = i, n
 		}
 	}
 	if worst >= 0 {

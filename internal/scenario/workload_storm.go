@@ -128,7 +128,8 @@ func connectionStormGoodput(ctx context.Context, env *Env, findings []model.Find
 			} else {
 				r.ErrorRate = 1 // nothing finished in the phase
 			}
-			r.P95MS = percentile(lat, 0.95)
+			sort.Float64s(lat)
+			r.P95MS = model.Percentile(lat, 0.95)
 			runs = append(runs, r)
 			env.Record("goodput req/s: "+r.label(), model.Round(r.Goodput, 1))
 			env.Record("error rate %: "+r.label(), model.Round(100*r.ErrorRate, 1))
@@ -240,13 +241,4 @@ func stormClients(ctx context.Context, env *Env, n int, pooled bool, latency fun
 	}
 	wg.Wait()
 	return okN.Load(), failN.Load()
-}
-
-func percentile(xs []float64, p float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	return s[min(len(s)-1, int(p*float64(len(s))))]
 }

@@ -320,7 +320,7 @@ func (e *Engine) onCopy(ctx context.Context, b *bound, rewritten *sqlparse.State
 	if len(b.types) == 0 {
 		return rewritten.Text(), func() {}, nil
 	}
-	if _, err := e.Conn.Exec(ctx, envelope.Tag+"PREPARE "+copyStmt+"("+strings.Join(b.types, ", ")+") AS "+rewritten.Text()); err != nil {
+	if err := envelope.PrepareAs(ctx, e.Conn, copyStmt, b.types, rewritten.Text()); err != nil {
 		return "", nil, err
 	}
 	release = func() { e.Conn.Exec(context.WithoutCancel(ctx), envelope.Tag+"DEALLOCATE "+copyStmt) }

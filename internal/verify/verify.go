@@ -339,7 +339,7 @@ func (e *Engine) bindAs(ctx context.Context, stmt *sqlparse.Statement, exp *mode
 		return b, ""
 	}
 	if types != nil {
-		_, err = e.Conn.Exec(ctx, envelope.Tag+"PREPARE "+stmtName+"("+strings.Join(types, ", ")+") AS "+query)
+		err = envelope.PrepareAs(ctx, e.Conn, stmtName, types, query)
 	} else {
 		err = envelope.Prepare(ctx, e.Conn, stmtName, query, stmt.FallbackParamTypes(n, e.columnType))
 	}
