@@ -44,10 +44,8 @@ Exit codes: 0 read, 2 nothing could be parsed (or bad usage).`,
 			if format == "json" {
 				render = rep.json
 			}
-			if err := writeOut(out, stdout, render); err != nil {
-				return err
-			}
 			if !s.Parsed() {
+				// One line that says why, and no report that looks complete.
 				why := "no entries"
 				for _, f := range s.Files {
 					if f.Error != "" {
@@ -56,6 +54,9 @@ Exit codes: 0 read, 2 nothing could be parsed (or bad usage).`,
 					}
 				}
 				return inputErr(fmt.Errorf("nothing could be parsed (%s)", why))
+			}
+			if err := writeOut(out, stdout, render); err != nil {
+				return err
 			}
 			return nil
 		},

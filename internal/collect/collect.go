@@ -56,6 +56,8 @@ type Options struct {
 	// the sessions (SHOW POOLS each tick); nil for none.
 	Bouncer        Rowser
 	BouncerVersion string
+	// BouncerError is why the PgBouncer given could not be connected to.
+	BouncerError string
 	// MaxTables and MaxStatements bound what is read on very large
 	// databases; what is left out is listed in Missing (never silently).
 	MaxTables     int

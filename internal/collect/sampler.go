@@ -52,7 +52,7 @@ func sample(ctx context.Context, q Querier, s *model.Snapshot, opts Options) {
 	if interval <= 0 {
 		interval = 100 * time.Millisecond
 	}
-	sm := &model.Sampling{Start: time.Now(), IntervalMS: float64(interval.Milliseconds()), PgBouncer: opts.BouncerVersion}
+	sm := &model.Sampling{Start: time.Now(), IntervalMS: float64(interval.Milliseconds()), PgBouncer: opts.BouncerVersion, BouncerError: opts.BouncerError}
 	bouncer := opts.Bouncer
 	deadline := sm.Start.Add(duration)
 	wctx, cancel := context.WithDeadline(ctx, deadline.Add(2*time.Second))

@@ -114,13 +114,12 @@ func Check(ctx context.Context, dsn, version string, o Options, min model.Severi
 	if o.SampleFor > 0 {
 		o.logf("sampling sessions for %s", o.SampleFor)
 	}
-	var bouncerSkip *model.Skip
 	if o.PgBouncer != "" {
-		// A PgBouncer that cannot be read costs its own rule, not the check.
+		// A PgBouncer that cannot be read costs its own rule, not the
+		// check: pool-saturation says why.
 		b, err := envelope.ConnectBouncer(ctx, o.PgBouncer, envelope.Options{})
 		if err != nil {
-			bouncerSkip = &model.Skip{Rule: rules.PoolSaturationID, Reason: "PgBouncer was not sampled: " + err.Error(),
-				Fix: "give --pgbouncer the admin console: postgres://USER@HOST:6432/pgbouncer with USER in admin_users or stats_users"}
+			opts.BouncerError = err.Error()
 		} else {
 			defer b.Close()
 			opts.Bouncer, opts.BouncerVersion = b.Conn, b.Version
@@ -133,9 +132,6 @@ func Check(ctx context.Context, dsn, version string, o Options, min model.Severi
 	o.logf("collected %d statements", len(snap.Statements))
 	snap.ServerCores = serverCores(o.ServerCores, sess.Target.Host)
 	findings, skipped := rules.Run(snap, selected)
-	if bouncerSkip != nil {
-		skipped = append(skipped, *bouncerSkip)
-	}
 	if !o.NoVerify {
 		var more []model.Skip
 		findings, more = o.engine(sess).Run(ctx, snap, findings)

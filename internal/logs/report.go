@@ -51,7 +51,11 @@ func (s *Summary) Text(w io.Writer) error {
 	b := &strings.Builder{}
 	safe := printable.String
 	for _, f := range s.Files {
-		fmt.Fprintf(b, "%s: %s", safe(f.Name), f.Format)
+		format := string(f.Format)
+		if format == "" {
+			format = "not read"
+		}
+		fmt.Fprintf(b, "%s: %s", safe(f.Name), format)
 		if f.Prefix != "" {
 			fmt.Fprintf(b, " (log_line_prefix %q)", f.Prefix)
 		}

@@ -416,6 +416,10 @@ const PoolSaturationID = "pool-saturation"
 // and what keeps its connections busy (the slowest statements) is what to
 // fix before the pool size.
 func PoolSaturation(s *model.Snapshot) ([]model.Finding, []model.Skip) {
+	if s.Sampling != nil && s.Sampling.PgBouncer == "" && s.Sampling.BouncerError != "" {
+		return nil, []model.Skip{{Rule: PoolSaturationID, Reason: "PgBouncer was not sampled: " + s.Sampling.BouncerError,
+			Fix: "give --pgbouncer the admin console: postgres://USER@HOST:6432/pgbouncer with USER in admin_users or stats_users"}}
+	}
 	if s.Sampling == nil || s.Sampling.PgBouncer == "" {
 		return nil, []model.Skip{{Rule: PoolSaturationID, Reason: "no PgBouncer was sampled", Fix: "pass --pgbouncer with the admin console's DSN when clients go through PgBouncer"}}
 	}
