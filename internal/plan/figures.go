@@ -10,6 +10,14 @@ import (
 // Parse reads a plan in either format: JSON when the input starts with
 // [, { or a quote (after psql's decorations), TEXT otherwise.
 func Parse(b []byte) (*Explain, error) {
+	// A JSON plan as EXPLAIN wrote it (the common case, and the largest
+	// inputs: psql indents every nesting level) is read as it is; only
+	// when that fails is it looked at as a paste.
+	if raw := bytes.TrimSpace(b); len(raw) > 0 && (raw[0] == '[' || raw[0] == '{') {
+		if e, err := parseJSON(raw); err == nil {
+			return e, nil
+		}
+	}
 	t := unwrap(b)
 	first := bytes.TrimSpace(t)
 	if len(first) == 0 {
@@ -17,11 +25,11 @@ func Parse(b []byte) (*Explain, error) {
 	}
 	switch first[0] {
 	case '[', '{', '"':
-		return ParseJSON(first)
+		return parseJSON(first)
 	}
 	// Leading spaces are kept: the first node's column is the baseline
 	// the TEXT parser measures every other line against.
-	return ParseText(t)
+	return parseText(t)
 }
 
 // finish normalises what the two formats spell differently, derives the

@@ -123,7 +123,9 @@ type rawNode struct {
 	WALFPI     int64 `json:"WAL FPI"`
 	WALBytes   int64 `json:"WAL Bytes"`
 	rawBuffers
-	Plans []json.RawMessage `json:"Plans"`
+	// Pointers: encoding/json grows the slice as it reads, and copying
+	// pointers is cheaper than copying nodes.
+	Plans []*rawNode `json:"Plans"`
 }
 
 type rawJIT struct {
@@ -136,7 +138,12 @@ type rawJIT struct {
 // bare object, either wrapped in the quotes of a copied psql cell, or a
 // psql result with its header and "+" continuation marks.
 func ParseJSON(b []byte) (*Explain, error) {
-	b = bytes.TrimSpace(unwrap(b))
+	return parseJSON(unwrap(b))
+}
+
+// parseJSON reads JSON output already taken out of its paste (unwrap).
+func parseJSON(b []byte) (*Explain, error) {
+	b = bytes.TrimSpace(b)
 	if len(b) == 0 {
 		return nil, fmt.Errorf("empty input: %w", ErrNotAPlan)
 	}
@@ -150,29 +157,9 @@ func ParseJSON(b []byte) (*Explain, error) {
 			return nil, jsonError("quoted plan", b, err)
 		}
 	}
-	var one rawExplain
-	switch {
-	case len(b) > 0 && b[0] == '[':
-		var arr []json.RawMessage
-		if err := json.Unmarshal(b, &arr); err != nil {
-			return nil, jsonError("plan JSON", b, err)
-		}
-		if len(arr) == 0 {
-			return nil, fmt.Errorf("empty JSON array: %w", ErrNotAPlan)
-		}
-		if err := json.Unmarshal(arr[0], &one); err != nil {
-			return nil, fmt.Errorf("plan JSON has the wrong shape (%v): %w", err, ErrNotAPlan)
-		}
-	case len(b) > 0 && b[0] == '{':
-		if err := json.Unmarshal(b, &one); err != nil {
-			var syn *json.SyntaxError
-			if errors.As(err, &syn) || errors.Is(err, io.ErrUnexpectedEOF) {
-				return nil, jsonError("plan JSON", b, err)
-			}
-			return nil, fmt.Errorf("plan JSON has the wrong shape (%v): %w", err, ErrNotAPlan)
-		}
-	default:
-		return nil, fmt.Errorf("input does not start with [ or {: %w", ErrNotAPlan)
+	one, err := decodeFirst(b)
+	if err != nil {
+		return nil, err
 	}
 	if one.Plan == nil || strings.TrimSpace(one.Plan.NodeType) == "" {
 		return nil, fmt.Errorf("no \"Plan\" with a \"Node Type\": %w", ErrNotAPlan)
@@ -224,10 +211,39 @@ func ParseJSON(b []byte) (*Explain, error) {
 	return e, nil
 }
 
+// decodeFirst decodes the plan in one pass over the input: the first
+// element of psql's array, or a bare object. (Decoding the array into raw
+// messages first, and each node's children from raw messages after,
+// scanned a deep plan's bytes once per nesting level.)
+func decodeFirst(b []byte) (rawExplain, error) {
+	var arr []rawExplain
+	var err error
+	switch {
+	case len(b) > 0 && b[0] == '[':
+		err = json.Unmarshal(b, &arr)
+	case len(b) > 0 && b[0] == '{':
+		arr = make([]rawExplain, 1)
+		err = json.Unmarshal(b, &arr[0])
+	default:
+		return rawExplain{}, fmt.Errorf("input does not start with [ or {: %w", ErrNotAPlan)
+	}
+	if err != nil {
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return rawExplain{}, jsonError("plan JSON", b, err)
+		}
+		return rawExplain{}, fmt.Errorf("plan JSON has the wrong shape (%v): %w", err, ErrNotAPlan)
+	}
+	if len(arr) == 0 {
+		return rawExplain{}, fmt.Errorf("empty JSON array: %w", ErrNotAPlan)
+	}
+	return arr[0], nil
+}
+
 // jsonError turns encoding/json's complaint into one line that says where.
 func jsonError(what string, b []byte, err error) error {
 	var syn *json.SyntaxError
-	if errors.Is(err, io.ErrUnexpectedEOF) || (errors.As(err, &syn) && syn.Offset >= int64(len(b))) ||
+	if errors.Is(err, io.ErrUnexpectedEOF) || (errors.As(err, &syn) && syn.Offset >= int64(len(b)) && !strings.HasPrefix(syn.Error(), "invalid character")) ||
 		strings.Contains(err.Error(), "unexpected end of JSON input") {
 		return fmt.Errorf("%s stops after %d bytes, before its closing brackets; copy the whole EXPLAIN output: %w", what, len(b), ErrTruncated)
 	}
@@ -267,8 +283,10 @@ func (r *rawBuffers) io() IOTiming {
 	return t
 }
 
-// convert decodes children lazily so that a hostile, deeply nested input
-// is refused at maxDepth instead of exhausting the stack in encoding/json.
+// convert copies the decoded tree into Nodes. encoding/json refuses
+// nesting beyond 10,000 levels by itself, so a hostile input cannot
+// exhaust the stack while decoding; plans deeper than maxDepth are
+// refused here.
 func convert(r *rawNode, depth int) (Node, error) {
 	n := Node{NodeType: strings.TrimSpace(r.NodeType), Strategy: r.Strategy, PartialMode: r.PartialMode, JoinType: r.JoinType,
 		Operation: r.Operation, Command: r.Command, ScanDirection: r.ScanDirection, ParentRelationship: r.ParentRelationship,
@@ -308,12 +326,14 @@ func convert(r *rawNode, depth int) (Node, error) {
 	if len(r.Plans) > 0 && depth >= maxDepth {
 		return n, tooDeep()
 	}
-	for _, raw := range r.Plans {
-		var c rawNode
-		if err := json.Unmarshal(raw, &c); err != nil {
-			return n, fmt.Errorf("plan node under %q is malformed (%v): %w", n.NodeType, err, ErrNotAPlan)
+	if len(r.Plans) > 0 {
+		n.Plans = make([]Node, 0, len(r.Plans))
+	}
+	for _, c := range r.Plans {
+		if c == nil {
+			return n, fmt.Errorf("a plan node under %q is null: %w", n.NodeType, ErrNotAPlan)
 		}
-		child, err := convert(&c, depth+1)
+		child, err := convert(c, depth+1)
 		if err != nil {
 			return n, err
 		}

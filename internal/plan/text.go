@@ -16,8 +16,13 @@ import (
 // The parser follows exactly that, so a plan whose indentation was mangled
 // is refused rather than silently re-parented.
 func ParseText(b []byte) (*Explain, error) {
+	return parseText(unwrap(b))
+}
+
+// parseText reads TEXT output already taken out of its paste (unwrap).
+func parseText(b []byte) (*Explain, error) {
 	p := &textParser{e: &Explain{Format: "text"}}
-	lines := strings.Split(string(unwrap(b)), "\n")
+	lines := strings.Split(string(b), "\n")
 	for i, raw := range lines {
 		p.line = i + 1
 		if err := p.feed(strings.TrimRight(raw, " \t\r")); err != nil {

@@ -73,7 +73,37 @@ func RunPlan(in PlanInput, ids []string) ([]model.Finding, []model.Skip, error) 
 			Fix:    "run EXPLAIN (ANALYZE, BUFFERS) (pgmedic explain --dsn ... --query ... --analyze does it safely for a SELECT)"})
 	}
 	RankPlan(findings)
+	findings, skips = capPerRule(findings, skips)
 	return findings, skips, nil
+}
+
+// maxPerRule bounds one rule's findings on one plan. A plan over
+// thousands of partitions can have a thousand small nodes with the same
+// problem; the largest are shown and the rest are counted.
+const maxPerRule = 10
+
+// capPerRule keeps each rule's maxPerRule largest findings (they come
+// ranked) and says how many were left out.
+func capPerRule(fs []model.Finding, skips []model.Skip) ([]model.Finding, []model.Skip) {
+	seen := map[string]int{}
+	kept := fs[:0]
+	var order []string
+	for _, f := range fs {
+		seen[f.Rule]++
+		if seen[f.Rule] == 1 {
+			order = append(order, f.Rule)
+		}
+		if seen[f.Rule] <= maxPerRule {
+			kept = append(kept, f)
+		}
+	}
+	for _, id := range order {
+		if n := seen[id]; n > maxPerRule {
+			skips = append(skips, model.Skip{Rule: id,
+				Reason: fmt.Sprintf("%d more findings on smaller nodes of this plan are left out; the %d largest are shown", n-maxPerRule, maxPerRule)})
+		}
+	}
+	return kept, skips
 }
 
 // RankPlan orders plan findings by the time they could save, then by

@@ -77,39 +77,114 @@ func SlowPlanning(in PlanInput) []model.Finding {
 // rows that are kept.
 func PlanMissingIndex(in PlanInput) []model.Finding {
 	var out []model.Finding
-	all, _ := nodes(in.Explain)
-	for _, n := range all {
-		if n.NodeType != "Seq Scan" || n.Filter == "" || !n.Executed() {
+	for _, g := range seqScanGroups(in.Explain) {
+		if g.removed < missingIndexMinRemoved || g.kept > missingIndexMaxKept*(g.kept+g.removed) {
 			continue
 		}
-		removed := n.RowsRemovedByFilter * n.ActualLoops
-		kept := n.Figures.TotalRows
-		if removed < missingIndexMinRemoved || kept > missingIndexMaxKept*(kept+removed) {
-			continue
-		}
+		n := g.scans[0]
 		if len(findCasts(n.Filter, "")) > 0 {
 			continue // implicit-cast explains this scan better
 		}
-		saved := n.Figures.ExclusiveMS * (1 - kept/(kept+removed))
+		saved := g.ms * (1 - g.kept/(g.kept+g.removed))
 		cols := filterColumns(n)
-		title := fmt.Sprintf("sequential scan of %s keeps %s of %s rows", relName(n), count(kept), count(kept+removed))
-		f := planFinding(in, MissingIndexID, n, title, saved, "")
-		f.Evidence = append(f.Evidence, ev("rows kept", kept, "rows"), ev("rows removed by filter", removed, "rows"),
-			ev("time in the scan", n.Figures.ExclusiveMS, "ms"), ev("blocks read", float64(n.Buffers.SharedHit+n.Buffers.SharedRead), "blocks"))
-		if len(cols) > 0 {
-			quoted := make([]string, len(cols))
-			for i, c := range cols {
-				quoted[i] = sqlparse.QuoteIdent(c)
+		quoted := make([]string, len(cols))
+		for i, c := range cols {
+			quoted[i] = sqlparse.QuoteIdent(c)
+		}
+		var f model.Finding
+		if len(g.scans) == 1 {
+			title := fmt.Sprintf("sequential scan of %s keeps %s of %s rows", relName(n), count(g.kept), count(g.kept+g.removed))
+			f = planFinding(in, MissingIndexID, n, title, saved, "")
+			if len(cols) > 0 {
+				f.Fix = model.Fix{Summary: fmt.Sprintf("index the filtered column%s (equality columns first)", plural(len(cols))),
+					SQL: fmt.Sprintf("CREATE INDEX CONCURRENTLY ON %s (%s);", relName(n), strings.Join(quoted, ", "))}
 			}
-			f.Fix = model.Fix{Summary: fmt.Sprintf("index the filtered column%s (equality columns first)", plural(len(cols))),
-				SQL: fmt.Sprintf("CREATE INDEX CONCURRENTLY ON %s (%s);", relName(n), strings.Join(quoted, ", "))}
 		} else {
+			last := g.scans[len(g.scans)-1]
+			title := fmt.Sprintf("sequential scans of %d partitions (%s … %s) keep %s of %s rows", len(g.scans), relName(n), relName(last), count(g.kept), count(g.kept+g.removed))
+			f = planFinding(in, MissingIndexID, g.parent, title, saved, "")
+			f.Evidence = append(f.Evidence, ev("partitions scanned", float64(len(g.scans)), ""))
+			if len(cols) > 0 {
+				// The plan names the partitions, not the partitioned
+				// table; the scans' alias (events_1, events_2, ...) is the
+				// query's name for it, which is the table's unless the
+				// query gave it another.
+				parent := "<partitioned table>"
+				if base := aliasBase(g.scans); base != "" {
+					parent = sqlparse.QuoteIdent(base)
+				}
+				f.Fix = model.Fix{Summary: fmt.Sprintf("index the filtered column%s on the partitioned table: one CREATE INDEX on it creates the index on every partition (CONCURRENTLY is refused on a partitioned table; create it on each partition first to avoid the long lock)", plural(len(cols))),
+					SQL: fmt.Sprintf("CREATE INDEX ON %s (%s);", parent, strings.Join(quoted, ", "))}
+			}
+		}
+		f.Evidence = append(f.Evidence, ev("rows kept", g.kept, "rows"), ev("rows removed by filter", g.removed, "rows"),
+			ev("time in the scan", g.ms, "ms"), ev("blocks read", g.blocks, "blocks"))
+		if len(cols) == 0 {
 			f.Fix.Summary = "index the columns of the filter " + n.Filter
 		}
 		f.Experiment = nil
 		out = append(out, f)
 	}
 	return out
+}
+
+// scanGroup is the sequential scans judged together: one scan, or the
+// scans of a partitioned table's partitions.
+type scanGroup struct {
+	parent                    *plan.Node
+	scans                     []*plan.Node
+	kept, removed, ms, blocks float64
+}
+
+// seqScanGroups gathers the executed, filtered sequential scans. A
+// partitioned table shows as an Append (or MergeAppend) over one scan per
+// partition, each with the same filter: each alone may be too small to
+// matter, together they are the statement's time, and one index on the
+// partitioned table fixes them all, so they are judged as one.
+func seqScanGroups(e *plan.Explain) []*scanGroup {
+	all, parent := nodes(e)
+	var groups []*scanGroup
+	byKey := map[[2]any]*scanGroup{}
+	for _, n := range all {
+		if n.NodeType != "Seq Scan" || n.Filter == "" || !n.Executed() {
+			continue
+		}
+		var g *scanGroup
+		if p := parent[n]; p != nil && (p.NodeType == "Append" || p.NodeType == "Merge Append") {
+			key := [2]any{p, n.Filter}
+			if g = byKey[key]; g == nil {
+				g = &scanGroup{parent: p}
+				byKey[key] = g
+				groups = append(groups, g)
+			}
+		} else {
+			g = &scanGroup{}
+			groups = append(groups, g)
+		}
+		g.scans = append(g.scans, n)
+		g.removed += n.RowsRemovedByFilter * n.ActualLoops
+		g.kept += n.Figures.TotalRows
+		g.ms += n.Figures.ExclusiveMS
+		g.blocks += float64(n.Buffers.SharedHit + n.Buffers.SharedRead)
+	}
+	return groups
+}
+
+// aliasBase is the name PostgreSQL derived the partitions' aliases from
+// (events_1, events_2 → events), when they all share it.
+func aliasBase(scans []*plan.Node) string {
+	base := ""
+	for _, n := range scans {
+		i := strings.LastIndexByte(n.Alias, '_')
+		if i <= 0 || strings.Trim(n.Alias[i+1:], "0123456789") != "" || n.Alias[i+1:] == "" {
+			return ""
+		}
+		if base != "" && n.Alias[:i] != base {
+			return ""
+		}
+		base = n.Alias[:i]
+	}
+	return base
 }
 
 func plural(n int) string {

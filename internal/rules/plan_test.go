@@ -44,6 +44,9 @@ func TestPlanRulesOnFixtures(t *testing.T) {
 		{JITOverheadID, "jit-overhead", "JIT compilation took"},
 		{SlowPlanningID, "slow-planning", "planning took"},
 		{MissingIndexID, "missing-index", "keeps 8 of 400k rows"},
+		// 40 hash partitions, each scan throwing away 5,000 rows: one
+		// finding on the Append, not forty.
+		{MissingIndexID, "missing-index-partitions", "sequential scans of 40 partitions (events_p0 … events_p39) keep 40 of 200k rows"},
 		{ImplicitCastID, "implicit-cast", "customer_id is cast to numeric"},
 		{SortSpillID, "sort-spill", "external merge"},
 		{HashBatchesID, "hash-batches", "8 batches"},
@@ -74,6 +77,9 @@ func TestPlanRulesOnFixtures(t *testing.T) {
 				}
 				if c.rule != MisestimateID && (f.Evidence[0].Label != "could save" || f.Evidence[0].Value <= 0) {
 					t.Errorf("no time saving: %+v", f.Evidence)
+				}
+				if c.fixture == "missing-index-partitions" && f.Fix.SQL != "CREATE INDEX ON events (user_id);" {
+					t.Errorf("fix %q is not one index on the partitioned table", f.Fix.SQL)
 				}
 				if _, err := os.Stat(filepath.Join("..", "..", f.Docs)); err != nil {
 					t.Errorf("rule page: %v", err)
@@ -155,5 +161,22 @@ func TestImplicitCastCatalog(t *testing.T) {
 	}
 	if fs := ImplicitCast(PlanInput{Explain: varchar}); len(fs) != 1 || fs[0].Severity != model.Info || !strings.Contains(fs[0].Verification.Reason, "unconfirmed") {
 		t.Errorf("without catalog: %+v", fs)
+	}
+}
+
+// TestCapPerRule: one rule's findings beyond maxPerRule are counted in a
+// skip, not listed; other rules keep theirs.
+func TestCapPerRule(t *testing.T) {
+	var fs []model.Finding
+	for i := 0; i < maxPerRule+3; i++ {
+		fs = append(fs, model.Finding{Rule: MisestimateID})
+	}
+	fs = append(fs, model.Finding{Rule: SortSpillID}, model.Finding{Rule: SortSpillID})
+	kept, skips := capPerRule(fs, nil)
+	if len(fired(kept, MisestimateID)) != maxPerRule || len(fired(kept, SortSpillID)) != 2 {
+		t.Fatalf("kept %d findings", len(kept))
+	}
+	if len(skips) != 1 || skips[0].Rule != MisestimateID || !strings.HasPrefix(skips[0].Reason, "3 more findings") {
+		t.Fatalf("skips %+v", skips)
 	}
 }
