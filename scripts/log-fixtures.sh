@@ -3,7 +3,10 @@
 # three formats PostgreSQL 15 writes (stderr with the lab's log_line_prefix,
 # csvlog, jsonlog), from a lab cluster with statement durations,
 # connections, lock waits, temporary files, checkpoints and auto_explain
-# (text and JSON plans) logged. Run from the repository root.
+# (text and JSON plans) logged; and, where rsyslogd is installed, the same
+# log sent to syslog and written by rsyslog's traditional file format (it
+# listens on /dev/log while the script runs, so run it where no other
+# syslog daemon does). Run from the repository root, as root for syslog.
 set -euo pipefail
 . scripts/lab.sh
 out=internal/logs/testdata/lab
@@ -12,8 +15,20 @@ mkdir -p "$logs" && chmod 777 "$logs"
 data="$dir/lab/data"
 bin=$(grep -o '"bin_dir": *"[^"]*"' "$dir/lab/state.json" | sed 's/.*: *"//; s/"$//')
 
+destinations='stderr,csvlog,jsonlog'
+if command -v rsyslogd >/dev/null && [ "$(id -u)" = 0 ] && [ ! -e /dev/log ]; then
+  cat > "$dir/rsyslog.conf" <<CONF
+module(load="imuxsock" SysSock.Name="/dev/log")
+global(workDirectory="$dir")
+local0.* action(type="omfile" file="$logs/pg.syslog" template="RSYSLOG_TraditionalFileFormat")
+CONF
+  rsyslogd -f "$dir/rsyslog.conf" -i "$dir/rsyslogd.pid"
+  trap 'kill "$(cat "$dir/rsyslogd.pid")" 2>/dev/null; rm -f /dev/log; "$dir/pgmedic" lab down --dir "$dir/lab" >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
+  sleep 0.5
+  destinations="$destinations,syslog"
+fi
 psql -c "ALTER SYSTEM SET logging_collector = on" \
-     -c "ALTER SYSTEM SET log_destination = 'stderr,csvlog,jsonlog'" \
+     -c "ALTER SYSTEM SET log_destination = '$destinations'" \
      -c "ALTER SYSTEM SET log_directory = '$logs'" \
      -c "ALTER SYSTEM SET log_filename = 'pg.log'" \
      -c "ALTER SYSTEM SET log_min_duration_statement = 0" \
@@ -48,6 +63,8 @@ psql -c "SET jit_above_cost = 0" -c "SET jit_inline_above_cost = 0" -c "SET jit_
      -c "SET auto_explain.log_format = 'text'" -c "SELECT sum(balance) FROM accounts WHERE id < 200000"
 # A sort that spills.
 psql -c "SET work_mem = '64kB'" -c "SELECT owner FROM accounts ORDER BY owner DESC LIMIT 5"
+# A statement longer than syslog's 900-byte pieces.
+psql -c "SELECT count(*) FROM accounts WHERE id IN ($(seq -s ', ' 1000 1400))"
 # Errors.
 psql -c "SELECT 1/0" 2>/dev/null || true
 psql -c "INSERT INTO accounts VALUES (1, 'dup', 0)" 2>/dev/null || true
@@ -67,4 +84,5 @@ cp "$logs/pg.log" "$out/stderr.log"
 cp "$logs/pg.csv" "$out/csvlog.csv"
 cp "$logs/pg.json" "$out/jsonlog.json"
 gzip -9 -c "$out/stderr.log" > "$out/stderr.log.gz"
+[ -f "$logs/pg.syslog" ] && cp "$logs/pg.syslog" "$out/syslog.log"
 wc -l "$out"/*

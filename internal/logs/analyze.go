@@ -82,8 +82,13 @@ func readSource(ctx context.Context, src Source, forced *Prefix) *Summary {
 	br := bufio.NewReaderSize(r, 1<<20)
 	head, _ := br.Peek(256 << 10)
 	f, p, err := Detect(head)
-	if forced != nil && (err != nil || f == Stderr) {
-		f, p, err = Stderr, forced, nil
+	if forced != nil {
+		switch {
+		case f == Syslog:
+			p, err = forced, nil
+		case err != nil || f == Stderr:
+			f, p, err = Stderr, forced, nil
+		}
 	}
 	if err != nil {
 		fs.Error = err.Error()

@@ -175,3 +175,12 @@ var knownPrefixes = []string{
 	"%m ",
 	"%t ",
 }
+
+// syslogPrefixes are tried too on syslog files, whose own header carries
+// the time and the process: pgBadger's recommendation for syslog, and no
+// prefix at all (tried last: it matches whatever the others match).
+var syslogPrefixes = []string{
+	"user=%u,db=%d,app=%a,client=%h ",
+	"%q%u@%d ",
+	"",
+}

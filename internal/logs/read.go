@@ -11,6 +11,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Format is how a log file is written.
@@ -61,8 +62,8 @@ func Open(r io.Reader) (io.Reader, error) {
 }
 
 // Detect tells the format from the first bytes of a log, and for stderr
-// the log_line_prefix that matches most of its first lines; it says why
-// when it cannot.
+// and syslog the log_line_prefix that matches most of its first messages;
+// it says why when it cannot.
 func Detect(head []byte) (Format, *Prefix, error) {
 	lines := strings.Split(strings.ReplaceAll(string(head), "\r\n", "\n"), "\n")
 	if len(lines) > 1 {
@@ -86,8 +87,18 @@ func Detect(head []byte) (Format, *Prefix, error) {
 	if looksCSV(first[0]) {
 		return CSV, nil, nil
 	}
+	format, candidates := Stderr, knownPrefixes
+	if texts, ok := syslogTexts(first); ok {
+		// syslog's header says the time and the process: servers that
+		// log to syslog often keep only the session fields in the prefix,
+		// or none.
+		format, first, candidates = Syslog, texts, append(append([]string{}, knownPrefixes...), syslogPrefixes...)
+		if len(first) == 0 {
+			return Syslog, nil, errors.New("the syslog lines hold no PostgreSQL message start")
+		}
+	}
 	best, bestN := (*Prefix)(nil), 0
-	for _, text := range knownPrefixes {
+	for _, text := range candidates {
 		p, err := CompilePrefix(text)
 		if err != nil {
 			continue
@@ -103,9 +114,14 @@ func Detect(head []byte) (Format, *Prefix, error) {
 		}
 	}
 	if best == nil || bestN*2 < len(first) {
-		return "", nil, fmt.Errorf("no known log_line_prefix matches this log (first line: %.120q); give it with --prefix (SHOW log_line_prefix)", first[0])
+		// The format is said even so: a --prefix applies to it.
+		what := "log"
+		if format == Syslog {
+			what = "syslog file's messages"
+		}
+		return format, nil, fmt.Errorf("no known log_line_prefix matches this %s (first: %.120q); give it with --prefix (SHOW log_line_prefix)", what, first[0])
 	}
-	return Stderr, best, nil
+	return format, best, nil
 }
 
 // looksCSV: a csvlog line starts with a timestamp and has at least 20
@@ -130,7 +146,10 @@ func Read(r io.Reader, f Format, p *Prefix, fn func(Entry)) (Stats, error) {
 		return readJSON(r, fn)
 	}
 	if p == nil {
-		return Stats{}, errors.New("a stderr log needs a log_line_prefix")
+		return Stats{}, fmt.Errorf("a %s log needs a log_line_prefix", f)
+	}
+	if f == Syslog {
+		return readSyslog(r, p, fn)
 	}
 	return readStderr(r, p, fn)
 }
@@ -140,67 +159,96 @@ func Read(r io.Reader, f Format, p *Prefix, fn func(Entry)) (Stats, error) {
 // message before it from the same process.
 func readStderr(r io.Reader, p *Prefix, fn func(Entry)) (Stats, error) {
 	var st Stats
+	a := newAssembler(p, &st, fn)
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxLine)
-	pending := map[int]*Entry{} // the last message of each process, not yet emitted
-	var last *Entry
-	var lastLevel string
-	flush := func(pid int) {
-		if e := pending[pid]; e != nil {
-			fn(*e)
-			st.Entries++
-			delete(pending, pid)
-		}
-	}
 	for sc.Scan() {
-		line := strings.TrimSuffix(sc.Text(), "\r")
 		st.Lines++
-		if strings.HasPrefix(line, "\t") && last != nil {
-			last.attach(lastLevel, strings.TrimPrefix(line, "\t"))
-			if lastLevel == "" || !detailLevels[lastLevel] {
-				last.Message += "\n" + strings.TrimPrefix(line, "\t")
-			}
-			continue
-		}
-		e, ok := p.parse(line)
-		if !ok {
-			// A line without the prefix right after a message of several
-			// lines belongs to it (auto_explain writes a text plan's JIT
-			// block so); anywhere else it is not understood.
-			if last != nil && strings.Contains(last.Message, "\n") && strings.TrimSpace(line) != "" {
-				last.Message += "\n" + line
-				continue
-			}
-			if strings.TrimSpace(line) != "" {
-				st.unrecognised(line)
-			}
-			continue
-		}
-		if detailLevels[e.Level] {
-			if prev := pending[e.PID]; prev != nil {
-				prev.attach(e.Level, e.Message)
-				last, lastLevel = prev, e.Level
-				continue
-			}
-		}
-		flush(e.PID)
-		ne := e
-		pending[e.PID] = &ne
-		last, lastLevel = &ne, ""
-		// Bound what waits: processes that log once and go away.
-		if len(pending) > 10000 {
-			for pid := range pending {
-				flush(pid)
-			}
-		}
+		a.line(strings.TrimSuffix(sc.Text(), "\r"), time.Time{}, 0)
 	}
-	for pid := range pending {
-		flush(pid)
-	}
+	a.close()
 	if err := sc.Err(); err != nil {
 		return st, fmt.Errorf("reading line %d: %w", st.Lines+1, err)
 	}
 	return st, nil
+}
+
+// assembler turns the lines of a stderr log (or the messages a syslog
+// carried, put back together) into entries.
+type assembler struct {
+	p         *Prefix
+	st        *Stats
+	fn        func(Entry)
+	pending   map[int]*Entry // the last message of each process, not yet emitted
+	last      *Entry
+	lastLevel string
+}
+
+func newAssembler(p *Prefix, st *Stats, fn func(Entry)) *assembler {
+	return &assembler{p: p, st: st, fn: fn, pending: map[int]*Entry{}}
+}
+
+func (a *assembler) flush(pid int) {
+	if e := a.pending[pid]; e != nil {
+		a.fn(*e)
+		a.st.Entries++
+		delete(a.pending, pid)
+	}
+}
+
+// line takes one line; at and pid stand in for what a prefix without %m
+// or %p does not say (syslog's own header says it).
+func (a *assembler) line(line string, at time.Time, pid int) {
+	if strings.HasPrefix(line, "\t") && a.last != nil {
+		a.last.attach(a.lastLevel, strings.TrimPrefix(line, "\t"))
+		if a.lastLevel == "" || !detailLevels[a.lastLevel] {
+			a.last.Message += "\n" + strings.TrimPrefix(line, "\t")
+		}
+		return
+	}
+	e, ok := a.p.parse(line)
+	if !ok {
+		// A line without the prefix right after a message of several
+		// lines belongs to it (auto_explain writes a text plan's JIT
+		// block so); anywhere else it is not understood.
+		if a.last != nil && strings.Contains(a.last.Message, "\n") && strings.TrimSpace(line) != "" {
+			a.last.Message += "\n" + line
+			return
+		}
+		if strings.TrimSpace(line) != "" {
+			a.st.unrecognised(line)
+		}
+		return
+	}
+	if e.Time.IsZero() {
+		e.Time = at
+	}
+	if e.PID == 0 {
+		e.PID = pid
+	}
+	if detailLevels[e.Level] {
+		if prev := a.pending[e.PID]; prev != nil {
+			prev.attach(e.Level, e.Message)
+			a.last, a.lastLevel = prev, e.Level
+			return
+		}
+	}
+	a.flush(e.PID)
+	ne := e
+	a.pending[e.PID] = &ne
+	a.last, a.lastLevel = &ne, ""
+	// Bound what waits: processes that log once and go away.
+	if len(a.pending) > 10000 {
+		for pid := range a.pending {
+			a.flush(pid)
+		}
+	}
+}
+
+func (a *assembler) close() {
+	for pid := range a.pending {
+		a.flush(pid)
+	}
 }
 
 // csvColumns are csvlog's columns (PostgreSQL 15; earlier versions have a
