@@ -61,6 +61,15 @@ psql -c "PREPARE by_customer(numeric) AS SELECT sum(total) FROM orders WHERE cus
 # JIT on a short statement (text plan this time).
 psql -c "SET jit_above_cost = 0" -c "SET jit_inline_above_cost = 0" -c "SET jit_optimize_above_cost = 0" \
      -c "SET auto_explain.log_format = 'text'" -c "SELECT sum(balance) FROM accounts WHERE id < 200000"
+# Statistics left behind: rows loaded after ANALYZE into a table
+# autovacuum skips, then a scan the planner estimates from the old figures.
+psql <<'SQL'
+CREATE TABLE events (id int, kind text) WITH (autovacuum_enabled = off);
+INSERT INTO events SELECT g, 'old' FROM generate_series(1, 1000) g;
+ANALYZE events;
+INSERT INTO events SELECT g, 'new' FROM generate_series(1, 300000) g;
+SQL
+psql -c "SET max_parallel_workers_per_gather = 0" -c "SELECT count(*) FROM events WHERE kind = 'new'"
 # A sort that spills.
 psql -c "SET work_mem = '64kB'" -c "SELECT owner FROM accounts ORDER BY owner DESC LIMIT 5"
 # A statement longer than syslog's 900-byte pieces.
@@ -85,4 +94,29 @@ cp "$logs/pg.csv" "$out/csvlog.csv"
 cp "$logs/pg.json" "$out/jsonlog.json"
 gzip -9 -c "$out/stderr.log" > "$out/stderr.log.gz"
 [ -f "$logs/pg.syslog" ] && cp "$logs/pg.syslog" "$out/syslog.log"
+
+# maintenance.log: autovacuum held back by an old snapshot, and
+# checkpoints forced by WAL volume (max_wal_size at its minimum).
+psql -c "ALTER SYSTEM SET log_destination = 'stderr'" \
+     -c "ALTER SYSTEM SET log_filename = 'maintenance.log'" \
+     -c "ALTER SYSTEM SET log_min_duration_statement = -1" \
+     -c "ALTER SYSTEM SET autovacuum_naptime = '1s'" \
+     -c "ALTER SYSTEM SET max_wal_size = '32MB'" \
+     -c "ALTER SYSTEM SET min_wal_size = '32MB'" \
+     -c "ALTER SYSTEM SET checkpoint_warning = '5min'" \
+     -c "SELECT pg_reload_conf()" >/dev/null
+sleep 1
+psql <<'SQL'
+CREATE TABLE jobs (id int PRIMARY KEY, attempts int NOT NULL DEFAULT 0, payload text);
+INSERT INTO jobs SELECT g, 0, repeat('x', 40) FROM generate_series(1, 100000) g;
+SQL
+# A reporting transaction keeps its snapshot for 8 seconds: what the
+# updates leave behind cannot be removed while it is open.
+psql -c "BEGIN ISOLATION LEVEL REPEATABLE READ" -c "SELECT count(*) FROM jobs" -c "SELECT pg_sleep(8)" -c "COMMIT" >/dev/null &
+sleep 0.5
+for i in 1 2 3; do psql -c "UPDATE jobs SET attempts = attempts + 1"; sleep 1.5; done
+for i in 1 2 3; do psql -c "UPDATE accounts SET balance = balance + 1"; done
+wait
+sleep 4 # autovacuum runs again once the snapshot is gone
+cp "$logs/maintenance.log" "$out/maintenance.log"
 wc -l "$out"/*

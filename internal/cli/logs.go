@@ -17,13 +17,16 @@ import (
 // newLogs is `pgmedic logs`: server logs read and aggregated.
 func newLogs(stdin io.Reader, stdout io.Writer) *cobra.Command {
 	var format, out, prefix string
+	var literals bool
 	cmd := &cobra.Command{
 		Use:   "logs FILE...",
-		Short: "read PostgreSQL server logs (stderr, csvlog, jsonlog; plain or .gz; - for stdin)",
+		Short: "read PostgreSQL server logs (stderr, csvlog, jsonlog, syslog; plain or .gz; - for stdin)",
 		Long: `logs reads PostgreSQL's server logs and reports statements by fingerprint with their
 durations (log_min_duration_statement, auto_explain), errors by SQLSTATE, connections, lock
-waits, temporary files, checkpoints and autovacuum. The format and the log_line_prefix are
-detected from each file and said in the report; --prefix gives the prefix when they are not.
+waits, temporary files, checkpoints and autovacuum, and runs the plan rules on the executed
+plans auto_explain logged. The format and the log_line_prefix are detected from each file and
+said in the report; --prefix gives the prefix when they are not. Query texts are normalised
+(values replaced by $n) unless --show-literals.
 
 Exit codes: 0 read, 2 nothing could be parsed (or bad usage).`,
 		Args: cobra.MinimumNArgs(1),
@@ -35,7 +38,7 @@ Exit codes: 0 read, 2 nothing could be parsed (or bad usage).`,
 			for _, a := range args {
 				sources = append(sources, logs.FileSource(a, stdin))
 			}
-			s, findings, skipped, err := diagnose.Logs(cmd.Context(), sources, prefix, nil)
+			s, findings, skipped, err := diagnose.Logs(cmd.Context(), sources, logs.Options{Prefix: prefix, ShowLiterals: literals}, nil)
 			if err != nil {
 				return inputErr(err)
 			}
@@ -63,7 +66,8 @@ Exit codes: 0 read, 2 nothing could be parsed (or bad usage).`,
 	}
 	cmd.Flags().StringVar(&format, "format", "text", "text or json")
 	cmd.Flags().StringVar(&out, "out", "", "write the report to this file instead of stdout")
-	cmd.Flags().StringVar(&prefix, "prefix", "", "the server's log_line_prefix, for stderr logs (default: detected)")
+	cmd.Flags().StringVar(&prefix, "prefix", "", "the server's log_line_prefix, for stderr and syslog logs (default: detected)")
+	cmd.Flags().BoolVar(&literals, "show-literals", false, "keep each statement's slowest call and each error's first message with their values (default: normalised texts only)")
 	return cmd
 }
 

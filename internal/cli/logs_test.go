@@ -42,8 +42,33 @@ func TestLogs(t *testing.T) {
 	for _, f := range rep.Findings {
 		rules[f.Rule] = true
 	}
-	if !rules["jit-overhead"] || !rules["implicit-cast"] {
+	if !rules["jit-overhead"] || !rules["implicit-cast"] || !rules["stale-statistics"] {
 		t.Errorf("findings from the executed plans: %v", rules)
+	}
+	// Values stay out of the report unless asked for, in every section.
+	for _, secret := range []string{"owner 1%", "'new'", "by_customer(42)"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("the report shows the literal %q without --show-literals", secret)
+		}
+	}
+	_, lit, _ := run(t, "logs", "--format", "json", "--show-literals", dir+"stderr.log")
+	if !strings.Contains(lit, `"example": "SELECT count(*) FROM accounts WHERE owner LIKE 'owner 1%';"`) {
+		t.Errorf("--show-literals: no example with its values")
+	}
+	// The checkpointer and autovacuum: their own findings.
+	code, out, _ = run(t, "logs", "--format", "json", dir+"maintenance.log")
+	var maint struct {
+		Findings []model.Finding `json:"findings"`
+	}
+	if err := json.Unmarshal([]byte(out), &maint); code != 0 || err != nil {
+		t.Fatalf("exit %d, %v", code, err)
+	}
+	got := map[string]bool{}
+	for _, f := range maint.Findings {
+		got[f.Rule+" "+f.Object.Name] = true
+	}
+	if !got["checkpoint-pressure checkpointer"] || !got["table-bloat postgres.public.jobs"] {
+		t.Errorf("maintenance findings: %v", got)
 	}
 	for _, s := range rep.Statements {
 		if s.Query == "SELECT $1" && s.Count != 75 { // 25 in each format

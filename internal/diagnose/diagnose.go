@@ -238,18 +238,33 @@ func Query(ctx context.Context, sess *envelope.Session, query string, analyze bo
 	return stmt, e, nil
 }
 
+// analyzesOf counts the log's autoanalyze runs of a table a plan names
+// (relation, or schema.relation under VERBOSE); autovacuum names tables
+// database.schema.relation.
+func analyzesOf(tables []model.TableMaintenance, table string) int64 {
+	var n int64
+	for _, t := range tables {
+		if strings.HasSuffix(t.Table, "."+table) {
+			n += t.Analyzes
+		}
+	}
+	return n
+}
+
 // Logs reads server logs and runs the plan rules on the executed plans
 // auto_explain logged in them: the plans pg_stat_statements cannot show
 // (the cast a client's parameter type forced, JIT per execution, the
 // generic plan a prepared statement settled on). Findings name the
 // statement's fingerprint.
-func Logs(ctx context.Context, sources []logs.Source, prefix string, ruleIDs []string) (*logs.Summary, []model.Finding, []model.Skip, error) {
-	s, err := logs.Analyze(ctx, sources, prefix)
+func Logs(ctx context.Context, sources []logs.Source, opt logs.Options, ruleIDs []string) (*logs.Summary, []model.Finding, []model.Skip, error) {
+	s, err := logs.Analyze(ctx, sources, opt)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	var findings []model.Finding
 	var skipped []model.Skip
+	var misestimates []rules.LogMisestimate
+	events := s.LogEvents()
 	unreadable := 0
 	for _, p := range s.Plans() {
 		ex, err := plan.Parse([]byte(p.Text))
@@ -268,8 +283,15 @@ func Logs(ctx context.Context, sources []logs.Source, prefix string, ruleIDs []s
 			return nil, nil, nil, inputErrf("--rules: %v", err)
 		}
 		findings = append(findings, fs...)
+		for _, m := range rules.ScanMisestimates(ex) {
+			m.Fingerprint, m.Query, m.LogHours = p.Fingerprint, p.Query, events.Seconds/3600
+			m.Analyzes = analyzesOf(events.Tables, m.Table)
+			misestimates = append(misestimates, m)
+		}
 	}
-	findings = append(findings, rules.FromLogEvents(s.LogEvents(), "the server log")...)
+	findings = append(findings, rules.FromLogEvents(events, "the server log")...)
+	findings = append(findings, rules.FromLogMaintenance(events)...)
+	findings = append(findings, rules.FromLogMisestimates(misestimates)...)
 	if unreadable > 0 {
 		skipped = append(skipped, model.Skip{Rule: "auto_explain", Reason: fmt.Sprintf("%d auto_explain plans in the log could not be read as plans", unreadable),
 			Fix: "auto_explain.log_format = 'json' gives plans pgmedic reads whole"})

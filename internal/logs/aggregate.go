@@ -14,23 +14,32 @@ import (
 
 // Summary is what a set of logs says, aggregated.
 type Summary struct {
-	Files      []FileStats        `json:"files"`
-	First      time.Time          `json:"first,omitempty"`
-	Last       time.Time          `json:"last,omitempty"`
-	Statements []*StatementStats  `json:"statements"`
-	Errors     []*ErrorStats      `json:"errors"`
-	Events     map[string]int64   `json:"events"`
-	LockWaitMS float64            `json:"lock_wait_ms"`
-	TempBytes  int64              `json:"temp_file_bytes"`
-	Checkpoint map[string]int64   `json:"checkpoints_by_reason"`
-	Autovacuum map[string]int64   `json:"autovacuum_by_table"`
-	PerMinute  map[string]*Minute `json:"per_minute"`
-	stmts      map[string]*StatementStats
-	errs       map[string]*ErrorStats
-	plans      map[string][]*Plan
-	shapes     map[string][2]string
-	lastAt     time.Time
-	lastMinute *Minute
+	Files      []FileStats       `json:"files"`
+	First      time.Time         `json:"first,omitempty"`
+	Last       time.Time         `json:"last,omitempty"`
+	Statements []*StatementStats `json:"statements"`
+	Errors     []*ErrorStats     `json:"errors"`
+	Events     map[string]int64  `json:"events"`
+	LockWaitMS float64           `json:"lock_wait_ms"`
+	TempBytes  int64             `json:"temp_file_bytes"`
+	Checkpoint map[string]int64  `json:"checkpoints_by_reason"`
+	// Checkpoints is what the checkpointer logged (log_checkpoints).
+	Checkpoints Checkpoints      `json:"checkpoints"`
+	Autovacuum  map[string]int64 `json:"autovacuum_by_table"`
+	// Tables is autovacuum and autoanalyze per table
+	// (log_autovacuum_min_duration).
+	Tables    map[string]*TableMaintenance `json:"maintenance_by_table"`
+	PerMinute map[string]*Minute           `json:"per_minute"`
+	// ShowLiterals keeps an example of each statement with its values
+	// (the slowest call) and of each error message; without it the report
+	// holds normalised texts only.
+	ShowLiterals bool `json:"-"`
+	stmts        map[string]*StatementStats
+	errs         map[string]*ErrorStats
+	plans        map[string][]*Plan
+	shapes       map[string][2]string
+	lastAt       time.Time
+	lastMinute   *Minute
 }
 
 // FileStats is one file's read.
@@ -44,15 +53,17 @@ type FileStats struct {
 
 // StatementStats is one statement fingerprint's durations.
 type StatementStats struct {
-	Fingerprint string    `json:"fingerprint"`
-	Query       string    `json:"query"`
-	Count       int64     `json:"count"`
-	TotalMS     float64   `json:"total_ms"`
-	MaxMS       float64   `json:"max_ms"`
-	P50, P95    float64   `json:"-"`
-	First, Last time.Time `json:"-"`
-	sample      []float64
-	rng         *rand.Rand
+	Fingerprint string  `json:"fingerprint"`
+	Query       string  `json:"query"`
+	Count       int64   `json:"count"`
+	TotalMS     float64 `json:"total_ms"`
+	MaxMS       float64 `json:"max_ms"`
+	// Example is the slowest call's text with its values (ShowLiterals).
+	Example       string    `json:"example,omitempty"`
+	P50, P95, P99 float64   `json:"-"`
+	First, Last   time.Time `json:"-"`
+	sample        []float64
+	rng           *rand.Rand
 }
 
 // ErrorStats is one kind of error: its SQLSTATE and message pattern.
@@ -61,6 +72,40 @@ type ErrorStats struct {
 	SQLState string `json:"sqlstate,omitempty"`
 	Pattern  string `json:"pattern"`
 	Count    int64  `json:"count"`
+	// Example is the first message with its values (ShowLiterals).
+	Example string `json:"example,omitempty"`
+}
+
+// Checkpoints is what log_checkpoints said: when each checkpoint started
+// and the WAL written since the one before (distance).
+type Checkpoints struct {
+	TooFrequent int64   `json:"too_frequent_warnings"`
+	Completed   int64   `json:"completed"`
+	DistanceKB  float64 `json:"distance_kb_total"`
+	// MedianIntervalS is the median time between consecutive starts.
+	MedianIntervalS float64 `json:"median_interval_s"`
+	// SpanS is the time from the first start to the last.
+	SpanS  float64     `json:"span_s"`
+	starts []time.Time // bounded by maxCheckpointStarts
+}
+
+// maxCheckpointStarts bounds the start times kept: a checkpoint a second
+// for a day is 86,400.
+const maxCheckpointStarts = 100000
+
+// TableMaintenance is one table's autovacuum and autoanalyze runs.
+type TableMaintenance struct {
+	Vacuums  int64 `json:"vacuums"`
+	Analyzes int64 `json:"analyzes"`
+	// Removed is the dead rows vacuum removed, over all runs.
+	Removed int64 `json:"dead_rows_removed"`
+	// NotRemovable is the most dead rows a run found but could not
+	// remove (an older snapshot still saw them), and RemainAt the rows the
+	// table had then; LastNotRemovable is the last run's figure.
+	NotRemovable     int64     `json:"max_dead_not_removable"`
+	RemainAt         int64     `json:"rows_remaining_then"`
+	LastNotRemovable int64     `json:"last_dead_not_removable"`
+	lastVacuum       time.Time // orders the last run across merged parts
 }
 
 // Minute is the per-minute series for charts.
@@ -74,7 +119,7 @@ type Minute struct {
 
 // NewSummary is an empty summary.
 func NewSummary() *Summary {
-	return &Summary{Events: map[string]int64{}, Checkpoint: map[string]int64{}, Autovacuum: map[string]int64{},
+	return &Summary{Events: map[string]int64{}, Checkpoint: map[string]int64{}, Autovacuum: map[string]int64{}, Tables: map[string]*TableMaintenance{},
 		PerMinute: map[string]*Minute{}, stmts: map[string]*StatementStats{}, errs: map[string]*ErrorStats{}, plans: map[string][]*Plan{}, shapes: map[string][2]string{}}
 }
 
@@ -87,7 +132,9 @@ var (
 	lockWaitRe = regexp.MustCompile(`^process \d+ (?:still waiting|acquired) for \w+ on .* after ([0-9.]+) ms`)
 	tempRe     = regexp.MustCompile(`^temporary file: path ".*", size (\d+)`)
 	ckptRe     = regexp.MustCompile(`^checkpoint starting: (.*)$`)
-	autovacRe  = regexp.MustCompile(`^automatic (vacuum|analyze) of table "([^"]+)"`)
+	ckptDoneRe = regexp.MustCompile(`distance=(\d+) kB`)
+	autovacRe  = regexp.MustCompile(`^automatic (?:aggressive )?(vacuum|analyze)(?: to prevent wraparound)? of table "([^"]+)"`)
+	tuplesRe   = regexp.MustCompile(`tuples: (\d+) removed, (\d+) remain, (\d+) are dead but not yet removable`)
 	numbersRe  = regexp.MustCompile(`\b\d+(\.\d+)?\b`)
 	quotedRe   = regexp.MustCompile(`"[^"]*"|'[^']*'`)
 )
@@ -150,8 +197,6 @@ func (s *Summary) Add(e Entry) {
 	case strings.Contains(msg, "connection to client lost"), strings.Contains(msg, "unexpected EOF on client connection"),
 		strings.HasPrefix(msg, "could not receive data from client"):
 		s.Events["client connections lost"]++
-	case strings.HasPrefix(msg, "checkpoints are occurring too frequently"):
-		s.Events["checkpoints too frequent"]++
 	case strings.HasPrefix(msg, "duplicate key value violates unique constraint"):
 		s.Events["duplicate keys"]++
 	}
@@ -174,11 +219,52 @@ func (s *Summary) Add(e Entry) {
 	case strings.HasPrefix(msg, "checkpoint starting: "):
 		if m := ckptRe.FindStringSubmatch(msg); m != nil {
 			s.Checkpoint[strings.TrimSpace(m[1])]++
+			if !e.Time.IsZero() && len(s.Checkpoints.starts) < maxCheckpointStarts {
+				s.Checkpoints.starts = append(s.Checkpoints.starts, e.Time)
+			}
 		}
+	case strings.HasPrefix(msg, "checkpoint complete: "):
+		s.Checkpoints.Completed++
+		if m := ckptDoneRe.FindStringSubmatch(msg); m != nil {
+			kb, _ := strconv.ParseFloat(m[1], 64)
+			s.Checkpoints.DistanceKB += kb
+		}
+	case strings.HasPrefix(msg, "checkpoints are occurring too frequently"):
+		s.Checkpoints.TooFrequent++
 	case strings.HasPrefix(msg, "automatic "):
 		if m := autovacRe.FindStringSubmatch(msg); m != nil {
 			s.Autovacuum[m[1]+" "+m[2]]++
+			s.addMaintenance(m[1], m[2], msg, e.Time)
 		}
+	}
+}
+
+// addMaintenance counts an autovacuum or autoanalyze run of a table, with
+// the dead rows vacuum removed and those it had to leave.
+func (s *Summary) addMaintenance(kind, table, msg string, at time.Time) {
+	t := s.Tables[table]
+	if t == nil {
+		t = &TableMaintenance{}
+		s.Tables[table] = t
+	}
+	if kind == "analyze" {
+		t.Analyzes++
+		return
+	}
+	t.Vacuums++
+	m := tuplesRe.FindStringSubmatch(msg)
+	if m == nil {
+		return
+	}
+	removed, _ := strconv.ParseInt(m[1], 10, 64)
+	remain, _ := strconv.ParseInt(m[2], 10, 64)
+	stuck, _ := strconv.ParseInt(m[3], 10, 64)
+	t.Removed += removed
+	if stuck > t.NotRemovable {
+		t.NotRemovable, t.RemainAt = stuck, remain
+	}
+	if !at.Before(t.lastVacuum) {
+		t.LastNotRemovable, t.lastVacuum = stuck, at
 	}
 }
 
@@ -325,6 +411,9 @@ func (s *Summary) addStatement(text string, ms float64, at time.Time) {
 		st = &StatementStats{Fingerprint: fp, Query: norm, rng: rand.New(rand.NewSource(int64(len(s.stmts))))}
 		s.stmts[fp] = st
 	}
+	if s.ShowLiterals && ms >= st.MaxMS {
+		st.Example = text
+	}
 	st.add(ms, at)
 }
 
@@ -355,6 +444,9 @@ func (s *Summary) addError(e Entry) {
 	es := s.errs[k]
 	if es == nil {
 		es = &ErrorStats{Level: e.Level, SQLState: e.SQLState, Pattern: pattern}
+		if s.ShowLiterals {
+			es.Example = e.Message
+		}
 		s.errs[k] = es
 	}
 	es.Count++
@@ -375,6 +467,9 @@ func (s *Summary) Merge(o *Summary) {
 		if mine == nil {
 			s.stmts[fp] = st
 			continue
+		}
+		if st.MaxMS > mine.MaxMS && st.Example != "" {
+			mine.Example = st.Example
 		}
 		for _, ms := range st.sample {
 			mine.add(ms, time.Time{})
@@ -410,6 +505,31 @@ func (s *Summary) Merge(o *Summary) {
 	}
 	for k, v := range o.Autovacuum {
 		s.Autovacuum[k] += v
+	}
+	for k, t := range o.Tables {
+		mine := s.Tables[k]
+		if mine == nil {
+			s.Tables[k] = t
+			continue
+		}
+		mine.Vacuums += t.Vacuums
+		mine.Analyzes += t.Analyzes
+		mine.Removed += t.Removed
+		if t.NotRemovable > mine.NotRemovable {
+			mine.NotRemovable, mine.RemainAt = t.NotRemovable, t.RemainAt
+		}
+		if !t.lastVacuum.IsZero() && !t.lastVacuum.Before(mine.lastVacuum) {
+			mine.LastNotRemovable, mine.lastVacuum = t.LastNotRemovable, t.lastVacuum
+		}
+	}
+	c := &s.Checkpoints
+	c.TooFrequent += o.Checkpoints.TooFrequent
+	c.Completed += o.Checkpoints.Completed
+	c.DistanceKB += o.Checkpoints.DistanceKB
+	for _, t := range o.Checkpoints.starts {
+		if len(c.starts) < maxCheckpointStarts {
+			c.starts = append(c.starts, t)
+		}
 	}
 	s.LockWaitMS += o.LockWaitMS
 	s.TempBytes += o.TempBytes
@@ -456,13 +576,14 @@ func (s *Summary) Finish() {
 	for _, st := range s.stmts {
 		sorted := append([]float64(nil), st.sample...)
 		sort.Float64s(sorted)
-		st.P50, st.P95 = model.Percentile(sorted, 0.5), model.Percentile(sorted, 0.95)
+		st.P50, st.P95, st.P99 = model.Percentile(sorted, 0.5), model.Percentile(sorted, 0.95), model.Percentile(sorted, 0.99)
 		s.Statements = append(s.Statements, st)
 	}
 	sort.Slice(s.Statements, func(i, j int) bool {
 		a, b := s.Statements[i], s.Statements[j]
 		return a.TotalMS > b.TotalMS || a.TotalMS == b.TotalMS && a.Fingerprint < b.Fingerprint
 	})
+	s.Checkpoints.finish()
 	s.Errors = s.Errors[:0]
 	for _, es := range s.errs {
 		s.Errors = append(s.Errors, es)
@@ -471,6 +592,21 @@ func (s *Summary) Finish() {
 		a, b := s.Errors[i], s.Errors[j]
 		return a.Count > b.Count || a.Count == b.Count && a.Pattern < b.Pattern
 	})
+}
+
+// finish works out the intervals between checkpoint starts.
+func (c *Checkpoints) finish() {
+	if len(c.starts) < 2 {
+		return
+	}
+	sort.Slice(c.starts, func(i, j int) bool { return c.starts[i].Before(c.starts[j]) })
+	gaps := make([]float64, 0, len(c.starts)-1)
+	for i := 1; i < len(c.starts); i++ {
+		gaps = append(gaps, c.starts[i].Sub(c.starts[i-1]).Seconds())
+	}
+	sort.Float64s(gaps)
+	c.MedianIntervalS = model.Round(model.Percentile(gaps, 0.5), 3)
+	c.SpanS = model.Round(c.starts[len(c.starts)-1].Sub(c.starts[0]).Seconds(), 3)
 }
 
 // LogEvents is what the session rules judge from the log.
@@ -485,5 +621,29 @@ func (s *Summary) LogEvents() model.LogEvents {
 	for _, m := range s.PerMinute {
 		ev.PeakPerMinute = max(ev.PeakPerMinute, m.Connections)
 	}
+	for reason, n := range s.Checkpoint {
+		// "wal", "immediate force wait wal", "time", "shutdown immediate", ...
+		for _, w := range strings.Fields(reason) {
+			switch w {
+			case "wal":
+				ev.CheckpointsByWAL += n
+			case "time":
+				ev.CheckpointsByTime += n
+			}
+		}
+	}
+	c := s.Checkpoints
+	ev.CheckpointsTooFrequent, ev.CheckpointMedianIntervalS = c.TooFrequent, c.MedianIntervalS
+	if c.Completed > 0 {
+		ev.CheckpointMeanDistanceKB = c.DistanceKB / float64(c.Completed)
+	}
+	if c.SpanS > 0 {
+		ev.WALKBPerSecond, ev.CheckpointSpanS = c.DistanceKB/c.SpanS, c.SpanS
+	}
+	for name, t := range s.Tables {
+		ev.Tables = append(ev.Tables, model.TableMaintenance{Table: name, Vacuums: t.Vacuums, Analyzes: t.Analyzes,
+			Removed: t.Removed, NotRemovable: t.NotRemovable, RemainAt: t.RemainAt, LastNotRemovable: t.LastNotRemovable})
+	}
+	sort.Slice(ev.Tables, func(i, j int) bool { return ev.Tables[i].Table < ev.Tables[j].Table })
 	return ev
 }

@@ -28,14 +28,22 @@ func FileSource(path string, stdin io.Reader) Source {
 	return Source{Name: path, Path: path, Open: func() (io.ReadCloser, error) { return os.Open(path) }}
 }
 
+// Options says how to read logs.
+type Options struct {
+	// Prefix, when not empty, is the log_line_prefix of stderr and
+	// syslog logs (otherwise it is detected).
+	Prefix string
+	// ShowLiterals keeps examples with their values (Summary.ShowLiterals).
+	ShowLiterals bool
+}
+
 // Analyze reads the sources, one worker per file (as many at once as
 // there are cores), and merges what they found. A file that cannot be read
-// or parsed is reported in Files with its error and the others go on;
-// prefix, when not empty, is the log_line_prefix of stderr logs.
-func Analyze(ctx context.Context, sources []Source, prefix string) (*Summary, error) {
+// or parsed is reported in Files with its error and the others go on.
+func Analyze(ctx context.Context, sources []Source, opt Options) (*Summary, error) {
 	var forced *Prefix
-	if prefix != "" {
-		p, err := CompilePrefix(prefix)
+	if opt.Prefix != "" {
+		p, err := CompilePrefix(opt.Prefix)
 		if err != nil {
 			return nil, err
 		}
@@ -47,7 +55,7 @@ func Analyze(ctx context.Context, sources []Source, prefix string) (*Summary, er
 	var mu sync.Mutex
 	for i, src := range sources {
 		g.Go(func() error {
-			s := readSource(gctx, src, forced)
+			s := readSource(gctx, src, forced, opt.ShowLiterals)
 			mu.Lock()
 			parts[i] = s
 			mu.Unlock()
@@ -56,6 +64,7 @@ func Analyze(ctx context.Context, sources []Source, prefix string) (*Summary, er
 	}
 	g.Wait()
 	total := NewSummary()
+	total.ShowLiterals = opt.ShowLiterals
 	for _, p := range parts {
 		total.Merge(p)
 	}
@@ -64,8 +73,9 @@ func Analyze(ctx context.Context, sources []Source, prefix string) (*Summary, er
 }
 
 // readSource reads one log into its own summary.
-func readSource(ctx context.Context, src Source, forced *Prefix) *Summary {
+func readSource(ctx context.Context, src Source, forced *Prefix, literals bool) *Summary {
 	s := NewSummary()
+	s.ShowLiterals = literals
 	fs := FileStats{Name: src.Name}
 	defer func() { s.Files = append(s.Files, fs) }()
 	rc, err := src.Open()
@@ -126,6 +136,7 @@ func readRanges(ctx context.Context, path string, parts [][2]int64, f Format, p 
 		go func() {
 			defer wg.Done()
 			sums[i] = NewSummary()
+			sums[i].ShowLiterals = s.ShowLiterals
 			rr, err := openRange(path, r[0], r[1], f, p)
 			if err != nil {
 				errs[i] = err

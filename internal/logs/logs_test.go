@@ -17,7 +17,7 @@ func analyze(t *testing.T, files ...string) *Summary {
 	for _, f := range files {
 		srcs = append(srcs, FileSource(f, nil))
 	}
-	s, err := Analyze(context.Background(), srcs, "")
+	s, err := Analyze(context.Background(), srcs, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestBadInput(t *testing.T) {
 	}
 	// A wrong --prefix reads nothing and says which lines it could not
 	// recognise.
-	s, err := Analyze(context.Background(), []Source{FileSource("testdata/lab/stderr.log", nil)}, "%t [%p]: [%l-1] user=%u,db=%d ")
+	s, err := Analyze(context.Background(), []Source{FileSource("testdata/lab/stderr.log", nil)}, Options{Prefix: "%t [%p]: [%l-1] user=%u,db=%d "})
 	if err != nil || s.Parsed() || s.Files[0].Unrecognised == 0 || len(s.Files[0].Examples) == 0 {
 		t.Errorf("a wrong prefix: %v %+v", err, s.Files[0])
 	}
@@ -192,7 +192,7 @@ func TestBadInput(t *testing.T) {
 // TestStdin: "-" reads standard input.
 func TestStdin(t *testing.T) {
 	b, _ := os.ReadFile("testdata/lab/jsonlog.json")
-	s, err := Analyze(context.Background(), []Source{FileSource("-", bytes.NewReader(b))}, "")
+	s, err := Analyze(context.Background(), []Source{FileSource("-", bytes.NewReader(b))}, Options{})
 	if err != nil || !s.Parsed() || s.Files[0].Name != "stdin" {
 		t.Fatalf("%v %+v", err, s.Files)
 	}
@@ -267,5 +267,25 @@ func TestRangesEqualWhole(t *testing.T) {
 				t.Errorf("%s in %d ranges:\n got %s\nwant %s", name, n, a, b)
 			}
 		}
+	}
+}
+
+// TestMaintenance: autovacuum held back by an 8-second snapshot while
+// three updates ran, then free to clean up; checkpoints forced by WAL
+// with max_wal_size at 32MB (scripts/log-fixtures.sh, maintenance.log).
+func TestMaintenance(t *testing.T) {
+	s := analyze(t, "testdata/lab/maintenance.log")
+	jobs := s.Tables["postgres.public.jobs"]
+	if jobs == nil || jobs.Vacuums < 3 || jobs.NotRemovable != 300000 || jobs.LastNotRemovable != 0 || jobs.Removed < 300000 || jobs.Analyzes == 0 {
+		t.Errorf("jobs: %+v", jobs)
+	}
+	ev := s.LogEvents()
+	if ev.CheckpointsByWAL < 10 || ev.CheckpointsTooFrequent < 10 || ev.CheckpointMedianIntervalS <= 0 || ev.CheckpointMedianIntervalS > 5 ||
+		ev.CheckpointMeanDistanceKB < 10000 || ev.CheckpointMeanDistanceKB > 32768 || ev.WALKBPerSecond <= 0 {
+		t.Errorf("checkpoints: %+v", ev)
+	}
+	// Aggressive and anti-wraparound vacuums are vacuums too.
+	if s.Tables["template1.pg_catalog.pg_class"].Vacuums != 1 {
+		t.Errorf("aggressive vacuum not counted: %+v", s.Tables["template1.pg_catalog.pg_class"])
 	}
 }

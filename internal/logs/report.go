@@ -27,6 +27,7 @@ func (s *Summary) JSON(w io.Writer) error {
 		MeanMS float64 `json:"mean_ms"`
 		P50MS  float64 `json:"p50_ms"`
 		P95MS  float64 `json:"p95_ms"`
+		P99MS  float64 `json:"p99_ms"`
 		First  string  `json:"first_seen,omitempty"`
 		Last   string  `json:"last_seen,omitempty"`
 	}
@@ -35,7 +36,7 @@ func (s *Summary) JSON(w io.Writer) error {
 		Statements []stmt `json:"statements"`
 	}{Summary: s, Statements: []stmt{}}
 	for _, st := range s.Statements {
-		x := stmt{StatementStats: st, MeanMS: st.TotalMS / float64(max(st.Count, 1)), P50MS: st.P50, P95MS: st.P95}
+		x := stmt{StatementStats: st, MeanMS: st.TotalMS / float64(max(st.Count, 1)), P50MS: st.P50, P95MS: st.P95, P99MS: st.P99}
 		if !st.First.IsZero() {
 			x.First, x.Last = st.First.Format("2006-01-02T15:04:05Z"), st.Last.Format("2006-01-02T15:04:05Z")
 		}
@@ -44,6 +45,23 @@ func (s *Summary) JSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
+}
+
+func sortedKeys(m map[string]int64) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func clipText(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
 }
 
 // Text writes the summary for a terminal.
@@ -72,7 +90,7 @@ func (s *Summary) Text(w io.Writer) error {
 	}
 	if len(s.Statements) > 0 {
 		b.WriteString("\n== STATEMENTS (by total duration) ==\n")
-		fmt.Fprintf(b, "  %8s %10s %9s %9s %9s %9s  %s\n", "calls", "total ms", "mean", "p50", "p95", "max", "statement")
+		fmt.Fprintf(b, "  %8s %10s %9s %9s %9s %9s %9s  %s\n", "calls", "total ms", "mean", "p50", "p95", "p99", "max", "statement")
 		for i, st := range s.Statements {
 			if i == 20 {
 				fmt.Fprintf(b, "  ... and %d more (in the JSON report)\n", len(s.Statements)-20)
@@ -82,7 +100,10 @@ func (s *Summary) Text(w io.Writer) error {
 			if len(q) > 100 {
 				q = q[:100] + "..."
 			}
-			fmt.Fprintf(b, "  %8d %10.1f %9.2f %9.2f %9.2f %9.2f  %s\n", st.Count, st.TotalMS, st.TotalMS/float64(st.Count), st.P50, st.P95, st.MaxMS, safe(q))
+			fmt.Fprintf(b, "  %8d %10.1f %9.2f %9.2f %9.2f %9.2f %9.2f  %s\n", st.Count, st.TotalMS, st.TotalMS/float64(st.Count), st.P50, st.P95, st.P99, st.MaxMS, safe(q))
+			if st.Example != "" && clipText(st.Example, 200) != q {
+				fmt.Fprintf(b, "  %8s slowest: %s\n", "", safe(clipText(st.Example, 200)))
+			}
 		}
 	}
 	if len(s.Errors) > 0 {
@@ -92,6 +113,9 @@ func (s *Summary) Text(w io.Writer) error {
 				break
 			}
 			fmt.Fprintf(b, "  %6d %-6s %-5s %s\n", e.Count, e.Level, e.SQLState, safe(e.Pattern))
+			if e.Example != "" && e.Example != e.Pattern {
+				fmt.Fprintf(b, "  %6s %-6s %-5s e.g. %s\n", "", "", "", safe(clipText(e.Example, 200)))
+			}
 		}
 	}
 	if len(s.Events) > 0 {
@@ -111,18 +135,33 @@ func (s *Summary) Text(w io.Writer) error {
 			fmt.Fprintf(b, "  %-28s %.1f MB\n", "temporary files written", float64(s.TempBytes)/(1<<20))
 		}
 	}
-	for title, m := range map[string]map[string]int64{"CHECKPOINTS (by reason)": s.Checkpoint, "AUTOVACUUM": s.Autovacuum} {
-		if len(m) == 0 {
-			continue
+	if len(s.Checkpoint) > 0 {
+		b.WriteString("\n== CHECKPOINTS ==\n")
+		for _, k := range sortedKeys(s.Checkpoint) {
+			fmt.Fprintf(b, "  started (%s)%s %d\n", safe(k), strings.Repeat(" ", max(0, 30-len(k))), s.Checkpoint[k])
 		}
-		fmt.Fprintf(b, "\n== %s ==\n", title)
-		var keys []string
-		for k := range m {
-			keys = append(keys, k)
+		c := s.Checkpoints
+		if c.MedianIntervalS > 0 {
+			fmt.Fprintf(b, "  %-40s %.1f s\n", "median time between starts", c.MedianIntervalS)
 		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			fmt.Fprintf(b, "  %-40s %d\n", safe(k), m[k])
+		if c.Completed > 0 {
+			fmt.Fprintf(b, "  %-40s %.1f MB\n", "mean WAL between checkpoints", c.DistanceKB/float64(c.Completed)/1024)
+		}
+		if c.TooFrequent > 0 {
+			fmt.Fprintf(b, "  %-40s %d\n", "\"occurring too frequently\" warnings", c.TooFrequent)
+		}
+	}
+	if len(s.Tables) > 0 {
+		b.WriteString("\n== AUTOVACUUM AND AUTOANALYZE (by table) ==\n")
+		fmt.Fprintf(b, "  %8s %8s %12s %14s  %s\n", "vacuums", "analyzes", "dead removed", "not removable", "table")
+		names := make([]string, 0, len(s.Tables))
+		for k := range s.Tables {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			t := s.Tables[k]
+			fmt.Fprintf(b, "  %8d %8d %12d %14d  %s\n", t.Vacuums, t.Analyzes, t.Removed, t.NotRemovable, safe(k))
 		}
 	}
 	_, err := io.WriteString(w, b.String())

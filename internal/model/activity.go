@@ -134,4 +134,30 @@ type LogEvents struct {
 	DuplicateKeys      int64
 	StatementTimeouts  int64
 	CancelledByClients int64
+	// Checkpoints (log_checkpoints): started by WAL volume or by
+	// checkpoint_timeout, the server's "too frequently" warnings, the
+	// median time between starts, the WAL between checkpoints and the WAL
+	// written per second over the span of the starts.
+	CheckpointsByWAL          int64
+	CheckpointsByTime         int64
+	CheckpointsTooFrequent    int64
+	CheckpointMedianIntervalS float64
+	CheckpointMeanDistanceKB  float64
+	WALKBPerSecond            float64
+	CheckpointSpanS           float64 // from the first checkpoint start to the last
+	// Tables is autovacuum's and autoanalyze's runs per table.
+	Tables []TableMaintenance
+}
+
+// TableMaintenance is one table's autovacuum and autoanalyze runs in a
+// server log.
+type TableMaintenance struct {
+	Table    string // database.schema.table, as autovacuum names it
+	Vacuums  int64
+	Analyzes int64
+	Removed  int64 // dead rows removed, over all runs
+	// NotRemovable is the most dead rows one run could not remove (a
+	// snapshot still saw them), RemainAt the table's rows then, and
+	// LastNotRemovable the last run's figure.
+	NotRemovable, RemainAt, LastNotRemovable int64
 }

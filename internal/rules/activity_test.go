@@ -159,3 +159,59 @@ func TestFromLogEvents(t *testing.T) {
 		}
 	}
 }
+
+// TestFromLogMaintenance: checkpoints WAL volume started, and dead rows
+// vacuum had to leave; quiet on checkpoints started by time and on
+// vacuums that removed what they found.
+func TestFromLogMaintenance(t *testing.T) {
+	stuck := model.TableMaintenance{Table: "shop.public.jobs", Vacuums: 6, NotRemovable: 300000, RemainAt: 400000, LastNotRemovable: 250000}
+	cleared := stuck
+	cleared.LastNotRemovable = 0
+	for _, c := range []struct {
+		name string
+		ev   model.LogEvents
+		want string
+	}{
+		{"timed checkpoints", model.LogEvents{CheckpointsByTime: 12, CheckpointsByWAL: 1, CheckpointMedianIntervalS: 300}, ""},
+		{"WAL checkpoints", model.LogEvents{CheckpointsByTime: 2, CheckpointsByWAL: 9, CheckpointMedianIntervalS: 70, CheckpointMeanDistanceKB: 600000, WALKBPerSecond: 9000, CheckpointSpanS: 600}, "checkpoint-pressure:warning"},
+		{"too frequent, seconds apart", model.LogEvents{CheckpointsByWAL: 40, CheckpointsTooFrequent: 39, CheckpointMedianIntervalS: 4}, "checkpoint-pressure:critical"},
+		{"one warning", model.LogEvents{CheckpointsByTime: 20, CheckpointsByWAL: 1, CheckpointsTooFrequent: 1}, "checkpoint-pressure:warning"},
+		{"held back", model.LogEvents{Tables: []model.TableMaintenance{stuck}}, "table-bloat:warning"},
+		{"held back, then cleared", model.LogEvents{Tables: []model.TableMaintenance{cleared}}, "table-bloat:info"},
+		{"a few stuck rows", model.LogEvents{Tables: []model.TableMaintenance{{Table: "a.b.c", Vacuums: 3, NotRemovable: 5000, RemainAt: 9000}}}, ""},
+		{"stuck rows, a small share of a big table", model.LogEvents{Tables: []model.TableMaintenance{{Table: "a.b.c", Vacuums: 3, NotRemovable: 20000, RemainAt: 9000000}}}, ""},
+	} {
+		fs := FromLogMaintenance(c.ev)
+		var got []string
+		for _, f := range fs {
+			got = append(got, f.Rule+":"+f.Severity.String())
+		}
+		if strings.Join(got, " ") != c.want {
+			t.Errorf("%s: %v, want %q", c.name, got, c.want)
+		}
+	}
+	// The size proposed: 9 MB/s for 10 minutes is 2.6 GB per 5 minutes,
+	// times 1.9; the log's checkpoints say max_wal_size is about 1GB now.
+	f := FromLogMaintenance(model.LogEvents{CheckpointsByWAL: 9, CheckpointMeanDistanceKB: 600000, WALKBPerSecond: 9000, CheckpointSpanS: 600})[0]
+	if !strings.Contains(f.Fix.SQL, "max_wal_size = '4GB'") || !strings.Contains(f.Fix.Summary, "from about 1GB") {
+		t.Errorf("fix: %s / %s", f.Fix.Summary, f.Fix.SQL)
+	}
+}
+
+// TestFromLogMisestimates: a far-off estimate of a table the log never
+// saw analyzed is stale-statistics, once per table; one analyzed
+// recently is not.
+func TestFromLogMisestimates(t *testing.T) {
+	m := LogMisestimate{Table: "events", Node: "node #2 Seq Scan on events", Factor: 300000, Estimated: 1, Actual: 300000, Query: "SELECT count(*) FROM events WHERE kind = $1", LogHours: 0.2}
+	analyzed := m
+	analyzed.Analyzes = 2
+	small := m
+	small.Factor = 20
+	fs := FromLogMisestimates([]LogMisestimate{m, m, analyzed, small})
+	if len(fs) != 1 || fs[0].Rule != StaleStatisticsID || fs[0].Fix.SQL != "ANALYZE events;" || !strings.Contains(fs[0].Title, "12 minutes") {
+		t.Fatalf("%+v", fs)
+	}
+	if fs := FromLogMisestimates([]LogMisestimate{analyzed, small}); len(fs) != 0 {
+		t.Errorf("fired on %+v", fs[0].Title)
+	}
+}

@@ -2,8 +2,25 @@ package rules
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/plan"
+)
+
+// CheckpointPressureID is the rule that reads the checkpointer's log
+// lines: checkpoints started by WAL volume, not by checkpoint_timeout.
+const CheckpointPressureID = "checkpoint-pressure"
+
+// Thresholds of the log rules.
+const (
+	ckptMinByWAL        = 2     // WAL-started checkpoints before it is a pattern
+	ckptCriticalWarns   = 10    // "too frequently" warnings ...
+	ckptCriticalSeconds = 30.0  // ... with checkpoints this close together
+	stuckMinRows        = 10000 // dead rows vacuum could not remove
+	stuckMinShare       = 0.1   // ... as a share of the table's rows
+	defaultCkptTimeoutS = 300.0 // checkpoint_timeout's default
+	completionTarget    = 0.9   // checkpoint_completion_target's default
 )
 
 // FromLogEvents judges what a server log counted with the session rules'
@@ -50,6 +67,172 @@ func FromLogEvents(le model.LogEvents, database string) []model.Finding {
 			Verification: logged, Docs: docsPath(ClientStallID)})
 	}
 	return out
+}
+
+// FromLogMaintenance judges the checkpointer's and autovacuum's lines:
+// checkpoints that WAL volume forces (checkpoint-pressure), and dead rows
+// vacuum found but could not remove because a snapshot still saw them
+// (table-bloat).
+func FromLogMaintenance(le model.LogEvents) []model.Finding {
+	var out []model.Finding
+	logged := model.NotRunBecause("counted in the server log")
+	if le.CheckpointsTooFrequent > 0 || (le.CheckpointsByWAL >= ckptMinByWAL && le.CheckpointsByWAL >= le.CheckpointsByTime) {
+		out = append(out, checkpointFinding(le, logged))
+	}
+	for _, t := range le.Tables {
+		if t.NotRemovable < stuckMinRows || float64(t.NotRemovable) < stuckMinShare*float64(t.RemainAt) {
+			continue
+		}
+		sev, cleared := model.Warning, ""
+		if t.LastNotRemovable == 0 {
+			sev, cleared = model.Info, "; a later run removed them, so what held them had gone by the end of the log"
+		}
+		out = append(out, model.Finding{Rule: TableBloatID, Severity: sev,
+			Title:  fmt.Sprintf("autovacuum could not remove %s dead rows of %s: a snapshot still saw them%s", count(float64(t.NotRemovable)), t.Table, cleared),
+			Object: model.Object{Kind: "table (log)", Name: t.Table},
+			Evidence: []model.Evidence{ev("dead rows not yet removable, most in one run", float64(t.NotRemovable), "rows"), ev("rows in the table then", float64(t.RemainAt), "rows"),
+				ev("dead rows not yet removable, last run", float64(t.LastNotRemovable), "rows"), ev2("autovacuum runs", t.Vacuums), ev("dead rows removed", float64(t.Removed), "rows")},
+			Impact: model.Impact{Summary: "vacuum ran and left the dead rows: the table and its indexes grow, scans read the dead versions, and every run repeats the work"},
+			Fix: model.Fix{Summary: "find what holds the xmin horizon back: a long transaction or a session idle in one (end it; set idle_in_transaction_session_timeout), a replication slot or a standby with hot_standby_feedback, a forgotten prepared transaction",
+				SQL: "SELECT pid, state, now() - xact_start AS open_for, backend_xmin FROM pg_stat_activity WHERE backend_xmin IS NOT NULL ORDER BY age(backend_xmin) DESC LIMIT 5;\n" +
+					"SELECT slot_name, xmin, catalog_xmin FROM pg_replication_slots;\nSELECT gid, prepared FROM pg_prepared_xacts;"},
+			Verification: logged, Docs: docsPath(TableBloatID)})
+	}
+	return out
+}
+
+// checkpointFinding says how often WAL volume started checkpoints and how
+// large max_wal_size would need to be for checkpoint_timeout to start
+// them instead.
+func checkpointFinding(le model.LogEvents, logged model.Verification) model.Finding {
+	sev := model.Warning
+	if le.CheckpointsTooFrequent >= ckptCriticalWarns && le.CheckpointMedianIntervalS > 0 && le.CheckpointMedianIntervalS < ckptCriticalSeconds {
+		sev = model.Critical
+	}
+	all := le.CheckpointsByWAL + le.CheckpointsByTime
+	title := fmt.Sprintf("%d of %d checkpoints were started by WAL volume", le.CheckpointsByWAL, all)
+	if le.CheckpointMedianIntervalS > 0 {
+		title += fmt.Sprintf(", a median %s apart", seconds(le.CheckpointMedianIntervalS))
+	}
+	title += ": max_wal_size is small for this write rate"
+	f := model.Finding{Rule: CheckpointPressureID, Severity: sev, Title: title,
+		Object: model.Object{Kind: "server (log)", Name: "checkpointer"},
+		Evidence: []model.Evidence{ev2("checkpoints started by WAL volume", le.CheckpointsByWAL), ev2("started by checkpoint_timeout", le.CheckpointsByTime),
+			ev2("\"checkpoints are occurring too frequently\" warnings", le.CheckpointsTooFrequent),
+			ev("median time between checkpoints", le.CheckpointMedianIntervalS, "s"), ev("mean WAL between checkpoints", le.CheckpointMeanDistanceKB/1024, "MB"),
+			ev("WAL written", le.WALKBPerSecond/1024, "MB/s")},
+		Impact: model.Impact{Summary: "each checkpoint writes every dirty page, and the first change to a page after it writes the whole page to WAL again (full_page_writes): close checkpoints multiply both writes and WAL"},
+		Fix: model.Fix{Summary: "raise max_wal_size so that checkpoint_timeout, not WAL volume, starts checkpoints; if the writes are a bulk load, batch it or raise max_wal_size for its duration",
+			SQL: "ALTER SYSTEM SET max_wal_size = '<size>';\nSELECT pg_reload_conf();"},
+		Verification: logged, Docs: docsPath(CheckpointPressureID)}
+	if le.WALKBPerSecond > 0 && le.CheckpointMeanDistanceKB > 0 {
+		// A checkpoint starts when the WAL since the last one reaches
+		// max_wal_size / (1 + checkpoint_completion_target): so the
+		// setting now is about the distance times 1.9, and one that lets
+		// checkpoint_timeout (5 minutes by default) start them holds 5
+		// minutes of WAL at the log's rate. A log shorter than that (a
+		// burst) says no more than the WAL it holds.
+		nowKB := le.CheckpointMeanDistanceKB * (1 + completionTarget)
+		perTimeout := math.Min(le.WALKBPerSecond*defaultCkptTimeoutS, le.WALKBPerSecond*le.CheckpointSpanS)
+		size := walSize(math.Max(perTimeout*(1+completionTarget), 2*nowKB))
+		f.Fix.Summary = fmt.Sprintf("raise max_wal_size from about %s (a checkpoint every %.0f MB of WAL) to %s: at the %.1f MB/s the log's checkpoints wrote, that lets checkpoint_timeout start them; if the writes are a bulk load, batch it or raise max_wal_size for its duration",
+			walSize(nowKB), le.CheckpointMeanDistanceKB/1024, size, le.WALKBPerSecond/1024)
+		f.Fix.SQL = fmt.Sprintf("ALTER SYSTEM SET max_wal_size = '%s';\nSELECT pg_reload_conf();", size)
+	}
+	return f
+}
+
+// walSize rounds kilobytes to the nearest power of two in MB or GB (at
+// least 32MB, the smallest max_wal_size PostgreSQL accepts).
+func walSize(kb float64) string {
+	mb := math.Max(32, math.Pow(2, math.Round(math.Log2(kb/1024))))
+	if mb >= 1024 {
+		return fmt.Sprintf("%.0fGB", mb/1024)
+	}
+	return fmt.Sprintf("%.0fMB", mb)
+}
+
+func seconds(s float64) string {
+	if s < 10 {
+		return fmt.Sprintf("%.1f s", s)
+	}
+	return fmt.Sprintf("%.0f s", s)
+}
+
+// LogMisestimate is an executed plan's scan whose row estimate was far
+// off, with what the log says about the table's autoanalyze runs.
+type LogMisestimate struct {
+	Table       string // the scanned relation, as the plan names it
+	Node        string
+	Factor      float64 // estimate off by this factor, either way
+	Estimated   float64
+	Actual      float64
+	Fingerprint string
+	Query       string
+	// Analyzes is the autoanalyze runs of the table the log shows, and
+	// LogHours the span the log covers.
+	Analyzes int64
+	LogHours float64
+}
+
+// ScanMisestimates are the scans of a plan whose row estimate was off by
+// misestimateFactor or more (at least misestimateMinRows on the larger
+// side), leaving out filters with a cast on the column (implicit-cast's)
+// and scans a Limit stopped early.
+func ScanMisestimates(e *plan.Explain) []LogMisestimate {
+	var out []LogMisestimate
+	all, parent := nodes(e)
+	for _, n := range all {
+		fig := n.Figures
+		if n.RelationName == "" || fig.Misestimate < misestimateFactor || math.Max(n.PlanRows, n.ActualRows) < misestimateMinRows {
+			continue
+		}
+		if len(findCasts(n.Filter, "")) > 0 || (!fig.Under && stoppedEarly(n, parent)) {
+			continue
+		}
+		table := n.RelationName
+		if n.Schema != "" {
+			table = n.Schema + "." + table
+		}
+		out = append(out, LogMisestimate{Table: table, Node: fmt.Sprintf("node #%d %s", fig.ID, n.Label()), Factor: fig.Misestimate,
+			Estimated: n.PlanRows * math.Max(n.ActualLoops, 1), Actual: fig.TotalRows})
+	}
+	return out
+}
+
+// FromLogMisestimates is stale-statistics from the log: a scan in an
+// executed plan estimated far off, of a table autoanalyze did not analyze
+// while the log ran. (A misestimate with fresh statistics is the plan
+// rule misestimate's to explain: correlated columns, functions.)
+func FromLogMisestimates(ms []LogMisestimate) []model.Finding {
+	var out []model.Finding
+	seen := map[string]bool{}
+	for _, m := range ms {
+		if m.Analyzes > 0 || m.Factor < misestimateFactor || seen[m.Table] {
+			continue
+		}
+		seen[m.Table] = true
+		out = append(out, model.Finding{Rule: StaleStatisticsID, Severity: model.Warning,
+			Title: fmt.Sprintf("%s estimated %s rows and read %s (%.0fx off), and autoanalyze did not analyze %s in the %s the log covers",
+				m.Node, count(m.Estimated), count(m.Actual), m.Factor, m.Table, span(m.LogHours)),
+			Object: model.Object{Kind: "statement (log)", Name: Shorten(m.Query, 80), QueryID: m.Fingerprint},
+			Evidence: []model.Evidence{ev("rows estimated", m.Estimated, "rows"), ev("rows read", m.Actual, "rows"), ev("estimate off by", m.Factor, "x"),
+				ev2("autoanalyze runs of the table in the log", m.Analyzes)},
+			Impact: model.Impact{Summary: "plans are chosen from the statistics: a row count off by this much picks the wrong join and scan methods"},
+			Fix: model.Fix{Summary: "analyze the table now, and if it changes fast lower its autovacuum_analyze_scale_factor so autoanalyze keeps up (or ANALYZE after bulk loads)",
+				SQL: fmt.Sprintf("ANALYZE %s;", m.Table)},
+			Verification: model.NotRunBecause("read from the executed plan and the log; check --dsn re-plans the statement after ANALYZE in the lab"),
+			Docs:         docsPath(StaleStatisticsID)})
+	}
+	return out
+}
+
+// span says a log's length in hours, or minutes under one.
+func span(hours float64) string {
+	if hours < 1 {
+		return fmt.Sprintf("%.0f minutes", math.Max(1, hours*60))
+	}
+	return fmt.Sprintf("%.1f hours", hours)
 }
 
 func ev2(label string, n int64) model.Evidence {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	pg_query "github.com/pganalyze/pg_query_go/v6"
@@ -785,7 +786,52 @@ func Fingerprint(sql string) (fingerprint, normalised string) {
 	if err != nil {
 		return "text:" + norm, norm
 	}
-	return fp, norm
+	return fp, normaliseUtility(norm)
+}
+
+// dmlStart are the first words of the statements pg_query's Normalize
+// replaces every constant of.
+var dmlStart = map[string]bool{"SELECT": true, "INSERT": true, "UPDATE": true, "DELETE": true, "MERGE": true, "WITH": true, "VALUES": true, "TABLE": true, "(": true}
+
+// normaliseUtility replaces the constants Normalize leaves in utility
+// statements (EXECUTE q(42), SET work_mem = '64MB', DECLARE ... ) with
+// $n, numbered after the statement's own parameters: a log reader's
+// report keeps no values by default.
+func normaliseUtility(norm string) string {
+	first := strings.ToUpper(strings.TrimSpace(norm))
+	if i := strings.IndexAny(first, " \t\n("); i > 0 {
+		first = first[:i]
+	} else if strings.HasPrefix(first, "(") {
+		first = "("
+	}
+	if dmlStart[first] || !literalRe.MatchString(norm) {
+		return norm
+	}
+	n := 0
+	for _, m := range paramRe.FindAllStringSubmatch(norm, -1) {
+		if k, err := strconv.Atoi(m[1]); err == nil && k > n {
+			n = k
+		}
+	}
+	var b strings.Builder
+	last := 0
+	for _, loc := range literalRe.FindAllStringIndex(norm, -1) {
+		if loc[0] > 0 && (norm[loc[0]-1] == '$' || isWordByte(norm[loc[0]-1])) {
+			continue // $1, or digits inside a name
+		}
+		n++
+		b.WriteString(norm[last:loc[0]])
+		fmt.Fprintf(&b, "$%d", n)
+		last = loc[1]
+	}
+	b.WriteString(norm[last:])
+	return b.String()
+}
+
+var paramRe = regexp.MustCompile(`\$(\d+)`)
+
+func isWordByte(c byte) bool {
+	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
 var literalRe = regexp.MustCompile(`'(?:[^']|'')*'|\b\d+(?:\.\d+)?\b`)

@@ -381,3 +381,22 @@ func TestFallbackParamTypes(t *testing.T) {
 		}
 	}
 }
+
+// TestFingerprintNormalises: the same statement with other values has
+// one fingerprint and a text without the values, utility statements
+// included (pg_query leaves their constants).
+func TestFingerprintNormalises(t *testing.T) {
+	for _, c := range []struct{ a, b, want string }{
+		{"SELECT * FROM t WHERE id = 42 AND name = 'x'", "SELECT * FROM t WHERE id = 7 AND name = 'y'", "SELECT * FROM t WHERE id = $1 AND name = $2"},
+		{"EXECUTE by_customer(42)", "EXECUTE by_customer(43)", "EXECUTE by_customer($1)"},
+		{"EXECUTE q2(1, 'secret')", "EXECUTE q2(9, 'other')", "EXECUTE q2($1, $2)"},
+		{"SET work_mem = '64kB'", "SET work_mem = '1GB'", "SET work_mem = $1"},
+		{"SELECT $1, 5 FROM t1", "SELECT $1, 6 FROM t1", "SELECT $1, $2 FROM t1"},
+	} {
+		fa, na := Fingerprint(c.a)
+		fb, nb := Fingerprint(c.b)
+		if fa != fb || na != c.want || nb != c.want {
+			t.Errorf("%q / %q: %s %q, %s %q; want %q", c.a, c.b, fa, na, fb, nb, c.want)
+		}
+	}
+}
