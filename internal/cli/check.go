@@ -27,6 +27,9 @@ type checkFlags struct {
 	sample           time.Duration
 	sampleInterval   time.Duration
 	pgbouncer        string
+	// Logs: check only (the lab's clusters log to a file of their own).
+	logFiles    []string
+	serverLogMB int
 }
 
 // register adds check's flags to a command (check, lab run, demo).
@@ -78,6 +81,8 @@ connection error, 3 internal error.`,
 		},
 	}
 	f.register(cmd)
+	cmd.Flags().StringArrayVar(&f.logFiles, "log", nil, "a server log to read with the check (stderr, csvlog, jsonlog, syslog; plain or .gz); its auto_explain plans and events add findings; repeat for several")
+	cmd.Flags().IntVar(&f.serverLogMB, "server-log", 64, "read this many MB from the end of the server's current log over the connection, when logging_collector is on and the role may read server files (pg_monitor, pg_read_server_files); 0 turns it off")
 	return cmd
 }
 
@@ -86,7 +91,8 @@ func (c checkFlags) options(ids []string, logf func(string, ...any)) diagnose.Op
 	return diagnose.Options{Rules: ids, StatementTimeout: c.statementTimeout, CopyTimeout: c.copyTimeout,
 		ServerCores: c.serverCores, Runs: c.runs, NoVerify: c.noVerify, VerifyIndexes: c.verifyIndexes,
 		MaxCopyBytes: int64(c.verifyMaxMB) << 20, AllowFunctions: c.allowFunctions,
-		MaxTables: c.maxTables, MaxStatements: c.maxStatements, SampleFor: c.sample, SampleEvery: c.sampleInterval, PgBouncer: c.pgbouncer, Log: logf}
+		MaxTables: c.maxTables, MaxStatements: c.maxStatements, SampleFor: c.sample, SampleEvery: c.sampleInterval, PgBouncer: c.pgbouncer, Log: logf,
+		LogFiles: c.logFiles, ServerLogBytes: int64(c.serverLogMB) << 20}
 }
 
 // findingsReport is what check and explain print: text or JSON, and the

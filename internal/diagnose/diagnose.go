@@ -47,6 +47,11 @@ type Options struct {
 	// PgBouncer is the DSN of a PgBouncer admin console sampled with the
 	// sessions (check --pgbouncer); "" for none.
 	PgBouncer string
+	// LogFiles are server logs to read with the check (--log), and
+	// ServerLogBytes how much of the end of the server's own log to read
+	// over the connection when the role may (0: none).
+	LogFiles       []string
+	ServerLogBytes int64
 	// Lab is set for lab databases, where experiments may write.
 	Lab bool
 	Log func(format string, args ...any)
@@ -88,6 +93,8 @@ func (o Options) Validate() error {
 		return inputErrf("--sample must be between 0 (off) and 10m")
 	case o.SampleFor > 0 && o.SampleEvery < 10*time.Millisecond:
 		return inputErrf("--sample-interval must be at least 10ms")
+	case o.ServerLogBytes < 0:
+		return inputErrf("--server-log must be 0 (off) or a number of megabytes")
 	}
 	if _, err := rules.Select(o.Rules); err != nil {
 		return inputErrf("--rules: %v", err)
@@ -138,6 +145,12 @@ func Check(ctx context.Context, dsn, version string, o Options, min model.Severi
 		skipped = append(skipped, more...)
 		rules.Sort(findings)
 	}
+	fromLogs, logSkips, err := o.checkLogs(ctx, sess, snap.User, findings)
+	if err != nil {
+		return nil, err
+	}
+	findings, skipped = append(findings, fromLogs...), append(skipped, logSkips...)
+	rules.Sort(findings)
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}

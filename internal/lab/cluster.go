@@ -71,6 +71,10 @@ type Options struct {
 	// that a throwaway cluster's location is known even if pgmedic dies.
 	Started func(dir string)
 
+	// Config is added to the lab's postgresql.conf (tests that need, say,
+	// the logging collector).
+	Config string
+
 	// afterStart lets tests fail setup half-way.
 	afterStart func(*Cluster) error
 }
@@ -205,7 +209,7 @@ func Create(ctx context.Context, opts Options) (c *Cluster, err error) {
 		if c.Port, err = freePort(); err != nil {
 			return c, err
 		}
-		if err = c.writeConfig(); err != nil {
+		if err = c.writeConfig(opts.Config); err != nil {
 			return c, err
 		}
 		// Recorded before the server starts: a pgmedic killed from here on
@@ -264,7 +268,7 @@ func (c *Cluster) UserDSN(role, db string) string {
 // writeConfig appends pgmedic's lab settings to postgresql.conf. JIT is left
 // at PostgreSQL's defaults on purpose: the lab must behave like the servers
 // users really run.
-func (c *Cluster) writeConfig() error {
+func (c *Cluster) writeConfig(extra string) error {
 	conf := fmt.Sprintf(`
 # --- pgmedic lab ---
 listen_addresses = '127.0.0.1'
@@ -284,7 +288,7 @@ auto_explain.log_min_duration = '1s'
 auto_explain.log_format = 'json'
 log_min_duration_statement = '1s'
 log_line_prefix = '%%m [%%p] %%q%%u@%%d '
-`, c.Port)
+`, c.Port) + extra + "\n"
 	path := filepath.Join(c.dataDir(), "postgresql.conf")
 	base, err := os.ReadFile(path)
 	if err != nil {

@@ -1,0 +1,92 @@
+package diagnose
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/pgmedic/pgmedic/internal/collect"
+	"github.com/pgmedic/pgmedic/internal/envelope"
+	"github.com/pgmedic/pgmedic/internal/logs"
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/rules"
+)
+
+// checkLogs reads the logs a check was given (--log) and the end of the
+// server's own log when the role may read it, and returns what they add to
+// the check's findings: the executed plans' findings (a cast only the
+// plan shows, JIT per execution) and the log's events. A finding the
+// check made itself is not repeated.
+func (o Options) checkLogs(ctx context.Context, sess *envelope.Session, user string, have []model.Finding) ([]model.Finding, []model.Skip, error) {
+	var sources []logs.Source
+	for _, f := range o.LogFiles {
+		sources = append(sources, logs.FileSource(f, nil))
+	}
+	var skipped []model.Skip
+	if o.ServerLogBytes > 0 {
+		sl, skip := collect.ReadServerLog(ctx, sess.Conn, user, o.ServerLogBytes)
+		if skip != nil {
+			skipped = append(skipped, *skip)
+		} else {
+			o.logf("read the server log %s", sl)
+			data := sl.Data
+			sources = append(sources, logs.Source{Name: "server:" + sl.Path, Open: func() (io.ReadCloser, error) {
+				return io.NopCloser(bytes.NewReader(data)), nil
+			}})
+		}
+	}
+	if len(sources) == 0 {
+		return nil, skipped, nil
+	}
+	s, found, more, err := Logs(ctx, sources, logs.Options{}, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	skipped = append(skipped, more...)
+	for _, f := range s.Files {
+		if f.Error == "" && f.Entries > 0 {
+			continue
+		}
+		why := f.Error
+		if why == "" {
+			why = "no entries"
+		}
+		if strings.HasPrefix(f.Name, "server:") {
+			skipped = append(skipped, model.Skip{Rule: "server log", Reason: fmt.Sprintf("%s could not be read: %s", f.Name, why), Fix: "give the log with --log FILE"})
+			continue
+		}
+		// A file the user named must be read: say so and stop.
+		return nil, nil, inputErrf("--log %s: %s", f.Name, why)
+	}
+	o.logf("the logs gave %d findings", len(found))
+	return newFindings(found, have, o.Rules), skipped, nil
+}
+
+// newFindings keeps the log's findings that the check did not make: not
+// the same rule on the same statement text, nor a session rule the
+// check's sampling already judged; with --rules, only those rules.
+func newFindings(found, have []model.Finding, only []string) []model.Finding {
+	want := map[string]bool{}
+	for _, id := range only {
+		want[id] = true
+	}
+	seen := map[string]bool{}
+	for _, f := range have {
+		seen[f.Rule+"|"+f.Object.Name] = true
+		seen[f.Rule] = true
+	}
+	var out []model.Finding
+	for _, f := range found {
+		if len(want) > 0 && !want[f.Rule] {
+			continue
+		}
+		if seen[f.Rule+"|"+f.Object.Name] || (f.Object.Kind == "log" && seen[f.Rule]) {
+			continue
+		}
+		out = append(out, f)
+	}
+	rules.RankPlan(out)
+	return out
+}

@@ -1,0 +1,96 @@
+package diagnose
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgmedic/pgmedic/internal/lab"
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/testkit"
+)
+
+// TestCheckReadsTheServerLog: an application in database shop prepares a
+// statement with a numeric parameter against an integer column; only the
+// executed plan auto_explain logged shows the cast. A check of another
+// database on the same server finds it through the server's log, read
+// over the connection; a role without the grant gets a skip naming it.
+func TestCheckReadsTheServerLog(t *testing.T) {
+	if _, err := lab.FindBinDir(""); err != nil {
+		testkit.Missing(t, "PostgreSQL 15 server binaries", err)
+	}
+	ctx := context.Background()
+	c, err := lab.Create(ctx, lab.Options{Config: `logging_collector = on
+log_destination = 'jsonlog'
+auto_explain.log_min_duration = 0
+auto_explain.log_analyze = on`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Destroy(ctx)
+	exec := func(dsn string, sqls ...string) {
+		t.Helper()
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		for _, q := range sqls {
+			if _, err := conn.Exec(ctx, q, pgx.QueryExecModeSimpleProtocol); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+	}
+	exec(c.DSN("postgres"), "CREATE DATABASE shop", "CREATE ROLE watcher LOGIN", "GRANT pg_monitor TO watcher")
+	exec(c.DSN("shop"),
+		"CREATE TABLE orders (id bigint PRIMARY KEY, customer_id int NOT NULL, total numeric(12,2) NOT NULL)",
+		"INSERT INTO orders SELECT g, g % 5000, g % 97 FROM generate_series(1, 100000) g",
+		"CREATE INDEX ON orders (customer_id)", "ANALYZE orders",
+		"PREPARE by_customer(numeric) AS SELECT sum(total) FROM orders WHERE customer_id = $1",
+		"EXECUTE by_customer(42)")
+	time.Sleep(500 * time.Millisecond) // the collector writes what it has
+
+	o := valid()
+	o.SampleFor, o.NoVerify, o.ServerLogBytes = 0, true, 64<<20
+	rep, err := Check(ctx, c.DSN("postgres"), "test", o, model.Info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cast *model.Finding
+	for i, f := range rep.Findings {
+		if f.Rule == "implicit-cast" {
+			cast = &rep.Findings[i]
+		}
+	}
+	if cast == nil || !strings.Contains(cast.Object.Name, "customer_id") {
+		t.Fatalf("no implicit-cast from the server log; findings %v, skipped %+v", rep.Findings, rep.Skipped)
+	}
+	for _, s := range rep.Skipped {
+		if s.Rule == "server log" {
+			t.Errorf("superuser: %+v", s)
+		}
+	}
+
+	// pg_monitor may find the file but not read it.
+	rep, err = Check(ctx, c.UserDSN("watcher", "postgres"), "test", o, model.Info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var skip *model.Skip
+	for i, s := range rep.Skipped {
+		if s.Rule == "server log" {
+			skip = &rep.Skipped[i]
+		}
+	}
+	if skip == nil || !strings.Contains(skip.Fix, "GRANT pg_read_server_files TO watcher") {
+		t.Errorf("no skip naming the grant: %+v", rep.Skipped)
+	}
+	for _, f := range rep.Findings {
+		if f.Rule == "implicit-cast" {
+			t.Errorf("found without reading the log: %s", f.Title)
+		}
+	}
+}
