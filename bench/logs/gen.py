@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Write a realistic PostgreSQL stderr log (log_line_prefix '%m [%p] %q%u@%d ')
 of about MB megabytes: statement durations with varied literals and
-multi-line SQL, connections, errors, lock waits, checkpoints, temporary
-files, and auto_explain plans in text and JSON.
+multi-line SQL, connections, errors, lock waits, checkpoints with their
+completion lines, autovacuum and autoanalyze runs, temporary files, and
+auto_explain plans in text (with a JIT block) and JSON.
 
 usage: gen.py MB > postgresql.log
 """
@@ -61,6 +62,27 @@ PLAN_JSON = """duration: {ms} ms  plan:
 \t  }}
 \t}}"""
 
+PLAN_TEXT = """duration: {ms} ms  plan:
+\tQuery Text: SELECT count(*) FROM jobs WHERE status = 'queued' AND run_at < now() - interval '{d} minutes'
+\tAggregate  (cost=4185.01..4185.02 rows=1 width=8) (actual time={ms}..{ms} rows=1 loops=1)
+\t  ->  Seq Scan on jobs  (cost=0.00..4185.00 rows=40 width=0) (actual time=0.020..{ms} rows=40 loops=1)
+\t        Filter: ((status = 'queued'::text) AND (run_at < (now() - '{d} minutes'::interval)))
+\t        Rows Removed by Filter: 199960
+\tJIT:
+\t  Functions: 4
+\t  Options: Inlining false, Optimization false, Expressions true, Deforming true
+\t  Timing: Generation 0.512 ms, Inlining 0.000 ms, Optimization 0.301 ms, Emission 5.122 ms, Total 5.935 ms"""
+
+AUTOVACUUM = """automatic vacuum of table "shop.public.{t}": index scans: 1
+\tpages: 0 removed, {p} remain, {p} scanned (100.00% of total)
+\ttuples: {r} removed, {n} remain, {k} are dead but not yet removable
+\tremovable cutoff: 123456, which was 42 XIDs old when operation ended
+\tindex scan needed: 120 pages from table (1.20% of total) had {r} dead item identifiers removed
+\tavg read rate: 0.000 MB/s, avg write rate: 1.234 MB/s
+\tbuffer usage: {p} hits, 0 misses, 12 dirtied
+\tWAL usage: 300 records, 12 full page images, 98765 bytes
+\tsystem usage: CPU: user: 0.01 s, system: 0.00 s, elapsed: 0.05 s"""
+
 
 def line(pid, user, db, level, msg):
     global written, t
@@ -89,9 +111,17 @@ while written < target:
     elif r < 0.97:
         line(pid, "app", "shop", "LOG", "process %d still waiting for ShareLock on transaction %d after 1000.%03d ms" % (pid, random.randint(1000, 99999), random.randint(0, 999)))
         line(pid, "app", "shop", "DETAIL", "Process holding the lock: %d. Wait queue: %d." % (random.randint(1000, 1200), pid))
-    elif r < 0.985:
+    elif r < 0.978:
         line(pid, "app", "shop", "LOG", PLAN_JSON.format(ms="%.3f" % random.uniform(20, 80), n=random.randint(1, 100000)))
+    elif r < 0.985:
+        line(pid, "app", "shop", "LOG", PLAN_TEXT.format(ms="%.3f" % random.uniform(20, 80), d=random.randint(1, 60)))
     elif r < 0.99:
         line(pid, "app", "shop", "LOG", "temporary file: path \"base/pgsql_tmp/pgsql_tmp%d.%d\", size %d" % (pid, random.randint(0, 9), random.randint(100000, 10000000)))
+    elif r < 0.995:
+        table = random.choice(["jobs", "orders", "events", "sessions"])
+        line(pid, "", "", "LOG", AUTOVACUUM.format(t=table, p=random.randint(100, 9000), r=random.randint(0, 50000), n=random.randint(10000, 900000), k=random.randint(0, 2000)))
+        line(pid, "", "", "LOG", "automatic analyze of table \"shop.public.%s\"\n\tavg read rate: 0.000 MB/s, avg write rate: 0.000 MB/s\n\tsystem usage: CPU: user: 0.02 s, system: 0.00 s, elapsed: 0.03 s" % table)
     else:
-        line(pid, "", "", "LOG", "checkpoint starting: %s" % random.choice(["time", "wal"]))
+        line(1099, "", "", "LOG", "checkpoint starting: %s" % random.choice(["time", "wal"]))
+        line(1099, "", "", "LOG", "checkpoint complete: wrote %d buffers (%.1f%%); 0 WAL file(s) added, 0 removed, 3 recycled; write=26.9 s, sync=0.01 s, total=27.0 s; sync files=40, longest=0.003 s, average=0.001 s; distance=%d kB, estimate=%d kB"
+             % (random.randint(1000, 20000), random.uniform(1, 20), random.randint(100000, 900000), 900000))

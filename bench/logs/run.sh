@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs pgmedic logs and pgBadger (Debian package pgbadger) on the same
 # generated log and prints throughput, wall time and peak RSS of each, and
-# the ratio. usage: bench/logs/run.sh [MB] (default 200)
+# the ratio. usage: bench/logs/run.sh [MB] [pgmedic] (default 200; with
+# "pgmedic", pgBadger is not run: for pgmedic's peak memory on a log of
+# several GB, where pgBadger would take hours)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 mb=${1:-200}
@@ -19,6 +21,7 @@ measure() { # name, command...
 }
 echo "log: $(echo "$size / 1048576" | bc) MB, $(wc -l < "$dir/postgresql.log") lines, $(nproc) cores"
 measure pgmedic "$dir/pgmedic" logs --format json --prefix '%m [%p] %q%u@%d ' "$dir/postgresql.log"
+[ "${2:-}" = pgmedic ] && exit 0
 measure pgbadger-j1 pgbadger -j 1 --prefix '%m [%p] %q%u@%d ' -o "$dir/out.json" -x json "$dir/postgresql.log"
 measure pgbadger-jN pgbadger -j "$(nproc)" --prefix '%m [%p] %q%u@%d ' -o "$dir/outN.json" -x json "$dir/postgresql.log"
 echo "ratio (pgBadger -j 1 / pgmedic): $(echo "$(cat "$dir/pgbadger-j1.secs") / $(cat "$dir/pgmedic.secs")" | bc -l | cut -c1-5)x"
