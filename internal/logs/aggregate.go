@@ -128,7 +128,6 @@ func NewSummary() *Summary {
 const sampleSize = 2048
 
 var (
-	durationRe = regexp.MustCompile(`(?s)^duration: ([0-9.]+) ms(?:  (?:statement|execute [^:]*|bind [^:]*|parse [^:]*|plan):[ \n]?(.*))?$`)
 	lockWaitRe = regexp.MustCompile(`^process \d+ (?:still waiting|acquired) for \w+ on .* after ([0-9.]+) ms`)
 	tempRe     = regexp.MustCompile(`^temporary file: path ".*", size (\d+)`)
 	ckptRe     = regexp.MustCompile(`^checkpoint starting: (.*)$`)
@@ -158,22 +157,17 @@ func (s *Summary) Add(e Entry) {
 	}
 	switch {
 	case strings.HasPrefix(msg, "duration: "):
-		m := durationRe.FindStringSubmatch(msg)
-		if m == nil {
+		ms, kind, text, ok := parseDuration(msg)
+		if !ok {
 			return
 		}
-		ms, _ := strconv.ParseFloat(m[1], 64)
-		text := m[2]
 		if text == "" {
 			text = e.Statement
 		}
-		if strings.Contains(msg, "  parse ") || strings.Contains(msg, "  bind ") {
+		if kind == "parse" || kind == "bind" {
 			return // parse and bind are steps of the execute that follows
 		}
-		if strings.Contains(msg, "  plan:") {
-			// auto_explain's line for a statement whose duration
-			// log_min_duration_statement may log too: the plan is kept,
-			// the duration is not counted twice.
+		if kind == "plan" {
 			s.Events["auto_explain plans"]++
 			s.addPlan(queryText(text), text, ms)
 			return
@@ -266,6 +260,49 @@ func (s *Summary) addMaintenance(kind, table, msg string, at time.Time) {
 	if !at.Before(t.lastVacuum) {
 		t.LastNotRemovable, t.lastVacuum = stuck, at
 	}
+}
+
+// parseDuration reads "duration: 12.345 ms", alone or followed by
+// "  statement: ", "  execute <name>: ", "  bind <name>: ", "  parse
+// <name>: " or auto_explain's "  plan:" and the text. kind is statement,
+// execute, bind, parse or plan ("" for a duration alone, whose statement
+// is on its STATEMENT line).
+func parseDuration(msg string) (ms float64, kind, text string, ok bool) {
+	rest := msg[len("duration: "):]
+	num, rest, found := strings.Cut(rest, " ms")
+	if !found {
+		return 0, "", "", false
+	}
+	ms, err := strconv.ParseFloat(num, 64)
+	if err != nil || ms < 0 {
+		return 0, "", "", false
+	}
+	if rest == "" {
+		return ms, "", "", true
+	}
+	if !strings.HasPrefix(rest, "  ") {
+		return 0, "", "", false
+	}
+	rest = rest[2:]
+	head, body, found := strings.Cut(rest, ":")
+	if !found {
+		return 0, "", "", false
+	}
+	kind, _, _ = strings.Cut(head, " ")
+	switch kind {
+	case "statement", "plan":
+		if head != kind {
+			return 0, "", "", false
+		}
+	case "execute", "bind", "parse":
+	default:
+		return 0, "", "", false
+	}
+	// One space (or the plan's newline) separates the colon from the text.
+	if strings.HasPrefix(body, " ") || strings.HasPrefix(body, "\n") {
+		body = body[1:]
+	}
+	return ms, kind, body, true
 }
 
 func (s *Summary) minute(t time.Time) *Minute {

@@ -12,7 +12,11 @@ import (
 // stderr line and the fields it yields.
 type Prefix struct {
 	Text string
-	re   *regexp.Regexp
+	// head matches the prefix alone, up to the severity: the message
+	// after it can be megabytes (a plan, a long statement) and is cut off
+	// by hand rather than run through the regexp.
+	head  *regexp.Regexp
+	names []string
 }
 
 // escapes are the log_line_prefix escapes and the patterns their values
@@ -39,8 +43,11 @@ var escapes = map[byte]string{
 	'Q': `-?\d+`,
 }
 
-// levelRe is what follows the prefix: the severity and two spaces.
-const levelRe = `(?P<level>DEBUG[1-5]?|LOG|INFO|NOTICE|WARNING|ERROR|FATAL|PANIC|DETAIL|HINT|CONTEXT|STATEMENT|QUERY|LOCATION):  (?P<msg>.*)$`
+// levels are the severities (and the DETAIL-like lines) that follow the
+// prefix, each with two spaces after its colon.
+var levels = map[string]bool{"DEBUG": true, "DEBUG1": true, "DEBUG2": true, "DEBUG3": true, "DEBUG4": true, "DEBUG5": true,
+	"LOG": true, "INFO": true, "NOTICE": true, "WARNING": true, "ERROR": true, "FATAL": true, "PANIC": true,
+	"DETAIL": true, "HINT": true, "CONTEXT": true, "STATEMENT": true, "QUERY": true, "LOCATION": true}
 
 // CompilePrefix compiles a log_line_prefix. %q (the rest only in session
 // processes) makes what follows it optional. Each field escape may appear
@@ -90,12 +97,34 @@ func CompilePrefix(p string) (*Prefix, error) {
 	if optional {
 		b.WriteString(")?")
 	}
-	b.WriteString(levelRe)
+	b.WriteString("$")
 	re, err := regexp.Compile(b.String())
 	if err != nil {
 		return nil, fmt.Errorf("log_line_prefix %q: %w", p, err)
 	}
-	return &Prefix{Text: p, re: re}, nil
+	return &Prefix{Text: p, head: re, names: re.SubexpNames()}, nil
+}
+
+// splitLevel finds the severity after the prefix: the first "WORD:  "
+// whose word is a severity. It returns where the word starts, the word,
+// and where the message starts.
+func splitLevel(line string) (start int, level string, msg int, ok bool) {
+	from := 0
+	for {
+		i := strings.Index(line[from:], ":  ")
+		if i < 0 {
+			return 0, "", 0, false
+		}
+		i += from
+		j := i
+		for j > 0 && line[j-1] >= 'A' && line[j-1] <= 'Z' || j > 0 && line[j-1] >= '1' && line[j-1] <= '5' {
+			j--
+		}
+		if levels[line[j:i]] {
+			return j, line[j:i], i + 3, true
+		}
+		from = i + 3
+	}
 }
 
 func groupName(pat string) string {
@@ -110,11 +139,16 @@ func groupName(pat string) string {
 // parse reads one line that starts an entry; ok is false for a line the
 // prefix does not match.
 func (p *Prefix) parse(line string) (e Entry, ok bool) {
-	m := p.re.FindStringSubmatch(line)
+	start, level, msg, ok := splitLevel(line)
+	if !ok {
+		return e, false
+	}
+	m := p.head.FindStringSubmatch(line[:start])
 	if m == nil {
 		return e, false
 	}
-	for i, name := range p.re.SubexpNames() {
+	e.Level, e.Message = level, line[msg:]
+	for i, name := range p.names {
 		v := m[i]
 		switch name {
 		case "time":
@@ -135,10 +169,6 @@ func (p *Prefix) parse(line string) (e Entry, ok bool) {
 			e.Client = v
 		case "sqlstate":
 			e.SQLState = v
-		case "level":
-			e.Level = v
-		case "msg":
-			e.Message = v
 		}
 	}
 	return e, true

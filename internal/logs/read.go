@@ -114,6 +114,9 @@ func Detect(head []byte) (Format, *Prefix, error) {
 		}
 	}
 	if best == nil || bestN*2 < len(first) {
+		if p := inferPrefix(first); p != nil {
+			return format, p, nil
+		}
 		// The format is said even so: a --prefix applies to it.
 		what := "log"
 		if format == Syslog {
