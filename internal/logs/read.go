@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -183,12 +184,14 @@ type assembler struct {
 	st        *Stats
 	fn        func(Entry)
 	pending   map[int]*Entry // the last message of each process, not yet emitted
+	arrived   map[int]int    // when each pending message came, to emit the rest in order
+	seq       int
 	last      *Entry
 	lastLevel string
 }
 
 func newAssembler(p *Prefix, st *Stats, fn func(Entry)) *assembler {
-	return &assembler{p: p, st: st, fn: fn, pending: map[int]*Entry{}}
+	return &assembler{p: p, st: st, fn: fn, pending: map[int]*Entry{}, arrived: map[int]int{}}
 }
 
 func (a *assembler) flush(pid int) {
@@ -196,6 +199,7 @@ func (a *assembler) flush(pid int) {
 		a.fn(*e)
 		a.st.Entries++
 		delete(a.pending, pid)
+		delete(a.arrived, pid)
 	}
 }
 
@@ -239,17 +243,23 @@ func (a *assembler) line(line string, at time.Time, pid int) {
 	a.flush(e.PID)
 	ne := e
 	a.pending[e.PID] = &ne
+	a.seq++
+	a.arrived[e.PID] = a.seq
 	a.last, a.lastLevel = &ne, ""
 	// Bound what waits: processes that log once and go away.
 	if len(a.pending) > 10000 {
-		for pid := range a.pending {
-			a.flush(pid)
-		}
+		a.close()
 	}
 }
 
+// close emits every message still waiting, in the order they came.
 func (a *assembler) close() {
+	pids := make([]int, 0, len(a.pending))
 	for pid := range a.pending {
+		pids = append(pids, pid)
+	}
+	sort.Slice(pids, func(i, j int) bool { return a.arrived[pids[i]] < a.arrived[pids[j]] })
+	for _, pid := range pids {
 		a.flush(pid)
 	}
 }
