@@ -9,6 +9,7 @@ import (
 	"github.com/pgmedic/pgmedic/internal/collect"
 	"github.com/pgmedic/pgmedic/internal/diagnose"
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/report"
 )
 
 // checkFlags are the flags of `check` (and of the commands that run it).
@@ -95,12 +96,19 @@ func (c checkFlags) options(ids []string, logf func(string, ...any)) diagnose.Op
 		LogFiles: c.logFiles, ServerLogBytes: int64(c.serverLogMB) << 20}
 }
 
-// findingsReport is what check and explain print: text or JSON, and the
-// worst severity reported, which decides the exit code.
+// findingsReport is what check and explain print: text, JSON, or the
+// document HTML and Markdown draw, and the worst severity reported, which
+// decides the exit code.
 type findingsReport interface {
+	renderable
+	Worst() model.Severity
+}
+
+// renderable is a report in every format.
+type renderable interface {
 	Text(io.Writer) error
 	JSON(io.Writer) error
-	Worst() model.Severity
+	Document() *report.Document
 }
 
 // emit writes the report and turns findings into exit code 1.
@@ -115,13 +123,15 @@ func emit(rep findingsReport, o outputFlags, min model.Severity, stdout io.Write
 }
 
 // write renders in --format to --out or stdout.
-func write(rep interface {
-	Text(io.Writer) error
-	JSON(io.Writer) error
-}, o outputFlags, stdout io.Writer) error {
+func write(rep renderable, o outputFlags, stdout io.Writer) error {
 	render := rep.Text
-	if o.format == "json" {
+	switch o.format {
+	case "json":
 		render = rep.JSON
+	case "html":
+		render = func(w io.Writer) error { return report.HTML(w, rep.Document()) }
+	case "markdown":
+		render = func(w io.Writer) error { return report.Markdown(w, rep.Document()) }
 	}
 	return writeOut(o.out, stdout, render)
 }

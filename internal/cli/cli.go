@@ -140,18 +140,28 @@ func (o *outputFlags) register(cmd *cobra.Command) { o.registerWith(cmd, "warnin
 // registerWith registers the flags with a command's own default for
 // --min-severity.
 func (o *outputFlags) registerWith(cmd *cobra.Command, minSeverity string) {
-	cmd.Flags().StringVar(&o.format, "format", "text", "output format: text or json")
+	cmd.Flags().StringVar(&o.format, "format", "text", formatHelp)
 	cmd.Flags().StringVar(&o.out, "out", "", "write the report to this file instead of stdout")
 	cmd.Flags().StringVar(&o.minSeverity, "min-severity", minSeverity, "report findings at or above: info, warning or critical (also sets the exit code)")
 	cmd.Flags().StringVar(&o.rules, "rules", "", "comma-separated rule ids to run (default: all)")
 }
 
+// formatHelp is --format's help text.
+const formatHelp = "output format: text, json, html (one self-contained page) or markdown (for a ticket or a pull request)"
+
+// validateFormat checks --format.
+func (o *outputFlags) validateFormat() error {
+	switch o.format {
+	case "text", "json", "html", "markdown":
+		return nil
+	}
+	return usageErr("unknown --format %q: use text, json, html or markdown", o.format)
+}
+
 // validate checks --format, --min-severity and --rules.
 func (o *outputFlags) validate() (model.Severity, []string, error) {
-	switch o.format {
-	case "text", "json":
-	default:
-		return 0, nil, usageErr("unknown --format %q: use text or json", o.format)
+	if err := o.validateFormat(); err != nil {
+		return 0, nil, err
 	}
 	sev, err := model.ParseSeverity(o.minSeverity)
 	if err != nil {

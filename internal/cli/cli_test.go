@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgmedic/pgmedic/internal/lab"
@@ -307,5 +308,60 @@ func TestUsageErrors(t *testing.T) {
 	}
 	if code, out, _ := run(t, "lab", "list"); code != 0 || !strings.Contains(out, "jit-oltp") || !strings.Contains(out, "asyncpg-introspection") {
 		t.Errorf("lab list: %d %q", code, out)
+	}
+}
+
+// TestDemoPage: the demo's text report comes with pgmedic-demo.html beside
+// it, which opens offline in Chromium without an error and shows every
+// finding of every scenario, with the sampled activity charted.
+func TestDemoPage(t *testing.T) {
+	needCluster(t)
+	if testing.Short() {
+		t.Skip("the demo starts its own cluster")
+	}
+	dir := t.TempDir()
+	code, out, errOut := run(t, "demo", "--scenarios", "lock-chain", "--out", filepath.Join(dir, "demo.txt"))
+	page := filepath.Join(dir, "pgmedic-demo.html")
+	if code != 0 || !strings.Contains(out, "HTML report: "+page) {
+		t.Fatalf("exit %d, stdout %q, stderr %s", code, out, errOut)
+	}
+	html, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Parts []struct {
+			Name  string `json:"name"`
+			Check struct {
+				Findings []model.Finding `json:"findings"`
+			} `json:"check"`
+		} `json:"parts"`
+	}
+	const open = `<script type="application/json" id="pgmedic-data">`
+	block := string(html)[strings.Index(string(html), open)+len(open):]
+	if err := json.Unmarshal([]byte(block[:strings.Index(block, "</script>")]), &doc); err != nil {
+		t.Fatalf("data block: %v", err)
+	}
+	if len(doc.Parts) != 1 || doc.Parts[0].Name != "lock-chain" || len(doc.Parts[0].Check.Findings) == 0 {
+		t.Fatalf("parts: %+v", doc.Parts)
+	}
+	b := testkit.OpenOffline(t, page)
+	var text string
+	var points []string
+	if err := chromedp.Run(b.Ctx, chromedp.Evaluate(`document.body.innerText`, &text),
+		chromedp.Evaluate(`Array.from(document.querySelectorAll('.chart')).filter(c => c.querySelector('canvas')).map(c => c.getAttribute('data-points'))`, &points)); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range doc.Parts[0].Check.Findings {
+		if !strings.Contains(text, strings.Join(strings.Fields(f.Title), " ")) {
+			t.Errorf("finding %q is not on the page", f.Title)
+		}
+	}
+	if len(points) != 1 || points[0] == "0" {
+		t.Errorf("activity chart: %v", points)
+	}
+	b.Screenshot(t, "demo-lock-chain.png")
+	if errs := b.Errors(); len(errs) > 0 {
+		t.Errorf("the page complained: %v", errs)
 	}
 }

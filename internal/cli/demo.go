@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pgmedic/pgmedic/internal/lab"
+	"github.com/pgmedic/pgmedic/internal/report"
 	"github.com/pgmedic/pgmedic/internal/scenario"
 )
 
@@ -28,13 +30,16 @@ type demoReport struct {
 func newDemo(stdout, stderr io.Writer) *cobra.Command {
 	var f checkFlags
 	var only []string
+	var htmlPath string
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "start a throwaway lab, reproduce every incident scenario, check each, and tear the lab down",
 		Long: `demo is pgmedic's main job on the embedded lab: it starts a throwaway PostgreSQL
 cluster, loads every scenario into its own database with a real client workload,
-runs check on each, prints the reports, and removes the cluster.
-Exit 0 only when every scenario produced the findings it must and none it must not.`,
+runs check on each, prints the reports, and removes the cluster. With the text
+report it writes pgmedic-demo.html (one section per scenario) beside it and says
+where. Exit 0 only when every scenario produced the findings it must and none it
+must not.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			min, ids, err := f.validate()
@@ -65,16 +70,34 @@ Exit 0 only when every scenario produced the findings it must and none it must n
 				doc.Scenarios = append(doc.Scenarios, res)
 			}
 			doc.Seconds = float64(time.Since(start).Milliseconds()) / 1000
+			page := scenarioDocument(Version, fmt.Sprintf("pgmedic demo: %d incident scenarios on a throwaway lab", len(doc.Scenarios)), doc.Scenarios)
 			render := func(w io.Writer) error { return demoText(w, doc) }
-			if f.format == "json" {
+			switch f.format {
+			case "json":
 				render = func(w io.Writer) error {
 					enc := json.NewEncoder(w)
 					enc.SetIndent("", "  ")
 					return enc.Encode(doc)
 				}
+			case "html", "markdown":
+				render = func(w io.Writer) error { return renderDocument(w, f.format, page) }
 			}
 			if err := writeOut(f.out, stdout, render); err != nil {
 				return err
+			}
+			if f.format == "text" && htmlPath != "none" {
+				path := htmlPath
+				if path == "" {
+					path = filepath.Join(dirOf(f.out), "pgmedic-demo.html")
+					if f.out == "" {
+						path = "pgmedic-demo.html"
+					}
+				}
+				if err := writeOut(path, stdout, func(w io.Writer) error { return report.HTML(w, page) }); err != nil {
+					return err
+				}
+				abs, _ := filepath.Abs(path)
+				fmt.Fprintf(stdout, "HTML report: %s\n", abs)
 			}
 			if !doc.Passed {
 				return &exitError{code: ExitFindings, err: fmt.Errorf("demo: a scenario did not produce what it must")}
@@ -84,7 +107,37 @@ Exit 0 only when every scenario produced the findings it must and none it must n
 	}
 	f.register(cmd)
 	cmd.Flags().StringSliceVar(&only, "scenarios", nil, "reproduce only these scenarios (names from `pgmedic lab list`; default all)")
+	cmd.Flags().StringVar(&htmlPath, "html", "", "where the text report's HTML twin goes (default pgmedic-demo.html beside --out, or in the current directory); none for no page")
 	return cmd
+}
+
+// scenarioDocument is the page of scenario runs: one part per scenario,
+// with what it had to show and whether it did.
+func scenarioDocument(version, title string, results []*scenario.Result) *report.Document {
+	d := &report.Document{PGMedic: version, Title: title}
+	for _, r := range results {
+		var must []string
+		for _, e := range r.Expected {
+			must = append(must, e.Rule)
+		}
+		note := "passed: every expected finding present, nothing it must not show"
+		if !r.Passed() {
+			note = "FAILED: missing " + strings.Join(r.Missing, "; ") + "; unexpected " + strings.Join(r.Unexpected, "; ")
+		}
+		if len(must) > 0 {
+			note = "expects " + strings.Join(must, ", ") + " · " + note
+		}
+		d.Parts = append(d.Parts, report.Part{Name: r.Scenario, Note: note, Check: r.Report})
+	}
+	return d
+}
+
+// renderDocument writes a document as HTML or Markdown.
+func renderDocument(w io.Writer, format string, d *report.Document) error {
+	if format == "markdown" {
+		return report.Markdown(w, d)
+	}
+	return report.HTML(w, d)
 }
 
 // selectScenarios is the catalogue, or the named scenarios in its order.

@@ -200,8 +200,12 @@ Exit 0 when the scenario produced every finding it must and none it must not.`,
 				writeMetrics(w, res.Metrics)
 				return nil
 			}
-			if f.format == "json" {
+			switch f.format {
+			case "json":
 				render = res.Report.JSON
+			case "html", "markdown":
+				doc := scenarioDocument(Version, "pgmedic lab run "+sc.Name, []*scenario.Result{res})
+				render = func(w io.Writer) error { return renderDocument(w, f.format, doc) }
 			}
 			if err := writeOut(f.out, l.stdout, render); err != nil {
 				return err

@@ -1,16 +1,13 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/pgmedic/pgmedic/internal/diagnose"
 	"github.com/pgmedic/pgmedic/internal/logs"
-	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/report"
 )
 
@@ -31,8 +28,8 @@ said in the report; --prefix gives the prefix when they are not. Query texts are
 Exit codes: 0 read, 2 nothing could be parsed (or bad usage).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if format != "text" && format != "json" {
-				return usageErr("--format must be text or json")
+			if err := (&outputFlags{format: format}).validateFormat(); err != nil {
+				return err
 			}
 			var sources []logs.Source
 			for _, a := range args {
@@ -42,11 +39,7 @@ Exit codes: 0 read, 2 nothing could be parsed (or bad usage).`,
 			if err != nil {
 				return inputErr(err)
 			}
-			rep := &logsReport{Summary: s, Findings: findings, Skipped: skipped}
-			render := rep.text
-			if format == "json" {
-				render = rep.json
-			}
+			rep := &report.LogsReport{PGMedic: Version, Summary: s, Findings: findings, Skipped: skipped}
 			if !s.Parsed() {
 				// One line that says why, and no report that looks complete.
 				why := "no entries"
@@ -58,57 +51,13 @@ Exit codes: 0 read, 2 nothing could be parsed (or bad usage).`,
 				}
 				return inputErr(fmt.Errorf("nothing could be parsed (%s)", why))
 			}
-			if err := writeOut(out, stdout, render); err != nil {
-				return err
-			}
-			return nil
+			return write(rep, outputFlags{format: format, out: out}, stdout)
 		},
 	}
-	cmd.Flags().StringVar(&format, "format", "text", "text or json")
+	cmd.Flags().StringVar(&format, "format", "text", formatHelp)
 	cmd.Flags().StringVar(&out, "out", "", "write the report to this file instead of stdout")
 	cmd.Flags().StringVar(&prefix, "prefix", "", "the server's log_line_prefix, for stderr and syslog logs (default: detected)")
 	cmd.Flags().BoolVar(&literals, "show-literals", false, "keep each statement's slowest call and each error's first message with their values (default: normalised texts only)")
 	return cmd
 }
 
-// logsReport is `pgmedic logs`' output: the summary and the findings on
-// the executed plans.
-type logsReport struct {
-	*logs.Summary
-	Findings []model.Finding `json:"findings"`
-	Skipped  []model.Skip    `json:"skipped"`
-}
-
-func (r *logsReport) text(w io.Writer) error {
-	if err := r.Summary.Text(w); err != nil {
-		return err
-	}
-	if len(r.Findings) == 0 && len(r.Skipped) == 0 {
-		return nil
-	}
-	rep := &report.Report{Findings: r.Findings, Skipped: r.Skipped}
-	fmt.Fprintf(w, "\n== FINDINGS on %d executed plans (auto_explain) ==\n", len(r.Summary.Plans()))
-	return rep.FindingsText(w)
-}
-
-func (r *logsReport) json(w io.Writer) error {
-	if r.Findings == nil {
-		r.Findings = []model.Finding{}
-	}
-	if r.Skipped == nil {
-		r.Skipped = []model.Skip{}
-	}
-	// The summary's JSON, with the findings beside it.
-	var b strings.Builder
-	if err := r.Summary.JSON(&b); err != nil {
-		return err
-	}
-	var doc map[string]any
-	if err := json.Unmarshal([]byte(b.String()), &doc); err != nil {
-		return err
-	}
-	doc["findings"], doc["skipped"] = r.Findings, r.Skipped
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(doc)
-}

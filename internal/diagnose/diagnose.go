@@ -109,6 +109,7 @@ func Check(ctx context.Context, dsn, version string, o Options, min model.Severi
 		return nil, err
 	}
 	selected, _ := rules.Select(o.Rules)
+	started := time.Now()
 	sess, err := envelope.Connect(ctx, dsn, envelope.Options{StatementTimeout: o.StatementTimeout})
 	if err != nil {
 		return nil, err
@@ -156,6 +157,8 @@ func Check(ctx context.Context, dsn, version string, o Options, min model.Severi
 	}
 	rep := report.New(version, sess.Target, snap.CollectedAt, findings, skipped, len(selected), min)
 	rep.Sessions = report.SessionsOf(snap.Sampling)
+	rep.Statements, rep.Plans = report.StatementsOf(snap)
+	rep.ElapsedS, rep.Envelope = model.Round(time.Since(started).Seconds(), 1), sess.Settings()
 	return rep, nil
 }
 

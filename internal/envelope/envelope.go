@@ -347,6 +347,16 @@ func lastPart(err error, facts dsnFacts) string {
 	return "details withheld: they would show part of the password"
 }
 
+// Settings are the envelope's session settings as a person reads them,
+// for the report's header.
+func (s *Session) Settings() []string {
+	return []string{"application_name = pgmedic", "jit = off",
+		"statement_timeout = " + s.Options.StatementTimeout.String(),
+		"lock_timeout = " + s.Options.LockTimeout.String(),
+		"idle_in_transaction_session_timeout = " + s.Options.IdleInTxTimeout.String(),
+		"default_transaction_read_only = on", "experiments in transactions that are rolled back"}
+}
+
 // Execer is the part of a connection that runs one statement.
 type Execer interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)

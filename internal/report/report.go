@@ -25,6 +25,14 @@ type Report struct {
 	Summary     Summary         `json:"summary"`
 	// Sessions is what check --sample saw; absent when it did not sample.
 	Sessions *Sessions `json:"sessions,omitempty"`
+	// ElapsedS is how long the check ran; Envelope the session settings
+	// it ran under.
+	ElapsedS float64  `json:"elapsed_s,omitempty"`
+	Envelope []string `json:"envelope,omitempty"`
+	// Statements are the statements check read, the most total time
+	// first, and Plans the plans it read of them, by queryid.
+	Statements []StatementRow           `json:"statements,omitempty"`
+	Plans      map[string]*PlanSummary `json:"plans,omitempty"`
 }
 
 // Summary counts findings by severity and verification status.

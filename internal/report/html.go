@@ -1,0 +1,171 @@
+package report
+
+import (
+	_ "embed"
+	"fmt"
+	"html/template"
+	"io"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/printable"
+)
+
+// The page's own template, style and script, and the vendored uPlot
+// (scripts/vendor-uplot.sh): everything is inlined, so the report opens
+// offline and makes no request.
+var (
+	//go:embed assets/report.html.tmpl
+	pageTemplate string
+	//go:embed assets/report.css
+	pageCSS string
+	//go:embed assets/report.js
+	pageJS string
+	//go:embed assets/vendor/uplot/uPlot.iife.min.js
+	uplotJS string
+	//go:embed assets/vendor/uplot/uPlot.min.css
+	uplotCSS string
+)
+
+var page = template.Must(template.New("page").Funcs(template.FuncMap{
+	"t":       pageText,
+	"short":   func(s string, n int) string { return pageText(clip(s, n)) },
+	"num":     num,
+	"pct":     func(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) },
+	"ms":      msText,
+	"sev":     func(s model.Severity) string { return s.String() },
+	"bars":    barsOf,
+	"plural":  func(n int, one, many string) string { return map[bool]string{true: one, false: many}[n == 1] },
+	"hasKey":  func(m map[string]*PlanSummary, k string) bool { return m[k] != nil },
+	"tree":    treeOf,
+	"div": func(total float64, n int64) float64 {
+		if n == 0 {
+			return 0
+		}
+		return total / float64(n)
+	},
+	"ev":      evidenceValue,
+	"add":     func(a, b int) int { return a + b },
+	"minutes": minutesOf,
+	"width":   func(share float64) string { return fmt.Sprintf("%.1f%%", 100*math.Max(0, math.Min(1, share))) },
+}).Parse(pageTemplate))
+
+// HTML writes the document as one self-contained page: the findings with
+// their evidence, fix and verification, the statements, plans and charts,
+// drawn from the document's JSON embedded in the page.
+func HTML(w io.Writer, d *Document) error {
+	data, err := d.dataBlock()
+	if err != nil {
+		return fmt.Errorf("encoding the report's data: %w", err)
+	}
+	v := struct {
+		Doc               *Document
+		Parts             []partView
+		CSS, UplotCSS     template.CSS
+		JS, UplotJS, Data template.JS
+	}{Doc: d, CSS: template.CSS(pageCSS), UplotCSS: template.CSS(uplotCSS), JS: template.JS(pageJS), UplotJS: template.JS(uplotJS), Data: template.JS(data)}
+	for i, p := range d.Parts {
+		v.Parts = append(v.Parts, viewOf(i, p))
+	}
+	return page.Execute(w, v)
+}
+
+// partView is one part as the template draws it.
+type partView struct {
+	Part
+	ID       string
+	Findings []model.Finding
+	Skipped  []model.Skip
+	Summary  Summary
+	// ByQuery lists the findings' anchors per queryid, for the
+	// statements table's links.
+	ByQuery map[string][]string
+}
+
+func viewOf(i int, p Part) partView {
+	v := partView{Part: p, ID: fmt.Sprintf("p%d", i), ByQuery: map[string][]string{}}
+	switch {
+	case p.Check != nil:
+		v.Findings, v.Skipped, v.Summary = p.Check.Findings, p.Check.Skipped, p.Check.Summary
+	case p.Plan != nil:
+		v.Findings, v.Skipped, v.Summary = p.Plan.Findings, p.Plan.Skipped, p.Plan.Summary
+	case p.Logs != nil:
+		v.Findings, v.Skipped = p.Logs.Findings, p.Logs.Skipped
+		v.Summary = summarize(p.Logs.Findings, 0)
+	}
+	for n, f := range v.Findings {
+		if f.Object.QueryID != "" {
+			v.ByQuery[f.Object.QueryID] = append(v.ByQuery[f.Object.QueryID], fmt.Sprintf("%s-f%d", v.ID, n))
+		}
+	}
+	return v
+}
+
+// pageText keeps line breaks (SQL is read as written) and shows every
+// other control character visibly: an ANSI escape in a query text is
+// data, not markup or a terminal command.
+func pageText(s string) string {
+	s = strings.ReplaceAll(strings.ReplaceAll(s, "\r\n", "\n"), "\t", "    ")
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = printable.String(l)
+	}
+	return strings.Join(lines, "\n")
+}
+
+func clip(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		cut := n
+		for cut > 0 && s[cut]&0xc0 == 0x80 {
+			cut-- // not inside a UTF-8 sequence
+		}
+		return s[:cut] + "…"
+	}
+	return s
+}
+
+func evidenceValue(e model.Evidence) string {
+	if e.Unit == "" && (e.Value == 0 || e.Value == 1) && strings.ContainsAny(e.Label, "=(") {
+		return "" // a labelled fact: the label says it
+	}
+	return num(e.Value) + unitSuffix(e.Unit)
+}
+
+// bar is one side of a verification's before/after chart.
+type bar struct {
+	Label, Value string
+	Width        string // of the longer bar
+	Better       bool
+}
+
+// barsOf draws a verification's two measured numbers as bars scaled to
+// the larger; nil when it has not two numbers.
+func barsOf(v model.Verification) []bar {
+	if v.Before == nil || v.After == nil {
+		return nil
+	}
+	top := math.Max(math.Abs(v.Before.Value), math.Abs(v.After.Value))
+	if top == 0 || math.IsInf(top, 0) || math.IsNaN(top) {
+		top = 1
+	}
+	w := func(x float64) string { return fmt.Sprintf("%.1f%%", math.Max(0.5, 100*math.Abs(x)/top)) }
+	better := v.Gain() > 1
+	return []bar{
+		{Label: "before", Value: num(v.Before.Value) + unitSuffix(v.Before.Unit), Width: w(v.Before.Value)},
+		{Label: "after", Value: num(v.After.Value) + unitSuffix(v.After.Unit), Width: w(v.After.Value), Better: better},
+	}
+}
+
+// minutesOf is the logs' per-minute series in time order, for the table
+// under the chart.
+func minutesOf(r *LogsReport) []string {
+	keys := make([]string, 0, len(r.PerMinute))
+	for k := range r.PerMinute {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,127 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/pgmedic/pgmedic/internal/model"
+)
+
+// Markdown writes the document as a compact summary for a pull-request
+// comment or a ticket: counts, a table of the findings, then each
+// finding's fix and verification figures. Plain Markdown: tables and code
+// blocks, no HTML.
+func Markdown(w io.Writer, d *Document) error {
+	b := &strings.Builder{}
+	fmt.Fprintf(b, "## pgmedic: %s\n\n", mdText(d.Title))
+	for i, p := range d.Parts {
+		v := viewOf(i, p)
+		if p.Name != "" {
+			fmt.Fprintf(b, "### %s\n\n", mdText(p.Name))
+			if p.Note != "" {
+				fmt.Fprintf(b, "%s\n\n", mdText(p.Note))
+			}
+		}
+		switch {
+		case p.Check != nil:
+			c := p.Check
+			fmt.Fprintf(b, "Target `%s`, PostgreSQL %s, %s", mdCode(c.Target.String()), mdText(c.Target.ServerVersion), c.CollectedAt.Format("2006-01-02 15:04 MST"))
+			if c.ElapsedS > 0 {
+				fmt.Fprintf(b, ", ran %.1f s", c.ElapsedS)
+			}
+			b.WriteString(".\n\n")
+		case p.Plan != nil:
+			fmt.Fprintf(b, "Plan `%s`: execution %s, planning %s.\n\n", mdCode(p.Plan.Source), msText(p.Plan.Plan.ExecutionMS), msText(p.Plan.Plan.PlanningMS))
+		case p.Compare != nil:
+			c := p.Compare
+			fmt.Fprintf(b, "**%s**\n\n| A | B | change (%s) | what changed |\n|---|---|--:|---|\n", mdText(c.Summary), c.Unit)
+			for _, r := range c.Pairs {
+				fmt.Fprintf(b, "| %s | %s | %s | %s |\n", mdCell(r.A), mdCell(r.B), num(r.Delta), mdCell(strings.Join(r.Changes, "; ")))
+			}
+			b.WriteString("\n")
+			continue
+		case p.Logs != nil:
+			fmt.Fprintf(b, "%d statements by fingerprint, %d kinds of errors", len(p.Logs.Statements), len(p.Logs.Errors))
+			if !p.Logs.First.IsZero() {
+				fmt.Fprintf(b, ", from %s to %s", p.Logs.First.Format("2006-01-02 15:04"), p.Logs.Last.Format("2006-01-02 15:04 MST"))
+			}
+			b.WriteString(".\n\n")
+		}
+		s := v.Summary
+		fmt.Fprintf(b, "**%d critical, %d warning, %d info** · %d confirmed, %d refuted, %d estimated, %d not run\n\n",
+			s.Critical, s.Warning, s.Info, s.Confirmed, s.Refuted, s.Estimated, s.NotRun)
+		if len(v.Findings) == 0 {
+			b.WriteString("No findings at the severity shown.\n\n")
+		} else {
+			b.WriteString("| severity | rule | finding | verified |\n|---|---|---|---|\n")
+			for _, f := range v.Findings {
+				fmt.Fprintf(b, "| %s | `%s` | %s | %s |\n", f.Severity, f.Rule, mdCell(f.Title), mdCell(verifiedShort(f.Verification)))
+			}
+			b.WriteString("\n")
+			for _, f := range v.Findings {
+				fmt.Fprintf(b, "#### %s `%s`: %s\n\n", f.Severity, f.Rule, mdText(f.Title))
+				if f.Object.Name != "" {
+					fmt.Fprintf(b, "%s: `%s`\n\n", mdText(f.Object.Kind), mdCode(clip(f.Object.Name, 200)))
+				}
+				if f.Impact.Summary != "" {
+					fmt.Fprintf(b, "%s\n\n", mdText(f.Impact.Summary))
+				}
+				fmt.Fprintf(b, "**Fix.** %s\n\n", mdText(f.Fix.Summary))
+				if f.Fix.SQL != "" {
+					fmt.Fprintf(b, "%s\n", fence("sql", f.Fix.SQL))
+				}
+				fmt.Fprintf(b, "**Verified:** %s\n\n", mdText(verificationText(f.Verification)))
+			}
+		}
+		if len(v.Skipped) > 0 {
+			fmt.Fprintf(b, "Skipped (%d):\n\n", len(v.Skipped))
+			for _, sk := range v.Skipped {
+				fmt.Fprintf(b, "- `%s`: %s", mdCode(sk.Rule), mdText(sk.Reason))
+				if sk.Fix != "" {
+					fmt.Fprintf(b, " Fix: %s", mdText(sk.Fix))
+				}
+				b.WriteString("\n")
+			}
+			b.WriteString("\n")
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// verifiedShort is the verification in a table cell: the status and,
+// when measured, before → after.
+func verifiedShort(v model.Verification) string {
+	if v.Before != nil && v.After != nil {
+		return fmt.Sprintf("%s: %s%s → %s%s", v.Status, num(v.Before.Value), unitSuffix(v.Before.Unit), num(v.After.Value), unitSuffix(v.After.Unit))
+	}
+	return v.Status
+}
+
+// mdText is a text for Markdown: control characters shown, line breaks
+// folded, and the characters that would start markup or HTML escaped.
+func mdText(s string) string {
+	s = strings.Join(strings.Fields(pageText(s)), " ")
+	r := strings.NewReplacer(`\`, `\\`, "`", "\\`", "*", `\*`, "_", `\_`, "<", "&lt;", ">", "&gt;", "[", `\[`, "]", `\]`, "|", `\|`, "#", `\#`)
+	return r.Replace(s)
+}
+
+// mdCell is mdText for a table cell.
+func mdCell(s string) string { return mdText(clip(s, 300)) }
+
+// mdCode is a text inside `...`: backticks cannot be escaped there, so
+// they become quotes; control characters are shown.
+func mdCode(s string) string {
+	return strings.ReplaceAll(strings.Join(strings.Fields(pageText(s)), " "), "`", "'")
+}
+
+// fence is a fenced code block long enough that the text cannot close it.
+func fence(lang, s string) string {
+	s = pageText(s)
+	f := "```"
+	for strings.Contains(s, f) {
+		f += "`"
+	}
+	return f + lang + "\n" + strings.TrimRight(s, "\n") + "\n" + f + "\n"
+}
