@@ -60,4 +60,3 @@ Exit codes: 0 read, 2 nothing could be parsed (or bad usage).`,
 	cmd.Flags().BoolVar(&literals, "show-literals", false, "keep each statement's slowest call and each error's first message with their values (default: normalised texts only)")
 	return cmd
 }
-

@@ -37,8 +37,8 @@ func largeReport(t testing.TB) *Report {
 	var findings []model.Finding
 	for i := 0; i < 20; i++ {
 		findings = append(findings, model.Finding{Rule: "missing-index", Severity: model.Warning, Title: fmt.Sprintf("finding %d", i),
-			Object: model.Object{Kind: "statement", Name: "SELECT ...", QueryID: fmt.Sprint(i)},
-			Fix:    model.Fix{Summary: "index it", SQL: fmt.Sprintf("CREATE INDEX ON t%d (x);", i)},
+			Object:       model.Object{Kind: "statement", Name: "SELECT ...", QueryID: fmt.Sprint(i)},
+			Fix:          model.Fix{Summary: "index it", SQL: fmt.Sprintf("CREATE INDEX ON t%d (x);", i)},
 			Verification: model.Verification{Status: model.Confirmed, Method: "x5", Before: &model.Measure{Value: 100, Unit: "ms"}, After: &model.Measure{Value: 1, Unit: "ms"}}})
 	}
 	r := New("bench", envelope.Target{Host: "db", Port: 5432, Database: "big", User: "app", ServerVersion: "15.20"}, time.Now(), findings, nil, 13, model.Info)

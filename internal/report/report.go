@@ -31,7 +31,7 @@ type Report struct {
 	Envelope []string `json:"envelope,omitempty"`
 	// Statements are the statements check read, the most total time
 	// first, and Plans the plans it read of them, by queryid.
-	Statements []StatementRow           `json:"statements,omitempty"`
+	Statements []StatementRow          `json:"statements,omitempty"`
 	Plans      map[string]*PlanSummary `json:"plans,omitempty"`
 }
 
