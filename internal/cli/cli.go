@@ -123,7 +123,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr("%v", err) })
-	root.AddCommand(newCheck(stdout, stderr), newExplain(stdin, stdout, stderr), newLab(stdout, stderr), newDemo(stdout, stderr), newLogs(stdin, stdout))
+	root.AddCommand(newCheck(stdout, stderr), newExplain(stdin, stdout, stderr), newLab(stdout, stderr), newDemo(stdout, stderr), newLogs(stdin, stdout), newProfile(stdout, stderr))
 	return root
 }
 

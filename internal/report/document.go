@@ -29,6 +29,7 @@ type Part struct {
 	Plan    *PlanReport    `json:"plan,omitempty"`
 	Compare *CompareReport `json:"compare,omitempty"`
 	Logs    *LogsReport    `json:"logs,omitempty"`
+	Profile *ProfileReport `json:"profile,omitempty"`
 }
 
 // Document is the report as a one-part document.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/printable"
+	"github.com/pgmedic/pgmedic/internal/profile"
 )
 
 // The page's own template, style and script, and the vendored uPlot
@@ -49,6 +50,14 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 	"ev":      evidenceValue,
 	"add":     func(a, b int) int { return a + b },
 	"minutes": minutesOf,
+	"flame": func(r *ProfileReport) (template.HTML, error) {
+		var b strings.Builder
+		if err := profile.FlameSVG(&b, "CPU of "+r.Target, r.Folded); err != nil {
+			return "", err
+		}
+		// FlameSVG escapes every name it writes: the SVG is markup.
+		return template.HTML(b.String()), nil
+	},
 	"width":   func(share float64) string { return fmt.Sprintf("%.1f%%", 100*math.Max(0, math.Min(1, share))) },
 }).Parse(pageTemplate))
 
@@ -94,6 +103,8 @@ func viewOf(i int, p Part) partView {
 	case p.Logs != nil:
 		v.Findings, v.Skipped = p.Logs.Findings, p.Logs.Skipped
 		v.Summary = summarize(p.Logs.Findings, 0)
+	case p.Profile != nil:
+		v.Findings, v.Skipped, v.Summary = p.Profile.Findings, p.Profile.Skipped, p.Profile.Summary
 	}
 	for n, f := range v.Findings {
 		if f.Object.QueryID != "" {

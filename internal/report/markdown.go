@@ -41,6 +41,16 @@ func Markdown(w io.Writer, d *Document) error {
 			}
 			b.WriteString("\n")
 			continue
+		case p.Profile != nil:
+			r := p.Profile
+			fmt.Fprintf(b, "Profile of %s: %d samples in %.1f s.\n\n", mdText(r.Target), r.Samples, r.Seconds)
+			if len(r.Kinds) > 0 {
+				b.WriteString("| share | kind | hottest frames |\n|--:|---|---|\n")
+				for _, k := range r.Kinds {
+					fmt.Fprintf(b, "| %.1f%% | %s | %s |\n", 100*k.Share, mdCell(k.Name), mdCell(strings.Join(k.Frames, ", ")))
+				}
+				b.WriteString("\n")
+			}
 		case p.Logs != nil:
 			fmt.Fprintf(b, "%d statements by fingerprint, %d kinds of errors", len(p.Logs.Statements), len(p.Logs.Errors))
 			if !p.Logs.First.IsZero() {

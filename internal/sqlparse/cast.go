@@ -110,3 +110,57 @@ func typeName(t string) (*pg_query.TypeName, error) {
 	}
 	return tn, nil
 }
+
+// CastToColumnOnce is CastToColumn for a value that PostgreSQL would
+// otherwise compute for every row: the value is cast to the column's type
+// inside a scalar subquery, which PostgreSQL evaluates once (an InitPlan).
+// A stable expression such as now() - interval '1 day' in a sequential
+// scan's filter is evaluated per row, cast and all; in a subquery, once.
+// Constants and parameters are only cast.
+func (s *Statement) CastToColumnOnce(column, colType string) (*Statement, int, error) {
+	typ, err := typeName(colType)
+	if err != nil {
+		return nil, 0, err
+	}
+	return s.rewrite("computing the bound of "+column+" once", func(c *Statement) int {
+		n := 0
+		c.walk(func(m proto.Message) bool {
+			e, ok := m.(*pg_query.A_Expr)
+			if !ok || e.Lexpr == nil || e.Rexpr == nil || e.Kind != pg_query.A_Expr_Kind_AEXPR_OP {
+				return true
+			}
+			for _, side := range []struct{ col, val **pg_query.Node }{{&e.Lexpr, &e.Rexpr}, {&e.Rexpr, &e.Lexpr}} {
+				bare, ok := namesColumn(*side.col, column)
+				if !ok || isColumn(*side.val) {
+					continue
+				}
+				*side.col = bare
+				cast := castEach(*side.val, typ)
+				if constant(*side.val) {
+					*side.val = cast
+				} else {
+					sel := &pg_query.SelectStmt{TargetList: []*pg_query.Node{{Node: &pg_query.Node_ResTarget{ResTarget: &pg_query.ResTarget{Val: cast, Location: -1}}}},
+						LimitOption: pg_query.LimitOption_LIMIT_OPTION_DEFAULT, Op: pg_query.SetOperation_SETOP_NONE}
+					*side.val = &pg_query.Node{Node: &pg_query.Node_SubLink{SubLink: &pg_query.SubLink{SubLinkType: pg_query.SubLinkType_EXPR_SUBLINK,
+						Subselect: &pg_query.Node{Node: &pg_query.Node_SelectStmt{SelectStmt: sel}}, Location: -1}}}
+				}
+				n++
+				break
+			}
+			return true
+		})
+		return n
+	})
+}
+
+// constant says whether n is a literal or a parameter, possibly cast.
+func constant(n *pg_query.Node) bool {
+	for n != nil {
+		if tc := n.GetTypeCast(); tc != nil {
+			n = tc.Arg
+			continue
+		}
+		return n.GetAConst() != nil || n.GetParamRef() != nil
+	}
+	return false
+}

@@ -400,3 +400,23 @@ func TestFingerprintNormalises(t *testing.T) {
 		}
 	}
 }
+
+// TestCastToColumnOnce: a stable bound is computed once in a scalar
+// subquery, cast to the column's type; a constant is only cast.
+func TestCastToColumnOnce(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"SELECT count(*) FROM r WHERE taken_at > now() - interval '400 days'",
+			"SELECT count(*) FROM r WHERE taken_at > (SELECT (now() - '400 days'::interval)::timestamp)"},
+		{"SELECT 1 FROM r WHERE taken_at::timestamptz >= '2024-01-01'::timestamptz",
+			"SELECT 1 FROM r WHERE taken_at >= '2024-01-01'::timestamptz::timestamp"},
+	} {
+		s, err := Parse(c.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, n, err := s.CastToColumnOnce("taken_at", "timestamp without time zone")
+		if err != nil || n != 1 || out.Text() != c.want {
+			t.Errorf("%s: %d %v\n got %s\nwant %s", c.in, n, err, out.Text(), c.want)
+		}
+	}
+}

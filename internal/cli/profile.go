@@ -1,0 +1,165 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/spf13/cobra"
+
+	"github.com/pgmedic/pgmedic/internal/envelope"
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/profile"
+	"github.com/pgmedic/pgmedic/internal/report"
+	"github.com/pgmedic/pgmedic/internal/rules"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
+)
+
+// newProfile is `pgmedic profile`: perf on PostgreSQL backends (or any
+// process), each sample attributed to its statement, the hot spots named.
+func newProfile(stdout, stderr io.Writer) *cobra.Command {
+	var o outputFlags
+	var pids []int
+	var busiest, freq int
+	var like, svg, folded, speedscope, pprof string
+	var noVerify bool
+	var duration time.Duration
+	cmd := &cobra.Command{
+		Use:   "profile [DSN]",
+		Short: "sample where backends spend CPU with perf, draw the flame graph and name the hot spot",
+		Long: `profile finds backends in pg_stat_activity (--busiest K by CPU, --query-like TEXT) or takes
+--pid (any process, PostgreSQL or not), samples them with perf (cpu-clock, call graphs) for
+--duration while it watches pg_stat_activity to attribute each sample to the statement its
+backend ran, and names the hot spots: JIT compilation, time-zone and numeric/float conversions,
+spin locks, glibc malloc, sorting, hashing, page faults. perf runs on the database server's
+machine, as root or with kernel.perf_event_paranoid <= 1.
+
+Exports: --svg (an interactive flame graph), --folded, --speedscope, --pprof (go tool pprof).
+Exit codes: 0 nothing at or above --min-severity, 1 findings, 2 usage, perf or connection error.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			least, _, err := o.validate()
+			if err != nil {
+				return err
+			}
+			if duration < 100*time.Millisecond || duration > 10*time.Minute {
+				return usageErr("--duration must be between 100ms and 10m")
+			}
+			if freq < 1 || freq > 20000 {
+				return usageErr("--frequency must be between 1 and 20000 samples a second")
+			}
+			if len(pids) == 0 && busiest == 0 && like == "" {
+				busiest = 1
+			}
+			ctx := cmd.Context()
+			perf, err := profile.FindPerf(ctx)
+			if err != nil {
+				return inputErr(err)
+			}
+			var conn profile.Conn
+			var sess *envelope.Session
+			if len(args) == 1 || len(pids) == 0 {
+				dsn := ""
+				if len(args) == 1 {
+					dsn = args[0]
+				}
+				if sess, err = envelope.Connect(ctx, dsn, envelope.Options{}); err != nil {
+					return err
+				}
+				defer sess.Close()
+				conn = sess.Conn
+			}
+			targets, err := profile.Backends(ctx, conn, profile.Select{PIDs: pids, Busiest: busiest, QueryLike: like})
+			if err != nil {
+				return inputErr(err)
+			}
+			progress(stderr)("profiling %v for %s", targets, duration)
+			res, err := profile.Run(ctx, perf, conn, targets, duration, freq)
+			if err != nil {
+				return inputErr(err)
+			}
+			p, st := res.Profile, res.Stats
+			if p.Samples == 0 {
+				return inputErr(fmt.Errorf("perf took no sample of %v in %s: the processes did not run on a CPU (idle)", targets, duration))
+			}
+			f := profile.Folded(p)
+			for path, write := range map[string]func(io.Writer) error{
+				svg:        func(w io.Writer) error { return profile.FlameSVG(w, "CPU of "+p.Target, f) },
+				folded:     func(w io.Writer) error { return profile.WriteFolded(w, f) },
+				speedscope: func(w io.Writer) error { return profile.WriteSpeedscope(w, p.Target, f) },
+				pprof:      func(w io.Writer) error { return profile.WritePprof(w, p) },
+			} {
+				if path == "" {
+					continue
+				}
+				if err := writeOut(path, stdout, write); err != nil {
+					return err
+				}
+				os.Chmod(path, 0o644)
+			}
+			findings := rules.CPUHotspot(p)
+			if sess != nil && !noVerify {
+				for i := range findings {
+					proveHotspot(ctx, perf, sess, &findings[i], res.Raw, progress(stderr))
+				}
+			}
+			rep := report.NewProfile(Version, p, f, profile.FrameName, findings, nil, least)
+			rep.Unread = st.Unrecognised
+			return emit(rep, o, least, stdout)
+		},
+	}
+	o.registerWith(cmd, "warning")
+	cmd.Flags().IntSliceVar(&pids, "pid", nil, "profile these processes (any process; repeat or separate with commas)")
+	cmd.Flags().IntVar(&busiest, "busiest", 0, "profile the K client backends using the most CPU now (default 1 when neither --pid nor --query-like)")
+	cmd.Flags().StringVar(&like, "query-like", "", "profile the active backends whose query contains this text")
+	cmd.Flags().DurationVar(&duration, "duration", 10*time.Second, "how long to sample")
+	cmd.Flags().IntVar(&freq, "frequency", 499, "samples a second per CPU (an odd number avoids beating with periodic work)")
+	cmd.Flags().StringVar(&svg, "svg", "", "write the flame graph as an interactive SVG to this file")
+	cmd.Flags().StringVar(&folded, "folded", "", "write the folded stacks (flamegraph.pl's input) to this file")
+	cmd.Flags().StringVar(&speedscope, "speedscope", "", "write a speedscope profile (https://www.speedscope.app) to this file")
+	cmd.Flags().StringVar(&pprof, "pprof", "", "write a pprof profile (go tool pprof) to this file")
+	cmd.Flags().BoolVar(&noVerify, "no-verify", false, "do not re-run the statements with their fix (the re-runs take 2 s a side in pgmedic's own session)")
+	return cmd
+}
+
+
+// proveHotspot re-runs a hot spot's statement as the application ran it
+// and with the fix, in pgmedic's own session (read-only transactions that
+// are rolled back), while perf records that session; the finding gets
+// both times and both shares, or the reason no re-run was possible.
+func proveHotspot(ctx context.Context, perf *profile.Perf, sess *envelope.Session, f *model.Finding, raw map[string]string, logf func(string, ...any)) {
+	kind := rules.HotspotKind(*f)
+	if kind == "" || f.Object.QueryID == "" {
+		return
+	}
+	columns := func(ctx context.Context, rel sqlparse.Name, typ string) ([]string, error) {
+		name := sqlparse.QuoteIdent(rel.Name)
+		if rel.Schema != "" {
+			name = sqlparse.QuoteIdent(rel.Schema) + "." + name
+		}
+		rows, err := sess.Conn.Query(ctx, envelope.Tag+`SELECT attname FROM pg_attribute WHERE attrelid = to_regclass($1) AND atttypid = $2::regtype AND attnum > 0 AND NOT attisdropped`, name, typ)
+		if err != nil {
+			return nil, err
+		}
+		return pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	exp, why := profile.Plan(ctx, kind, raw[f.Object.QueryID], columns)
+	if exp == nil {
+		f.Verification.Reason = why
+		return
+	}
+	logf("re-running statement %s with %s", f.Object.QueryID, exp.Change)
+	before, after, err := profile.Measure(ctx, perf, sess.Conn, exp, 2*time.Second, rules.HotspotShare(kind))
+	if err != nil {
+		f.Verification.Reason = "the re-run failed: " + err.Error()
+		return
+	}
+	method := "perf on pgmedic's own session while it re-ran the statement as the application did and with " + exp.Change + " (read-only transactions, rolled back)"
+	rules.ProveHotspot(f, method, before.Runs, after.Runs, before.MedianMS, after.MedianMS, before.Share, after.Share)
+	if exp.Fixed != "" && f.Verification.Status == model.Confirmed {
+		f.Fix.SQL = exp.Fixed
+	}
+}

@@ -1,0 +1,248 @@
+package profile
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"golang.org/x/sys/unix"
+
+	"github.com/pgmedic/pgmedic/internal/envelope"
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
+)
+
+// Conn is what profiling needs of a connection: reading pg_stat_activity.
+type Conn interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// Select is how the backends to profile are chosen.
+type Select struct {
+	PIDs      []int  // these processes (any process)
+	Busiest   int    // the K client backends using the most CPU now
+	QueryLike string // client backends whose current query contains this
+}
+
+// Backends picks the processes to profile. The busiest are measured from
+// /proc (CPU time over 300 ms), which also proves the server runs on this
+// machine: perf can only sample local processes.
+func Backends(ctx context.Context, c Conn, sel Select) ([]int, error) {
+	if len(sel.PIDs) > 0 {
+		for _, pid := range sel.PIDs {
+			if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
+				return nil, fmt.Errorf("no process %d on this machine (perf samples local processes only)", pid)
+			}
+		}
+		return sel.PIDs, nil
+	}
+	if c == nil {
+		return nil, fmt.Errorf("give --pid, or a DSN with --busiest or --query-like")
+	}
+	q := envelope.Tag + `SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()`
+	var args []any
+	if sel.QueryLike != "" {
+		q += ` AND state = 'active' AND strpos(lower(query), lower($1)) > 0`
+		args = append(args, sel.QueryLike)
+	}
+	rows, err := c.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("reading pg_stat_activity: %w", err)
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		return nil, fmt.Errorf("reading pg_stat_activity: %w", err)
+	}
+	if len(pids) == 0 {
+		if sel.QueryLike != "" {
+			return nil, fmt.Errorf("no active backend is running a query containing %q", sel.QueryLike)
+		}
+		return nil, fmt.Errorf("no client backend is connected")
+	}
+	local := false
+	for _, pid := range pids {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+			local = true
+		}
+	}
+	if !local {
+		return nil, fmt.Errorf("the server's backends are not processes of this machine: run pgmedic profile on the database server (perf samples local processes only)")
+	}
+	if sel.QueryLike != "" {
+		return pids, nil
+	}
+	k := max(sel.Busiest, 1)
+	before := cpuTimes(pids)
+	time.Sleep(300 * time.Millisecond)
+	after := cpuTimes(pids)
+	sort.SliceStable(pids, func(i, j int) bool { return after[pids[i]]-before[pids[i]] > after[pids[j]]-before[pids[j]] })
+	var busy []int
+	for _, pid := range pids {
+		if len(busy) < k && after[pid]-before[pid] > 0 {
+			busy = append(busy, pid)
+		}
+	}
+	if len(busy) == 0 {
+		return nil, fmt.Errorf("no client backend used CPU in 300 ms: nothing to profile")
+	}
+	return busy, nil
+}
+
+// cpuTimes reads each process's user plus system CPU ticks.
+func cpuTimes(pids []int) map[int]int64 {
+	out := map[int]int64{}
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		// The command name is in parentheses and may hold spaces.
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) > 12 {
+			u, _ := strconv.ParseInt(f[11], 10, 64)
+			k, _ := strconv.ParseInt(f[12], 10, 64)
+			out[pid] = u + k
+		}
+	}
+	return out
+}
+
+// monotonic is CLOCK_MONOTONIC in seconds: the clock perf record -k
+// CLOCK_MONOTONIC stamps samples with.
+func monotonic() float64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return float64(ts.Sec) + float64(ts.Nsec)/1e9
+}
+
+// activity is pg_stat_activity sampled while perf records, to name the
+// statement each backend was running at each sample.
+type activity struct {
+	mu    sync.Mutex
+	ticks []tick
+	// raw is each statement's text as pg_stat_activity showed it, with
+	// its values, by queryid: what a re-run executes. It never reaches a
+	// report.
+	raw map[string]string
+}
+
+type tick struct {
+	at    float64
+	stmts map[int]Statement
+}
+
+// watch samples the backends' statements every interval until ctx ends.
+func (a *activity) watch(ctx context.Context, c Conn, pids []int, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	norm := map[string]string{}
+	for {
+		at := monotonic()
+		rows, err := c.Query(ctx, envelope.Tag+`SELECT pid, coalesce(query_id, 0), query FROM pg_stat_activity WHERE state = 'active' AND pid = ANY($1)`, pids)
+		if err == nil {
+			m := map[int]Statement{}
+			for rows.Next() {
+				var pid int
+				var qid int64
+				var q string
+				if rows.Scan(&pid, &qid, &q) == nil {
+					n, ok := norm[q]
+					if !ok {
+						// The text pg_stat_activity shows holds the values;
+						// the report shows the statement without them.
+						_, n = sqlparse.Fingerprint(q)
+						norm[q] = n
+					}
+					m[pid] = Statement{QueryID: strconv.FormatInt(qid, 10), Query: n}
+					a.mu.Lock()
+					a.raw[strconv.FormatInt(qid, 10)] = q
+					a.mu.Unlock()
+				}
+			}
+			rows.Close()
+			a.mu.Lock()
+			a.ticks = append(a.ticks, tick{at: at, stmts: m})
+			a.mu.Unlock()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// at is the statement pid was running at time t (the latest observation
+// no later than half an interval after t).
+func (a *activity) at(pid int, t, interval float64) (Statement, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	i := sort.Search(len(a.ticks), func(i int) bool { return a.ticks[i].at > t+interval/2 })
+	if i == 0 {
+		return Statement{}, false
+	}
+	s, ok := a.ticks[i-1].stmts[pid]
+	if ok && t-a.ticks[i-1].at > 2*interval {
+		return Statement{}, false // too old to say
+	}
+	return s, ok
+}
+
+// Result is a profile run: the profile, what reading perf's output saw,
+// and the statements' own texts by queryid (for re-running them; never
+// reported).
+type Result struct {
+	Profile model.Profile
+	Stats   ScriptStats
+	Raw     map[string]string
+}
+
+// Run profiles the processes for d: perf records them while, given a
+// connection, pg_stat_activity is sampled every 50 ms to attribute each
+// sample to the statement its backend was running.
+func Run(ctx context.Context, perf *Perf, c Conn, pids []int, d time.Duration, freq int) (Result, error) {
+	dir, err := os.MkdirTemp("", "pgmedic-perf-")
+	if err != nil {
+		return Result{}, err
+	}
+	defer os.RemoveAll(dir)
+	act := &activity{raw: map[string]string{}}
+	const interval = 50 * time.Millisecond
+	wctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	if c != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); act.watch(wctx, c, pids, interval) }()
+	}
+	start := time.Now()
+	data, err := perf.Record(ctx, dir, pids, d, freq)
+	stop()
+	wg.Wait()
+	if err != nil {
+		return Result{}, err
+	}
+	b := NewBuilder(targetOf(pids))
+	if c != nil {
+		b.Attribute = func(s Sample) (Statement, bool) { return act.at(s.PID, s.Time, interval.Seconds()) }
+	}
+	st, err := perf.Script(ctx, data, b.Add)
+	if err != nil {
+		return Result{Stats: st}, err
+	}
+	return Result{Profile: b.Profile(time.Since(start).Seconds()), Stats: st, Raw: act.raw}, nil
+}
+
+func targetOf(pids []int) string {
+	s := make([]string, len(pids))
+	for i, p := range pids {
+		s[i] = strconv.Itoa(p)
+	}
+	return "pid " + strings.Join(s, ", ")
+}

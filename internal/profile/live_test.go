@@ -1,0 +1,272 @@
+package profile
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgmedic/pgmedic/internal/lab"
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/rules"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
+	"github.com/pgmedic/pgmedic/internal/testkit"
+)
+
+func needPerf(t *testing.T) *Perf {
+	t.Helper()
+	p, err := FindPerf(context.Background())
+	if err != nil {
+		testkit.Missing(t, "perf (linux-perf, run as root)", err)
+	}
+	return p
+}
+
+func shareOf(p model.Profile, id string) float64 {
+	for _, k := range rules.ProfileShares(p) {
+		if k.Kind.ID == id {
+			return k.Share
+		}
+	}
+	return 0
+}
+
+func fired(p model.Profile, name string) bool {
+	for _, f := range rules.CPUHotspot(p) {
+		if strings.HasPrefix(f.Title, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestAllocatorContention is Adform's case off PostgreSQL: a program whose
+// eight threads allocate and free each other's blocks, profiled with
+// glibc malloc and with Debian's jemalloc preloaded. The allocator kind
+// must fire on the first and not on the second.
+func TestAllocatorContention(t *testing.T) {
+	perf := needPerf(t)
+	cc, err := exec.LookPath("gcc")
+	if err != nil {
+		testkit.Missing(t, "gcc", err)
+	}
+	jemalloc := "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
+	if _, err := os.Stat(jemalloc); err != nil {
+		testkit.Missing(t, "libjemalloc2", err)
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "churn")
+	if out, err := exec.Command(cc, "-O2", "-pthread", "-fno-omit-frame-pointer", "-o", bin, "testdata/churn/churn.c").CombinedOutput(); err != nil {
+		t.Fatalf("compiling churn: %v %s", err, out)
+	}
+	profileOf := func(env ...string) model.Profile {
+		cmd := exec.Command(bin, "4", "8")
+		cmd.Env = append(os.Environ(), env...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer cmd.Wait()
+		time.Sleep(200 * time.Millisecond)
+		res, err := Run(context.Background(), perf, nil, []int{cmd.Process.Pid}, 2*time.Second, 499)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Profile
+	}
+	glibc := profileOf()
+	je := profileOf("LD_PRELOAD=" + jemalloc)
+	g, j := shareOf(glibc, "glibc-malloc"), shareOf(je, "other-allocator")
+	t.Logf("glibc malloc: %.1f%% of %d samples; jemalloc: %.1f%% of %d samples (glibc's share under jemalloc %.1f%%)",
+		100*g, glibc.Samples, 100*j, je.Samples, 100*shareOf(je, "glibc-malloc"))
+	if glibc.Samples < 100 || !fired(glibc, "memory allocation (glibc malloc)") {
+		t.Errorf("glibc: allocator not named (%.1f%% of %d samples)", 100*g, glibc.Samples)
+	}
+	if fired(je, "memory allocation") || j == 0 {
+		t.Errorf("jemalloc: findings %v, share %.2f", rules.CPUHotspot(je), j)
+	}
+}
+
+// scenario loads a profile scenario (testdata/scenarios/NAME) into a
+// database of the lab cluster and runs its statement in a loop from two
+// connections until stop; it counts the runs.
+func scenario(t *testing.T, c *lab.Cluster, name string, runs *atomic.Int64) (stop func()) {
+	t.Helper()
+	ctx := context.Background()
+	read := func(f string) string {
+		b, err := os.ReadFile(filepath.Join("testdata/scenarios", name, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	db := strings.ReplaceAll(name, "-", "_")
+	admin, err := pgx.Connect(ctx, c.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin.Exec(ctx, "CREATE DATABASE "+db)
+	admin.Close(ctx)
+	conn, err := pgx.Connect(ctx, c.DSN(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, read("setup.sql"), pgx.QueryExecModeSimpleProtocol); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(ctx)
+	q := strings.TrimSpace(read("workload.sql"))
+	wctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		conn, err := pgx.Connect(wctx, c.DSN(db))
+		if err != nil {
+			return
+		}
+		defer conn.Close(context.Background())
+		// JIT would compile this scan: the lab keeps PostgreSQL's defaults,
+		// and the profile is about the conversion.
+		conn.Exec(wctx, "SET jit = off")
+		conn.Exec(wctx, "SET max_parallel_workers_per_gather = 0")
+		for wctx.Err() == nil {
+			if _, err := conn.Exec(wctx, q); err == nil {
+				runs.Add(1)
+			}
+		}
+	}()
+	return func() { cancel(); wg.Wait() }
+}
+
+// statementOf is the queryid of the profile's statement whose text holds
+// name.
+func statementOf(p model.Profile, name string) string {
+	for _, s := range p.Stacks {
+		if strings.Contains(s.Query, name) {
+			return s.QueryID
+		}
+	}
+	return ""
+}
+
+// TestConversionScenarios: a backend burning CPU in a conversion is
+// profiled through pgmedic's own connection, and the profile names the
+// conversion with its share and attributes it to the statement. The
+// workload's throughput with and without perf says what profiling costs.
+func TestConversionScenarios(t *testing.T) {
+	perf := needPerf(t)
+	if _, err := lab.FindBinDir(""); err != nil {
+		testkit.Missing(t, "PostgreSQL 15 server binaries", err)
+	}
+	ctx := context.Background()
+	c, err := lab.Create(ctx, lab.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Destroy(ctx)
+	for _, sc := range []struct{ name, kind, statement string }{
+		{"tz-conversion", "timezone", "readings"},
+		{"numeric-float", "numeric-float", "invoice_lines"},
+	} {
+		t.Run(sc.name, func(t *testing.T) {
+			var runs atomic.Int64
+			stop := scenario(t, c, sc.name, &runs)
+			defer stop()
+			time.Sleep(300 * time.Millisecond)
+			conn, err := pgx.Connect(ctx, c.DSN("postgres"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(ctx)
+			pids, err := Backends(ctx, conn, Select{QueryLike: sc.statement})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := Run(ctx, perf, conn, pids, 2*time.Second, 499)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, st := res.Profile, res.Stats
+			if res.Raw[statementOf(p, sc.statement)] == "" {
+				t.Errorf("the statement's own text was not kept for re-running it")
+			}
+			// What profiling costs the backend: its statements per second
+			// with perf recording it and without.
+			rate := func(record bool) float64 {
+				before, start := runs.Load(), time.Now()
+				if record {
+					if _, err := perf.Record(ctx, t.TempDir(), pids, 2*time.Second, 499); err != nil {
+						t.Fatal(err)
+					}
+				} else {
+					time.Sleep(2 * time.Second)
+				}
+				return float64(runs.Load()-before) / time.Since(start).Seconds()
+			}
+			plain, profiled := rate(false), rate(true)
+			share := shareOf(p, sc.kind)
+			var attributed int64
+			for _, s := range p.Stacks {
+				if strings.Contains(s.Query, sc.statement) {
+					attributed += s.Count
+				}
+			}
+			t.Logf("%s: %d samples, %s %.1f%%, %.0f%% attributed to the statement; %.1f statements/s without perf, %.1f while perf records (%.1f%% overhead; %d lines not read)",
+				sc.name, p.Samples, sc.kind, 100*share, 100*float64(attributed)/float64(max(p.Samples, 1)), plain, profiled, 100*(1-profiled/plain), st.Unrecognised)
+			if p.Samples < 100 || share < 0.2 {
+				t.Errorf("%s: %.1f%% of %d samples", sc.kind, 100*share, p.Samples)
+			}
+			fs := rules.CPUHotspot(p)
+			found := false
+			for _, f := range fs {
+				if f.Object.Kind == "statement" && strings.Contains(f.Object.Name, sc.statement) && strings.Contains(f.Title, "conversion") {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("no conversion finding on the statement: %+v", fs)
+			}
+			if float64(attributed) < 0.8*float64(p.Samples) {
+				t.Errorf("only %d of %d samples attributed to the statement", attributed, p.Samples)
+			}
+			// The fix, re-run in a session of its own while perf records it.
+			own, err := pgx.Connect(ctx, c.DSN(strings.ReplaceAll(sc.name, "-", "_")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer own.Close(ctx)
+			columns := func(ctx context.Context, rel sqlparse.Name, typ string) ([]string, error) {
+				rows, err := own.Query(ctx, `SELECT attname FROM pg_attribute WHERE attrelid = to_regclass($1) AND atttypid = $2::regtype AND attnum > 0`, rel.Name, typ)
+				if err != nil {
+					return nil, err
+				}
+				return pgx.CollectRows(rows, pgx.RowTo[string])
+			}
+			exp, why := Plan(ctx, sc.kind, res.Raw[statementOf(p, sc.statement)], columns)
+			if sc.kind == "numeric-float" {
+				if exp != nil || why == "" {
+					t.Errorf("numeric-float: an experiment %+v", exp)
+				}
+				return
+			}
+			if exp == nil {
+				t.Fatalf("no experiment: %s", why)
+			}
+			before, after, err := Measure(ctx, perf, own, exp, 2*time.Second, func(p model.Profile) float64 { return shareOf(p, sc.kind) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("re-run with %s: %.1f ms -> %.1f ms, share %.0f%% -> %.0f%% (%d and %d runs)", exp.Change, before.MedianMS, after.MedianMS, 100*before.Share, 100*after.Share, before.Runs, after.Runs)
+			if after.MedianMS > 0.8*before.MedianMS || after.Share > before.Share/2 {
+				t.Errorf("the fix did not show: %+v -> %+v", before, after)
+			}
+		})
+	}
+}
