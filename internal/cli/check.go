@@ -31,6 +31,7 @@ type checkFlags struct {
 	// Logs: check only (the lab's clusters log to a file of their own).
 	logFiles    []string
 	serverLogMB int
+	profile     time.Duration
 }
 
 // register adds check's flags to a command (check, lab run, demo).
@@ -83,6 +84,7 @@ connection error, 3 internal error.`,
 	}
 	f.register(cmd)
 	cmd.Flags().StringArrayVar(&f.logFiles, "log", nil, "a server log to read with the check (stderr, csvlog, jsonlog, syslog; plain or .gz); its auto_explain plans and events add findings; repeat for several")
+	cmd.Flags().DurationVar(&f.profile, "profile", 0, "sample the busiest backends' CPU with perf this long (on the database server, as root) and name the hot spots; 0 for none")
 	cmd.Flags().IntVar(&f.serverLogMB, "server-log", 64, "read this many MB from the end of the server's current log over the connection, when logging_collector is on and the role may read server files (pg_monitor, pg_read_server_files); 0 turns it off")
 	return cmd
 }
@@ -93,7 +95,7 @@ func (c checkFlags) options(ids []string, logf func(string, ...any)) diagnose.Op
 		ServerCores: c.serverCores, Runs: c.runs, NoVerify: c.noVerify, VerifyIndexes: c.verifyIndexes,
 		MaxCopyBytes: int64(c.verifyMaxMB) << 20, AllowFunctions: c.allowFunctions,
 		MaxTables: c.maxTables, MaxStatements: c.maxStatements, SampleFor: c.sample, SampleEvery: c.sampleInterval, PgBouncer: c.pgbouncer, Log: logf,
-		LogFiles: c.logFiles, ServerLogBytes: int64(c.serverLogMB) << 20}
+		LogFiles: c.logFiles, ServerLogBytes: int64(c.serverLogMB) << 20, ProfileFor: c.profile}
 }
 
 // findingsReport is what check and explain print: text, JSON, or the

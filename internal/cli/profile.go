@@ -1,21 +1,18 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"os"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
+	"github.com/pgmedic/pgmedic/internal/diagnose"
 	"github.com/pgmedic/pgmedic/internal/envelope"
-	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/profile"
 	"github.com/pgmedic/pgmedic/internal/report"
 	"github.com/pgmedic/pgmedic/internal/rules"
-	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
 // newProfile is `pgmedic profile`: perf on PostgreSQL backends (or any
@@ -103,7 +100,7 @@ Exit codes: 0 nothing at or above --min-severity, 1 findings, 2 usage, perf or c
 			findings := rules.CPUHotspot(p)
 			if sess != nil && !noVerify {
 				for i := range findings {
-					proveHotspot(ctx, perf, sess, &findings[i], res.Raw, progress(stderr))
+					diagnose.ProveHotspot(ctx, perf, sess, &findings[i], res.Raw, progress(stderr))
 				}
 			}
 			rep := report.NewProfile(Version, p, f, profile.FrameName, findings, nil, least)
@@ -123,43 +120,4 @@ Exit codes: 0 nothing at or above --min-severity, 1 findings, 2 usage, perf or c
 	cmd.Flags().StringVar(&pprof, "pprof", "", "write a pprof profile (go tool pprof) to this file")
 	cmd.Flags().BoolVar(&noVerify, "no-verify", false, "do not re-run the statements with their fix (the re-runs take 2 s a side in pgmedic's own session)")
 	return cmd
-}
-
-
-// proveHotspot re-runs a hot spot's statement as the application ran it
-// and with the fix, in pgmedic's own session (read-only transactions that
-// are rolled back), while perf records that session; the finding gets
-// both times and both shares, or the reason no re-run was possible.
-func proveHotspot(ctx context.Context, perf *profile.Perf, sess *envelope.Session, f *model.Finding, raw map[string]string, logf func(string, ...any)) {
-	kind := rules.HotspotKind(*f)
-	if kind == "" || f.Object.QueryID == "" {
-		return
-	}
-	columns := func(ctx context.Context, rel sqlparse.Name, typ string) ([]string, error) {
-		name := sqlparse.QuoteIdent(rel.Name)
-		if rel.Schema != "" {
-			name = sqlparse.QuoteIdent(rel.Schema) + "." + name
-		}
-		rows, err := sess.Conn.Query(ctx, envelope.Tag+`SELECT attname FROM pg_attribute WHERE attrelid = to_regclass($1) AND atttypid = $2::regtype AND attnum > 0 AND NOT attisdropped`, name, typ)
-		if err != nil {
-			return nil, err
-		}
-		return pgx.CollectRows(rows, pgx.RowTo[string])
-	}
-	exp, why := profile.Plan(ctx, kind, raw[f.Object.QueryID], columns)
-	if exp == nil {
-		f.Verification.Reason = why
-		return
-	}
-	logf("re-running statement %s with %s", f.Object.QueryID, exp.Change)
-	before, after, err := profile.Measure(ctx, perf, sess.Conn, exp, 2*time.Second, rules.HotspotShare(kind))
-	if err != nil {
-		f.Verification.Reason = "the re-run failed: " + err.Error()
-		return
-	}
-	method := "perf on pgmedic's own session while it re-ran the statement as the application did and with " + exp.Change + " (read-only transactions, rolled back)"
-	rules.ProveHotspot(f, method, before.Runs, after.Runs, before.MedianMS, after.MedianMS, before.Share, after.Share)
-	if exp.Fixed != "" && f.Verification.Status == model.Confirmed {
-		f.Fix.SQL = exp.Fixed
-	}
 }

@@ -95,3 +95,32 @@ func TestProfileCommand(t *testing.T) {
 		t.Errorf("without perf: exit %d, %q", code, errOut)
 	}
 }
+
+// TestCheckWithoutPerf: check --profile where perf is missing says so in
+// skipped and goes on with its other findings.
+func TestCheckWithoutPerf(t *testing.T) {
+	needCluster(t)
+	t.Setenv("PATH", t.TempDir())
+	code, out, errOut := run(t, "check", cluster.DSN("postgres"), "--profile", "1s", "--sample", "0", "--no-verify", "--format", "json")
+	if code == 2 || code == 3 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rep struct {
+		Skipped []struct {
+			Rule   string `json:"rule"`
+			Reason string `json:"reason"`
+		} `json:"skipped"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, s := range rep.Skipped {
+		if s.Rule == "cpu-hotspot" && strings.Contains(s.Reason, "apt-get install linux-perf") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no skip for the missing perf: %+v", rep.Skipped)
+	}
+}

@@ -52,6 +52,9 @@ type Options struct {
 	// over the connection when the role may (0: none).
 	LogFiles       []string
 	ServerLogBytes int64
+	// ProfileFor is how long to sample the busiest backends' CPU with
+	// perf (check --profile); 0 for no profile.
+	ProfileFor time.Duration
 	// Lab is set for lab databases, where experiments may write.
 	Lab bool
 	Log func(format string, args ...any)
@@ -151,6 +154,8 @@ func Check(ctx context.Context, dsn, version string, o Options, min model.Severi
 		return nil, err
 	}
 	findings, skipped = append(findings, fromLogs...), append(skipped, logSkips...)
+	hot, hotSkips, prof := o.checkProfile(ctx, sess)
+	findings, skipped = append(findings, hot...), append(skipped, hotSkips...)
 	rules.Sort(findings)
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
@@ -159,6 +164,10 @@ func Check(ctx context.Context, dsn, version string, o Options, min model.Severi
 	rep.Sessions = report.SessionsOf(snap.Sampling)
 	rep.Statements, rep.Plans = report.StatementsOf(snap)
 	rep.ElapsedS, rep.Envelope = model.Round(time.Since(started).Seconds(), 1), sess.Settings()
+	if prof != nil {
+		prof.PGMedic = version
+		rep.Profile = prof
+	}
 	return rep, nil
 }
 

@@ -58,7 +58,7 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 		// FlameSVG escapes every name it writes: the SVG is markup.
 		return template.HTML(b.String()), nil
 	},
-	"width":   func(share float64) string { return fmt.Sprintf("%.1f%%", 100*math.Max(0, math.Min(1, share))) },
+	"width": func(share float64) string { return fmt.Sprintf("%.1f%%", 100*math.Max(0, math.Min(1, share))) },
 }).Parse(pageTemplate))
 
 // HTML writes the document as one self-contained page: the findings with

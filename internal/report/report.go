@@ -33,6 +33,8 @@ type Report struct {
 	// first, and Plans the plans it read of them, by queryid.
 	Statements []StatementRow          `json:"statements,omitempty"`
 	Plans      map[string]*PlanSummary `json:"plans,omitempty"`
+	// Profile is check --profile's CPU profile of the busiest backends.
+	Profile *ProfileReport `json:"profile,omitempty"`
 }
 
 // Summary counts findings by severity and verification status.

@@ -13,9 +13,15 @@ func stack(n int64, qid string, frames ...model.Frame) model.ProfileStack {
 	return model.ProfileStack{Frames: frames, Count: n, QueryID: qid, Query: "SELECT ..."}
 }
 
-func pgf(sym string) model.Frame   { return model.Frame{Sym: sym, DSO: "/usr/lib/postgresql/15/bin/postgres"} }
-func libc(sym string) model.Frame  { return model.Frame{Sym: sym, DSO: "/usr/lib/x86_64-linux-gnu/libc.so.6"} }
-func jemal(sym string) model.Frame { return model.Frame{Sym: sym, DSO: "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"} }
+func pgf(sym string) model.Frame {
+	return model.Frame{Sym: sym, DSO: "/usr/lib/postgresql/15/bin/postgres"}
+}
+func libc(sym string) model.Frame {
+	return model.Frame{Sym: sym, DSO: "/usr/lib/x86_64-linux-gnu/libc.so.6"}
+}
+func jemal(sym string) model.Frame {
+	return model.Frame{Sym: sym, DSO: "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"}
+}
 
 // TestCPUHotspotKinds: each kind from the frames that make it, its share
 // inclusive, attributed to the statement that ran it; quiet below a

@@ -1,0 +1,88 @@
+package diagnose
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgmedic/pgmedic/internal/envelope"
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/profile"
+	"github.com/pgmedic/pgmedic/internal/report"
+	"github.com/pgmedic/pgmedic/internal/rules"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
+)
+
+// checkProfile samples the busiest backends' CPU with perf for
+// o.ProfileFor (check --profile) and names the hot spots. perf that is
+// missing or not allowed, or a server on another machine, costs a skip
+// that says why; the check goes on without profiles.
+func (o Options) checkProfile(ctx context.Context, sess *envelope.Session) ([]model.Finding, []model.Skip, *report.ProfileReport) {
+	if o.ProfileFor <= 0 {
+		return nil, nil, nil
+	}
+	skip := func(reason string) ([]model.Finding, []model.Skip, *report.ProfileReport) {
+		return nil, []model.Skip{{Rule: rules.CPUHotspotID, Reason: "no CPU profile: " + reason,
+			Fix: "run check on the database server as root (or with kernel.perf_event_paranoid <= 1) with linux-perf installed, or pgmedic profile there"}}, nil
+	}
+	perf, err := profile.FindPerf(ctx)
+	if err != nil {
+		return skip(err.Error())
+	}
+	pids, err := profile.Backends(ctx, sess.Conn, profile.Select{Busiest: 4})
+	if err != nil {
+		return skip(err.Error())
+	}
+	o.logf("profiling backends %v for %s", pids, o.ProfileFor)
+	res, err := profile.Run(ctx, perf, sess.Conn, pids, o.ProfileFor, 499)
+	if err != nil {
+		return skip(err.Error())
+	}
+	found := rules.CPUHotspot(res.Profile)
+	if !o.NoVerify {
+		for i := range found {
+			ProveHotspot(ctx, perf, sess, &found[i], res.Raw, o.logf)
+		}
+	}
+	folded := profile.Folded(res.Profile)
+	return found, nil, report.NewProfile("", res.Profile, folded, profile.FrameName, found, nil, model.Info)
+}
+
+// ProveHotspot re-runs a hot spot's statement as the application ran it
+// and with the fix, in pgmedic's own session (read-only transactions that
+// are rolled back), while perf records that session; the finding gets
+// both times and both shares, or the reason no re-run was possible.
+func ProveHotspot(ctx context.Context, perf *profile.Perf, sess *envelope.Session, f *model.Finding, raw map[string]string, logf func(string, ...any)) {
+	kind := rules.HotspotKind(*f)
+	if kind == "" || f.Object.QueryID == "" {
+		return
+	}
+	columns := func(ctx context.Context, rel sqlparse.Name, typ string) ([]string, error) {
+		name := sqlparse.QuoteIdent(rel.Name)
+		if rel.Schema != "" {
+			name = sqlparse.QuoteIdent(rel.Schema) + "." + name
+		}
+		rows, err := sess.Conn.Query(ctx, envelope.Tag+`SELECT attname FROM pg_attribute WHERE attrelid = to_regclass($1) AND atttypid = $2::regtype AND attnum > 0 AND NOT attisdropped`, name, typ)
+		if err != nil {
+			return nil, err
+		}
+		return pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	exp, why := profile.Plan(ctx, kind, raw[f.Object.QueryID], columns)
+	if exp == nil {
+		f.Verification.Reason = why
+		return
+	}
+	logf("re-running statement %s with %s", f.Object.QueryID, exp.Change)
+	before, after, err := profile.Measure(ctx, perf, sess.Conn, exp, 2*time.Second, rules.HotspotShare(kind))
+	if err != nil {
+		f.Verification.Reason = "the re-run failed: " + err.Error()
+		return
+	}
+	method := "perf on pgmedic's own session while it re-ran the statement as the application did and with " + exp.Change + " (read-only transactions, rolled back)"
+	rules.ProveHotspot(f, method, before.Runs, after.Runs, before.MedianMS, after.MedianMS, before.Share, after.Share)
+	if exp.Fixed != "" && f.Verification.Status == model.Confirmed {
+		f.Fix.SQL = exp.Fixed
+	}
+}
