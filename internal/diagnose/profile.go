@@ -2,6 +2,8 @@ package diagnose
 
 import (
 	"context"
+	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -58,6 +60,10 @@ func ProveHotspot(ctx context.Context, perf *profile.Perf, sess *envelope.Sessio
 	if kind == "" || f.Object.QueryID == "" {
 		return
 	}
+	if busy := serverBusy(ctx, sess); busy != "" {
+		f.Verification.Reason = busy
+		return
+	}
 	columns := func(ctx context.Context, rel sqlparse.Name, typ string) ([]string, error) {
 		name := sqlparse.QuoteIdent(rel.Name)
 		if rel.Schema != "" {
@@ -85,4 +91,22 @@ func ProveHotspot(ctx context.Context, perf *profile.Perf, sess *envelope.Sessio
 	if exp.Fixed != "" && f.Verification.Status == model.Confirmed {
 		f.Fix.SQL = exp.Fixed
 	}
+}
+
+// serverBusy applies the envelope's load rule before a re-run: none when
+// active backends exceed twice the cores (perf runs on the server, so its
+// cores are this machine's) or connections are near max_connections.
+func serverBusy(ctx context.Context, sess *envelope.Session) string {
+	var active, total, maxConn int
+	err := sess.Conn.QueryRow(ctx, envelope.Tag+`SELECT count(*) FILTER (WHERE state = 'active' AND pid <> pg_backend_pid()), count(*), current_setting('max_connections')::int FROM pg_stat_activity`).Scan(&active, &total, &maxConn)
+	if err != nil {
+		return "not re-run: the load could not be read (" + envelope.Message(err) + ")"
+	}
+	if cores := runtime.NumCPU(); active > 2*cores {
+		return fmt.Sprintf("not re-run: the server is busy (%d active backends, more than 2x its %d cores)", active, cores)
+	}
+	if maxConn > 0 && float64(total) >= 0.9*float64(maxConn) {
+		return fmt.Sprintf("not re-run: %d of max_connections=%d connections are in use", total, maxConn)
+	}
+	return ""
 }
