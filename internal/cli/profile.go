@@ -103,7 +103,7 @@ Exit codes: 0 nothing at or above --min-severity, 1 findings, 2 usage, perf or c
 					diagnose.ProveHotspot(ctx, perf, sess, &findings[i], res.Raw, progress(stderr))
 				}
 			}
-			rep := report.NewProfile(Version, p, f, profile.FrameName, findings, nil, least)
+			rep := report.NewProfile(Version, p, f, findings, nil, least)
 			rep.Unread = st.Unrecognised
 			return emit(rep, o, least, stdout)
 		},

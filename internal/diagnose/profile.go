@@ -2,7 +2,6 @@ package diagnose
 
 import (
 	"context"
-	"fmt"
 	"runtime"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/pgmedic/pgmedic/internal/report"
 	"github.com/pgmedic/pgmedic/internal/rules"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
+	"github.com/pgmedic/pgmedic/internal/verify"
 )
 
 // checkProfile samples the busiest backends' CPU with perf for
@@ -48,7 +48,7 @@ func (o Options) checkProfile(ctx context.Context, sess *envelope.Session) ([]mo
 		}
 	}
 	folded := profile.Folded(res.Profile)
-	return found, nil, report.NewProfile("", res.Profile, folded, profile.FrameName, found, nil, model.Info)
+	return found, nil, report.NewProfile("", res.Profile, folded, found, nil, model.Info)
 }
 
 // ProveHotspot re-runs a hot spot's statement as the application ran it
@@ -102,11 +102,8 @@ func serverBusy(ctx context.Context, sess *envelope.Session) string {
 	if err != nil {
 		return "not re-run: the load could not be read (" + envelope.Message(err) + ")"
 	}
-	if cores := runtime.NumCPU(); active > 2*cores {
-		return fmt.Sprintf("not re-run: the server is busy (%d active backends, more than 2x its %d cores)", active, cores)
-	}
-	if maxConn > 0 && float64(total) >= 0.9*float64(maxConn) {
-		return fmt.Sprintf("not re-run: %d of max_connections=%d connections are in use", total, maxConn)
+	if why := verify.Busy(active, total, maxConn, runtime.NumCPU()); why != "" {
+		return "not re-run: " + why
 	}
 	return ""
 }

@@ -56,14 +56,6 @@ func sortedKeys(m map[string]int64) []string {
 	return keys
 }
 
-func clipText(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		return s[:n] + "..."
-	}
-	return s
-}
-
 // Text writes the summary for a terminal.
 func (s *Summary) Text(w io.Writer) error {
 	b := &strings.Builder{}
@@ -101,8 +93,8 @@ func (s *Summary) Text(w io.Writer) error {
 				q = q[:100] + "..."
 			}
 			fmt.Fprintf(b, "  %8d %10.1f %9.2f %9.2f %9.2f %9.2f %9.2f  %s\n", st.Count, st.TotalMS, st.TotalMS/float64(st.Count), st.P50, st.P95, st.P99, st.MaxMS, safe(q))
-			if st.Example != "" && clipText(st.Example, 200) != q {
-				fmt.Fprintf(b, "  %8s slowest: %s\n", "", safe(clipText(st.Example, 200)))
+			if st.Example != "" && printable.Clip(st.Example, len(st.Example)) != printable.Clip(st.Query, len(st.Query)) {
+				fmt.Fprintf(b, "  %8s slowest: %s\n", "", safe(printable.Clip(st.Example, 200)))
 			}
 		}
 	}
@@ -114,7 +106,7 @@ func (s *Summary) Text(w io.Writer) error {
 			}
 			fmt.Fprintf(b, "  %6d %-6s %-5s %s\n", e.Count, e.Level, e.SQLState, safe(e.Pattern))
 			if e.Example != "" && e.Example != e.Pattern {
-				fmt.Fprintf(b, "  %6s %-6s %-5s e.g. %s\n", "", "", "", safe(clipText(e.Example, 200)))
+				fmt.Fprintf(b, "  %6s %-6s %-5s e.g. %s\n", "", "", "", safe(printable.Clip(e.Example, 200)))
 			}
 		}
 	}

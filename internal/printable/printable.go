@@ -68,3 +68,18 @@ func Lines(s string) []string {
 	}
 	return parts
 }
+
+// Clip folds s onto one line (runs of white space become one space) and
+// cuts it to at most n bytes without splitting a character, marking the
+// cut with an ellipsis.
+func Clip(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && s[cut]&0xc0 == 0x80 {
+		cut--
+	}
+	return s[:cut] + "…"
+}

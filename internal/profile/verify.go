@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/printable"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
@@ -84,19 +84,11 @@ func Plan(ctx context.Context, kind, raw string, columns Columns) (*Experiment, 
 		// The change is said without the statement's values.
 		_, norm := sqlparse.Fingerprint(fixed.Text())
 		return &Experiment{Kind: kind, Before: raw, After: fixed.Text(), SetBefore: "SET LOCAL jit = off", SetAfter: "SET LOCAL jit = off",
-			Change: "the timestamptz bound computed once and cast to the column's type (" + clip(norm, 200) + ")", Fixed: norm}, ""
+			Change: "the timestamptz bound computed once and cast to the column's type (" + printable.Clip(norm, 200) + ")", Fixed: norm}, ""
 	case "numeric-float":
 		return nil, "the conversion comes from the expression's types (a float8 operand beside a numeric one); pgmedic does not rewrite expressions"
 	}
 	return nil, "the fix is not a change to one statement or setting"
-}
-
-func clip(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		return s[:n] + "..."
-	}
-	return s
 }
 
 // Measure runs each side for d on conn (pgmedic's own session, inside the

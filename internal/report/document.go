@@ -1,6 +1,7 @@
 package report
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"sort"
@@ -123,13 +124,13 @@ func (r *LogsReport) JSON(w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var doc map[string]any
-	if err := json.Unmarshal(b, &doc); err != nil {
+	var out bytes.Buffer
+	if err := json.Indent(&out, b, "", "  "); err != nil {
 		return err
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(doc)
+	out.WriteByte('\n')
+	_, err = w.Write(out.Bytes())
+	return err
 }
 
 // MarshalJSON is the summary's JSON with the findings beside it (the
@@ -170,13 +171,7 @@ func (r *LogsReport) Text(w io.Writer) error {
 }
 
 // Worst is the most severe finding (the exit code's).
-func (r *LogsReport) Worst() model.Severity {
-	w := model.Severity(-1)
-	for _, f := range r.Findings {
-		w = max(w, f.Severity)
-	}
-	return w
-}
+func (r *LogsReport) Worst() model.Severity { return worstOf(r.Findings) }
 
 // planTree is a plan's flat rows nested again, for the page.
 type planTree struct {

@@ -145,13 +145,7 @@ func kbText(kb float64) string {
 }
 
 // Worst is the highest severity reported (-1 when none).
-func (r *PlanReport) Worst() model.Severity {
-	w := model.Severity(-1)
-	for _, f := range r.Findings {
-		w = max(w, f.Severity)
-	}
-	return w
-}
+func (r *PlanReport) Worst() model.Severity { return worstOf(r.Findings) }
 
 // JSON writes the report as JSON.
 func (r *PlanReport) JSON(w io.Writer) error { return writeJSON(w, r) }

@@ -32,7 +32,7 @@ var (
 
 var page = template.Must(template.New("page").Funcs(template.FuncMap{
 	"t":      pageText,
-	"short":  func(s string, n int) string { return pageText(clip(s, n)) },
+	"short":  func(s string, n int) string { return pageText(printable.Clip(s, n)) },
 	"num":    num,
 	"pct":    func(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) },
 	"ms":     msText,
@@ -119,23 +119,7 @@ func viewOf(i int, p Part) partView {
 // data, not markup or a terminal command.
 func pageText(s string) string {
 	s = strings.ReplaceAll(strings.ReplaceAll(s, "\r\n", "\n"), "\t", "    ")
-	lines := strings.Split(s, "\n")
-	for i, l := range lines {
-		lines[i] = printable.String(l)
-	}
-	return strings.Join(lines, "\n")
-}
-
-func clip(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		cut := n
-		for cut > 0 && s[cut]&0xc0 == 0x80 {
-			cut-- // not inside a UTF-8 sequence
-		}
-		return s[:cut] + "…"
-	}
-	return s
+	return strings.Join(printable.Lines(s), "\n")
 }
 
 func evidenceValue(e model.Evidence) string {

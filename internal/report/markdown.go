@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/printable"
 )
 
 // Markdown writes the document as a compact summary for a pull-request
@@ -72,7 +73,7 @@ func Markdown(w io.Writer, d *Document) error {
 			for _, f := range v.Findings {
 				fmt.Fprintf(b, "#### %s `%s`: %s\n\n", f.Severity, f.Rule, mdText(f.Title))
 				if f.Object.Name != "" {
-					fmt.Fprintf(b, "%s: `%s`\n\n", mdText(f.Object.Kind), mdCode(clip(f.Object.Name, 200)))
+					fmt.Fprintf(b, "%s: `%s`\n\n", mdText(f.Object.Kind), mdCode(printable.Clip(f.Object.Name, 200)))
 				}
 				if f.Impact.Summary != "" {
 					fmt.Fprintf(b, "%s\n\n", mdText(f.Impact.Summary))
@@ -118,7 +119,7 @@ func mdText(s string) string {
 }
 
 // mdCell is mdText for a table cell.
-func mdCell(s string) string { return mdText(clip(s, 300)) }
+func mdCell(s string) string { return mdText(printable.Clip(s, 300)) }
 
 // mdCode is a text inside `...`: backticks cannot be escaped there, so
 // they become quotes; control characters are shown.

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/printable"
+	"github.com/pgmedic/pgmedic/internal/profile"
 	"github.com/pgmedic/pgmedic/internal/rules"
 )
 
@@ -56,7 +58,7 @@ type FrameRow struct {
 }
 
 // NewProfile builds the report of a profile.
-func NewProfile(version string, p model.Profile, folded map[string]int64, frameName func(model.Frame) string, findings []model.Finding, skipped []model.Skip, least model.Severity) *ProfileReport {
+func NewProfile(version string, p model.Profile, folded map[string]int64, findings []model.Finding, skipped []model.Skip, least model.Severity) *ProfileReport {
 	r := &ProfileReport{PGMedic: version, Target: p.Target, Seconds: model.Round(p.Seconds, 2), Samples: p.Samples, SampleMS: model.Round(p.SampleMS, 3),
 		Findings: []model.Finding{}, Skipped: skipped, Folded: folded, Kinds: []KindRow{}, Statements: []ProfileStmt{}, TopFrames: []FrameRow{}}
 	if r.Skipped == nil {
@@ -87,7 +89,7 @@ func NewProfile(version string, p model.Profile, folded map[string]int64, frameN
 			st.Samples += s.Count
 		}
 		if len(s.Frames) > 0 {
-			self[frameName(s.Frames[0])] += s.Count
+			self[profile.FrameName(s.Frames[0])] += s.Count
 		}
 	}
 	for _, st := range stmts {
@@ -118,13 +120,7 @@ func NewProfile(version string, p model.Profile, folded map[string]int64, frameN
 func (r *ProfileReport) JSON(w io.Writer) error { return writeJSON(w, r) }
 
 // Worst is the most severe finding reported.
-func (r *ProfileReport) Worst() model.Severity {
-	w := model.Severity(-1)
-	for _, f := range r.Findings {
-		w = max(w, f.Severity)
-	}
-	return w
-}
+func (r *ProfileReport) Worst() model.Severity { return worstOf(r.Findings) }
 
 // Document is the profile as a one-part document.
 func (r *ProfileReport) Document() *Document {
@@ -154,7 +150,7 @@ func (r *ProfileReport) Text(w io.Writer) error {
 			if i == 10 {
 				break
 			}
-			fmt.Fprintf(b, "  %6.1f%%  %-20s %s\n", 100*s.Share, s.QueryID, safe(clip(s.Query, 100)))
+			fmt.Fprintf(b, "  %6.1f%%  %-20s %s\n", 100*s.Share, s.QueryID, safe(printable.Clip(s.Query, 100)))
 		}
 	}
 	if len(r.TopFrames) > 0 {

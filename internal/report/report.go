@@ -119,12 +119,13 @@ func (r *Report) Add(fs []model.Finding) {
 }
 
 // Worst is the highest severity among the reported findings, or -1.
-func (r *Report) Worst() model.Severity {
+func (r *Report) Worst() model.Severity { return worstOf(r.Findings) }
+
+// worstOf is the highest severity among findings (-1 when none).
+func worstOf(fs []model.Finding) model.Severity {
 	w := model.Severity(-1)
-	for _, f := range r.Findings {
-		if f.Severity > w {
-			w = f.Severity
-		}
+	for _, f := range fs {
+		w = max(w, f.Severity)
 	}
 	return w
 }

@@ -162,11 +162,21 @@ var experiments = []struct {
 // backends exceed twice the cores or connections are near max_connections.
 func (e *Engine) busy(snap *model.Snapshot) string {
 	a := snap.Activity
-	if e.Cores > 0 && a.Active > 2*e.Cores {
-		return fmt.Sprintf("experiments skipped: the server is busy (%d active backends, more than 2x its %d cores)", a.Active, e.Cores)
+	if why := Busy(a.Active, a.Total, a.MaxConnections, e.Cores); why != "" {
+		return "experiments skipped: " + why
 	}
-	if a.MaxConnections > 0 && float64(a.Total) >= 0.9*float64(a.MaxConnections) {
-		return fmt.Sprintf("experiments skipped: %d of max_connections=%d connections are in use", a.Total, a.MaxConnections)
+	return ""
+}
+
+// Busy is the envelope's load rule for any experiment: it says why the
+// server is too busy for one (active backends more than twice the cores,
+// connections at 90% of max_connections), or "".
+func Busy(active, total, maxConnections, cores int) string {
+	if cores > 0 && active > 2*cores {
+		return fmt.Sprintf("the server is busy (%d active backends, more than 2x its %d cores)", active, cores)
+	}
+	if maxConnections > 0 && float64(total) >= 0.9*float64(maxConnections) {
+		return fmt.Sprintf("%d of max_connections=%d connections are in use", total, maxConnections)
 	}
 	return ""
 }
