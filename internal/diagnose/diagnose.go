@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"runtime"
 	"strings"
 	"time"
@@ -101,6 +102,16 @@ func (o Options) Validate() error {
 	}
 	if _, err := rules.Select(o.Rules); err != nil {
 		return inputErrf("--rules: %v", err)
+	}
+	// A log named on the command line must be readable: say so before the
+	// check connects, not after it has run.
+	for _, f := range o.LogFiles {
+		if f == "-" {
+			return inputErrf("--log -: check reads stdin for nothing else; give the log as a file")
+		}
+		if _, err := os.Stat(f); err != nil {
+			return inputErrf("--log %s: %v", f, err)
+		}
 	}
 	return nil
 }

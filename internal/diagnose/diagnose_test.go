@@ -28,6 +28,7 @@ func TestValidate(t *testing.T) {
 		"--rules":             func(o *Options) { o.Rules = []string{"no-such-rule"} },
 		"--sample":            func(o *Options) { o.SampleFor = time.Hour },
 		"--sample-interval":   func(o *Options) { o.SampleEvery = time.Millisecond },
+		"--log":               func(o *Options) { o.LogFiles = []string{"/no/such/server.log"} },
 	} {
 		o := valid()
 		change(&o)

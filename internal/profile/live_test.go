@@ -174,6 +174,7 @@ func TestConversionScenarios(t *testing.T) {
 	for _, sc := range []struct{ name, kind, statement string }{
 		{"tz-conversion", "timezone", "readings"},
 		{"numeric-float", "numeric-float", "invoice_lines"},
+		{"healthy", "", "readings"}, // the quiet twin: no hot spot
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			var runs atomic.Int64
@@ -211,6 +212,16 @@ func TestConversionScenarios(t *testing.T) {
 				return float64(runs.Load()-before) / time.Since(start).Seconds()
 			}
 			plain, profiled := rate(false), rate(true)
+			if sc.kind == "" {
+				t.Logf("%s: %d samples, %.1f statements/s without perf, %.1f while perf records", sc.name, p.Samples, plain, profiled)
+				if p.Samples < 100 {
+					t.Errorf("only %d samples", p.Samples)
+				}
+				for _, f := range rules.CPUHotspot(p) {
+					t.Errorf("the healthy scan has a hot spot: %s", f.Title)
+				}
+				return
+			}
 			share := shareOf(p, sc.kind)
 			var attributed int64
 			for _, s := range p.Stacks {

@@ -164,7 +164,7 @@ func (r *LogsReport) Text(w io.Writer) error {
 		return nil
 	}
 	rep := &Report{Findings: r.Findings, Skipped: r.Skipped}
-	if _, err := io.WriteString(w, "\n== FINDINGS on "+strconv.Itoa(len(r.Summary.Plans()))+" executed plans (auto_explain) ==\n"); err != nil {
+	if _, err := io.WriteString(w, "\n== FINDINGS (from the log's events and its "+strconv.Itoa(len(r.Summary.Plans()))+" executed plans from auto_explain) ==\n"); err != nil {
 		return err
 	}
 	return rep.FindingsText(w)
