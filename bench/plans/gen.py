@@ -7,7 +7,9 @@ usage: gen.py DIR
   wide: an Append over 2,000 partition scans (2,001 nodes), each scan
         filtering a column, as a query over a partitioned table shows;
   deep: 400 nested hash joins, each over a hash of a scan (1,201 nodes,
-        401 levels), the shape of a long chain of joins.
+        401 levels), the shape of a long chain of joins;
+  small: a hash join of two scans under a sort (5 nodes), the size of
+        most plans people paste.
 """
 import json
 import sys
@@ -70,15 +72,27 @@ def text(node, out, col=0):
         out.append(d + "Rows Removed by Filter: %d" % node["Rows Removed by Filter"])
     if node["Node Type"] == "Hash":
         out.append(d + "Buckets: 1024  Batches: 1  Memory Usage: 9kB")
+    if node["Node Type"] == "Sort":
+        out.append(d + "Sort Key: " + ", ".join(node["Sort Key"]))
+        out.append(d + "Sort Method: quicksort  Memory: 25kB")
     out.append(d + "Buffers: shared hit=%d" % node["Shared Hit Blocks"])
     for c in node.get("Plans", []):
         text(c, out, detail)
 
 
+def small():
+    join = deep(1)
+    join["Parent Relationship"] = "Outer"
+    return {"Node Type": "Sort", "Startup Cost": 95.0, "Total Cost": 95.1, "Plan Rows": 1,
+            "Plan Width": 8, "Actual Startup Time": 1.4, "Actual Total Time": 1.4, "Actual Rows": 1, "Actual Loops": 1,
+            "Sort Key": ["t0.id"], "Sort Method": "quicksort", "Sort Space Used": 25, "Sort Space Type": "Memory",
+            "Shared Hit Blocks": 20, "Shared Read Blocks": 0, "Plans": [join]}
+
+
 def main():
     d = sys.argv[1]
     sys.setrecursionlimit(10000)
-    for name, root in (("wide", wide()), ("deep", deep(400))):
+    for name, root in (("small", small()), ("wide", wide()), ("deep", deep(400))):
         lines = []
         text(root, lines)
         lines += ["Planning:", "  Buffers: shared hit=120", "Planning Time: 30.000 ms", "Execution Time: %.3f ms" % (root["Actual Total Time"] + 1)]

@@ -1,36 +1,59 @@
 #!/usr/bin/env bash
-# Runs `pgmedic explain` (the whole process: read, parse, rules, report)
-# and pev2's plan parser (npm pev2, its plan service under Node: parsing
-# only, so pev2 is favoured) on the same large plans, in TEXT and JSON,
-# and prints each one's time and the ratio.
-# usage: bench/plans/run.sh [PEV2_TIMEOUT_SECONDS] (default 300)
+# Runs `pgmedic explain` (the whole process: start, read, parse, rules,
+# report), pgplan's `analyze` (the Go peer: the same, whole process) and
+# pev2's plan parser (npm pev2, its plan service under Node: parsing only,
+# so pev2 is favoured) on the same plans, and prints each one's time and
+# pgmedic's ratio to it.
+#
+# usage: bench/plans/run.sh [RUNS] (default 21; the median is reported)
+#   PGPLAN     pgplan's binary (default: pgplan on PATH). Build it from its
+#              public source, github.com/JacobArthurs/pgplan (v1.1.1 was
+#              measured), with `go build`; without it its column is empty.
+#   PEV2=0     skips pev2 (it takes minutes on the deep plan).
+#
+# pgplan reads JSON only: for a TEXT plan it is given the same plan's JSON.
+# Runs alternate between the tools (timeit.py), so a moment when the
+# machine is busy costs every tool alike.
 set -euo pipefail
 cd "$(dirname "$0")"
-limit=${1:-300}
+runs=${1:-21}
 dir=$(mktemp -d /tmp/pgmedic-planbench.XXXX)
 trap 'rm -rf "$dir"' EXIT
 (cd ../.. && go build -o "$dir/pgmedic" ./cmd/pgmedic)
-[ -d node_modules/pev2 ] || npm ci --no-audit --no-fund --loglevel=error
+pgplan=${PGPLAN:-$(command -v pgplan || true)}
+pev2=${PEV2:-1}
+if [ "$pev2" = 1 ] && [ ! -d node_modules/pev2 ]; then
+  npm ci --no-audit --no-fund --loglevel=error
+fi
 python3 gen.py "$dir"
-echo "machine: $(nproc) cores, $(node --version), pev2 $(node -p 'require("./node_modules/pev2/package.json").version')"
-printf '%-10s %9s %7s %16s %18s %9s\n' plan size nodes "pgmedic (whole)" "pev2 (parse only)" ratio
-for f in wide.txt wide.json deep.txt deep.json; do
-  # pgmedic: the median of 5 whole-process runs. Exit code 1 means
-  # findings were reported, which these plans have.
-  times=()
-  for _ in 1 2 3 4 5; do
-    t0=$(date +%s%N)
-    "$dir/pgmedic" explain "$dir/$f" >"$dir/out" 2>&1 || [ $? -eq 1 ]
-    times+=($(( ($(date +%s%N) - t0) / 1000 )))
-  done
-  us=$(printf '%s\n' "${times[@]}" | sort -n | sed -n 3p)
-  nodes=$(grep -c -- '-> \|^ \*\? *1 ' "$dir/out" || true)
-  if line=$(timeout "$limit" node pev2-parse.mjs "$dir/$f"); then
-    pev=$(cut -f2 <<<"$line"); nodes=$(cut -f3 <<<"$line")
-    ratio=$(echo "$pev * 1000 / $us" | bc -l | cut -c1-6)x
-    pev="$pev ms"
+
+ms() { awk -v us="$1" 'BEGIN {printf "%.1f ms", us/1000}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2fx", a/b}'; }
+
+echo "machine: $(nproc) cores; $(go version | cut -d' ' -f3); median of $runs runs each"
+[ -n "$pgplan" ] && echo "pgplan: $pgplan" || echo "pgplan: not found (set PGPLAN)"
+printf '%-10s %8s %6s %12s %12s %9s %16s %8s\n' plan size nodes pgmedic pgplan "pgplan/pgmedic" "pev2 (parse)" "pev2/pgmedic"
+for f in small.txt small.json wide.txt wide.json deep.txt deep.json; do
+  json="$dir/${f%.*}.json"
+  # Medians in microseconds, the tools taking turns (timeit.py).
+  if [ -n "$pgplan" ]; then
+    mapfile -t m < <(python3 timeit.py "$runs" "$dir/pgmedic explain $dir/$f" "$pgplan analyze $json")
   else
-    pev=">${limit}000 ms"; ratio=">$(echo "$limit * 1000000 / $us" | bc)x"
+    mapfile -t m < <(python3 timeit.py "$runs" "$dir/pgmedic explain $dir/$f")
   fi
-  printf '%-10s %8sK %7s %13.1f ms %18s %9s\n' "$f" "$(( $(stat -c %s "$dir/$f") / 1024 ))" "$nodes" "$(echo "$us / 1000" | bc -l)" "$pev" "$ratio"
+  a=${m[0]}
+  nodes=$(grep -c '"Node Type"' "$json")
+  pp="-"; pr="-"
+  if [ -n "$pgplan" ]; then
+    pp=$(ms "${m[1]}"); pr=$(ratio "${m[1]}" "$a")
+  fi
+  pv="-"; vr="-"
+  if [ "$pev2" = 1 ]; then
+    if line=$(timeout 300 node pev2-parse.mjs "$dir/$f"); then
+      pv="$(cut -f2 <<<"$line") ms"; vr=$(ratio "$(cut -f2 <<<"$line")" "$(awk -v a="$a" 'BEGIN {print a/1000}')")
+    else
+      pv=">300000 ms"
+    fi
+  fi
+  printf '%-10s %7sK %6s %12s %12s %9s %16s %8s\n' "$f" "$(( $(stat -c %s "$dir/$f") / 1024 ))" "$nodes" "$(ms "$a")" "$pp" "$pr" "$pv" "$vr"
 done

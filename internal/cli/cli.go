@@ -55,7 +55,7 @@ var errFindings = &exitError{code: ExitFindings, err: errors.New("findings at or
 // Run executes pgmedic with args (without the program name) and returns the
 // process exit code.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	root := newRoot(stdin, stdout, stderr)
+	root := newRoot(args, stdin, stdout, stderr)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
@@ -110,8 +110,25 @@ func isCobraUsage(err error) bool {
 // left in it (a relation name from the database can hold ESC sequences).
 func oneLine(s string) string { return printable.String(strings.Join(strings.Fields(s), " ")) }
 
-// newRoot is the pgmedic command with its subcommands.
-func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+// commands are pgmedic's subcommands by name, in the order help lists
+// them.
+var commands = []struct {
+	name  string
+	build func(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command
+}{
+	{"check", func(_ io.Reader, o, e io.Writer) *cobra.Command { return newCheck(o, e) }},
+	{"explain", newExplain},
+	{"lab", func(_ io.Reader, o, e io.Writer) *cobra.Command { return newLab(o, e) }},
+	{"demo", func(_ io.Reader, o, e io.Writer) *cobra.Command { return newDemo(o, e) }},
+	{"logs", func(i io.Reader, o, _ io.Writer) *cobra.Command { return newLogs(i, o) }},
+	{"profile", func(_ io.Reader, o, e io.Writer) *cobra.Command { return newProfile(o, e) }},
+}
+
+// newRoot is the pgmedic command with its subcommands: only the one args
+// name when they start with one, every one otherwise (help, completion, a
+// mistyped name that gets suggestions). Building every command's flags
+// is a tenth of what a short run such as explain of a small plan costs.
+func newRoot(args []string, stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "pgmedic",
 		Short:         "find why a PostgreSQL database is slow or failing, prove it, and hand over the fix",
@@ -123,7 +140,18 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr("%v", err) })
-	root.AddCommand(newCheck(stdout, stderr), newExplain(stdin, stdout, stderr), newLab(stdout, stderr), newDemo(stdout, stderr), newLogs(stdin, stdout), newProfile(stdout, stderr))
+	for _, c := range commands {
+		if len(args) > 0 && args[0] == c.name {
+			root.AddCommand(c.build(stdin, stdout, stderr))
+			// Shell completion calls pgmedic with "__complete" first,
+			// which builds every command.
+			root.CompletionOptions.DisableDefaultCmd = true
+			return root
+		}
+	}
+	for _, c := range commands {
+		root.AddCommand(c.build(stdin, stdout, stderr))
+	}
 	return root
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -104,12 +105,7 @@ func TestDemo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the demo starts its own cluster")
 	}
-	out := filepath.Join(t.TempDir(), "demo.json")
-	code, _, errOut := run(t, "demo", "--scenarios", "healthy", "--format", "json", "--out", out)
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatalf("exit %d, no JSON: %v %s", code, err, errOut)
-	}
+	code, b, errOut := runDemo(t, "healthy")
 	var doc struct {
 		Passed    bool `json:"passed"`
 		Scenarios []struct {
@@ -136,6 +132,19 @@ func TestDemo(t *testing.T) {
 	if code != 2 || !strings.Contains(errOut, "known scenarios are") {
 		t.Errorf("an unknown scenario: exit %d, %s", code, errOut)
 	}
+}
+
+// runDemo runs the demo on scenarios with its JSON written to a file, and
+// returns the exit code, the JSON and stderr.
+func runDemo(t *testing.T, scenarios string) (int, []byte, string) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "demo.json")
+	code, _, errOut := run(t, "demo", "--scenarios", scenarios, "--format", "json", "--out", out)
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatalf("exit %d, no JSON: %v %s", code, err, errOut)
+	}
+	return code, b, errOut
 }
 
 // throwawayDir reads the directory from the line announcing a throwaway
@@ -265,7 +274,7 @@ func TestConnectionErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			code, out, errOut := runWithin(t, 3*time.Second, "check", c.dsn)
+			code, out, errOut := runWithin(t, 60*time.Second, "check", c.dsn) // a bound for a hang, not a speed
 			for _, secret := range []string{"abc", "S3cr3t", "ss_word", "P@ss"} {
 				if strings.Contains(c.dsn, secret) && strings.Contains(errOut, secret) {
 					t.Errorf("stderr shows part of the password (%s): %q", secret, errOut)
@@ -363,5 +372,91 @@ func TestDemoPage(t *testing.T) {
 	b.Screenshot(t, "demo-lock-chain.png")
 	if errs := b.Errors(); len(errs) > 0 {
 		t.Errorf("the page complained: %v", errs)
+	}
+}
+
+// TestDemoWithoutAClient: a machine without Node.js still runs every other
+// scenario; the one that needs Node is listed as not run with the command
+// that installs it, and the demo exits 2 with one line saying so.
+func TestDemoWithoutAClient(t *testing.T) {
+	needCluster(t)
+	if testing.Short() {
+		t.Skip("the demo starts its own cluster")
+	}
+	t.Setenv("PATH", t.TempDir()) // no node, no npm (the lab finds PostgreSQL without PATH)
+	code, b, errOut := runDemo(t, "healthy,blocked-event-loop")
+	var doc struct {
+		Passed    bool `json:"passed"`
+		Scenarios []struct {
+			Scenario string   `json:"scenario"`
+			NotRun   string   `json:"not_run"`
+			Missing  []string `json:"missing"`
+		} `json:"scenarios"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if code != 2 || doc.Passed || len(doc.Scenarios) != 2 {
+		t.Fatalf("exit %d, passed %v, %d scenarios: %s", code, doc.Passed, len(doc.Scenarios), b)
+	}
+	for _, s := range doc.Scenarios {
+		switch s.Scenario {
+		case "healthy":
+			if s.NotRun != "" || len(s.Missing) > 0 {
+				t.Errorf("healthy did not run to the end: %+v", s)
+			}
+		case "blocked-event-loop":
+			if !strings.Contains(s.NotRun, "apt-get install nodejs npm") {
+				t.Errorf("blocked-event-loop: not_run %q does not say what to install", s.NotRun)
+			}
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(errOut), "\n")
+	if last := lines[len(lines)-1]; !strings.Contains(last, "blocked-event-loop") || !strings.Contains(last, "could not run") || strings.Contains(errOut, "internal error") {
+		t.Errorf("stderr %q, want a last line naming the scenario that could not run", errOut)
+	}
+}
+
+// TestBinaryCarriesItsClients: a pgmedic binary alone in an empty
+// directory (no source tree, no node_modules) runs the scenario whose
+// client is Node: it installs the clients it carries into its cache on
+// first use, and finds them there afterwards.
+func TestBinaryCarriesItsClients(t *testing.T) {
+	needCluster(t)
+	if testing.Short() {
+		t.Skip("starts its own cluster")
+	}
+	if _, err := exec.LookPath("npm"); err != nil {
+		testkit.Missing(t, "Node.js with npm", err)
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "pgmedic")
+	src, err := os.ReadFile(testkit.Pgmedic(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cache := t.TempDir()
+	for i, want := range []string{"installs", "finds"} {
+		cmd := exec.Command(bin, "lab", "run", "blocked-event-loop", "--format", "json")
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "PGMEDIC_NODE_CLIENTS="+cache)
+		out, err := cmd.Output()
+		if err != nil {
+			var stderr []byte
+			if ee, ok := err.(*exec.ExitError); ok {
+				stderr = ee.Stderr
+			}
+			t.Fatalf("run %d (%s the clients): %v %s", i+1, want, err, stderr)
+		}
+		if !strings.Contains(string(out), `"client-stall"`) {
+			t.Errorf("run %d: no client-stall finding", i+1)
+		}
+	}
+	installed, _ := filepath.Glob(filepath.Join(cache, "*", "node_modules", "piscina"))
+	if len(installed) != 1 {
+		t.Errorf("the clients were installed %d times in %s", len(installed), cache)
 	}
 }

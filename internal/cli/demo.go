@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -59,12 +60,20 @@ must not.`,
 			if err != nil {
 				return usageErr("--scenarios: %v", err)
 			}
+			var notRun []string
 			for _, sc := range list {
 				res, err := scenario.Run(cmd.Context(), c, sc, Version, f.options(ids, logf), min)
+				var missing *scenario.MissingClient
+				if errors.As(err, &missing) && cmd.Context().Err() == nil {
+					// One scenario's client is not installed: the others
+					// still run, and the summary says what to install.
+					res, err = &scenario.Result{Scenario: sc.Name, NotRun: missing.Error()}, nil
+					notRun = append(notRun, sc.Name)
+				}
 				if err != nil {
 					return err
 				}
-				if len(res.Missing) > 0 || len(res.Unexpected) > 0 {
+				if !res.Passed() {
 					doc.Passed = false
 				}
 				doc.Scenarios = append(doc.Scenarios, res)
@@ -99,8 +108,13 @@ must not.`,
 				abs, _ := filepath.Abs(path)
 				fmt.Fprintf(stdout, "HTML report: %s\n", abs)
 			}
-			if !doc.Passed {
-				return &exitError{code: ExitFindings, err: fmt.Errorf("demo: a scenario did not produce what it must")}
+			for _, r := range doc.Scenarios {
+				if r.NotRun == "" && !r.Passed() {
+					return &exitError{code: ExitFindings, err: fmt.Errorf("demo: a scenario did not produce what it must")}
+				}
+			}
+			if len(notRun) > 0 {
+				return inputErr(fmt.Errorf("demo: %d of %d scenarios could not run here (%s): the summary says what to install", len(notRun), len(doc.Scenarios), strings.Join(notRun, ", ")))
 			}
 			return nil
 		},
@@ -121,6 +135,10 @@ func scenarioDocument(version, title string, results []*scenario.Result) *report
 			must = append(must, e.Rule)
 		}
 		note := "passed: every expected finding present, nothing it must not show"
+		if r.NotRun != "" {
+			d.Parts = append(d.Parts, report.Part{Name: r.Scenario, Note: "NOT RUN: " + r.NotRun})
+			continue
+		}
 		if !r.Passed() {
 			note = "FAILED: missing " + strings.Join(r.Missing, "; ") + "; unexpected " + strings.Join(r.Unexpected, "; ")
 		}
@@ -166,6 +184,10 @@ func selectScenarios(names []string) ([]scenario.Scenario, error) {
 func demoText(w io.Writer, doc demoReport) error {
 	for _, s := range doc.Scenarios {
 		fmt.Fprintf(w, "################ scenario %s ################\n", s.Scenario)
+		if s.NotRun != "" {
+			fmt.Fprintf(w, "not run: %s\n\n", s.NotRun)
+			continue
+		}
 		if err := s.Report.Text(w); err != nil {
 			return err
 		}
@@ -176,6 +198,10 @@ func demoText(w io.Writer, doc demoReport) error {
 	for _, s := range doc.Scenarios {
 		verdict := "ok"
 		var notes []string
+		if s.NotRun != "" {
+			verdict = "NOT RUN"
+			notes = append(notes, s.NotRun)
+		}
 		if len(s.Missing) > 0 {
 			verdict = "FAILED"
 			notes = append(notes, "missing: "+strings.Join(s.Missing, "; "))
@@ -184,7 +210,11 @@ func demoText(w io.Writer, doc demoReport) error {
 			verdict = "FAILED"
 			notes = append(notes, "unexpected: "+strings.Join(s.Unexpected, "; "))
 		}
-		fmt.Fprintf(w, "%-24s %s %s\n", s.Scenario, verdict, strings.Join(notes, " | "))
+		took := fmt.Sprintf("%5.1fs", s.Seconds)
+		if s.NotRun != "" {
+			took = "     -"
+		}
+		fmt.Fprintf(w, "%-24s %s %s %s\n", s.Scenario, took, verdict, strings.Join(notes, " | "))
 	}
 	return nil
 }

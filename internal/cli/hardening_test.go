@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -209,56 +210,54 @@ func TestTerminalInjectionInCheck(t *testing.T) {
 
 // Ctrl-C while EXPLAIN ANALYZE runs: pgmedic sends PostgreSQL's cancel
 // request, so the backend stops working at once instead of running on
-// after the client has gone; pgmedic exits 2 with one line.
+// after the client has gone; pgmedic exits 2 with one line. The proof does
+// not depend on how fast the machine is: the server logs the cancel
+// request it received for that backend, and the backend stops long before
+// its statement (an hour of work) could have ended by itself.
 func TestInterruptCancelsOnServer(t *testing.T) {
 	needCluster(t)
 	ctx := context.Background()
 	db := admin(t, "postgres")
-	// A query that runs for minutes: the generate_series is executed, not
-	// planned away.
-	query := "SELECT count(*) FROM generate_series(1, 4000000000) g WHERE g % 7 = 3"
+	// A statement that works for an hour: the series is streamed (in the
+	// select list, not materialised), so it writes nothing meanwhile.
+	query := "SELECT count(*) FROM (SELECT generate_series(1, 400000000000) AS g) s WHERE g % 7 = 3"
 	var stderr strings.Builder
-	cmd := exec.Command(testkit.Pgmedic(t), "explain", "--dsn", cluster.DSN("postgres"), "--query", query, "--analyze", "--statement-timeout", "10m")
+	cmd := exec.Command(testkit.Pgmedic(t), "explain", "--dsn", cluster.DSN("postgres"), "--query", query, "--analyze", "--statement-timeout", "2h")
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
 	var backend int
-	deadline := time.Now().Add(30 * time.Second)
-	for backend == 0 && time.Now().Before(deadline) {
+	waitUntil(t, 60*time.Second, "pgmedic's EXPLAIN ANALYZE to show up as active", func() bool {
 		db.QueryRow(ctx, `SELECT coalesce(max(pid), 0) FROM pg_stat_activity
-			WHERE application_name = 'pgmedic' AND state = 'active' AND query LIKE '%generate_series(1, 4000000000)%'`).Scan(&backend)
-		time.Sleep(50 * time.Millisecond)
-	}
-	if backend == 0 {
-		t.Fatalf("pgmedic's EXPLAIN ANALYZE never showed up as active; stderr: %s", stderr.String())
-	}
-	time.Sleep(300 * time.Millisecond)
+			WHERE application_name = 'pgmedic' AND state = 'active' AND query LIKE '%generate_series(1, 400000000000)%'`).Scan(&backend)
+		return backend != 0
+	})
 	interrupted := time.Now()
 	cmd.Process.Signal(os.Interrupt)
-	// The backend must stop working within a second.
-	var stopped time.Duration
-	for time.Since(interrupted) < 5*time.Second {
+	waitUntil(t, 2*time.Minute, "the backend to stop after Ctrl-C", func() bool {
 		var state string
 		err := db.QueryRow(ctx, "SELECT coalesce(state, '') FROM pg_stat_activity WHERE pid = $1", backend).Scan(&state)
-		if err != nil || state != "active" {
-			stopped = time.Since(interrupted)
-			break
+		return err != nil || state != "active"
+	})
+	stopped := time.Since(interrupted)
+	// The server says why: a cancel request, not a client that went away.
+	serverLog := filepath.Join(cluster.Dir, "server.log")
+	waitUntil(t, 30*time.Second, "the cancel in the server log", func() bool {
+		b, _ := os.ReadFile(serverLog)
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.Contains(l, fmt.Sprintf("[%d]", backend)) && strings.Contains(l, "canceling statement due to user request") {
+				return true
+			}
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if stopped == 0 {
-		t.Fatalf("backend %d still active 5s after Ctrl-C", backend)
-	}
-	if stopped > time.Second {
-		t.Errorf("backend %d stopped %s after Ctrl-C; want within a second", backend, stopped)
-	}
+		return false
+	})
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {
 	case <-done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(60 * time.Second):
 		t.Fatal("pgmedic did not exit after Ctrl-C")
 	}
 	if code := cmd.ProcessState.ExitCode(); code != 2 {
@@ -268,6 +267,19 @@ func TestInterruptCancelsOnServer(t *testing.T) {
 		t.Errorf("stderr %q, want one line saying it was interrupted", stderr.String())
 	}
 	t.Logf("backend idle %s after SIGINT", stopped)
+}
+
+// waitUntil polls cond until it holds, failing the test after limit (a
+// bound for a machine that stalls, not a measure of speed).
+func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s after %s", what, limit)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // A pg_monitor-only role reads the statistics but not the application's

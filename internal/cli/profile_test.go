@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -32,12 +31,11 @@ func TestProfileCommand(t *testing.T) {
 	if out, err := exec.Command(cc, "-O2", "-pthread", "-fno-omit-frame-pointer", "-o", bin, "../profile/testdata/churn/churn.c").CombinedOutput(); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}
-	cmd := exec.Command(bin, "6", "4")
+	cmd := exec.Command(bin, "0", "4") // until killed: every profile below finds it running
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer cmd.Wait()
-	time.Sleep(200 * time.Millisecond)
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	pid := strconv.Itoa(cmd.Process.Pid)
 	files := map[string]string{}
 	for _, f := range []string{"svg", "folded", "speedscope", "pprof"} {
@@ -67,7 +65,7 @@ func TestProfileCommand(t *testing.T) {
 			t.Errorf("--%s: %v", name, err)
 		}
 	}
-	code, _, errOut = run(t, "profile", "--pid", pid, "--duration", "1s", "--format", "html", "--out", page)
+	code, _, errOut = run(t, "profile", "--pid", pid, "--duration", "1500ms", "--format", "html", "--out", page)
 	if code != 1 {
 		t.Fatalf("html: exit %d %s", code, errOut)
 	}

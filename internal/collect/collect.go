@@ -62,6 +62,8 @@ type Options struct {
 	// databases; what is left out is listed in Missing (never silently).
 	MaxTables     int
 	MaxStatements int
+	// Clock paces the sampler (nil: the wall clock).
+	Clock Clock
 }
 
 // Defaults are the options `check` uses.

@@ -36,13 +36,72 @@ const sampleSQL = `SELECT a.pid, coalesce(a.datname, ''), coalesce(a.usename, ''
 const deltaSQL = `SELECT sessions, sessions_abandoned, sessions_fatal, sessions_killed, xact_commit, xact_rollback,
 	deadlocks, temp_files, conflicts FROM pg_stat_database WHERE datname = current_database()`
 
+// Clock is the time the sampler reads and waits on: the wall clock, or a
+// test's own.
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time                         { return time.Now() }
+func (wallClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// maxInterval is the slowest the sampler ticks.
+const maxInterval = 2 * time.Second
+
+// pace is the interval after a tick that took took, when the interval
+// was interval and base is the one asked for: a tick that takes more than
+// half the interval doubles it (up to maxInterval), so a saturated server
+// is not sampled harder; one that takes less than an eighth halves it
+// again (down to base), so one slow moment does not slow the sampling for
+// the rest of the window.
+func pace(base, interval, took time.Duration) time.Duration {
+	switch {
+	case took > interval/2 && interval < maxInterval:
+		return min(2*interval, maxInterval)
+	case took < interval/8 && interval > base:
+		return max(interval/2, base)
+	}
+	return interval
+}
+
+// schedule calls tick every interval from the clock's now until duration
+// has passed, pacing the interval by how long each tick took (pace). It
+// stops early when tick fails or ctx ends, and says whether it slowed
+// down at any point.
+func schedule(ctx context.Context, clk Clock, duration, interval time.Duration, tick func(at time.Time) error) (backedOff bool, err error) {
+	base := interval
+	deadline := clk.Now().Add(duration)
+	for {
+		start := clk.Now()
+		if err := tick(start); err != nil {
+			return backedOff, err
+		}
+		interval = pace(base, interval, clk.Now().Sub(start))
+		backedOff = backedOff || interval > base
+		next := start.Add(interval)
+		if !next.Before(deadline) || !clk.Now().Before(deadline) {
+			return backedOff, nil
+		}
+		if ctx.Err() != nil {
+			return backedOff, ctx.Err()
+		}
+		select {
+		case <-ctx.Done():
+			return backedOff, ctx.Err()
+		case <-clk.After(next.Sub(clk.Now())):
+		}
+	}
+}
+
 // sample watches the server's sessions for a window: one query per tick,
-// every interval, for duration. The ticks slow down (the interval doubles,
-// up to 2s) when a tick takes more than half the interval, so a saturated
-// server is not sampled harder; every query runs under the session's
-// statement_timeout and a deadline past the window, so the sampler stops
-// on time even when the server does not answer. Lock waits, the literals
-// of running statements and the whole sampling go into the snapshot.
+// every interval, for duration, paced by how long the server takes to
+// answer (pace); every query runs under the session's statement_timeout
+// and a deadline past the window, so the sampler stops on time even when
+// the server does not answer. Lock waits, the literals of running
+// statements and the whole sampling go into the snapshot.
 func sample(ctx context.Context, q Querier, s *model.Snapshot, opts Options) {
 	duration, interval := opts.SampleFor, opts.SampleEvery
 	s.Literals = map[int64]string{}
@@ -52,10 +111,14 @@ func sample(ctx context.Context, q Querier, s *model.Snapshot, opts Options) {
 	if interval <= 0 {
 		interval = 100 * time.Millisecond
 	}
-	sm := &model.Sampling{Start: time.Now(), IntervalMS: float64(interval.Milliseconds()), PgBouncer: opts.BouncerVersion, BouncerError: opts.BouncerError}
+	clk := opts.Clock
+	if clk == nil {
+		clk = wallClock{}
+	}
+	sm := &model.Sampling{Start: clk.Now(), IntervalMS: float64(interval.Milliseconds()), PgBouncer: opts.BouncerVersion, BouncerError: opts.BouncerError}
 	bouncer := opts.Bouncer
-	deadline := sm.Start.Add(duration)
-	wctx, cancel := context.WithDeadline(ctx, deadline.Add(2*time.Second))
+	// A real deadline past the window, whatever the clock says.
+	wctx, cancel := context.WithTimeout(ctx, duration+2*time.Second)
 	defer cancel()
 	before, beforeErr := databaseDelta(wctx, q)
 	var statsBefore map[string]model.BouncerStat
@@ -67,21 +130,19 @@ func sample(ctx context.Context, q Querier, s *model.Snapshot, opts Options) {
 	}
 	hidden := 0
 	waits := map[model.LockWait]int{}
-	for tick := 0; ; tick++ {
-		start := time.Now()
-		smp, h, err := sampleOnce(wctx, q, start)
-		took := time.Since(start)
-		sm.OverheadMS += float64(took.Microseconds()) / 1000
+	tick := func(at time.Time) error {
+		smp, h, err := sampleOnce(wctx, q, at)
+		sm.OverheadMS += float64(clk.Now().Sub(at).Microseconds()) / 1000
 		if err != nil {
 			s.Missing[SrcLocks] = skipFor(s, "cannot sample pg_stat_activity", err)
-			break
+			return err
 		}
 		hidden = max(hidden, h)
 		sm.Samples = append(sm.Samples, smp)
 		if bouncer != nil {
 			// A PgBouncer that stops answering costs its pools, not the
 			// check: the error is kept and the sessions go on.
-			ps, err := showPools(wctx, bouncer, start)
+			ps, err := showPools(wctx, bouncer, at)
 			if err != nil {
 				sm.BouncerError, bouncer = err.Error(), nil
 			} else {
@@ -98,23 +159,10 @@ func sample(ctx context.Context, q Querier, s *model.Snapshot, opts Options) {
 				waits[model.LockWait{QueryID: b.QueryID, Query: b.Query, WaitEvent: "Lock/" + b.Wait}]++
 			}
 		}
-		if took > interval/2 && interval < 2*time.Second {
-			interval *= 2
-			sm.BackedOff = true
-		}
-		next := start.Add(interval)
-		if !next.Before(deadline) {
-			break
-		}
-		select {
-		case <-wctx.Done():
-		case <-time.After(time.Until(next)):
-		}
-		if wctx.Err() != nil {
-			break
-		}
+		return nil
 	}
-	sm.Seconds = time.Since(sm.Start).Seconds()
+	sm.BackedOff, _ = schedule(wctx, clk, duration, interval, tick)
+	sm.Seconds = clk.Now().Sub(sm.Start).Seconds()
 	if bouncer != nil {
 		if cl, err := showClients(context.WithoutCancel(ctx), bouncer); err == nil {
 			sm.BouncerClients = cl

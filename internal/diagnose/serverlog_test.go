@@ -51,7 +51,25 @@ auto_explain.log_analyze = on`})
 		"CREATE INDEX ON orders (customer_id)", "ANALYZE orders",
 		"PREPARE by_customer(numeric) AS SELECT sum(total) FROM orders WHERE customer_id = $1",
 		"EXECUTE by_customer(42)")
-	time.Sleep(500 * time.Millisecond) // the collector writes what it has
+	// The logging collector writes in its own time: wait until the plan is
+	// in the file.
+	admin, err := pgx.Connect(ctx, c.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var logged bool
+		err := admin.QueryRow(ctx, `SELECT coalesce(strpos(pg_read_file(pg_current_logfile('jsonlog')), 'EXECUTE by_customer(42)') > 0, false)`).Scan(&logged)
+		if err == nil && logged {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the plan never reached the server log (%v)", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 
 	o := valid()
 	o.SampleFor, o.NoVerify, o.ServerLogBytes = 0, true, 64<<20

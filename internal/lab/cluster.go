@@ -347,6 +347,7 @@ func (c *Cluster) Stop(ctx context.Context) error {
 // working in the directory, and removes it.
 func (c *Cluster) Destroy(ctx context.Context) error {
 	c.stopBouncer()
+	halfMade := !c.Complete()
 	stopErr := c.Stop(ctx)
 	// A server whose start was under way when its pgmedic was killed can
 	// come up while the directory is being removed (pg_ctl's shell execs
@@ -355,11 +356,37 @@ func (c *Cluster) Destroy(ctx context.Context) error {
 	for try := 0; try < 10; try++ {
 		c.killStragglers()
 		if err = os.RemoveAll(c.Dir); err == nil {
-			return stopErr
+			break
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-	return fmt.Errorf("removing %s: %w", c.Dir, err)
+	if err != nil {
+		return fmt.Errorf("removing %s: %w", c.Dir, err)
+	}
+	if halfMade {
+		c.settle(time.Second)
+	}
+	return stopErr
+}
+
+// settle watches, once the directory is gone, for a process still on its
+// way into it: a pgmedic killed while it started pg_ctl (or pg_ctl its
+// server) leaves a child that is forked but not yet running the program,
+// which no look at the process list can tell from anything else until it
+// does. Such a child starts within milliseconds; settle returns once no
+// process of the cluster has been seen for quiet, ending each that shows
+// up (it finds no data directory and would stop by itself, but lab down
+// must leave nothing running when it returns).
+func (c *Cluster) settle(quiet time.Duration) {
+	lastSeen := time.Now()
+	for time.Since(lastSeen) < quiet {
+		if len(c.stragglers()) > 0 {
+			c.killStragglers()
+			_ = os.RemoveAll(c.Dir)
+			lastSeen = time.Now()
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // PostmasterPID returns the server's pid from postmaster.pid, or 0.

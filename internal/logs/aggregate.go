@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pgmedic/pgmedic/internal/model"
@@ -128,14 +129,20 @@ func NewSummary() *Summary {
 const sampleSize = 2048
 
 var (
-	lockWaitRe = regexp.MustCompile(`^process \d+ (?:still waiting|acquired) for \w+ on .* after ([0-9.]+) ms`)
-	tempRe     = regexp.MustCompile(`^temporary file: path ".*", size (\d+)`)
-	ckptRe     = regexp.MustCompile(`^checkpoint starting: (.*)$`)
-	ckptDoneRe = regexp.MustCompile(`distance=(\d+) kB`)
-	autovacRe  = regexp.MustCompile(`^automatic (?:aggressive )?(vacuum|analyze)(?: to prevent wraparound)? of table "([^"]+)"`)
-	tuplesRe   = regexp.MustCompile(`tuples: (\d+) removed, (\d+) remain, (\d+) are dead but not yet removable`)
-	numbersRe  = regexp.MustCompile(`\b\d+(\.\d+)?\b`)
-	quotedRe   = regexp.MustCompile(`"[^"]*"|'[^']*'`)
+	lockWaitRe = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^process \d+ (?:still waiting|acquired) for \w+ on .* after ([0-9.]+) ms`)
+	})
+	tempRe     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^temporary file: path ".*", size (\d+)`) })
+	ckptRe     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^checkpoint starting: (.*)$`) })
+	ckptDoneRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`distance=(\d+) kB`) })
+	autovacRe  = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^automatic (?:aggressive )?(vacuum|analyze)(?: to prevent wraparound)? of table "([^"]+)"`)
+	})
+	tuplesRe = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`tuples: (\d+) removed, (\d+) remain, (\d+) are dead but not yet removable`)
+	})
+	numbersRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\b\d+(\.\d+)?\b`) })
+	quotedRe  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`"[^"]*"|'[^']*'`) })
 )
 
 // Add counts one entry.
@@ -198,20 +205,20 @@ func (s *Summary) Add(e Entry) {
 	// first, so the entries that are none of them (most) pay no regexp.
 	switch {
 	case strings.HasPrefix(msg, "process "):
-		if m := lockWaitRe.FindStringSubmatch(msg); m != nil && strings.Contains(msg, "still waiting") {
+		if m := lockWaitRe().FindStringSubmatch(msg); m != nil && strings.Contains(msg, "still waiting") {
 			ms, _ := strconv.ParseFloat(m[1], 64)
 			s.Events["lock waits"]++
 			s.LockWaitMS += ms
 			min.LockWaits++
 		}
 	case strings.HasPrefix(msg, "temporary file: "):
-		if m := tempRe.FindStringSubmatch(msg); m != nil {
+		if m := tempRe().FindStringSubmatch(msg); m != nil {
 			n, _ := strconv.ParseInt(m[1], 10, 64)
 			s.Events["temporary files"]++
 			s.TempBytes += n
 		}
 	case strings.HasPrefix(msg, "checkpoint starting: "):
-		if m := ckptRe.FindStringSubmatch(msg); m != nil {
+		if m := ckptRe().FindStringSubmatch(msg); m != nil {
 			s.Checkpoint[strings.TrimSpace(m[1])]++
 			if !e.Time.IsZero() && len(s.Checkpoints.starts) < maxCheckpointStarts {
 				s.Checkpoints.starts = append(s.Checkpoints.starts, e.Time)
@@ -219,14 +226,14 @@ func (s *Summary) Add(e Entry) {
 		}
 	case strings.HasPrefix(msg, "checkpoint complete: "):
 		s.Checkpoints.Completed++
-		if m := ckptDoneRe.FindStringSubmatch(msg); m != nil {
+		if m := ckptDoneRe().FindStringSubmatch(msg); m != nil {
 			kb, _ := strconv.ParseFloat(m[1], 64)
 			s.Checkpoints.DistanceKB += kb
 		}
 	case strings.HasPrefix(msg, "checkpoints are occurring too frequently"):
 		s.Checkpoints.TooFrequent++
 	case strings.HasPrefix(msg, "automatic "):
-		if m := autovacRe.FindStringSubmatch(msg); m != nil {
+		if m := autovacRe().FindStringSubmatch(msg); m != nil {
 			s.Autovacuum[m[1]+" "+m[2]]++
 			s.addMaintenance(m[1], m[2], msg, e.Time)
 		}
@@ -246,7 +253,7 @@ func (s *Summary) addMaintenance(kind, table, msg string, at time.Time) {
 		return
 	}
 	t.Vacuums++
-	m := tuplesRe.FindStringSubmatch(msg)
+	m := tuplesRe().FindStringSubmatch(msg)
 	if m == nil {
 		return
 	}
@@ -472,8 +479,8 @@ func (st *StatementStats) add(ms float64, at time.Time) {
 }
 
 func (s *Summary) addError(e Entry) {
-	pattern := quotedRe.ReplaceAllString(e.Message, `"…"`)
-	pattern = numbersRe.ReplaceAllString(pattern, "N")
+	pattern := quotedRe().ReplaceAllString(e.Message, `"…"`)
+	pattern = numbersRe().ReplaceAllString(pattern, "N")
 	if len(pattern) > 200 {
 		pattern = pattern[:200]
 	}

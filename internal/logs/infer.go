@@ -3,33 +3,40 @@ package logs
 import (
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // levelAt finds where the severity starts in a stderr line: what comes
 // before it is the line's prefix.
-var levelAt = regexp.MustCompile(`(?:DEBUG[1-5]?|LOG|INFO|NOTICE|WARNING|ERROR|FATAL|PANIC|DETAIL|HINT|CONTEXT|STATEMENT):  `)
+var levelAt = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?:DEBUG[1-5]?|LOG|INFO|NOTICE|WARNING|ERROR|FATAL|PANIC|DETAIL|HINT|CONTEXT|STATEMENT):  `)
+})
 
 // prefixTokens turn the values a prefix printed back into its escapes,
 // tried in order at each position of the prefix text.
-var prefixTokens = []struct {
+var prefixTokens = sync.OnceValue(func() []prefixToken {
+	return []prefixToken{
+		// The zone: an abbreviation or a numeric offset, not what follows it.
+		{regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ (?:[A-Z]{2,5}|[+-]\d\d(?::?\d\d)?)`), "%m"},
+		{regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d (?:[A-Z]{2,5}|[+-]\d\d(?::?\d\d)?)`), "%t"},
+		{regexp.MustCompile(`^\d{9,11}\.\d{3}`), "%n"},
+		{regexp.MustCompile(`^[0-9a-f]{6,}\.[0-9a-f]+`), "%c"},
+		{regexp.MustCompile(`^\[\d+\]`), "[%p]"},
+		// [pid-line], or [line-piece] after a [pid]: prefixOf decides.
+		{regexp.MustCompile(`^\[\d+-\d+\]`), "[%p-%l]"},
+		{regexp.MustCompile(`^(?:user|usr|u)=[^ ,@\]]*`), "user=%u"},
+		{regexp.MustCompile(`^(?:db|database)=[^ ,@\]]*`), "db=%d"},
+		{regexp.MustCompile(`^(?:app|application|appname|application_name)=[^,\]]*?(?:,|\]| |$)`), ""},
+		{regexp.MustCompile(`^(?:client|host|remote|client_addr)=[^ ,\]]*`), "client=%h"},
+		{regexp.MustCompile(`^\d+\.\d+\.\d+\.\d+\(\d+\)`), "%r"},
+		{regexp.MustCompile(`^[\w\[\]-]*@[\w\[\]-]*`), "%u@%d"},
+		{regexp.MustCompile(`^\d+`), "%p"},
+	}
+})
+
+type prefixToken struct {
 	re  *regexp.Regexp
 	esc string
-}{
-	// The zone: an abbreviation or a numeric offset, not what follows it.
-	{regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ (?:[A-Z]{2,5}|[+-]\d\d(?::?\d\d)?)`), "%m"},
-	{regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d (?:[A-Z]{2,5}|[+-]\d\d(?::?\d\d)?)`), "%t"},
-	{regexp.MustCompile(`^\d{9,11}\.\d{3}`), "%n"},
-	{regexp.MustCompile(`^[0-9a-f]{6,}\.[0-9a-f]+`), "%c"},
-	{regexp.MustCompile(`^\[\d+\]`), "[%p]"},
-	// [pid-line], or [line-piece] after a [pid]: prefixOf decides.
-	{regexp.MustCompile(`^\[\d+-\d+\]`), "[%p-%l]"},
-	{regexp.MustCompile(`^(?:user|usr|u)=[^ ,@\]]*`), "user=%u"},
-	{regexp.MustCompile(`^(?:db|database)=[^ ,@\]]*`), "db=%d"},
-	{regexp.MustCompile(`^(?:app|application|appname|application_name)=[^,\]]*?(?:,|\]| |$)`), ""},
-	{regexp.MustCompile(`^(?:client|host|remote|client_addr)=[^ ,\]]*`), "client=%h"},
-	{regexp.MustCompile(`^\d+\.\d+\.\d+\.\d+\(\d+\)`), "%r"},
-	{regexp.MustCompile(`^[\w\[\]-]*@[\w\[\]-]*`), "%u@%d"},
-	{regexp.MustCompile(`^\d+`), "%p"},
 }
 
 // inferPrefix builds a log_line_prefix from the lines themselves, for a
@@ -40,7 +47,7 @@ var prefixTokens = []struct {
 func inferPrefix(lines []string) *Prefix {
 	votes := map[string]int{}
 	for _, l := range lines {
-		loc := levelAt.FindStringIndex(l)
+		loc := levelAt().FindStringIndex(l)
 		if loc == nil {
 			continue
 		}
@@ -93,7 +100,7 @@ func prefixOf(text string) (string, bool) {
 	for i := 0; i < len(text); {
 		matched := false
 		if i == 0 || !isIdent(text[i-1]) {
-			for _, t := range prefixTokens {
+			for _, t := range prefixTokens() {
 				m := t.re.FindString(text[i:])
 				if m == "" {
 					continue

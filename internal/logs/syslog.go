@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -19,7 +20,9 @@ const Syslog Format = "syslog"
 // ("Nov 23 08:12:01") or an RFC 3339 one, the host, the program with its
 // PID, and PostgreSQL's "[message-chunk]" numbers (syslog_sequence_numbers,
 // on by default), before the text with its log_line_prefix.
-var syslogRe = regexp.MustCompile(`^([A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?) \S+ [^\s\[]+\[(\d+)\]: (?:\[(\d+)-(\d+)\] )?(.*)$`)
+var syslogRe = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^([A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?) \S+ [^\s\[]+\[(\d+)\]: (?:\[(\d+)-(\d+)\] )?(.*)$`)
+})
 
 // syslogLine is one line of a syslog file.
 type syslogLine struct {
@@ -31,7 +34,7 @@ type syslogLine struct {
 }
 
 func parseSyslog(line string, now time.Time) (syslogLine, bool) {
-	m := syslogRe.FindStringSubmatch(line)
+	m := syslogRe().FindStringSubmatch(line)
 	if m == nil {
 		return syslogLine{}, false
 	}

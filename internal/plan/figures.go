@@ -18,18 +18,23 @@ func Parse(b []byte) (*Explain, error) {
 			return e, nil
 		}
 	}
-	t := unwrap(b)
-	first := bytes.TrimSpace(t)
-	if len(first) == 0 {
+	lines := unwrapLines(b)
+	first := ""
+	for _, l := range lines {
+		if first = strings.TrimSpace(l); first != "" {
+			break
+		}
+	}
+	if first == "" {
 		return nil, fmt.Errorf("the input is empty: %w", ErrNotAPlan)
 	}
 	switch first[0] {
 	case '[', '{', '"':
-		return parseJSON(first)
+		return parseJSON(bytes.TrimSpace([]byte(strings.Join(lines, "\n"))))
 	}
 	// Leading spaces are kept: the first node's column is the baseline
 	// the TEXT parser measures every other line against.
-	return parseText(t)
+	return parseTextLines(lines)
 }
 
 // finish normalises what the two formats spell differently, derives the

@@ -27,10 +27,11 @@ var relationScans = map[string]bool{
 
 var joinTypes = []string{"Right Anti", "Right Semi", "Left", "Right", "Full", "Semi", "Anti"}
 
-// parseHeader reads a node line without its "->". ok is false when the
-// line does not look like a node; strict requires a known node name
-// (used for the first line, where nothing else proves this is a plan).
-func parseHeader(text string, strict bool) (*Node, bool, error) {
+// parseHeader reads a node line without its "->" into n, which must be
+// zero. ok is false when the line does not look like a node; strict
+// requires a known node name (used for the first line, where nothing else
+// proves this is a plan).
+func parseHeader(n *Node, text string, strict bool) (bool, error) {
 	name, rest := text, ""
 	if i := strings.Index(text, "  ("); i >= 0 {
 		name, rest = text[:i], text[i+2:]
@@ -42,20 +43,19 @@ func parseHeader(text string, strict bool) (*Node, bool, error) {
 		// COSTS OFF prints bare names; accept only a known one.
 		rest = ""
 	}
-	n := &Node{}
 	if err := n.parseName(strings.TrimSpace(name)); err != nil {
-		return nil, false, err
+		return false, err
 	}
 	if n.NodeType == "" || (strict && !known(n)) {
-		return nil, false, nil
+		return false, nil
 	}
 	for rest = strings.TrimSpace(rest); rest != ""; rest = strings.TrimSpace(rest) {
 		if rest[0] != '(' {
-			return nil, false, fmt.Errorf("unexpected %q after the node's figures: %w", clip(rest), ErrNotAPlan)
+			return false, fmt.Errorf("unexpected %q after the node's figures: %w", clip(rest), ErrNotAPlan)
 		}
 		end := strings.IndexByte(rest, ')')
 		if end < 0 {
-			return nil, false, fmt.Errorf("%q stops inside its figures; the plan looks cut off: %w", clip(text), ErrTruncated)
+			return false, fmt.Errorf("%q stops inside its figures; the plan looks cut off: %w", clip(text), ErrTruncated)
 		}
 		group := rest[1:end]
 		rest = rest[end+1:]
@@ -90,7 +90,7 @@ func parseHeader(text string, strict bool) (*Node, bool, error) {
 			}
 		}
 	}
-	return n, true, nil
+	return true, nil
 }
 
 // known says whether a node type is one PostgreSQL prints, so that a
@@ -108,6 +108,20 @@ func known(n *Node) bool {
 	return false
 }
 
+// modifyHeads are how TEXT names a ModifyTable, and a foreign table
+// modified directly by its wrapper (a Foreign Scan that EXPLAIN names
+// after the operation).
+var modifyHeads = func() (out []struct{ head, nodeType, op string }) {
+	for _, op := range []string{"Insert", "Update", "Delete", "Merge"} {
+		out = append(out, struct{ head, nodeType, op string }{op + " on ", "ModifyTable", op},
+			struct{ head, nodeType, op string }{"Foreign " + op + " on ", "Foreign Scan", op})
+	}
+	return out
+}()
+
+// aggregateStrategies are TEXT's names of an Aggregate by its strategy.
+var aggregateStrategies = map[string]string{"Aggregate": "Plain", "GroupAggregate": "Sorted", "HashAggregate": "Hashed", "MixedAggregate": "Mixed"}
+
 // parseName fills the node type and the names from "Parallel Index Scan
 // Backward using idx on public.t x" and its siblings.
 func (n *Node) parseName(s string) error {
@@ -122,15 +136,9 @@ func (n *Node) parseName(s string) error {
 			n.PartialMode, s = strings.TrimSpace(mode), r
 		}
 	}
-	for _, op := range []string{"Insert", "Update", "Delete", "Merge"} {
-		if r, ok := strings.CutPrefix(s, op+" on "); ok {
-			n.NodeType, n.Operation = "ModifyTable", op
-			return n.target(r)
-		}
-		// A foreign table modified directly by its wrapper is a Foreign
-		// Scan that EXPLAIN names after the operation.
-		if r, ok := strings.CutPrefix(s, "Foreign "+op+" on "); ok {
-			n.NodeType, n.Operation = "Foreign Scan", op
+	for _, m := range modifyHeads {
+		if r, ok := strings.CutPrefix(s, m.head); ok {
+			n.NodeType, n.Operation = m.nodeType, m.op
 			return n.target(r)
 		}
 	}
@@ -165,10 +173,8 @@ func (n *Node) parseName(s string) error {
 			return nil
 		}
 	}
-	switch s {
-	case "Aggregate", "GroupAggregate", "HashAggregate", "MixedAggregate":
-		n.NodeType = "Aggregate"
-		n.Strategy = map[string]string{"Aggregate": "Plain", "GroupAggregate": "Sorted", "HashAggregate": "Hashed", "MixedAggregate": "Mixed"}[s]
+	if strategy, ok := aggregateStrategies[s]; ok {
+		n.NodeType, n.Strategy = "Aggregate", strategy
 		return nil
 	}
 	for _, so := range []string{"HashSetOp ", "SetOp "} {
@@ -240,28 +246,28 @@ func (n *Node) target(s string) error {
 	return nil
 }
 
-// identTokens splits on spaces outside double quotes.
+// identTokens splits on spaces outside double quotes. The tokens are
+// pieces of s (quotes included).
 func identTokens(s string) []string {
 	var out []string
-	var cur strings.Builder
-	inQ := false
+	inQ, start := false, -1
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
+		switch c := s[i]; {
 		case c == '"':
 			inQ = !inQ
-			cur.WriteByte(c)
 		case c == ' ' && !inQ:
-			if cur.Len() > 0 {
-				out = append(out, cur.String())
-				cur.Reset()
+			if start >= 0 {
+				out = append(out, s[start:i])
+				start = -1
 			}
-		default:
-			cur.WriteByte(c)
+			continue
+		}
+		if start < 0 {
+			start = i
 		}
 	}
-	if cur.Len() > 0 {
-		out = append(out, cur.String())
+	if start >= 0 {
+		out = append(out, s[start:])
 	}
 	return out
 }

@@ -157,14 +157,7 @@ func parseJSON(b []byte) (*Explain, error) {
 			return nil, jsonError("quoted plan", b, err)
 		}
 	}
-	one, err := decodeFirst(b)
-	if err != nil {
-		return nil, err
-	}
-	if one.Plan == nil || strings.TrimSpace(one.Plan.NodeType) == "" {
-		return nil, fmt.Errorf("no \"Plan\" with a \"Node Type\": %w", ErrNotAPlan)
-	}
-	root, err := convert(one.Plan, 0)
+	one, root, err := decodeFirst(b)
 	if err != nil {
 		return nil, err
 	}
@@ -215,7 +208,30 @@ func parseJSON(b []byte) (*Explain, error) {
 // element of psql's array, or a bare object. (Decoding the array into raw
 // messages first, and each node's children from raw messages after,
 // scanned a deep plan's bytes once per nesting level.)
-func decodeFirst(b []byte) (rawExplain, error) {
+// It returns the plan's root apart from the rest (one.Plan is not set).
+func decodeFirst(b []byte) (one rawExplain, root Node, err error) {
+	if one, root, err = fastDecodeFirst(b); err == nil {
+		return one, root, nil
+	}
+	return slowDecodeFirst(b)
+}
+
+// slowDecodeFirst is decodeFirst by encoding/json: for what the fast
+// reader leaves to it, and for the error messages.
+func slowDecodeFirst(b []byte) (rawExplain, Node, error) {
+	one, err := slowDecodeRaw(b)
+	if err != nil {
+		return one, Node{}, err
+	}
+	if one.Plan == nil || strings.TrimSpace(one.Plan.NodeType) == "" {
+		return one, Node{}, fmt.Errorf("no \"Plan\" with a \"Node Type\": %w", ErrNotAPlan)
+	}
+	root, err := convert(one.Plan, 0)
+	one.Plan = nil
+	return one, root, err
+}
+
+func slowDecodeRaw(b []byte) (rawExplain, error) {
 	var arr []rawExplain
 	var err error
 	switch {
@@ -288,6 +304,31 @@ func (r *rawBuffers) io() IOTiming {
 // exhaust the stack while decoding; plans deeper than maxDepth are
 // refused here.
 func convert(r *rawNode, depth int) (Node, error) {
+	n, err := convertFields(r)
+	if err != nil {
+		return n, err
+	}
+	if len(r.Plans) > 0 && depth >= maxDepth {
+		return n, tooDeep()
+	}
+	if len(r.Plans) > 0 {
+		n.Plans = make([]Node, 0, len(r.Plans))
+	}
+	for _, c := range r.Plans {
+		if c == nil {
+			return n, fmt.Errorf("a plan node under %q is null: %w", n.NodeType, ErrNotAPlan)
+		}
+		child, err := convert(c, depth+1)
+		if err != nil {
+			return n, err
+		}
+		n.Plans = append(n.Plans, child)
+	}
+	return n, nil
+}
+
+// convertFields is convert without the children.
+func convertFields(r *rawNode) (Node, error) {
 	n := Node{NodeType: strings.TrimSpace(r.NodeType), Strategy: r.Strategy, PartialMode: r.PartialMode, JoinType: r.JoinType,
 		Operation: r.Operation, Command: r.Command, ScanDirection: r.ScanDirection, ParentRelationship: r.ParentRelationship,
 		SubplanName: r.SubplanName, ParallelAware: r.ParallelAware, CustomProvider: r.CustomProvider,
@@ -322,22 +363,6 @@ func convert(r *rawNode, depth int) (Node, error) {
 	}
 	if n.NodeType == "" {
 		return n, fmt.Errorf("a plan node has no \"Node Type\": %w", ErrNotAPlan)
-	}
-	if len(r.Plans) > 0 && depth >= maxDepth {
-		return n, tooDeep()
-	}
-	if len(r.Plans) > 0 {
-		n.Plans = make([]Node, 0, len(r.Plans))
-	}
-	for _, c := range r.Plans {
-		if c == nil {
-			return n, fmt.Errorf("a plan node under %q is null: %w", n.NodeType, ErrNotAPlan)
-		}
-		child, err := convert(c, depth+1)
-		if err != nil {
-			return n, err
-		}
-		n.Plans = append(n.Plans, child)
 	}
 	return n, nil
 }

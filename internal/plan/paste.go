@@ -2,7 +2,9 @@ package plan
 
 import (
 	"bytes"
+	"regexp"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -26,29 +28,140 @@ import (
 //
 // What is left is the plan as EXPLAIN produced it: TEXT lines with their
 // indentation, or the JSON document.
-func unwrap(b []byte) []byte {
+func unwrap(b []byte) []byte { return []byte(strings.Join(unwrapLines(b), "\n")) }
+
+// unwrapLines is unwrap, line by line.
+func unwrapLines(b []byte) []string {
 	s := strings.TrimPrefix(string(b), "\ufeff")
 	s = strings.ReplaceAll(s, "\r\n", "\n")
+	if !strings.Contains(s, "\n") {
+		// Classic Mac line ends: a plan is never one line with carriage
+		// returns inside.
+		s = strings.ReplaceAll(s, "\r", "\n")
+	}
 	lines := strings.Split(s, "\n")
+	lines = joinTerminalWrap(lines)
 	lines = unquoteRows(lines)
 	lines, framed := unframe(lines)
 	lines = unexpand(lines)
 	lines = dropHeaderFooter(lines)
 	lines = dropQueryText(lines)
 	lines = dropContinuationMarks(lines)
-	lines = joinWrapped(lines, framed)
-	return []byte(strings.Join(lines, "\n"))
+	return joinWrapped(lines, framed)
 }
 
 const queryPlanHeader = "QUERY PLAN"
+
+// joinTerminalWrap undoes a terminal's wrapping of psql's output, which
+// cut every line longer than the terminal at its width. psql's rule under
+// the header is the widest line of the table: when it continues on the
+// next line, the terminal was narrower than the table, and its width is the
+// first piece's. A piece of that width is joined with the line after it,
+// unless that line is where a row of EXPLAIN's output could begin (a row
+// whose length was a multiple of the width ends in a full piece too).
+func joinTerminalWrap(lines []string) []string {
+	width := 0
+	for i := 0; i+1 < len(lines) && i < 8; i++ {
+		next := strings.TrimSpace(lines[i+1])
+		if isRule(lines[i]) && drawing(next) && utf8.RuneCountInString(lines[i]) >= 20 {
+			width = utf8.RuneCountInString(lines[i])
+			break
+		}
+	}
+	if width == 0 {
+		return lines
+	}
+	out := make([]string, 0, len(lines))
+	full, blank, rule := false, false, false // what the last line read was
+	var rows rowShape
+	for i, l := range lines {
+		t := strings.TrimSpace(l)
+		// What a row starting here would begin with: the line, and the
+		// next ones when it fills the width too (a label such as "Inner
+		// Unique: " can be cut before its colon).
+		probe := l
+		for j := i; j+1 < len(lines) && j < i+3 && utf8.RuneCountInString(lines[j]) == width; j++ {
+			probe += lines[j+1]
+		}
+		switch {
+		case full && rule && drawing(t):
+			out[len(out)-1] += l // the header's rule goes on
+		case full && !rule && !isRule(l) && (blank || !rows.starts(strings.TrimSpace(probe), indentOf(probe))):
+			out[len(out)-1] += l
+		default:
+			// A row's start says what it is (a node and where its details
+			// go), so it is recorded as soon as it begins.
+			rows.saw(l, rule)
+			out = append(out, l)
+		}
+		full = utf8.RuneCountInString(l) == width
+		blank, rule = t == "", isRule(l)
+	}
+	return out
+}
+
+// rowShape is what joinTerminalWrap knows of the rows so far: where a new
+// row of EXPLAIN's output can begin. EXPLAIN prints a node's details right
+// under it, two columns right of its name, then its children and
+// subplans at that same column or left of it; summary lines stand at the
+// root's column.
+type rowShape struct {
+	base   int // the root's column (psql's border moves it right); -1 before it
+	detail int // the detail column of the last node
+	begun  bool
+}
+
+// saw records the start of a row; afterRule says it follows the header's
+// rule.
+func (r *rowShape) saw(row string, afterRule bool) {
+	t := strings.TrimSpace(row)
+	ind := indentOf(row)
+	switch {
+	case t == "" || isRule(row):
+	case !r.begun && (afterRule || strings.Contains(t, "(cost=") || strings.Contains(t, "(actual ")):
+		r.begun, r.base, r.detail = true, ind, ind+2
+	case r.begun && strings.HasPrefix(t, "->"):
+		// The node's name starts after the arrow and its spaces.
+		r.detail = ind + 2 + len(t) - 2 - len(strings.TrimLeft(t[2:], " ")) + 2
+	case r.begun && ind <= r.base && isSummaryLine(t):
+		r.detail = r.base + 2 // "Planning:" and its "  Buffers: ..."
+	}
+}
+
+// starts says whether a line (its text t, trimmed, at indentation ind) can
+// be the start of a row rather than the rest of one.
+func (r *rowShape) starts(t string, ind int) bool {
+	if !r.begun {
+		return false // the header ("QUERY PLAN", padded) is one line
+	}
+	switch {
+	case isRowCount(t), isSummaryLine(t) && ind <= r.base:
+		return true
+	case ind < r.base+2:
+		return false // nothing but the summary stands left of the root's details
+	case strings.HasPrefix(t, "->"):
+		return ind <= r.detail
+	case detailLabel().MatchString(t):
+		return ind >= r.detail && ind <= r.detail+4
+	}
+	_, _, ok := subplanHeader(t)
+	return ok && ind <= r.detail
+}
+
+// detailLabel is how a detail line of EXPLAIN TEXT begins: "Output: ",
+// "Index Cond: ", "Rows Removed by Filter: ", "Buckets: ".
+var detailLabel = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Z][A-Za-z /-]{1,40}: `) })
 
 // isRule says whether a line is only table drawing: dashes, pluses and
 // box-drawing characters (psql's header rules and border-2 frames).
 func isRule(line string) bool {
 	t := strings.TrimSpace(line)
-	if len(t) < 3 {
-		return false
-	}
+	return len(t) >= 3 && drawing(t)
+}
+
+// drawing says whether t, not empty, is made only of table drawing: what
+// is left of a rule a terminal cut can be a single dash.
+func drawing(t string) bool {
 	for _, r := range t {
 		switch {
 		case r == '-' || r == '+' || r == '=' || r == ' ':
@@ -57,7 +170,7 @@ func isRule(line string) bool {
 			return false
 		}
 	}
-	return true
+	return t != ""
 }
 
 // isRecordMarker recognises the separators of psql's expanded mode:
@@ -471,23 +584,32 @@ func wrapMark(line string) string {
 // openParens counts the parentheses a line leaves open, outside single
 // and double quotes.
 func openParens(s string) int {
-	depth := 0
-	var quote rune
-	for _, r := range s {
-		switch {
-		case quote != 0:
-			if r == quote {
-				quote = 0
-			}
-		case r == '\'' || r == '"':
-			quote = r
-		case r == '(':
-			depth++
-		case r == ')':
-			depth--
-		}
+	if strings.IndexByte(s, '\'') < 0 && strings.IndexByte(s, '"') < 0 {
+		// Most lines quote nothing: count (both counts run on whole words).
+		return strings.Count(s, "(") - strings.Count(s, ")")
 	}
-	return depth
+	// Quotes and parentheses are ASCII, and no byte of a multi-byte UTF-8
+	// character is: jump from one to the next.
+	depth := 0
+	for {
+		i := strings.IndexAny(s, `()'"`)
+		if i < 0 {
+			return depth
+		}
+		switch c := s[i]; c {
+		case '(':
+			depth++
+		case ')':
+			depth--
+		default:
+			end := strings.IndexByte(s[i+1:], c)
+			if end < 0 {
+				return depth // an unclosed quote runs to the end
+			}
+			i += 1 + end
+		}
+		s = s[i+1:]
+	}
 }
 
 // strayAtRoot says a line at the root's column is neither a summary line
@@ -502,7 +624,7 @@ func strayAtRoot(l string, ind, rootIndent int) bool {
 	if isSummaryLine(t) || strings.HasPrefix(t, "->") {
 		return false
 	}
-	if _, ok, _ := parseHeader(t, true); ok {
+	if ok, _ := parseHeader(&Node{}, t, true); ok {
 		return false
 	}
 	return true

@@ -114,14 +114,7 @@ func TestPastedByHand(t *testing.T) {
 // inside parentheses, and psql border 1 rows that lost their leading
 // space).
 func TestTerminalWrappedPlan(t *testing.T) {
-	plain, err := os.ReadFile("testdata/pasted/text.plain")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := Parse(plain)
-	if err != nil {
-		t.Fatal(err)
-	}
+	plain, want := plainText(t)
 	var wrapped strings.Builder
 	for _, l := range strings.Split(strings.TrimRight(string(plain), "\n"), "\n") {
 		l = " " + l // as psql's border 1 prints it
@@ -140,6 +133,58 @@ func TestTerminalWrappedPlan(t *testing.T) {
 	}
 }
 
+// plainText is the TEXT plan psql's shapes are compared with, and its
+// model.
+func plainText(t *testing.T) ([]byte, *Explain) {
+	t.Helper()
+	plain, err := os.ReadFile("testdata/pasted/text.plain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := Parse(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plain, want
+}
+
+// TestTerminalWrappedPaste: psql's output (header, its rule, the row
+// count) copied from a terminal of any width, which cut every long line
+// (the header's rule too, leaving as little as one dash on a line of its
+// own), with Windows line ends: the same model as the plain output at
+// every width, with and without psql's border and in each line style.
+func TestTerminalWrappedPaste(t *testing.T) {
+	_, want := plainText(t)
+	for _, shape := range []string{"border0.ascii", "border0.old-ascii", "border0.unicode", "border1.ascii", "border1.old-ascii", "border1.unicode"} {
+		psql, err := os.ReadFile("testdata/pasted/text." + shape + ".aligned")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimRight(string(psql), "\n"), "\n")
+		for width := 30; width <= 160; width++ {
+			for _, eol := range []string{"\r\n", "\n"} {
+				var b strings.Builder
+				for _, l := range lines {
+					r := []rune(l)
+					for len(r) > width {
+						b.WriteString(string(r[:width]) + eol)
+						r = r[width:]
+					}
+					b.WriteString(string(r) + eol)
+				}
+				got, err := Parse([]byte(b.String()))
+				if err != nil {
+					t.Errorf("%s, width %d, %q: %v", shape, width, eol, err)
+					continue
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("%s, width %d, %q: reads differently from the plain output", shape, width, eol)
+				}
+			}
+		}
+	}
+}
+
 // TestAutoExplainText: auto_explain writes the statement before a TEXT
 // plan; the plan is read from its first node.
 func TestAutoExplainText(t *testing.T) {
@@ -147,4 +192,33 @@ func TestAutoExplainText(t *testing.T) {
 	if err != nil || ex.Plan.NodeType != "Aggregate" || len(ex.Plan.Plans) != 1 {
 		t.Fatalf("%v %+v", err, ex)
 	}
+}
+
+// FuzzOpenParens: the jumping count agrees with a plain walk over every
+// byte.
+func FuzzOpenParens(f *testing.F) {
+	for _, s := range []string{"", "(a)", "((a)", `("a(" = 'b)')`, `"unclosed (`, "é(ü", ")(", `'it''s' (`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		depth := 0
+		var quote byte
+		for i := 0; i < len(s); i++ {
+			switch c := s[i]; {
+			case quote != 0:
+				if c == quote {
+					quote = 0
+				}
+			case c == '\'' || c == '"':
+				quote = c
+			case c == '(':
+				depth++
+			case c == ')':
+				depth--
+			}
+		}
+		if got := openParens(s); got != depth {
+			t.Fatalf("openParens(%q) = %d, want %d", s, got, depth)
+		}
+	})
 }

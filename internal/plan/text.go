@@ -16,13 +16,13 @@ import (
 // The parser follows exactly that, so a plan whose indentation was mangled
 // is refused rather than silently re-parented.
 func ParseText(b []byte) (*Explain, error) {
-	return parseText(unwrap(b))
+	return parseTextLines(unwrapLines(b))
 }
 
-// parseText reads TEXT output already taken out of its paste (unwrap).
-func parseText(b []byte) (*Explain, error) {
-	p := &textParser{e: &Explain{Format: "text"}}
-	lines := strings.Split(string(b), "\n")
+// parseTextLines reads TEXT output already taken out of its paste
+// (unwrapLines), line by line.
+func parseTextLines(lines []string) (*Explain, error) {
+	p := &textParser{e: &Explain{Format: "text"}, lines: lines}
 	for i, raw := range lines {
 		p.line = i + 1
 		if err := p.feed(strings.TrimRight(raw, " \t\r")); err != nil {
@@ -83,6 +83,30 @@ type textParser struct {
 	nodeLines []int
 	// rootChecked is set once the line after the root has been seen.
 	rootChecked bool
+	scratch     Node
+	lines       []string
+}
+
+// siblingsAfter counts the nodes after the current line whose arrow
+// stands at col, or two further under a subplan header at col: the
+// children still to come of the node whose child is at col. It stops at
+// the first line left of col. Only a slice's size depends on it.
+func (p *textParser) siblingsAfter(col int) int {
+	n := 0
+	for _, l := range p.lines[min(p.line, len(p.lines)):] {
+		t := strings.TrimSpace(l)
+		if t == "" {
+			continue
+		}
+		ind := indentOf(l)
+		if ind < col {
+			break
+		}
+		if (ind == col || ind == col+2) && strings.HasPrefix(t, "->") {
+			n++
+		}
+	}
+	return n
 }
 
 // indentOf is a line's indentation. EXPLAIN indents with spaces only; a
@@ -113,7 +137,8 @@ func (p *textParser) feed(line string) error {
 	}
 	ind := indentOf(line)
 	if p.root == nil {
-		n, ok, err := parseHeader(text, true)
+		n := &Node{}
+		ok, err := parseHeader(n, text, true)
 		if err != nil {
 			return err
 		}
@@ -168,7 +193,11 @@ func (p *textParser) feed(line string) error {
 	}
 	top := &p.stack[len(p.stack)-1]
 	if strings.HasPrefix(text, "->") {
-		n, ok, err := parseHeader(strings.TrimSpace(text[2:]), false)
+		// Read into a node of the parser's own and copied into the parent's
+		// children: a large plan's nodes are not allocated twice.
+		n := &p.scratch
+		*n = Node{}
+		ok, err := parseHeader(n, strings.TrimSpace(text[2:]), false)
 		if err != nil {
 			return err
 		}
@@ -185,6 +214,10 @@ func (p *textParser) feed(line string) error {
 		}
 		if len(p.stack) >= maxDepth {
 			return tooDeep()
+		}
+		if len(parent.Plans) == manyChildren {
+			// As in JSON: size a long list of children once.
+			parent.Plans = append(make([]Node, 0, len(parent.Plans)+1+p.siblingsAfter(ind)), parent.Plans...)
 		}
 		parent.Plans = append(parent.Plans, *n)
 		p.nodeLines = append(p.nodeLines, p.line)
@@ -306,7 +339,7 @@ func (p *textParser) topLevel(text string, ind int) error {
 			p.e.Triggers = append(p.e.Triggers, tr)
 			return nil
 		}
-		if _, ok, _ := parseHeader(text, true); ok {
+		if ok, _ := parseHeader(&Node{}, text, true); ok {
 			return fmt.Errorf("a second plan starts with %q; paste one plan at a time: %w", clip(text), ErrNotAPlan)
 		}
 		return fmt.Errorf("%q is at the plan's top level but is no EXPLAIN summary line; is this two plans, or is the indentation broken?: %w", clip(text), ErrNotAPlan)

@@ -27,11 +27,22 @@ func IsControl(r rune) bool {
 	return false
 }
 
+// plainASCII says s is printable ASCII only, which needs no rune decoding
+// to know it holds no control character (most of what pgmedic prints).
+func plainASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
 // String shows every control character visibly, the way Go quotes them:
 // \n, \r, \t, \x1b, \u202e. Everything else, including other Unicode,
 // stays as it is. A string without control characters is returned as is.
 func String(s string) string {
-	if !strings.ContainsFunc(s, IsControl) {
+	if plainASCII(s) || !strings.ContainsFunc(s, IsControl) {
 		return s
 	}
 	var b strings.Builder

@@ -1,13 +1,14 @@
 package profile
 
 import (
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
 	"strings"
 
-	"github.com/google/pprof/profile"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/pgmedic/pgmedic/internal/model"
 )
@@ -83,32 +84,70 @@ func WriteSpeedscope(w io.Writer, name string, folded map[string]int64) error {
 
 // WritePprof writes the profile as pprof's profile.proto (gzipped), which
 // go tool pprof opens: samples and CPU time per stack, one function per
-// frame name, the statement as the root frame when known.
+// frame name, the statement as the root frame when known. The message is
+// written field by field (profile.proto's numbers below): the encoding is
+// small, and pprof's own library would cost every pgmedic command its
+// start-up work.
 func WritePprof(w io.Writer, p model.Profile) error {
-	prof := &profile.Profile{
-		SampleType: []*profile.ValueType{{Type: "samples", Unit: "count"}, {Type: "cpu", Unit: "nanoseconds"}},
-		PeriodType: &profile.ValueType{Type: "cpu", Unit: "nanoseconds"},
-		Period:     int64(p.SampleMS * 1e6),
-	}
-	if p.Seconds > 0 {
-		prof.DurationNanos = int64(p.Seconds * 1e9)
-	}
-	funcs := map[string]*profile.Function{}
-	locs := map[string]*profile.Location{}
-	loc := func(name, file string) *profile.Location {
-		if l, ok := locs[name]; ok {
-			return l
+	// profile.proto's field numbers.
+	const (
+		profSampleType, profSample, profLocation, profFunction, profStringTable = 1, 2, 4, 5, 6
+		profDuration, profPeriodType, profPeriod                                = 10, 11, 12
+		valueType, valueUnit                                                    = 1, 2
+		sampleLocation, sampleValue                                             = 1, 2
+		locID, locLine                                                          = 1, 4
+		lineFunction                                                            = 1
+		funcID, funcName, funcSystemName, funcFilename                          = 1, 2, 3, 4
+	)
+	strs := map[string]int64{"": 0}
+	table := []string{""}
+	str := func(s string) int64 {
+		if i, ok := strs[s]; ok {
+			return i
 		}
-		f := &profile.Function{ID: uint64(len(prof.Function) + 1), Name: name, SystemName: name, Filename: file}
-		prof.Function = append(prof.Function, f)
-		funcs[name] = f
-		l := &profile.Location{ID: uint64(len(prof.Location) + 1), Line: []profile.Line{{Function: f}}}
-		prof.Location = append(prof.Location, l)
-		locs[name] = l
-		return l
+		strs[s] = int64(len(table))
+		table = append(table, s)
+		return strs[s]
+	}
+	message := func(b []byte, field protowire.Number, body []byte) []byte {
+		b = protowire.AppendTag(b, field, protowire.BytesType)
+		return protowire.AppendBytes(b, body)
+	}
+	varint := func(b []byte, field protowire.Number, v uint64) []byte {
+		if v == 0 {
+			return b // proto3: zero is the default and is not written
+		}
+		b = protowire.AppendTag(b, field, protowire.VarintType)
+		return protowire.AppendVarint(b, v)
+	}
+	valueTypeOf := func(typ, unit string) []byte {
+		return varint(varint(nil, valueType, uint64(str(typ))), valueUnit, uint64(str(unit)))
+	}
+	period := int64(p.SampleMS * 1e6)
+	var out []byte
+	out = message(out, profSampleType, valueTypeOf("samples", "count"))
+	out = message(out, profSampleType, valueTypeOf("cpu", "nanoseconds"))
+	// One function and one location per frame name, numbered from 1.
+	ids := map[string]uint64{}
+	var defs []byte
+	loc := func(name, file string) uint64 {
+		if id, ok := ids[name]; ok {
+			return id
+		}
+		id := uint64(len(ids) + 1)
+		ids[name] = id
+		fn := varint(nil, funcID, id)
+		fn = varint(fn, funcName, uint64(str(name)))
+		fn = varint(fn, funcSystemName, uint64(str(name)))
+		fn = varint(fn, funcFilename, uint64(str(file)))
+		defs = message(defs, profFunction, fn)
+		l := varint(nil, locID, id)
+		l = message(l, locLine, varint(nil, lineFunction, id))
+		defs = message(defs, profLocation, l)
+		return id
 	}
 	for _, s := range p.Stacks {
-		var stack []*profile.Location
+		var stack []uint64
 		for _, f := range s.Frames {
 			stack = append(stack, loc(FrameName(f), f.DSO))
 		}
@@ -118,10 +157,32 @@ func WritePprof(w io.Writer, p model.Profile) error {
 		if len(stack) == 0 {
 			stack = append(stack, loc("[no stack]", ""))
 		}
-		prof.Sample = append(prof.Sample, &profile.Sample{Location: stack, Value: []int64{s.Count, s.Count * prof.Period}})
+		var locs, values []byte
+		for _, id := range stack {
+			locs = protowire.AppendVarint(locs, id)
+		}
+		values = protowire.AppendVarint(values, uint64(s.Count))
+		values = protowire.AppendVarint(values, uint64(s.Count*period))
+		sample := message(nil, sampleLocation, locs) // packed repeated fields
+		sample = message(sample, sampleValue, values)
+		out = message(out, profSample, sample)
 	}
-	if err := prof.CheckValid(); err != nil {
-		return fmt.Errorf("building the pprof profile: %w", err)
+	out = append(out, defs...)
+	for _, s := range table {
+		out = protowire.AppendTag(out, profStringTable, protowire.BytesType)
+		out = protowire.AppendString(out, s)
 	}
-	return prof.Write(w)
+	if p.Seconds > 0 {
+		out = varint(out, profDuration, uint64(p.Seconds*1e9))
+	}
+	out = message(out, profPeriodType, valueTypeOf("cpu", "nanoseconds"))
+	out = varint(out, profPeriod, uint64(period))
+	zw := gzip.NewWriter(w)
+	if _, err := zw.Write(out); err != nil {
+		return fmt.Errorf("writing the pprof profile: %w", err)
+	}
+	if err := zw.Close(); err != nil {
+		return fmt.Errorf("writing the pprof profile: %w", err)
+	}
+	return nil
 }

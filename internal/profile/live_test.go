@@ -67,13 +67,12 @@ func TestAllocatorContention(t *testing.T) {
 		t.Fatalf("compiling churn: %v %s", err, out)
 	}
 	profileOf := func(env ...string) model.Profile {
-		cmd := exec.Command(bin, "4", "8")
+		cmd := exec.Command(bin, "0", "8") // until killed
 		cmd.Env = append(os.Environ(), env...)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		defer cmd.Wait()
-		time.Sleep(200 * time.Millisecond)
+		defer func() { cmd.Process.Kill(); cmd.Wait() }()
 		res, err := Run(context.Background(), perf, nil, []int{cmd.Process.Pid}, 2*time.Second, 499)
 		if err != nil {
 			t.Fatal(err)
@@ -180,15 +179,20 @@ func TestConversionScenarios(t *testing.T) {
 			var runs atomic.Int64
 			stop := scenario(t, c, sc.name, &runs)
 			defer stop()
-			time.Sleep(300 * time.Millisecond)
 			conn, err := pgx.Connect(ctx, c.DSN("postgres"))
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer conn.Close(ctx)
-			pids, err := Backends(ctx, conn, Select{QueryLike: sc.statement})
-			if err != nil {
-				t.Fatal(err)
+			// The workload's backend, once it runs the statement.
+			// (Backends says so with an error while none runs it yet.)
+			var pids []int
+			deadline := time.Now().Add(60 * time.Second)
+			for len(pids) == 0 {
+				if pids, err = Backends(ctx, conn, Select{QueryLike: sc.statement}); err != nil && time.Now().After(deadline) {
+					t.Fatalf("no backend ran the %s statement within a minute: %v", sc.statement, err)
+				}
+				time.Sleep(20 * time.Millisecond)
 			}
 			res, err := Run(ctx, perf, conn, pids, 2*time.Second, 499)
 			if err != nil {
@@ -198,22 +202,8 @@ func TestConversionScenarios(t *testing.T) {
 			if res.Raw[statementOf(p, sc.statement)] == "" {
 				t.Errorf("the statement's own text was not kept for re-running it")
 			}
-			// What profiling costs the backend: its statements per second
-			// with perf recording it and without.
-			rate := func(record bool) float64 {
-				before, start := runs.Load(), time.Now()
-				if record {
-					if _, err := perf.Record(ctx, t.TempDir(), pids, 2*time.Second, 499); err != nil {
-						t.Fatal(err)
-					}
-				} else {
-					time.Sleep(2 * time.Second)
-				}
-				return float64(runs.Load()-before) / time.Since(start).Seconds()
-			}
-			plain, profiled := rate(false), rate(true)
 			if sc.kind == "" {
-				t.Logf("%s: %d samples, %.1f statements/s without perf, %.1f while perf records", sc.name, p.Samples, plain, profiled)
+				t.Logf("%s: %d samples", sc.name, p.Samples)
 				if p.Samples < 100 {
 					t.Errorf("only %d samples", p.Samples)
 				}
@@ -229,8 +219,8 @@ func TestConversionScenarios(t *testing.T) {
 					attributed += s.Count
 				}
 			}
-			t.Logf("%s: %d samples, %s %.1f%%, %.0f%% attributed to the statement; %.1f statements/s without perf, %.1f while perf records (%.1f%% overhead; %d lines not read)",
-				sc.name, p.Samples, sc.kind, 100*share, 100*float64(attributed)/float64(max(p.Samples, 1)), plain, profiled, 100*(1-profiled/plain), st.Unrecognised)
+			t.Logf("%s: %d samples, %s %.1f%%, %.0f%% attributed to the statement (%d lines not read)",
+				sc.name, p.Samples, sc.kind, 100*share, 100*float64(attributed)/float64(max(p.Samples, 1)), st.Unrecognised)
 			if p.Samples < 100 || share < 0.2 {
 				t.Errorf("%s: %.1f%% of %d samples", sc.kind, 100*share, p.Samples)
 			}
@@ -270,13 +260,25 @@ func TestConversionScenarios(t *testing.T) {
 			if exp == nil {
 				t.Fatalf("no experiment: %s", why)
 			}
-			before, after, err := Measure(ctx, perf, own, exp, 2*time.Second, func(p model.Profile) float64 { return shareOf(p, sc.kind) })
+			before, after, err := Measure(ctx, perf, own, exp, 4*time.Second, func(p model.Profile) float64 { return shareOf(p, sc.kind) })
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("re-run with %s: %.1f ms -> %.1f ms, share %.0f%% -> %.0f%% (%d and %d runs)", exp.Change, before.MedianMS, after.MedianMS, 100*before.Share, 100*after.Share, before.Runs, after.Runs)
-			if after.MedianMS > 0.8*before.MedianMS || after.Share > before.Share/2 {
-				t.Errorf("the fix did not show: %+v -> %+v", before, after)
+			// Which frames the samples fall in, not how fast the machine
+			// was: the conversion is a large share of the statement's CPU
+			// as written and (nearly) none of it with the fix. The times
+			// are logged; comparing them is the product's verdict, made on
+			// interleaved runs.
+			t.Logf("re-run with %s: %.1f ms -> %.1f ms, share %.0f%% -> %.0f%% (%d and %d runs, %d and %d samples)", exp.Change,
+				before.MedianMS, after.MedianMS, 100*before.Share, 100*after.Share, before.Runs, after.Runs, before.Samples, after.Samples)
+			if before.Samples < 30 || after.Samples < 30 || before.Runs < 3 || after.Runs < 3 {
+				t.Fatalf("too little measured: %+v -> %+v", before, after)
+			}
+			if before.Share < 0.2 || after.Share > before.Share/4 {
+				t.Errorf("the fix did not take the conversion away: share %.0f%% -> %.0f%%", 100*before.Share, 100*after.Share)
+			}
+			if !strings.Contains(exp.After, "::timestamp") || exp.After == exp.Before {
+				t.Errorf("the re-run statement is not the rewritten one: %s", exp.After)
 			}
 		})
 	}

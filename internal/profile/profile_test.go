@@ -98,12 +98,27 @@ func TestExports(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var n int64
+	if err := pp.CheckValid(); err != nil {
+		t.Errorf("pprof's own check refuses the profile: %v", err)
+	}
+	var n, cpu int64
+	names := map[string]bool{}
 	for _, s := range pp.Sample {
 		n += s.Value[0]
+		cpu += s.Value[1]
+		for _, l := range s.Location {
+			names[l.Line[0].Function.Name] = true
+		}
 	}
-	if n != p.Samples || pp.SampleType[1].Type != "cpu" {
-		t.Errorf("pprof holds %d samples of %d", n, p.Samples)
+	if n != p.Samples || pp.SampleType[1].Type != "cpu" || pp.Period != 2e6 || cpu != n*pp.Period {
+		t.Errorf("pprof holds %d samples of %d, %d ns of CPU, period %d", n, p.Samples, cpu, pp.Period)
+	}
+	for _, st := range p.Stacks {
+		for _, f := range st.Frames {
+			if !names[FrameName(f)] {
+				t.Errorf("pprof has no function %q", FrameName(f))
+			}
+		}
 	}
 
 	evil := map[string]int64{`statement 1: SELECT '</text><script>alert(1)</script>';f&g<h>` + "\x1b[31m": 5, "main;work": 10}

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/pgmedic/pgmedic/internal/model"
 )
@@ -37,11 +38,13 @@ type ScriptStats struct {
 // comm,pid,tid,time,period,event,ip,sym,dso: "postgres 4242/4242
 // 3823.449299:    2004008 cpu-clock: " (comm may hold spaces; the period
 // is absent when not asked for).
-var headerRe = regexp.MustCompile(`^(.*?)\s+(\d+)/(\d+)\s+(\d+\.\d+):\s+(?:(\d+)\s+)?([\w:.-]+):\s*$`)
+var headerRe = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(.*?)\s+(\d+)/(\d+)\s+(\d+\.\d+):\s+(?:(\d+)\s+)?([\w:.-]+):\s*$`)
+})
 
 // frameRe is one stack line: "\t 30d550 ExecScan (/usr/lib/.../postgres)",
 // with +0x offsets when perf printed them.
-var frameRe = regexp.MustCompile(`^\s+([0-9a-f]+)\s+(.*?)\s+\((.*)\)$`)
+var frameRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^\s+([0-9a-f]+)\s+(.*?)\s+\((.*)\)$`) })
 
 // ReadScript streams perf script output, calling fn for each complete
 // sample. Samples are separated by blank lines; a sample cut off at the
@@ -76,7 +79,7 @@ func ReadScript(r io.Reader, fn func(Sample)) (ScriptStats, error) {
 			continue
 		}
 		if line[0] == ' ' || line[0] == '\t' {
-			m := frameRe.FindStringSubmatch(line)
+			m := frameRe().FindStringSubmatch(line)
 			if m == nil || cur == nil {
 				bad(line)
 				continue
@@ -88,7 +91,7 @@ func ReadScript(r io.Reader, fn func(Sample)) (ScriptStats, error) {
 			cur.Stack = append(cur.Stack, model.Frame{Sym: sym, DSO: m[3]})
 			continue
 		}
-		m := headerRe.FindStringSubmatch(line)
+		m := headerRe().FindStringSubmatch(line)
 		if m == nil {
 			bad(line)
 			continue

@@ -91,65 +91,79 @@ func Plan(ctx context.Context, kind, raw string, columns Columns) (*Experiment, 
 	return nil, "the fix is not a change to one statement or setting"
 }
 
-// Measure runs each side for d on conn (pgmedic's own session, inside the
-// safety envelope: every run in a read-only transaction that is rolled
-// back) while perf records conn's backend, and returns both sides.
+// Measure runs the two sides in turn on conn (pgmedic's own session,
+// inside the safety envelope: every run in a read-only transaction that
+// is rolled back) for d while perf records conn's backend, and returns
+// both sides. The sides alternate run by run inside one recording, so a
+// moment when the machine is busy slows both alike; each perf sample
+// counts for the side whose run it fell in (both are stamped on
+// CLOCK_MONOTONIC), and samples between runs count for neither.
 func Measure(ctx context.Context, perf *Perf, conn *pgx.Conn, e *Experiment, d time.Duration, kindShare func(model.Profile) float64) (before, after Side, err error) {
 	var pid int
 	if err := conn.QueryRow(ctx, envelope.Tag+"SELECT pg_backend_pid()").Scan(&pid); err != nil {
 		return before, after, fmt.Errorf("reading pgmedic's backend pid: %w", err)
 	}
-	side := func(set, sql string) (Side, error) {
-		dir, err := os.MkdirTemp("", "pgmedic-perf-")
-		if err != nil {
-			return Side{}, err
-		}
-		defer os.RemoveAll(dir)
-		var s Side
-		var times []float64
-		var data string
-		var recErr error
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() { defer wg.Done(); data, recErr = perf.Record(ctx, dir, []int{pid}, d, 499) }()
-		time.Sleep(150 * time.Millisecond) // perf attaches
-		deadline := time.Now().Add(d - 300*time.Millisecond)
-		var runErr error
-		for time.Now().Before(deadline) && runErr == nil {
-			runErr = envelope.RolledBack(ctx, conn, envelope.ReadOnly, func() error {
-				if set != "" {
-					if _, err := conn.Exec(ctx, envelope.Tag+set); err != nil {
-						return err
-					}
-				}
-				start := time.Now()
-				_, err := conn.Exec(ctx, envelope.Tag+sql)
-				times = append(times, float64(time.Since(start).Microseconds())/1000)
-				return err
-			})
-		}
-		wg.Wait()
-		if runErr != nil {
-			return s, fmt.Errorf("running the statement: %s", envelope.Message(runErr))
-		}
-		if recErr != nil {
-			return s, recErr
-		}
-		b := NewBuilder("pgmedic's backend")
-		if _, err := perf.Script(ctx, data, b.Add); err != nil {
-			return s, err
-		}
-		p := b.Profile(d.Seconds())
-		sort.Float64s(times)
-		s.Runs, s.Samples, s.Share = len(times), p.Samples, kindShare(p)
-		if len(times) > 0 {
-			s.MedianMS = model.Round(model.Percentile(times, 0.5), 3)
-		}
-		return s, nil
-	}
-	if before, err = side(e.SetBefore, e.Before); err != nil {
+	dir, err := os.MkdirTemp("", "pgmedic-perf-")
+	if err != nil {
 		return before, after, err
 	}
-	after, err = side(e.SetAfter, e.After)
-	return before, after, err
+	defer os.RemoveAll(dir)
+	var data string
+	var recErr error
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); data, recErr = perf.Record(ctx, dir, []int{pid}, d, 499) }()
+	type window struct {
+		from, to float64 // CLOCK_MONOTONIC seconds
+		side     int
+	}
+	var runs []window
+	var times [2][]float64
+	sides := [2]struct{ set, sql string }{{e.SetBefore, e.Before}, {e.SetAfter, e.After}}
+	// The last runs end well before perf stops, so none is cut in two.
+	deadline := time.Now().Add(d - 300*time.Millisecond)
+	var runErr error
+	for i := 0; time.Now().Before(deadline) && runErr == nil; i++ {
+		side := sides[i%2]
+		runErr = envelope.RolledBack(ctx, conn, envelope.ReadOnly, func() error {
+			if side.set != "" {
+				if _, err := conn.Exec(ctx, envelope.Tag+side.set); err != nil {
+					return err
+				}
+			}
+			start, from := time.Now(), monotonic()
+			_, err := conn.Exec(ctx, envelope.Tag+side.sql)
+			runs = append(runs, window{from: from, to: monotonic(), side: i % 2})
+			times[i%2] = append(times[i%2], float64(time.Since(start).Microseconds())/1000)
+			return err
+		})
+	}
+	wg.Wait()
+	if runErr != nil {
+		return before, after, fmt.Errorf("running the statement: %s", envelope.Message(runErr))
+	}
+	if recErr != nil {
+		return before, after, recErr
+	}
+	builders := [2]*Builder{NewBuilder("pgmedic's backend"), NewBuilder("pgmedic's backend")}
+	_, err = perf.Script(ctx, data, func(smp Sample) {
+		// Runs are in time order: the first that ends after the sample.
+		i := sort.Search(len(runs), func(i int) bool { return runs[i].to >= smp.Time })
+		if i < len(runs) && runs[i].from <= smp.Time {
+			builders[runs[i].side].Add(smp)
+		}
+	})
+	if err != nil {
+		return before, after, err
+	}
+	var out [2]Side
+	for k := range out {
+		p := builders[k].Profile(d.Seconds() / 2)
+		sort.Float64s(times[k])
+		out[k] = Side{Runs: len(times[k]), Samples: p.Samples, Share: kindShare(p)}
+		if len(times[k]) > 0 {
+			out[k].MedianMS = model.Round(model.Percentile(times[k], 0.5), 3)
+		}
+	}
+	return out[0], out[1], nil
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -85,7 +86,10 @@ func NewPlan(version, source string, e *plan.Explain, findings []model.Finding, 
 // own time, its share, rows planned and actual, and buffers.
 func summarise(e *plan.Explain) PlanSummary {
 	s := PlanSummary{InputFormat: e.Format, Analyze: e.HasAnalyze, Timing: e.HasTiming, Buffers: e.HasBuffers,
-		PlanningMS: e.PlanningMS, ExecutionMS: e.ExecutionMS, Settings: e.Settings, Nodes: []NodeRow{}}
+		PlanningMS: e.PlanningMS, ExecutionMS: e.ExecutionMS, Settings: e.Settings}
+	size := 0
+	e.Plan.Walk(func(*plan.Node, *plan.Node) { size++ })
+	s.Nodes = make([]NodeRow, 0, size)
 	if e.JIT != nil && e.JIT.TimingMS != nil {
 		s.JITMS = e.JIT.TimingMS.Total
 	}
@@ -189,36 +193,7 @@ func (r *PlanReport) Text(w io.Writer) error {
 	} else {
 		fmt.Fprintf(b, "   %4s %10s  %s\n", "#", "cost", "node")
 	}
-	for _, n := range p.Nodes {
-		mark := " "
-		if n.Hot {
-			mark = "*"
-		}
-		indent := strings.Repeat("   ", n.Depth)
-		arrow := ""
-		if n.Depth > 0 {
-			arrow = "-> "
-		}
-		if p.Timing {
-			fmt.Fprintf(b, " %s %4d %10s %5.1f%%  %s%s%s\n", mark, n.ID, msText(n.ExclusiveMS), n.Share*100, indent, arrow, safe(n.Label))
-		} else {
-			fmt.Fprintf(b, " %s %4d %10s  %s%s%s\n", mark, n.ID, costText(n.Cost), indent, arrow, safe(n.Label))
-		}
-		pad := strings.Repeat(" ", 3+4+1+10+1+6+2) + indent + strings.Repeat(" ", len(arrow))
-		if !p.Timing {
-			pad = strings.Repeat(" ", 3+4+1+10+2) + indent + strings.Repeat(" ", len(arrow))
-		}
-		if facts := nodeFacts(n, p.Analyze); facts != "" {
-			b.WriteString(pad + safe(facts) + "\n")
-		}
-		if n.Detail != "" {
-			d := safe(n.Detail)
-			if len(d) > 140 {
-				d = clipUTF8(d, 137) + "..."
-			}
-			b.WriteString(pad + d + "\n")
-		}
-	}
+	writeTree(b, p)
 	if len(r.Findings) == 0 {
 		b.WriteString("\nNo findings at the requested severity.\n")
 	}
@@ -241,46 +216,136 @@ func (r *PlanReport) Text(w io.Writer) error {
 	return err
 }
 
+// writeTree writes the plan's nodes, one line each with its own time (or
+// cost) and label, then a line of facts and one with its condition. A
+// plan can have thousands of nodes, so the lines are put together by hand
+// rather than through fmt.
+func writeTree(b *strings.Builder, p PlanSummary) {
+	maxDepth := 0
+	for _, n := range p.Nodes {
+		maxDepth = max(maxDepth, n.Depth)
+	}
+	spaces := strings.Repeat(" ", 3*maxDepth+3+4+1+10+1+6+2+3)
+	// Three lines a node: the label, its facts and its condition, each
+	// indented to its depth.
+	grow := 0
+	for _, n := range p.Nodes {
+		grow += 3*(3*n.Depth+30) + len(n.Label) + len(n.Detail) + 120
+	}
+	b.Grow(grow)
+	var num []byte
+	for _, n := range p.Nodes {
+		mark := " "
+		if n.Hot {
+			mark = "*"
+		}
+		indent := spaces[:3*n.Depth]
+		arrow := ""
+		if n.Depth > 0 {
+			arrow = "-> "
+		}
+		b.WriteByte(' ')
+		b.WriteString(mark)
+		b.WriteByte(' ')
+		num = strconv.AppendInt(num[:0], int64(n.ID), 10)
+		padLeft(b, num, 4)
+		b.WriteByte(' ')
+		if p.Timing {
+			padLeft(b, []byte(msText(n.ExclusiveMS)), 10)
+			b.WriteByte(' ')
+			share := n.Share * 100
+			if math.IsNaN(share) || math.IsInf(share, 0) {
+				padLeft(b, []byte(fmt.Sprintf("%.1f", share)), 5)
+			} else {
+				num = strconv.AppendFloat(num[:0], share, 'f', 1, 64)
+				padLeft(b, num, 5)
+			}
+			b.WriteString("%  ")
+		} else {
+			padLeft(b, []byte(costText(n.Cost)), 10)
+			b.WriteString("  ")
+		}
+		b.WriteString(indent)
+		b.WriteString(arrow)
+		b.WriteString(safe(n.Label))
+		b.WriteByte('\n')
+		width := 3 + 4 + 1 + 10 + 1 + 6 + 2
+		if !p.Timing {
+			width = 3 + 4 + 1 + 10 + 2
+		}
+		pad := spaces[:width+len(indent)+len(arrow)]
+		if facts := nodeFacts(n, p.Analyze); facts != "" {
+			b.WriteString(pad)
+			b.WriteString(safe(facts))
+			b.WriteByte('\n')
+		}
+		if n.Detail != "" {
+			d := safe(n.Detail)
+			if len(d) > 140 {
+				d = clipUTF8(d, 137) + "..."
+			}
+			b.WriteString(pad)
+			b.WriteString(d)
+			b.WriteByte('\n')
+		}
+	}
+}
+
+// padLeft writes s right-aligned in a field of width bytes (as %*s does).
+func padLeft(b *strings.Builder, s []byte, width int) {
+	for i := len(s); i < width; i++ {
+		b.WriteByte(' ')
+	}
+	b.Write(s)
+}
+
 // nodeFacts is the one-line description of a node in the text report.
 func nodeFacts(n NodeRow, analyze bool) string {
-	var parts []string
+	var b strings.Builder
+	part := func(s ...string) {
+		if b.Len() > 0 {
+			b.WriteString(" · ")
+		}
+		for _, x := range s {
+			b.WriteString(x)
+		}
+	}
 	if n.Relation != "" {
-		parts = append(parts, n.Relation)
+		part(n.Relation)
 	}
 	switch {
 	case n.Never:
-		parts = append(parts, "never executed")
+		part("never executed")
 	case analyze:
-		rows := fmt.Sprintf("rows %s of %s planned", count(n.ActualRows), count(n.PlanRows))
+		part("rows ", count(n.ActualRows), " of ", count(n.PlanRows), " planned")
 		if n.Loops > 1 {
-			rows += fmt.Sprintf(" x %s loops", count(n.Loops))
+			b.WriteString(" x " + count(n.Loops) + " loops")
 		}
 		if n.Misestimate > 0 {
-			rows += fmt.Sprintf(" (%s %s)", plan.FormatRatio(n.Misestimate), n.Direction)
+			b.WriteString(" (" + plan.FormatRatio(n.Misestimate) + " " + n.Direction + ")")
 		}
-		parts = append(parts, rows)
 	default:
-		parts = append(parts, "rows "+count(n.PlanRows)+" planned")
+		part("rows ", count(n.PlanRows), " planned")
 	}
 	if n.Removed > 0 {
-		parts = append(parts, "removed "+count(n.Removed))
+		part("removed ", count(n.Removed))
 	}
 	if n.HeapFetches > 0 {
-		parts = append(parts, "heap fetches "+count(n.HeapFetches))
+		part("heap fetches ", count(n.HeapFetches))
 	}
 	if n.SharedHit+n.SharedRead > 0 {
-		parts = append(parts, fmt.Sprintf("buffers hit %s read %s", count(float64(n.SharedHit)), count(float64(n.SharedRead))))
+		part("buffers hit ", count(float64(n.SharedHit)), " read ", count(float64(n.SharedRead)))
 	}
 	if n.TempBlocks > 0 {
-		parts = append(parts, "temp "+count(float64(n.TempBlocks)))
+		part("temp ", count(float64(n.TempBlocks)))
 	}
 	if n.IOms > 0 {
-		parts = append(parts, "I/O "+msText(n.IOms))
+		part("I/O ", msText(n.IOms))
 	}
 	if n.Spill != "" {
-		parts = append(parts, n.Spill)
+		part(n.Spill)
 	}
-	return strings.Join(parts, " · ")
+	return b.String()
 }
 
 // msText prints milliseconds below a second and seconds from there.
@@ -289,30 +354,33 @@ func msText(x float64) string {
 	case x >= 1e12:
 		return fmt.Sprintf("%.3g s", math.Min(x, math.MaxFloat64)/1000)
 	case x >= 1000:
-		return fmt.Sprintf("%.2f s", x/1000)
+		return string(strconv.AppendFloat(nil, x/1000, 'f', 2, 64)) + " s"
 	case x >= 100:
-		return fmt.Sprintf("%.0f ms", x)
+		return string(strconv.AppendFloat(nil, x, 'f', 0, 64)) + " ms"
 	}
-	return fmt.Sprintf("%.2f ms", x)
+	return string(strconv.AppendFloat(nil, x, 'f', 2, 64)) + " ms"
 }
 
 // count prints 1234567 as 1,234,567 (exact figures in a plan's tree).
 func count(x float64) string {
-	if math.Abs(x) >= 1e15 {
+	if math.Abs(x) >= 1e15 || math.IsNaN(x) {
 		return fmt.Sprintf("%.3g", math.Min(math.Max(x, -math.MaxFloat64), math.MaxFloat64))
 	}
-	s := fmt.Sprintf("%.0f", x)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var out []byte
+	var buf [32]byte
+	s := strconv.AppendFloat(buf[:0], x, 'f', 0, 64)
+	neg := len(s) > 0 && s[0] == '-'
+	if neg {
+		s = s[1:]
+	}
+	out := make([]byte, 0, len(s)+len(s)/3+1)
+	if neg {
+		out = append(out, '-')
+	}
 	for i := range s {
 		if i > 0 && (len(s)-i)%3 == 0 {
 			out = append(out, ',')
 		}
 		out = append(out, s[i])
-	}
-	if neg {
-		return "-" + string(out)
 	}
 	return string(out)
 }
@@ -322,7 +390,7 @@ func costText(c float64) string {
 	if c >= 1e12 {
 		return fmt.Sprintf("%.3g", math.Min(c, math.MaxFloat64))
 	}
-	return fmt.Sprintf("%.0f", c)
+	return string(strconv.AppendFloat(nil, c, 'f', 0, 64))
 }
 
 // clipUTF8 cuts s to at most n bytes without splitting a character.

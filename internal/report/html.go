@@ -8,6 +8,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/printable"
@@ -30,36 +31,38 @@ var (
 	uplotCSS string
 )
 
-var page = template.Must(template.New("page").Funcs(template.FuncMap{
-	"t":      pageText,
-	"short":  func(s string, n int) string { return pageText(printable.Clip(s, n)) },
-	"num":    num,
-	"pct":    func(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) },
-	"ms":     msText,
-	"sev":    func(s model.Severity) string { return s.String() },
-	"bars":   barsOf,
-	"plural": func(n int, one, many string) string { return map[bool]string{true: one, false: many}[n == 1] },
-	"hasKey": func(m map[string]*PlanSummary, k string) bool { return m[k] != nil },
-	"tree":   treeOf,
-	"div": func(total float64, n int64) float64 {
-		if n == 0 {
-			return 0
-		}
-		return total / float64(n)
-	},
-	"ev":      evidenceValue,
-	"add":     func(a, b int) int { return a + b },
-	"minutes": minutesOf,
-	"flame": func(r *ProfileReport) (template.HTML, error) {
-		var b strings.Builder
-		if err := profile.FlameSVG(&b, "CPU of "+r.Target, r.Folded); err != nil {
-			return "", err
-		}
-		// FlameSVG escapes every name it writes: the SVG is markup.
-		return template.HTML(b.String()), nil
-	},
-	"width": func(share float64) string { return fmt.Sprintf("%.1f%%", 100*math.Max(0, math.Min(1, share))) },
-}).Parse(pageTemplate))
+var page = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("page").Funcs(template.FuncMap{
+		"t":      pageText,
+		"short":  func(s string, n int) string { return pageText(printable.Clip(s, n)) },
+		"num":    num,
+		"pct":    func(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) },
+		"ms":     msText,
+		"sev":    func(s model.Severity) string { return s.String() },
+		"bars":   barsOf,
+		"plural": func(n int, one, many string) string { return map[bool]string{true: one, false: many}[n == 1] },
+		"hasKey": func(m map[string]*PlanSummary, k string) bool { return m[k] != nil },
+		"tree":   treeOf,
+		"div": func(total float64, n int64) float64 {
+			if n == 0 {
+				return 0
+			}
+			return total / float64(n)
+		},
+		"ev":      evidenceValue,
+		"add":     func(a, b int) int { return a + b },
+		"minutes": minutesOf,
+		"flame": func(r *ProfileReport) (template.HTML, error) {
+			var b strings.Builder
+			if err := profile.FlameSVG(&b, "CPU of "+r.Target, r.Folded); err != nil {
+				return "", err
+			}
+			// FlameSVG escapes every name it writes: the SVG is markup.
+			return template.HTML(b.String()), nil
+		},
+		"width": func(share float64) string { return fmt.Sprintf("%.1f%%", 100*math.Max(0, math.Min(1, share))) },
+	}).Parse(pageTemplate))
+})
 
 // HTML writes the document as one self-contained page: the findings with
 // their evidence, fix and verification, the statements, plans and charts,
@@ -78,7 +81,7 @@ func HTML(w io.Writer, d *Document) error {
 	for i, p := range d.Parts {
 		v.Parts = append(v.Parts, viewOf(i, p))
 	}
-	return page.Execute(w, v)
+	return page().Execute(w, v)
 }
 
 // partView is one part as the template draws it.

@@ -212,10 +212,15 @@ func tempIOms(n *plan.Node) float64 { return n.IO.TempReadMS + n.IO.TempWriteMS 
 
 // nodes returns the plan's nodes with their parents.
 func nodes(e *plan.Explain) (out []*plan.Node, parent map[*plan.Node]*plan.Node) {
-	parent = map[*plan.Node]*plan.Node{}
-	e.Plan.Walk(func(n, p *plan.Node) {
-		out = append(out, n)
-		parent[n] = p
-	})
+	out = allNodes(e)
+	parent = make(map[*plan.Node]*plan.Node, len(out))
+	e.Plan.Walk(func(n, p *plan.Node) { parent[n] = p })
 	return out, parent
+}
+
+// allNodes returns the plan's nodes in the order EXPLAIN prints them.
+func allNodes(e *plan.Explain) []*plan.Node {
+	var out []*plan.Node
+	e.Plan.Walk(func(n, _ *plan.Node) { out = append(out, n) })
+	return out
 }

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/plan"
@@ -15,7 +16,9 @@ import (
 // "(orders.customer_id)::numeric" (VERBOSE) or "(sensor)::text". Unquoted
 // identifiers are lower case in EXPLAIN output, which keeps keywords such
 // as CURRENT_DATE out.
-var columnCast = regexp.MustCompile(`\((?:((?:"(?:[^"]|"")+"|[a-z_][a-z0-9_$]*))\.)?("(?:[^"]|"")+"|[a-z_][a-z0-9_$]*)\)::([a-z_][a-z0-9_]*(?: [a-z_][a-z0-9_]*)*(?:\([0-9, ]+\))?(?:\[\])?)`)
+var columnCast = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`\((?:((?:"(?:[^"]|"")+"|[a-z_][a-z0-9_$]*))\.)?("(?:[^"]|"")+"|[a-z_][a-z0-9_$]*)\)::([a-z_][a-z0-9_]*(?: [a-z_][a-z0-9_]*)*(?:\([0-9, ]+\))?(?:\[\])?)`)
+})
 
 // castOnColumn is one cast found in a node's condition.
 type castOnColumn struct {
@@ -23,8 +26,11 @@ type castOnColumn struct {
 }
 
 func findCasts(expr, where string) []castOnColumn {
+	if !strings.Contains(expr, ")::") {
+		return nil // every cast columnCast matches ends its column's parenthesis so
+	}
 	var out []castOnColumn
-	for _, m := range columnCast.FindAllStringSubmatch(expr, -1) {
+	for _, m := range columnCast().FindAllStringSubmatch(expr, -1) {
 		out = append(out, castOnColumn{qualifier: unquoteIdent(m[1]), column: unquoteIdent(m[2]), toType: m[3], where: where})
 	}
 	return out
@@ -46,7 +52,7 @@ func unquoteIdent(s string) string {
 func ImplicitCast(in PlanInput) []model.Finding {
 	var out []model.Finding
 	seen := map[string]bool{}
-	all, _ := nodes(in.Explain)
+	all := allNodes(in.Explain)
 	for _, n := range all {
 		var casts []castOnColumn
 		if n.IsScan() {

@@ -228,7 +228,7 @@ func filterColumns(n *plan.Node) []string {
 // SortSpill flags sorts that wrote to temporary files.
 func SortSpill(in PlanInput) []model.Finding {
 	var out []model.Finding
-	all, _ := nodes(in.Explain)
+	all := allNodes(in.Explain)
 	for _, n := range all {
 		if !strings.HasSuffix(n.NodeType, "Sort") {
 			continue
@@ -410,7 +410,7 @@ func misestimateFix(n *plan.Node) model.Fix {
 // times and holds most of the loop's time.
 func NestedLoopBlowup(in PlanInput) []model.Finding {
 	var out []model.Finding
-	all, _ := nodes(in.Explain)
+	all := allNodes(in.Explain)
 	for _, n := range all {
 		kids := n.Children()
 		if n.NodeType != "Nested Loop" || len(kids) != 2 || !n.Executed() {
@@ -458,7 +458,7 @@ func NestedLoopBlowup(in PlanInput) []model.Finding {
 // degraded to whole pages, so every row on them is rechecked.
 func LossyBitmap(in PlanInput) []model.Finding {
 	var out []model.Finding
-	all, _ := nodes(in.Explain)
+	all := allNodes(in.Explain)
 	for _, n := range all {
 		if n.NodeType != "Bitmap Heap Scan" || n.LossyHeapBlocks <= 0 {
 			continue
@@ -481,7 +481,7 @@ func LossyBitmap(in PlanInput) []model.Finding {
 // LargeOffset flags a Limit that read many rows only to throw them away.
 func LargeOffset(in PlanInput) []model.Finding {
 	var out []model.Finding
-	all, _ := nodes(in.Explain)
+	all := allNodes(in.Explain)
 	for _, n := range all {
 		kids := n.Children()
 		if n.NodeType != "Limit" || len(kids) == 0 || !n.Executed() {
@@ -524,7 +524,7 @@ func sortKeyBelow(n *plan.Node) string {
 // the visibility map is out of date.
 func HeapFetches(in PlanInput) []model.Finding {
 	var out []model.Finding
-	all, _ := nodes(in.Explain)
+	all := allNodes(in.Explain)
 	for _, n := range all {
 		if n.NodeType != "Index Only Scan" || !n.Executed() {
 			continue

@@ -3,55 +3,147 @@ package scenario
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"time"
 )
 
-// nodeClients is where the Node clients and their locked npm packages
-// live, relative to the repository; PGMEDIC_NODE_CLIENTS overrides it.
-const nodeClients = "internal/scenario/clients/node"
+// The lab's Node clients travel inside the binary with their locked npm
+// packages (package-lock.json), so a pgmedic built or installed anywhere
+// can run them: on first use they are written to the user's cache and
+// their packages installed there with npm ci; later runs find them ready
+// and need no network.
+//
+//go:embed clients/node/package.json clients/node/package-lock.json clients/node/*.js
+var nodeFiles embed.FS
 
-// findNodeClients returns node and the directory of the Node clients with
-// their packages installed (npm ci), looked up from the working directory
-// up to the repository's root.
-func findNodeClients() (node, dir string, err error) {
-	missing := &MissingClient{Module: "node with the lab's npm packages (pg, piscina)",
-		Package: "nodejs npm, then run `npm ci` in " + nodeClients}
+// nodeInstallTimeout bounds npm ci (a few seconds with a warm npm cache).
+const nodeInstallTimeout = 5 * time.Minute
+
+// NodeClientsDir is where the Node clients are installed: under
+// PGMEDIC_NODE_CLIENTS when set, else the user's cache directory, in a
+// folder named by the clients' contents (a new pgmedic with other clients
+// installs beside the old ones).
+func NodeClientsDir() (string, error) {
+	root := os.Getenv("PGMEDIC_NODE_CLIENTS")
+	if root == "" {
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			cache = filepath.Join(os.TempDir(), fmt.Sprintf("pgmedic-cache-%d", os.Getuid()))
+		}
+		root = filepath.Join(cache, "pgmedic", "node-clients")
+	}
+	h := sha256.New()
+	err := fs.WalkDir(nodeFiles, "clients/node", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := nodeFiles.ReadFile(p)
+		fmt.Fprintf(h, "%s %d\n", path.Base(p), len(b))
+		h.Write(b)
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, hex.EncodeToString(h.Sum(nil))[:16]), nil
+}
+
+// installedMark is written last into a complete installation.
+const installedMark = ".installed"
+
+// nodeClients returns node and the directory of the Node clients with
+// their packages, installing them there on first use.
+func nodeClients(ctx context.Context) (node, dir string, err error) {
 	node, err = exec.LookPath("node")
 	if err != nil {
-		return "", "", missing
+		return "", "", &MissingClient{Need: "Node.js (node and npm)", Install: "apt-get install nodejs npm",
+			Also: "install Node.js 18 or later from nodejs.org"}
 	}
-	candidates := []string{os.Getenv("PGMEDIC_NODE_CLIENTS")}
-	if wd, err := os.Getwd(); err == nil {
-		for d := wd; ; d = filepath.Dir(d) {
-			candidates = append(candidates, filepath.Join(d, nodeClients))
-			if filepath.Dir(d) == d {
-				break
-			}
+	if dir, err = NodeClientsDir(); err != nil {
+		return "", "", err
+	}
+	if _, err := os.Stat(filepath.Join(dir, installedMark)); err == nil {
+		return node, dir, nil
+	}
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		return "", "", &MissingClient{Need: "npm (to install the lab's Node packages once)", Install: "apt-get install npm",
+			Also: "install Node.js with its npm from nodejs.org"}
+	}
+	if err := installNodeClients(ctx, npm, dir); err != nil {
+		return "", "", err
+	}
+	return node, dir, nil
+}
+
+// installNodeClients writes the clients into a directory of their own
+// beside dir, runs npm ci there and renames it to dir: a pgmedic killed
+// half-way, or two installing at once, never leave a dir that looks
+// complete and is not.
+func installNodeClients(ctx context.Context, npm, dir string) error {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return fmt.Errorf("creating the directory for the lab's Node clients: %w", err)
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), filepath.Base(dir)+".part-")
+	if err != nil {
+		return fmt.Errorf("creating the directory for the lab's Node clients: %w", err)
+	}
+	defer os.RemoveAll(tmp) // gone once renamed
+	entries, err := fs.ReadDir(nodeFiles, "clients/node")
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		name := e.Name()
+		b, err := nodeFiles.ReadFile("clients/node/" + name)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(tmp, name), b, 0o644); err != nil {
+			return fmt.Errorf("writing the lab's Node clients: %w", err)
 		}
 	}
-	for _, c := range candidates {
-		if c == "" {
-			continue
+	ictx, cancel := context.WithTimeout(ctx, nodeInstallTimeout)
+	defer cancel()
+	// --prefer-offline: packages npm has cached are not fetched again.
+	cmd := exec.CommandContext(ictx, npm, "ci", "--prefer-offline", "--no-audit", "--no-fund", "--loglevel=error")
+	cmd.Dir = tmp
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
-		if _, err := os.Stat(filepath.Join(c, "node_modules", "piscina")); err == nil {
-			if _, err := os.Stat(filepath.Join(c, "node_modules", "pg")); err == nil {
-				return node, c, nil
-			}
-		}
+		return fmt.Errorf("installing the lab's Node packages (pg, piscina) with npm ci failed (%v): %s; check the network or npm's registry settings, then run again",
+			err, lastLines(out.String(), 3))
 	}
-	return "", "", missing
+	if err := os.WriteFile(filepath.Join(tmp, installedMark), []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		// Another pgmedic finished first: its installation is as good.
+		if _, serr := os.Stat(filepath.Join(dir, installedMark)); serr == nil {
+			return nil
+		}
+		return fmt.Errorf("installing the lab's Node clients in %s: %w", dir, err)
+	}
+	return nil
 }
 
 // runNode runs a Node client until ctx ends (it runs while check samples)
 // and returns its standard error if it failed before that.
 func runNode(ctx context.Context, script string, args ...string) error {
-	node, dir, err := findNodeClients()
+	node, dir, err := nodeClients(ctx)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -31,7 +32,16 @@ type Env struct {
 	Metrics map[string]float64
 	// Bouncer is the scenario's PgBouncer, when it has one.
 	Bouncer *lab.Bouncer
+
+	ready     chan struct{}
+	readyOnce sync.Once
 }
+
+// Ready is called by a workload that runs during check once its sessions
+// are in the state it reproduces (see signalsReady): check's warm-up
+// starts from there instead of from the workload's start, however long
+// the machine took to get there.
+func (e *Env) Ready() { e.readyOnce.Do(func() { close(e.ready) }) }
 
 // BouncerDSN is the workload's connection string through PgBouncer.
 func (e *Env) BouncerDSN() string { return e.Bouncer.DSN(e.Role, e.DB) }
@@ -75,7 +85,7 @@ func Setup(ctx context.Context, c *lab.Cluster, s Scenario, logf func(string, ..
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	env := &Env{Cluster: c, DB: strings.ReplaceAll(s.Name, "-", "_"), Role: AppRole, Log: logf}
+	env := &Env{Cluster: c, DB: strings.ReplaceAll(s.Name, "-", "_"), Role: AppRole, Log: logf, ready: make(chan struct{})}
 	if err := env.createDatabase(ctx); err != nil {
 		return nil, err
 	}
@@ -91,11 +101,9 @@ func Setup(ctx context.Context, c *lab.Cluster, s Scenario, logf func(string, ..
 	if err := execAll(ctx, db, exts...); err != nil {
 		return nil, fmt.Errorf("installing extensions in %s: %w", env.DB, err)
 	}
-	if need := needs[s.Name]; need != nil {
-		// Fail before loading anything when the client is missing.
-		if err := need(); err != nil {
-			return nil, err
-		}
+	// Fail before loading anything when the client is missing.
+	if err := Needs(ctx, s); err != nil {
+		return nil, err
 	}
 	logf("%s: loading schema and data", s.Name)
 	start := time.Now()

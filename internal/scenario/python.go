@@ -11,14 +11,20 @@ import (
 	"strings"
 )
 
-// MissingClient says a scenario's real client library is not installed.
+// MissingClient says a scenario's real client is not installed here. The
+// scenario cannot run; the others can.
 type MissingClient struct {
-	Module  string // the Python module (asyncpg, psycopg)
-	Package string // the Debian package that provides it
+	Need    string // what is missing: "python3 with asyncpg", "Node.js"
+	Install string // the command that installs it
+	Also    string // another way, or "" ("point PGMEDIC_PYTHON at a python3 that has it")
 }
 
 func (e *MissingClient) Error() string {
-	return fmt.Sprintf("no python3 with %s found: install it with `apt-get install %s`, or point PGMEDIC_PYTHON at a python3 that has it", e.Module, e.Package)
+	s := fmt.Sprintf("%s is not installed: install it with `%s`", e.Need, e.Install)
+	if e.Also != "" {
+		s += ", or " + e.Also
+	}
+	return s
 }
 
 // FindPython returns a python3 interpreter that can import module. Debian's
@@ -37,7 +43,8 @@ func FindPython(module, pkg string) (string, error) {
 			return c, nil
 		}
 	}
-	return "", &MissingClient{Module: module, Package: pkg}
+	return "", &MissingClient{Need: "python3 with " + module, Install: "apt-get install " + pkg,
+		Also: "point PGMEDIC_PYTHON at a python3 that has it"}
 }
 
 // runPython runs an embedded client script with a python3 that has module

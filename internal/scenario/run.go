@@ -23,12 +23,19 @@ type Result struct {
 	Unexpected []string `json:"unexpected"`
 	// Metrics are the workload's own measurements.
 	Metrics map[string]float64 `json:"metrics,omitempty"`
-	Report  *report.Report     `json:"report"`
+	// Seconds is how long the scenario took: setup, workload and check.
+	Seconds float64        `json:"seconds"`
+	Report  *report.Report `json:"report"`
+	// NotRun says why the scenario could not run here (a client that is
+	// not installed, and how to install it); nothing else is set then.
+	NotRun string `json:"not_run,omitempty"`
 }
 
-// Passed says whether every expected finding was there and nothing the
-// scenario forbids.
-func (r *Result) Passed() bool { return len(r.Missing) == 0 && len(r.Unexpected) == 0 }
+// Passed says whether the scenario ran, every expected finding was there
+// and nothing the scenario forbids.
+func (r *Result) Passed() bool {
+	return r.NotRun == "" && len(r.Missing) == 0 && len(r.Unexpected) == 0
+}
 
 // warmUp is how long a workload that runs during check runs before check
 // starts, so that its sessions are in the state it reproduces.
@@ -37,6 +44,19 @@ func (s Scenario) warmUp() time.Duration {
 		return d
 	}
 	return 1500 * time.Millisecond
+}
+
+// readyLimit bounds the wait for a workload to signal it is ready (a
+// machine that stalls, not a measure of speed).
+const readyLimit = 2 * time.Minute
+
+// workloadEnded is the error of a workload that ended before check began.
+func workloadEnded(s Scenario, err error, stop context.CancelFunc) error {
+	stop()
+	if err == nil {
+		err = fmt.Errorf("scenario %s: the workload ended before check started", s.Name)
+	}
+	return &diagnose.InputError{Err: err}
 }
 
 // checkDuring runs the workload and, once it is under way, check; the
@@ -58,13 +78,23 @@ func checkDuring(ctx context.Context, c *lab.Cluster, s Scenario, version string
 	wctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- env.Run(wctx, s) }()
+	if !signalsReady[s.Name] {
+		env.Ready() // its state begins with the workload
+	}
+	// The workload's own sign that its sessions are in place, then the
+	// warm-up; a workload that ends first failed to reproduce.
+	select {
+	case <-env.ready:
+	case err := <-done:
+		return nil, nil, workloadEnded(s, err, stop)
+	case <-time.After(readyLimit):
+		stop()
+		<-done
+		return nil, nil, &diagnose.InputError{Err: fmt.Errorf("scenario %s: the workload did not reach its state within %s", s.Name, readyLimit)}
+	}
 	select {
 	case err := <-done:
-		stop()
-		if err == nil {
-			err = fmt.Errorf("scenario %s: the workload ended before check started", s.Name)
-		}
-		return nil, nil, &diagnose.InputError{Err: err}
+		return nil, nil, workloadEnded(s, err, stop)
 	case <-time.After(s.warmUp()):
 	}
 	rep, err := diagnose.Check(ctx, c.DSN(env.DB), version, o, model.Info)
@@ -87,8 +117,14 @@ func checkDuring(ctx context.Context, c *lab.Cluster, s Scenario, version string
 // with experiments allowed to write (it is a lab database). Expectations
 // are judged on every finding; the report keeps those at or above min.
 func Run(ctx context.Context, c *lab.Cluster, s Scenario, version string, o diagnose.Options, min model.Severity) (*Result, error) {
+	began := time.Now()
 	o.Lab = true
-	o.SampleFor = time.Second
+	// Sessions are sampled while a workload runs during check; after a
+	// workload that has ended there is nothing to see but an idle server.
+	o.SampleFor = 0
+	if s.DuringCheck {
+		o.SampleFor = time.Second
+	}
 	if s.Sample != "" {
 		o.SampleFor, _ = time.ParseDuration(s.Sample) // load checked it
 	}
@@ -134,7 +170,7 @@ func Run(ctx context.Context, c *lab.Cluster, s Scenario, version string, o diag
 	}
 	missing, unexpected := s.Evaluate(rep.Findings)
 	res := &Result{Scenario: s.Name, Expected: s.Expect, MustNot: s.MustNot, Missing: missing, Unexpected: unexpected,
-		Metrics: env.Metrics, Report: rep.Filter(min)}
+		Metrics: env.Metrics, Report: rep.Filter(min), Seconds: model.Round(time.Since(began).Seconds(), 1)}
 	if res.Expected == nil {
 		res.Expected = []Expect{}
 	}

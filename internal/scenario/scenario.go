@@ -52,11 +52,13 @@ type Scenario struct {
 	// DuringCheck runs the workload while check samples the sessions
 	// (stalled clients, lock queues, connection pressure are seen only
 	// then); the Go workload runs until its context ends. Sample is how
-	// long check samples ("1s" when not given).
+	// long check samples ("1s" when not given for such a scenario; a
+	// scenario checked after its workload is not sampled).
 	DuringCheck bool   `json:"during_check,omitempty"`
 	Sample      string `json:"sample,omitempty"`
 	// WarmUp is how long the workload runs before check starts ("1.5s"
-	// when not given).
+	// when not given), counted from its Env.Ready when it signals one
+	// (signalsReady), else from its start.
 	WarmUp string `json:"warm_up,omitempty"`
 	// PgBouncer, when set, puts a lab PgBouncer in front of the cluster
 	// for the workload (Env.BouncerDSN) and has check sample its pools.

@@ -95,8 +95,8 @@ func TestScenarios(t *testing.T) {
 	if _, err := lab.FindPgBouncer(); err != nil {
 		testkit.Missing(t, "pgbouncer", err)
 	}
-	if _, _, err := findNodeClients(); err != nil {
-		testkit.Missing(t, "the lab's Node clients", err)
+	if _, _, err := nodeClients(context.Background()); err != nil {
+		testkit.Missing(t, "the lab's Node clients (node, npm)", err)
 	}
 	ctx := context.Background()
 	c, err := lab.Create(ctx, lab.Options{})

@@ -10,8 +10,8 @@ import (
 )
 
 const (
-	keyRows   = 1000000 // rows setup.sql loads into each table
-	keyInsert = 20000   // rows inserted by the workload right after a checkpoint
+	keyRows   = 300000 // rows setup.sql loads into each table
+	keyInsert = 10000  // rows inserted by the workload right after a checkpoint
 	keyBatch  = 500
 )
 

@@ -13,7 +13,7 @@ var asyncpgClient []byte
 // introspection query's estimated cost grows with the catalogue; at about
 // 20 tables x 100 columns it passes the 500000 inline and optimisation
 // thresholds on PostgreSQL 15, and setup.sql creates 40 to leave a margin.
-const asyncpgConnections = 8
+const asyncpgConnections = 6
 
 // asyncpgIntrospection runs the Python client, which opens the
 // connections and reports how long each first query took.

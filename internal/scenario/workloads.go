@@ -31,6 +31,13 @@ var workloads = map[string]Workload{
 	"random-keys":              randomKeys,
 }
 
+// signalsReady are the workloads that call Env.Ready once their state is
+// in place; check's warm-up counts from there. For the others it counts
+// from the workload's start.
+var signalsReady = map[string]bool{
+	"connection-storm": true, // after the quiet calls pg_stat_statements must count
+}
+
 // afterCheck are measurements a scenario makes once check is done, with
 // the findings to verify from them.
 var afterCheck = map[string]func(context.Context, *Env, []model.Finding) error{
@@ -38,13 +45,31 @@ var afterCheck = map[string]func(context.Context, *Env, []model.Finding) error{
 }
 
 // needs says what a Go workload needs that is not PostgreSQL, checked
-// before the scenario loads anything.
-var needs = map[string]func() error{
-	"asyncpg-introspection":    func() error { _, err := FindPython("asyncpg", "python3-asyncpg"); return err },
-	"client-param-types":       func() error { _, err := FindPython("psycopg", "python3-psycopg"); return err },
-	"pool-saturation":          func() error { _, err := lab.FindPgBouncer(); return err },
-	"pool-roomy":               func() error { _, err := lab.FindPgBouncer(); return err },
-	"connection-storm":         func() error { _, err := lab.FindPgBouncer(); return err },
-	"blocked-event-loop":       func() error { _, _, err := findNodeClients(); return err },
-	"blocked-event-loop-fixed": func() error { _, _, err := findNodeClients(); return err },
+// before the scenario loads anything: a *MissingClient when it is not
+// installed (the Node clients are installed here on first use).
+var needs = map[string]func(context.Context) error{
+	"asyncpg-introspection":    func(context.Context) error { _, err := FindPython("asyncpg", "python3-asyncpg"); return err },
+	"client-param-types":       func(context.Context) error { _, err := FindPython("psycopg", "python3-psycopg"); return err },
+	"pool-saturation":          needPgBouncer,
+	"pool-roomy":               needPgBouncer,
+	"connection-storm":         needPgBouncer,
+	"blocked-event-loop":       func(ctx context.Context) error { _, _, err := nodeClients(ctx); return err },
+	"blocked-event-loop-fixed": func(ctx context.Context) error { _, _, err := nodeClients(ctx); return err },
+}
+
+func needPgBouncer(context.Context) error {
+	if _, err := lab.FindPgBouncer(); err != nil {
+		return &MissingClient{Need: "PgBouncer", Install: "apt-get install pgbouncer", Also: "point PGMEDIC_PGBOUNCER at its binary"}
+	}
+	return nil
+}
+
+// Needs checks what a scenario needs besides PostgreSQL, installing the
+// lab's Node clients if it is their first use; a *MissingClient says what
+// to install.
+func Needs(ctx context.Context, s Scenario) error {
+	if need := needs[s.Name]; need != nil {
+		return need(ctx)
+	}
+	return nil
 }

@@ -255,18 +255,8 @@ func walkShallow(n *pg_query.Node, visit func(proto.Message)) {
 			return
 		}
 		visit(m.Interface())
-		m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-			if fd.Message() == nil || fd.IsMap() {
-				return true
-			}
-			if fd.IsList() {
-				l := v.List()
-				for i := 0; i < l.Len(); i++ {
-					rec(l.Get(i).Message())
-				}
-				return true
-			}
-			rec(v.Message())
+		eachChild(m, func(c protoreflect.Message) bool {
+			rec(c)
 			return true
 		})
 	}

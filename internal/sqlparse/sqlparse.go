@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	pg_query "github.com/pganalyze/pg_query_go/v6"
 	"google.golang.org/protobuf/proto"
@@ -508,29 +509,39 @@ func funcName(f *pg_query.FuncCall) string {
 func (s *Statement) walk(visit func(proto.Message) bool) {
 	var rec func(m protoreflect.Message) bool
 	rec = func(m protoreflect.Message) bool {
-		if !visit(m.Interface()) {
-			return false
-		}
-		cont := true
-		m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-			if fd.Message() == nil || fd.IsMap() {
-				return true
-			}
-			if fd.IsList() {
-				l := v.List()
-				for i := 0; i < l.Len() && cont; i++ {
-					cont = rec(l.Get(i).Message())
-				}
-				return cont
-			}
-			cont = rec(v.Message())
-			return cont
-		})
-		return cont
+		return visit(m.Interface()) && eachChild(m, rec)
 	}
 	if s.root != nil {
 		rec(s.root.ProtoReflect())
 	}
+}
+
+// eachChild calls fn on every message a node holds, in the order the fields
+// are declared, and stops when fn returns false. It does not use Range:
+// protobuf-go shuffles Range's order per binary on purpose, and what the
+// walks return (relations, callees) reaches the server in that order, so
+// it must not change from one build to the next.
+func eachChild(m protoreflect.Message, fn func(protoreflect.Message) bool) bool {
+	fields := m.Descriptor().Fields()
+	for i := 0; i < fields.Len(); i++ {
+		fd := fields.Get(i)
+		if fd.Message() == nil || fd.IsMap() || !m.Has(fd) {
+			continue
+		}
+		if !fd.IsList() {
+			if !fn(m.Get(fd).Message()) {
+				return false
+			}
+			continue
+		}
+		l := m.Get(fd).List()
+		for j := 0; j < l.Len(); j++ {
+			if !fn(l.Get(j).Message()) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // FallbackParamTypes is the type list for a second PREPARE attempt when
@@ -779,7 +790,7 @@ func Split(script string) ([]string, error) {
 func Fingerprint(sql string) (fingerprint, normalised string) {
 	norm, err := pg_query.Normalize(sql)
 	if err != nil {
-		norm = literalRe.ReplaceAllString(sql, "?")
+		norm = literalRe().ReplaceAllString(sql, "?")
 		return "text:" + norm, norm
 	}
 	fp, err := pg_query.Fingerprint(sql)
@@ -804,18 +815,18 @@ func normaliseUtility(norm string) string {
 	} else if strings.HasPrefix(first, "(") {
 		first = "("
 	}
-	if dmlStart[first] || !literalRe.MatchString(norm) {
+	if dmlStart[first] || !literalRe().MatchString(norm) {
 		return norm
 	}
 	n := 0
-	for _, m := range paramRe.FindAllStringSubmatch(norm, -1) {
+	for _, m := range paramRe().FindAllStringSubmatch(norm, -1) {
 		if k, err := strconv.Atoi(m[1]); err == nil && k > n {
 			n = k
 		}
 	}
 	var b strings.Builder
 	last := 0
-	for _, loc := range literalRe.FindAllStringIndex(norm, -1) {
+	for _, loc := range literalRe().FindAllStringIndex(norm, -1) {
 		if loc[0] > 0 && (norm[loc[0]-1] == '$' || isWordByte(norm[loc[0]-1])) {
 			continue // $1, or digits inside a name
 		}
@@ -828,10 +839,10 @@ func normaliseUtility(norm string) string {
 	return b.String()
 }
 
-var paramRe = regexp.MustCompile(`\$(\d+)`)
+var paramRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\$(\d+)`) })
 
 func isWordByte(c byte) bool {
 	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
-var literalRe = regexp.MustCompile(`'(?:[^']|'')*'|\b\d+(?:\.\d+)?\b`)
+var literalRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`'(?:[^']|'')*'|\b\d+(?:\.\d+)?\b`) })

@@ -420,3 +420,31 @@ func TestCastToColumnOnce(t *testing.T) {
 		}
 	}
 }
+
+// What the walks return reaches the server (and the recorded transcripts)
+// in the order found, so that order is the statement's own: the select list
+// before FROM, FROM before WHERE, whatever the build. protobuf-go's Range
+// would shuffle it per binary.
+func TestWalkOrderIsTheStatements(t *testing.T) {
+	s, err := Parse(`SELECT (SELECT max(b.v) FROM b), lower(a.t)
+		FROM a JOIN c ON c.id = a.id
+		WHERE a.id IN (SELECT d.id FROM d) AND upper(a.t) = 'X'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rels []string
+	for _, r := range s.Relations() {
+		rels = append(rels, r.Name)
+	}
+	if got, want := strings.Join(rels, ","), "b,a,c,d"; got != want {
+		t.Errorf("relations in order %s, want %s", got, want)
+	}
+	funcs, _ := s.Callees()
+	var fs []string
+	for _, f := range funcs {
+		fs = append(fs, f.Name)
+	}
+	if got, want := strings.Join(fs, ","), "max,lower,upper"; got != want {
+		t.Errorf("functions in order %s, want %s", got, want)
+	}
+}

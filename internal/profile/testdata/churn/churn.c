@@ -1,11 +1,13 @@
 /* churn: threads that allocate and free small blocks, half of them freed
    by another thread (a producer/consumer hand-off), the pattern that
-   makes glibc malloc's arenas contend. usage: churn SECONDS THREADS */
+   makes glibc malloc's arenas contend. usage: churn SECONDS THREADS
+   (SECONDS 0: until killed) */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define RING 4096
 static void *ring[64][RING];
@@ -37,6 +39,8 @@ int main(int argc, char **argv) {
 	if (nthreads < 1 || nthreads > 64) nthreads = 8;
 	pthread_t t[64];
 	for (long i = 0; i < nthreads; i++) pthread_create(&t[i], NULL, work, (void *)i);
+	if (secs <= 0)
+		for (;;) pause(); /* until killed: a test ends it */
 	struct timespec ts = {secs, 0};
 	nanosleep(&ts, NULL);
 	stop = 1;
