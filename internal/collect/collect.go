@@ -333,7 +333,7 @@ func statements(ctx context.Context, q Querier, s *model.Snapshot, limit int) {
 		st.JIT.Available = hasJIT
 		st.Role = s.Roles[st.UserID]
 		seen++
-		if strings.HasPrefix(st.Query, envelope.Tag) || strings.HasPrefix(st.Query, strings.TrimSpace(envelope.Tag)) {
+		if envelope.Own(st.Query) {
 			continue // pgmedic's own statements
 		}
 		if st.Query == "<insufficient privilege>" {
@@ -382,7 +382,7 @@ func databaseStats(ctx context.Context, q Querier, s *model.Snapshot) {
 }
 
 func activity(ctx context.Context, q Querier, s *model.Snapshot) {
-	err := q.QueryRow(ctx, envelope.Tag+`SELECT count(*) FILTER (WHERE state = 'active' AND pid <> pg_backend_pid()),
+	err := q.QueryRow(ctx, envelope.Tag+`SELECT count(*) FILTER (WHERE state = 'active' AND pid <> pg_backend_pid() AND application_name IS DISTINCT FROM '`+envelope.AppName+`'),
 		count(*), current_setting('max_connections')::int
 		FROM pg_stat_activity WHERE backend_type = 'client backend'`).
 		Scan(&s.Activity.Active, &s.Activity.Total, &s.Activity.MaxConnections)

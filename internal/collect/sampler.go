@@ -155,7 +155,7 @@ func sample(ctx context.Context, q Querier, s *model.Snapshot, opts Options) {
 					s.Literals[b.QueryID] = b.Query
 				}
 			}
-			if b.WaitType == "Lock" && b.Database == s.Database {
+			if b.WaitType == "Lock" && b.Database == s.Database && !b.BlockedByPgmedic {
 				waits[model.LockWait{QueryID: b.QueryID, Query: b.Query, WaitEvent: "Lock/" + b.Wait}]++
 			}
 		}
@@ -216,7 +216,45 @@ func sampleOnce(ctx context.Context, q Querier, at time.Time) (model.ActivitySam
 		}
 		smp.Backends = append(smp.Backends, b)
 	}
+	smp.Backends = dropOwn(smp.Backends)
 	return smp, hidden, rows.Err()
+}
+
+// dropOwn leaves pgmedic's other sessions (a verify connection, a second
+// check) out of a tick, and takes them off the blocker lists of the
+// others: a session that waits only for pgmedic is marked, so no rule
+// counts a wait pgmedic caused as the application's.
+func dropOwn(backends []model.Backend) []model.Backend {
+	own := map[int]bool{}
+	for _, b := range backends {
+		if envelope.OwnSession(b.App, b.Query) {
+			own[b.PID] = true
+		}
+	}
+	if len(own) == 0 {
+		return backends
+	}
+	out := backends[:0]
+	for _, b := range backends {
+		if own[b.PID] {
+			continue
+		}
+		if len(b.BlockedBy) > 0 {
+			kept := b.BlockedBy[:0]
+			for _, p := range b.BlockedBy {
+				if !own[p] {
+					kept = append(kept, p)
+				}
+			}
+			if len(kept) == 0 {
+				b.BlockedByPgmedic = true
+				kept = nil
+			}
+			b.BlockedBy = kept
+		}
+		out = append(out, b)
+	}
+	return out
 }
 
 func databaseDelta(ctx context.Context, q Querier) (model.DatabaseDelta, error) {

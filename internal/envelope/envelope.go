@@ -136,7 +136,7 @@ func Connect(ctx context.Context, dsn string, opts Options) (*Session, error) {
 	if cfg.ConnectTimeout == 0 || cfg.ConnectTimeout > opts.ConnectTimeout {
 		cfg.ConnectTimeout = opts.ConnectTimeout
 	}
-	cfg.RuntimeParams["application_name"] = "pgmedic"
+	cfg.RuntimeParams["application_name"] = AppName
 	// pgmedic sends each statement once; the simple protocol avoids leaving
 	// prepared statements behind on the server.
 	cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
@@ -356,6 +356,40 @@ func (s *Session) Settings() []string {
 		"idle_in_transaction_session_timeout = " + s.Options.IdleInTxTimeout.String(),
 		"default_transaction_read_only = on", "experiments in transactions that are rolled back"}
 }
+
+// AppName is the application_name of every pgmedic session.
+const AppName = "pgmedic"
+
+// Own says whether a statement text, as a catalog view or a server log
+// shows it, is pgmedic's: it starts with Tag (after white space), or it
+// names one of the statements pgmedic prepares. pg_stat_statements and
+// auto_explain keep the text the client sent, comments included, but a
+// prepared statement may reach them as the text inside PREPARE, which is
+// why the prepared names count too. What pgmedic runs is never evidence
+// of what the application does.
+func Own(text string) bool {
+	t := strings.TrimLeft(text, " \t\r\n")
+	if strings.HasPrefix(t, strings.TrimSpace(Tag)) {
+		return true
+	}
+	for _, name := range ownPrepared {
+		if strings.Contains(t, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// OwnSession says whether a session is pgmedic's, by its
+// application_name or by the statement it runs.
+func OwnSession(app, query string) bool {
+	return app == AppName || Own(query)
+}
+
+// ownPrepared are the prefixes of the names pgmedic prepares statements
+// under (pgmedic_verify, pgmedic_plan, pgmedic_copy_stmt, ...), as PREPARE
+// and EXECUTE spell them.
+var ownPrepared = []string{"PREPARE pgmedic_", "EXECUTE pgmedic_", "prepare pgmedic_", "execute pgmedic_"}
 
 // Execer is the part of a connection that runs one statement.
 type Execer interface {

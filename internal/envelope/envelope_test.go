@@ -190,3 +190,27 @@ func FuzzDSN(f *testing.F) {
 		}
 	})
 }
+
+// TestOwn: the texts pgmedic's statements reach pg_stat_statements,
+// pg_stat_activity and the server log with are recognised; the
+// application's, even when they mention pgmedic, are not.
+func TestOwn(t *testing.T) {
+	for text, want := range map[string]bool{
+		Tag + "SELECT 1": true,
+		"  \n" + Tag + "EXPLAIN (ANALYZE) EXECUTE x(1)":               true,
+		"/* pgmedic */SELECT 1":                                       true,
+		"PREPARE pgmedic_verify AS SELECT * FROM t":                   true,
+		"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE pgmedic_copy_stmt(1)": true,
+		"SELECT * FROM orders":                                        false,
+		"SELECT 'pgmedic' AS tool":                                    false,
+		"SELECT 1 /* pgmedic */":                                      false,
+		"":                                                            false,
+	} {
+		if got := Own(text); got != want {
+			t.Errorf("Own(%q) = %v, want %v", text, got, want)
+		}
+	}
+	if !OwnSession(AppName, "SELECT 1") || OwnSession("web", "SELECT 1") {
+		t.Error("OwnSession does not go by application_name")
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
@@ -41,6 +42,10 @@ type Summary struct {
 	shapes       map[string][2]string
 	lastAt       time.Time
 	lastMinute   *Minute
+	// ownPIDs are the processes seen running pgmedic's statements, with
+	// when: what else they log (lock waits, errors, plans without the tag)
+	// in that span is pgmedic's too.
+	ownPIDs map[int]*ownSpan
 }
 
 // FileStats is one file's read.
@@ -121,7 +126,7 @@ type Minute struct {
 // NewSummary is an empty summary.
 func NewSummary() *Summary {
 	return &Summary{Events: map[string]int64{}, Checkpoint: map[string]int64{}, Autovacuum: map[string]int64{}, Tables: map[string]*TableMaintenance{},
-		PerMinute: map[string]*Minute{}, stmts: map[string]*StatementStats{}, errs: map[string]*ErrorStats{}, plans: map[string][]*Plan{}, shapes: map[string][2]string{}}
+		PerMinute: map[string]*Minute{}, ownPIDs: map[int]*ownSpan{}, stmts: map[string]*StatementStats{}, errs: map[string]*ErrorStats{}, plans: map[string][]*Plan{}, shapes: map[string][2]string{}}
 }
 
 // sampleSize bounds the durations kept per statement for percentiles
@@ -145,8 +150,89 @@ var (
 	quotedRe  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`"[^"]*"|'[^']*'`) })
 )
 
+// ownEntries is the event that counts the entries left out as pgmedic's.
+const ownEntries = "pgmedic's own entries (left out)"
+
+// own says whether an entry comes from pgmedic: its session's application
+// name, its tagged statement text (in the message, an auto_explain plan's
+// Query Text, or the STATEMENT line), a process seen doing either, or a
+// lock wait behind such a process. pgmedic's experiments run the
+// application's statements with values of pgmedic's choosing; they are
+// never evidence about the application.
+func (s *Summary) own(e Entry) bool {
+	if e.PID != 0 && s.ownedAt(e.PID, e.Time) {
+		// The pid is pgmedic's until it disconnects, or until the prefix
+		// names another application (a new backend got the pid of one that
+		// left without log_disconnections).
+		if e.App == "" || e.App == envelope.AppName {
+			if strings.HasPrefix(e.Message, "disconnection: ") {
+				s.ownPIDs[e.PID].to = e.Time
+			}
+			return true
+		}
+		s.ownPIDs[e.PID].to = e.Time
+	}
+	tagged := e.App == envelope.AppName || envelope.Own(e.Statement)
+	switch {
+	case tagged:
+	case strings.HasPrefix(e.Message, "duration: "):
+		// "duration: 1.2 ms  statement: ..." or an auto_explain plan,
+		// whose Query Text is the statement; "execute pgmedic_verify: ..."
+		// names the statement before its text.
+		if _, _, text, ok := parseDuration(e.Message); ok {
+			tagged = envelope.Own(text) || envelope.Own(queryText(text)) || envelope.Own(e.Message)
+		}
+	case strings.HasPrefix(e.Message, "connection authorized: "):
+		tagged = strings.Contains(e.Message, "application_name="+envelope.AppName)
+	}
+	if tagged {
+		if e.PID != 0 {
+			sp := s.ownPIDs[e.PID]
+			if sp == nil || (!sp.to.IsZero() && !e.Time.IsZero() && e.Time.After(sp.to)) {
+				sp = &ownSpan{from: e.Time}
+				s.ownPIDs[e.PID] = sp
+			}
+			if strings.HasPrefix(e.Message, "disconnection: ") {
+				sp.to = e.Time
+			}
+		}
+		return true
+	}
+	// A lock wait whose holder is pgmedic: "Process holding the lock: N."
+	if strings.HasPrefix(e.Message, "process ") && len(s.ownPIDs) > 0 {
+		if _, rest, ok := strings.Cut(e.Detail, "Process holding the lock: "); ok {
+			holder, _ := strconv.Atoi(strings.TrimSpace(strings.SplitN(rest, ".", 2)[0]))
+			return s.ownedAt(holder, e.Time)
+		}
+	}
+	return false
+}
+
+// ownSpan is when a process was pgmedic's: from its first tagged entry
+// to its disconnection (zero: not seen to end). Entries of different
+// processes reach Add out of time order (each waits for its DETAIL and
+// STATEMENT lines), so a lock wait is judged by its own time.
+type ownSpan struct{ from, to time.Time }
+
+// ownedAt says whether pid was pgmedic's at t (any time, when the log has
+// no timestamps).
+func (s *Summary) ownedAt(pid int, t time.Time) bool {
+	sp := s.ownPIDs[pid]
+	if sp == nil {
+		return false
+	}
+	if t.IsZero() {
+		return sp.to.IsZero()
+	}
+	return !t.Before(sp.from) && (sp.to.IsZero() || !t.After(sp.to))
+}
+
 // Add counts one entry.
 func (s *Summary) Add(e Entry) {
+	if s.own(e) {
+		s.Events[ownEntries]++
+		return
+	}
 	if !e.Time.IsZero() {
 		if s.First.IsZero() || e.Time.Before(s.First) {
 			s.First = e.Time

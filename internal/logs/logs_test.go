@@ -289,3 +289,40 @@ func TestMaintenance(t *testing.T) {
 		t.Errorf("aggressive vacuum not counted: %+v", s.Tables["template1.pg_catalog.pg_class"])
 	}
 }
+
+// TestOwnEntriesLeftOut: what pgmedic's own session logged (its tagged
+// statements, the plan auto_explain printed for its PREPARE, an execute of
+// its prepared statement, its errors and lock waits) and a lock wait that
+// pgmedic's session caused are not the application's; the same pid after
+// pgmedic disconnected is the application's again.
+func TestOwnEntriesLeftOut(t *testing.T) {
+	s := analyze(t, "testdata/own/stderr.log")
+	var texts []string
+	var calls int64
+	for _, st := range s.Statements {
+		texts = append(texts, st.Query)
+		calls += st.Count
+	}
+	if calls != 2 || len(texts) != 1 || !strings.Contains(texts[0], "customer_id") {
+		t.Errorf("statements %q (%d calls), want the application's SELECT twice", texts, calls)
+	}
+	if n := len(s.Plans()); n != 0 {
+		t.Errorf("%d plans kept, want none: the only plan is pgmedic's", n)
+	}
+	if n := s.Events["lock waits"]; n != 1 {
+		t.Errorf("%d lock waits, want 1 (process 502 behind the application's 500)", n)
+	}
+	if n := s.Events["statement timeouts"]; n != 0 {
+		t.Errorf("pgmedic's statement timeout was counted")
+	}
+	var errs int64
+	for _, e := range s.Errors {
+		errs += e.Count
+	}
+	if errs != 1 {
+		t.Errorf("%d errors, want the application's duplicate key only", errs)
+	}
+	if n := s.Events[ownEntries]; n < 7 {
+		t.Errorf("%d entries counted as pgmedic's, want at least 7", n)
+	}
+}

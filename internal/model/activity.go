@@ -97,6 +97,9 @@ type Backend struct {
 	LastMS  float64 `json:"last_ms,omitempty"`
 	// BlockedBy are the sessions it waits for (pg_blocking_pids).
 	BlockedBy []int `json:"blocked_by,omitempty"`
+	// BlockedByPgmedic says it waited only for pgmedic's own sessions:
+	// a wait pgmedic caused, never evidence against the application.
+	BlockedByPgmedic bool `json:"blocked_by_pgmedic,omitempty"`
 	// Locks are the relations it holds locks on (and lock types without a
 	// relation), for sessions inside a transaction.
 	Locks []string `json:"locks,omitempty"`

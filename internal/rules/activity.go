@@ -225,7 +225,7 @@ func LockContention(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 			if b.State == "active" || strings.HasPrefix(b.State, "idle in transaction") {
 				busy++
 			}
-			if b.WaitType == "Lock" {
+			if b.WaitType == "Lock" && !b.BlockedByPgmedic {
 				waiting++
 				n++
 			}
