@@ -46,7 +46,7 @@ func Backends(ctx context.Context, c Conn, sel Select) ([]int, error) {
 		return nil, fmt.Errorf("give --pid, or a DSN with --busiest or --query-like")
 	}
 	q := envelope.Tag + `SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()
-		AND application_name IS DISTINCT FROM '`+envelope.AppName+`'`
+		AND application_name IS DISTINCT FROM '` + envelope.AppName + `'`
 	var args []any
 	if sel.QueryLike != "" {
 		q += ` AND state = 'active' AND strpos(lower(query), lower($1)) > 0`
