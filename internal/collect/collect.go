@@ -64,6 +64,9 @@ type Options struct {
 	MaxStatements int
 	// Clock paces the sampler (nil: the wall clock).
 	Clock Clock
+	// CPU, for a server on this machine, reads a backend's CPU time so far
+	// (ProcCPU); nil for a remote server.
+	CPU func(pid int) (ms float64, ok bool)
 }
 
 // Defaults are the options `check` uses.

@@ -13,8 +13,8 @@ import (
 
 // sampleSQL reads every client backend in one statement: its state and
 // wait, how long its transaction, its state and its last statement took,
-// who blocks it, and for a session inside a transaction the relations it
-// holds locks on. It runs outside any transaction and takes no lock.
+// who blocks it, the lock it waits for (relation and mode), and for a
+// session inside a transaction the relations it holds locks on. It runs outside any transaction and takes no lock.
 // Sessions of other roles, for a role without pg_read_all_stats, show
 // every column NULL but their pid (backend_type too), and the query as
 // "<insufficient privilege>": they are kept, and counted as hidden.
@@ -27,7 +27,9 @@ const sampleSQL = `SELECT a.pid, coalesce(a.datname, ''), coalesce(a.usename, ''
 	pg_blocking_pids(a.pid),
 	CASE WHEN a.xact_start IS NULL THEN '{}'::text[] ELSE ARRAY(
 		SELECT DISTINCT l.relation::regclass::text || ' (' || l.mode || ')' FROM pg_locks l
-		WHERE l.pid = a.pid AND l.granted AND l.locktype = 'relation' AND l.relation >= 16384 ORDER BY 1) END
+		WHERE l.pid = a.pid AND l.granted AND l.locktype = 'relation' AND l.relation >= 16384 ORDER BY 1) END,
+	CASE WHEN a.wait_event_type = 'Lock' THEN coalesce((SELECT coalesce(l.relation::regclass::text, l.locktype) || ' (' || l.mode || ')'
+		FROM pg_locks l WHERE l.pid = a.pid AND NOT l.granted LIMIT 1), '') ELSE '' END
 	FROM pg_stat_activity a
 	WHERE (a.backend_type = 'client backend' OR a.backend_type IS NULL) AND a.pid <> pg_backend_pid()`
 
@@ -132,6 +134,13 @@ func sample(ctx context.Context, q Querier, s *model.Snapshot, opts Options) {
 	waits := map[model.LockWait]int{}
 	tick := func(at time.Time) error {
 		smp, h, err := sampleOnce(wctx, q, at)
+		if opts.CPU != nil {
+			for i := range smp.Backends {
+				if ms, ok := opts.CPU(smp.Backends[i].PID); ok {
+					smp.Backends[i].CPUMS = ms
+				}
+			}
+		}
 		sm.OverheadMS += float64(clk.Now().Sub(at).Microseconds()) / 1000
 		if err != nil {
 			s.Missing[SrcLocks] = skipFor(s, "cannot sample pg_stat_activity", err)
@@ -204,7 +213,7 @@ func sampleOnce(ctx context.Context, q Querier, at time.Time) (model.ActivitySam
 		var b model.Backend
 		var blocked []int32
 		if err := rows.Scan(&b.PID, &b.Database, &b.User, &b.App, &b.Client, &b.State, &b.WaitType, &b.Wait, &b.QueryID, &b.Query,
-			&b.XactMS, &b.StateMS, &b.LastMS, &blocked, &b.Locks); err != nil {
+			&b.XactMS, &b.StateMS, &b.LastMS, &blocked, &b.Locks, &b.WaitsFor); err != nil {
 			return smp, 0, err
 		}
 		for _, p := range blocked {

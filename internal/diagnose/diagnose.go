@@ -133,6 +133,9 @@ func Check(ctx context.Context, dsn, version string, o Options, min model.Severi
 	opts := collect.Defaults
 	opts.MaxTables, opts.MaxStatements = o.MaxTables, o.MaxStatements
 	opts.SampleFor, opts.SampleEvery = o.SampleFor, o.SampleEvery
+	if local(sess.Target.Host) {
+		opts.CPU = collect.ProcCPU
+	}
 	if o.SampleFor > 0 {
 		o.logf("sampling sessions for %s", o.SampleFor)
 	}
@@ -195,13 +198,20 @@ func serverCores(flag int, host string) int {
 	if flag > 0 {
 		return flag
 	}
-	if strings.HasPrefix(host, "/") || host == "localhost" {
-		return runtime.NumCPU()
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+	if local(host) {
 		return runtime.NumCPU()
 	}
 	return 4
+}
+
+// local says whether the server runs on this machine: a socket
+// directory, localhost or a loopback address.
+func local(host string) bool {
+	if strings.HasPrefix(host, "/") || host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Plan runs the plan rules on one plan; with a session it reads the

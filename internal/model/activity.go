@@ -97,9 +97,16 @@ type Backend struct {
 	LastMS  float64 `json:"last_ms,omitempty"`
 	// BlockedBy are the sessions it waits for (pg_blocking_pids).
 	BlockedBy []int `json:"blocked_by,omitempty"`
+	// WaitsFor is the lock it waits for, as "relation (mode)" (or the
+	// lock type, for a row's transaction id), when it waits for one.
+	WaitsFor string `json:"waits_for,omitempty"`
 	// BlockedByPgmedic says it waited only for pgmedic's own sessions:
 	// a wait pgmedic caused, never evidence against the application.
 	BlockedByPgmedic bool `json:"blocked_by_pgmedic,omitempty"`
+	// CPUMS is the CPU time the backend's process had used by then, for a
+	// server on pgmedic's machine (/proc); 0 when not known. Two samples
+	// of it say how much of a core the session got in between.
+	CPUMS float64 `json:"cpu_ms,omitempty"`
 	// Locks are the relations it holds locks on (and lock types without a
 	// relation), for sessions inside a transaction.
 	Locks []string `json:"locks,omitempty"`

@@ -83,25 +83,15 @@ func sessions(s *model.Snapshot) map[int]*session {
 		// tuple lock), so pg_blocking_pids of the others names it, not
 		// the session at the head: every session up the chain counts the
 		// waiter.
-		blockers := map[int][]int{}
+		db := map[int]string{}
 		for _, b := range smp.Backends {
-			blockers[b.PID] = b.BlockedBy
+			db[b.PID] = b.Database
 		}
-		for _, b := range smp.Backends {
-			if b.Database != s.Database {
-				continue
-			}
-			seen := map[int]bool{b.PID: true}
-			up := append([]int(nil), b.BlockedBy...)
-			for len(up) > 0 && len(seen) < 1000 {
-				p := up[0]
-				up = up[1:]
-				if seen[p] {
-					continue
+		for p, ws := range queuedBehind(smp) {
+			for w := range ws {
+				if db[w] == s.Database {
+					get(model.Backend{PID: p}).waiters[w] = true
 				}
-				seen[p] = true
-				get(model.Backend{PID: p}).waiters[b.PID] = true
-				up = append(up, blockers[p]...)
 			}
 		}
 	}
@@ -246,6 +236,7 @@ func LockContention(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 			blocks[p]++
 		}
 	}
+	behind := queuedBehind(smp)
 	// The head blocks others and waits for nobody.
 	head, headWaiters := model.Backend{}, 0
 	for pid, n := range blocks {
@@ -258,23 +249,45 @@ func LockContention(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	if share >= 0.5 {
 		sev = model.Critical
 	}
+	evidence := []model.Evidence{
+		ev("session-samples waiting on a lock", float64(waiting), ""),
+		ev("session-samples active or in a transaction", float64(busy), ""),
+		ev("sessions waiting at the worst moment", float64(worst), ""),
+		ev("sessions the head blocked directly", float64(headWaiters), ""),
+	}
+	if f, ok := ddlQueue(s, smp, byPID, behind); ok {
+		f.Severity, f.Evidence = sev, append(evidence, f.Evidence...)
+		f.Impact.Share = math.Min(share, 1)
+		return []model.Finding{f}, nil
+	}
 	title := fmt.Sprintf("lock waits took %s of the sampled session time; at the worst moment %s waited", pct(share), sessionsWord(worst))
 	headText := "the head of the chain was not visible (another database, or a role pgmedic may not see)"
 	if headWaiters > 0 {
 		headText = fmt.Sprintf("%s, %s for %s, running %q", who(head), head.State, sec(head.StateMS), Shorten(head.Query, 100))
 		title += fmt.Sprintf(" behind %s (%s)", who(head), head.State)
 	}
+	fix := "end or shorten the transaction at the head of the chain (see idle-in-transaction when it sits idle)"
+	rowLocks, claims := false, false
+	for _, b := range smp.Backends {
+		if b.WaitType == "Lock" && (b.Wait == "transactionid" || b.Wait == "tuple") {
+			rowLocks = true
+			if strings.Contains(strings.ToUpper(b.Query), " FOR UPDATE") || strings.Contains(strings.ToUpper(b.Query), " FOR NO KEY UPDATE") {
+				claims = true
+			}
+		}
+	}
+	if rowLocks {
+		fix += "; take row locks in a consistent order and keep the transactions that hold them short"
+	}
+	if claims {
+		fix += "; workers that claim rows from a queue should use FOR UPDATE SKIP LOCKED"
+	}
 	f := model.Finding{
 		Rule: LockContentionID, Severity: sev, Title: title,
-		Object: model.Object{Kind: "database", Name: s.Database, Database: s.Database},
-		Evidence: []model.Evidence{
-			ev("session-samples waiting on a lock", float64(waiting), ""),
-			ev("session-samples active or in a transaction", float64(busy), ""),
-			ev("sessions waiting at the worst moment", float64(worst), ""),
-			ev("sessions the head blocked directly", float64(headWaiters), ""),
-		},
-		Impact: model.Impact{Summary: "the head of the chain: " + headText, Share: math.Min(share, 1)},
-		Fix: model.Fix{Summary: "end or shorten the transaction at the head of the chain (see idle-in-transaction when it sits idle); take row locks in a consistent order, and for queues use FOR UPDATE SKIP LOCKED",
+		Object:   model.Object{Kind: "database", Name: s.Database, Database: s.Database},
+		Evidence: evidence,
+		Impact:   model.Impact{Summary: "the head of the chain: " + headText, Share: math.Min(share, 1)},
+		Fix: model.Fix{Summary: fix,
 			SQL: fmt.Sprintf("-- the head of the chain, if it must go:\nSELECT pg_cancel_backend(%d); -- or pg_terminate_backend(%d)", head.PID, head.PID)},
 		Verification: model.NotRunBecause("observed while sampling; the chain is the measurement"),
 		Docs:         docsPath(LockContentionID),
@@ -283,6 +296,112 @@ func LockContention(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		f.Fix.SQL = ""
 	}
 	return []model.Finding{f}, nil
+}
+
+// queuedBehind is, for each session of one sample, every session that
+// waits for it directly or through others. PostgreSQL's
+// pg_blocking_pids names the sessions ahead in a lock's wait queue whose
+// requests conflict, not only the holders: readers queued behind a
+// waiting ALTER name the ALTER, and the ALTER names the holder.
+func queuedBehind(smp model.ActivitySample) map[int]map[int]bool {
+	blockers := map[int][]int{}
+	for _, b := range smp.Backends {
+		blockers[b.PID] = b.BlockedBy
+	}
+	out := map[int]map[int]bool{}
+	for _, b := range smp.Backends {
+		seen := map[int]bool{b.PID: true}
+		up := append([]int(nil), b.BlockedBy...)
+		for len(up) > 0 && len(seen) < 1000 {
+			p := up[0]
+			up = up[1:]
+			if seen[p] {
+				continue
+			}
+			seen[p] = true
+			if out[p] == nil {
+				out[p] = map[int]bool{}
+			}
+			out[p][b.PID] = true
+			up = append(up, blockers[p]...)
+		}
+	}
+	return out
+}
+
+// ddlQueue finds a schema change waiting for its lock with sessions queued
+// behind it: there the queue forms, whoever holds the lock it waits for.
+// The finding names the statement, the lock it asked for, whom it blocks
+// and what blocks it, with the fix for that statement and lock.
+func ddlQueue(s *model.Snapshot, smp model.ActivitySample, byPID map[int]model.Backend, behind map[int]map[int]bool) (model.Finding, bool) {
+	var ddl model.Backend
+	var d *sqlparse.DDL
+	for _, b := range smp.Backends {
+		if b.WaitType != "Lock" || len(behind[b.PID]) == 0 || (d != nil && len(behind[b.PID]) <= len(behind[ddl.PID])) {
+			continue
+		}
+		st, err := sqlparse.Parse(b.Query)
+		if err != nil {
+			continue
+		}
+		if x := st.DDL(); x != nil {
+			ddl, d = b, x
+		}
+	}
+	if d == nil {
+		return model.Finding{}, false
+	}
+	mode, rel := ddlLock(d), sqlparse.QuoteQualified(d.Table.Schema, d.Table.Name)
+	if r, m, ok := strings.Cut(ddl.WaitsFor, " ("); ok {
+		rel, mode = r, strings.TrimSuffix(m, ")")
+	}
+	var blockers []string
+	for _, p := range ddl.BlockedBy {
+		if b, ok := byPID[p]; ok {
+			blockers = append(blockers, fmt.Sprintf("%s, %s for %s, running %q", who(b), b.State, sec(b.StateMS), Shorten(b.Query, 80)))
+		} else {
+			blockers = append(blockers, fmt.Sprintf("pid %d (not visible to pgmedic's role)", p))
+		}
+	}
+	queued := len(behind[ddl.PID])
+	what := "every later statement that conflicts with it"
+	if blocksReads(mode) {
+		what = "every later statement on the table, reads included"
+	}
+	heads := pidsOf(ddl.BlockedBy)
+	for i, p := range ddl.BlockedBy {
+		if b, ok := byPID[p]; ok {
+			heads[i] = fmt.Sprintf("%s running %q", who(b), Shorten(b.Query, 60))
+		}
+	}
+	title := fmt.Sprintf("schema change %q waited %s for %s on %s behind %s; %s queued behind it", Shorten(ddl.Query, 80), sec(ddl.StateMS), mode, rel,
+		strings.Join(heads, ", "), sessionsWord(queued))
+	summary, sql := ddlFix(d, ddl.Query)
+	if len(ddl.BlockedBy) > 0 {
+		sql += fmt.Sprintf("\n-- what it waits for, if it must go:\nSELECT pg_cancel_backend(%d); -- or pg_terminate_backend(%d)", ddl.BlockedBy[0], ddl.BlockedBy[0])
+	}
+	return model.Finding{
+		Rule: LockContentionID, Title: title,
+		Object: model.Object{Kind: "statement", Name: Shorten(ddl.Query, 200), Role: ddl.User, Database: s.Database},
+		Evidence: []model.Evidence{
+			ev("sessions queued behind the schema change", float64(queued), ""),
+			ev("the schema change waited", ddl.StateMS, "ms"),
+			ev("sessions it waits for", float64(len(ddl.BlockedBy)), ""),
+		},
+		Impact: model.Impact{Summary: fmt.Sprintf("the %s of %s waits for %s, and %s waits behind it. It waits for %s",
+			d.Command, who(ddl), mode, what, strings.Join(blockers, "; "))},
+		Fix:          model.Fix{Summary: summary, SQL: sql},
+		Verification: model.NotRunBecause("observed while sampling; the queue is the measurement (the lab's migration-lock-queue scenario measures the readers' p99 with and without lock_timeout)"),
+		Docs:         docsPath(LockContentionID),
+	}, true
+}
+
+func pidsOf(pids []int) []string {
+	out := make([]string, len(pids))
+	for i, p := range pids {
+		out[i] = fmt.Sprintf("pid %d", p)
+	}
+	return out
 }
 
 // ClientStall finds sessions whose time goes to the client: idle in a
@@ -341,57 +460,152 @@ func ClientStall(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	return out, nil
 }
 
-// ConnectionPressure finds more sessions working at once than the server
-// has cores, connections near max_connections, and connection churn.
+// runQueue is what the samples say about the sessions that wanted a core.
+// A session counts only when it is active with no wait event: waiting
+// for a lock, for its client, for I/O or WAL, or idle in a transaction,
+// it does not compete for a core (and the first two have rules of their
+// own).
+type runQueue struct {
+	onCPU     float64 // sessions on CPU, mean per sample
+	peak      int
+	ticksOver int     // samples with more sessions on CPU than cores
+	waiting   float64 // active sessions that waited (lock, I/O, LWLock, client), mean per sample
+	// coresGot is how many cores the sampled backends got over the window,
+	// from their processes' CPU time (a server on pgmedic's machine); 0
+	// when not measured.
+	coresGot float64
+}
+
+// readRunQueue folds the samples of every database: the cores are shared.
+func readRunQueue(s *model.Snapshot, cores int) runQueue {
+	var q runQueue
+	ticks := len(s.Sampling.Samples)
+	type span struct {
+		first, last float64
+		seen        int
+	}
+	cpu := map[int]*span{}
+	on, waiting := 0, 0
+	for _, smp := range s.Sampling.Samples {
+		n := 0
+		for _, b := range smp.Backends {
+			if b.State == "active" {
+				if b.WaitType == "" {
+					n++
+				} else {
+					waiting++
+				}
+			}
+			if b.CPUMS > 0 {
+				sp := cpu[b.PID]
+				if sp == nil {
+					sp = &span{first: b.CPUMS}
+					cpu[b.PID] = sp
+				}
+				sp.last, sp.seen = b.CPUMS, sp.seen+1
+			}
+		}
+		on += n
+		q.peak = max(q.peak, n)
+		if n > cores {
+			q.ticksOver++
+		}
+	}
+	q.onCPU = float64(on) / float64(ticks)
+	q.waiting = float64(waiting) / float64(ticks)
+	window := s.Sampling.Samples[ticks-1].At.Sub(s.Sampling.Samples[0].At).Seconds()
+	if window > 0 && len(cpu) > 0 {
+		used := 0.0
+		for _, sp := range cpu {
+			if sp.seen >= 2 && sp.last >= sp.first {
+				used += sp.last - sp.first
+			}
+		}
+		q.coresGot = used / 1000 / window
+	}
+	return q
+}
+
+// Thresholds of the run queue: more sessions on CPU than cores in at
+// least half the samples, and statements stretched to at least twice
+// their CPU time (as long in the queue as at work; 4 times: critical).
+const (
+	stretchWarn     = 2.0
+	stretchCritical = 4.0
+)
+
+// ConnectionPressure finds a real run queue (more sessions on CPU than
+// the server has cores, and each getting measurably less than a core),
+// connections near max_connections, and connection churn.
 func ConnectionPressure(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	if ok, skip := sampled(s, ConnectionPressureID); !ok {
 		return nil, skip
 	}
 	ticks := len(s.Sampling.Samples)
-	active, total, peak := 0, 0, 0
+	total := 0
 	for _, smp := range s.Sampling.Samples {
-		n := 0
-		for _, b := range smp.Backends {
-			total++
-			if b.State == "active" {
-				active++
-				n++
-			}
-		}
-		peak = max(peak, n)
+		total += len(smp.Backends)
 	}
-	avgActive := float64(active) / float64(ticks)
 	avgTotal := float64(total) / float64(ticks)
 	cores := s.ServerCores
 	if cores <= 0 {
 		cores = 4
 	}
+	q := readRunQueue(s, cores)
 	maxConn := s.Activity.MaxConnections
 	churn := 0.0
 	if s.Sampling.Seconds > 0 {
 		churn = float64(s.Sampling.Delta.Sessions) / s.Sampling.Seconds
 	}
 	var why []string
-	if avgActive > activePerCore*float64(cores) {
-		why = append(why, fmt.Sprintf("%.1f sessions were active on average (%d at the peak) on %d cores", avgActive, peak, cores))
+	sev := model.Info
+	raise := func(to model.Severity) {
+		if to > sev {
+			sev = to
+		}
+	}
+	stretch := 0.0
+	verification := model.NotRunBecause("observed while sampling; a lab scenario measures goodput at both client counts")
+	if q.onCPU > float64(cores) && 2*q.ticksOver >= ticks {
+		queue := fmt.Sprintf("%.1f sessions were on CPU on average (%d at the peak) on %d cores", q.onCPU, q.peak, cores)
+		switch {
+		case q.coresGot > 0:
+			stretch = q.onCPU / q.coresGot
+			if stretch >= stretchWarn {
+				why = append(why, fmt.Sprintf("%s and got %.1f cores between them: each statement took %.1fx its CPU time", queue, q.coresGot, stretch))
+				raise(model.Warning)
+				if stretch >= stretchCritical {
+					raise(model.Critical)
+				}
+				verification = model.NotRunBecause(fmt.Sprintf("measured while sampling: %.1f sessions wanted a core and their processes got %.1f cores (CPU time in /proc); a lab scenario measures goodput at both client counts", q.onCPU, q.coresGot))
+			}
+		case q.onCPU > activePerCore*float64(cores):
+			// A remote server: the queue is counted, the slowdown is not
+			// measured, so it is not a warning.
+			why = append(why, queue+"; how much each got was not measured (the server is not on this machine)")
+		}
 	}
 	if maxConn > 0 && avgTotal >= 0.8*float64(maxConn) {
 		why = append(why, fmt.Sprintf("%.0f of max_connections=%d connections were open", avgTotal, maxConn))
+		raise(model.Warning)
 	}
 	if churn >= churnPerSecond {
 		why = append(why, fmt.Sprintf("%.0f new sessions per second", churn))
+		raise(model.Warning)
 	}
 	if len(why) == 0 {
 		return nil, nil
 	}
 	pool := 2 * cores
 	f := model.Finding{
-		Rule: ConnectionPressureID, Severity: model.Warning,
+		Rule: ConnectionPressureID, Severity: sev,
 		Title:  "connection pressure: " + strings.Join(why, "; "),
 		Object: model.Object{Kind: "server", Name: s.Database, Database: s.Database},
 		Evidence: []model.Evidence{
-			ev("active sessions, average over the samples", avgActive, ""),
-			ev("active sessions at the peak", float64(peak), ""),
+			ev("sessions on CPU (active, no wait event), average over the samples", q.onCPU, ""),
+			ev("sessions on CPU at the peak", float64(q.peak), ""),
+			ev("samples with more sessions on CPU than cores", float64(q.ticksOver), ""),
+			ev("active sessions waiting (lock, I/O, LWLock, client), average: not counted", q.waiting, ""),
 			ev("server cores", float64(cores), ""),
 			ev("open connections, average", avgTotal, ""),
 			ev("max_connections", float64(maxConn), ""),
@@ -399,11 +613,12 @@ func ConnectionPressure(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		},
 		Impact:       model.Impact{Summary: fmt.Sprintf("past about %d working sessions a %d-core server only queues them: each statement takes longer, clients time out and retry, and the retries add load (the cascade the UK dashboard went through)", pool, cores)},
 		Fix:          model.Fix{Summary: fmt.Sprintf("put a pool in front (PgBouncer in transaction mode, or the application's pool) sized to about %d server connections (2 x %d cores) with clients queueing in the pool; reuse connections instead of opening one per request; make the statements cheaper (see the other findings) before adding servers", pool, cores)},
-		Verification: model.NotRunBecause("observed while sampling; a lab scenario measures goodput at both client counts"),
+		Verification: verification,
 		Docs:         docsPath(ConnectionPressureID),
 	}
-	if avgActive > 2*activePerCore*float64(cores) {
-		f.Severity = model.Critical
+	if q.coresGot > 0 {
+		f.Evidence = append(f.Evidence, ev("cores the sessions got (CPU time of their processes)", q.coresGot, ""),
+			ev("wall time per unit of CPU time of the sessions on CPU", stretch, "x"))
 	}
 	return []model.Finding{f}, nil
 }

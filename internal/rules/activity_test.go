@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
 // sampledSnapshot is a snapshot whose sampler saw the same backends in each
@@ -24,6 +25,42 @@ func sampledSnapshot(ticks int, backends ...model.Backend) *model.Snapshot {
 	return s
 }
 
+// burning gives each backend a process that used msPerTick of CPU
+// between samples (100 ms apart): 10 is a tenth of a core.
+func burning(s *model.Snapshot, msPerTick float64) *model.Snapshot {
+	for i := range s.Sampling.Samples {
+		s.Sampling.Samples[i].At = time.Unix(0, 0).Add(time.Duration(i) * 100 * time.Millisecond)
+		for j := range s.Sampling.Samples[i].Backends {
+			s.Sampling.Samples[i].Backends[j].CPUMS = 1000 + float64(i)*msPerTick
+		}
+	}
+	return s
+}
+
+// readersBehindALock: a long report holds a lock, an ALTER waits for
+// AccessExclusiveLock, six reads queue behind it. Active, none on CPU.
+func readersBehindALock() []model.Backend {
+	out := []model.Backend{
+		{PID: 50, State: "active", Query: "SELECT region, sum(total) FROM orders GROUP BY region", XactMS: 60000, StateMS: 60000},
+		{PID: 51, State: "active", WaitType: "Lock", Wait: "relation", BlockedBy: []int{50}, Query: "ALTER TABLE orders ADD COLUMN note text", XactMS: 5000, StateMS: 5000,
+			WaitsFor: "orders (AccessExclusiveLock)"},
+	}
+	for i := 0; i < 6; i++ {
+		out = append(out, model.Backend{PID: 60 + i, State: "active", WaitType: "Lock", Wait: "relation", BlockedBy: []int{51}, Query: "SELECT * FROM orders WHERE id = $1"})
+	}
+	return out
+}
+
+// writersOnIO: five sessions inserting, each waiting on WAL or the disk.
+func writersOnIO() []model.Backend {
+	waits := [][2]string{{"IO", "WALSync"}, {"LWLock", "WALWrite"}, {"IO", "DataFileWrite"}, {"IO", "WALWrite"}, {"LWLock", "WALWrite"}}
+	var out []model.Backend
+	for i, w := range waits {
+		out = append(out, model.Backend{PID: 70 + i, State: "active", WaitType: w[0], Wait: w[1], Query: "INSERT INTO readings VALUES ($1, $2, $3)"})
+	}
+	return out
+}
+
 func TestSessionRules(t *testing.T) {
 	holder := model.Backend{PID: 10, User: "app", App: "worker", State: "idle in transaction", Wait: "ClientRead", WaitType: "Client",
 		StateMS: 4000, XactMS: 4100, LastMS: 2, Locks: []string{"public.accounts (RowExclusiveLock)"}, Query: "UPDATE accounts SET balance = balance - 5 WHERE id = 1"}
@@ -32,7 +69,7 @@ func TestSessionRules(t *testing.T) {
 	}
 	many := []model.Backend{}
 	for i := 0; i < 20; i++ {
-		many = append(many, model.Backend{PID: 100 + i, State: "active", Query: "SELECT pg_sleep(1)"})
+		many = append(many, model.Backend{PID: 100 + i, State: "active", Query: "SELECT count(*) FROM generate_series(1, 1e6)"})
 	}
 	quiet := []model.Backend{{PID: 1, State: "idle", Wait: "ClientRead", WaitType: "Client"}, {PID: 2, State: "active", Query: "SELECT 1"}}
 	for _, c := range []struct {
@@ -47,8 +84,17 @@ func TestSessionRules(t *testing.T) {
 				LockContentionID: "behind pid 10", ClientStallID: "the database answered pid 10 (application worker, user app) in 2.0 ms; the client then kept the transaction open 4.1 s"}},
 		{"a client that does not read its results", sampledSnapshot(4, model.Backend{PID: 20, State: "active", WaitType: "Client", Wait: "ClientWrite", StateMS: 2500, Query: "SELECT * FROM big"}),
 			map[string]model.Severity{ClientStallID: model.Warning}, map[string]string{ClientStallID: "waited for its client to read the results"}},
-		{"twenty active sessions on two cores", sampledSnapshot(3, many...),
-			map[string]model.Severity{ConnectionPressureID: model.Critical}, map[string]string{ConnectionPressureID: "20.0 sessions were active on average"}},
+		{"twenty sessions on CPU on two cores, each getting a tenth of a core", burning(sampledSnapshot(5, many...), 10),
+			map[string]model.Severity{ConnectionPressureID: model.Critical}, map[string]string{ConnectionPressureID: "20.0 sessions were on CPU on average (20 at the peak) on 2 cores and got 2.0 cores between them: each statement took 10.0x"}},
+		{"twenty sessions on CPU of a remote server: counted, not measured", sampledSnapshot(5, many...),
+			map[string]model.Severity{ConnectionPressureID: model.Info}, map[string]string{ConnectionPressureID: "was not measured"}},
+		{"three sessions on CPU on two cores, each getting most of a core", burning(sampledSnapshot(5, many[:3]...), 60),
+			map[string]model.Severity{}, nil},
+		{"six readers queued behind a migration", sampledSnapshot(5, readersBehindALock()...),
+			map[string]model.Severity{LockContentionID: model.Critical},
+			map[string]string{LockContentionID: `schema change "ALTER TABLE orders ADD COLUMN note text" waited 5.0 s for AccessExclusiveLock on orders behind pid 50 running "SELECT region, sum(total) FROM orders GROUP BY region"; 6 sessions queued behind it`}},
+		{"five writers waiting on WAL and I/O", burning(sampledSnapshot(5, writersOnIO()...), 5),
+			map[string]model.Severity{}, nil},
 		{"idle, healthy", sampledSnapshot(10, quiet...), map[string]model.Severity{}, nil},
 		{"a short idle transaction alone", sampledSnapshot(3, model.Backend{PID: 3, State: "idle in transaction", Wait: "ClientRead", StateMS: 300, XactMS: 310, LastMS: 1}),
 			map[string]model.Severity{}, nil},
@@ -213,5 +259,78 @@ func TestFromLogMisestimates(t *testing.T) {
 	}
 	if fs := FromLogMisestimates([]LogMisestimate{analyzed, small}); len(fs) != 0 {
 		t.Errorf("fired on %+v", fs[0].Title)
+	}
+}
+
+// TestDDLQueueFix: the fix of a queue a schema change heads is the one for
+// that statement and its lock, never the row-lock advice.
+func TestDDLQueueFix(t *testing.T) {
+	fs, _ := LockContention(sampledSnapshot(5, readersBehindALock()...))
+	if len(fs) != 1 {
+		t.Fatalf("%d findings", len(fs))
+	}
+	f := fs[0]
+	for _, want := range []string{"lock_timeout", "retry"} {
+		if !strings.Contains(f.Fix.Summary, want) {
+			t.Errorf("fix %q lacks %q", f.Fix.Summary, want)
+		}
+	}
+	if strings.Contains(f.Fix.Summary, "SKIP LOCKED") || strings.Contains(f.Fix.Summary, "consistent order") {
+		t.Errorf("row-lock advice for a migration: %q", f.Fix.Summary)
+	}
+	if !strings.Contains(f.Fix.SQL, "SET lock_timeout = '2s'") || !strings.Contains(f.Fix.SQL, "ALTER TABLE orders ADD COLUMN note text;") || !strings.Contains(f.Fix.SQL, "pg_cancel_backend(50)") {
+		t.Errorf("fix SQL %q", f.Fix.SQL)
+	}
+	if !strings.Contains(f.Impact.Summary, "reads included") || !strings.Contains(f.Impact.Summary, "pid 50") {
+		t.Errorf("impact %q", f.Impact.Summary)
+	}
+	// A row-lock queue keeps its own advice.
+	holder := model.Backend{PID: 10, State: "idle in transaction", StateMS: 5000, XactMS: 5000}
+	w := model.Backend{PID: 11, State: "active", WaitType: "Lock", Wait: "transactionid", BlockedBy: []int{10}, Query: "SELECT * FROM jobs WHERE state = 'new' LIMIT 1 FOR UPDATE"}
+	fs, _ = LockContention(sampledSnapshot(5, holder, w))
+	if len(fs) != 1 || !strings.Contains(fs[0].Fix.Summary, "SKIP LOCKED") || strings.Contains(fs[0].Fix.Summary, "lock_timeout") {
+		t.Errorf("row-lock queue: %+v", fs)
+	}
+}
+
+// TestDDLLocks: the lock each schema change takes, and the form of it
+// that does not hold the table, follow PostgreSQL's documentation.
+func TestDDLLocks(t *testing.T) {
+	for _, c := range []struct{ sql, mode, fix string }{
+		{"ALTER TABLE orders ADD COLUMN note text", "AccessExclusiveLock", "lock_timeout"},
+		{"CREATE INDEX ON orders (customer_id)", "ShareLock", "CREATE INDEX CONCURRENTLY"},
+		{"CREATE INDEX CONCURRENTLY ON orders (customer_id)", "ShareUpdateExclusiveLock", "lock_timeout"},
+		{"ALTER TABLE orders ADD CONSTRAINT fk FOREIGN KEY (customer_id) REFERENCES customers (id)", "ShareRowExclusiveLock", "NOT VALID"},
+		{"ALTER TABLE orders VALIDATE CONSTRAINT fk", "ShareUpdateExclusiveLock", "lock_timeout"},
+		{"ALTER TABLE orders ALTER COLUMN total SET NOT NULL", "AccessExclusiveLock", "IS NOT NULL) NOT VALID"},
+		{"ALTER TABLE orders ALTER COLUMN total TYPE numeric(14,2)", "AccessExclusiveLock", "backfill it in batches"},
+		{"ALTER TABLE orders ADD PRIMARY KEY (id)", "AccessExclusiveLock", "CREATE UNIQUE INDEX CONCURRENTLY"},
+		{"ALTER TABLE orders SET (fillfactor = 80)", "ShareUpdateExclusiveLock", "lock_timeout"},
+		{"VACUUM FULL orders", "AccessExclusiveLock", "pg_repack"},
+		{"REINDEX TABLE orders", "ShareLock", "CONCURRENTLY"},
+		{"LOCK TABLE orders IN SHARE MODE", "ShareLock", "lock_timeout"},
+		{"REFRESH MATERIALIZED VIEW daily", "AccessExclusiveLock", "CONCURRENTLY"},
+		{"DROP INDEX orders_customer_idx", "AccessExclusiveLock", "DROP INDEX CONCURRENTLY"},
+	} {
+		st, err := sqlparse.Parse(c.sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := st.DDL()
+		if d == nil {
+			t.Errorf("%s: not read as a schema change", c.sql)
+			continue
+		}
+		if got := ddlLock(d); got != c.mode {
+			t.Errorf("%s: %s, want %s", c.sql, got, c.mode)
+		}
+		if sum, _ := ddlFix(d, c.sql); !strings.Contains(sum, c.fix) {
+			t.Errorf("%s: fix %q lacks %q", c.sql, sum, c.fix)
+		}
+	}
+	for _, sql := range []string{"SELECT 1", "UPDATE orders SET total = 0", "CREATE TABLE t (id int)"} {
+		if st, _ := sqlparse.Parse(sql); st.DDL() != nil {
+			t.Errorf("%s read as a schema change", sql)
+		}
 	}
 }

@@ -30,8 +30,10 @@ func lockChain(ctx context.Context, env *Env) error {
 		return err
 	}
 	// The client now does something else (a remote call, say) and
-	// leaves its transaction open: its row lock stays held.
-	return untilDone(ctx, 3, func(ctx context.Context, conn *pgx.Conn) error {
+	// leaves its transaction open: its row lock stays held. Six writers
+	// queue behind it on a two-core server: active, none on CPU, so no
+	// connection pressure.
+	return untilDone(ctx, 6, func(ctx context.Context, conn *pgx.Conn) error {
 		_, err := conn.Exec(ctx, `UPDATE accounts SET balance = balance + 1 WHERE id = 1`)
 		return err
 	}, env)
@@ -114,9 +116,11 @@ func slowReader(ctx context.Context, env *Env) error {
 
 // connectionBurst opens many more sessions than the server has cores, each
 // busy all the time, as an autoscaled fleet of application servers does.
+// Busy means on CPU: a statement that computes (about 20 ms of a core
+// alone), not one that sleeps, which waits without wanting a core.
 func connectionBurst(ctx context.Context, env *Env) error {
 	return untilDone(ctx, 24, func(ctx context.Context, conn *pgx.Conn) error {
-		_, err := conn.Exec(ctx, `SELECT pg_sleep(0.2)`)
+		_, err := conn.Exec(ctx, `SELECT count(*) FROM generate_series(1, 200000) g WHERE g % 7 = 3`)
 		return err
 	}, env)
 }

@@ -25,6 +25,7 @@ var workloads = map[string]Workload{
 	"pool-saturation":          poolSaturation,
 	"pool-roomy":               poolRoomy,
 	"lock-chain":               lockChain,
+	"migration-lock-queue":     migrationLockQueue,
 	"queue-claim-race":         queueClaimRace,
 	"queue-churn":              queueChurn,
 	"queue-poll":               queuePoll,
@@ -35,13 +36,15 @@ var workloads = map[string]Workload{
 // in place; check's warm-up counts from there. For the others it counts
 // from the workload's start.
 var signalsReady = map[string]bool{
-	"connection-storm": true, // after the quiet calls pg_stat_statements must count
+	"connection-storm":     true, // after the quiet calls pg_stat_statements must count
+	"migration-lock-queue": true, // once the readers queue behind the ALTER
 }
 
 // afterCheck are measurements a scenario makes once check is done, with
 // the findings to verify from them.
 var afterCheck = map[string]func(context.Context, *Env, []model.Finding) error{
-	"connection-storm": connectionStormGoodput,
+	"connection-storm":     connectionStormGoodput,
+	"migration-lock-queue": migrationLockQueueMeasure,
 }
 
 // needs says what a Go workload needs that is not PostgreSQL, checked
