@@ -64,7 +64,10 @@ catalogs and pg_stat_statements read-only, runs every rule, re-runs the evidence
 for findings that can be tested safely, and prints the findings with their fix.
 
 Exit codes: 0 nothing at or above --min-severity, 1 findings, 2 usage or
-connection error, 3 internal error.`,
+connection error, 3 internal error, 4 nothing found in what pgmedic could
+see, but it could not see part of the database (other roles' statements or
+sessions, tables it may not read): the report's first lines say what, and the
+grant that shows it.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			min, ids, err := f.validate()
@@ -120,6 +123,9 @@ func emit(rep findingsReport, o outputFlags, min model.Severity, stdout io.Write
 	}
 	if rep.Worst() >= min {
 		return errFindings
+	}
+	if inc, ok := rep.(interface{ Incomplete() bool }); ok && inc.Incomplete() {
+		return errIncomplete
 	}
 	return nil
 }

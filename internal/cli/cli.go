@@ -30,6 +30,10 @@ const (
 	ExitFindings = 1
 	ExitInput    = 2
 	ExitInternal = 3
+	// ExitIncomplete: nothing found in what check could see, but it could
+	// not see enough to call the database healthy (the report's first
+	// lines say what and the grant that shows it).
+	ExitIncomplete = 4
 )
 
 // exitError carries an exit code through cobra.
@@ -51,6 +55,10 @@ func inputErr(err error) error { return &exitError{code: ExitInput, err: err} }
 
 // findingsExit reports findings at or above --min-severity (exit 1).
 var errFindings = &exitError{code: ExitFindings, err: errors.New("findings at or above --min-severity")}
+
+// errIncomplete is a check that found nothing in what it could see, while
+// it could not see part of the database (exit 4).
+var errIncomplete = &exitError{code: ExitIncomplete, err: errors.New("pgmedic could not see all of the database")}
 
 // Run executes pgmedic with args (without the program name) and returns the
 // process exit code.

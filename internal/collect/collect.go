@@ -341,6 +341,7 @@ func statements(ctx context.Context, q Querier, s *model.Snapshot, limit int) {
 		}
 		if st.Query == "<insufficient privilege>" {
 			s.StatementsHidden++
+			s.StatementsHiddenMS += st.TotalExecMS
 			continue
 		}
 		list = append(list, st)

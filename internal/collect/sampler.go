@@ -189,6 +189,7 @@ func sample(ctx context.Context, q Querier, s *model.Snapshot, opts Options) {
 			TempFiles: after.TempFiles - before.TempFiles, Conflicts: after.Conflicts - before.Conflicts}
 	}
 	if hidden > 0 {
+		sm.HiddenSessions = hidden
 		sm.Hidden = fmt.Sprintf("%d sessions of other roles showed no state, wait or statement: GRANT pg_read_all_stats TO %s; shows them", hidden, quoteRole(s.User))
 	}
 	for w, n := range waits {

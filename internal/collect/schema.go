@@ -231,7 +231,7 @@ var planned = map[string]bool{"SELECT": true, "INSERT": true, "UPDATE": true, "D
 // depend on values, so NULLs can stand in for them, and it is the plan a
 // prepared statement settles on after five executions.
 func plans(ctx context.Context, q Querier, s *model.Snapshot, top int) {
-	s.Plans, s.PlanErrors = map[int64]*plan.Explain{}, map[int64]string{}
+	s.Plans, s.PlanErrors, s.PlanErrorFixes, s.GuessedTypes = map[int64]*plan.Explain{}, map[int64]string{}, map[int64]string{}, map[int64]bool{}
 	n := 0
 	for _, st := range s.Statements {
 		if n >= top || ctx.Err() != nil {
@@ -242,15 +242,16 @@ func plans(ctx context.Context, q Querier, s *model.Snapshot, top int) {
 			continue
 		}
 		n++
-		ex, err := explainGeneric(ctx, q, st.Parsed, s.ColumnType)
+		ex, guessed, err := explainGeneric(ctx, q, st.Parsed, s.ColumnType)
 		if err != nil {
 			s.PlanErrors[st.QueryID] = err.Error()
-			if s.PlanErrorFix == "" {
-				s.PlanErrorFix = fixFor(s.User, err.Error())
-			}
+			s.PlanErrorFixes[st.QueryID] = planFix(s.User, err.Error(), sh.Command)
 			continue
 		}
 		s.Plans[st.QueryID] = ex
+		if guessed {
+			s.GuessedTypes[st.QueryID] = true
+		}
 	}
 	clientTypes(ctx, q, s)
 	var tables []string
@@ -269,16 +270,20 @@ func plans(ctx context.Context, q Querier, s *model.Snapshot, top int) {
 
 // explainGeneric is the generic plan of a statement with $n parameters
 // (prepared, then EXPLAIN EXECUTE with NULLs under force_generic_plan), or
-// the plain plan of one without: nothing is executed.
-func explainGeneric(ctx context.Context, q Querier, stmt *sqlparse.Statement, columnType func(sqlparse.Column) string) (*plan.Explain, error) {
+// the plain plan of one without: nothing is executed. guessed says the
+// parameters' types were pgmedic's fallbacks, not PostgreSQL's inference.
+func explainGeneric(ctx context.Context, q Querier, stmt *sqlparse.Statement, columnType func(sqlparse.Column) string) (ex *plan.Explain, guessed bool, err error) {
 	query, err := stmt.Runnable()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	n := stmt.ParamCount()
-	return generic(ctx, q, query, n, func() error {
-		return envelope.Prepare(ctx, q, planStmt, query, stmt.FallbackParamTypes(n, columnType))
+	ex, err = generic(ctx, q, query, n, func() error {
+		var err error
+		guessed, err = envelope.PrepareGuessing(ctx, q, planStmt, query, stmt.FallbackParamTypes(n, columnType))
+		return err
 	})
+	return ex, guessed, err
 }
 
 // generic EXPLAINs (VERBOSE, without ANALYZE) the generic plan of a query

@@ -1,6 +1,7 @@
 package collect
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/pgmedic/pgmedic/internal/envelope"
@@ -46,6 +47,27 @@ func fixFor(role, msg string) string {
 		return "the object changed while pgmedic read it (concurrent DDL): run check again"
 	}
 	return "check the server log for this error; with GRANT pg_monitor TO " + r + "; pgmedic can read every catalog it uses"
+}
+
+// planFix is fixFor for a statement pgmedic could not EXPLAIN. EXPLAIN
+// checks the privileges the statement itself needs: for an UPDATE, DELETE,
+// INSERT or MERGE that is the right to write the table, which a monitoring
+// role should not get; the fix says so instead of granting SELECT it may
+// already have.
+func planFix(role, msg, command string) string {
+	switch command {
+	case "INSERT", "UPDATE", "DELETE", "MERGE":
+		if strings.Contains(msg, "permission denied for table ") {
+			table := lastWord(msg, "permission denied for table ")
+			r := "<pgmedic's role>"
+			if role != "" {
+				r = sqlparse.QuoteIdent(role)
+			}
+			return fmt.Sprintf("EXPLAIN of an %s checks the %s privilege on %s (pgmedic only plans it; nothing runs): GRANT %s ON %s TO %s; or leave it, and only this statement's index advice is lost",
+				command, command, table, command, table, r)
+		}
+	}
+	return fixFor(role, msg)
 }
 
 // lastWord is the object name after prefix in msg ("...schema app").

@@ -175,6 +175,7 @@ func Check(ctx context.Context, dsn, version string, o Options, min model.Severi
 		return nil, ctx.Err()
 	}
 	rep := report.New(version, sess.Target, snap.CollectedAt, findings, skipped, len(selected), min)
+	rep.Unseen = unseen(snap, skipped)
 	rep.Sessions = report.SessionsOf(snap.Sampling)
 	rep.Statements, rep.Plans = report.StatementsOf(snap)
 	rep.ElapsedS, rep.Envelope = model.Round(time.Since(started).Seconds(), 1), sess.Settings()

@@ -447,14 +447,22 @@ func RolledBack(ctx context.Context, q Execer, mode string, fn func() error) err
 // if that fails too, the first error is returned, which says more about
 // the statement.
 func Prepare(ctx context.Context, q Execer, name, query string, fallback []string) error {
-	_, err := q.Exec(ctx, Tag+"PREPARE "+name+" AS "+query)
+	_, err := PrepareGuessing(ctx, q, name, query, fallback)
+	return err
+}
+
+// PrepareGuessing is Prepare, saying whether the fallback types were used:
+// then the plan holds pgmedic's guesses, and a cast in it may exist only
+// in pgmedic's copy, not in what the application runs.
+func PrepareGuessing(ctx context.Context, q Execer, name, query string, fallback []string) (guessed bool, err error) {
+	_, err = q.Exec(ctx, Tag+"PREPARE "+name+" AS "+query)
 	if err == nil || fallback == nil {
-		return err
+		return false, err
 	}
 	if err2 := PrepareAs(ctx, q, name, fallback, query); err2 != nil {
-		return err
+		return false, err
 	}
-	return nil
+	return true, nil
 }
 
 // PrepareAs prepares query under name with its parameters' types

@@ -18,7 +18,8 @@ type Sampling struct {
 	BackedOff  bool    `json:"backed_off,omitempty"`
 	// Hidden says what the role could not see (other roles' statements)
 	// and the GRANT that shows it; "" when it saw everything.
-	Hidden string `json:"hidden,omitempty"`
+	Hidden         string `json:"hidden,omitempty"`
+	HiddenSessions int    `json:"hidden_sessions,omitempty"`
 	// PgBouncer is the version of the PgBouncer sampled with the sessions
 	// (check --pgbouncer), Pools its pools at each tick, and BouncerError
 	// why it could not be sampled.

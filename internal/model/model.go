@@ -97,8 +97,11 @@ type Snapshot struct {
 	// Statements from pg_stat_statements for this database; nil when the
 	// view could not be read (see Missing).
 	Statements []Statement
-	// StatementsHidden counts statements whose text pgmedic may not read.
-	StatementsHidden int
+	// StatementsHidden counts statements whose text pgmedic may not read
+	// (other roles', without pg_read_all_stats), and StatementsHiddenMS
+	// their execution time, which pg_stat_statements still shows.
+	StatementsHidden   int
+	StatementsHiddenMS float64
 	// Shapes holds the parsed SQL of each statement by queryid; statements
 	// that do not parse are counted in Unparsed.
 	Shapes   map[int64]*QueryShape
@@ -106,10 +109,15 @@ type Snapshot struct {
 	// Plans are EXPLAIN (VERBOSE, FORMAT JSON) outputs of the top
 	// statements, generic plans for statements with $n, by queryid.
 	Plans map[int64]*plan.Explain
-	// PlanErrors says why a top statement has no plan, and PlanErrorFix
-	// what would let pgmedic plan the first of them.
-	PlanErrors   map[int64]string
-	PlanErrorFix string
+	// PlanErrors says why a top statement has no plan, and PlanErrorFixes
+	// what would let pgmedic plan it, by queryid.
+	PlanErrors     map[int64]string
+	PlanErrorFixes map[int64]string
+	// GuessedTypes marks the plans made with parameter types pgmedic
+	// guessed (PostgreSQL could not infer them from the normalised text,
+	// as in $2 + $3): what such a plan shows of the parameters is
+	// pgmedic's, not the application's.
+	GuessedTypes map[int64]bool
 	// ClientTypes are statements whose observed cost only a plan with
 	// another parameter type explains (see ClientType), by queryid.
 	ClientTypes map[int64]*ClientType
@@ -253,6 +261,21 @@ type Activity struct {
 	MaxConnections int
 }
 
+// Unseen is a part of the database check could not see, with how much of
+// it and the grant that shows it: a report that found nothing in what it
+// saw must not read as a clean bill of health.
+type Unseen struct {
+	What  string `json:"what"`
+	Count int    `json:"count,omitempty"`
+	// Share is its part of the database's statement time, when known
+	// (-1: not known).
+	Share float64 `json:"share_of_time"`
+	Fix   string  `json:"fix"`
+	// Blocks says a check that found nothing else cannot call the
+	// database healthy (exit code 4 instead of 0).
+	Blocks bool `json:"blocks_all_clear"`
+}
+
 // Skip says why a rule (or part of one) did not run, and the one-line fix.
 type Skip struct {
 	Rule   string `json:"rule"`
@@ -277,11 +300,13 @@ type Finding struct {
 	Experiment *Experiment `json:"-"`
 }
 
-// Clamp makes every figure of the finding finite: a rule's arithmetic on
+// Clamp makes the finding printable: each statement of its fix ends with
+// one semicolon, and every figure is finite: a rule's arithmetic on
 // huge (but valid) plan figures can overflow to infinity, which JSON cannot
 // carry and no person can read. Infinities become the largest float64, NaN
 // becomes 0.
 func (f *Finding) Clamp() {
+	f.Fix.SQL = oneSemicolon(f.Fix.SQL)
 	for i := range f.Evidence {
 		f.Evidence[i].Value = finite(f.Evidence[i].Value)
 	}
@@ -294,6 +319,30 @@ func (f *Finding) Clamp() {
 }
 
 // finite is x with NaN as 0 and infinities as the largest float64.
+// oneSemicolon ends each statement of a fix with one semicolon: a fix
+// built from a statement the application sent with its own semicolon
+// must not print ";;".
+func oneSemicolon(sql string) string {
+	if !strings.Contains(sql, ";;") && !strings.Contains(sql, "; ;") {
+		return sql
+	}
+	lines := strings.Split(sql, "\n")
+	for i, l := range lines {
+		code, comment, hasComment := strings.Cut(l, "--")
+		trimmed := strings.TrimRight(code, " \t")
+		pad := code[len(trimmed):]
+		for strings.HasSuffix(trimmed, ";;") || strings.HasSuffix(trimmed, "; ;") {
+			trimmed = strings.TrimRight(strings.TrimSuffix(trimmed, ";"), " ")
+		}
+		l = trimmed + pad
+		if hasComment {
+			l += "--" + comment
+		}
+		lines[i] = l
+	}
+	return strings.Join(lines, "\n")
+}
+
 func finite(x float64) float64 {
 	switch {
 	case math.IsNaN(x):

@@ -33,16 +33,17 @@ var (
 
 var page = sync.OnceValue(func() *template.Template {
 	return template.Must(template.New("page").Funcs(template.FuncMap{
-		"t":      pageText,
-		"short":  func(s string, n int) string { return pageText(printable.Clip(s, n)) },
-		"num":    num,
-		"pct":    func(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) },
-		"ms":     msText,
-		"sev":    func(s model.Severity) string { return s.String() },
-		"bars":   barsOf,
-		"plural": func(n int, one, many string) string { return map[bool]string{true: one, false: many}[n == 1] },
-		"hasKey": func(m map[string]*PlanSummary, k string) bool { return m[k] != nil },
-		"tree":   treeOf,
+		"t":          pageText,
+		"short":      func(s string, n int) string { return pageText(printable.Clip(s, n)) },
+		"num":        num,
+		"pct":        func(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) },
+		"ms":         msText,
+		"sev":        func(s model.Severity) string { return s.String() },
+		"bars":       barsOf,
+		"plural":     func(n int, one, many string) string { return map[bool]string{true: one, false: many}[n == 1] },
+		"unseenText": UnseenText,
+		"hasKey":     func(m map[string]*PlanSummary, k string) bool { return m[k] != nil },
+		"tree":       treeOf,
 		"div": func(total float64, n int64) float64 {
 			if n == 0 {
 				return 0

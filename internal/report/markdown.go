@@ -59,6 +59,13 @@ func Markdown(w io.Writer, d *Document) error {
 			}
 			b.WriteString(".\n\n")
 		}
+		if p.Check != nil && len(p.Check.Unseen) > 0 {
+			b.WriteString("**pgmedic could not see all of this database; what follows covers only what it saw:**\n\n")
+			for _, u := range p.Check.Unseen {
+				fmt.Fprintf(b, "- %s (fix: `%s`)\n", mdCell(UnseenText(u)), mdCell(u.Fix))
+			}
+			b.WriteString("\n")
+		}
 		s := v.Summary
 		fmt.Fprintf(b, "**%d critical, %d warning, %d info** · %d confirmed, %d refuted, %d estimated, %d not run\n\n",
 			s.Critical, s.Warning, s.Info, s.Confirmed, s.Refuted, s.Estimated, s.NotRun)

@@ -20,9 +20,12 @@ type Report struct {
 	PGMedic     string          `json:"pgmedic"`
 	Target      envelope.Target `json:"target"`
 	CollectedAt time.Time       `json:"collected_at"`
-	Findings    []model.Finding `json:"findings"`
-	Skipped     []model.Skip    `json:"skipped"`
-	Summary     Summary         `json:"summary"`
+	// Unseen is what check could not see: it heads the report, and with
+	// nothing else found it is not the all-clear.
+	Unseen   []model.Unseen  `json:"unseen,omitempty"`
+	Findings []model.Finding `json:"findings"`
+	Skipped  []model.Skip    `json:"skipped"`
+	Summary  Summary         `json:"summary"`
 	// Sessions is what check --sample saw; absent when it did not sample.
 	Sessions *Sessions `json:"sessions,omitempty"`
 	// ElapsedS is how long the check ran; Envelope the session settings
@@ -118,6 +121,38 @@ func (r *Report) Add(fs []model.Finding) {
 	r.Summary = summarize(r.Findings, r.Summary.RulesRun)
 }
 
+// Incomplete says check could not see enough of the database to call it
+// healthy (see model.Unseen.Blocks).
+func (r *Report) Incomplete() bool {
+	for _, u := range r.Unseen {
+		if u.Blocks {
+			return true
+		}
+	}
+	return false
+}
+
+// UnseenText is one line for what check could not see: how many, and
+// their part of the statement time when known.
+func UnseenText(u model.Unseen) string {
+	s := u.What
+	if u.Count > 0 {
+		s = fmt.Sprintf("%d %s", u.Count, u.What)
+	}
+	if u.Share >= 0 {
+		s += fmt.Sprintf(": %s of the statement time", percent(u.Share))
+	}
+	return s
+}
+
+// percent is a share as a whole percentage, or "<1%" for a small one.
+func percent(x float64) string {
+	if x > 0 && x < 0.005 {
+		return "<1%"
+	}
+	return fmt.Sprintf("%.0f%%", 100*x)
+}
+
 // Worst is the highest severity among the reported findings, or -1.
 func (r *Report) Worst() model.Severity { return worstOf(r.Findings) }
 
@@ -145,8 +180,18 @@ func writeJSON(w io.Writer, v any) error {
 func (r *Report) Text(w io.Writer) error {
 	b := &strings.Builder{}
 	fmt.Fprintf(b, "pgmedic %s — %s (PostgreSQL %s), %s\n", r.PGMedic, safe(r.Target.String()), safe(r.Target.ServerVersion), r.CollectedAt.Format(time.RFC3339))
+	if len(r.Unseen) > 0 {
+		b.WriteString("\npgmedic could not see all of this database; what follows covers only what it saw:\n")
+		for _, u := range r.Unseen {
+			fmt.Fprintf(b, "  - %s\n    fix: %s\n", safe(UnseenText(u)), safe(u.Fix))
+		}
+	}
 	if len(r.Findings) == 0 {
-		b.WriteString("\nNo findings at the requested severity.\n")
+		if r.Incomplete() {
+			b.WriteString("\nNo findings at the requested severity in what pgmedic could see: this is not an all-clear (exit code 4).\n")
+		} else {
+			b.WriteString("\nNo findings at the requested severity.\n")
+		}
 	}
 	for _, sev := range []model.Severity{model.Critical, model.Warning, model.Info} {
 		first := true

@@ -38,6 +38,10 @@ func MissingIndex(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	if s.Statements == nil {
 		return nil, nil
 	}
+	if len(s.Statements) == 0 && s.StatementsHidden > 0 {
+		return nil, []model.Skip{{Rule: MissingIndexID, Reason: fmt.Sprintf("every statement of this database in pg_stat_statements (%d) is another role's, whose text pgmedic's role may not read", s.StatementsHidden),
+			Fix: "GRANT pg_read_all_stats TO " + sqlparse.QuoteIdent(s.User) + ";"}}
+	}
 	if len(s.Statements) == 0 {
 		return nil, []model.Skip{{Rule: MissingIndexID, Reason: "pg_stat_statements holds no statements of this database yet",
 			Fix: "let the application run for a while (pg_stat_statements counts from its last reset), then check again"}}
@@ -55,7 +59,7 @@ func MissingIndex(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 				// statements went unchecked is what the reader needs.
 				skipped = append(skipped, model.Skip{Rule: MissingIndexID,
 					Reason: fmt.Sprintf("statement %d (%s) could not be re-prepared and EXPLAINed, so its indexes were not checked: %s", st.QueryID, Shorten(st.Query, 80), Shorten(msg, 160)),
-					Fix:    fixOr(s.PlanErrorFix, msg)})
+					Fix:    fixOr(s.PlanErrorFixes[st.QueryID], msg)})
 			}
 			continue
 		}

@@ -105,6 +105,9 @@ func ImplicitCastStatements(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 			f.Impact.Summary = fmt.Sprintf("the statement ran %d times for %s, mean %s (%s of the database's statement time)",
 				st.Calls, ms(st.TotalExecMS), ms(st.MeanExecMS()), pct(f.Impact.Share))
 			f.Evidence = []model.Evidence{ev("calls", float64(st.Calls), ""), ev("mean execution", st.MeanExecMS(), "ms")}
+			if s.GuessedTypes[st.QueryID] {
+				guessedCast(s, st, &f)
+			}
 			if f.Experiment != nil {
 				f.Experiment.QueryID, f.Experiment.Role = st.QueryID, st.Role
 			} else if f.Severity < model.Warning {
@@ -117,6 +120,44 @@ func ImplicitCastStatements(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		}
 	}
 	return out, nil
+}
+
+// guessedMinShare is the part of a table's pages the application's own
+// executions must read per call for a cast seen only with guessed
+// parameter types to count: a statement served by an index reads a few
+// pages, one that filters through a cast reads the table.
+const guessedMinShare = 0.5
+
+// guessedCast judges a cast in a plan made with parameter types pgmedic
+// guessed. The cast may exist only in pgmedic's copy ($2 + $3 typed
+// numeric against an integer column); what the server really ran says
+// whether the application's plan has it too: pg_stat_statements' buffers
+// per call against the table's pages. Without that evidence, or when the
+// statement is fast, the finding stays at info and is not re-measured.
+func guessedCast(s *model.Snapshot, st model.Statement, f *model.Finding) {
+	pages := int64(0)
+	if f.Experiment != nil {
+		if t := s.Table(f.Experiment.Table); t != nil {
+			pages = t.RelPages
+		}
+	}
+	perCall := 0.0
+	if st.Calls > 0 {
+		perCall = float64(st.SharedBlksHit+st.SharedBlksRead) / float64(st.Calls)
+	}
+	f.Evidence = append(f.Evidence, ev("shared buffers per call (pg_stat_statements)", perCall, ""), ev("pages of the table", float64(pages), ""))
+	seen := pages > 0 && perCall >= guessedMinShare*float64(pages)
+	if seen && st.MeanExecMS() >= 1 {
+		f.Verification.Reason = fmt.Sprintf("planned with parameter types pgmedic guessed; the application's executions read %.0f buffers per call of the table's %d pages, as a scan through the cast would. ", perCall, pages) + f.Verification.Reason
+		return
+	}
+	why := fmt.Sprintf("the cast appears only with the parameter types pgmedic guessed to plan the statement (PostgreSQL could not infer them from its normalised text); the application's executions read %.0f buffers per call of the table's %d pages and took %s on average, so its own plan shows no sign of it", perCall, pages, ms(st.MeanExecMS()))
+	if seen {
+		why = fmt.Sprintf("the cast appears with the parameter types pgmedic guessed; the statement took %s on average, so the cast costs little", ms(st.MeanExecMS()))
+	}
+	f.Severity, f.Experiment = model.Info, nil
+	f.Title = "with guessed parameter types: " + f.Title
+	f.Verification = model.NotRunBecause(why + "; an executed plan in the server log (auto_explain) would show it")
 }
 
 // clientTypeFindings are the implicit casts a client's parameter type

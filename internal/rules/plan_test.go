@@ -180,3 +180,49 @@ func TestCapPerRule(t *testing.T) {
 		t.Fatalf("skips %+v", skips)
 	}
 }
+
+// TestGuessedTypesCast: a cast that appears only because pgmedic guessed
+// the parameters' types ($2 + $3 prepared as numeric) is not a warning
+// unless what the server ran shows it: the application's buffers per
+// call near the table's pages, and time worth a finding.
+func TestGuessedTypesCast(t *testing.T) {
+	cat := &model.CastCatalog{Columns: map[string]model.CastColumn{
+		model.CastKey("public", "counters", "project_id"): {Schema: "public", Table: "counters", Column: "project_id", Type: "integer", BaseType: "integer",
+			Indexes: []model.CastIndex{{Name: "counters_project_idx", InputType: "integer", Accepts: []string{"integer", "bigint", "smallint"}}}},
+	}}
+	ex := &plan.Explain{Plan: plan.Node{NodeType: "Seq Scan", RelationName: "counters", Schema: "public", Alias: "counters",
+		Filter: "((counters.project_id)::numeric = ($2 + $3))"}}
+	ex.Derive()
+	snap := func(guessed bool, blocksPerCall int64, meanMS float64) *model.Snapshot {
+		st := model.Statement{QueryID: 7, Query: "UPDATE counters SET n = n + $1 WHERE project_id = $2 + $3", Calls: 1000,
+			TotalExecMS: meanMS * 1000, SharedBlksHit: blocksPerCall * 1000}
+		s := &model.Snapshot{Statements: []model.Statement{st}, Plans: map[int64]*plan.Explain{7: ex}, Casts: cat,
+			GuessedTypes: map[int64]bool{7: guessed},
+			Tables:       []model.Table{{Schema: "public", Name: "counters", RelPages: 2000}}}
+		return s
+	}
+	for _, c := range []struct {
+		name      string
+		s         *model.Snapshot
+		atWarning bool
+	}{
+		{"types PostgreSQL inferred: the cast is the application's", snap(false, 3, 0.12), true},
+		{"guessed types, an index-sized read, 0.12 ms", snap(true, 3, 0.12), false},
+		{"guessed types, a full read but fast", snap(true, 2000, 0.5), false},
+		{"guessed types, the application reads the table: 40 ms", snap(true, 2000, 40), true},
+	} {
+		fs, _ := ImplicitCastStatements(c.s)
+		warned := false
+		for _, f := range fs {
+			if f.Severity >= model.Warning {
+				warned = true
+			}
+			if c.s.GuessedTypes[7] && !c.atWarning && f.Experiment != nil {
+				t.Errorf("%s: a guessed cast would be re-measured", c.name)
+			}
+		}
+		if warned != c.atWarning {
+			t.Errorf("%s: warning %v, want %v (%+v)", c.name, warned, c.atWarning, fs)
+		}
+	}
+}
