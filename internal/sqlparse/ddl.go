@@ -182,4 +182,3 @@ var lockModes = map[int32]string{
 	1: "AccessShareLock", 2: "RowShareLock", 3: "RowExclusiveLock", 4: "ShareUpdateExclusiveLock",
 	5: "ShareLock", 6: "ShareRowExclusiveLock", 7: "ExclusiveLock", 8: "AccessExclusiveLock",
 }
-
