@@ -154,6 +154,22 @@ func (s *Snapshot) index() *lookup {
 // Table finds a table by a reference as written in SQL. An unqualified name
 // resolves to the table in "public" if there is one, else to the only table
 // of that name (search_path is not known to the rules).
+// bloatedShare is the share of dead row versions from which a table's
+// scans measure its bloat more than its access path.
+const bloatedShare = 0.5
+
+// DeadShare is the table's dead row versions as a share of all it holds.
+func (t *Table) DeadShare() float64 {
+	if t.Live+t.Dead <= 0 {
+		return 0
+	}
+	return float64(t.Dead) / float64(t.Live+t.Dead)
+}
+
+// Bloated says a scan of the table reads mostly dead row versions: a time
+// measured on it is the bloat's as much as the plan's.
+func (t *Table) Bloated() bool { return t != nil && t.DeadShare() >= bloatedShare }
+
 func (s *Snapshot) Table(r RelRef) *Table {
 	var found *Table
 	n := 0

@@ -88,9 +88,25 @@ func (e *Engine) indexExperiment(ctx context.Context, snap *model.Snapshot, f *m
 			f.Severity = model.Info
 			f.Title += " (but the planner would not use it)"
 		}
+		bloatedUnmeasured(snap, f)
 	default:
 		f.Verification = model.NotRunBecause(strings.Join(reasons, "; "))
+		bloatedUnmeasured(snap, f)
 	}
+}
+
+// bloatedUnmeasured keeps an index proposed for a bloated table at info
+// when it was not measured on the compacted rows: the statement's time and
+// buffers are the bloat's as much as the missing index's, and only a run
+// on the live rows alone (the copy) tells them apart. Vacuuming comes first.
+func bloatedUnmeasured(snap *model.Snapshot, f *model.Finding) {
+	t := snap.Table(f.Experiment.Table)
+	if !t.Bloated() {
+		return
+	}
+	f.Severity = model.Info
+	f.Impact.Summary = fmt.Sprintf("the table holds %d dead row versions beside %d live ones (%.0f%%): the scan's time is the bloat's as much as the missing index's. Fix the bloat first (table-bloat), then measure the index on the compacted rows (check --verify-indexes times it on a copy of the live rows). %s",
+		t.Dead, t.Live, 100*t.DeadShare(), f.Impact.Summary)
 }
 
 // rankBySaving sizes a confirmed index by what it saves of the time the
@@ -108,9 +124,11 @@ func rankBySaving(snap *model.Snapshot, f *model.Finding, before, after float64)
 	part := math.Min(saved/app, 1)
 	f.Impact.Share = model.Round(f.Impact.Share*part, 4)
 	var rest []string
-	if t := snap.Table(f.Experiment.Table); t != nil && t.Dead > t.Live/5 {
+	t := snap.Table(f.Experiment.Table)
+	if t != nil && t.Dead > t.Live/5 {
 		rest = append(rest, fmt.Sprintf("the original table holds %d dead rows beside %d live ones, which the compact copy does not (see table-bloat)", t.Dead, t.Live))
 	}
+
 	if r := f.Experiment.ReadShare; r >= 0.2 {
 		rest = append(rest, fmt.Sprintf("%.0f%% of the statement's buffers were read from outside shared buffers, the copy's were cached", 100*r))
 	}
@@ -125,7 +143,16 @@ func rankBySaving(snap *model.Snapshot, f *model.Finding, before, after float64)
 	}
 	f.Impact.Summary = fmt.Sprintf("the index saves %.2f ms of the %.2f ms the application's calls take (measured %.2f -> %.2f ms on a copy); the rest: %s. %s",
 		saved, app, before, after, strings.Join(rest, "; "), f.Impact.Summary)
-	if part < 0.2 && f.Severity > model.Info {
+	switch {
+	case t.Bloated() && part < 0.2:
+		// On the compacted rows the index saves little of what the
+		// application waits for: the bloat is the fix that matters, and
+		// the index a question to ask again once it is gone.
+		f.Severity = model.Info
+		f.Impact.Summary = "fix the bloat first (table-bloat), then decide on the index: " + f.Impact.Summary
+	case t.Bloated():
+		f.Impact.Summary = "fix the bloat (table-bloat) and create the index: on the compacted rows the index still saves most of the time. " + f.Impact.Summary
+	case part < 0.2 && f.Severity > model.Info:
 		f.Severity--
 	}
 }
