@@ -156,6 +156,7 @@ func Check(ctx context.Context, dsn, version string, o Options, min model.Severi
 	}
 	o.logf("collected %d statements", len(snap.Statements))
 	snap.ServerCores = serverCores(o.ServerCores, sess.Target.Host)
+	snap.CoresGuessed = o.ServerCores <= 0 && !local(sess.Target.Host)
 	findings, skipped := rules.Run(snap, selected)
 	if !o.NoVerify {
 		var more []model.Skip

@@ -135,6 +135,9 @@ type Snapshot struct {
 	// ServerCores is the server's CPU count as check knows it (--server-cores,
 	// or this machine's for a local server).
 	ServerCores int
+	// CoresGuessed says ServerCores is a guess (a remote server, no
+	// --server-cores): no figure may be built on it alone.
+	CoresGuessed bool
 	// Sampling is the sessions sampled over check's window; nil when
 	// sampling was off (--sample 0).
 	Sampling *Sampling

@@ -579,10 +579,23 @@ func ConnectionPressure(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 				}
 				verification = model.NotRunBecause(fmt.Sprintf("measured while sampling: %.1f sessions wanted a core and their processes got %.1f cores (CPU time in /proc); a lab scenario measures goodput at both client counts", q.onCPU, q.coresGot))
 			}
+		case !s.CoresGuessed:
+			// The backends' CPU time could not be read (a server in a
+			// container, on another host), but the cores are known: N
+			// sessions runnable on C cores get at most C/N of a core each.
+			stretch = q.onCPU / float64(cores)
+			if stretch >= stretchWarn {
+				why = append(why, fmt.Sprintf("%s: each got at most %.2f of a core, so each statement took at least %.1fx its CPU time (the backends' CPU time was not readable from here)", queue, 1/stretch, stretch))
+				raise(model.Warning)
+				if stretch >= stretchCritical {
+					raise(model.Critical)
+				}
+				verification = model.NotRunBecause(fmt.Sprintf("counted while sampling: %.1f sessions on CPU on %d cores; a lab scenario measures goodput at both client counts", q.onCPU, cores))
+			}
 		case q.onCPU > activePerCore*float64(cores):
-			// A remote server: the queue is counted, the slowdown is not
-			// measured, so it is not a warning.
-			why = append(why, queue+"; how much each got was not measured (the server is not on this machine)")
+			// A remote server whose cores are a guess: the queue is
+			// counted, the slowdown is not known, so it is not a warning.
+			why = append(why, queue+"; the server's cores are a guess (pass --server-cores) and how much each session got was not measured")
 		}
 	}
 	if maxConn > 0 && avgTotal >= 0.8*float64(maxConn) {

@@ -37,6 +37,13 @@ func burning(s *model.Snapshot, msPerTick float64) *model.Snapshot {
 	return s
 }
 
+// guessedCores marks the snapshot's core count as a guess (a remote
+// server without --server-cores).
+func guessedCores(s *model.Snapshot) *model.Snapshot {
+	s.CoresGuessed = true
+	return s
+}
+
 // readersBehindALock: a long report holds a lock, an ALTER waits for
 // AccessExclusiveLock, six reads queue behind it. Active, none on CPU.
 func readersBehindALock() []model.Backend {
@@ -86,8 +93,12 @@ func TestSessionRules(t *testing.T) {
 			map[string]model.Severity{ClientStallID: model.Warning}, map[string]string{ClientStallID: "waited for its client to read the results"}},
 		{"twenty sessions on CPU on two cores, each getting a tenth of a core", burning(sampledSnapshot(5, many...), 10),
 			map[string]model.Severity{ConnectionPressureID: model.Critical}, map[string]string{ConnectionPressureID: "20.0 sessions were on CPU on average (20 at the peak) on 2 cores and got 2.0 cores between them: each statement took 10.0x"}},
-		{"twenty sessions on CPU of a remote server: counted, not measured", sampledSnapshot(5, many...),
+		{"twenty sessions on CPU of a remote server of unknown size: counted, not measured", guessedCores(sampledSnapshot(5, many...)),
 			map[string]model.Severity{ConnectionPressureID: model.Info}, map[string]string{ConnectionPressureID: "was not measured"}},
+		{"twenty sessions on CPU on two known cores, CPU time unreadable", sampledSnapshot(5, many...),
+			map[string]model.Severity{ConnectionPressureID: model.Critical}, map[string]string{ConnectionPressureID: "each got at most 0.10 of a core"}},
+		{"three sessions on CPU on two known cores, CPU time unreadable", sampledSnapshot(5, many[:3]...),
+			map[string]model.Severity{}, nil},
 		{"three sessions on CPU on two cores, each getting most of a core", burning(sampledSnapshot(5, many[:3]...), 60),
 			map[string]model.Severity{}, nil},
 		{"six readers queued behind a migration", sampledSnapshot(5, readersBehindALock()...),
