@@ -48,15 +48,8 @@ func TestCorpusReprepares(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster")
 	}
-	if _, err := lab.FindBinDir(""); err != nil {
-		testkit.Missing(t, "PostgreSQL 15 server binaries", err)
-	}
 	ctx := context.Background()
-	c, err := lab.Create(ctx, lab.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Destroy(context.Background()) })
+	c := lab.ForTest(t, lab.Options{})
 	admin, err := pgx.Connect(ctx, c.DSN("postgres"))
 	if err != nil {
 		t.Fatal(err)

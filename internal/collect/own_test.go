@@ -11,7 +11,6 @@ import (
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/lab"
 	"github.com/pgmedic/pgmedic/internal/rules"
-	"github.com/pgmedic/pgmedic/internal/testkit"
 )
 
 // TestOwnSessionsAreNotEvidence: a second pgmedic session (another check,
@@ -20,15 +19,8 @@ import (
 // pgmedic, its session in pg_stat_activity, and the wait it caused are all
 // left out of what the rules see.
 func TestOwnSessionsAreNotEvidence(t *testing.T) {
-	if _, err := lab.FindBinDir(""); err != nil {
-		testkit.Missing(t, "PostgreSQL 15 server binaries", err)
-	}
 	ctx := context.Background()
-	c, err := lab.Create(ctx, lab.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Destroy(ctx)
+	c := lab.ForTest(t, lab.Options{})
 	connect := func(app string) *pgx.Conn {
 		t.Helper()
 		cfg, err := pgx.ParseConfig(c.DSN("postgres"))

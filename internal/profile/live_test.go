@@ -161,15 +161,8 @@ func statementOf(p model.Profile, name string) string {
 // workload's throughput with and without perf says what profiling costs.
 func TestConversionScenarios(t *testing.T) {
 	perf := needPerf(t)
-	if _, err := lab.FindBinDir(""); err != nil {
-		testkit.Missing(t, "PostgreSQL 15 server binaries", err)
-	}
 	ctx := context.Background()
-	c, err := lab.Create(ctx, lab.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Destroy(ctx)
+	c := lab.ForTest(t, lab.Options{})
 	for _, sc := range []struct{ name, kind, statement string }{
 		{"tz-conversion", "timezone", "readings"},
 		{"numeric-float", "numeric-float", "invoice_lines"},
