@@ -329,30 +329,40 @@ func queuedBehind(smp model.ActivitySample) map[int]map[int]bool {
 	return out
 }
 
-// ddlQueue finds a schema change waiting for its lock with sessions queued
-// behind it: there the queue forms, whoever holds the lock it waits for.
-// The finding names the statement, the lock it asked for, whom it blocks
-// and what blocks it, with the fix for that statement and lock.
+// ddlQueue finds a schema change with sessions queued behind it: waiting
+// for its lock (there the queue forms, whoever holds the lock it waits
+// for) or holding it while it runs (a table rewrite). The finding names
+// the statement, its lock, whom it blocks and what blocks it, with the
+// fix for that statement and lock.
 func ddlQueue(s *model.Snapshot, smp model.ActivitySample, byPID map[int]model.Backend, behind map[int]map[int]bool) (model.Finding, bool) {
+	// A waiting schema change first: that is where the queue forms, even
+	// when what it waits for is itself a schema change (a VACUUM, a
+	// CREATE INDEX).
 	var ddl model.Backend
 	var d *sqlparse.DDL
-	for _, b := range smp.Backends {
-		if b.WaitType != "Lock" || len(behind[b.PID]) == 0 || (d != nil && len(behind[b.PID]) <= len(behind[ddl.PID])) {
-			continue
+	for _, waitingOnly := range []bool{true, false} {
+		for _, b := range smp.Backends {
+			if (waitingOnly && b.WaitType != "Lock") || len(behind[b.PID]) == 0 || (d != nil && len(behind[b.PID]) <= len(behind[ddl.PID])) {
+				continue
+			}
+			st, err := sqlparse.Parse(b.Query)
+			if err != nil {
+				continue
+			}
+			if x := st.DDL(); x != nil {
+				ddl, d = b, x
+			}
 		}
-		st, err := sqlparse.Parse(b.Query)
-		if err != nil {
-			continue
-		}
-		if x := st.DDL(); x != nil {
-			ddl, d = b, x
+		if d != nil {
+			break
 		}
 	}
 	if d == nil {
 		return model.Finding{}, false
 	}
+	waiting := ddl.WaitType == "Lock"
 	mode, rel := ddlLock(d), sqlparse.QuoteQualified(d.Table.Schema, d.Table.Name)
-	if r, m, ok := strings.Cut(ddl.WaitsFor, " ("); ok {
+	if r, m, ok := strings.Cut(ddl.WaitsFor, " ("); ok && waiting {
 		rel, mode = r, strings.TrimSuffix(m, ")")
 	}
 	var blockers []string
@@ -374,22 +384,26 @@ func ddlQueue(s *model.Snapshot, smp model.ActivitySample, byPID map[int]model.B
 			heads[i] = fmt.Sprintf("%s running %q", who(b), Shorten(b.Query, 60))
 		}
 	}
-	title := fmt.Sprintf("schema change %q waited %s for %s on %s behind %s; %s queued behind it", Shorten(ddl.Query, 80), sec(ddl.StateMS), mode, rel,
-		strings.Join(heads, ", "), sessionsWord(queued))
 	summary, sql := ddlFix(d, ddl.Query)
-	if len(ddl.BlockedBy) > 0 {
-		sql += fmt.Sprintf("\n-- what it waits for, if it must go:\nSELECT pg_cancel_backend(%d); -- or pg_terminate_backend(%d)", ddl.BlockedBy[0], ddl.BlockedBy[0])
+	title := fmt.Sprintf("schema change %q has held %s on %s for %s; %s queued behind it", Shorten(ddl.Query, 80), mode, rel, sec(ddl.StateMS), sessionsWord(queued))
+	impact := fmt.Sprintf("the %s of %s holds %s while it runs, and %s waits behind it", d.Command, who(ddl), mode, what)
+	if waiting {
+		title = fmt.Sprintf("schema change %q waited %s for %s on %s behind %s; %s queued behind it", Shorten(ddl.Query, 80), sec(ddl.StateMS), mode, rel,
+			strings.Join(heads, ", "), sessionsWord(queued))
+		impact = fmt.Sprintf("the %s of %s waits for %s, and %s waits behind it. It waits for %s", d.Command, who(ddl), mode, what, strings.Join(blockers, "; "))
+		if len(ddl.BlockedBy) > 0 {
+			sql += fmt.Sprintf("\n-- what it waits for, if it must go:\nSELECT pg_cancel_backend(%d); -- or pg_terminate_backend(%d)", ddl.BlockedBy[0], ddl.BlockedBy[0])
+		}
 	}
 	return model.Finding{
 		Rule: LockContentionID, Title: title,
 		Object: model.Object{Kind: "statement", Name: Shorten(ddl.Query, 200), Role: ddl.User, Database: s.Database},
 		Evidence: []model.Evidence{
 			ev("sessions queued behind the schema change", float64(queued), ""),
-			ev("the schema change waited", ddl.StateMS, "ms"),
+			ev("the schema change has been running", ddl.StateMS, "ms"),
 			ev("sessions it waits for", float64(len(ddl.BlockedBy)), ""),
 		},
-		Impact: model.Impact{Summary: fmt.Sprintf("the %s of %s waits for %s, and %s waits behind it. It waits for %s",
-			d.Command, who(ddl), mode, what, strings.Join(blockers, "; "))},
+		Impact:       model.Impact{Summary: impact},
 		Fix:          model.Fix{Summary: summary, SQL: sql},
 		Verification: model.NotRunBecause("observed while sampling; the queue is the measurement (the lab's migration-lock-queue scenario measures the readers' p99 with and without lock_timeout)"),
 		Docs:         docsPath(LockContentionID),

@@ -295,6 +295,16 @@ func TestDDLQueueFix(t *testing.T) {
 	if !strings.Contains(f.Impact.Summary, "reads included") || !strings.Contains(f.Impact.Summary, "pid 50") {
 		t.Errorf("impact %q", f.Impact.Summary)
 	}
+	// A rewrite that holds its lock while it runs heads the queue too.
+	rewrite := model.Backend{PID: 40, State: "active", Query: "ALTER TABLE orders ALTER COLUMN total TYPE numeric(14,2)", StateMS: 9000, XactMS: 9000}
+	r1 := model.Backend{PID: 41, State: "active", WaitType: "Lock", Wait: "relation", BlockedBy: []int{40}, Query: "SELECT * FROM orders WHERE id = $1"}
+	r2 := r1
+	r2.PID = 42
+	fs, _ = LockContention(sampledSnapshot(5, rewrite, r1, r2))
+	if len(fs) != 1 || !strings.Contains(fs[0].Title, "has held AccessExclusiveLock on orders for 9.0 s; 2 sessions queued") ||
+		!strings.Contains(fs[0].Fix.Summary, "backfill it in batches") {
+		t.Errorf("a running rewrite: %+v", fs)
+	}
 	// A row-lock queue keeps its own advice.
 	holder := model.Backend{PID: 10, State: "idle in transaction", StateMS: 5000, XactMS: 5000}
 	w := model.Backend{PID: 11, State: "active", WaitType: "Lock", Wait: "transactionid", BlockedBy: []int{10}, Query: "SELECT * FROM jobs WHERE state = 'new' LIMIT 1 FOR UPDATE"}
