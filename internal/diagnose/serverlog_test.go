@@ -2,6 +2,7 @@ package diagnose
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgmedic/pgmedic/internal/lab"
+	"github.com/pgmedic/pgmedic/internal/logs"
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/testkit"
 )
@@ -109,6 +111,81 @@ auto_explain.log_analyze = on`})
 	for _, f := range rep.Findings {
 		if f.Rule == "implicit-cast" {
 			t.Errorf("found without reading the log: %s", f.Title)
+		}
+	}
+}
+
+// TestOwnExperimentsLeftOutOfTheLog: a check's experiments run the
+// application's statement with pgmedic's own values, and auto_explain
+// logs them (log_min_duration 0). A second check reads that log: none of
+// pgmedic's entries reaches a rule, and the log's summary counts them as
+// left out.
+func TestOwnExperimentsLeftOutOfTheLog(t *testing.T) {
+	ctx := context.Background()
+	c := lab.ForTest(t, lab.Options{Config: `logging_collector = on
+log_destination = 'jsonlog'
+log_connections = on
+auto_explain.log_min_duration = 0
+auto_explain.log_analyze = on
+auto_explain.log_nested_statements = on`})
+	conn, err := pgx.Connect(ctx, c.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, q := range []string{
+		"CREATE EXTENSION pg_stat_statements",
+		"CREATE TABLE jobs (id bigint PRIMARY KEY, state text NOT NULL, queue int NOT NULL)",
+		"INSERT INTO jobs SELECT g, CASE WHEN g % 50 = 0 THEN 'new' ELSE 'done' END, g % 7 FROM generate_series(1, 50000) g",
+		"ANALYZE jobs",
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 20; i++ {
+		if _, err := conn.Exec(ctx, "SELECT count(*) FROM jobs WHERE state = 'new' AND queue = $1", i%7); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := valid()
+	o.SampleFor, o.ServerLogBytes, o.Lab = 0, 0, true
+	if _, err := Check(ctx, c.DSN("postgres"), "test", o, model.Info); err != nil {
+		t.Fatal(err)
+	}
+	var file string
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var logged bool
+		err := conn.QueryRow(ctx, `SELECT pg_current_logfile('jsonlog'), coalesce(strpos(pg_read_file(pg_current_logfile('jsonlog')), 'pgmedic_') > 0, false)`).Scan(&file, &logged)
+		if err == nil && logged {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pgmedic's experiments never reached the server log (%v)", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s, found, _, err := Logs(ctx, []logs.Source{logs.FileSource(filepath.Join(c.Dir, "data", file), nil)}, logs.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Events["pgmedic's own entries (left out)"] == 0 {
+		t.Errorf("no entry of pgmedic's was recognised; events %v", s.Events)
+	}
+	for _, st := range s.Statements {
+		if strings.Contains(st.Query, "pgmedic") {
+			t.Errorf("pgmedic's statement kept: %s", st.Query)
+		}
+	}
+	for _, p := range s.Plans() {
+		if strings.Contains(p.Query, "pgmedic") {
+			t.Errorf("pgmedic's plan kept: %s", p.Query)
+		}
+	}
+	for _, f := range found {
+		if strings.Contains(f.Title+f.Object.Name, "pgmedic") {
+			t.Errorf("a finding built from pgmedic's own statement: %s", f.Title)
 		}
 	}
 }
