@@ -133,7 +133,7 @@ func sample(ctx context.Context, q Querier, s *model.Snapshot, opts Options) {
 	hidden := 0
 	waits := map[model.LockWait]int{}
 	tick := func(at time.Time) error {
-		smp, h, err := sampleOnce(wctx, q, at)
+		smp, h, err := sampleOnce(wctx, q, at, s.Database)
 		if opts.CPU != nil {
 			for i := range smp.Backends {
 				if ms, ok := opts.CPU(smp.Backends[i].PID); ok {
@@ -200,9 +200,10 @@ func sample(ctx context.Context, q Querier, s *model.Snapshot, opts Options) {
 	s.Sampling = sm
 }
 
-// sampleOnce is one tick; it also counts the sessions whose details the
-// role may not see.
-func sampleOnce(ctx context.Context, q Querier, at time.Time) (model.ActivitySample, int, error) {
+// sampleOnce is one tick; it also counts the sessions of database db whose
+// details the role may not see (background processes, which belong to no
+// database, are hidden from it too but hold nothing of the application's).
+func sampleOnce(ctx context.Context, q Querier, at time.Time, db string) (model.ActivitySample, int, error) {
 	smp := model.ActivitySample{At: at.UTC()}
 	rows, err := q.Query(ctx, envelope.Tag+sampleSQL)
 	if err != nil {
@@ -221,7 +222,9 @@ func sampleOnce(ctx context.Context, q Querier, at time.Time) (model.ActivitySam
 			b.BlockedBy = append(b.BlockedBy, int(p))
 		}
 		if b.Query == "<insufficient privilege>" {
-			hidden++
+			if b.Database == db {
+				hidden++
+			}
 			b.Query = ""
 		}
 		smp.Backends = append(smp.Backends, b)
