@@ -154,9 +154,9 @@ func (s *Snapshot) index() *lookup {
 // Table finds a table by a reference as written in SQL. An unqualified name
 // resolves to the table in "public" if there is one, else to the only table
 // of that name (search_path is not known to the rules).
-// bloatedShare is the share of dead row versions from which a table's
-// scans measure its bloat more than its access path.
-const bloatedShare = 0.5
+// BloatedShare is the part of a table's heap that is not live rows from
+// which a scan's time is the bloat's as much as the plan's.
+const BloatedShare = 0.5
 
 // DeadShare is the table's dead row versions as a share of all it holds.
 func (t *Table) DeadShare() float64 {
@@ -166,9 +166,46 @@ func (t *Table) DeadShare() float64 {
 	return float64(t.Dead) / float64(t.Live+t.Dead)
 }
 
-// Bloated says a scan of the table reads mostly dead row versions: a time
-// measured on it is the bloat's as much as the plan's.
-func (t *Table) Bloated() bool { return t != nil && t.DeadShare() >= bloatedShare }
+// BloatShare is how much of the table's heap is not live rows: the larger
+// of its dead row versions' share and the free space its pages hold
+// beyond what the live rows need, from pg_stats' column widths (a table
+// vacuumed after a mass delete has no dead rows left but keeps its
+// pages). The width is a lower bound (alignment padding is not counted),
+// so the estimate is made only when every column has statistics.
+func (s *Snapshot) BloatShare(t *Table) float64 {
+	if t == nil {
+		return 0
+	}
+	share := t.DeadShare()
+	if t.RelPages <= 0 || t.Live <= 0 {
+		return share
+	}
+	width, cols := 0, 0
+	for _, c := range s.Columns {
+		if c.Schema != t.Schema || c.Table != t.Name {
+			continue
+		}
+		if !c.HasStats {
+			return share
+		}
+		width += c.AvgWidth
+		cols++
+	}
+	if cols == 0 {
+		return share
+	}
+	// A heap tuple carries a 23-byte header (24 aligned) and a 4-byte
+	// line pointer; a page has 8192 bytes less its 24-byte header.
+	need := float64(t.Live) * float64(24+4+width) / (8192 - 24)
+	if free := 1 - need/float64(t.RelPages); free > share {
+		share = free
+	}
+	return share
+}
+
+// Bloated says a scan of the table reads mostly what is not live rows: a
+// time measured on it is the bloat's as much as the plan's.
+func (s *Snapshot) Bloated(t *Table) bool { return s.BloatShare(t) >= BloatedShare }
 
 func (s *Snapshot) Table(r RelRef) *Table {
 	var found *Table

@@ -95,18 +95,28 @@ func (e *Engine) indexExperiment(ctx context.Context, snap *model.Snapshot, f *m
 	}
 }
 
-// bloatedUnmeasured keeps an index proposed for a bloated table at info
-// when it was not measured on the compacted rows: the statement's time and
-// buffers are the bloat's as much as the missing index's, and only a run
-// on the live rows alone (the copy) tells them apart. Vacuuming comes first.
+// bloatedUnmeasured judges an index proposed for a bloated table that was
+// not measured on its live rows (no copy allowed): the statement's time
+// and buffers are the bloat's as much as the missing index's. What a scan
+// of the live rows alone would take is estimated from their share of the
+// heap; when that is under a millisecond, the index is info and the bloat
+// is the fix; otherwise both fixes matter, the bloat first.
 func bloatedUnmeasured(snap *model.Snapshot, f *model.Finding) {
 	t := snap.Table(f.Experiment.Table)
-	if !t.Bloated() {
+	if !snap.Bloated(t) {
+		return
+	}
+	bloat := snap.BloatShare(t)
+	compacted := f.Experiment.MeanMS * (1 - bloat)
+	what := fmt.Sprintf("%.0f%% of the table's heap is not live rows (%d live, %d dead row versions)", 100*bloat, t.Live, t.Dead)
+	if f.Experiment.MeanMS > 0 && compacted >= 1 {
+		f.Impact.Summary = fmt.Sprintf("%s: fix the bloat first (table-bloat), and create the index: on the live rows alone the scan would still take about %.1f ms of the %.1f ms (estimated from their share; check --verify-indexes measures it on a copy). %s",
+			what, compacted, f.Experiment.MeanMS, f.Impact.Summary)
 		return
 	}
 	f.Severity = model.Info
-	f.Impact.Summary = fmt.Sprintf("the table holds %d dead row versions beside %d live ones (%.0f%%): the scan's time is the bloat's as much as the missing index's. Fix the bloat first (table-bloat), then measure the index on the compacted rows (check --verify-indexes times it on a copy of the live rows). %s",
-		t.Dead, t.Live, 100*t.DeadShare(), f.Impact.Summary)
+	f.Impact.Summary = fmt.Sprintf("%s: the scan's time is the bloat's as much as the missing index's. Fix the bloat first (table-bloat); on the live rows alone the scan would take about %.2f ms (estimated), so measure the index again after it (check --verify-indexes times it on a copy of the live rows). %s",
+		what, compacted, f.Impact.Summary)
 }
 
 // rankBySaving sizes a confirmed index by what it saves of the time the
@@ -144,13 +154,13 @@ func rankBySaving(snap *model.Snapshot, f *model.Finding, before, after float64)
 	f.Impact.Summary = fmt.Sprintf("the index saves %.2f ms of the %.2f ms the application's calls take (measured %.2f -> %.2f ms on a copy); the rest: %s. %s",
 		saved, app, before, after, strings.Join(rest, "; "), f.Impact.Summary)
 	switch {
-	case t.Bloated() && part < 0.2:
+	case snap.Bloated(t) && part < 0.2:
 		// On the compacted rows the index saves little of what the
 		// application waits for: the bloat is the fix that matters, and
 		// the index a question to ask again once it is gone.
 		f.Severity = model.Info
 		f.Impact.Summary = "fix the bloat first (table-bloat), then decide on the index: " + f.Impact.Summary
-	case t.Bloated():
+	case snap.Bloated(t):
 		f.Impact.Summary = "fix the bloat (table-bloat) and create the index: on the compacted rows the index still saves most of the time. " + f.Impact.Summary
 	case part < 0.2 && f.Severity > model.Info:
 		f.Severity--

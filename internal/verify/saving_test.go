@@ -45,22 +45,40 @@ func TestRankBySaving(t *testing.T) {
 }
 
 // TestBloatedUnmeasured: an index proposed for a table of mostly dead rows
-// and not measured on its live rows (no copy allowed) stays at info and
-// says the bloat comes first; on a compact table the estimate stands.
+// and not measured on its live rows (no copy allowed) is info when the
+// live rows alone would scan in under a millisecond, and says the bloat
+// comes first; when they would still take long, it stays a warning and
+// says both; on a compact table the estimate stands. A table vacuumed
+// after a mass delete (no dead rows, the same pages) counts as bloated
+// from its column widths.
 func TestBloatedUnmeasured(t *testing.T) {
 	snap := &model.Snapshot{Tables: []model.Table{
-		{Schema: "public", Name: "events", Live: 20000, Dead: 480000},
-		{Schema: "public", Name: "orders", Live: 500000, Dead: 1000},
+		{Schema: "public", Name: "events", Live: 20000, Dead: 480000, RelPages: 2622},
+		{Schema: "public", Name: "orders", Live: 500000, Dead: 1000, RelPages: 4000},
+		{Schema: "public", Name: "vacuumed", Live: 20000, Dead: 0, RelPages: 2622},
+	}, Columns: []model.Column{
+		{Schema: "public", Table: "vacuumed", Name: "id", HasStats: true, AvgWidth: 4},
+		{Schema: "public", Table: "vacuumed", Name: "payload", HasStats: true, AvgWidth: 60},
 	}}
-	for table, want := range map[string]model.Severity{"events": model.Info, "orders": model.Warning} {
+	for _, c := range []struct {
+		table   string
+		meanMS  float64
+		want    model.Severity
+		summary string
+	}{
+		{"events", 8, model.Info, "Fix the bloat first"},
+		{"events", 400, model.Warning, "fix the bloat first (table-bloat), and create the index"},
+		{"orders", 8, model.Warning, ""},
+		{"vacuumed", 8, model.Info, "Fix the bloat first"},
+	} {
 		f := &model.Finding{Severity: model.Warning, Impact: model.Impact{Summary: "40% of the time"},
-			Experiment: &model.Experiment{Table: model.RelRef{Schema: "public", Name: table}}}
+			Experiment: &model.Experiment{Table: model.RelRef{Schema: "public", Name: c.table}, MeanMS: c.meanMS}}
 		bloatedUnmeasured(snap, f)
-		if f.Severity != want {
-			t.Errorf("%s: severity %v, want %v", table, f.Severity, want)
+		if f.Severity != c.want {
+			t.Errorf("%s at %.0f ms: severity %v, want %v", c.table, c.meanMS, f.Severity, c.want)
 		}
-		if bloated := strings.Contains(f.Impact.Summary, "Fix the bloat first"); bloated != (want == model.Info) {
-			t.Errorf("%s: summary %q", table, f.Impact.Summary)
+		if c.summary != "" && !strings.Contains(f.Impact.Summary, c.summary) || c.summary == "" && strings.Contains(f.Impact.Summary, "bloat") {
+			t.Errorf("%s at %.0f ms: summary %q", c.table, c.meanMS, f.Impact.Summary)
 		}
 	}
 }
