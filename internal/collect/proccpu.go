@@ -36,10 +36,10 @@ func parseProcStat(b []byte) (float64, bool) {
 	if len(f) < 13 {
 		return 0, false
 	}
-	u, err1 := strconv.ParseFloat(string(f[11]), 64)
-	s, err2 := strconv.ParseFloat(string(f[12]), 64)
+	u, err1 := strconv.ParseUint(string(f[11]), 10, 64)
+	s, err2 := strconv.ParseUint(string(f[12]), 10, 64)
 	if err1 != nil || err2 != nil {
 		return 0, false
 	}
-	return (u + s) * 1000 / clockTicks, true
+	return float64(u+s) * 1000 / clockTicks, true
 }

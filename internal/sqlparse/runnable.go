@@ -23,6 +23,9 @@ import (
 // is refused, and the statement is never run. Other statements are sent
 // as written.
 func (s *Statement) Runnable() (string, error) {
+	if n := s.ParamCount(); n > MaxParams {
+		return "", fmt.Errorf("the statement names $%d; a statement can have at most %d parameters", n, MaxParams)
+	}
 	if !s.needsDeparse() {
 		return s.text, nil
 	}

@@ -131,6 +131,10 @@ func (s *Statement) SafeToAnalyze() (bool, string) {
 	return safe, reason
 }
 
+// MaxParams is the most parameters a statement can have: the extended
+// protocol's Bind message counts them in 16 bits.
+const MaxParams = 65535
+
 // ParamCount is the highest $n in the statement.
 func (s *Statement) ParamCount() int {
 	n := 0
@@ -556,7 +560,7 @@ func eachChild(m protoreflect.Message, fn func(protoreflect.Message) bool) bool 
 //
 // It returns nil when it has nothing to declare.
 func (s *Statement) FallbackParamTypes(n int, columnType func(Column) string) []string {
-	if n <= 0 {
+	if n <= 0 || n > MaxParams {
 		return nil
 	}
 	types := make([]string, n)

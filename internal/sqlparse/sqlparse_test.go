@@ -106,6 +106,7 @@ func FuzzParse(f *testing.F) {
 		s.ParamColumns()
 		s.BareTargetParams()
 		s.SideEffect()
+		s.DDL()
 		_ = s.Kind()
 		sh := s.Shape()
 		if sh.Claim != nil && sh.Claim.Rewrite != "" {
