@@ -201,6 +201,8 @@ func TestStdin(t *testing.T) {
 func FuzzStderr(f *testing.F) {
 	b, _ := os.ReadFile("testdata/lab/stderr.log")
 	f.Add("%m [%p] %q%u@%d ", string(b[:min(len(b), 4000)]))
+	own, _ := os.ReadFile("testdata/own/stderr.log")
+	f.Add("%m [%p] %q%u@%d ", string(own))
 	f.Add("%t [%p]: [%l-1] user=%u,db=%d ", "2024-05-01 10:00:00 UTC [1]: [1-1] user=a,db=b LOG:  duration: 1 ms  statement: SELECT 1\n\tcontinued\n")
 	f.Fuzz(func(t *testing.T, prefix, text string) {
 		p, err := CompilePrefix(prefix)
