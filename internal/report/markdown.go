@@ -62,7 +62,7 @@ func Markdown(w io.Writer, d *Document) error {
 		if p.Check != nil && len(p.Check.Unseen) > 0 {
 			b.WriteString("**pgmedic could not see all of this database; what follows covers only what it saw:**\n\n")
 			for _, u := range p.Check.Unseen {
-				fmt.Fprintf(b, "- %s (fix: `%s`)\n", mdCell(UnseenText(u)), mdCell(u.Fix))
+				fmt.Fprintf(b, "- %s (fix: `%s`)\n", mdCell(UnseenText(u)), mdCode(u.Fix))
 			}
 			b.WriteString("\n")
 		}

@@ -65,3 +65,45 @@ func TestMinSeverityAndSummary(t *testing.T) {
 		t.Errorf("Filter narrows the findings but keeps the summary")
 	}
 }
+
+// TestUnseenHeadsEveryFormat: what check could not see comes first in
+// text, Markdown and HTML, with how much and the grant; with nothing
+// found, the text says it is not an all-clear, and only blocking entries
+// make the report incomplete.
+func TestUnseenHeadsEveryFormat(t *testing.T) {
+	r := New("test", envelope.Target{Host: "db", Port: 5432, Database: "shop", User: "ro"}, time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC), nil, nil, 13, model.Warning)
+	r.Unseen = []model.Unseen{
+		{What: "statements of other roles (pg_stat_statements shows their time, not their text)", Count: 30, Share: 0.54, Fix: "GRANT pg_read_all_stats TO ro;", Blocks: true},
+		{What: "the server log (server log not read: permission denied)", Share: -1, Fix: "GRANT pg_read_server_files TO ro;"},
+	}
+	var text, md, page bytes.Buffer
+	if err := r.Text(&text); err != nil {
+		t.Fatal(err)
+	}
+	if err := Markdown(&md, r.Document()); err != nil {
+		t.Fatal(err)
+	}
+	if err := HTML(&page, r.Document()); err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.Split(text.Bytes(), []byte("\n"))
+	if len(lines) < 4 || !bytes.Contains(lines[2], []byte("could not see all of this database")) ||
+		!bytes.Contains(lines[3], []byte("30 statements of other roles")) || !bytes.Contains(lines[3], []byte("54% of the statement time")) {
+		t.Errorf("text does not start with what check could not see:\n%s", text.String())
+	}
+	if !bytes.Contains(text.Bytes(), []byte("not an all-clear")) || !bytes.Contains(text.Bytes(), []byte("GRANT pg_read_all_stats TO ro;")) {
+		t.Errorf("text:\n%s", text.String())
+	}
+	for name, out := range map[string][]byte{"markdown": md.Bytes(), "html": page.Bytes()} {
+		if !bytes.Contains(out, []byte("could not see all of this database")) || !bytes.Contains(out, []byte("GRANT pg_read_all_stats TO ro;")) {
+			t.Errorf("%s lacks the unseen headline", name)
+		}
+	}
+	if !r.Incomplete() {
+		t.Error("a blocking entry does not make the report incomplete")
+	}
+	r.Unseen = r.Unseen[1:]
+	if r.Incomplete() {
+		t.Error("the server log alone makes the report incomplete")
+	}
+}
