@@ -18,6 +18,7 @@ import (
 	"github.com/pgmedic/pgmedic/internal/lab"
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/printable"
+	"github.com/pgmedic/pgmedic/internal/rules"
 	"github.com/pgmedic/pgmedic/internal/scenario"
 )
 
@@ -203,13 +204,23 @@ func (o *outputFlags) validate() (model.Severity, []string, error) {
 	if err != nil {
 		return 0, nil, usageErr("--min-severity: %v", err)
 	}
+	ids, err := ruleIDs(o.rules)
+	return sev, ids, err
+}
+
+// ruleIDs reads --rules. One table of rules serves every command: an id is
+// known or refused the same way whatever input the command reads.
+func ruleIDs(flag string) ([]string, error) {
 	var ids []string
-	for _, id := range strings.Split(o.rules, ",") {
+	for _, id := range strings.Split(flag, ",") {
 		if id = strings.TrimSpace(id); id != "" {
 			ids = append(ids, id)
 		}
 	}
-	return sev, ids, nil
+	if _, err := rules.Select(ids); err != nil {
+		return nil, usageErr("--rules: %v", err)
+	}
+	return ids, nil
 }
 
 // progress returns a logger that writes to stderr only when it is a terminal.

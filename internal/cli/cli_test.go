@@ -495,3 +495,49 @@ func TestBinaryCarriesItsClients(t *testing.T) {
 		t.Errorf("the clients were installed %d times in %s", len(installed), cache)
 	}
 }
+
+// TestRulesMeanTheSameEverywhere: --rules selects from one table in every
+// command. A rule that reads the log (checkpoint-pressure) is accepted by
+// check and logs and selects only itself in logs; an unknown id is the
+// same one-line usage error in check, explain, logs and profile.
+func TestRulesMeanTheSameEverywhere(t *testing.T) {
+	log := "../logs/testdata/lab/maintenance.log"
+	code, out, errOut := run(t, "logs", log, "--rules", "checkpoint-pressure", "--format", "json")
+	if code != ExitOK {
+		t.Fatalf("logs --rules checkpoint-pressure: exit %d: %s", code, errOut)
+	}
+	var rep struct {
+		Findings []model.Finding `json:"findings"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Findings) == 0 {
+		t.Fatal("logs --rules checkpoint-pressure found nothing on the maintenance log")
+	}
+	for _, f := range rep.Findings {
+		if f.Rule != "checkpoint-pressure" {
+			t.Errorf("--rules checkpoint-pressure let %s through", f.Rule)
+		}
+	}
+	if code, _, errOut := run(t, "logs", log, "--rules", "table-bloat"); code != ExitOK {
+		t.Errorf("logs refused a rule that reads the log: %s", errOut)
+	}
+	var first string
+	for _, args := range [][]string{
+		{"check", "--rules", "no-such-rule", "postgres://127.0.0.1:1/x"},
+		{"explain", "--rules", "no-such-rule", "../plan/testdata/pg15/sort-spill.bad.txt"},
+		{"logs", "--rules", "no-such-rule", log},
+		{"profile", "--rules", "no-such-rule", "--pid", "1"},
+	} {
+		code, out, errOut := run(t, args...)
+		if code != ExitInput || out != "" || strings.Count(strings.TrimSpace(errOut), "\n") != 0 || !strings.Contains(errOut, `unknown rule "no-such-rule"`) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errOut)
+		}
+		if first == "" {
+			first = errOut
+		} else if errOut != first {
+			t.Errorf("%v says %q, check says %q", args, errOut, first)
+		}
+	}
+}

@@ -106,7 +106,7 @@ func TestExplainBadInput(t *testing.T) {
 		"compare one":        {[]string{"explain", "--compare", fixtures + "wal.txt"}, "needs two plans"},
 		"compare bad":        {[]string{"explain", "--compare", fixtures + "wal.txt", write("e2", " ")}, "empty"},
 		"refused":            {[]string{"explain", "--dsn", "postgres://nobody@127.0.0.1:1/x?connect_timeout=2", "--query", "SELECT 1"}, "127.0.0.1"},
-		"unknown rule":       {[]string{"explain", "--rules", "nope", fixtures + "wal.txt"}, "unknown plan rule"},
+		"unknown rule":       {[]string{"explain", "--rules", "nope", fixtures + "wal.txt"}, "unknown rule"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			code, out, errOut := run(t, c.args...)

@@ -13,7 +13,7 @@ import (
 
 // newLogs is `pgmedic logs`: server logs read and aggregated.
 func newLogs(stdin io.Reader, stdout io.Writer) *cobra.Command {
-	var format, out, prefix string
+	var format, out, prefix, ruleFlag string
 	var literals bool
 	cmd := &cobra.Command{
 		Use:   "logs FILE...",
@@ -31,11 +31,15 @@ Exit codes: 0 read, 2 nothing could be parsed (or bad usage).`,
 			if err := (&outputFlags{format: format}).validateFormat(); err != nil {
 				return err
 			}
+			ids, err := ruleIDs(ruleFlag)
+			if err != nil {
+				return err
+			}
 			var sources []logs.Source
 			for _, a := range args {
 				sources = append(sources, logs.FileSource(a, stdin))
 			}
-			s, findings, skipped, err := diagnose.Logs(cmd.Context(), sources, logs.Options{Prefix: prefix, ShowLiterals: literals}, nil)
+			s, findings, skipped, err := diagnose.Logs(cmd.Context(), sources, logs.Options{Prefix: prefix, ShowLiterals: literals}, ids)
 			if err != nil {
 				return inputErr(err)
 			}
@@ -57,6 +61,7 @@ Exit codes: 0 read, 2 nothing could be parsed (or bad usage).`,
 	cmd.Flags().StringVar(&format, "format", "text", formatHelp)
 	cmd.Flags().StringVar(&out, "out", "", "write the report to this file instead of stdout")
 	cmd.Flags().StringVar(&prefix, "prefix", "", "the server's log_line_prefix, for stderr and syslog logs (default: detected)")
+	cmd.Flags().StringVar(&ruleFlag, "rules", "", "comma-separated rule ids to run on the log's plans and events (default: all)")
 	cmd.Flags().BoolVar(&literals, "show-literals", false, "keep each statement's slowest call and each error's first message with their values (default: normalised texts only)")
 	return cmd
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/profile"
 	"github.com/pgmedic/pgmedic/internal/report"
-	"github.com/pgmedic/pgmedic/internal/rules"
 )
 
 // newProfile is `pgmedic profile`: perf on PostgreSQL backends (or any
@@ -38,7 +37,7 @@ Exports: --svg (an interactive flame graph), --folded, --speedscope, --pprof (go
 Exit codes: 0 nothing at or above --min-severity, 1 findings, 2 usage, perf or connection error.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			least, _, err := o.validate()
+			least, ids, err := o.validate()
 			if err != nil {
 				return err
 			}
@@ -74,7 +73,7 @@ Exit codes: 0 nothing at or above --min-severity, 1 findings, 2 usage, perf or c
 				return inputErr(err)
 			}
 			progress(stderr)("profiling %v for %s", targets, duration)
-			res, err := profile.Run(ctx, perf, conn, targets, duration, freq)
+			res, findings, err := diagnose.Profile(ctx, perf, sess, targets, duration, freq, diagnose.Options{Rules: ids, NoVerify: noVerify, Log: progress(stderr)})
 			if err != nil {
 				return inputErr(err)
 			}
@@ -96,12 +95,6 @@ Exit codes: 0 nothing at or above --min-severity, 1 findings, 2 usage, perf or c
 					return err
 				}
 				os.Chmod(path, 0o644)
-			}
-			findings := rules.CPUHotspot(p)
-			if sess != nil && !noVerify {
-				for i := range findings {
-					diagnose.ProveHotspot(ctx, perf, sess, &findings[i], res.Raw, progress(stderr))
-				}
 			}
 			rep := report.NewProfile(Version, p, f, findings, nil, least)
 			rep.Unread = st.Unrecognised

@@ -114,7 +114,8 @@ func TestOwnSessionsAreNotEvidence(t *testing.T) {
 	if len(s.LockWaits) != 0 {
 		t.Errorf("lock waits kept: %+v", s.LockWaits)
 	}
-	if f, _ := rules.LockContention(s); len(f) != 0 {
+	lockRule, _ := rules.Select([]string{rules.LockContentionID})
+	if f, _ := rules.Run(s, lockRule); len(f) != 0 {
 		t.Errorf("lock-contention built from pgmedic's own lock: %s", f[0].Title)
 	}
 }

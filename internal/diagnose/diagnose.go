@@ -175,7 +175,7 @@ func Check(ctx context.Context, dsn, version string, o Options, min model.Severi
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	rep := report.New(version, sess.Target, snap.CollectedAt, findings, skipped, len(selected), min)
+	rep := report.New(version, sess.Target, snap.CollectedAt, findings, skipped, rules.SnapshotRules(selected), min)
 	rep.Unseen = unseen(snap, skipped)
 	rep.Sessions = report.SessionsOf(snap.Sampling)
 	rep.Statements, rep.Plans = report.StatementsOf(snap)
@@ -337,9 +337,11 @@ func Logs(ctx context.Context, sources []logs.Source, opt logs.Options, ruleIDs 
 			misestimates = append(misestimates, m)
 		}
 	}
-	findings = append(findings, rules.FromLogEvents(events, "the server log")...)
-	findings = append(findings, rules.FromLogMaintenance(events)...)
-	findings = append(findings, rules.FromLogMisestimates(misestimates)...)
+	fromEvents, err := rules.RunLog(rules.LogInput{Events: events, Misestimates: misestimates, Name: "the server log"}, ruleIDs)
+	if err != nil {
+		return nil, nil, nil, inputErrf("--rules: %v", err)
+	}
+	findings = append(findings, fromEvents...)
 	if unreadable > 0 {
 		skipped = append(skipped, model.Skip{Rule: "auto_explain", Reason: fmt.Sprintf("%d auto_explain plans in the log could not be read as plans", unreadable),
 			Fix: "auto_explain.log_format = 'json' gives plans pgmedic reads whole"})

@@ -37,25 +37,46 @@ func (o Options) checkProfile(ctx context.Context, sess *envelope.Session) ([]mo
 		return skip(err.Error())
 	}
 	o.logf("profiling backends %v for %s", pids, o.ProfileFor)
-	res, err := profile.Run(ctx, perf, sess.Conn, pids, o.ProfileFor, 499)
+	res, found, err := Profile(ctx, perf, sess, pids, o.ProfileFor, 499, o)
 	if err != nil {
 		return skip(err.Error())
-	}
-	found := rules.CPUHotspot(res.Profile)
-	if !o.NoVerify {
-		for i := range found {
-			ProveHotspot(ctx, perf, sess, &found[i], res.Raw, o.logf)
-		}
 	}
 	folded := profile.Folded(res.Profile)
 	return found, nil, report.NewProfile("", res.Profile, folded, found, nil, model.Info)
 }
 
-// ProveHotspot re-runs a hot spot's statement as the application ran it
+// Profile samples the processes' CPU with perf for d at freq samples a
+// second, names the hot spots (the rules among o.Rules that read a
+// profile) and, with a session and unless o.NoVerify, re-runs each hot
+// spot's statement with its fix. It is the one profile pipeline of
+// check --profile and pgmedic profile; sess is nil when only --pid was
+// given, and then nothing is attributed to statements or re-run.
+func Profile(ctx context.Context, perf *profile.Perf, sess *envelope.Session, pids []int, d time.Duration, freq int, o Options) (profile.Result, []model.Finding, error) {
+	var conn profile.Conn
+	if sess != nil {
+		conn = sess.Conn
+	}
+	res, err := profile.Run(ctx, perf, conn, pids, d, freq)
+	if err != nil {
+		return res, nil, err
+	}
+	found, err := rules.RunProfile(res.Profile, o.Rules)
+	if err != nil {
+		return res, nil, inputErrf("--rules: %v", err)
+	}
+	if sess != nil && !o.NoVerify {
+		for i := range found {
+			proveHotspot(ctx, perf, sess, &found[i], res.Raw, o.logf)
+		}
+	}
+	return res, found, nil
+}
+
+// proveHotspot re-runs a hot spot's statement as the application ran it
 // and with the fix, in pgmedic's own session (read-only transactions that
 // are rolled back), while perf records that session; the finding gets
 // both times and both shares, or the reason no re-run was possible.
-func ProveHotspot(ctx context.Context, perf *profile.Perf, sess *envelope.Session, f *model.Finding, raw map[string]string, logf func(string, ...any)) {
+func proveHotspot(ctx context.Context, perf *profile.Perf, sess *envelope.Session, f *model.Finding, raw map[string]string, logf func(string, ...any)) {
 	kind := rules.HotspotKind(*f)
 	if kind == "" || f.Object.QueryID == "" {
 		return

@@ -38,8 +38,14 @@ func shareOf(p model.Profile, id string) float64 {
 	return 0
 }
 
+// hotspots runs the rules that read a profile, as every command does.
+func hotspots(p model.Profile) []model.Finding {
+	fs, _ := rules.RunProfile(p, nil)
+	return fs
+}
+
 func fired(p model.Profile, name string) bool {
-	for _, f := range rules.CPUHotspot(p) {
+	for _, f := range hotspots(p) {
 		if strings.HasPrefix(f.Title, name) {
 			return true
 		}
@@ -88,7 +94,7 @@ func TestAllocatorContention(t *testing.T) {
 		t.Errorf("glibc: allocator not named (%.1f%% of %d samples)", 100*g, glibc.Samples)
 	}
 	if fired(je, "memory allocation") || j == 0 {
-		t.Errorf("jemalloc: findings %v, share %.2f", rules.CPUHotspot(je), j)
+		t.Errorf("jemalloc: findings %v, share %.2f", hotspots(je), j)
 	}
 }
 
@@ -200,7 +206,7 @@ func TestConversionScenarios(t *testing.T) {
 				if p.Samples < 100 {
 					t.Errorf("only %d samples", p.Samples)
 				}
-				for _, f := range rules.CPUHotspot(p) {
+				for _, f := range hotspots(p) {
 					t.Errorf("the healthy scan has a hot spot: %s", f.Title)
 				}
 				return
@@ -217,7 +223,7 @@ func TestConversionScenarios(t *testing.T) {
 			if p.Samples < 100 || share < 0.2 {
 				t.Errorf("%s: %.1f%% of %d samples", sc.kind, 100*share, p.Samples)
 			}
-			fs := rules.CPUHotspot(p)
+			fs := hotspots(p)
 			found := false
 			for _, f := range fs {
 				if f.Object.Kind == "statement" && strings.Contains(f.Object.Name, sc.statement) && strings.Contains(f.Title, "conversion") {

@@ -147,7 +147,7 @@ func sec(msec float64) string { return fmt.Sprintf("%.1f s", msec/1000) }
 // every lock they took stays held until they commit, and every session
 // that needs one of those rows or tables waits for the client, not the
 // database.
-func IdleInTransaction(s *model.Snapshot) ([]model.Finding, []model.Skip) {
+func idleInTransaction(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	if ok, skip := sampled(s, IdleInTransactionID); !ok {
 		return nil, skip
 	}
@@ -200,7 +200,7 @@ func IdleInTransaction(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 // LockContention finds lock waits that take a large share of the sampled
 // session time, and names the session at the head of the blocking chain at
 // its worst moment.
-func LockContention(s *model.Snapshot) ([]model.Finding, []model.Skip) {
+func lockContention(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	if ok, skip := sampled(s, LockContentionID); !ok {
 		return nil, skip
 	}
@@ -424,7 +424,7 @@ func pidsOf(pids []int) []string {
 // read (ClientWrite). Sessions the server found abandoned and bursts of
 // rollbacks over the same window are evidence of the timeouts and retries
 // that follow.
-func ClientStall(s *model.Snapshot) ([]model.Finding, []model.Skip) {
+func clientStall(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	if ok, skip := sampled(s, ClientStallID); !ok {
 		return nil, skip
 	}
@@ -551,7 +551,7 @@ const (
 // ConnectionPressure finds a real run queue (more sessions on CPU than
 // the server has cores, and each getting measurably less than a core),
 // connections near max_connections, and connection churn.
-func ConnectionPressure(s *model.Snapshot) ([]model.Finding, []model.Skip) {
+func connectionPressure(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	if ok, skip := sampled(s, ConnectionPressureID); !ok {
 		return nil, skip
 	}
@@ -657,7 +657,7 @@ const PoolSaturationID = "pool-saturation"
 // connection while every one of them is busy: the pool is the bottleneck,
 // and what keeps its connections busy (the slowest statements) is what to
 // fix before the pool size.
-func PoolSaturation(s *model.Snapshot) ([]model.Finding, []model.Skip) {
+func poolSaturation(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	if s.Sampling != nil && s.Sampling.PgBouncer == "" && s.Sampling.BouncerError != "" {
 		return nil, []model.Skip{{Rule: PoolSaturationID, Reason: "PgBouncer was not sampled: " + s.Sampling.BouncerError,
 			Fix: "give --pgbouncer the admin console: postgres://USER@HOST:6432/pgbouncer with USER in admin_users or stats_users"}}

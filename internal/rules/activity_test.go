@@ -112,7 +112,7 @@ func TestSessionRules(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got := map[string]model.Finding{}
-			for _, check := range []func(*model.Snapshot) ([]model.Finding, []model.Skip){IdleInTransaction, LockContention, ClientStall, ConnectionPressure} {
+			for _, check := range []func(*model.Snapshot) ([]model.Finding, []model.Skip){idleInTransaction, lockContention, clientStall, connectionPressure} {
 				fs, _ := check(c.s)
 				for _, f := range fs {
 					got[f.Rule] = f
@@ -139,7 +139,7 @@ func TestSessionRules(t *testing.T) {
 		})
 	}
 	// Nothing sampled: each rule says so, with the flag that samples.
-	for _, check := range []func(*model.Snapshot) ([]model.Finding, []model.Skip){IdleInTransaction, LockContention, ClientStall, ConnectionPressure} {
+	for _, check := range []func(*model.Snapshot) ([]model.Finding, []model.Skip){idleInTransaction, lockContention, clientStall, connectionPressure} {
 		fs, skips := check(&model.Snapshot{})
 		if len(fs) != 0 || len(skips) != 1 || !strings.Contains(skips[0].Fix, "--sample") {
 			t.Errorf("without samples: %v %v", fs, skips)
@@ -155,7 +155,7 @@ func TestQueueBehindTheFirstWaiter(t *testing.T) {
 	first := model.Backend{PID: 11, State: "active", WaitType: "Lock", Wait: "transactionid", BlockedBy: []int{10}}
 	second := model.Backend{PID: 12, State: "active", WaitType: "Lock", Wait: "tuple", BlockedBy: []int{11}}
 	third := model.Backend{PID: 13, State: "active", WaitType: "Lock", Wait: "tuple", BlockedBy: []int{11}}
-	fs, _ := IdleInTransaction(sampledSnapshot(3, holder, first, second, third))
+	fs, _ := idleInTransaction(sampledSnapshot(3, holder, first, second, third))
 	if len(fs) != 1 || fs[0].Severity != model.Critical || !strings.Contains(fs[0].Title, "3 sessions waited behind it") {
 		t.Fatalf("%+v", fs)
 	}
@@ -174,17 +174,17 @@ func TestPoolSaturation(t *testing.T) {
 		return s
 	}
 	full := model.Pool{Database: "shop", User: "app", Mode: "transaction", ClActive: 2, ClWaiting: 10, SvActive: 2, MaxWaitMS: 1500}
-	fs, _ := PoolSaturation(pools(full))
+	fs, _ := poolSaturation(pools(full))
 	if len(fs) != 1 || fs[0].Severity != model.Critical || !strings.Contains(fs[0].Title, "up to 10 clients waited") ||
 		!strings.Contains(fs[0].Impact.Summary, "JIT compilation (jit-overhead)") {
 		t.Errorf("saturated: %+v", fs)
 	}
 	idle := full
 	idle.SvIdle = 3
-	if fs, _ := PoolSaturation(pools(idle)); len(fs) != 0 {
+	if fs, _ := poolSaturation(pools(idle)); len(fs) != 0 {
 		t.Errorf("a pool with idle server connections: %+v", fs)
 	}
-	if fs, skips := PoolSaturation(&model.Snapshot{}); len(fs) != 0 || len(skips) != 1 || !strings.Contains(skips[0].Fix, "--pgbouncer") {
+	if fs, skips := poolSaturation(&model.Snapshot{}); len(fs) != 0 || len(skips) != 1 || !strings.Contains(skips[0].Fix, "--pgbouncer") {
 		t.Errorf("no PgBouncer: %v %v", fs, skips)
 	}
 }
@@ -211,10 +211,16 @@ func TestFromLogEvents(t *testing.T) {
 		{model.LogEvents{ClientsLost: 5, DuplicateKeys: 7, StatementTimeouts: 6}, "client-stall:warning"},
 		{model.LogEvents{DuplicateKeys: 7}, ""},
 	} {
-		if got := ids(FromLogEvents(c.ev, "shop")); got != c.want {
+		if got := ids(runLog(LogInput{Events: c.ev, Name: "shop"})); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.ev, got, c.want)
 		}
 	}
+}
+
+// runLog runs every rule that reads a log, through the registry.
+func runLog(in LogInput) []model.Finding {
+	fs, _ := RunLog(in, nil)
+	return fs
 }
 
 // TestFromLogMaintenance: checkpoints WAL volume started, and dead rows
@@ -238,7 +244,7 @@ func TestFromLogMaintenance(t *testing.T) {
 		{"a few stuck rows", model.LogEvents{Tables: []model.TableMaintenance{{Table: "a.b.c", Vacuums: 3, NotRemovable: 5000, RemainAt: 9000}}}, ""},
 		{"stuck rows, a small share of a big table", model.LogEvents{Tables: []model.TableMaintenance{{Table: "a.b.c", Vacuums: 3, NotRemovable: 20000, RemainAt: 9000000}}}, ""},
 	} {
-		fs := FromLogMaintenance(c.ev)
+		fs := runLog(LogInput{Events: c.ev})
 		var got []string
 		for _, f := range fs {
 			got = append(got, f.Rule+":"+f.Severity.String())
@@ -249,7 +255,7 @@ func TestFromLogMaintenance(t *testing.T) {
 	}
 	// The size proposed: 9 MB/s for 10 minutes is 2.6 GB per 5 minutes,
 	// times 1.9; the log's checkpoints say max_wal_size is about 1GB now.
-	f := FromLogMaintenance(model.LogEvents{CheckpointsByWAL: 9, CheckpointMeanDistanceKB: 600000, WALKBPerSecond: 9000, CheckpointSpanS: 600})[0]
+	f := runLog(LogInput{Events: model.LogEvents{CheckpointsByWAL: 9, CheckpointMeanDistanceKB: 600000, WALKBPerSecond: 9000, CheckpointSpanS: 600}})[0]
 	if !strings.Contains(f.Fix.SQL, "max_wal_size = '4GB'") || !strings.Contains(f.Fix.Summary, "from about 1GB") {
 		t.Errorf("fix: %s / %s", f.Fix.Summary, f.Fix.SQL)
 	}
@@ -264,11 +270,11 @@ func TestFromLogMisestimates(t *testing.T) {
 	analyzed.Analyzes = 2
 	small := m
 	small.Factor = 20
-	fs := FromLogMisestimates([]LogMisestimate{m, m, analyzed, small})
+	fs := runLog(LogInput{Misestimates: []LogMisestimate{m, m, analyzed, small}})
 	if len(fs) != 1 || fs[0].Rule != StaleStatisticsID || fs[0].Fix.SQL != "ANALYZE events;" || !strings.Contains(fs[0].Title, "12 minutes") {
 		t.Fatalf("%+v", fs)
 	}
-	if fs := FromLogMisestimates([]LogMisestimate{analyzed, small}); len(fs) != 0 {
+	if fs := runLog(LogInput{Misestimates: []LogMisestimate{analyzed, small}}); len(fs) != 0 {
 		t.Errorf("fired on %+v", fs[0].Title)
 	}
 }
@@ -276,7 +282,7 @@ func TestFromLogMisestimates(t *testing.T) {
 // TestDDLQueueFix: the fix of a queue a schema change heads is the one for
 // that statement and its lock, never the row-lock advice.
 func TestDDLQueueFix(t *testing.T) {
-	fs, _ := LockContention(sampledSnapshot(5, readersBehindALock()...))
+	fs, _ := lockContention(sampledSnapshot(5, readersBehindALock()...))
 	if len(fs) != 1 {
 		t.Fatalf("%d findings", len(fs))
 	}
@@ -300,7 +306,7 @@ func TestDDLQueueFix(t *testing.T) {
 	r1 := model.Backend{PID: 41, State: "active", WaitType: "Lock", Wait: "relation", BlockedBy: []int{40}, Query: "SELECT * FROM orders WHERE id = $1"}
 	r2 := r1
 	r2.PID = 42
-	fs, _ = LockContention(sampledSnapshot(5, rewrite, r1, r2))
+	fs, _ = lockContention(sampledSnapshot(5, rewrite, r1, r2))
 	if len(fs) != 1 || !strings.Contains(fs[0].Title, "has held AccessExclusiveLock on orders for 9.0 s; 2 sessions queued") ||
 		!strings.Contains(fs[0].Fix.Summary, "backfill it in batches") {
 		t.Errorf("a running rewrite: %+v", fs)
@@ -308,7 +314,7 @@ func TestDDLQueueFix(t *testing.T) {
 	// A row-lock queue keeps its own advice.
 	holder := model.Backend{PID: 10, State: "idle in transaction", StateMS: 5000, XactMS: 5000}
 	w := model.Backend{PID: 11, State: "active", WaitType: "Lock", Wait: "transactionid", BlockedBy: []int{10}, Query: "SELECT * FROM jobs WHERE state = 'new' LIMIT 1 FOR UPDATE"}
-	fs, _ = LockContention(sampledSnapshot(5, holder, w))
+	fs, _ = lockContention(sampledSnapshot(5, holder, w))
 	if len(fs) != 1 || !strings.Contains(fs[0].Fix.Summary, "SKIP LOCKED") || strings.Contains(fs[0].Fix.Summary, "lock_timeout") {
 		t.Errorf("row-lock queue: %+v", fs)
 	}

@@ -225,7 +225,7 @@ func ProfileShares(p model.Profile) []KindShare {
 // CPUHotspot names the kinds that took at least a tenth of a profile's
 // samples, with what they mean and the fix, attributed to the statement
 // that ran them most.
-func CPUHotspot(p model.Profile) []model.Finding {
+func cpuHotspot(p model.Profile) []model.Finding {
 	var out []model.Finding
 	for _, ks := range ProfileShares(p) {
 		k := ks.Kind

@@ -49,7 +49,7 @@ func TestCPUHotspotKinds(t *testing.T) {
 			}
 			p.Stacks = c.stacks
 			var got []string
-			for _, f := range CPUHotspot(p) {
+			for _, f := range cpuHotspot(p) {
 				got = append(got, strings.SplitN(f.Title, " takes ", 2)[0]+":"+f.Severity.String())
 				if f.Fix.Summary == "" || f.Impact.Summary == "" {
 					t.Errorf("incomplete finding %+v", f)
@@ -87,10 +87,10 @@ func TestCPUHotspotOnRealProfiles(t *testing.T) {
 		return -1
 	}
 	glibc, jemalloc, tz := read("glibc.perf.txt"), read("jemalloc.perf.txt"), read("tz.perf.txt")
-	if s := share(glibc, "glibc-malloc"); s < 0.4 || len(CPUHotspot(glibc)) == 0 {
-		t.Errorf("glibc: allocator share %.2f, findings %v", s, CPUHotspot(glibc))
+	if s := share(glibc, "glibc-malloc"); s < 0.4 || len(cpuHotspot(glibc)) == 0 {
+		t.Errorf("glibc: allocator share %.2f, findings %v", s, cpuHotspot(glibc))
 	}
-	if fs := CPUHotspot(jemalloc); len(fs) != 0 || share(jemalloc, "other-allocator") <= 0 {
+	if fs := cpuHotspot(jemalloc); len(fs) != 0 || share(jemalloc, "other-allocator") <= 0 {
 		t.Errorf("jemalloc: share %.2f, findings %v", share(jemalloc, "other-allocator"), fs)
 	}
 	if s := share(tz, "timezone"); s < 0.1 {

@@ -69,7 +69,7 @@ func normalise(q string) string { return strings.ToLower(strings.Join(strings.Fi
 // DriverIntrospection finds client drivers' type-introspection queries that
 // cost the application time on every new connection: asyncpg's
 // typeinfo_tree query under JIT took the UK coronavirus dashboard down.
-func DriverIntrospection(s *model.Snapshot) ([]model.Finding, []model.Skip) {
+func driverIntrospection(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	if skip, missing := s.Missing["pg_stat_statements"]; missing {
 		skip.Rule = DriverIntrospectionID
 		return nil, []model.Skip{skip}

@@ -44,7 +44,7 @@ const (
 // JITOverhead finds statements whose JIT compilation costs more than their
 // execution, and databases where JIT is on with thresholds that let it fire
 // on short queries (the UK coronavirus dashboard incident).
-func JITOverhead(s *model.Snapshot) ([]model.Finding, []model.Skip) {
+func jitOverhead(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	var findings []model.Finding
 	var skipped []model.Skip
 	if !s.Server.JITAvailable {

@@ -23,63 +23,90 @@ const (
 	completionTarget    = 0.9   // checkpoint_completion_target's default
 )
 
-// FromLogEvents judges what a server log counted with the session rules'
-// ids: connection storms and "too many clients" (connection-pressure),
-// lock waits and deadlocks (lock-contention), and clients that went away
-// while duplicate-key errors followed timeouts (client-stall: retries of
-// work the database had done).
-func FromLogEvents(le model.LogEvents, database string) []model.Finding {
-	var out []model.Finding
-	obj := model.Object{Kind: "log", Name: database, Database: database}
-	logged := model.NotRunBecause("counted in the server log")
-	if le.TooManyClients > 0 || float64(le.PeakPerMinute)/60 >= churnPerSecond {
-		sev := model.Warning
-		title := fmt.Sprintf("connection storm: %d connections in the busiest minute (%.0f per second)", le.PeakPerMinute, float64(le.PeakPerMinute)/60)
-		if le.TooManyClients > 0 {
-			sev = model.Critical
-			title = fmt.Sprintf("the server refused %d connections (too many clients already); %d in the busiest minute", le.TooManyClients, le.PeakPerMinute)
-		}
-		out = append(out, model.Finding{Rule: ConnectionPressureID, Severity: sev, Title: title, Object: obj,
-			Evidence:     []model.Evidence{ev2("connections", le.Connections), ev2("connections in the busiest minute", le.PeakPerMinute), ev2("refused: too many clients", le.TooManyClients)},
-			Impact:       model.Impact{Summary: "each new connection costs the server a process; a storm of them queues work and exhausts max_connections"},
-			Fix:          model.Fix{Summary: "put a pool in front (PgBouncer in transaction mode, or the application's pool) and reuse connections; find what opens them (a retry loop, an autoscaler)"},
-			Verification: logged, Docs: docsPath(ConnectionPressureID)})
-	}
-	if le.Deadlocks > 0 || (le.LockWaits > 0 && le.LockWaitMS >= 1000) {
-		out = append(out, model.Finding{Rule: LockContentionID, Severity: model.Warning,
-			Title:  fmt.Sprintf("%d lock waits past deadlock_timeout and %d deadlocks in the log", le.LockWaits, le.Deadlocks),
-			Object: obj,
-			Evidence: []model.Evidence{ev2("lock waits logged (log_lock_waits)", le.LockWaits), ev("lock wait reported", le.LockWaitMS, "ms"),
-				ev2("deadlocks", le.Deadlocks)},
-			Impact:       model.Impact{Summary: "sessions waited for locks held by others; the DETAIL lines name the processes holding them"},
-			Fix:          model.Fix{Summary: "shorten the transactions that hold the locks (commit before other work), take row locks in a consistent order, use FOR UPDATE SKIP LOCKED for queues"},
-			Verification: logged, Docs: docsPath(LockContentionID)})
-	}
-	if le.ClientsLost > 0 && le.DuplicateKeys > 0 && le.StatementTimeouts+le.CancelledByClients > 0 {
-		out = append(out, model.Finding{Rule: ClientStallID, Severity: model.Warning,
-			Title: fmt.Sprintf("clients went away %d times and %d duplicate-key errors followed %d timeouts and cancels: retries of work the database had done",
-				le.ClientsLost, le.DuplicateKeys, le.StatementTimeouts+le.CancelledByClients),
-			Object: obj,
-			Evidence: []model.Evidence{ev2("client connections lost", le.ClientsLost), ev2("duplicate-key errors", le.DuplicateKeys),
-				ev2("statement timeouts", le.StatementTimeouts), ev2("statements cancelled by clients", le.CancelledByClients)},
-			Impact:       model.Impact{Summary: "a client that times out and retries a write the database already did duplicates it; with a unique key, the retry fails instead"},
-			Fix:          model.Fix{Summary: "keep statement_timeout below the client's timeout, make retried writes idempotent (ON CONFLICT DO NOTHING with a key), retry with backoff and a budget"},
-			Verification: logged, Docs: docsPath(ClientStallID)})
-	}
-	return out
+// LogInput is what a server log gives the rules: the events it counted
+// (connections, lock waits, checkpoints, autovacuum runs) and the scans
+// of its executed plans whose row estimates were far off. The plans
+// themselves go through the plan rules (RunPlan).
+type LogInput struct {
+	Events       model.LogEvents
+	Misestimates []LogMisestimate
+	// Name is what the findings' object is called ("the server log").
+	Name string
 }
 
-// FromLogMaintenance judges the checkpointer's and autovacuum's lines:
-// checkpoints that WAL volume forces (checkpoint-pressure), and dead rows
-// vacuum found but could not remove because a snapshot still saw them
-// (table-bloat).
-func FromLogMaintenance(le model.LogEvents) []model.Finding {
-	var out []model.Finding
-	logged := model.NotRunBecause("counted in the server log")
-	if le.CheckpointsTooFrequent > 0 || (le.CheckpointsByWAL >= ckptMinByWAL && le.CheckpointsByWAL >= le.CheckpointsByTime) {
-		out = append(out, checkpointFinding(le, logged))
+var loggedVerification = model.NotRunBecause("counted in the server log")
+
+func logObject(in LogInput) model.Object {
+	return model.Object{Kind: "log", Name: in.Name, Database: in.Name}
+}
+
+// connectionPressureLog: connection storms and "too many clients".
+func connectionPressureLog(in LogInput) []model.Finding {
+	le := in.Events
+	if le.TooManyClients == 0 && float64(le.PeakPerMinute)/60 < churnPerSecond {
+		return nil
 	}
-	for _, t := range le.Tables {
+	sev := model.Warning
+	title := fmt.Sprintf("connection storm: %d connections in the busiest minute (%.0f per second)", le.PeakPerMinute, float64(le.PeakPerMinute)/60)
+	if le.TooManyClients > 0 {
+		sev = model.Critical
+		title = fmt.Sprintf("the server refused %d connections (too many clients already); %d in the busiest minute", le.TooManyClients, le.PeakPerMinute)
+	}
+	return []model.Finding{{Rule: ConnectionPressureID, Severity: sev, Title: title, Object: logObject(in),
+		Evidence:     []model.Evidence{ev2("connections", le.Connections), ev2("connections in the busiest minute", le.PeakPerMinute), ev2("refused: too many clients", le.TooManyClients)},
+		Impact:       model.Impact{Summary: "each new connection costs the server a process; a storm of them queues work and exhausts max_connections"},
+		Fix:          model.Fix{Summary: "put a pool in front (PgBouncer in transaction mode, or the application's pool) and reuse connections; find what opens them (a retry loop, an autoscaler)"},
+		Verification: loggedVerification, Docs: docsPath(ConnectionPressureID)}}
+}
+
+// lockContentionLog: lock waits past deadlock_timeout and deadlocks.
+func lockContentionLog(in LogInput) []model.Finding {
+	le := in.Events
+	if le.Deadlocks == 0 && (le.LockWaits == 0 || le.LockWaitMS < 1000) {
+		return nil
+	}
+	return []model.Finding{{Rule: LockContentionID, Severity: model.Warning,
+		Title:  fmt.Sprintf("%d lock waits past deadlock_timeout and %d deadlocks in the log", le.LockWaits, le.Deadlocks),
+		Object: logObject(in),
+		Evidence: []model.Evidence{ev2("lock waits logged (log_lock_waits)", le.LockWaits), ev("lock wait reported", le.LockWaitMS, "ms"),
+			ev2("deadlocks", le.Deadlocks)},
+		Impact:       model.Impact{Summary: "sessions waited for locks held by others; the DETAIL lines name the processes holding them"},
+		Fix:          model.Fix{Summary: "shorten the transactions that hold the locks (commit before other work), take row locks in a consistent order, use FOR UPDATE SKIP LOCKED for queues"},
+		Verification: loggedVerification, Docs: docsPath(LockContentionID)}}
+}
+
+// clientStallLog: clients that went away while duplicate-key errors
+// followed timeouts (retries of work the database had done).
+func clientStallLog(in LogInput) []model.Finding {
+	le := in.Events
+	if le.ClientsLost == 0 || le.DuplicateKeys == 0 || le.StatementTimeouts+le.CancelledByClients == 0 {
+		return nil
+	}
+	return []model.Finding{{Rule: ClientStallID, Severity: model.Warning,
+		Title: fmt.Sprintf("clients went away %d times and %d duplicate-key errors followed %d timeouts and cancels: retries of work the database had done",
+			le.ClientsLost, le.DuplicateKeys, le.StatementTimeouts+le.CancelledByClients),
+		Object: logObject(in),
+		Evidence: []model.Evidence{ev2("client connections lost", le.ClientsLost), ev2("duplicate-key errors", le.DuplicateKeys),
+			ev2("statement timeouts", le.StatementTimeouts), ev2("statements cancelled by clients", le.CancelledByClients)},
+		Impact:       model.Impact{Summary: "a client that times out and retries a write the database already did duplicates it; with a unique key, the retry fails instead"},
+		Fix:          model.Fix{Summary: "keep statement_timeout below the client's timeout, make retried writes idempotent (ON CONFLICT DO NOTHING with a key), retry with backoff and a budget"},
+		Verification: loggedVerification, Docs: docsPath(ClientStallID)}}
+}
+
+// checkpointPressureLog: checkpoints that WAL volume forces.
+func checkpointPressureLog(in LogInput) []model.Finding {
+	le := in.Events
+	if le.CheckpointsTooFrequent > 0 || (le.CheckpointsByWAL >= ckptMinByWAL && le.CheckpointsByWAL >= le.CheckpointsByTime) {
+		return []model.Finding{checkpointFinding(le, loggedVerification)}
+	}
+	return nil
+}
+
+// tableBloatLog: dead rows vacuum found but could not remove because a
+// snapshot still saw them.
+func tableBloatLog(in LogInput) []model.Finding {
+	var out []model.Finding
+	for _, t := range in.Events.Tables {
 		if t.NotRemovable < stuckMinRows || float64(t.NotRemovable) < stuckMinShare*float64(t.RemainAt) {
 			continue
 		}
@@ -96,7 +123,7 @@ func FromLogMaintenance(le model.LogEvents) []model.Finding {
 			Fix: model.Fix{Summary: "find what holds the xmin horizon back: a long transaction or a session idle in one (end it; set idle_in_transaction_session_timeout), a replication slot or a standby with hot_standby_feedback, a forgotten prepared transaction",
 				SQL: "SELECT pid, state, now() - xact_start AS open_for, backend_xmin FROM pg_stat_activity WHERE backend_xmin IS NOT NULL ORDER BY age(backend_xmin) DESC LIMIT 5;\n" +
 					"SELECT slot_name, xmin, catalog_xmin FROM pg_replication_slots;\nSELECT gid, prepared FROM pg_prepared_xacts;"},
-			Verification: logged, Docs: docsPath(TableBloatID)})
+			Verification: loggedVerification, Docs: docsPath(TableBloatID)})
 	}
 	return out
 }
@@ -200,14 +227,14 @@ func ScanMisestimates(e *plan.Explain) []LogMisestimate {
 	return out
 }
 
-// FromLogMisestimates is stale-statistics from the log: a scan in an
+// staleStatisticsLog is stale-statistics from the log: a scan in an
 // executed plan estimated far off, of a table autoanalyze did not analyze
 // while the log ran. (A misestimate with fresh statistics is the plan
 // rule misestimate's to explain: correlated columns, functions.)
-func FromLogMisestimates(ms []LogMisestimate) []model.Finding {
+func staleStatisticsLog(in LogInput) []model.Finding {
 	var out []model.Finding
 	seen := map[string]bool{}
-	for _, m := range ms {
+	for _, m := range in.Misestimates {
 		if m.Analyzes > 0 || m.Factor < misestimateFactor || seen[m.Table] {
 			continue
 		}

@@ -32,7 +32,7 @@ const (
 // (not its Index Cond) throws most fetched rows away, the shape of a queue
 // poll whose index no longer matches the WHERE clause. It proposes the index
 // a DBA would write from the statement's parse tree.
-func MissingIndex(s *model.Snapshot) ([]model.Finding, []model.Skip) {
+func missingIndex(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	var out []model.Finding
 	var skipped []model.Skip
 	if s.Statements == nil {

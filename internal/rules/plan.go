@@ -42,29 +42,21 @@ const (
 // RunPlan applies the plan rules (all when ids is empty) and returns the
 // findings ranked by the time they could save, plus what was skipped.
 func RunPlan(in PlanInput, ids []string) ([]model.Finding, []model.Skip, error) {
-	want := map[string]bool{}
-	for _, id := range ids {
-		if id = strings.TrimSpace(id); id != "" {
-			want[id] = true
-		}
+	rs, err := Select(ids)
+	if err != nil {
+		return nil, nil, err
 	}
 	var findings []model.Finding
 	var needAnalyze []string
-	var known []string
-	for _, r := range PlanRules() {
-		known = append(known, r.ID)
-		if len(want) > 0 && !want[r.ID] {
+	for _, r := range rs {
+		if r.Plan == nil {
 			continue
 		}
-		delete(want, r.ID)
 		if r.PlanNeedsAnalyze && (!in.Explain.HasAnalyze || (r.ID == JITOverheadID && in.Explain.JIT != nil && in.Explain.JIT.TimingMS == nil)) {
 			needAnalyze = append(needAnalyze, r.ID)
 			continue
 		}
 		findings = append(findings, r.Plan(in)...)
-	}
-	for id := range want {
-		return nil, nil, fmt.Errorf("unknown plan rule %q: known rules are %s", id, strings.Join(known, ", "))
 	}
 	var skips []model.Skip
 	if len(needAnalyze) > 0 {

@@ -49,7 +49,7 @@ func unquoteIdent(s string) string {
 // PostgreSQL an int compared with 5.0, numeric with float8, char(n) with
 // text, a timestamp cast to timestamptz). A cast that reached an Index Cond
 // is served by an index and is left alone.
-func ImplicitCast(in PlanInput) []model.Finding {
+func implicitCast(in PlanInput) []model.Finding {
 	var out []model.Finding
 	seen := map[string]bool{}
 	all := allNodes(in.Explain)
@@ -88,7 +88,7 @@ func ImplicitCast(in PlanInput) []model.Finding {
 // ImplicitCastStatements runs implicit-cast over the plans check collects
 // for its top statements. Those are generic plans (no ANALYZE), so the
 // saving is sized from the statement's share of the database's time.
-func ImplicitCastStatements(s *model.Snapshot) ([]model.Finding, []model.Skip) {
+func implicitCastStatements(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	var out []model.Finding
 	total := totalExecMS(s)
 	for _, st := range s.Statements {
@@ -98,7 +98,7 @@ func ImplicitCastStatements(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		}
 		in := PlanInput{Explain: ex, Catalog: s.Casts, Query: st.Query, Stmt: st.Parsed,
 			Object: model.Object{Kind: "statement", Name: Shorten(st.Query, 80), QueryID: strconv.FormatInt(st.QueryID, 10), Role: st.Role}}
-		for _, f := range ImplicitCast(in) {
+		for _, f := range implicitCast(in) {
 			if total > 0 {
 				f.Impact.Share = model.Round(st.TotalExecMS/total, 4)
 			}
@@ -168,7 +168,7 @@ func clientTypeFindings(s *model.Snapshot, st model.Statement, ct *model.ClientT
 	in := PlanInput{Explain: ct.Plan, Catalog: s.Casts, Query: st.Query, Stmt: st.Parsed,
 		Object: model.Object{Kind: "statement", Name: Shorten(st.Query, 80), QueryID: strconv.FormatInt(st.QueryID, 10), Role: st.Role}}
 	var out []model.Finding
-	for _, f := range ImplicitCast(in) {
+	for _, f := range implicitCast(in) {
 		if f.Experiment == nil || f.Experiment.Column != ct.Column {
 			continue
 		}

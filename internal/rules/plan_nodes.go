@@ -30,7 +30,7 @@ const (
 
 // PlanJIT is jit-overhead for one plan: compilation time that the query's
 // own work does not justify.
-func PlanJIT(in PlanInput) []model.Finding {
+func planJIT(in PlanInput) []model.Finding {
 	e := in.Explain
 	if e.JIT == nil || e.JIT.TimingMS == nil || e.ExecutionMS <= 0 {
 		return nil
@@ -51,7 +51,7 @@ func PlanJIT(in PlanInput) []model.Finding {
 }
 
 // SlowPlanning flags plans that took longer to plan than to run.
-func SlowPlanning(in PlanInput) []model.Finding {
+func slowPlanning(in PlanInput) []model.Finding {
 	e := in.Explain
 	if !e.HasPlanningTime || e.PlanningMS < slowPlanningMinMS || (e.HasAnalyze && e.PlanningMS < e.ExecutionMS) {
 		return nil
@@ -75,7 +75,7 @@ func SlowPlanning(in PlanInput) []model.Finding {
 // PlanMissingIndex flags a sequential scan whose filter throws away nearly
 // everything it reads: an index on the filtered columns reads only the
 // rows that are kept.
-func PlanMissingIndex(in PlanInput) []model.Finding {
+func planMissingIndex(in PlanInput) []model.Finding {
 	var out []model.Finding
 	for _, g := range seqScanGroups(in.Explain) {
 		if g.removed < missingIndexMinRemoved || g.kept > missingIndexMaxKept*(g.kept+g.removed) {
@@ -226,7 +226,7 @@ func filterColumns(n *plan.Node) []string {
 }
 
 // SortSpill flags sorts that wrote to temporary files.
-func SortSpill(in PlanInput) []model.Finding {
+func sortSpill(in PlanInput) []model.Finding {
 	var out []model.Finding
 	all := allNodes(in.Explain)
 	for _, n := range all {
@@ -274,7 +274,7 @@ func kbText(kb float64) string {
 
 // HashBatches flags hash joins and hash aggregates that split their work
 // into batches written to temporary files.
-func HashBatches(in PlanInput) []model.Finding {
+func hashBatches(in PlanInput) []model.Finding {
 	var out []model.Finding
 	all, parent := nodes(in.Explain)
 	for _, n := range all {
@@ -319,7 +319,7 @@ func HashBatches(in PlanInput) []model.Finding {
 
 // Misestimate flags the node where a row estimate first goes wrong by more
 // than 100x (nodes above only inherit the error).
-func Misestimate(in PlanInput) []model.Finding {
+func misestimate(in PlanInput) []model.Finding {
 	var out []model.Finding
 	all, parent := nodes(in.Explain)
 	for _, n := range all {
@@ -408,7 +408,7 @@ func misestimateFix(n *plan.Node) model.Fix {
 
 // NestedLoopBlowup flags nested loops whose inner side ran thousands of
 // times and holds most of the loop's time.
-func NestedLoopBlowup(in PlanInput) []model.Finding {
+func nestedLoopBlowup(in PlanInput) []model.Finding {
 	var out []model.Finding
 	all := allNodes(in.Explain)
 	for _, n := range all {
@@ -456,7 +456,7 @@ func NestedLoopBlowup(in PlanInput) []model.Finding {
 
 // LossyBitmap flags bitmap heap scans whose bitmap outgrew work_mem and
 // degraded to whole pages, so every row on them is rechecked.
-func LossyBitmap(in PlanInput) []model.Finding {
+func lossyBitmap(in PlanInput) []model.Finding {
 	var out []model.Finding
 	all := allNodes(in.Explain)
 	for _, n := range all {
@@ -479,7 +479,7 @@ func LossyBitmap(in PlanInput) []model.Finding {
 }
 
 // LargeOffset flags a Limit that read many rows only to throw them away.
-func LargeOffset(in PlanInput) []model.Finding {
+func largeOffset(in PlanInput) []model.Finding {
 	var out []model.Finding
 	all := allNodes(in.Explain)
 	for _, n := range all {
@@ -522,7 +522,7 @@ func sortKeyBelow(n *plan.Node) string {
 
 // HeapFetches flags index-only scans that still visit the heap because
 // the visibility map is out of date.
-func HeapFetches(in PlanInput) []model.Finding {
+func heapFetches(in PlanInput) []model.Finding {
 	var out []model.Finding
 	all := allNodes(in.Explain)
 	for _, n := range all {

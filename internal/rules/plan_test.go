@@ -143,7 +143,7 @@ func TestImplicitCastCatalog(t *testing.T) {
 		{"implicit-cast-timestamp.bad.txt", "drop the cast"},
 	} {
 		e := loadPlan(t, "pg15/"+c.fixture)
-		fs := ImplicitCast(PlanInput{Explain: e, Catalog: cat})
+		fs := implicitCast(PlanInput{Explain: e, Catalog: cat})
 		if len(fs) != 1 {
 			t.Fatalf("%s: %d findings", c.fixture, len(fs))
 		}
@@ -156,10 +156,10 @@ func TestImplicitCastCatalog(t *testing.T) {
 		Filter: "((items.sku)::text = 'k5'::text)"}}
 	varchar.Derive()
 	cat.Columns[model.CastKey("public", "items", "sku")] = model.CastColumn{Schema: "public", Table: "items", Column: "sku", Type: "character varying", BaseType: "character varying"}
-	if fs := ImplicitCast(PlanInput{Explain: varchar, Catalog: cat}); len(fs) != 0 {
+	if fs := implicitCast(PlanInput{Explain: varchar, Catalog: cat}); len(fs) != 0 {
 		t.Errorf("varchar = text flagged: %+v", fs)
 	}
-	if fs := ImplicitCast(PlanInput{Explain: varchar}); len(fs) != 1 || fs[0].Severity != model.Info || !strings.Contains(fs[0].Verification.Reason, "unconfirmed") {
+	if fs := implicitCast(PlanInput{Explain: varchar}); len(fs) != 1 || fs[0].Severity != model.Info || !strings.Contains(fs[0].Verification.Reason, "unconfirmed") {
 		t.Errorf("without catalog: %+v", fs)
 	}
 }
@@ -211,7 +211,7 @@ func TestGuessedTypesCast(t *testing.T) {
 		{"guessed types, a full read but fast", snap(true, 2000, 0.5), false},
 		{"guessed types, the application reads the table: 40 ms", snap(true, 2000, 40), true},
 	} {
-		fs, _ := ImplicitCastStatements(c.s)
+		fs, _ := implicitCastStatements(c.s)
 		warned := false
 		for _, f := range fs {
 			if f.Severity >= model.Warning {

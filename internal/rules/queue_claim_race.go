@@ -19,7 +19,7 @@ const QueueClaimRaceID = "queue-claim-race"
 // worker updates (claims) the rows again. `FOR UPDATE` alone is correct
 // but makes every worker wait for the one ahead of it; `FOR UPDATE SKIP
 // LOCKED` lets each worker pass over rows another one holds.
-func QueueClaimRace(s *model.Snapshot) ([]model.Finding, []model.Skip) {
+func queueClaimRace(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	var out []model.Finding
 	total := totalExecMS(s)
 	for _, st := range s.Statements {

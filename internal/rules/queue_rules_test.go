@@ -82,7 +82,7 @@ func TestMissingIndex(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			st := model.Statement{QueryID: 1, Query: c.query, Calls: c.calls, TotalExecMS: c.ms * float64(c.calls), Rows: 100 * c.calls, SharedBlksHit: c.blks}
 			s := queueSnap(t, []model.Statement{st}, map[int64]*plan.Explain{1: c.plan})
-			fs, _ := MissingIndex(s)
+			fs, _ := missingIndex(s)
 			if c.want == "" {
 				if len(fs) != 0 {
 					t.Fatalf("want no finding, got %s", fs[0].Title)
@@ -107,7 +107,7 @@ func TestMissingIndexCountsUnparsed(t *testing.T) {
 	st := model.Statement{QueryID: 9, Query: "SELEC broken FROM", Calls: 1, TotalExecMS: 1}
 	s := queueSnap(t, []model.Statement{st}, map[int64]*plan.Explain{})
 	s.PlanErrors[9] = "syntax error"
-	_, skipped := MissingIndex(s)
+	_, skipped := missingIndex(s)
 	joined := ""
 	for _, sk := range skipped {
 		joined += sk.Reason + "\n"
@@ -139,7 +139,7 @@ func TestQueueClaimRace(t *testing.T) {
 			if c.waits > 0 {
 				s.LockWaits = []model.LockWait{{QueryID: 7, WaitEvent: "Lock/transactionid", Samples: c.waits}}
 			}
-			fs, _ := QueueClaimRace(s)
+			fs, _ := queueClaimRace(s)
 			if c.want < 0 {
 				if len(fs) > 0 {
 					t.Fatalf("unexpected finding: %s", fs[0].Title)
@@ -185,7 +185,7 @@ func TestRandomPrimaryKey(t *testing.T) {
 				Columns: []model.Column{col},
 				Shapes:  map[int64]*model.QueryShape{},
 			}
-			fs, _ := RandomPrimaryKey(s)
+			fs, _ := randomPrimaryKey(s)
 			if (len(fs) > 0) != c.want {
 				t.Fatalf("flagged=%v, want %v", len(fs) > 0, c.want)
 			}
@@ -227,7 +227,7 @@ func TestTableBloatAndStaleStatistics(t *testing.T) {
 				sh, _ := sqlparse.Describe(c.update)
 				s.Shapes[1] = sh
 			}
-			fs, _ := TableBloat(s)
+			fs, _ := tableBloat(s)
 			var bloat, hot bool
 			for _, f := range fs {
 				if strings.HasSuffix(f.Object.Name, "(updates)") {
@@ -245,7 +245,7 @@ func TestTableBloatAndStaleStatistics(t *testing.T) {
 			if bloat != c.bloat || hot != c.hot {
 				t.Errorf("bloat=%v hot=%v, want %v %v", bloat, hot, c.bloat, c.hot)
 			}
-			st, _ := StaleStatistics(s)
+			st, _ := staleStatistics(s)
 			if (len(st) > 0) != c.stale {
 				t.Errorf("stale=%v, want %v", len(st) > 0, c.stale)
 			}
@@ -280,7 +280,7 @@ func TestStaleStatisticsWithinAutovacuumLag(t *testing.T) {
 				ModSinceAnalyze: 40000, LastAnalyze: c.last, AutovacuumEnabled: c.autovacuum}},
 				Settings: map[string]model.Setting{"autovacuum_naptime": {Value: c.naptime}, "autovacuum_analyze_threshold": {Value: "50"},
 					"autovacuum_analyze_scale_factor": {Value: "0.1"}}}
-			fs, _ := StaleStatistics(s)
+			fs, _ := staleStatistics(s)
 			if len(fs) != 1 || fs[0].Severity != c.want {
 				t.Fatalf("got %d findings %+v, want one at %v", len(fs), fs, c.want)
 			}

@@ -26,7 +26,7 @@ var randomDefaults = []string{"gen_random_uuid(", "uuid_generate_v4(", "random("
 // of 90%, every leaf is dirtied between checkpoints (a full-page write each
 // time) and the index's working set is the whole index. pg_stats.correlation
 // near 0 on a unique column is the catalog's word for "random order".
-func RandomPrimaryKey(s *model.Snapshot) ([]model.Finding, []model.Skip) {
+func randomPrimaryKey(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	var out []model.Finding
 	for i := range s.Tables {
 		t := &s.Tables[i]

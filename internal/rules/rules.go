@@ -10,8 +10,11 @@ import (
 	"github.com/pgmedic/pgmedic/internal/model"
 )
 
-// Rule is one diagnosis. A rule reads the collected snapshot (Check), one
-// EXPLAIN plan (Plan), or both; every rule is one entry of Registry.
+// Rule is one diagnosis. A rule reads any of the inputs pgmedic has: the
+// collected snapshot (Check), one EXPLAIN plan (Plan), what a server log
+// counted (Log), a CPU profile (Profile). Every rule is one entry of
+// Registry, whatever it reads, and --rules selects from that one table in
+// every command.
 type Rule struct {
 	ID    string
 	Title string
@@ -24,6 +27,10 @@ type Rule struct {
 	// or times, so on a plain EXPLAIN it is skipped with a note.
 	Plan             func(in PlanInput) []model.Finding
 	PlanNeedsAnalyze bool
+	// Log judges what a server log counted; Profile a CPU profile of the
+	// server's backends.
+	Log     func(in LogInput) []model.Finding
+	Profile func(p model.Profile) []model.Finding
 }
 
 // Docs is the rule's page.
@@ -34,34 +41,36 @@ func (r Rule) Docs() string { return docsPath(r.ID) }
 // README.md (TestRegistryIsDocumented checks the last two).
 var Registry = []Rule{
 	{ID: JITOverheadID, Title: "JIT compilation dominating short queries", Needs: []string{model.SrcStatements, model.SrcStatementsCut, model.SrcRoleSets},
-		Check: JITOverhead, Plan: PlanJIT, PlanNeedsAnalyze: true},
+		Check: jitOverhead, Plan: planJIT, PlanNeedsAnalyze: true},
 	{ID: DriverIntrospectionID, Title: "database drivers' catalog queries", Needs: []string{model.SrcStatements, model.SrcStatementsCut},
-		Check: DriverIntrospection},
-	{ID: SlowPlanningID, Title: "planning slower than execution", Plan: SlowPlanning},
+		Check: driverIntrospection},
+	{ID: SlowPlanningID, Title: "planning slower than execution", Plan: slowPlanning},
 	{ID: MissingIndexID, Title: "scans that an index would avoid", Needs: []string{model.SrcStatements, model.SrcStatementsCut, model.SrcTables, model.SrcTablesCut, model.SrcIndexes, model.SrcColumns},
-		Check: MissingIndex, Plan: PlanMissingIndex, PlanNeedsAnalyze: true},
+		Check: missingIndex, Plan: planMissingIndex, PlanNeedsAnalyze: true},
 	{ID: QueueClaimRaceID, Title: "job-queue claims without FOR UPDATE SKIP LOCKED", Needs: []string{model.SrcStatements, model.SrcStatementsCut, model.SrcLocks},
-		Check: QueueClaimRace},
+		Check: queueClaimRace},
 	{ID: RandomPrimaryKeyID, Title: "random (uuid v4, hash) primary and unique keys", Needs: []string{model.SrcTables, model.SrcTablesCut, model.SrcIndexes, model.SrcColumns},
-		Check: RandomPrimaryKey},
+		Check: randomPrimaryKey},
 	{ID: TableBloatID, Title: "dead rows and updates that are never HOT", Needs: []string{model.SrcTables, model.SrcTablesCut, model.SrcIndexes},
-		Check: TableBloat},
+		Check: tableBloat, Log: tableBloatLog},
 	{ID: StaleStatisticsID, Title: "statistics older than the table's churn", Needs: []string{model.SrcTables, model.SrcTablesCut, model.SrcStatements, model.SrcStatementsCut},
-		Check: StaleStatistics},
+		Check: staleStatistics, Log: staleStatisticsLog},
 	{ID: ImplicitCastID, Title: "casts on the column side of predicates", Needs: []string{model.SrcStatements, model.SrcStatementsCut, model.SrcCasts},
-		Check: ImplicitCastStatements, Plan: ImplicitCast},
-	{ID: IdleInTransactionID, Title: "sessions idle inside a transaction, holding locks", Check: IdleInTransaction},
-	{ID: LockContentionID, Title: "lock waits and the chain behind them", Check: LockContention},
-	{ID: ClientStallID, Title: "time lost on the client's side of a session", Check: ClientStall},
-	{ID: ConnectionPressureID, Title: "more working sessions than cores, connections near the limit, churn", Check: ConnectionPressure},
-	{ID: PoolSaturationID, Title: "PgBouncer pools whose clients queue while every server connection is busy", Check: PoolSaturation},
-	{ID: SortSpillID, Title: "sorts that spill to disk", Plan: SortSpill, PlanNeedsAnalyze: true},
-	{ID: HashBatchesID, Title: "hashes split into batches on disk", Plan: HashBatches, PlanNeedsAnalyze: true},
-	{ID: MisestimateID, Title: "row estimates off by more than 100x", Plan: Misestimate, PlanNeedsAnalyze: true},
-	{ID: NestedLoopBlowupID, Title: "nested loops that rescan their inner side", Plan: NestedLoopBlowup, PlanNeedsAnalyze: true},
-	{ID: LossyBitmapID, Title: "bitmap heap scans that went lossy", Plan: LossyBitmap, PlanNeedsAnalyze: true},
-	{ID: LargeOffsetID, Title: "OFFSET that reads and discards rows", Plan: LargeOffset, PlanNeedsAnalyze: true},
-	{ID: HeapFetchesID, Title: "index-only scans that visit the heap", Plan: HeapFetches, PlanNeedsAnalyze: true},
+		Check: implicitCastStatements, Plan: implicitCast},
+	{ID: IdleInTransactionID, Title: "sessions idle inside a transaction, holding locks", Check: idleInTransaction},
+	{ID: LockContentionID, Title: "lock waits and the chain behind them", Check: lockContention, Log: lockContentionLog},
+	{ID: ClientStallID, Title: "time lost on the client's side of a session", Check: clientStall, Log: clientStallLog},
+	{ID: ConnectionPressureID, Title: "more working sessions than cores, connections near the limit, churn", Check: connectionPressure, Log: connectionPressureLog},
+	{ID: PoolSaturationID, Title: "PgBouncer pools whose clients queue while every server connection is busy", Check: poolSaturation},
+	{ID: SortSpillID, Title: "sorts that spill to disk", Plan: sortSpill, PlanNeedsAnalyze: true},
+	{ID: HashBatchesID, Title: "hashes split into batches on disk", Plan: hashBatches, PlanNeedsAnalyze: true},
+	{ID: MisestimateID, Title: "row estimates off by more than 100x", Plan: misestimate, PlanNeedsAnalyze: true},
+	{ID: NestedLoopBlowupID, Title: "nested loops that rescan their inner side", Plan: nestedLoopBlowup, PlanNeedsAnalyze: true},
+	{ID: LossyBitmapID, Title: "bitmap heap scans that went lossy", Plan: lossyBitmap, PlanNeedsAnalyze: true},
+	{ID: LargeOffsetID, Title: "OFFSET that reads and discards rows", Plan: largeOffset, PlanNeedsAnalyze: true},
+	{ID: HeapFetchesID, Title: "index-only scans that visit the heap", Plan: heapFetches, PlanNeedsAnalyze: true},
+	{ID: CheckpointPressureID, Title: "checkpoints that WAL volume forces (from the server log)", Log: checkpointPressureLog},
+	{ID: CPUHotspotID, Title: "CPU hot spots in the backends' profile", Profile: cpuHotspot},
 }
 
 // All lists the rules that read the snapshot, in the order they run.
@@ -86,29 +95,76 @@ func PlanRules() []Rule {
 	return out
 }
 
-// Select returns the rules named in ids (all when ids is empty).
+// Select returns the rules named in ids (every rule when ids is empty),
+// whatever input they read; an unknown id is an error that lists the
+// known ones.
 func Select(ids []string) ([]Rule, error) {
-	all := All()
 	if len(ids) == 0 {
-		return all, nil
+		return Registry, nil
 	}
 	byID := map[string]Rule{}
 	var known []string
-	for _, r := range all {
+	for _, r := range Registry {
 		byID[r.ID] = r
 		known = append(known, r.ID)
 	}
 	var out []Rule
+	taken := map[string]bool{}
 	for _, id := range ids {
 		id = strings.TrimSpace(id)
-		if id == "" {
+		if id == "" || taken[id] {
 			continue
 		}
 		r, ok := byID[id]
 		if !ok {
 			return nil, fmt.Errorf("unknown rule %q: known rules are %s", id, strings.Join(known, ", "))
 		}
+		taken[id] = true
 		out = append(out, r)
+	}
+	return out, nil
+}
+
+// SnapshotRules counts the rules among rs that read the snapshot: the
+// "rules run" of a check.
+func SnapshotRules(rs []Rule) int {
+	n := 0
+	for _, r := range rs {
+		if r.Check != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// RunLog applies the rules named in ids (all when empty) that read a
+// server log's counts.
+func RunLog(in LogInput, ids []string) ([]model.Finding, error) {
+	rs, err := Select(ids)
+	if err != nil {
+		return nil, err
+	}
+	var out []model.Finding
+	for _, r := range rs {
+		if r.Log != nil {
+			out = append(out, r.Log(in)...)
+		}
+	}
+	return out, nil
+}
+
+// RunProfile applies the rules named in ids (all when empty) that read a
+// CPU profile.
+func RunProfile(p model.Profile, ids []string) ([]model.Finding, error) {
+	rs, err := Select(ids)
+	if err != nil {
+		return nil, err
+	}
+	var out []model.Finding
+	for _, r := range rs {
+		if r.Profile != nil {
+			out = append(out, r.Profile(p)...)
+		}
 	}
 	return out, nil
 }
@@ -122,6 +178,9 @@ func Run(s *model.Snapshot, rs []Rule) ([]model.Finding, []model.Skip) {
 	held := map[string][]string{}
 	var sources []string
 	for _, r := range rs {
+		if r.Check == nil {
+			continue
+		}
 		f, sk := r.Check(s)
 		findings = append(findings, f...)
 		skipped = append(skipped, sk...)

@@ -69,7 +69,7 @@ func TestJITOverhead(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			fs, _ := JITOverhead(c.s)
+			fs, _ := jitOverhead(c.s)
 			st, set := find(fs, "statement"), find(fs, "setting")
 			if c.stmtSeverity < 0 && st != nil {
 				t.Fatalf("unexpected statement finding: %+v", st)
@@ -104,7 +104,7 @@ func TestJITOverhead(t *testing.T) {
 func TestJITOverheadRespectsSettings(t *testing.T) {
 	s := snap(jitStmt("SELECT 1 FROM t WHERE a = $1", 100, 500, 490))
 	s.Settings["jit"] = model.Setting{Name: "jit", Value: "off", Source: "configuration file"}
-	fs, _ := JITOverhead(s)
+	fs, _ := jitOverhead(s)
 	if set := find(fs, "setting"); set != nil {
 		t.Errorf("jit = off in the configuration: no setting finding expected, got %q", set.Title)
 	}
@@ -116,7 +116,7 @@ func TestJITOverheadRespectsSettings(t *testing.T) {
 
 	s = snap(jitStmt("SELECT 1 FROM t WHERE a = $1", 100, 500, 490))
 	s.RoleSettings = []model.RoleSetting{{Role: "app", Database: "shop", Settings: map[string]string{"jit_above_cost": "5000000"}}}
-	fs, _ = JITOverhead(s)
+	fs, _ = jitOverhead(s)
 	st := find(fs, "statement")
 	if st == nil || st.Experiment.AppSettings["jit_above_cost"] != "5000000" {
 		t.Fatalf("role setting not carried into the experiment: %+v", st)
@@ -124,7 +124,7 @@ func TestJITOverheadRespectsSettings(t *testing.T) {
 
 	s = snap(jitStmt("SELECT 1 FROM t WHERE a = $1", 100, 500, 490))
 	s.Server.JITAvailable = false
-	if fs, _ := JITOverhead(s); len(fs) != 0 {
+	if fs, _ := jitOverhead(s); len(fs) != 0 {
 		t.Errorf("server without JIT support: %d findings", len(fs))
 	}
 }
@@ -133,7 +133,7 @@ func TestJITOverheadWithoutPgss(t *testing.T) {
 	s := snap()
 	s.Statements = nil
 	s.Missing["pg_stat_statements"] = model.Skip{Reason: "not installed", Fix: "CREATE EXTENSION pg_stat_statements;"}
-	fs, skipped := JITOverhead(s)
+	fs, skipped := jitOverhead(s)
 	if len(skipped) != 1 || skipped[0].Rule != JITOverheadID || skipped[0].Fix == "" {
 		t.Fatalf("skipped = %+v", skipped)
 	}
@@ -187,7 +187,7 @@ func TestDriverIntrospection(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			// The rest of the workload: 100 s of ordinary statement time.
-			fs, _ := DriverIntrospection(snap(c.st, plainStmt("SELECT 1", 100000, 1)))
+			fs, _ := driverIntrospection(snap(c.st, plainStmt("SELECT 1", 100000, 1)))
 			if c.driver == "" {
 				if len(fs) != 0 {
 					t.Fatalf("false positive: %+v", fs)
@@ -217,7 +217,7 @@ func TestDriverIntrospection(t *testing.T) {
 func TestDriverIntrospectionReportsHiddenStatements(t *testing.T) {
 	s := snap()
 	s.StatementsHidden = 3
-	_, skipped := DriverIntrospection(s)
+	_, skipped := driverIntrospection(s)
 	if len(skipped) != 1 || !strings.Contains(skipped[0].Fix, "pg_read_all_stats") {
 		t.Fatalf("skipped = %+v", skipped)
 	}

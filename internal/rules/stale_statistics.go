@@ -33,7 +33,7 @@ func autovacuumLag(s *model.Snapshot) time.Duration {
 // pg_class.reltuples as of that ANALYZE: a queue whose rows all turned from
 // "done" to "pending" since then is estimated as empty, and plans chosen on
 // that estimate (nested loops, no parallelism) collapse.
-func StaleStatistics(s *model.Snapshot) ([]model.Finding, []model.Skip) {
+func staleStatistics(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	var out []model.Finding
 	for i := range s.Tables {
 		t := &s.Tables[i]

@@ -26,7 +26,7 @@ const (
 // because an updated column is in an index: PostgreSQL can only update a
 // row in place on the same page (HOT, no index writes) when no indexed
 // column, including a partial index's predicate column, changes.
-func TableBloat(s *model.Snapshot) ([]model.Finding, []model.Skip) {
+func tableBloat(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	var out []model.Finding
 	for i := range s.Tables {
 		t := &s.Tables[i]
