@@ -19,6 +19,7 @@ import (
 	"github.com/pgmedic/pgmedic/internal/logs"
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/plan"
+	"github.com/pgmedic/pgmedic/internal/printable"
 	"github.com/pgmedic/pgmedic/internal/report"
 	"github.com/pgmedic/pgmedic/internal/rules"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
@@ -325,7 +326,7 @@ func Logs(ctx context.Context, sources []logs.Source, opt logs.Options, ruleIDs 
 			// duration is the statement's.
 			ex.ExecutionMS = p.DurationMS
 		}
-		in := rules.PlanInput{Explain: ex, Object: model.Object{Kind: "statement (log)", Name: rules.Shorten(p.Query, 80), QueryID: p.Fingerprint}}
+		in := rules.PlanInput{Explain: ex, Object: model.Object{Kind: "statement (log)", Name: printable.Shorten(p.Query, 80), QueryID: p.Fingerprint}}
 		fs, _, err := rules.RunPlan(in, ruleIDs)
 		if err != nil {
 			return nil, nil, nil, inputErrf("--rules: %v", err)

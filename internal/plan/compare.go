@@ -5,6 +5,8 @@ import (
 	"math"
 	"sort"
 	"strings"
+
+	"github.com/pgmedic/pgmedic/internal/printable"
 )
 
 // Diff is the comparison of two plans of the same query.
@@ -197,21 +199,21 @@ func pairOf(a, b *Node, measured bool) Pair {
 		p.Changes = append(p.Changes, la+" became "+lb)
 	}
 	if a.PlanRows != b.PlanRows && math.Max(a.PlanRows, b.PlanRows) >= 2*math.Max(1, math.Min(a.PlanRows, b.PlanRows)) {
-		p.Changes = append(p.Changes, fmt.Sprintf("estimated rows %s -> %s", FormatRows(a.PlanRows), FormatRows(b.PlanRows)))
+		p.Changes = append(p.Changes, fmt.Sprintf("estimated rows %s -> %s", printable.Rows(a.PlanRows), printable.Rows(b.PlanRows)))
 	}
 	if measured {
 		if ra, rb := a.Figures.TotalRows, b.Figures.TotalRows; ra != rb {
-			p.Changes = append(p.Changes, fmt.Sprintf("rows %s -> %s", FormatRows(ra), FormatRows(rb)))
+			p.Changes = append(p.Changes, fmt.Sprintf("rows %s -> %s", printable.Rows(ra), printable.Rows(rb)))
 		}
 		if la, lb := a.ActualLoops, b.ActualLoops; la != lb {
-			p.Changes = append(p.Changes, fmt.Sprintf("loops %s -> %s", FormatRows(la), FormatRows(lb)))
+			p.Changes = append(p.Changes, fmt.Sprintf("loops %s -> %s", printable.Rows(la), printable.Rows(lb)))
 		}
 		if ta, tb := a.Figures.InclusiveMS, b.Figures.InclusiveMS; math.Abs(ta-tb) >= 0.1*math.Max(ta, tb) && math.Abs(ta-tb) >= 0.05 {
-			p.Changes = append(p.Changes, fmt.Sprintf("time %s -> %s", FormatMS(ta), FormatMS(tb)))
+			p.Changes = append(p.Changes, fmt.Sprintf("time %s -> %s", printable.MS(ta), printable.MS(tb)))
 		}
 	}
 	if ba, bb := a.Buffers.Total(), b.Buffers.Total(); ba != bb && (ba > 0 || bb > 0) {
-		p.Changes = append(p.Changes, fmt.Sprintf("buffers %s -> %s", FormatRows(float64(ba)), FormatRows(float64(bb))))
+		p.Changes = append(p.Changes, fmt.Sprintf("buffers %s -> %s", printable.Rows(float64(ba)), printable.Rows(float64(bb))))
 	}
 	if (a.SortSpaceType == "Disk") != (b.SortSpaceType == "Disk") || a.HashBatches != b.HashBatches && math.Max(a.HashBatches, b.HashBatches) > 1 {
 		p.Changes = append(p.Changes, fmt.Sprintf("spill %s -> %s", spill(a), spill(b)))
@@ -235,9 +237,9 @@ func spill(n *Node) string {
 func (d *Diff) decide() {
 	unit := func(x float64) string {
 		if d.Measured {
-			return FormatMS(x)
+			return printable.MS(x)
 		}
-		return fmt.Sprintf("cost %s", FormatRows(x))
+		return fmt.Sprintf("cost %s", printable.Rows(x))
 	}
 	type cand struct {
 		delta float64 // B minus A
@@ -261,11 +263,11 @@ func (d *Diff) decide() {
 		cands = append(cands, cand{self(n, d.Measured), fmt.Sprintf("%s is new (%s in B)", n.Label(), unit(self(n, d.Measured)))})
 	}
 	if d.Measured && d.JITms[0] != d.JITms[1] {
-		text := fmt.Sprintf("JIT compilation %s -> %s", FormatMS(d.JITms[0]), FormatMS(d.JITms[1]))
+		text := fmt.Sprintf("JIT compilation %s -> %s", printable.MS(d.JITms[0]), printable.MS(d.JITms[1]))
 		if d.JITms[1] == 0 {
-			text = fmt.Sprintf("JIT compilation (%s) disappeared", FormatMS(d.JITms[0]))
+			text = fmt.Sprintf("JIT compilation (%s) disappeared", printable.MS(d.JITms[0]))
 		} else if d.JITms[0] == 0 {
-			text = fmt.Sprintf("JIT compilation (%s) appeared", FormatMS(d.JITms[1]))
+			text = fmt.Sprintf("JIT compilation (%s) appeared", printable.MS(d.JITms[1]))
 		}
 		// JIT time is inside the nodes' times too; count it as its own
 		// cause only when it outweighs them.

@@ -83,14 +83,26 @@ func Lines(s string) []string {
 // Clip folds s onto one line (runs of white space become one space) and
 // cuts it to at most n bytes without splitting a character, marking the
 // cut with an ellipsis.
-func Clip(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
+func Clip(s string, n int) string { return Trim(strings.Join(strings.Fields(s), " "), n, "…") }
+
+// Shorten is Clip marking the cut with " ..." in ASCII: statement texts in
+// finding titles and object names, which go to terminals, logs and JSON.
+func Shorten(s string, n int) string {
+	return Trim(strings.Join(strings.Fields(s), " "), n, " ...")
+}
+
+// Trim cuts s to at most n bytes without splitting a UTF-8 character and
+// appends mark when it cut; s is kept as it is otherwise.
+func Trim(s string, n int, mark string) string {
 	if len(s) <= n {
 		return s
+	}
+	if n < 0 {
+		n = 0
 	}
 	cut := n
 	for cut > 0 && s[cut]&0xc0 == 0x80 {
 		cut--
 	}
-	return s[:cut] + "…"
+	return s[:cut] + mark
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/plan"
+	"github.com/pgmedic/pgmedic/internal/printable"
 )
 
 // CompareReport is the document of `pgmedic explain --compare A B`.
@@ -74,10 +75,10 @@ func (r *CompareReport) Text(w io.Writer) error {
 		fmt.Fprintf(b, "setting   %s: %s -> %s\n", safe(s.Name), safe(s.A), safe(s.B))
 	}
 	if r.JITms[0] != r.JITms[1] {
-		fmt.Fprintf(b, "JIT       %s -> %s\n", msText(r.JITms[0]), msText(r.JITms[1]))
+		fmt.Fprintf(b, "JIT       %s -> %s\n", printable.PlanMS(r.JITms[0]), printable.PlanMS(r.JITms[1]))
 	}
 	if r.Planning[0] != r.Planning[1] && r.Planning[0]+r.Planning[1] > 0 {
-		fmt.Fprintf(b, "planning  %s -> %s\n", msText(r.Planning[0]), msText(r.Planning[1]))
+		fmt.Fprintf(b, "planning  %s -> %s\n", printable.PlanMS(r.Planning[0]), printable.PlanMS(r.Planning[1]))
 	}
 	fmt.Fprintf(b, "\n%-6s %-6s %10s  %s\n", "A #", "B #", "self Δ "+r.Unit, "node")
 	for _, p := range r.Pairs {

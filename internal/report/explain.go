@@ -7,10 +7,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/plan"
+	"github.com/pgmedic/pgmedic/internal/printable"
 )
 
 // PlanReport is the document of `pgmedic explain`: the plan's tree with
@@ -115,11 +115,11 @@ func summarise(e *plan.Explain) PlanSummary {
 		}
 		switch {
 		case n.SortSpaceType == "Disk":
-			row.Spill = fmt.Sprintf("sort %s on disk", kbText(n.SortSpaceKB))
+			row.Spill = fmt.Sprintf("sort %s on disk", printable.KB(n.SortSpaceKB))
 		case n.HashBatches > 1:
 			row.Spill = fmt.Sprintf("%.0f hash batches", n.HashBatches)
 		case n.HashAggBatches > 1:
-			row.Spill = fmt.Sprintf("%.0f hashagg batches, %s on disk", n.HashAggBatches, kbText(n.DiskUsageKB))
+			row.Spill = fmt.Sprintf("%.0f hashagg batches, %s on disk", n.HashAggBatches, printable.KB(n.DiskUsageKB))
 		case n.LossyHeapBlocks > 0:
 			row.Spill = fmt.Sprintf("%.0f lossy pages", n.LossyHeapBlocks)
 		}
@@ -136,16 +136,6 @@ func summarise(e *plan.Explain) PlanSummary {
 	}
 	rec(&e.Plan, 0, 0)
 	return s
-}
-
-func kbText(kb float64) string {
-	if kb >= 1e12 {
-		return fmt.Sprintf("%.3g GB", math.Min(kb, math.MaxFloat64)/(1024*1024))
-	}
-	if kb >= 1024 {
-		return fmt.Sprintf("%.1f MB", kb/1024)
-	}
-	return fmt.Sprintf("%.0f kB", kb)
 }
 
 // Worst is the highest severity reported (-1 when none).
@@ -173,9 +163,9 @@ func (r *PlanReport) Text(w io.Writer) error {
 	}
 	b.WriteString(")\n")
 	if p.Analyze {
-		fmt.Fprintf(b, "execution %s, planning %s", msText(p.ExecutionMS), msText(p.PlanningMS))
+		fmt.Fprintf(b, "execution %s, planning %s", printable.PlanMS(p.ExecutionMS), printable.PlanMS(p.PlanningMS))
 		if p.JITMS > 0 {
-			fmt.Fprintf(b, ", JIT %s", msText(p.JITMS))
+			fmt.Fprintf(b, ", JIT %s", printable.PlanMS(p.JITMS))
 		}
 		b.WriteString("\n")
 	}
@@ -251,7 +241,7 @@ func writeTree(b *strings.Builder, p PlanSummary) {
 		padLeft(b, num, 4)
 		b.WriteByte(' ')
 		if p.Timing {
-			padLeft(b, []byte(msText(n.ExclusiveMS)), 10)
+			padLeft(b, []byte(printable.PlanMS(n.ExclusiveMS)), 10)
 			b.WriteByte(' ')
 			share := n.Share * 100
 			if math.IsNaN(share) || math.IsInf(share, 0) {
@@ -282,7 +272,7 @@ func writeTree(b *strings.Builder, p PlanSummary) {
 		if n.Detail != "" {
 			d := safe(n.Detail)
 			if len(d) > 140 {
-				d = clipUTF8(d, 137) + "..."
+				d = printable.Trim(d, 137, "") + "..."
 			}
 			b.WriteString(pad)
 			b.WriteString(d)
@@ -317,72 +307,35 @@ func nodeFacts(n NodeRow, analyze bool) string {
 	case n.Never:
 		part("never executed")
 	case analyze:
-		part("rows ", count(n.ActualRows), " of ", count(n.PlanRows), " planned")
+		part("rows ", printable.Count(n.ActualRows), " of ", printable.Count(n.PlanRows), " planned")
 		if n.Loops > 1 {
-			b.WriteString(" x " + count(n.Loops) + " loops")
+			b.WriteString(" x " + printable.Count(n.Loops) + " loops")
 		}
 		if n.Misestimate > 0 {
-			b.WriteString(" (" + plan.FormatRatio(n.Misestimate) + " " + n.Direction + ")")
+			b.WriteString(" (" + printable.Ratio(n.Misestimate) + " " + n.Direction + ")")
 		}
 	default:
-		part("rows ", count(n.PlanRows), " planned")
+		part("rows ", printable.Count(n.PlanRows), " planned")
 	}
 	if n.Removed > 0 {
-		part("removed ", count(n.Removed))
+		part("removed ", printable.Count(n.Removed))
 	}
 	if n.HeapFetches > 0 {
-		part("heap fetches ", count(n.HeapFetches))
+		part("heap fetches ", printable.Count(n.HeapFetches))
 	}
 	if n.SharedHit+n.SharedRead > 0 {
-		part("buffers hit ", count(float64(n.SharedHit)), " read ", count(float64(n.SharedRead)))
+		part("buffers hit ", printable.Count(float64(n.SharedHit)), " read ", printable.Count(float64(n.SharedRead)))
 	}
 	if n.TempBlocks > 0 {
-		part("temp ", count(float64(n.TempBlocks)))
+		part("temp ", printable.Count(float64(n.TempBlocks)))
 	}
 	if n.IOms > 0 {
-		part("I/O ", msText(n.IOms))
+		part("I/O ", printable.PlanMS(n.IOms))
 	}
 	if n.Spill != "" {
 		part(n.Spill)
 	}
 	return b.String()
-}
-
-// msText prints milliseconds below a second and seconds from there.
-func msText(x float64) string {
-	switch {
-	case x >= 1e12:
-		return fmt.Sprintf("%.3g s", math.Min(x, math.MaxFloat64)/1000)
-	case x >= 1000:
-		return string(strconv.AppendFloat(nil, x/1000, 'f', 2, 64)) + " s"
-	case x >= 100:
-		return string(strconv.AppendFloat(nil, x, 'f', 0, 64)) + " ms"
-	}
-	return string(strconv.AppendFloat(nil, x, 'f', 2, 64)) + " ms"
-}
-
-// count prints 1234567 as 1,234,567 (exact figures in a plan's tree).
-func count(x float64) string {
-	if math.Abs(x) >= 1e15 || math.IsNaN(x) {
-		return fmt.Sprintf("%.3g", math.Min(math.Max(x, -math.MaxFloat64), math.MaxFloat64))
-	}
-	var buf [32]byte
-	s := strconv.AppendFloat(buf[:0], x, 'f', 0, 64)
-	neg := len(s) > 0 && s[0] == '-'
-	if neg {
-		s = s[1:]
-	}
-	out := make([]byte, 0, len(s)+len(s)/3+1)
-	if neg {
-		out = append(out, '-')
-	}
-	for i := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			out = append(out, ',')
-		}
-		out = append(out, s[i])
-	}
-	return string(out)
 }
 
 // costText prints a planner cost as EXPLAIN does, compactly when huge.
@@ -391,15 +344,4 @@ func costText(c float64) string {
 		return fmt.Sprintf("%.3g", math.Min(c, math.MaxFloat64))
 	}
 	return string(strconv.AppendFloat(nil, c, 'f', 0, 64))
-}
-
-// clipUTF8 cuts s to at most n bytes without splitting a character.
-func clipUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }

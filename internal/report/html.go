@@ -37,7 +37,7 @@ var page = sync.OnceValue(func() *template.Template {
 		"short":      func(s string, n int) string { return pageText(printable.Clip(s, n)) },
 		"num":        num,
 		"pct":        func(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) },
-		"ms":         msText,
+		"ms":         printable.PlanMS,
 		"sev":        func(s model.Severity) string { return s.String() },
 		"bars":       barsOf,
 		"plural":     func(n int, one, many string) string { return map[bool]string{true: one, false: many}[n == 1] },

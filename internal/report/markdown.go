@@ -33,7 +33,7 @@ func Markdown(w io.Writer, d *Document) error {
 			}
 			b.WriteString(".\n\n")
 		case p.Plan != nil:
-			fmt.Fprintf(b, "Plan `%s`: execution %s, planning %s.\n\n", mdCode(p.Plan.Source), msText(p.Plan.Plan.ExecutionMS), msText(p.Plan.Plan.PlanningMS))
+			fmt.Fprintf(b, "Plan `%s`: execution %s, planning %s.\n\n", mdCode(p.Plan.Source), printable.PlanMS(p.Plan.Plan.ExecutionMS), printable.PlanMS(p.Plan.Plan.PlanningMS))
 		case p.Compare != nil:
 			c := p.Compare
 			fmt.Fprintf(b, "**%s**\n\n| A | B | change (%s) | what changed |\n|---|---|--:|---|\n", mdText(c.Summary), c.Unit)

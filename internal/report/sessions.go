@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/printable"
 )
 
 // Sessions is what the report says of the sampled sessions: average
@@ -133,12 +134,10 @@ func countBlocked(smp model.ActivitySample) int {
 	return n
 }
 
+// shorten folds s onto one line and cuts it at n bytes, never inside a
+// character.
 func shorten(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		return s[:n] + "..."
-	}
-	return s
+	return printable.Trim(strings.Join(strings.Fields(s), " "), n, "...")
 }
 
 // sessionsText is the text report's section on the sampled sessions.

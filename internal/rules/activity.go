@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/printable"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
@@ -178,7 +179,7 @@ func idleInTransaction(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		}
 		out = append(out, model.Finding{
 			Rule: IdleInTransactionID, Severity: sev, Title: title,
-			Object: model.Object{Kind: "session", Name: fmt.Sprintf("pid %d: %s", pid, Shorten(b.Query, 80)), Role: b.User, Database: s.Database},
+			Object: model.Object{Kind: "session", Name: fmt.Sprintf("pid %d: %s", pid, printable.Shorten(b.Query, 80)), Role: b.User, Database: s.Database},
 			Evidence: []model.Evidence{
 				ev("longest time idle in the transaction", x.idleMS, "ms"),
 				ev("transaction open", b.XactMS, "ms"),
@@ -263,7 +264,7 @@ func lockContention(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	title := fmt.Sprintf("lock waits took %s of the sampled session time; at the worst moment %s waited", pct(share), sessionsWord(worst))
 	headText := "the head of the chain was not visible (another database, or a role pgmedic may not see)"
 	if headWaiters > 0 {
-		headText = fmt.Sprintf("%s, %s for %s, running %q", who(head), head.State, sec(head.StateMS), Shorten(head.Query, 100))
+		headText = fmt.Sprintf("%s, %s for %s, running %q", who(head), head.State, sec(head.StateMS), printable.Shorten(head.Query, 100))
 		title += fmt.Sprintf(" behind %s (%s)", who(head), head.State)
 	}
 	fix := "end or shorten the transaction at the head of the chain (see idle-in-transaction when it sits idle)"
@@ -368,7 +369,7 @@ func ddlQueue(s *model.Snapshot, smp model.ActivitySample, byPID map[int]model.B
 	var blockers []string
 	for _, p := range ddl.BlockedBy {
 		if b, ok := byPID[p]; ok {
-			blockers = append(blockers, fmt.Sprintf("%s, %s for %s, running %q", who(b), b.State, sec(b.StateMS), Shorten(b.Query, 80)))
+			blockers = append(blockers, fmt.Sprintf("%s, %s for %s, running %q", who(b), b.State, sec(b.StateMS), printable.Shorten(b.Query, 80)))
 		} else {
 			blockers = append(blockers, fmt.Sprintf("pid %d (not visible to pgmedic's role)", p))
 		}
@@ -381,14 +382,14 @@ func ddlQueue(s *model.Snapshot, smp model.ActivitySample, byPID map[int]model.B
 	heads := pidsOf(ddl.BlockedBy)
 	for i, p := range ddl.BlockedBy {
 		if b, ok := byPID[p]; ok {
-			heads[i] = fmt.Sprintf("%s running %q", who(b), Shorten(b.Query, 60))
+			heads[i] = fmt.Sprintf("%s running %q", who(b), printable.Shorten(b.Query, 60))
 		}
 	}
 	summary, sql := ddlFix(d, ddl.Query)
-	title := fmt.Sprintf("schema change %q has held %s on %s for %s; %s queued behind it", Shorten(ddl.Query, 80), mode, rel, sec(ddl.StateMS), sessionsWord(queued))
+	title := fmt.Sprintf("schema change %q has held %s on %s for %s; %s queued behind it", printable.Shorten(ddl.Query, 80), mode, rel, sec(ddl.StateMS), sessionsWord(queued))
 	impact := fmt.Sprintf("the %s of %s holds %s while it runs, and %s waits behind it", d.Command, who(ddl), mode, what)
 	if waiting {
-		title = fmt.Sprintf("schema change %q waited %s for %s on %s behind %s; %s queued behind it", Shorten(ddl.Query, 80), sec(ddl.StateMS), mode, rel,
+		title = fmt.Sprintf("schema change %q waited %s for %s on %s behind %s; %s queued behind it", printable.Shorten(ddl.Query, 80), sec(ddl.StateMS), mode, rel,
 			strings.Join(heads, ", "), sessionsWord(queued))
 		impact = fmt.Sprintf("the %s of %s waits for %s, and %s waits behind it. It waits for %s", d.Command, who(ddl), mode, what, strings.Join(blockers, "; "))
 		if len(ddl.BlockedBy) > 0 {
@@ -397,7 +398,7 @@ func ddlQueue(s *model.Snapshot, smp model.ActivitySample, byPID map[int]model.B
 	}
 	return model.Finding{
 		Rule: LockContentionID, Title: title,
-		Object: model.Object{Kind: "statement", Name: Shorten(ddl.Query, 200), Role: ddl.User, Database: s.Database},
+		Object: model.Object{Kind: "statement", Name: printable.Shorten(ddl.Query, 200), Role: ddl.User, Database: s.Database},
 		Evidence: []model.Evidence{
 			ev("sessions queued behind the schema change", float64(queued), ""),
 			ev("the schema change has been running", ddl.StateMS, "ms"),
@@ -461,7 +462,7 @@ func clientStall(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		}
 		out = append(out, model.Finding{
 			Rule: ClientStallID, Severity: sev, Title: title,
-			Object:   model.Object{Kind: "session", Name: fmt.Sprintf("pid %d: %s", pid, Shorten(b.Query, 80)), Role: b.User, Database: s.Database},
+			Object:   model.Object{Kind: "session", Name: fmt.Sprintf("pid %d: %s", pid, printable.Shorten(b.Query, 80)), Role: b.User, Database: s.Database},
 			Evidence: evs,
 			Impact:   model.Impact{Summary: "the slow side is " + side + ". A client that times out and retries a request the database already did duplicates its work (and its rows, without an idempotency key)"},
 			Fix: model.Fix{Summary: "find what blocks the client between its statements (a blocked event loop, CPU work, a remote call inside the transaction); keep statement_timeout below the client's own timeout so the server gives up first; make retried writes idempotent (a key with ON CONFLICT DO NOTHING); retry with backoff and a budget; let the server notice clients that went away",
@@ -737,7 +738,7 @@ func poolSaturation(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		}
 		if top != nil {
 			f.Impact.Summary += fmt.Sprintf("; the statement with the most time is %q (mean %.1f ms over %d calls%s): see its findings",
-				Shorten(top.Query, 80), top.MeanExecMS(), top.Calls, jitNote(top))
+				printable.Shorten(top.Query, 80), top.MeanExecMS(), top.Calls, jitNote(top))
 		}
 		out = append(out, f)
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/printable"
 )
 
 // CPUHotspotID is the rule that reads a CPU profile.
@@ -240,7 +241,7 @@ func cpuHotspot(p model.Profile) []model.Finding {
 		title := fmt.Sprintf("%s takes %.0f%% of the CPU samples of %s", k.Name, 100*ks.Share, p.Target)
 		if len(ks.Statements) > 0 {
 			top := ks.Statements[0]
-			obj = model.Object{Kind: "statement", Name: Shorten(top.Query, 120), QueryID: top.QueryID}
+			obj = model.Object{Kind: "statement", Name: printable.Shorten(top.Query, 120), QueryID: top.QueryID}
 			title = fmt.Sprintf("%s takes %.0f%% of the CPU samples, %.0f%% of them in one statement", k.Name, 100*ks.Share, 100*float64(top.Samples)/float64(ks.Samples))
 		}
 		evidence := []model.Evidence{ev("share of the samples", 100*ks.Share, "%"), ev("samples", float64(ks.Samples), ""), ev("samples in the profile", float64(p.Samples), "")}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/printable"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
@@ -151,7 +152,7 @@ func introspectionFinding(s *model.Snapshot, st model.Statement, d driver, dbTot
 		Rule:     DriverIntrospectionID,
 		Severity: sev,
 		Title:    title,
-		Object: model.Object{Kind: "statement", Name: d.name + ": " + Shorten(st.Query, 100), QueryID: strconv.FormatInt(st.QueryID, 10),
+		Object: model.Object{Kind: "statement", Name: d.name + ": " + printable.Shorten(st.Query, 100), QueryID: strconv.FormatInt(st.QueryID, 10),
 			Role: st.Role, Database: s.Database},
 		Evidence: evidence,
 		Impact: model.Impact{

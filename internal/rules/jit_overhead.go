@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/printable"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
@@ -131,7 +132,7 @@ func jitStatement(s *model.Snapshot, st model.Statement, dbTotal float64) (model
 		Rule:     JITOverheadID,
 		Severity: sev,
 		Title:    fmt.Sprintf("JIT compilation costs %s the query's own execution", ratioText(jitPerCall, withoutJIT)),
-		Object: model.Object{Kind: "statement", Name: Shorten(st.Query, 120), QueryID: strconv.FormatInt(st.QueryID, 10),
+		Object: model.Object{Kind: "statement", Name: printable.Shorten(st.Query, 120), QueryID: strconv.FormatInt(st.QueryID, 10),
 			Role: st.Role, Database: s.Database},
 		Evidence: evidence,
 		Impact: model.Impact{

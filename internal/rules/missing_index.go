@@ -8,6 +8,7 @@ import (
 
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/plan"
+	"github.com/pgmedic/pgmedic/internal/printable"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
@@ -58,7 +59,7 @@ func missingIndex(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 				// One entry per statement, each with its own reason: which
 				// statements went unchecked is what the reader needs.
 				skipped = append(skipped, model.Skip{Rule: MissingIndexID,
-					Reason: fmt.Sprintf("statement %d (%s) could not be re-prepared and EXPLAINed, so its indexes were not checked: %s", st.QueryID, Shorten(st.Query, 80), Shorten(msg, 160)),
+					Reason: fmt.Sprintf("statement %d (%s) could not be re-prepared and EXPLAINed, so its indexes were not checked: %s", st.QueryID, printable.Shorten(st.Query, 80), printable.Shorten(msg, 160)),
 					Fix:    fixOr(s.PlanErrorFixes[st.QueryID], msg)})
 			}
 			continue
@@ -326,8 +327,8 @@ func indexFinding(s *model.Snapshot, st model.Statement, share float64, c scanCa
 		Rule:     MissingIndexID,
 		Severity: sev,
 		Title: fmt.Sprintf("%s takes %.1f ms per call: %s; index %s would serve it",
-			Shorten(st.Query, 60), st.MeanExecMS(), c.reason, shortDef(p)),
-		Object: model.Object{Kind: "statement", Name: t.Schema + "." + t.Name + ": " + Shorten(st.Query, 100), QueryID: fmt.Sprint(st.QueryID), Role: st.Role, Database: s.Database},
+			printable.Shorten(st.Query, 60), st.MeanExecMS(), c.reason, shortDef(p)),
+		Object: model.Object{Kind: "statement", Name: t.Schema + "." + t.Name + ": " + printable.Shorten(st.Query, 100), QueryID: fmt.Sprint(st.QueryID), Role: st.Role, Database: s.Database},
 		Evidence: []model.Evidence{
 			{Label: "mean execution time", Value: model.Round(st.MeanExecMS(), 2), Unit: "ms"},
 			{Label: "calls", Value: float64(st.Calls)},
@@ -453,6 +454,6 @@ func contains(list []string, s string) bool {
 
 // count and ms print figures in titles the way plan comparisons do.
 var (
-	count = plan.FormatRows
-	ms    = plan.FormatMS
+	count = printable.Rows
+	ms    = printable.MS
 )

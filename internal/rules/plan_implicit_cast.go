@@ -9,6 +9,7 @@ import (
 
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/plan"
+	"github.com/pgmedic/pgmedic/internal/printable"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
@@ -97,7 +98,7 @@ func implicitCastStatements(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 			continue
 		}
 		in := PlanInput{Explain: ex, Catalog: s.Casts, Query: st.Query, Stmt: st.Parsed,
-			Object: model.Object{Kind: "statement", Name: Shorten(st.Query, 80), QueryID: strconv.FormatInt(st.QueryID, 10), Role: st.Role}}
+			Object: model.Object{Kind: "statement", Name: printable.Shorten(st.Query, 80), QueryID: strconv.FormatInt(st.QueryID, 10), Role: st.Role}}
 		for _, f := range implicitCast(in) {
 			if total > 0 {
 				f.Impact.Share = model.Round(st.TotalExecMS/total, 4)
@@ -166,7 +167,7 @@ func guessedCast(s *model.Snapshot, st model.Statement, f *model.Finding) {
 // first explains what pg_stat_statements saw.
 func clientTypeFindings(s *model.Snapshot, st model.Statement, ct *model.ClientType, total float64) []model.Finding {
 	in := PlanInput{Explain: ct.Plan, Catalog: s.Casts, Query: st.Query, Stmt: st.Parsed,
-		Object: model.Object{Kind: "statement", Name: Shorten(st.Query, 80), QueryID: strconv.FormatInt(st.QueryID, 10), Role: st.Role}}
+		Object: model.Object{Kind: "statement", Name: printable.Shorten(st.Query, 80), QueryID: strconv.FormatInt(st.QueryID, 10), Role: st.Role}}
 	var out []model.Finding
 	for _, f := range implicitCast(in) {
 		if f.Experiment == nil || f.Experiment.Column != ct.Column {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/plan"
+	"github.com/pgmedic/pgmedic/internal/printable"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
@@ -250,7 +251,7 @@ func sortSpill(in PlanInput) []model.Finding {
 		if saved <= 0 {
 			saved, how = 0.5*n.Figures.ExclusiveMS, "half the sort's time (no I/O timing in the plan)"
 		}
-		f := planFinding(in, SortSpillID, n, fmt.Sprintf("sort wrote %s to disk (%s)", kbText(disk), n.SortMethod), saved, "estimated as "+how)
+		f := planFinding(in, SortSpillID, n, fmt.Sprintf("sort wrote %s to disk (%s)", printable.KB(disk), n.SortMethod), saved, "estimated as "+how)
 		f.Evidence = append(f.Evidence, ev("sort disk", disk, "kB"), ev("time in the sort", n.Figures.ExclusiveMS, "ms"),
 			ev("temp blocks written", float64(n.Buffers.TempWritten), "blocks"))
 		// An in-memory sort of the same rows needs more than their on-disk
@@ -260,16 +261,6 @@ func sortSpill(in PlanInput) []model.Finding {
 		out = append(out, f)
 	}
 	return out
-}
-
-func kbText(kb float64) string {
-	if kb >= 1e12 {
-		return fmt.Sprintf("%.3g GB", math.Min(kb, math.MaxFloat64)/(1024*1024))
-	}
-	if kb >= 1024 {
-		return fmt.Sprintf("%.1f MB", kb/1024)
-	}
-	return fmt.Sprintf("%.0f kB", kb)
 }
 
 // HashBatches flags hash joins and hash aggregates that split their work
@@ -361,7 +352,7 @@ func misestimate(in PlanInput) []model.Finding {
 			saved = loop.Children()[1].Figures.InclusiveMS
 			saving = "the time of the nested loop's inner side, chosen for far fewer rows"
 		}
-		title := fmt.Sprintf("row estimate %s by %s: %s planned, %s returned", dir+"estimated", plan.FormatRatio(fig.Misestimate), count(n.PlanRows), count(n.ActualRows))
+		title := fmt.Sprintf("row estimate %s by %s: %s planned, %s returned", dir+"estimated", printable.Ratio(fig.Misestimate), count(n.PlanRows), count(n.ActualRows))
 		f := planFinding(in, MisestimateID, n, title, saved, saving)
 		if loop != nil {
 			f.Title += fmt.Sprintf(", feeding nested loop #%d", loop.Figures.ID)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/plan"
+	"github.com/pgmedic/pgmedic/internal/printable"
 )
 
 // QueueClaimRaceID is the rule id.
@@ -44,7 +45,7 @@ func queueClaimRace(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		}
 		f := model.Finding{
 			Rule:   QueueClaimRaceID,
-			Object: model.Object{Kind: "statement", Name: table + ": " + Shorten(st.Query, 100), QueryID: fmt.Sprint(st.QueryID), Role: st.Role, Database: s.Database},
+			Object: model.Object{Kind: "statement", Name: table + ": " + printable.Shorten(st.Query, 100), QueryID: fmt.Sprint(st.QueryID), Role: st.Role, Database: s.Database},
 			Evidence: []model.Evidence{
 				{Label: "calls", Value: float64(st.Calls)},
 				{Label: "rows claimed per call", Value: model.Round(float64(st.Rows)/math.Max(float64(st.Calls), 1), 2)},

@@ -296,19 +296,6 @@ func roleSettingsFor(s *model.Snapshot, role string, names ...string) map[string
 	return out
 }
 
-// Shorten returns a single-line prefix of a statement for titles and names.
-func Shorten(q string, n int) string {
-	q = strings.Join(strings.Fields(q), " ")
-	if len(q) <= n {
-		return q
-	}
-	cut := n
-	for cut > 0 && (q[cut]&0xC0) == 0x80 { // do not split a UTF-8 sequence
-		cut--
-	}
-	return q[:cut] + " ..."
-}
-
 func pct(x float64) string { return fmt.Sprintf("%.0f%%", x*100) }
 
 // ratioText says how many times a is b, for titles.

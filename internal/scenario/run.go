@@ -9,6 +9,7 @@ import (
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/lab"
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/printable"
 	"github.com/pgmedic/pgmedic/internal/report"
 	"github.com/pgmedic/pgmedic/internal/rules"
 )
@@ -159,7 +160,7 @@ func Run(ctx context.Context, c *lab.Cluster, s Scenario, version string, o diag
 			if err != nil {
 				return nil, err
 			}
-			in := rules.PlanInput{Explain: e, Query: q, Stmt: stmt, Object: model.Object{Kind: "query", Name: rules.Shorten(q, 80)}}
+			in := rules.PlanInput{Explain: e, Query: q, Stmt: stmt, Object: model.Object{Kind: "query", Name: printable.Shorten(q, 80)}}
 			fs, _, err := diagnose.Plan(ctx, sess, in, o)
 			if err != nil {
 				return nil, err

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/pgmedic/pgmedic/internal/envelope"
+	"github.com/pgmedic/pgmedic/internal/printable"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
@@ -171,9 +172,5 @@ func arrayElem(v string) string {
 	return `"` + strings.ReplaceAll(strings.ReplaceAll(v, `\`, `\\`), `"`, `\"`) + `"`
 }
 
-func shorten(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
-}
+// shorten cuts a parameter's value at n bytes, never inside a character.
+func shorten(s string, n int) string { return printable.Trim(s, n, "...") }
