@@ -27,16 +27,6 @@ type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// Sources that can be missing.
-const (
-	SrcStatements = model.SrcStatements
-	SrcRoleSets   = model.SrcRoleSets
-	SrcDBStats    = model.SrcDBStats
-	SrcActivity   = model.SrcActivity
-	// SrcStatementsCut records the statements left out by --max-statements.
-	SrcStatementsCut = model.SrcStatementsCut
-)
-
 // overridden are the settings pgmedic's own session changes (see envelope);
 // for these pg_settings.reset_val is what other sessions get.
 var overridden = map[string]bool{
@@ -69,12 +59,11 @@ type Options struct {
 	CPU func(pid int) (ms float64, ok bool)
 }
 
-// Defaults are the options `check` uses.
-var Defaults = Options{PlanTop: 15, SampleFor: time.Second, SampleEvery: 100 * time.Millisecond, MaxTables: 200000, MaxStatements: 10000}
-
-// Snapshot collects everything for the connected database with Defaults.
-func Snapshot(ctx context.Context, q Querier, now time.Time) (*model.Snapshot, error) {
-	return SnapshotWith(ctx, q, now, Defaults)
+// Defaults are the options `check` starts from: its flags' defaults
+// (sampling for 10 s, a tick every 100 ms). A copy is returned, so no
+// caller can change another's.
+func Defaults() Options {
+	return Options{PlanTop: 15, SampleFor: 10 * time.Second, SampleEvery: 100 * time.Millisecond, MaxTables: 200000, MaxStatements: 10000}
 }
 
 // SnapshotWith collects everything for the connected database.
@@ -97,7 +86,7 @@ func SnapshotWith(ctx context.Context, q Querier, now time.Time, opts Options) (
 		return nil, err
 	}
 	if s.RoleSettings, err = roleSettings(ctx, q); err != nil {
-		s.Missing[SrcRoleSets] = skipFor(s, "cannot read pg_db_role_setting", err)
+		s.Missing[model.SrcRoleSets] = skipFor(s, "cannot read pg_db_role_setting", err)
 	}
 	statements(ctx, q, s, opts.MaxStatements)
 	shapes(s)
@@ -287,20 +276,20 @@ func statements(ctx context.Context, q Querier, s *model.Snapshot, limit int) {
 	var schema string
 	err := q.QueryRow(ctx, envelope.Tag+`SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pg_stat_statements'`).Scan(&schema)
 	if errors.Is(err, pgx.ErrNoRows) {
-		s.Missing[SrcStatements] = model.Skip{
+		s.Missing[model.SrcStatements] = model.Skip{
 			Reason: fmt.Sprintf("the pg_stat_statements extension is not installed in database %q", s.Database),
 			Fix:    "CREATE EXTENSION pg_stat_statements; (it also needs shared_preload_libraries = 'pg_stat_statements' and a restart)",
 		}
 		return
 	}
 	if err != nil {
-		s.Missing[SrcStatements] = skipFor(s, "cannot look up pg_stat_statements", err)
+		s.Missing[model.SrcStatements] = skipFor(s, "cannot look up pg_stat_statements", err)
 		return
 	}
 	rows, err := q.Query(ctx, envelope.Tag+`SELECT attname FROM pg_attribute
 		WHERE attrelid = format('%I.pg_stat_statements', $1::text)::regclass AND attnum > 0 AND NOT attisdropped`, schema)
 	if err != nil {
-		s.Missing[SrcStatements] = skipFor(s, "cannot read the columns of pg_stat_statements", err)
+		s.Missing[model.SrcStatements] = skipFor(s, "cannot read the columns of pg_stat_statements", err)
 		return
 	}
 	have := map[string]bool{}
@@ -312,12 +301,12 @@ func statements(ctx context.Context, q Querier, s *model.Snapshot, limit int) {
 	}
 	rows.Close()
 	if limit <= 0 {
-		limit = Defaults.MaxStatements
+		limit = Defaults().MaxStatements
 	}
 	sql, hasJIT := PgssSelect(schema, have)
 	rows, err = q.Query(ctx, sql, limit)
 	if err != nil {
-		s.Missing[SrcStatements] = pgssError(s, err)
+		s.Missing[model.SrcStatements] = pgssError(s, err)
 		return
 	}
 	defer rows.Close()
@@ -328,7 +317,7 @@ func statements(ctx context.Context, q Querier, s *model.Snapshot, limit int) {
 		var calls, nrows, hit, read, fpi, jf, ic, oc, ec float64
 		if err := rows.Scan(&st.QueryID, &st.Query, &st.UserID, &calls, &st.TotalExecMS, &st.TotalPlanMS, &nrows, &hit, &read, &fpi,
 			&jf, &st.JIT.GenerationMS, &ic, &st.JIT.InliningMS, &oc, &st.JIT.OptimizationMS, &ec, &st.JIT.EmissionMS, &all); err != nil {
-			s.Missing[SrcStatements] = skipFor(s, "cannot read pg_stat_statements", err)
+			s.Missing[model.SrcStatements] = skipFor(s, "cannot read pg_stat_statements", err)
 			return
 		}
 		st.Calls, st.Rows, st.SharedBlksHit, st.SharedBlksRead, st.WALFPI = int64(calls), int64(nrows), int64(hit), int64(read), int64(fpi)
@@ -347,13 +336,13 @@ func statements(ctx context.Context, q Querier, s *model.Snapshot, limit int) {
 		list = append(list, st)
 	}
 	if err := rows.Err(); err != nil {
-		s.Missing[SrcStatements] = pgssError(s, err)
+		s.Missing[model.SrcStatements] = pgssError(s, err)
 		return
 	}
 	sort.SliceStable(list, func(i, j int) bool { return list[i].TotalExecMS > list[j].TotalExecMS })
 	s.Statements = list
 	if all > seen {
-		s.Missing[SrcStatementsCut] = model.Skip{
+		s.Missing[model.SrcStatementsCut] = model.Skip{
 			Reason: fmt.Sprintf("pg_stat_statements holds %d statements of this database; the %d with the most execution time were read and %d were left out", all, seen, all-seen),
 			Fix:    fmt.Sprintf("pgmedic check --max-statements %d reads them all", all)}
 	}
@@ -379,7 +368,7 @@ func databaseStats(ctx context.Context, q Querier, s *model.Snapshot) {
 	err := q.QueryRow(ctx, envelope.Tag+`SELECT sessions, sessions_abandoned, stats_reset FROM pg_stat_database WHERE datname = current_database()`).
 		Scan(&s.DatabaseStats.Sessions, &s.DatabaseStats.SessionsAbandoned, &s.DatabaseStats.StatsReset)
 	if err != nil {
-		s.Missing[SrcDBStats] = skipFor(s, "cannot read pg_stat_database", err)
+		s.Missing[model.SrcDBStats] = skipFor(s, "cannot read pg_stat_database", err)
 		return
 	}
 	s.DatabaseStats.Available = true
@@ -391,6 +380,6 @@ func activity(ctx context.Context, q Querier, s *model.Snapshot) {
 		FROM pg_stat_activity WHERE backend_type = 'client backend'`).
 		Scan(&s.Activity.Active, &s.Activity.Total, &s.Activity.MaxConnections)
 	if err != nil {
-		s.Missing[SrcActivity] = skipFor(s, "cannot read pg_stat_activity", err)
+		s.Missing[model.SrcActivity] = skipFor(s, "cannot read pg_stat_activity", err)
 	}
 }

@@ -115,7 +115,7 @@ func TestCorpusReprepares(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sess.Close()
-	opts := collect.Defaults
+	opts := collect.Defaults()
 	opts.PlanTop, opts.SampleFor = 1000, 0
 	snap, err := collect.SnapshotWith(ctx, sess.Conn, time.Now(), opts)
 	if err != nil {

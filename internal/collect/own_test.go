@@ -74,7 +74,7 @@ func TestOwnSessionsAreNotEvidence(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	opts := collect.Defaults
+	opts := collect.Defaults()
 	opts.SampleFor, opts.SampleEvery, opts.PlanTop = 500*time.Millisecond, 50*time.Millisecond, 0
 	s, err := collect.SnapshotWith(ctx, checker, time.Now(), opts)
 	if _, err := ours.Exec(ctx, "ROLLBACK"); err != nil {

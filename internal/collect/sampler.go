@@ -143,7 +143,7 @@ func sample(ctx context.Context, q Querier, s *model.Snapshot, opts Options) {
 		}
 		sm.OverheadMS += float64(clk.Now().Sub(at).Microseconds()) / 1000
 		if err != nil {
-			s.Missing[SrcLocks] = skipFor(s, "cannot sample pg_stat_activity", err)
+			s.Missing[model.SrcLocks] = skipFor(s, "cannot sample pg_stat_activity", err)
 			return err
 		}
 		hidden = max(hidden, h)

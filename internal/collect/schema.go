@@ -11,18 +11,6 @@ import (
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
-// More sources that can be missing.
-const (
-	SrcTables  = model.SrcTables
-	SrcIndexes = model.SrcIndexes
-	SrcColumns = model.SrcColumns
-	SrcPlans   = model.SrcPlans
-	SrcLocks   = model.SrcLocks
-	SrcCasts   = model.SrcCasts
-	// SrcTablesCut records the tables left out by --max-tables.
-	SrcTablesCut = model.SrcTablesCut
-)
-
 const userSchemas = `n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_toast%' AND n.nspname NOT LIKE 'pg\_temp%'`
 
 // catalog reads tables, indexes, columns with their statistics, and the
@@ -53,17 +41,17 @@ func catalog(ctx context.Context, q Querier, s *model.Snapshot, opts Options) er
 	rows.Close()
 	limit := opts.MaxTables
 	if limit <= 0 {
-		limit = Defaults.MaxTables
+		limit = Defaults().MaxTables
 	}
 	if err := tables(ctx, q, s, limit); err != nil {
-		s.Missing[SrcTables] = skipFor(s, "cannot read table statistics", err)
+		s.Missing[model.SrcTables] = skipFor(s, "cannot read table statistics", err)
 	}
 	// Columns first: index keys are resolved to names through them.
 	if err := columns(ctx, q, s); err != nil {
-		s.Missing[SrcColumns] = skipFor(s, "cannot read column statistics", err)
+		s.Missing[model.SrcColumns] = skipFor(s, "cannot read column statistics", err)
 	}
 	if err := indexes(ctx, q, s); err != nil {
-		s.Missing[SrcIndexes] = skipFor(s, "cannot read indexes", err)
+		s.Missing[model.SrcIndexes] = skipFor(s, "cannot read indexes", err)
 	}
 	return nil
 }
@@ -115,7 +103,7 @@ func tables(ctx context.Context, q Querier, s *model.Snapshot, limit int) error 
 		return err
 	}
 	if left := all - int64(len(s.Tables)); left > 0 {
-		s.Missing[SrcTablesCut] = model.Skip{
+		s.Missing[model.SrcTablesCut] = model.Skip{
 			Reason: fmt.Sprintf("the database has %d tables; the %d largest (by pg_class.relpages) were read and %d smaller ones were left out of every table rule", all, len(s.Tables), left),
 			Fix:    fmt.Sprintf("pgmedic check --max-tables %d reads them all", all)}
 	}
@@ -264,7 +252,7 @@ func plans(ctx context.Context, q Querier, s *model.Snapshot, top int) {
 	if cat, err := CastCatalog(ctx, q, tables); err == nil {
 		s.Casts = cat
 	} else {
-		s.Missing[SrcCasts] = skipFor(s, "cannot read column types and operator families", err)
+		s.Missing[model.SrcCasts] = skipFor(s, "cannot read column types and operator families", err)
 	}
 }
 

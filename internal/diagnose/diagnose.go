@@ -6,7 +6,6 @@ package diagnose
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -131,7 +130,7 @@ func Check(ctx context.Context, dsn, version string, o Options, min model.Severi
 	}
 	defer sess.Close()
 	o.logf("connected to %s (PostgreSQL %s)", sess.Target, sess.Target.ServerVersion)
-	opts := collect.Defaults
+	opts := collect.Defaults()
 	opts.MaxTables, opts.MaxStatements = o.MaxTables, o.MaxStatements
 	opts.SampleFor, opts.SampleEvery = o.SampleFor, o.SampleEvery
 	if local(sess.Target.Host) {
@@ -247,9 +246,6 @@ func Plan(ctx context.Context, sess *envelope.Session, in rules.PlanInput, o Opt
 	return findings, append(skipped, more...), nil
 }
 
-// ErrRefused is wrapped by Query's errors for statements it will not run.
-var ErrRefused = errors.New("refused")
-
 // Query runs EXPLAIN of a statement the user gave, inside the envelope: a
 // read-only transaction that is always rolled back, and ANALYZE only for a
 // plain SELECT that calls nothing acting outside the transaction. It
@@ -272,7 +268,7 @@ func Query(ctx context.Context, sess *envelope.Session, query string, analyze bo
 			return nil, nil, inputErrf("--analyze: %w", err)
 		}
 		if why != "" {
-			return nil, nil, inputErrf("--analyze %w: %s; or drop --analyze to see the plan without executing it", ErrRefused, why)
+			return nil, nil, inputErrf("--analyze refused: %s; or drop --analyze to see the plan without executing it", why)
 		}
 		opts = "ANALYZE, BUFFERS, " + opts
 	}

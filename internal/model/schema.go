@@ -95,30 +95,10 @@ type LockWait struct {
 
 // The shape of a statement (its command, relations, predicates, sort and
 // claim) is what the parser reads from its SQL; sqlparse defines those types
-// and the model names them, so that rules speak one vocabulary.
+// and the model names the two the snapshot and its experiments hold.
 type (
-	QueryShape  = sqlparse.QueryShape
-	RelRef      = sqlparse.RelRef
-	Predicate   = sqlparse.Predicate
-	OrderColumn = sqlparse.OrderColumn
-	Claim       = sqlparse.Claim
-)
-
-// Predicate operators and claim lock strengths (see sqlparse).
-const (
-	OpEq           = sqlparse.OpEq
-	OpRange        = sqlparse.OpRange
-	OpIsNull       = sqlparse.OpIsNull
-	OpNotNull      = sqlparse.OpNotNull
-	OpOther        = sqlparse.OpOther
-	LockNone       = sqlparse.LockNone
-	LockForUpdate  = sqlparse.LockForUpdate
-	LockNoKeyUpd   = sqlparse.LockNoKeyUpd
-	LockForShare   = sqlparse.LockForShare
-	LockForKeyShr  = sqlparse.LockForKeyShr
-	WaitBlock      = sqlparse.WaitBlock
-	WaitSkipLocked = sqlparse.WaitSkipLocked
-	WaitNoWait     = sqlparse.WaitNoWait
+	QueryShape = sqlparse.QueryShape
+	RelRef     = sqlparse.RelRef
 )
 
 // lookup indexes the catalog slices by table so rules, which look tables,

@@ -171,15 +171,15 @@ func propose(s *model.Snapshot, sh *model.QueryShape, c scanCandidate) *proposal
 			continue
 		}
 		switch p.Op {
-		case model.OpEq:
+		case sqlparse.OpEq:
 			eq = appendNew(eq, p.Column)
-		case model.OpRange:
+		case sqlparse.OpRange:
 			rng = appendNew(rng, p.Column)
-		case model.OpIsNull:
+		case sqlparse.OpIsNull:
 			if partial == "" && col.HasStats && col.NullFrac <= 0.5 {
 				partial, partialCol = sqlparse.QuoteIdent(p.Column)+" IS NULL", p.Column
 			}
-		case model.OpNotNull:
+		case sqlparse.OpNotNull:
 			if partial == "" && col.HasStats && col.NullFrac >= 0.5 {
 				partial, partialCol = sqlparse.QuoteIdent(p.Column)+" IS NOT NULL", p.Column
 			}

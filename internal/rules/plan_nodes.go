@@ -213,9 +213,9 @@ func filterColumns(n *plan.Node) []string {
 			continue
 		}
 		switch p.Op {
-		case model.OpEq:
+		case sqlparse.OpEq:
 			eq = appendNew(eq, p.Column)
-		case model.OpRange:
+		case sqlparse.OpRange:
 			rng = appendNew(rng, p.Column)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/plan"
 	"github.com/pgmedic/pgmedic/internal/printable"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
 // QueueClaimRaceID is the rule id.
@@ -25,7 +26,7 @@ func queueClaimRace(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	total := totalExecMS(s)
 	for _, st := range s.Statements {
 		sh := s.Shapes[st.QueryID]
-		if sh == nil || sh.Claim == nil || sh.Claim.Wait == model.WaitSkipLocked || sh.Claim.Wait == model.WaitNoWait {
+		if sh == nil || sh.Claim == nil || sh.Claim.Wait == sqlparse.WaitSkipLocked || sh.Claim.Wait == sqlparse.WaitNoWait {
 			continue
 		}
 		c := sh.Claim
@@ -60,7 +61,7 @@ func queueClaimRace(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		}
 		reason := "a race needs concurrent writers and pgmedic does not write to a target; `pgmedic lab run queue-claim-race` reproduces it and counts the rows claimed twice"
 		switch {
-		case c.Lock == model.LockNone && sh.Command != "SELECT":
+		case c.Lock == sqlparse.LockNone && sh.Command != "SELECT":
 			f.Severity = model.Warning
 			if waits > 0 || st.Calls >= 1000 {
 				f.Severity = model.Critical

@@ -216,7 +216,9 @@ func (r *recording) record(t *testing.T, c tcase) *tape {
 		t.Fatal(err)
 	}
 	defer sess.Close()
-	snap, err := collect.SnapshotWith(ctx, sess.Conn, time.Now(), collect.Defaults)
+	opts := collect.Defaults()
+	opts.SampleFor = time.Second // the recorded scenarios are not about sessions
+	snap, err := collect.SnapshotWith(ctx, sess.Conn, time.Now(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,6 +79,10 @@ func judge(f *model.Finding, before, after float64) bool {
 // Run verifies the findings that carry an experiment. It returns the
 // findings (updated, re-sorted by the caller) and skipped entries.
 func (e *Engine) Run(ctx context.Context, snap *model.Snapshot, findings []model.Finding) ([]model.Finding, []model.Skip) {
+	// The defaults and the snapshot's lookups go into a copy: the caller's
+	// Engine is left as it was.
+	c := *e
+	e = &c
 	if e.Runs < 5 {
 		e.Runs = 5
 	}
