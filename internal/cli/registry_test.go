@@ -64,3 +64,36 @@ func TestRegistryIsDocumentedAndProved(t *testing.T) {
 		}
 	}
 }
+
+// TestRulePagesFollowTheTemplate: every rule's page says, in this order,
+// what it detects, the incident it comes from, its signals and
+// thresholds, the fix, how pgmedic verifies it and when it can be wrong,
+// each as a bold lead-in ("**Fix.**") or a heading ("## Fix").
+func TestRulePagesFollowTheTemplate(t *testing.T) {
+	sections := []string{"What it detects", "Incident", "Signals and thresholds", "Fix", "How pgmedic verifies it", "When it can be wrong"}
+	for _, r := range rules.Registry {
+		b, err := os.ReadFile("../../" + r.Docs())
+		if err != nil {
+			t.Errorf("%s: %v", r.ID, err)
+			continue
+		}
+		lines := strings.Split(string(b), "\n")
+		at := -1
+		for _, sec := range sections {
+			found := -1
+			for i, l := range lines {
+				if strings.HasPrefix(l, "**"+sec+".**") || strings.HasPrefix(l, "**"+sec+"s.**") || l == "## "+sec {
+					found = i
+					break
+				}
+			}
+			switch {
+			case found < 0:
+				t.Errorf("%s: no %q section", r.Docs(), sec)
+			case found < at:
+				t.Errorf("%s: %q comes before the section it follows", r.Docs(), sec)
+			}
+			at = max(at, found)
+		}
+	}
+}

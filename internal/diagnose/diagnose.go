@@ -1,7 +1,9 @@
 // Package diagnose is pgmedic's pipeline, in the order the data flows:
-// collect a snapshot, run the rules, verify the findings with experiments,
-// and hand back a report. The commands (check, explain, lab run, demo) only
-// parse flags and call it; the scenarios call it the same way.
+// collect a snapshot (and the server log, a CPU profile), run the rules of
+// the one table on each input, verify the findings with experiments, and
+// hand back a report that says first what it could not see. Every command
+// (check, explain, logs, profile, lab run, demo) reads its flags and calls
+// it; the scenarios call it the same way.
 package diagnose
 
 import (

@@ -1,8 +1,11 @@
 // Package logs reads PostgreSQL's server logs (stderr with any
-// log_line_prefix, csvlog, jsonlog; plain or gzip) into entries, and
-// aggregates them into what `pgmedic logs` reports: statements by
-// fingerprint with their durations, errors by SQLSTATE, connections, lock
-// waits, temporary files, checkpoints and autovacuum.
+// log_line_prefix, csvlog, jsonlog, syslog; plain or gzip; whole files in
+// parallel ranges) into entries, leaves pgmedic's own sessions out, and
+// aggregates the rest into a Summary: statements by fingerprint with their
+// durations, auto_explain plans, errors by SQLSTATE, connections, lock
+// waits, temporary files, checkpoints and autovacuum per table. The rules
+// judge the summary's counts (model.LogEvents) and plans; diagnose runs
+// them.
 package logs
 
 import "time"

@@ -1,5 +1,7 @@
-// Package report renders a check result for people (text) and machines
-// (JSON). Every format is fed by the same Report value.
+// Package report renders what the commands found: check, explain (one plan
+// or two compared), logs, profile and the demo. Each has a report value
+// that writes itself as text and JSON; a Document made of them feeds the
+// HTML page and Markdown. Nothing here reads a database or runs a rule.
 package report
 
 import (

@@ -1,7 +1,11 @@
-// Package verify runs the experiments that prove (or refute) findings, inside
-// pgmedic's safety envelope: only SELECTs are executed, each run inside a
-// read-only transaction that is rolled back, under statement_timeout, and
-// nothing runs while the server is busy.
+// Package verify runs the experiments that prove (or refute) findings, one
+// kind per model.Exp* (JIT toggled, an index on a temporary copy or through
+// HypoPG, a cast removed, statistics refreshed, pgstattuple and
+// pgstatindex), inside pgmedic's safety envelope: only SELECTs are
+// executed, each run inside a transaction that is rolled back, under
+// statement_timeout; temporary copies only in the lab or with
+// --verify-indexes; nothing while the server is busy (Busy). Each kind is
+// replayed without a server from recorded tapes (testdata).
 package verify
 
 import (
