@@ -134,13 +134,7 @@ func sample(ctx context.Context, q Querier, s *model.Snapshot, opts Options) {
 	waits := map[model.LockWait]int{}
 	tick := func(at time.Time) error {
 		smp, h, err := sampleOnce(wctx, q, at, s.Database)
-		if opts.CPU != nil {
-			for i := range smp.Backends {
-				if ms, ok := opts.CPU(smp.Backends[i].PID); ok {
-					smp.Backends[i].CPUMS = ms
-				}
-			}
-		}
+		readCPU(smp.Backends, opts.CPU)
 		sm.OverheadMS += float64(clk.Now().Sub(at).Microseconds()) / 1000
 		if err != nil {
 			s.Missing[model.SrcLocks] = skipFor(s, "cannot sample pg_stat_activity", err)
@@ -158,16 +152,7 @@ func sample(ctx context.Context, q Querier, s *model.Snapshot, opts Options) {
 				sm.Pools = append(sm.Pools, ps)
 			}
 		}
-		for _, b := range smp.Backends {
-			if b.QueryID != 0 && b.State == "active" {
-				if _, seen := s.Literals[b.QueryID]; !seen {
-					s.Literals[b.QueryID] = b.Query
-				}
-			}
-			if b.WaitType == "Lock" && b.Database == s.Database && !b.BlockedByPgmedic {
-				waits[model.LockWait{QueryID: b.QueryID, Query: b.Query, WaitEvent: "Lock/" + b.Wait}]++
-			}
-		}
+		noteBackends(s, smp, waits)
 		return nil
 	}
 	sm.BackedOff, _ = schedule(wctx, clk, duration, interval, tick)
@@ -183,10 +168,7 @@ func sample(ctx context.Context, q Querier, s *model.Snapshot, opts Options) {
 		}
 	}
 	if after, err := databaseDelta(context.WithoutCancel(ctx), q); err == nil && beforeErr == nil {
-		sm.Delta = model.DatabaseDelta{Sessions: after.Sessions - before.Sessions, SessionsAbandoned: after.SessionsAbandoned - before.SessionsAbandoned,
-			SessionsFatal: after.SessionsFatal - before.SessionsFatal, SessionsKilled: after.SessionsKilled - before.SessionsKilled,
-			Commits: after.Commits - before.Commits, Rollbacks: after.Rollbacks - before.Rollbacks, Deadlocks: after.Deadlocks - before.Deadlocks,
-			TempFiles: after.TempFiles - before.TempFiles, Conflicts: after.Conflicts - before.Conflicts}
+		sm.Delta = deltaOf(before, after)
 	}
 	if hidden > 0 {
 		sm.HiddenSessions = hidden
@@ -198,6 +180,43 @@ func sample(ctx context.Context, q Querier, s *model.Snapshot, opts Options) {
 	}
 	sort.Slice(s.LockWaits, func(i, j int) bool { return s.LockWaits[i].Samples > s.LockWaits[j].Samples })
 	s.Sampling = sm
+}
+
+// readCPU fills each backend's CPU time so far, when the server runs on
+// this machine (cpu is nil otherwise).
+func readCPU(backends []model.Backend, cpu func(pid int) (float64, bool)) {
+	if cpu == nil {
+		return
+	}
+	for i := range backends {
+		if ms, ok := cpu(backends[i].PID); ok {
+			backends[i].CPUMS = ms
+		}
+	}
+}
+
+// noteBackends keeps what one tick says beyond the sample itself: the
+// first text of each running statement (the literals a simple-protocol
+// client sent) and the lock waits of the database, by statement.
+func noteBackends(s *model.Snapshot, smp model.ActivitySample, waits map[model.LockWait]int) {
+	for _, b := range smp.Backends {
+		if b.QueryID != 0 && b.State == "active" {
+			if _, seen := s.Literals[b.QueryID]; !seen {
+				s.Literals[b.QueryID] = b.Query
+			}
+		}
+		if b.WaitType == "Lock" && b.Database == s.Database && !b.BlockedByPgmedic {
+			waits[model.LockWait{QueryID: b.QueryID, Query: b.Query, WaitEvent: "Lock/" + b.Wait}]++
+		}
+	}
+}
+
+// deltaOf is pg_stat_database's change from before to after.
+func deltaOf(before, after model.DatabaseDelta) model.DatabaseDelta {
+	return model.DatabaseDelta{Sessions: after.Sessions - before.Sessions, SessionsAbandoned: after.SessionsAbandoned - before.SessionsAbandoned,
+		SessionsFatal: after.SessionsFatal - before.SessionsFatal, SessionsKilled: after.SessionsKilled - before.SessionsKilled,
+		Commits: after.Commits - before.Commits, Rollbacks: after.Rollbacks - before.Rollbacks, Deadlocks: after.Deadlocks - before.Deadlocks,
+		TempFiles: after.TempFiles - before.TempFiles, Conflicts: after.Conflicts - before.Conflicts}
 }
 
 // sampleOnce is one tick; it also counts the sessions of database db whose

@@ -205,26 +205,7 @@ func lockContention(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	if ok, skip := sampled(s, LockContentionID); !ok {
 		return nil, skip
 	}
-	busy, waiting := 0, 0
-	worst, worstAt := 0, -1
-	for i, smp := range s.Sampling.Samples {
-		n := 0
-		for _, b := range smp.Backends {
-			if b.Database != s.Database {
-				continue
-			}
-			if b.State == "active" || strings.HasPrefix(b.State, "idle in transaction") {
-				busy++
-			}
-			if b.WaitType == "Lock" && !b.BlockedByPgmedic {
-				waiting++
-				n++
-			}
-		}
-		if n > worst {
-			worst, worstAt = n, i
-		}
-	}
+	busy, waiting, worst, worstAt := countLockWaits(s)
 	if waiting < lockMinSamples || busy == 0 || float64(waiting)/float64(busy) < lockShareWarn {
 		return nil, nil
 	}
@@ -267,28 +248,12 @@ func lockContention(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		headText = fmt.Sprintf("%s, %s for %s, running %q", who(head), head.State, sec(head.StateMS), printable.Shorten(head.Query, 100))
 		title += fmt.Sprintf(" behind %s (%s)", who(head), head.State)
 	}
-	fix := "end or shorten the transaction at the head of the chain (see idle-in-transaction when it sits idle)"
-	rowLocks, claims := false, false
-	for _, b := range smp.Backends {
-		if b.WaitType == "Lock" && (b.Wait == "transactionid" || b.Wait == "tuple") {
-			rowLocks = true
-			if strings.Contains(strings.ToUpper(b.Query), " FOR UPDATE") || strings.Contains(strings.ToUpper(b.Query), " FOR NO KEY UPDATE") {
-				claims = true
-			}
-		}
-	}
-	if rowLocks {
-		fix += "; take row locks in a consistent order and keep the transactions that hold them short"
-	}
-	if claims {
-		fix += "; workers that claim rows from a queue should use FOR UPDATE SKIP LOCKED"
-	}
 	f := model.Finding{
 		Rule: LockContentionID, Severity: sev, Title: title,
 		Object:   model.Object{Kind: "database", Name: s.Database, Database: s.Database},
 		Evidence: evidence,
 		Impact:   model.Impact{Summary: "the head of the chain: " + headText, Share: math.Min(share, 1)},
-		Fix: model.Fix{Summary: fix,
+		Fix: model.Fix{Summary: chainFix(smp),
 			SQL: fmt.Sprintf("-- the head of the chain, if it must go:\nSELECT pg_cancel_backend(%d); -- or pg_terminate_backend(%d)", head.PID, head.PID)},
 		Verification: model.NotRunBecause("observed while sampling; the chain is the measurement"),
 		Docs:         docsPath(LockContentionID),
@@ -297,6 +262,54 @@ func lockContention(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		f.Fix.SQL = ""
 	}
 	return []model.Finding{f}, nil
+}
+
+// countLockWaits counts the database's session-samples that were busy
+// (active or in a transaction) and those waiting for a lock (not one
+// pgmedic caused), and finds the sample with the most waiters.
+func countLockWaits(s *model.Snapshot) (busy, waiting, worst, worstAt int) {
+	worstAt = -1
+	for i, smp := range s.Sampling.Samples {
+		n := 0
+		for _, b := range smp.Backends {
+			if b.Database != s.Database {
+				continue
+			}
+			if b.State == "active" || strings.HasPrefix(b.State, "idle in transaction") {
+				busy++
+			}
+			if b.WaitType == "Lock" && !b.BlockedByPgmedic {
+				waiting++
+				n++
+			}
+		}
+		if n > worst {
+			worst, worstAt = n, i
+		}
+	}
+	return busy, waiting, worst, worstAt
+}
+
+// chainFix is the advice for a lock chain no schema change heads: end the
+// transaction at its head; for row locks, a consistent order and short
+// transactions; for workers claiming rows (FOR UPDATE), SKIP LOCKED.
+func chainFix(smp model.ActivitySample) string {
+	fix := "end or shorten the transaction at the head of the chain (see idle-in-transaction when it sits idle)"
+	rowLocks, claims := false, false
+	for _, b := range smp.Backends {
+		if b.WaitType == "Lock" && (b.Wait == "transactionid" || b.Wait == "tuple") {
+			rowLocks = true
+			q := strings.ToUpper(b.Query)
+			claims = claims || strings.Contains(q, " FOR UPDATE") || strings.Contains(q, " FOR NO KEY UPDATE")
+		}
+	}
+	if rowLocks {
+		fix += "; take row locks in a consistent order and keep the transactions that hold them short"
+	}
+	if claims {
+		fix += "; workers that claim rows from a queue should use FOR UPDATE SKIP LOCKED"
+	}
+	return fix
 }
 
 // queuedBehind is, for each session of one sample, every session that
@@ -572,54 +585,15 @@ func connectionPressure(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	if s.Sampling.Seconds > 0 {
 		churn = float64(s.Sampling.Delta.Sessions) / s.Sampling.Seconds
 	}
-	var why []string
-	sev := model.Info
-	raise := func(to model.Severity) {
-		if to > sev {
-			sev = to
-		}
-	}
-	stretch := 0.0
-	verification := model.NotRunBecause("observed while sampling; a lab scenario measures goodput at both client counts")
-	if q.onCPU > float64(cores) && 2*q.ticksOver >= ticks {
-		queue := fmt.Sprintf("%.1f sessions were on CPU on average (%d at the peak) on %d cores", q.onCPU, q.peak, cores)
-		switch {
-		case q.coresGot > 0:
-			stretch = q.onCPU / q.coresGot
-			if stretch >= stretchWarn {
-				why = append(why, fmt.Sprintf("%s and got %.1f cores between them: each statement took %.1fx its CPU time", queue, q.coresGot, stretch))
-				raise(model.Warning)
-				if stretch >= stretchCritical {
-					raise(model.Critical)
-				}
-				verification = model.NotRunBecause(fmt.Sprintf("measured while sampling: %.1f sessions wanted a core and their processes got %.1f cores (CPU time in /proc); a lab scenario measures goodput at both client counts", q.onCPU, q.coresGot))
-			}
-		case !s.CoresGuessed:
-			// The backends' CPU time could not be read (a server in a
-			// container, on another host), but the cores are known: N
-			// sessions runnable on C cores get at most C/N of a core each.
-			stretch = q.onCPU / float64(cores)
-			if stretch >= stretchWarn {
-				why = append(why, fmt.Sprintf("%s: each got at most %.2f of a core, so each statement took at least %.1fx its CPU time (the backends' CPU time was not readable from here)", queue, 1/stretch, stretch))
-				raise(model.Warning)
-				if stretch >= stretchCritical {
-					raise(model.Critical)
-				}
-				verification = model.NotRunBecause(fmt.Sprintf("counted while sampling: %.1f sessions on CPU on %d cores; a lab scenario measures goodput at both client counts", q.onCPU, cores))
-			}
-		case q.onCPU > activePerCore*float64(cores):
-			// A remote server whose cores are a guess: the queue is
-			// counted, the slowdown is not known, so it is not a warning.
-			why = append(why, queue+"; the server's cores are a guess (pass --server-cores) and how much each session got was not measured")
-		}
-	}
+	j := judgeRunQueue(s, q, cores, ticks)
+	why, sev := j.why, j.severity
 	if maxConn > 0 && avgTotal >= 0.8*float64(maxConn) {
 		why = append(why, fmt.Sprintf("%.0f of max_connections=%d connections were open", avgTotal, maxConn))
-		raise(model.Warning)
+		sev = max(sev, model.Warning)
 	}
 	if churn >= churnPerSecond {
 		why = append(why, fmt.Sprintf("%.0f new sessions per second", churn))
-		raise(model.Warning)
+		sev = max(sev, model.Warning)
 	}
 	if len(why) == 0 {
 		return nil, nil
@@ -641,14 +615,64 @@ func connectionPressure(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		},
 		Impact:       model.Impact{Summary: fmt.Sprintf("past about %d working sessions a %d-core server only queues them: each statement takes longer, clients time out and retry, and the retries add load (the cascade the UK dashboard went through)", pool, cores)},
 		Fix:          model.Fix{Summary: fmt.Sprintf("put a pool in front (PgBouncer in transaction mode, or the application's pool) sized to about %d server connections (2 x %d cores) with clients queueing in the pool; reuse connections instead of opening one per request; make the statements cheaper (see the other findings) before adding servers", pool, cores)},
-		Verification: verification,
+		Verification: j.verification,
 		Docs:         docsPath(ConnectionPressureID),
 	}
 	if q.coresGot > 0 {
 		f.Evidence = append(f.Evidence, ev("cores the sessions got (CPU time of their processes)", q.coresGot, ""),
-			ev("wall time per unit of CPU time of the sessions on CPU", stretch, "x"))
+			ev("wall time per unit of CPU time of the sessions on CPU", j.stretch, "x"))
 	}
 	return []model.Finding{f}, nil
+}
+
+// queueVerdict is what the run queue says: why it is a finding (nothing
+// when it is not), how severe, how it was measured, and the stretch.
+type queueVerdict struct {
+	why          []string
+	severity     model.Severity
+	verification model.Verification
+	stretch      float64
+}
+
+// judgeRunQueue decides whether the sessions on CPU form a real queue
+// that slows each statement: measured from their processes' CPU time, or
+// bounded by the known cores; with guessed cores it only informs.
+func judgeRunQueue(s *model.Snapshot, q runQueue, cores, ticks int) queueVerdict {
+	v := queueVerdict{verification: model.NotRunBecause("observed while sampling; a lab scenario measures goodput at both client counts")}
+	if q.onCPU <= float64(cores) || 2*q.ticksOver < ticks {
+		return v
+	}
+	queue := fmt.Sprintf("%.1f sessions were on CPU on average (%d at the peak) on %d cores", q.onCPU, q.peak, cores)
+	var why, how string
+	switch {
+	case q.coresGot > 0:
+		v.stretch = q.onCPU / q.coresGot
+		why = fmt.Sprintf("%s and got %.1f cores between them: each statement took %.1fx its CPU time", queue, q.coresGot, v.stretch)
+		how = fmt.Sprintf("measured while sampling: %.1f sessions wanted a core and their processes got %.1f cores (CPU time in /proc)", q.onCPU, q.coresGot)
+	case !s.CoresGuessed:
+		// The backends' CPU time could not be read (a server in a
+		// container, on another host), but the cores are known: N
+		// sessions runnable on C cores get at most C/N of a core each.
+		v.stretch = q.onCPU / float64(cores)
+		why = fmt.Sprintf("%s: each got at most %.2f of a core, so each statement took at least %.1fx its CPU time (the backends' CPU time was not readable from here)", queue, 1/v.stretch, v.stretch)
+		how = fmt.Sprintf("counted while sampling: %.1f sessions on CPU on %d cores", q.onCPU, cores)
+	case q.onCPU > activePerCore*float64(cores):
+		// A remote server whose cores are a guess: the queue is counted,
+		// the slowdown is not known, so it is not a warning.
+		v.why = []string{queue + "; the server's cores are a guess (pass --server-cores) and how much each session got was not measured"}
+		return v
+	default:
+		return v
+	}
+	if v.stretch < stretchWarn {
+		return v
+	}
+	v.why, v.severity = []string{why}, model.Warning
+	if v.stretch >= stretchCritical {
+		v.severity = model.Critical
+	}
+	v.verification = model.NotRunBecause(how + "; a lab scenario measures goodput at both client counts")
+	return v
 }
 
 // PoolSaturationID is the rule id.

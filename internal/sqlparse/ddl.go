@@ -81,92 +81,24 @@ func (s *Statement) DDL() *DDL {
 	n := s.root
 	switch {
 	case n.GetAlterTableStmt() != nil:
-		a := n.GetAlterTableStmt()
-		d := &DDL{Command: "ALTER TABLE", Table: rangeName(a.Relation)}
-		for _, c := range a.Cmds {
-			cmd := c.GetAlterTableCmd()
-			if cmd == nil {
-				continue
-			}
-			act := DDLAction{Kind: atKinds[cmd.Subtype], Column: cmd.Name}
-			if cmd.Subtype == pg_query.AlterTableType_AT_AddConstraint {
-				if con := cmd.GetDef().GetConstraint(); con != nil {
-					act.Kind, act.NotValid = constraintKinds[con.Contype], con.SkipValidation
-				}
-			}
-			if cmd.Subtype == pg_query.AlterTableType_AT_AddColumn {
-				if col := cmd.GetDef().GetColumnDef(); col != nil {
-					act.Column = col.Colname
-				}
-			}
-			if act.Kind == "" {
-				act.Kind = "OTHER"
-			}
-			d.Actions = append(d.Actions, act)
-		}
-		return d
+		return alterTableDDL(n.GetAlterTableStmt())
 	case n.GetIndexStmt() != nil:
 		ix := n.GetIndexStmt()
 		return &DDL{Command: "CREATE INDEX", Table: rangeName(ix.Relation), Concurrently: ix.Concurrent}
 	case n.GetDropStmt() != nil:
-		d := n.GetDropStmt()
-		out := &DDL{Concurrently: d.Concurrent}
-		switch d.RemoveType {
-		case pg_query.ObjectType_OBJECT_INDEX:
-			out.Command = "DROP INDEX"
-		case pg_query.ObjectType_OBJECT_TABLE:
-			out.Command = "DROP TABLE"
-		default:
-			return nil
-		}
-		if len(d.Objects) > 0 {
-			if l := d.Objects[0].GetList(); l != nil {
-				out.Table = qualified(l.Items)
-			}
-		}
-		return out
+		return dropDDL(n.GetDropStmt())
 	case n.GetReindexStmt() != nil:
 		r := n.GetReindexStmt()
-		out := &DDL{Command: "REINDEX", Table: rangeName(r.Relation)}
-		for _, p := range r.Params {
-			if de := p.GetDefElem(); de != nil && de.Defname == "concurrently" {
-				out.Concurrently = true
-			}
-		}
-		return out
+		return &DDL{Command: "REINDEX", Table: rangeName(r.Relation), Concurrently: hasOption(r.Params, "concurrently")}
 	case n.GetVacuumStmt() != nil:
-		v := n.GetVacuumStmt()
-		out := &DDL{Command: "VACUUM"}
-		if !v.IsVacuumcmd {
-			out.Command = "ANALYZE"
-		}
-		for _, p := range v.Options {
-			if de := p.GetDefElem(); de != nil && de.Defname == "full" {
-				out.Command = "VACUUM FULL"
-			}
-		}
-		if len(v.Rels) > 0 {
-			if vr := v.Rels[0].GetVacuumRelation(); vr != nil {
-				out.Table = rangeName(vr.Relation)
-			}
-		}
-		return out
+		return vacuumDDL(n.GetVacuumStmt())
 	case n.GetClusterStmt() != nil:
 		return &DDL{Command: "CLUSTER", Table: rangeName(n.GetClusterStmt().Relation)}
 	case n.GetTruncateStmt() != nil:
-		t := n.GetTruncateStmt()
-		out := &DDL{Command: "TRUNCATE"}
-		if len(t.Relations) > 0 {
-			out.Table = rangeName(t.Relations[0].GetRangeVar())
-		}
-		return out
+		return &DDL{Command: "TRUNCATE", Table: firstRangeVar(n.GetTruncateStmt().Relations)}
 	case n.GetLockStmt() != nil:
 		l := n.GetLockStmt()
-		out := &DDL{Command: "LOCK TABLE", LockMode: lockModes[l.Mode]}
-		if len(l.Relations) > 0 {
-			out.Table = rangeName(l.Relations[0].GetRangeVar())
-		}
-		return out
+		return &DDL{Command: "LOCK TABLE", LockMode: lockModes[l.Mode], Table: firstRangeVar(l.Relations)}
 	case n.GetRefreshMatViewStmt() != nil:
 		r := n.GetRefreshMatViewStmt()
 		return &DDL{Command: "REFRESH MATERIALIZED VIEW", Table: rangeName(r.Relation), Concurrently: r.Concurrent}
@@ -174,6 +106,89 @@ func (s *Statement) DDL() *DDL {
 		return &DDL{Command: "CREATE TRIGGER", Table: rangeName(n.GetCreateTrigStmt().Relation)}
 	}
 	return nil
+}
+
+// alterTableDDL reads ALTER TABLE's subcommands: the lock each needs, and
+// the fix, depend on them.
+func alterTableDDL(a *pg_query.AlterTableStmt) *DDL {
+	d := &DDL{Command: "ALTER TABLE", Table: rangeName(a.Relation)}
+	for _, c := range a.Cmds {
+		cmd := c.GetAlterTableCmd()
+		if cmd == nil {
+			continue
+		}
+		act := DDLAction{Kind: atKinds[cmd.Subtype], Column: cmd.Name}
+		switch cmd.Subtype {
+		case pg_query.AlterTableType_AT_AddConstraint:
+			if con := cmd.GetDef().GetConstraint(); con != nil {
+				act.Kind, act.NotValid = constraintKinds[con.Contype], con.SkipValidation
+			}
+		case pg_query.AlterTableType_AT_AddColumn:
+			if col := cmd.GetDef().GetColumnDef(); col != nil {
+				act.Column = col.Colname
+			}
+		}
+		if act.Kind == "" {
+			act.Kind = "OTHER"
+		}
+		d.Actions = append(d.Actions, act)
+	}
+	return d
+}
+
+// dropDDL reads DROP INDEX and DROP TABLE; other DROPs take no table lock
+// the application waits for.
+func dropDDL(d *pg_query.DropStmt) *DDL {
+	out := &DDL{Concurrently: d.Concurrent}
+	switch d.RemoveType {
+	case pg_query.ObjectType_OBJECT_INDEX:
+		out.Command = "DROP INDEX"
+	case pg_query.ObjectType_OBJECT_TABLE:
+		out.Command = "DROP TABLE"
+	default:
+		return nil
+	}
+	if len(d.Objects) > 0 {
+		if l := d.Objects[0].GetList(); l != nil {
+			out.Table = qualified(l.Items)
+		}
+	}
+	return out
+}
+
+// vacuumDDL reads VACUUM (FULL) and ANALYZE.
+func vacuumDDL(v *pg_query.VacuumStmt) *DDL {
+	out := &DDL{Command: "VACUUM"}
+	if !v.IsVacuumcmd {
+		out.Command = "ANALYZE"
+	}
+	if hasOption(v.Options, "full") {
+		out.Command = "VACUUM FULL"
+	}
+	if len(v.Rels) > 0 {
+		if vr := v.Rels[0].GetVacuumRelation(); vr != nil {
+			out.Table = rangeName(vr.Relation)
+		}
+	}
+	return out
+}
+
+// hasOption says whether a list of options (DefElem) names option.
+func hasOption(opts []*pg_query.Node, option string) bool {
+	for _, p := range opts {
+		if de := p.GetDefElem(); de != nil && de.Defname == option {
+			return true
+		}
+	}
+	return false
+}
+
+// firstRangeVar names the first relation of a list (TRUNCATE a, b).
+func firstRangeVar(rels []*pg_query.Node) Name {
+	if len(rels) == 0 {
+		return Name{}
+	}
+	return rangeName(rels[0].GetRangeVar())
 }
 
 // lockModes are LOCK TABLE's modes by PostgreSQL's number for them
