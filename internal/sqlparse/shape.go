@@ -33,90 +33,10 @@ func (s *Statement) Shape() *QueryShape {
 // column predicates of WHERE, JOIN ... ON and HAVING, the ORDER BY columns,
 // LIMIT, the columns an UPDATE sets and the shape of a queue claim.
 func (s *Statement) describe() *QueryShape {
-	sh := &QueryShape{Command: "OTHER"}
-	aliases := map[string]RelRef{}
-	seen := map[RelRef]bool{}
-	s.walk(func(m proto.Message) bool {
-		if rv, ok := m.(*pg_query.RangeVar); ok {
-			r := RelRef{Schema: rv.Schemaname, Name: rv.Relname}
-			if !seen[r] {
-				seen[r] = true
-				sh.Relations = append(sh.Relations, r)
-			}
-			aliases[rv.Relname] = r
-			if rv.Alias != nil && rv.Alias.Aliasname != "" {
-				aliases[rv.Alias.Aliasname] = r
-			}
-		}
-		return true
-	})
-	// CTE names are not relations.
-	s.walk(func(m proto.Message) bool {
-		if cte, ok := m.(*pg_query.CommonTableExpr); ok {
-			r := RelRef{Name: cte.Ctename}
-			if seen[r] {
-				delete(seen, r)
-				for i, x := range sh.Relations {
-					if x == r {
-						sh.Relations = append(sh.Relations[:i], sh.Relations[i+1:]...)
-						break
-					}
-				}
-			}
-		}
-		return true
-	})
-	single := RelRef{}
-	if len(sh.Relations) == 1 {
-		single = sh.Relations[0]
-	}
-	resolve := func(cr *pg_query.ColumnRef) (RelRef, string, bool) {
-		var parts []string
-		for _, f := range cr.Fields {
-			str := f.GetString_()
-			if str == nil {
-				return RelRef{}, "", false
-			}
-			parts = append(parts, str.Sval)
-		}
-		switch len(parts) {
-		case 1:
-			return single, parts[0], true
-		case 2:
-			if r, ok := aliases[parts[0]]; ok {
-				return r, parts[1], true
-			}
-			return RelRef{Name: parts[0]}, parts[1], true
-		case 3:
-			return RelRef{Schema: parts[0], Name: parts[1]}, parts[2], true
-		}
-		return RelRef{}, "", false
-	}
-
-	var quals []*pg_query.Node
+	b := &shapeBuilder{stmt: s, sh: &QueryShape{Command: "OTHER"}, aliases: map[string]RelRef{}}
+	b.relations()
+	quals, root := b.command()
 	var limited []*pg_query.SelectStmt
-	var root *pg_query.SelectStmt
-	switch {
-	case s.root.GetSelectStmt() != nil:
-		sh.Command, root = "SELECT", s.root.GetSelectStmt()
-	case s.root.GetUpdateStmt() != nil:
-		u := s.root.GetUpdateStmt()
-		sh.Command, sh.Target = "UPDATE", relRef(u.Relation)
-		quals = append(quals, u.WhereClause)
-		for _, t := range u.TargetList {
-			if rt := t.GetResTarget(); rt != nil && rt.Name != "" {
-				sh.SetColumns = append(sh.SetColumns, rt.Name)
-			}
-		}
-	case s.root.GetDeleteStmt() != nil:
-		d := s.root.GetDeleteStmt()
-		sh.Command, sh.Target = "DELETE", relRef(d.Relation)
-		quals = append(quals, d.WhereClause)
-	case s.root.GetInsertStmt() != nil:
-		sh.Command, sh.Target = "INSERT", relRef(s.root.GetInsertStmt().Relation)
-	case s.root.GetMergeStmt() != nil:
-		sh.Command, sh.Target = "MERGE", relRef(s.root.GetMergeStmt().Relation)
-	}
 	s.walk(func(m proto.Message) bool {
 		switch n := m.(type) {
 		case *pg_query.SelectStmt:
@@ -130,64 +50,169 @@ func (s *Statement) describe() *QueryShape {
 		return true
 	})
 	for _, q := range quals {
-		if q == nil {
-			continue
+		if q != nil {
+			walkShallow(q, b.predicate)
 		}
-		walkShallow(q, func(m proto.Message) {
-			switch n := m.(type) {
-			case *pg_query.A_Expr:
-				op := exprOp(n)
-				for _, side := range []*pg_query.Node{n.Lexpr, n.Rexpr} {
-					if cr, cast := columnOf(side); cr != nil {
-						if rel, col, ok := resolve(cr); ok {
-							sh.Predicates = append(sh.Predicates, Predicate{Rel: rel, Column: col, Op: op, Cast: cast})
-						}
-					}
-				}
-			case *pg_query.SubLink:
-				// col IN (SELECT ...) / col = ANY (SELECT ...)
-				if n.SubLinkType == pg_query.SubLinkType_ANY_SUBLINK {
-					if cr, cast := columnOf(n.Testexpr); cr != nil {
-						if rel, col, ok := resolve(cr); ok {
-							sh.Predicates = append(sh.Predicates, Predicate{Rel: rel, Column: col, Op: OpEq, Cast: cast})
-						}
-					}
-				}
-			case *pg_query.NullTest:
-				if cr, cast := columnOf(n.Arg); cr != nil {
-					if rel, col, ok := resolve(cr); ok {
-						op := OpNotNull
-						if n.Nulltesttype == pg_query.NullTestType_IS_NULL {
-							op = OpIsNull
-						}
-						sh.Predicates = append(sh.Predicates, Predicate{Rel: rel, Column: col, Op: op, Cast: cast})
-					}
-				}
-			}
-		})
 	}
 	// The ORDER BY that matters for an index is the one next to a LIMIT
 	// (a top-N sort); without a LIMIT, the outer query's.
 	sorted := root
 	if len(limited) > 0 {
-		sh.HasLimit = true
+		b.sh.HasLimit = true
 		sorted = limited[0]
 	}
 	if sorted != nil {
-		for _, n := range sorted.SortClause {
-			sb := n.GetSortBy()
-			if sb == nil {
-				continue
+		b.orderBy(sorted.SortClause)
+	}
+	b.sh.Claim = s.claim(b.sh)
+	return b.sh
+}
+
+// shapeBuilder reads one statement's shape: the relations it names (and
+// their aliases), then its command, predicates and ORDER BY, each column
+// resolved to its relation.
+type shapeBuilder struct {
+	stmt    *Statement
+	sh      *QueryShape
+	aliases map[string]RelRef
+	single  RelRef // the only relation, which unqualified columns belong to
+}
+
+// relations lists the relations the statement reads, once each, without
+// its CTE names, and records every alias.
+func (b *shapeBuilder) relations() {
+	seen := map[RelRef]bool{}
+	b.stmt.walk(func(m proto.Message) bool {
+		if rv, ok := m.(*pg_query.RangeVar); ok {
+			r := RelRef{Schema: rv.Schemaname, Name: rv.Relname}
+			if !seen[r] {
+				seen[r] = true
+				b.sh.Relations = append(b.sh.Relations, r)
 			}
-			if cr, _ := columnOf(sb.Node); cr != nil {
-				if rel, col, ok := resolve(cr); ok {
-					sh.OrderBy = append(sh.OrderBy, OrderColumn{Rel: rel, Column: col, Desc: sb.SortbyDir == pg_query.SortByDir_SORTBY_DESC})
+			b.aliases[rv.Relname] = r
+			if rv.Alias != nil && rv.Alias.Aliasname != "" {
+				b.aliases[rv.Alias.Aliasname] = r
+			}
+		}
+		return true
+	})
+	// CTE names are not relations.
+	b.stmt.walk(func(m proto.Message) bool {
+		if cte, ok := m.(*pg_query.CommonTableExpr); ok {
+			r := RelRef{Name: cte.Ctename}
+			if seen[r] {
+				delete(seen, r)
+				for i, x := range b.sh.Relations {
+					if x == r {
+						b.sh.Relations = append(b.sh.Relations[:i], b.sh.Relations[i+1:]...)
+						break
+					}
 				}
 			}
 		}
+		return true
+	})
+	if len(b.sh.Relations) == 1 {
+		b.single = b.sh.Relations[0]
 	}
-	sh.Claim = s.claim(sh)
-	return sh
+}
+
+// command reads the statement's command and target, and returns the
+// top-level WHERE of an UPDATE or DELETE and the SELECT at the root.
+func (b *shapeBuilder) command() (quals []*pg_query.Node, root *pg_query.SelectStmt) {
+	n, sh := b.stmt.root, b.sh
+	switch {
+	case n.GetSelectStmt() != nil:
+		sh.Command, root = "SELECT", n.GetSelectStmt()
+	case n.GetUpdateStmt() != nil:
+		u := n.GetUpdateStmt()
+		sh.Command, sh.Target = "UPDATE", relRef(u.Relation)
+		quals = append(quals, u.WhereClause)
+		for _, t := range u.TargetList {
+			if rt := t.GetResTarget(); rt != nil && rt.Name != "" {
+				sh.SetColumns = append(sh.SetColumns, rt.Name)
+			}
+		}
+	case n.GetDeleteStmt() != nil:
+		d := n.GetDeleteStmt()
+		sh.Command, sh.Target = "DELETE", relRef(d.Relation)
+		quals = append(quals, d.WhereClause)
+	case n.GetInsertStmt() != nil:
+		sh.Command, sh.Target = "INSERT", relRef(n.GetInsertStmt().Relation)
+	case n.GetMergeStmt() != nil:
+		sh.Command, sh.Target = "MERGE", relRef(n.GetMergeStmt().Relation)
+	}
+	return quals, root
+}
+
+// resolve names a column reference's relation: the only relation for a
+// bare column, the aliased or named one for a qualified column.
+func (b *shapeBuilder) resolve(cr *pg_query.ColumnRef) (RelRef, string, bool) {
+	var parts []string
+	for _, f := range cr.Fields {
+		str := f.GetString_()
+		if str == nil {
+			return RelRef{}, "", false
+		}
+		parts = append(parts, str.Sval)
+	}
+	switch len(parts) {
+	case 1:
+		return b.single, parts[0], true
+	case 2:
+		if r, ok := b.aliases[parts[0]]; ok {
+			return r, parts[1], true
+		}
+		return RelRef{Name: parts[0]}, parts[1], true
+	case 3:
+		return RelRef{Schema: parts[0], Name: parts[1]}, parts[2], true
+	}
+	return RelRef{}, "", false
+}
+
+// add records a predicate on the column expr refers to, if it does.
+func (b *shapeBuilder) add(expr *pg_query.Node, op string) {
+	if cr, cast := columnOf(expr); cr != nil {
+		if rel, col, ok := b.resolve(cr); ok {
+			b.sh.Predicates = append(b.sh.Predicates, Predicate{Rel: rel, Column: col, Op: op, Cast: cast})
+		}
+	}
+}
+
+// predicate reads one node of a WHERE, HAVING or join condition.
+func (b *shapeBuilder) predicate(m proto.Message) {
+	switch n := m.(type) {
+	case *pg_query.A_Expr:
+		op := exprOp(n)
+		b.add(n.Lexpr, op)
+		b.add(n.Rexpr, op)
+	case *pg_query.SubLink:
+		// col IN (SELECT ...) / col = ANY (SELECT ...)
+		if n.SubLinkType == pg_query.SubLinkType_ANY_SUBLINK {
+			b.add(n.Testexpr, OpEq)
+		}
+	case *pg_query.NullTest:
+		op := OpNotNull
+		if n.Nulltesttype == pg_query.NullTestType_IS_NULL {
+			op = OpIsNull
+		}
+		b.add(n.Arg, op)
+	}
+}
+
+// orderBy reads the columns of an ORDER BY.
+func (b *shapeBuilder) orderBy(sortClause []*pg_query.Node) {
+	for _, n := range sortClause {
+		sb := n.GetSortBy()
+		if sb == nil {
+			continue
+		}
+		if cr, _ := columnOf(sb.Node); cr != nil {
+			if rel, col, ok := b.resolve(cr); ok {
+				b.sh.OrderBy = append(b.sh.OrderBy, OrderColumn{Rel: rel, Column: col, Desc: sb.SortbyDir == pg_query.SortByDir_SORTBY_DESC})
+			}
+		}
+	}
 }
 
 func relRef(rv *pg_query.RangeVar) RelRef {
