@@ -151,28 +151,11 @@ func Create(ctx context.Context, opts Options) (c *Cluster, err error) {
 		return nil, err
 	}
 
-	dir := opts.Dir
-	madeDir := false
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "pgmedic-lab-"); err != nil {
-			return nil, fmt.Errorf("creating the lab directory: %w", err)
-		}
-		madeDir = true
-	} else {
-		if entries, rerr := os.ReadDir(dir); rerr == nil && len(entries) > 0 {
-			if _, serr := os.Stat(filepath.Join(dir, stateFile)); serr == nil {
-				return nil, fmt.Errorf("a lab cluster already exists in %s: run `pgmedic lab down --dir %s` first", dir, dir)
-			}
-			return nil, fmt.Errorf("lab directory %s is not empty: choose another --dir", dir)
-		}
-		if err = os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("creating the lab directory: %w", err)
-		}
-		madeDir = true
+	dir, err := makeLabDir(opts.Dir)
+	if err != nil {
+		return nil, err
 	}
-	if abs, aerr := filepath.Abs(dir); aerr == nil {
-		dir = abs
-	}
+	madeDir := true
 	c = &Cluster{Dir: dir, BinDir: binDir, Host: "127.0.0.1", Superuser: "postgres", owner: owner,
 		Phase: PhaseInitdb, OwnerPID: os.Getpid(), Throwaway: opts.Dir == ""}
 	defer func() {
@@ -203,30 +186,7 @@ func Create(ctx context.Context, opts Options) (c *Cluster, err error) {
 		return c, fmt.Errorf("initdb failed: %w", err)
 	}
 	c.HypoPG = extensionInstalled(binDir, "hypopg")
-	// The port is picked free, but another process may take it before the
-	// server binds; retry a few times before giving up.
-	for attempt := 0; attempt < 3; attempt++ {
-		if c.Port, err = freePort(); err != nil {
-			return c, err
-		}
-		if err = c.writeConfig(opts.Config); err != nil {
-			return c, err
-		}
-		// Recorded before the server starts: a pgmedic killed from here on
-		// leaves a server that lab status and lab down can find.
-		c.Phase = PhaseStarting
-		if err = c.save(); err != nil {
-			return c, err
-		}
-		logf("starting PostgreSQL on 127.0.0.1:%d", c.Port)
-		if err = c.start(ctx); err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			return c, ctx.Err()
-		}
-	}
-	if err != nil {
+	if err = c.startOnFreePort(ctx, opts.Config, logf); err != nil {
 		return c, err
 	}
 	if c.Version, err = c.serverVersion(); err != nil {
@@ -242,6 +202,59 @@ func Create(ctx context.Context, opts Options) (c *Cluster, err error) {
 		return c, err
 	}
 	return c, nil
+}
+
+// makeLabDir makes the lab's directory: a new temporary one, or dir, which
+// must not hold anything yet (a cluster there is named, with lab down).
+func makeLabDir(dir string) (string, error) {
+	if dir == "" {
+		d, err := os.MkdirTemp("", "pgmedic-lab-")
+		if err != nil {
+			return "", fmt.Errorf("creating the lab directory: %w", err)
+		}
+		return d, nil
+	}
+	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+		if _, err := os.Stat(filepath.Join(dir, stateFile)); err == nil {
+			return "", fmt.Errorf("a lab cluster already exists in %s: run `pgmedic lab down --dir %s` first", dir, dir)
+		}
+		return "", fmt.Errorf("lab directory %s is not empty: choose another --dir", dir)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("creating the lab directory: %w", err)
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	return dir, nil
+}
+
+// startOnFreePort writes the configuration with a free port and starts
+// the server. The port is picked free, but another process may take it
+// before the server binds: it tries three ports before giving up.
+func (c *Cluster) startOnFreePort(ctx context.Context, config string, logf func(string, ...any)) (err error) {
+	for attempt := 0; attempt < 3; attempt++ {
+		if c.Port, err = freePort(); err != nil {
+			return err
+		}
+		if err = c.writeConfig(config); err != nil {
+			return err
+		}
+		// Recorded before the server starts: a pgmedic killed from here on
+		// leaves a server that lab status and lab down can find.
+		c.Phase = PhaseStarting
+		if err = c.save(); err != nil {
+			return err
+		}
+		logf("starting PostgreSQL on 127.0.0.1:%d", c.Port)
+		if err = c.start(ctx); err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return err
 }
 
 const stateFile = "state.json"
