@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/pgmedic/pgmedic/internal/diagnose"
 	"github.com/pgmedic/pgmedic/internal/envelope"
+	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/profile"
 	"github.com/pgmedic/pgmedic/internal/report"
 )
@@ -55,22 +57,12 @@ Exit codes: 0 nothing at or above --min-severity, 1 findings, 2 usage, perf or c
 			if err != nil {
 				return inputErr(err)
 			}
-			var conn profile.Conn
-			var sess *envelope.Session
-			if len(args) == 1 || len(pids) == 0 {
-				dsn := ""
-				if len(args) == 1 {
-					dsn = args[0]
-				}
-				if sess, err = envelope.Connect(ctx, dsn, envelope.Options{}); err != nil {
-					return err
-				}
-				defer sess.Close()
-				conn = sess.Conn
-			}
-			targets, err := profile.Backends(ctx, conn, profile.Select{PIDs: pids, Busiest: busiest, QueryLike: like})
+			sess, targets, err := profileTargets(ctx, args, profile.Select{PIDs: pids, Busiest: busiest, QueryLike: like})
 			if err != nil {
-				return inputErr(err)
+				return err
+			}
+			if sess != nil {
+				defer sess.Close()
 			}
 			progress(stderr)("profiling %v for %s", targets, duration)
 			res, findings, err := diagnose.Profile(ctx, perf, sess, targets, duration, freq, diagnose.Options{Rules: ids, NoVerify: noVerify, Log: progress(stderr)})
@@ -82,19 +74,8 @@ Exit codes: 0 nothing at or above --min-severity, 1 findings, 2 usage, perf or c
 				return inputErr(fmt.Errorf("perf took no sample of %v in %s: the processes did not run on a CPU (idle)", targets, duration))
 			}
 			f := profile.Folded(p)
-			for path, write := range map[string]func(io.Writer) error{
-				svg:        func(w io.Writer) error { return profile.FlameSVG(w, "CPU of "+p.Target, f) },
-				folded:     func(w io.Writer) error { return profile.WriteFolded(w, f) },
-				speedscope: func(w io.Writer) error { return profile.WriteSpeedscope(w, p.Target, f) },
-				pprof:      func(w io.Writer) error { return profile.WritePprof(w, p) },
-			} {
-				if path == "" {
-					continue
-				}
-				if err := writeOut(path, stdout, write); err != nil {
-					return err
-				}
-				os.Chmod(path, 0o644)
+			if err := writeExports(p, f, exports{svg: svg, folded: folded, speedscope: speedscope, pprof: pprof}, stdout); err != nil {
+				return err
 			}
 			rep := report.NewProfile(Version, p, f, findings, nil, least)
 			rep.Unread = st.Unrecognised
@@ -113,4 +94,52 @@ Exit codes: 0 nothing at or above --min-severity, 1 findings, 2 usage, perf or c
 	cmd.Flags().StringVar(&pprof, "pprof", "", "write a pprof profile (go tool pprof) to this file")
 	cmd.Flags().BoolVar(&noVerify, "no-verify", false, "do not re-run the statements with their fix (the re-runs take 2 s a side in pgmedic's own session)")
 	return cmd
+}
+
+// exports are the files profile writes besides its report.
+type exports struct{ svg, folded, speedscope, pprof string }
+
+// writeExports writes each export asked for, whole or not at all.
+func writeExports(p model.Profile, f map[string]int64, e exports, stdout io.Writer) error {
+	for path, write := range map[string]func(io.Writer) error{
+		e.svg:        func(w io.Writer) error { return profile.FlameSVG(w, "CPU of "+p.Target, f) },
+		e.folded:     func(w io.Writer) error { return profile.WriteFolded(w, f) },
+		e.speedscope: func(w io.Writer) error { return profile.WriteSpeedscope(w, p.Target, f) },
+		e.pprof:      func(w io.Writer) error { return profile.WritePprof(w, p) },
+	} {
+		if path == "" {
+			continue
+		}
+		if err := writeOut(path, stdout, write); err != nil {
+			return err
+		}
+		os.Chmod(path, 0o644)
+	}
+	return nil
+}
+
+// profileTargets connects when a DSN is given or backends must be found in
+// pg_stat_activity (nil session for --pid alone), and picks the processes.
+func profileTargets(ctx context.Context, args []string, sel profile.Select) (*envelope.Session, []int, error) {
+	if len(args) == 0 && len(sel.PIDs) > 0 {
+		targets, err := profile.Backends(ctx, nil, sel)
+		if err != nil {
+			return nil, nil, inputErr(err)
+		}
+		return nil, targets, nil
+	}
+	dsn := ""
+	if len(args) == 1 {
+		dsn = args[0]
+	}
+	sess, err := envelope.Connect(ctx, dsn, envelope.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	targets, err := profile.Backends(ctx, sess.Conn, sel)
+	if err != nil {
+		sess.Close()
+		return nil, nil, inputErr(err)
+	}
+	return sess, targets, nil
 }

@@ -690,37 +690,7 @@ func poolSaturation(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	if s.Sampling == nil || s.Sampling.PgBouncer == "" {
 		return nil, []model.Skip{{Rule: PoolSaturationID, Reason: "no PgBouncer was sampled", Fix: "pass --pgbouncer with the admin console's DSN when clients go through PgBouncer"}}
 	}
-	type agg struct {
-		pool                 model.Pool
-		waitingTicks, full   int
-		maxWaiting           int
-		maxWaitMS, firstWait float64
-	}
-	pools := map[string]*agg{}
-	var order []string
-	for i, ps := range s.Sampling.Pools {
-		for _, p := range ps.Pools {
-			k := p.Database + "/" + p.User
-			a := pools[k]
-			if a == nil {
-				a = &agg{}
-				pools[k] = a
-				order = append(order, k)
-			}
-			a.pool = p
-			if p.ClWaiting > 0 {
-				a.waitingTicks++
-				if p.SvIdle == 0 {
-					a.full++
-				}
-			}
-			a.maxWaiting = max(a.maxWaiting, p.ClWaiting)
-			if i == 0 {
-				a.firstWait = p.MaxWaitMS
-			}
-			a.maxWaitMS = math.Max(a.maxWaitMS, p.MaxWaitMS)
-		}
-	}
+	pools, order := poolsOverWindow(s.Sampling.Pools)
 	var top *model.Statement
 	if len(s.Statements) > 0 {
 		top = &s.Statements[0]
@@ -767,6 +737,45 @@ func poolSaturation(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		out = append(out, f)
 	}
 	return out, nil
+}
+
+// poolWindow is one PgBouncer pool over the sampling window.
+type poolWindow struct {
+	pool                 model.Pool // as last seen
+	waitingTicks, full   int        // ticks with clients waiting; and no idle server connection
+	maxWaiting           int
+	maxWaitMS, firstWait float64
+}
+
+// poolsOverWindow folds SHOW POOLS' ticks by database/user pair, in the
+// order the pools first appeared.
+func poolsOverWindow(ticks []model.PoolSample) (map[string]*poolWindow, []string) {
+	pools := map[string]*poolWindow{}
+	var order []string
+	for i, ps := range ticks {
+		for _, p := range ps.Pools {
+			k := p.Database + "/" + p.User
+			a := pools[k]
+			if a == nil {
+				a = &poolWindow{}
+				pools[k] = a
+				order = append(order, k)
+			}
+			a.pool = p
+			if p.ClWaiting > 0 {
+				a.waitingTicks++
+				if p.SvIdle == 0 {
+					a.full++
+				}
+			}
+			a.maxWaiting = max(a.maxWaiting, p.ClWaiting)
+			if i == 0 {
+				a.firstWait = p.MaxWaitMS
+			}
+			a.maxWaitMS = math.Max(a.maxWaitMS, p.MaxWaitMS)
+		}
+	}
+	return pools, order
 }
 
 // jitNote says how much of a statement's time JIT took, when it is a lot.

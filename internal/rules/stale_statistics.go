@@ -90,27 +90,29 @@ func staleStatistics(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 			Verification: model.NotRunBecause("no SELECT on this table among the statements pgmedic sees, so no misestimate could be measured"),
 			Docs:         docsPath(StaleStatisticsID),
 		}
-		// The statement that reads this table the most is the one whose
-		// estimate is measured.
-		for _, st := range s.Statements {
-			sh := s.Shapes[st.QueryID]
-			if sh == nil || sh.Command != "SELECT" {
-				continue
-			}
-			reads := false
-			for _, r := range sh.Relations {
-				if s.Table(r) == t {
-					reads = true
-				}
-			}
-			if reads {
-				f.Experiment = &model.Experiment{Kind: model.ExpMisestimate, Query: st.Query, Stmt: st.Parsed, QueryID: st.QueryID, Role: st.Role, Calls: st.Calls, Rows: st.Rows,
-					Table: model.RelRef{Schema: t.Schema, Name: t.Name}}
-				f.Object.QueryID = fmt.Sprint(st.QueryID)
-				break
-			}
+		if st := topReader(s, t); st != nil {
+			f.Experiment = &model.Experiment{Kind: model.ExpMisestimate, Query: st.Query, Stmt: st.Parsed, QueryID: st.QueryID, Role: st.Role, Calls: st.Calls, Rows: st.Rows,
+				Table: model.RelRef{Schema: t.Schema, Name: t.Name}}
+			f.Object.QueryID = fmt.Sprint(st.QueryID)
 		}
 		out = append(out, f)
 	}
 	return out, nil
+}
+
+// topReader is the SELECT with the most time that reads table t: the one
+// whose estimate is measured (statements come most expensive first).
+func topReader(s *model.Snapshot, t *model.Table) *model.Statement {
+	for i, st := range s.Statements {
+		sh := s.Shapes[st.QueryID]
+		if sh == nil || sh.Command != "SELECT" {
+			continue
+		}
+		for _, r := range sh.Relations {
+			if s.Table(r) == t {
+				return &s.Statements[i]
+			}
+		}
+	}
+	return nil
 }
