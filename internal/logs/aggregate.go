@@ -593,26 +593,10 @@ func (s *Summary) Merge(o *Summary) {
 		s.Last = o.Last
 	}
 	for fp, st := range o.stmts {
-		mine := s.stmts[fp]
-		if mine == nil {
+		if mine := s.stmts[fp]; mine != nil {
+			mine.merge(st)
+		} else {
 			s.stmts[fp] = st
-			continue
-		}
-		if st.MaxMS > mine.MaxMS && st.Example != "" {
-			mine.Example = st.Example
-		}
-		for _, ms := range st.sample {
-			mine.add(ms, time.Time{})
-		}
-		// The sample stands for more calls than it holds: count them.
-		mine.Count += st.Count - int64(len(st.sample))
-		mine.TotalMS += st.TotalMS - sum(st.sample)
-		mine.MaxMS = max(mine.MaxMS, st.MaxMS)
-		if !st.First.IsZero() && (mine.First.IsZero() || st.First.Before(mine.First)) {
-			mine.First = st.First
-		}
-		if st.Last.After(mine.Last) {
-			mine.Last = st.Last
 		}
 	}
 	for k, es := range o.errs {
@@ -637,19 +621,10 @@ func (s *Summary) Merge(o *Summary) {
 		s.Autovacuum[k] += v
 	}
 	for k, t := range o.Tables {
-		mine := s.Tables[k]
-		if mine == nil {
+		if mine := s.Tables[k]; mine != nil {
+			mine.merge(t)
+		} else {
 			s.Tables[k] = t
-			continue
-		}
-		mine.Vacuums += t.Vacuums
-		mine.Analyzes += t.Analyzes
-		mine.Removed += t.Removed
-		if t.NotRemovable > mine.NotRemovable {
-			mine.NotRemovable, mine.RemainAt = t.NotRemovable, t.RemainAt
-		}
-		if !t.lastVacuum.IsZero() && !t.lastVacuum.Before(mine.lastVacuum) {
-			mine.LastNotRemovable, mine.lastVacuum = t.LastNotRemovable, t.lastVacuum
 		}
 	}
 	c := &s.Checkpoints
@@ -676,6 +651,41 @@ func (s *Summary) Merge(o *Summary) {
 		mine.Errors += m.Errors
 		mine.Connections += m.Connections
 		mine.LockWaits += m.LockWaits
+	}
+}
+
+// merge adds another part's calls of the same statement. The other's
+// sample is folded in call by call; the calls it stands for beyond its
+// sample are counted too.
+func (mine *StatementStats) merge(st *StatementStats) {
+	if st.MaxMS > mine.MaxMS && st.Example != "" {
+		mine.Example = st.Example
+	}
+	for _, ms := range st.sample {
+		mine.add(ms, time.Time{})
+	}
+	mine.Count += st.Count - int64(len(st.sample))
+	mine.TotalMS += st.TotalMS - sum(st.sample)
+	mine.MaxMS = max(mine.MaxMS, st.MaxMS)
+	if !st.First.IsZero() && (mine.First.IsZero() || st.First.Before(mine.First)) {
+		mine.First = st.First
+	}
+	if st.Last.After(mine.Last) {
+		mine.Last = st.Last
+	}
+}
+
+// merge adds another part's autovacuum runs of the same table; the last
+// run is the later of the two parts'.
+func (mine *TableMaintenance) merge(t *TableMaintenance) {
+	mine.Vacuums += t.Vacuums
+	mine.Analyzes += t.Analyzes
+	mine.Removed += t.Removed
+	if t.NotRemovable > mine.NotRemovable {
+		mine.NotRemovable, mine.RemainAt = t.NotRemovable, t.RemainAt
+	}
+	if !t.lastVacuum.IsZero() && !t.lastVacuum.Before(mine.lastVacuum) {
+		mine.LastNotRemovable, mine.lastVacuum = t.LastNotRemovable, t.lastVacuum
 	}
 }
 
