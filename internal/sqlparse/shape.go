@@ -336,25 +336,8 @@ func (s *Statement) claim(sh *QueryShape) *Claim {
 	}
 	c := &Claim{Table: sh.Target, Position: pos, Wait: WaitBlock}
 	for _, n := range sel.LockingClause {
-		lc := n.GetLockingClause()
-		if lc == nil {
-			continue
-		}
-		switch lc.Strength {
-		case pg_query.LockClauseStrength_LCS_FORUPDATE:
-			c.Lock = LockForUpdate
-		case pg_query.LockClauseStrength_LCS_FORNOKEYUPDATE:
-			c.Lock = LockNoKeyUpd
-		case pg_query.LockClauseStrength_LCS_FORSHARE:
-			c.Lock = LockForShare
-		case pg_query.LockClauseStrength_LCS_FORKEYSHARE:
-			c.Lock = LockForKeyShr
-		}
-		switch lc.WaitPolicy {
-		case pg_query.LockWaitPolicy_LockWaitSkip:
-			c.Wait = WaitSkipLocked
-		case pg_query.LockWaitPolicy_LockWaitError:
-			c.Wait = WaitNoWait
+		if lc := n.GetLockingClause(); lc != nil {
+			c.Lock, c.Wait = lockStrengths[lc.Strength], lockWaits[lc.WaitPolicy]
 		}
 	}
 	if c.Lock != LockNone && c.Wait == WaitSkipLocked {
@@ -375,6 +358,22 @@ func (s *Statement) claim(sh *QueryShape) *Claim {
 	sel.LockingClause = old
 	return c
 }
+
+// lockStrengths and lockWaits name a locking clause's strength and wait
+// policy.
+var (
+	lockStrengths = map[pg_query.LockClauseStrength]string{
+		pg_query.LockClauseStrength_LCS_FORUPDATE:      LockForUpdate,
+		pg_query.LockClauseStrength_LCS_FORNOKEYUPDATE: LockNoKeyUpd,
+		pg_query.LockClauseStrength_LCS_FORSHARE:       LockForShare,
+		pg_query.LockClauseStrength_LCS_FORKEYSHARE:    LockForKeyShr,
+	}
+	lockWaits = map[pg_query.LockWaitPolicy]string{
+		pg_query.LockWaitPolicy_LockWaitBlock: WaitBlock,
+		pg_query.LockWaitPolicy_LockWaitSkip:  WaitSkipLocked,
+		pg_query.LockWaitPolicy_LockWaitError: WaitNoWait,
+	}
+)
 
 // selects says whether a SELECT reads the given table in its own FROM.
 func selects(st *pg_query.SelectStmt, table RelRef) bool {
