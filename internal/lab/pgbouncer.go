@@ -73,41 +73,7 @@ func (c *Cluster) StartPgBouncer(ctx context.Context, o BouncerOptions) (*Bounce
 	if err := os.MkdirAll(b.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	users := append([]string{c.Superuser}, o.Users...)
-	var list strings.Builder
-	for _, u := range users {
-		fmt.Fprintf(&list, "%q \"\"\n", u)
-	}
-	conf := fmt.Sprintf(`[databases]
-* = host=%s port=%d
-
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = %d
-unix_socket_dir =
-auth_type = trust
-auth_file = %s
-admin_users = %s
-stats_users = %s
-pool_mode = %s
-default_pool_size = %d
-max_client_conn = 500
-stats_period = 1
-ignore_startup_parameters = extra_float_digits,options
-logfile = %s
-pidfile = %s
-`, c.Host, c.Port, port, filepath.Join(b.Dir, "userlist.txt"), c.Superuser, c.Superuser, o.Mode, o.PoolSize,
-		filepath.Join(b.Dir, "pgbouncer.log"), filepath.Join(b.Dir, "pgbouncer.pid"))
-	for name, body := range map[string]string{"userlist.txt": list.String(), "pgbouncer.ini": conf} {
-		p := filepath.Join(b.Dir, name)
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			return nil, err
-		}
-		if err := c.chown(p); err != nil {
-			return nil, err
-		}
-	}
-	if err := c.chown(b.Dir); err != nil {
+	if err := c.writeBouncerFiles(b, o.Users); err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, filepath.Join(b.Dir, "pgbouncer.ini"))
@@ -135,6 +101,46 @@ pidfile = %s
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// writeBouncerFiles writes PgBouncer's configuration and user list into
+// its directory, owned by the server's user, which PgBouncer runs as.
+func (c *Cluster) writeBouncerFiles(b *Bouncer, appUsers []string) error {
+	users := append([]string{c.Superuser}, appUsers...)
+	var list strings.Builder
+	for _, u := range users {
+		fmt.Fprintf(&list, "%q \"\"\n", u)
+	}
+	conf := fmt.Sprintf(`[databases]
+* = host=%s port=%d
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = %d
+unix_socket_dir =
+auth_type = trust
+auth_file = %s
+admin_users = %s
+stats_users = %s
+pool_mode = %s
+default_pool_size = %d
+max_client_conn = 500
+stats_period = 1
+ignore_startup_parameters = extra_float_digits,options
+logfile = %s
+pidfile = %s
+`, c.Host, c.Port, b.Port, filepath.Join(b.Dir, "userlist.txt"), c.Superuser, c.Superuser, b.Mode, b.PoolSize,
+		filepath.Join(b.Dir, "pgbouncer.log"), filepath.Join(b.Dir, "pgbouncer.pid"))
+	for name, body := range map[string]string{"userlist.txt": list.String(), "pgbouncer.ini": conf} {
+		p := filepath.Join(b.Dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			return err
+		}
+		if err := c.chown(p); err != nil {
+			return err
+		}
+	}
+	return c.chown(b.Dir)
 }
 
 func lastLine(s string) string {
