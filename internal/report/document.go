@@ -1,14 +1,11 @@
 package report
 
 import (
-	"bytes"
 	"encoding/json"
-	"io"
 	"sort"
 	"strconv"
 	"strings"
 
-	"github.com/pgmedic/pgmedic/internal/logs"
 	"github.com/pgmedic/pgmedic/internal/model"
 )
 
@@ -107,67 +104,6 @@ func StatementsOf(snap *model.Snapshot) ([]StatementRow, map[string]*PlanSummary
 	}
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].TotalMS > rows[j].TotalMS })
 	return rows, plans
-}
-
-// LogsReport is `pgmedic logs`' output: the summary and the findings on
-// the executed plans and the log's events.
-type LogsReport struct {
-	PGMedic string
-	*logs.Summary
-	Findings []model.Finding
-	Skipped  []model.Skip
-}
-
-// JSON writes the summary's JSON with the findings beside it.
-func (r *LogsReport) JSON(w io.Writer) error {
-	b, err := r.MarshalJSON()
-	if err != nil {
-		return err
-	}
-	var out bytes.Buffer
-	if err := json.Indent(&out, b, "", "  "); err != nil {
-		return err
-	}
-	out.WriteByte('\n')
-	_, err = w.Write(out.Bytes())
-	return err
-}
-
-// MarshalJSON is the summary's JSON with the findings beside it (the
-// page's data block holds the same).
-func (r *LogsReport) MarshalJSON() ([]byte, error) {
-	var b strings.Builder
-	if err := r.Summary.JSON(&b); err != nil {
-		return nil, err
-	}
-	var doc map[string]any
-	if err := json.Unmarshal([]byte(b.String()), &doc); err != nil {
-		return nil, err
-	}
-	f, s := r.Findings, r.Skipped
-	if f == nil {
-		f = []model.Finding{}
-	}
-	if s == nil {
-		s = []model.Skip{}
-	}
-	doc["findings"], doc["skipped"] = f, s
-	return json.Marshal(doc)
-}
-
-// Text writes the summary and the findings for a terminal.
-func (r *LogsReport) Text(w io.Writer) error {
-	if err := r.Summary.Text(w); err != nil {
-		return err
-	}
-	if len(r.Findings) == 0 && len(r.Skipped) == 0 {
-		return nil
-	}
-	rep := &Report{Findings: r.Findings, Skipped: r.Skipped}
-	if _, err := io.WriteString(w, "\n== FINDINGS (from the log's events and its "+strconv.Itoa(len(r.Summary.Plans()))+" executed plans from auto_explain) ==\n"); err != nil {
-		return err
-	}
-	return rep.FindingsText(w)
 }
 
 // Worst is the most severe finding (the exit code's).
