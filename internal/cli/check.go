@@ -130,7 +130,19 @@ func emit(rep findingsReport, o outputFlags, min model.Severity, stdout io.Write
 	return nil
 }
 
-// write renders in --format to --out or stdout.
+// rendered is a command's output in every format, for write: the demo's
+// and lab run's, which are not one report.
+type rendered struct {
+	text, json func(io.Writer) error
+	doc        func() *report.Document
+}
+
+func (r rendered) Text(w io.Writer) error     { return r.text(w) }
+func (r rendered) JSON(w io.Writer) error     { return r.json(w) }
+func (r rendered) Document() *report.Document { return r.doc() }
+
+// write renders in --format to --out or stdout: the one format switch of
+// every command.
 func write(rep renderable, o outputFlags, stdout io.Writer) error {
 	render := rep.Text
 	switch o.format {

@@ -13,7 +13,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pgmedic/pgmedic/internal/diagnose"
 	"github.com/pgmedic/pgmedic/internal/lab"
+	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/report"
 	"github.com/pgmedic/pgmedic/internal/scenario"
 )
@@ -47,66 +49,25 @@ must not.`,
 			if err != nil {
 				return err
 			}
-			logf := progress(stderr)
-			start := time.Now()
-			c, err := lab.Create(cmd.Context(), lab.Options{Log: logf, Started: announceThrowaway(stderr)})
-			if err != nil {
-				return inputErr(err)
-			}
-			// Removed on every path: success, failure, Ctrl-C.
-			defer c.Destroy(context.Background())
-			doc := demoReport{PGMedic: Version, Passed: true}
+			// The scenarios are known before a cluster is started for them.
 			list, err := selectScenarios(only)
 			if err != nil {
 				return usageErr("--scenarios: %v", err)
 			}
-			var notRun []string
-			for _, sc := range list {
-				res, err := scenario.Run(cmd.Context(), c, sc, Version, f.options(ids, logf), min)
-				var missing *scenario.MissingClient
-				if errors.As(err, &missing) && cmd.Context().Err() == nil {
-					// One scenario's client is not installed: the others
-					// still run, and the summary says what to install.
-					res, err = &scenario.Result{Scenario: sc.Name, NotRun: missing.Error()}, nil
-					notRun = append(notRun, sc.Name)
-				}
-				if err != nil {
-					return err
-				}
-				if !res.Passed() {
-					doc.Passed = false
-				}
-				doc.Scenarios = append(doc.Scenarios, res)
+			doc, notRun, err := runScenarios(cmd.Context(), list, f.options(ids, progress(stderr)), min, stderr)
+			if err != nil {
+				return err
 			}
-			doc.Seconds = float64(time.Since(start).Milliseconds()) / 1000
 			page := scenarioDocument(Version, fmt.Sprintf("pgmedic demo: %d incident scenarios on a throwaway lab", len(doc.Scenarios)), doc.Scenarios)
-			render := func(w io.Writer) error { return demoText(w, doc) }
-			switch f.format {
-			case "json":
-				render = func(w io.Writer) error {
-					enc := json.NewEncoder(w)
-					enc.SetIndent("", "  ")
-					return enc.Encode(doc)
-				}
-			case "html", "markdown":
-				render = func(w io.Writer) error { return renderDocument(w, f.format, page) }
-			}
-			if err := writeOut(f.out, stdout, render); err != nil {
+			out := rendered{text: func(w io.Writer) error { return demoText(w, doc) }, json: func(w io.Writer) error { return writeJSON(w, doc) },
+				doc: func() *report.Document { return page }}
+			if err := write(out, f.outputFlags, stdout); err != nil {
 				return err
 			}
 			if f.format == "text" && htmlPath != "none" {
-				path := htmlPath
-				if path == "" {
-					path = filepath.Join(dirOf(f.out), "pgmedic-demo.html")
-					if f.out == "" {
-						path = "pgmedic-demo.html"
-					}
-				}
-				if err := writeOut(path, stdout, func(w io.Writer) error { return report.HTML(w, page) }); err != nil {
+				if err := writeDemoPage(page, htmlPath, f.out, stdout); err != nil {
 					return err
 				}
-				abs, _ := filepath.Abs(path)
-				fmt.Fprintf(stdout, "HTML report: %s\n", abs)
 			}
 			for _, r := range doc.Scenarios {
 				if r.NotRun == "" && !r.Passed() {
@@ -150,12 +111,58 @@ func scenarioDocument(version, title string, results []*scenario.Result) *report
 	return d
 }
 
-// renderDocument writes a document as HTML or Markdown.
-func renderDocument(w io.Writer, format string, d *report.Document) error {
-	if format == "markdown" {
-		return report.Markdown(w, d)
+// runScenarios starts the throwaway lab, runs every scenario of list on it and
+// removes it (on every path: success, failure, Ctrl-C). A scenario whose
+// client is not installed is listed as not run; the others still run.
+func runScenarios(ctx context.Context, list []scenario.Scenario, o diagnose.Options, min model.Severity, stderr io.Writer) (demoReport, []string, error) {
+	start := time.Now()
+	doc := demoReport{PGMedic: Version, Passed: true}
+	c, err := lab.Create(ctx, lab.Options{Log: o.Log, Started: announceThrowaway(stderr)})
+	if err != nil {
+		return doc, nil, inputErr(err)
 	}
-	return report.HTML(w, d)
+	defer c.Destroy(context.Background())
+	var notRun []string
+	for _, sc := range list {
+		res, err := scenario.Run(ctx, c, sc, Version, o, min)
+		var missing *scenario.MissingClient
+		if errors.As(err, &missing) && ctx.Err() == nil {
+			res, err = &scenario.Result{Scenario: sc.Name, NotRun: missing.Error()}, nil
+			notRun = append(notRun, sc.Name)
+		}
+		if err != nil {
+			return doc, nil, err
+		}
+		doc.Passed = doc.Passed && res.Passed()
+		doc.Scenarios = append(doc.Scenarios, res)
+	}
+	doc.Seconds = float64(time.Since(start).Milliseconds()) / 1000
+	return doc, notRun, nil
+}
+
+// writeDemoPage writes the text report's HTML twin: to path, or
+// pgmedic-demo.html beside --out (or in the current directory), and says
+// where.
+func writeDemoPage(page *report.Document, path, out string, stdout io.Writer) error {
+	if path == "" {
+		path = filepath.Join(dirOf(out), "pgmedic-demo.html")
+		if out == "" {
+			path = "pgmedic-demo.html"
+		}
+	}
+	if err := writeOut(path, stdout, func(w io.Writer) error { return report.HTML(w, page) }); err != nil {
+		return err
+	}
+	abs, _ := filepath.Abs(path)
+	fmt.Fprintf(stdout, "HTML report: %s\n", abs)
+	return nil
+}
+
+// writeJSON writes v as indented JSON.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 // selectScenarios is the catalogue, or the named scenarios in its order.

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pgmedic/pgmedic/internal/lab"
+	"github.com/pgmedic/pgmedic/internal/report"
 	"github.com/pgmedic/pgmedic/internal/scenario"
 )
 
@@ -193,21 +194,20 @@ Exit 0 when the scenario produced every finding it must and none it must not.`,
 			if err != nil {
 				return err
 			}
-			render := func(w io.Writer) error {
-				if err := res.Report.Text(w); err != nil {
-					return err
-				}
-				writeMetrics(w, res.Metrics)
-				return nil
+			out := rendered{
+				text: func(w io.Writer) error {
+					if err := res.Report.Text(w); err != nil {
+						return err
+					}
+					writeMetrics(w, res.Metrics)
+					return nil
+				},
+				json: res.Report.JSON,
+				doc: func() *report.Document {
+					return scenarioDocument(Version, "pgmedic lab run "+sc.Name, []*scenario.Result{res})
+				},
 			}
-			switch f.format {
-			case "json":
-				render = res.Report.JSON
-			case "html", "markdown":
-				doc := scenarioDocument(Version, "pgmedic lab run "+sc.Name, []*scenario.Result{res})
-				render = func(w io.Writer) error { return renderDocument(w, f.format, doc) }
-			}
-			if err := writeOut(f.out, l.stdout, render); err != nil {
+			if err := write(out, f.outputFlags, l.stdout); err != nil {
 				return err
 			}
 			if len(res.Missing) > 0 || len(res.Unexpected) > 0 {
