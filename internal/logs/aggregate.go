@@ -287,8 +287,15 @@ func (s *Summary) Add(e Entry) {
 	case strings.HasPrefix(msg, "duplicate key value violates unique constraint"):
 		s.Events["duplicate keys"]++
 	}
-	// The patterns below are anchored on their first words: test those
-	// first, so the entries that are none of them (most) pay no regexp.
+	s.addMaintenanceLine(e, min)
+}
+
+// addMaintenanceLine counts the lines about lock waits, temporary files,
+// checkpoints and autovacuum. The patterns are anchored on their first
+// words: those are tested first, so the entries that are none of them
+// (most) pay no regexp.
+func (s *Summary) addMaintenanceLine(e Entry, min *Minute) {
+	msg := e.Message
 	switch {
 	case strings.HasPrefix(msg, "process "):
 		if m := lockWaitRe().FindStringSubmatch(msg); m != nil && strings.Contains(msg, "still waiting") {
