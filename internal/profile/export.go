@@ -89,73 +89,21 @@ func WriteSpeedscope(w io.Writer, name string, folded map[string]int64) error {
 // small, and pprof's own library would cost every pgmedic command its
 // start-up work.
 func WritePprof(w io.Writer, p model.Profile) error {
-	// profile.proto's field numbers.
-	const (
-		profSampleType, profSample, profLocation, profFunction, profStringTable = 1, 2, 4, 5, 6
-		profDuration, profPeriodType, profPeriod                                = 10, 11, 12
-		valueType, valueUnit                                                    = 1, 2
-		sampleLocation, sampleValue                                             = 1, 2
-		locID, locLine                                                          = 1, 4
-		lineFunction                                                            = 1
-		funcID, funcName, funcSystemName, funcFilename                          = 1, 2, 3, 4
-	)
-	strs := map[string]int64{"": 0}
-	table := []string{""}
-	str := func(s string) int64 {
-		if i, ok := strs[s]; ok {
-			return i
-		}
-		strs[s] = int64(len(table))
-		table = append(table, s)
-		return strs[s]
-	}
-	message := func(b []byte, field protowire.Number, body []byte) []byte {
-		b = protowire.AppendTag(b, field, protowire.BytesType)
-		return protowire.AppendBytes(b, body)
-	}
-	varint := func(b []byte, field protowire.Number, v uint64) []byte {
-		if v == 0 {
-			return b // proto3: zero is the default and is not written
-		}
-		b = protowire.AppendTag(b, field, protowire.VarintType)
-		return protowire.AppendVarint(b, v)
-	}
-	valueTypeOf := func(typ, unit string) []byte {
-		return varint(varint(nil, valueType, uint64(str(typ))), valueUnit, uint64(str(unit)))
-	}
+	e := &pprofEncoder{strs: map[string]int64{"": 0}, table: []string{""}, ids: map[string]uint64{}}
 	period := int64(p.SampleMS * 1e6)
 	var out []byte
-	out = message(out, profSampleType, valueTypeOf("samples", "count"))
-	out = message(out, profSampleType, valueTypeOf("cpu", "nanoseconds"))
-	// One function and one location per frame name, numbered from 1.
-	ids := map[string]uint64{}
-	var defs []byte
-	loc := func(name, file string) uint64 {
-		if id, ok := ids[name]; ok {
-			return id
-		}
-		id := uint64(len(ids) + 1)
-		ids[name] = id
-		fn := varint(nil, funcID, id)
-		fn = varint(fn, funcName, uint64(str(name)))
-		fn = varint(fn, funcSystemName, uint64(str(name)))
-		fn = varint(fn, funcFilename, uint64(str(file)))
-		defs = message(defs, profFunction, fn)
-		l := varint(nil, locID, id)
-		l = message(l, locLine, varint(nil, lineFunction, id))
-		defs = message(defs, profLocation, l)
-		return id
-	}
+	out = pbMessage(out, profSampleType, e.valueType("samples", "count"))
+	out = pbMessage(out, profSampleType, e.valueType("cpu", "nanoseconds"))
 	for _, s := range p.Stacks {
 		var stack []uint64
 		for _, f := range s.Frames {
-			stack = append(stack, loc(FrameName(f), f.DSO))
+			stack = append(stack, e.location(FrameName(f), f.DSO))
 		}
 		if s.QueryID != "" {
-			stack = append(stack, loc(statementFrame(s), ""))
+			stack = append(stack, e.location(statementFrame(s), ""))
 		}
 		if len(stack) == 0 {
-			stack = append(stack, loc("[no stack]", ""))
+			stack = append(stack, e.location("[no stack]", ""))
 		}
 		var locs, values []byte
 		for _, id := range stack {
@@ -163,20 +111,20 @@ func WritePprof(w io.Writer, p model.Profile) error {
 		}
 		values = protowire.AppendVarint(values, uint64(s.Count))
 		values = protowire.AppendVarint(values, uint64(s.Count*period))
-		sample := message(nil, sampleLocation, locs) // packed repeated fields
-		sample = message(sample, sampleValue, values)
-		out = message(out, profSample, sample)
+		sample := pbMessage(nil, sampleLocation, locs) // packed repeated fields
+		sample = pbMessage(sample, sampleValue, values)
+		out = pbMessage(out, profSample, sample)
 	}
-	out = append(out, defs...)
-	for _, s := range table {
+	out = append(out, e.defs...)
+	for _, s := range e.table {
 		out = protowire.AppendTag(out, profStringTable, protowire.BytesType)
 		out = protowire.AppendString(out, s)
 	}
 	if p.Seconds > 0 {
-		out = varint(out, profDuration, uint64(p.Seconds*1e9))
+		out = pbVarint(out, profDuration, uint64(p.Seconds*1e9))
 	}
-	out = message(out, profPeriodType, valueTypeOf("cpu", "nanoseconds"))
-	out = varint(out, profPeriod, uint64(period))
+	out = pbMessage(out, profPeriodType, e.valueType("cpu", "nanoseconds"))
+	out = pbVarint(out, profPeriod, uint64(period))
 	zw := gzip.NewWriter(w)
 	if _, err := zw.Write(out); err != nil {
 		return fmt.Errorf("writing the pprof profile: %w", err)
@@ -185,4 +133,69 @@ func WritePprof(w io.Writer, p model.Profile) error {
 		return fmt.Errorf("writing the pprof profile: %w", err)
 	}
 	return nil
+}
+
+// profile.proto's field numbers.
+const (
+	profSampleType, profSample, profLocation, profFunction, profStringTable = 1, 2, 4, 5, 6
+	profDuration, profPeriodType, profPeriod                                = 10, 11, 12
+	valueTypeType, valueTypeUnit                                            = 1, 2
+	sampleLocation, sampleValue                                             = 1, 2
+	locID, locLine                                                          = 1, 4
+	lineFunction                                                            = 1
+	funcID, funcName, funcSystemName, funcFilename                          = 1, 2, 3, 4
+)
+
+// pprofEncoder holds a profile's string table and its functions and
+// locations, one of each per frame name, numbered from 1.
+type pprofEncoder struct {
+	strs  map[string]int64
+	table []string
+	ids   map[string]uint64
+	defs  []byte // the Function and Location messages
+}
+
+func (e *pprofEncoder) str(s string) int64 {
+	if i, ok := e.strs[s]; ok {
+		return i
+	}
+	e.strs[s] = int64(len(e.table))
+	e.table = append(e.table, s)
+	return e.strs[s]
+}
+
+func (e *pprofEncoder) valueType(typ, unit string) []byte {
+	return pbVarint(pbVarint(nil, valueTypeType, uint64(e.str(typ))), valueTypeUnit, uint64(e.str(unit)))
+}
+
+// location is the id of a frame's location (and function), defined the
+// first time the frame is seen.
+func (e *pprofEncoder) location(name, file string) uint64 {
+	if id, ok := e.ids[name]; ok {
+		return id
+	}
+	id := uint64(len(e.ids) + 1)
+	e.ids[name] = id
+	fn := pbVarint(nil, funcID, id)
+	fn = pbVarint(fn, funcName, uint64(e.str(name)))
+	fn = pbVarint(fn, funcSystemName, uint64(e.str(name)))
+	fn = pbVarint(fn, funcFilename, uint64(e.str(file)))
+	e.defs = pbMessage(e.defs, profFunction, fn)
+	l := pbVarint(nil, locID, id)
+	l = pbMessage(l, locLine, pbVarint(nil, lineFunction, id))
+	e.defs = pbMessage(e.defs, profLocation, l)
+	return id
+}
+
+func pbMessage(b []byte, field protowire.Number, body []byte) []byte {
+	b = protowire.AppendTag(b, field, protowire.BytesType)
+	return protowire.AppendBytes(b, body)
+}
+
+func pbVarint(b []byte, field protowire.Number, v uint64) []byte {
+	if v == 0 {
+		return b // proto3: zero is the default and is not written
+	}
+	b = protowire.AppendTag(b, field, protowire.VarintType)
+	return protowire.AppendVarint(b, v)
 }
