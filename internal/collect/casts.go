@@ -20,7 +20,7 @@ import (
 // because varchar -> text is binary-coercible (a relabel), while int4's
 // integer_ops has no (integer, numeric) operator, so "(col)::numeric =
 // 5.0" is a filter on every row.
-func CastCatalog(ctx context.Context, q Querier, tables []string) (*model.CastCatalog, error) {
+func CastCatalog(ctx context.Context, q envelope.Conn, tables []string) (*model.CastCatalog, error) {
 	c := &model.CastCatalog{Columns: map[string]model.CastColumn{}, Binary: map[string]bool{}}
 	if len(tables) == 0 {
 		return c, nil
@@ -80,7 +80,7 @@ ORDER BY 1, 2, 3, 6`, tables)
 
 // Activity samples pg_stat_activity into s.Activity, for the verification
 // engine's load check when no full snapshot was collected.
-func Activity(ctx context.Context, q Querier, s *model.Snapshot) error {
+func Activity(ctx context.Context, q envelope.Conn, s *model.Snapshot) error {
 	if s.Missing == nil {
 		s.Missing = map[string]model.Skip{}
 	}

@@ -31,7 +31,7 @@ const (
 // clientTypes runs the parameter-type probe (see model.ClientType) over
 // the planned statements whose observed cost their plan does not explain.
 // It uses EXPLAIN without ANALYZE only.
-func clientTypes(ctx context.Context, q Querier, s *model.Snapshot) {
+func clientTypes(ctx context.Context, q envelope.Conn, s *model.Snapshot) {
 	s.ClientTypes = map[int64]*model.ClientType{}
 	probed := 0
 	for _, st := range s.Statements {
@@ -52,7 +52,7 @@ func clientTypes(ctx context.Context, q Querier, s *model.Snapshot) {
 
 // probeTypes plans the statement with each driver type in turn for each
 // parameter compared with a column of another type.
-func probeTypes(ctx context.Context, q Querier, s *model.Snapshot, st *sqlparse.Statement, blocks, inferred float64) *model.ClientType {
+func probeTypes(ctx context.Context, q envelope.Conn, s *model.Snapshot, st *sqlparse.Statement, blocks, inferred float64) *model.ClientType {
 	query, err := st.Runnable()
 	if err != nil {
 		return nil
@@ -106,7 +106,7 @@ func baseType(t string) string {
 }
 
 // genericPlan is the generic plan of query prepared with the given types.
-func genericPlan(ctx context.Context, q Querier, query string, types []string) (*plan.Explain, error) {
+func genericPlan(ctx context.Context, q envelope.Conn, query string, types []string) (*plan.Explain, error) {
 	return generic(ctx, q, query, len(types), func() error {
 		return envelope.PrepareAs(ctx, q, planStmt, types, query)
 	})

@@ -20,13 +20,6 @@ import (
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
-// Querier is the part of *pgx.Conn the collectors use.
-type Querier interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
 // overridden are the settings pgmedic's own session changes (see envelope);
 // for these pg_settings.reset_val is what other sessions get.
 var overridden = map[string]bool{
@@ -44,7 +37,7 @@ type Options struct {
 	SampleEvery time.Duration
 	// Bouncer, with its Version, is a PgBouncer admin console sampled with
 	// the sessions (SHOW POOLS each tick); nil for none.
-	Bouncer        Rowser
+	Bouncer        envelope.Conn
 	BouncerVersion string
 	// BouncerError is why the PgBouncer given could not be connected to.
 	BouncerError string
@@ -67,7 +60,7 @@ func Defaults() Options {
 }
 
 // SnapshotWith collects everything for the connected database.
-func SnapshotWith(ctx context.Context, q Querier, now time.Time, opts Options) (*model.Snapshot, error) {
+func SnapshotWith(ctx context.Context, q envelope.Conn, now time.Time, opts Options) (*model.Snapshot, error) {
 	s := &model.Snapshot{CollectedAt: now.UTC(), Missing: map[string]model.Skip{}}
 	if err := q.QueryRow(ctx, envelope.Tag+`SELECT current_database(), d.oid, current_setting('server_version'),
 		current_setting('server_version_num')::int, current_user
@@ -104,7 +97,7 @@ func SnapshotWith(ctx context.Context, q Querier, now time.Time, opts Options) (
 // also returns false while jit is off, which it is in pgmedic's session, so
 // the question is asked with jit switched on for one rolled-back
 // transaction. Loading the provider compiles nothing.
-func jitAvailable(ctx context.Context, q Querier) (bool, error) {
+func jitAvailable(ctx context.Context, q envelope.Conn) (bool, error) {
 	var ok bool
 	err := envelope.RolledBack(ctx, q, envelope.ReadOnly, func() error {
 		if _, err := q.Exec(ctx, envelope.Tag+"SET LOCAL jit = on"); err != nil {
@@ -121,7 +114,7 @@ func jitAvailable(ctx context.Context, q Querier) (bool, error) {
 // settings reads pg_settings. For the settings pgmedic's session
 // overrides, the value kept is reset_val: what the application's sessions
 // get.
-func settings(ctx context.Context, q Querier) (map[string]model.Setting, error) {
+func settings(ctx context.Context, q envelope.Conn) (map[string]model.Setting, error) {
 	rows, err := q.Query(ctx, envelope.Tag+`SELECT name, setting, coalesce(unit, ''), source, coalesce(boot_val, ''), coalesce(reset_val, '') FROM pg_settings`)
 	if err != nil {
 		return nil, fmt.Errorf("reading pg_settings: %w", err)
@@ -149,7 +142,7 @@ func settings(ctx context.Context, q Querier) (map[string]model.Setting, error) 
 }
 
 // roles maps role oids to names, for pg_stat_statements.userid.
-func roles(ctx context.Context, q Querier) (map[uint32]string, error) {
+func roles(ctx context.Context, q envelope.Conn) (map[uint32]string, error) {
 	rows, err := q.Query(ctx, envelope.Tag+`SELECT oid, rolname FROM pg_roles`)
 	if err != nil {
 		return nil, fmt.Errorf("reading pg_roles: %w", err)
@@ -168,7 +161,7 @@ func roles(ctx context.Context, q Querier) (map[uint32]string, error) {
 
 // roleSettings reads pg_db_role_setting: ALTER ROLE and ALTER DATABASE
 // settings, which is where a role's own jit setting lives.
-func roleSettings(ctx context.Context, q Querier) ([]model.RoleSetting, error) {
+func roleSettings(ctx context.Context, q envelope.Conn) ([]model.RoleSetting, error) {
 	rows, err := q.Query(ctx, envelope.Tag+`SELECT coalesce(r.rolname, ''), coalesce(d.datname, ''), s.setconfig
 		FROM pg_db_role_setting s
 		LEFT JOIN pg_roles r ON r.oid = s.setrole
@@ -272,7 +265,7 @@ func PgssSelect(schema string, have map[string]bool) (sql string, hasJIT bool) {
 // statements reads this database's pg_stat_statements entries, the most
 // expensive first and at most limit (the rest are counted as skipped); a
 // view that cannot be read is recorded in Missing with the fix.
-func statements(ctx context.Context, q Querier, s *model.Snapshot, limit int) {
+func statements(ctx context.Context, q envelope.Conn, s *model.Snapshot, limit int) {
 	var schema string
 	err := q.QueryRow(ctx, envelope.Tag+`SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pg_stat_statements'`).Scan(&schema)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -361,7 +354,7 @@ func pgssError(s *model.Snapshot, err error) model.Skip {
 }
 
 // databaseStats reads this database's pg_stat_database row.
-func databaseStats(ctx context.Context, q Querier, s *model.Snapshot) {
+func databaseStats(ctx context.Context, q envelope.Conn, s *model.Snapshot) {
 	if s.Server.VersionNum < 140000 {
 		return // sessions counters arrived in PostgreSQL 14
 	}
@@ -374,7 +367,7 @@ func databaseStats(ctx context.Context, q Querier, s *model.Snapshot) {
 	s.DatabaseStats.Available = true
 }
 
-func activity(ctx context.Context, q Querier, s *model.Snapshot) {
+func activity(ctx context.Context, q envelope.Conn, s *model.Snapshot) {
 	err := q.QueryRow(ctx, envelope.Tag+`SELECT count(*) FILTER (WHERE state = 'active' AND pid <> pg_backend_pid() AND application_name IS DISTINCT FROM '`+envelope.AppName+`'),
 		count(*), current_setting('max_connections')::int
 		FROM pg_stat_activity WHERE backend_type = 'client backend'`).

@@ -8,16 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
+	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
 )
-
-// Rowser runs a query and returns its rows: a PgBouncer admin console
-// connection (which takes only the simple protocol and SHOW commands).
-type Rowser interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
 
 // showRow is one row of a SHOW command, read by column name: PgBouncer
 // adds columns between versions (1.18 has cl_active_cancel_req,
@@ -32,7 +25,7 @@ func (r showRow) num(name string) float64 {
 
 // show runs a SHOW command on the console and calls fn for each row that
 // is not about the console's own database.
-func show(ctx context.Context, b Rowser, cmd string, fn func(showRow)) error {
+func show(ctx context.Context, b envelope.Conn, cmd string, fn func(showRow)) error {
 	rows, err := b.Query(ctx, cmd)
 	if err != nil {
 		return fmt.Errorf("%s: %w", cmd, err)
@@ -61,7 +54,7 @@ func show(ctx context.Context, b Rowser, cmd string, fn func(showRow)) error {
 }
 
 // showPools reads SHOW POOLS.
-func showPools(ctx context.Context, b Rowser, at time.Time) (model.PoolSample, error) {
+func showPools(ctx context.Context, b envelope.Conn, at time.Time) (model.PoolSample, error) {
 	ps := model.PoolSample{At: at.UTC()}
 	err := show(ctx, b, "SHOW POOLS", func(r showRow) {
 		ps.Pools = append(ps.Pools, model.Pool{Database: r("database"), User: r("user"), Mode: r("pool_mode"),
@@ -75,7 +68,7 @@ func showPools(ctx context.Context, b Rowser, at time.Time) (model.PoolSample, e
 // served and the clients' total wait for a server connection
 // (total_wait_time, microseconds), so that the window's change can be
 // computed.
-func showStats(ctx context.Context, b Rowser) (map[string]model.BouncerStat, error) {
+func showStats(ctx context.Context, b envelope.Conn) (map[string]model.BouncerStat, error) {
 	out := map[string]model.BouncerStat{}
 	err := show(ctx, b, "SHOW STATS", func(r showRow) {
 		out[r("database")] = model.BouncerStat{Database: r("database"), Transactions: int64(r.num("total_xact_count")),
@@ -99,7 +92,7 @@ func statsDelta(before, after map[string]model.BouncerStat) []model.BouncerStat 
 // showClients counts SHOW CLIENTS by state (active, waiting, idle) and
 // finds the longest current wait (wait and wait_us, seconds and
 // microseconds).
-func showClients(ctx context.Context, b Rowser) (*model.BouncerClients, error) {
+func showClients(ctx context.Context, b envelope.Conn) (*model.BouncerClients, error) {
 	out := &model.BouncerClients{}
 	err := show(ctx, b, "SHOW CLIENTS", func(r showRow) {
 		switch state := r("state"); {

@@ -104,7 +104,7 @@ func schedule(ctx context.Context, clk Clock, duration, interval time.Duration, 
 // and a deadline past the window, so the sampler stops on time even when
 // the server does not answer. Lock waits, the literals of running
 // statements and the whole sampling go into the snapshot.
-func sample(ctx context.Context, q Querier, s *model.Snapshot, opts Options) {
+func sample(ctx context.Context, q envelope.Conn, s *model.Snapshot, opts Options) {
 	duration, interval := opts.SampleFor, opts.SampleEvery
 	s.Literals = map[int64]string{}
 	if duration <= 0 || s.Server.VersionNum < 140000 {
@@ -222,7 +222,7 @@ func deltaOf(before, after model.DatabaseDelta) model.DatabaseDelta {
 // sampleOnce is one tick; it also counts the sessions of database db whose
 // details the role may not see (background processes, which belong to no
 // database, are hidden from it too but hold nothing of the application's).
-func sampleOnce(ctx context.Context, q Querier, at time.Time, db string) (model.ActivitySample, int, error) {
+func sampleOnce(ctx context.Context, q envelope.Conn, at time.Time, db string) (model.ActivitySample, int, error) {
 	smp := model.ActivitySample{At: at.UTC()}
 	rows, err := q.Query(ctx, envelope.Tag+sampleSQL)
 	if err != nil {
@@ -289,7 +289,7 @@ func dropOwn(backends []model.Backend) []model.Backend {
 	return out
 }
 
-func databaseDelta(ctx context.Context, q Querier) (model.DatabaseDelta, error) {
+func databaseDelta(ctx context.Context, q envelope.Conn) (model.DatabaseDelta, error) {
 	var d model.DatabaseDelta
 	err := q.QueryRow(ctx, envelope.Tag+deltaSQL).Scan(&d.Sessions, &d.SessionsAbandoned, &d.SessionsFatal, &d.SessionsKilled,
 		&d.Commits, &d.Rollbacks, &d.Deadlocks, &d.TempFiles, &d.Conflicts)

@@ -24,7 +24,7 @@ const userSchemas = `n.nspname NOT IN ('pg_catalog', 'information_schema') AND n
 // per-relation work that grows with the number of files (no
 // pg_total_relation_size, pg_get_indexdef only for expression indexes), so
 // a database with 100,000 relations costs about a second of server time.
-func catalog(ctx context.Context, q Querier, s *model.Snapshot, opts Options) error {
+func catalog(ctx context.Context, q envelope.Conn, s *model.Snapshot, opts Options) error {
 	s.Extensions = map[string]string{}
 	rows, err := q.Query(ctx, envelope.Tag+`SELECT extname, extversion FROM pg_extension`)
 	if err != nil {
@@ -69,7 +69,7 @@ func tableOIDs(s *model.Snapshot) []uint32 {
 
 // tables reads the user tables with their pg_stat_user_tables counters, the
 // largest first and at most limit.
-func tables(ctx context.Context, q Querier, s *model.Snapshot, limit int) error {
+func tables(ctx context.Context, q envelope.Conn, s *model.Snapshot, limit int) error {
 	rows, err := q.Query(ctx, envelope.Tag+`SELECT c.oid, n.nspname, c.relname, c.reltuples::float8, c.relpages::int8,
 		pg_relation_size(c.oid), c.relkind = 'p',
 		NOT EXISTS (SELECT 1 FROM unnest(c.reloptions) o
@@ -113,7 +113,7 @@ func tables(ctx context.Context, q Querier, s *model.Snapshot, limit int) error 
 // indexes reads the indexes of the tables collected: key columns (names
 // resolved client-side), direction, predicate, method and scans. Only
 // unique indexes are measured with pg_relation_size; the others use relpages.
-func indexes(ctx context.Context, q Querier, s *model.Snapshot) error {
+func indexes(ctx context.Context, q envelope.Conn, s *model.Snapshot) error {
 	// Per-index work is kept to what is cheap: key numbers are resolved
 	// to names here from the columns already read, and opening an index
 	// to measure it (pg_relation_size) is done only for unique ones.
@@ -163,7 +163,7 @@ func indexes(ctx context.Context, q Querier, s *model.Snapshot) error {
 
 // columns reads the columns of the tables collected with their pg_stats
 // figures (null fraction, distinct values, width, correlation).
-func columns(ctx context.Context, q Querier, s *model.Snapshot) error {
+func columns(ctx context.Context, q envelope.Conn, s *model.Snapshot) error {
 	rows, err := q.Query(ctx, envelope.Tag+`SELECT n.nspname, c.relname, a.attname, a.attnum::int, format_type(a.atttypid, a.atttypmod), a.attnotnull,
 		coalesce(pg_get_expr(d.adbin, d.adrelid), ''), a.attidentity <> '',
 		st.null_frac IS NOT NULL, coalesce(st.null_frac, 0)::float8, coalesce(st.n_distinct, 0)::float8,
@@ -218,7 +218,7 @@ var planned = map[string]bool{"SELECT": true, "INSERT": true, "UPDATE": true, "D
 // explained with plan_cache_mode = force_generic_plan: that plan does not
 // depend on values, so NULLs can stand in for them, and it is the plan a
 // prepared statement settles on after five executions.
-func plans(ctx context.Context, q Querier, s *model.Snapshot, top int) {
+func plans(ctx context.Context, q envelope.Conn, s *model.Snapshot, top int) {
 	s.Plans, s.PlanErrors, s.PlanErrorFixes, s.GuessedTypes = map[int64]*plan.Explain{}, map[int64]string{}, map[int64]string{}, map[int64]bool{}
 	n := 0
 	for _, st := range s.Statements {
@@ -260,7 +260,7 @@ func plans(ctx context.Context, q Querier, s *model.Snapshot, top int) {
 // (prepared, then EXPLAIN EXECUTE with NULLs under force_generic_plan), or
 // the plain plan of one without: nothing is executed. guessed says the
 // parameters' types were pgmedic's fallbacks, not PostgreSQL's inference.
-func explainGeneric(ctx context.Context, q Querier, stmt *sqlparse.Statement, columnType func(sqlparse.Column) string) (ex *plan.Explain, guessed bool, err error) {
+func explainGeneric(ctx context.Context, q envelope.Conn, stmt *sqlparse.Statement, columnType func(sqlparse.Column) string) (ex *plan.Explain, guessed bool, err error) {
 	query, err := stmt.Runnable()
 	if err != nil {
 		return nil, false, err
@@ -278,7 +278,7 @@ func explainGeneric(ctx context.Context, q Querier, stmt *sqlparse.Statement, co
 // with n parameters, which prepare has prepared as planStmt: EXECUTE with
 // NULLs under force_generic_plan, since that plan does not depend on the
 // values. A query without parameters is explained as it is.
-func generic(ctx context.Context, q Querier, query string, n int, prepare func() error) (*plan.Explain, error) {
+func generic(ctx context.Context, q envelope.Conn, query string, n int, prepare func() error) (*plan.Explain, error) {
 	target := query
 	if n > 0 {
 		if err := prepare(); err != nil {

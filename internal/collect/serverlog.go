@@ -37,7 +37,7 @@ const serverLogChunk = 4 << 20
 // server is a privilege: a role without it gets a skip that names the
 // GRANT, and check goes on without the log. The skip's Rule is "server
 // log".
-func ReadServerLog(ctx context.Context, q envelope.Querier, role string, maxBytes int64) (*ServerLog, *model.Skip) {
+func ReadServerLog(ctx context.Context, q envelope.Conn, role string, maxBytes int64) (*ServerLog, *model.Skip) {
 	skip := func(reason, fix string) (*ServerLog, *model.Skip) {
 		return nil, &model.Skip{Rule: "server log", Reason: reason, Fix: fix}
 	}
@@ -101,7 +101,7 @@ func ReadServerLog(ctx context.Context, q envelope.Querier, role string, maxByte
 
 // currentLogFile names the file the server writes now, preferring the
 // formats that say the most.
-func currentLogFile(ctx context.Context, q envelope.Querier) (string, error) {
+func currentLogFile(ctx context.Context, q envelope.Conn) (string, error) {
 	for _, format := range []string{"jsonlog", "csvlog", "stderr"} {
 		var file *string
 		err := q.QueryRow(ctx, envelope.Tag+"SELECT pg_current_logfile($1)", format).Scan(&file)

@@ -52,7 +52,7 @@ func (o Options) checkProfile(ctx context.Context, sess *envelope.Session) ([]mo
 // check --profile and pgmedic profile; sess is nil when only --pid was
 // given, and then nothing is attributed to statements or re-run.
 func Profile(ctx context.Context, perf *profile.Perf, sess *envelope.Session, pids []int, d time.Duration, freq int, o Options) (profile.Result, []model.Finding, error) {
-	var conn profile.Conn
+	var conn envelope.Conn
 	if sess != nil {
 		conn = sess.Conn
 	}

@@ -391,16 +391,13 @@ func OwnSession(app, query string) bool {
 // and EXECUTE spell them.
 var ownPrepared = []string{"PREPARE pgmedic_", "EXECUTE pgmedic_", "prepare pgmedic_", "execute pgmedic_"}
 
-// Execer is the part of a connection that runs one statement.
-type Execer interface {
+// Conn is pgmedic's one connection seam: everything it asks of a
+// PostgreSQL (or PgBouncer admin) connection. *pgx.Conn is one; the
+// tests' recorder and replayer (testkit) are others, so collect, verify
+// and profile run from recorded transcripts without a server.
+type Conn interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-}
-
-// Querier is the part of a connection that runs statements and reads a
-// row back: what collect and verify need of *pgx.Conn, and what their
-// tests record and replay.
-type Querier interface {
-	Execer
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
@@ -408,7 +405,7 @@ type Querier interface {
 // what the server printed. The server's error comes back as it is, so a
 // caller can tell a statement_timeout (SQLSTATE 57014) from other
 // failures; reading the output fails with a wrapped error.
-func Explain(ctx context.Context, q Querier, options, target string) (*plan.Explain, error) {
+func Explain(ctx context.Context, q Conn, options, target string) (*plan.Explain, error) {
 	opts := "FORMAT JSON"
 	if options != "" {
 		opts = options + ", FORMAT JSON"
@@ -433,7 +430,7 @@ const (
 // RolledBack runs fn inside a transaction that is always rolled back, even
 // when ctx has been cancelled (Ctrl-C): whatever fn does inside it, the
 // target is left as it was. It is the way pgmedic opens a transaction.
-func RolledBack(ctx context.Context, q Execer, mode string, fn func() error) error {
+func RolledBack(ctx context.Context, q Conn, mode string, fn func() error) error {
 	if _, err := q.Exec(ctx, Tag+"BEGIN "+mode); err != nil {
 		return fmt.Errorf("starting a %s transaction: %w", strings.ToLower(mode), err)
 	}
@@ -446,7 +443,7 @@ func RolledBack(ctx context.Context, q Execer, mode string, fn func() error) err
 // bare $n where literals stood), it tries again declaring fallback types;
 // if that fails too, the first error is returned, which says more about
 // the statement.
-func Prepare(ctx context.Context, q Execer, name, query string, fallback []string) error {
+func Prepare(ctx context.Context, q Conn, name, query string, fallback []string) error {
 	_, err := PrepareGuessing(ctx, q, name, query, fallback)
 	return err
 }
@@ -454,7 +451,7 @@ func Prepare(ctx context.Context, q Execer, name, query string, fallback []strin
 // PrepareGuessing is Prepare, saying whether the fallback types were used:
 // then the plan holds pgmedic's guesses, and a cast in it may exist only
 // in pgmedic's copy, not in what the application runs.
-func PrepareGuessing(ctx context.Context, q Execer, name, query string, fallback []string) (guessed bool, err error) {
+func PrepareGuessing(ctx context.Context, q Conn, name, query string, fallback []string) (guessed bool, err error) {
 	_, err = q.Exec(ctx, Tag+"PREPARE "+name+" AS "+query)
 	if err == nil || fallback == nil {
 		return false, err
@@ -468,7 +465,7 @@ func PrepareGuessing(ctx context.Context, q Execer, name, query string, fallback
 // PrepareAs prepares query under name with its parameters' types
 // declared: the types a client binds, the ones an earlier PREPARE
 // settled on, or fallbacks ("unknown" leaves one to inference).
-func PrepareAs(ctx context.Context, q Execer, name string, types []string, query string) error {
+func PrepareAs(ctx context.Context, q Conn, name string, types []string, query string) error {
 	_, err := q.Exec(ctx, Tag+"PREPARE "+name+"("+strings.Join(types, ", ")+") AS "+query)
 	return err
 }

@@ -18,11 +18,6 @@ import (
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
-// Conn is what profiling needs of a connection: reading pg_stat_activity.
-type Conn interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
-
 // Select is how the backends to profile are chosen.
 type Select struct {
 	PIDs      []int  // these processes (any process)
@@ -33,7 +28,7 @@ type Select struct {
 // Backends picks the processes to profile. The busiest are measured from
 // /proc (CPU time over 300 ms), which also proves the server runs on this
 // machine: perf can only sample local processes.
-func Backends(ctx context.Context, c Conn, sel Select) ([]int, error) {
+func Backends(ctx context.Context, c envelope.Conn, sel Select) ([]int, error) {
 	if len(sel.PIDs) > 0 {
 		for _, pid := range sel.PIDs {
 			if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
@@ -140,7 +135,7 @@ type tick struct {
 }
 
 // watch samples the backends' statements every interval until ctx ends.
-func (a *activity) watch(ctx context.Context, c Conn, pids []int, interval time.Duration) {
+func (a *activity) watch(ctx context.Context, c envelope.Conn, pids []int, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	norm := map[string]string{}
@@ -208,7 +203,7 @@ type Result struct {
 // Run profiles the processes for d: perf records them while, given a
 // connection, pg_stat_activity is sampled every 50 ms to attribute each
 // sample to the statement its backend was running.
-func Run(ctx context.Context, perf *Perf, c Conn, pids []int, d time.Duration, freq int) (Result, error) {
+func Run(ctx context.Context, perf *Perf, c envelope.Conn, pids []int, d time.Duration, freq int) (Result, error) {
 	dir, err := os.MkdirTemp("", "pgmedic-perf-")
 	if err != nil {
 		return Result{}, err

@@ -36,7 +36,7 @@ const maxViewDepth = 4
 // would: qualified names in their schema, bare names along search_path.
 // Every overload of a name counts, so an ambiguous call is judged by its
 // most dangerous candidate.
-func UnsafeCallee(ctx context.Context, q Conn, stmt *sqlparse.Statement, allow []string) (string, error) {
+func UnsafeCallee(ctx context.Context, q envelope.Conn, stmt *sqlparse.Statement, allow []string) (string, error) {
 	return unsafeCallee(ctx, q, stmt, allowSet(allow), 0)
 }
 
@@ -51,7 +51,7 @@ func allowSet(allow []string) map[string]bool {
 }
 
 // unsafeCallee is UnsafeCallee at a depth of views.
-func unsafeCallee(ctx context.Context, q Conn, stmt *sqlparse.Statement, allow map[string]bool, depth int) (string, error) {
+func unsafeCallee(ctx context.Context, q envelope.Conn, stmt *sqlparse.Statement, allow map[string]bool, depth int) (string, error) {
 	if fn := stmt.SideEffect(); fn != "" && !allow[fn] {
 		return fmt.Sprintf("it calls %s(), which acts outside the transaction", fn), nil
 	}
@@ -114,7 +114,7 @@ func split(names []sqlparse.Name) (schemas, bare []string) {
 
 // volatileFunction finds a VOLATILE candidate for any of funcs that is not
 // built in, not known harmless and not allowed.
-func volatileFunction(ctx context.Context, q Conn, funcs []sqlparse.Name, allow map[string]bool) (string, error) {
+func volatileFunction(ctx context.Context, q envelope.Conn, funcs []sqlparse.Name, allow map[string]bool) (string, error) {
 	schemas, names := split(funcs)
 	var schema, name, sig []string
 	err := q.QueryRow(ctx, envelope.Tag+`SELECT coalesce(array_agg(nspname ORDER BY nspname, proname, sig), '{}'),
@@ -141,7 +141,7 @@ func volatileFunction(ctx context.Context, q Conn, funcs []sqlparse.Name, allow 
 
 // volatileOperator does the same for operators, which run the function
 // behind them (pg_operator.oprcode).
-func volatileOperator(ctx context.Context, q Conn, ops []sqlparse.Name, allow map[string]bool) (string, error) {
+func volatileOperator(ctx context.Context, q envelope.Conn, ops []sqlparse.Name, allow map[string]bool) (string, error) {
 	schemas, names := split(ops)
 	var schema, name, op, sig []string
 	err := q.QueryRow(ctx, envelope.Tag+`SELECT coalesce(array_agg(nspname ORDER BY sig), '{}'), coalesce(array_agg(proname ORDER BY sig), '{}'),

@@ -21,6 +21,7 @@ import (
 	"github.com/pgmedic/pgmedic/internal/rules"
 	"github.com/pgmedic/pgmedic/internal/scenario"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
+	"github.com/pgmedic/pgmedic/internal/testkit"
 	"github.com/pgmedic/pgmedic/internal/verify"
 )
 
@@ -109,12 +110,12 @@ func parseCase(t *testing.T, d *datadriven.TestData) tcase {
 }
 
 // engine is the engine as check configures it, for a case.
-func engine(c tcase, conn verify.Conn) *verify.Engine {
+func engine(c tcase, conn envelope.Conn) *verify.Engine {
 	return &verify.Engine{Conn: conn, Runs: 5, Cores: 2, StatementTimeoutText: "5s", Lab: c.lab, VerifyIndexes: c.copies}
 }
 
 func replay(t *testing.T, c tcase, tp *tape) string {
-	rp := &replayer{t: t, name: c.tape, calls: tp.Calls}
+	rp := newReplayer(t, c.tape, tp.Calls)
 	snap := tp.Snapshot
 	if c.busy {
 		snap.Activity.Active = 100
@@ -127,13 +128,13 @@ func replay(t *testing.T, c tcase, tp *tape) string {
 	}
 	out, skipped := engine(c, rp).Run(context.Background(), snap, findings)
 	switch {
-	case c.busy && rp.next != 0:
-		t.Fatalf("%s: the engine sent %d statements to a busy server", c.tape, rp.next)
-	case !c.busy && rp.next != len(rp.calls):
-		t.Fatalf("%s: the engine sent %d of the %d recorded statements (re-record with -record)", c.tape, rp.next, len(rp.calls))
+	case c.busy && rp.Sent() != 0:
+		t.Fatalf("%s: the engine sent %d statements to a busy server", c.tape, rp.Sent())
+	case !c.busy && !rp.Done():
+		t.Fatalf("%s: the engine sent fewer than the %d recorded statements (re-record with -record)", c.tape, len(rp.Calls))
 	}
 	var b strings.Builder
-	b.WriteString(rp.out.String())
+	b.WriteString(rp.Transcript())
 	for _, f := range out {
 		v := f.Verification
 		fmt.Fprintf(&b, "finding %s (%s): %s\n", f.Rule, f.Severity, oneLine(f.Title))
@@ -250,11 +251,11 @@ func (r *recording) record(t *testing.T, c tcase) *tape {
 		f.Experiment = tf.Experiment
 		findings = append(findings, f)
 	}
-	rec := &recorder{conn: sess.Conn}
+	rec := &testkit.Recorder{Conn: sess.Conn}
 	if !c.busy {
 		engine(c, rec).Run(ctx, in.Snapshot, findings)
 	}
-	tp.Calls = rec.calls
+	tp.Calls = rec.Calls
 	return tp
 }
 

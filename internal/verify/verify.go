@@ -24,13 +24,9 @@ import (
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
-// Conn is the part of *pgx.Conn the engine uses; the transcript tests
-// record and replay it.
-type Conn = envelope.Querier
-
 // Engine runs experiments.
 type Engine struct {
-	Conn Conn
+	Conn envelope.Conn
 	// Runs per side (jit on, jit off); at least 5.
 	Runs int
 	// Cores is the server's CPU count used by the load check.
