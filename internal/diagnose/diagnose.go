@@ -19,6 +19,7 @@ import (
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/logs"
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/profile"
 	"github.com/pgmedic/pgmedic/internal/plan"
 	"github.com/pgmedic/pgmedic/internal/printable"
 	"github.com/pgmedic/pgmedic/internal/report"
@@ -136,7 +137,7 @@ func Check(ctx context.Context, dsn, version string, o Options, min model.Severi
 	opts.MaxTables, opts.MaxStatements = o.MaxTables, o.MaxStatements
 	opts.SampleFor, opts.SampleEvery = o.SampleFor, o.SampleEvery
 	if local(sess.Target.Host) {
-		opts.CPU = collect.ProcCPU
+		opts.CPU = profile.ProcCPU
 	}
 	if o.SampleFor > 0 {
 		o.logf("sampling sessions for %s", o.SampleFor)

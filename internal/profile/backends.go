@@ -90,21 +90,12 @@ func Backends(ctx context.Context, c envelope.Conn, sel Select) ([]int, error) {
 	return busy, nil
 }
 
-// cpuTimes reads each process's user plus system CPU ticks.
-func cpuTimes(pids []int) map[int]int64 {
-	out := map[int]int64{}
+// cpuTimes reads each process's CPU time so far, in milliseconds.
+func cpuTimes(pids []int) map[int]float64 {
+	out := map[int]float64{}
 	for _, pid := range pids {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		// The command name is in parentheses and may hold spaces.
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) > 12 {
-			u, _ := strconv.ParseInt(f[11], 10, 64)
-			k, _ := strconv.ParseInt(f[12], 10, 64)
-			out[pid] = u + k
+		if ms, ok := ProcCPU(pid); ok {
+			out[pid] = ms
 		}
 	}
 	return out
