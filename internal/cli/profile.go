@@ -13,7 +13,6 @@ import (
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/profile"
-	"github.com/pgmedic/pgmedic/internal/report"
 )
 
 // newProfile is `pgmedic profile`: perf on PostgreSQL backends (or any
@@ -77,7 +76,10 @@ Exit codes: 0 nothing at or above --min-severity, 1 findings, 2 usage, perf or c
 			if err := writeExports(p, f, exports{svg: svg, folded: folded, speedscope: speedscope, pprof: pprof}, stdout); err != nil {
 				return err
 			}
-			rep := report.NewProfile(Version, p, f, findings, nil, least)
+			rep, err := diagnose.ProfileReport(Version, p, findings, nil, least)
+			if err != nil {
+				return inputErr(err)
+			}
 			rep.Unread = st.Unrecognised
 			return emit(rep, o, least, stdout)
 		},

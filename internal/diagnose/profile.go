@@ -2,7 +2,9 @@ package diagnose
 
 import (
 	"context"
+	"fmt"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -41,8 +43,27 @@ func (o Options) checkProfile(ctx context.Context, sess *envelope.Session) ([]mo
 	if err != nil {
 		return skip(err.Error())
 	}
-	folded := profile.Folded(res.Profile)
-	return found, nil, report.NewProfile("", res.Profile, folded, found, nil, model.Info)
+	rep, err := ProfileReport("", res.Profile, found, nil, model.Info)
+	if err != nil {
+		return skip(err.Error())
+	}
+	return found, nil, rep
+}
+
+// ProfileReport builds a profile's report: the folded stacks, the flame
+// graph drawn from them, and the share of each kind of hot spot.
+func ProfileReport(version string, p model.Profile, findings []model.Finding, skipped []model.Skip, least model.Severity) (*report.ProfileReport, error) {
+	folded := profile.Folded(p)
+	var svg strings.Builder
+	if err := profile.FlameSVG(&svg, "CPU of "+p.Target, folded); err != nil {
+		return nil, fmt.Errorf("drawing the flame graph: %w", err)
+	}
+	var kinds []report.KindRow
+	for _, k := range rules.ProfileShares(p) {
+		kinds = append(kinds, report.KindRow{ID: k.Kind.ID, Name: k.Kind.Name, Samples: k.Samples, Share: k.Share, Frames: k.Frames[:min(3, len(k.Frames))]})
+	}
+	in := report.ProfileInput{Profile: p, Folded: folded, FlameSVG: svg.String(), Kinds: kinds, FrameName: profile.FrameName}
+	return report.NewProfile(version, in, findings, skipped, least), nil
 }
 
 // Profile samples the processes' CPU with perf for d at freq samples a

@@ -31,6 +31,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 
+	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/plan"
 )
 
@@ -64,23 +65,8 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Target describes what pgmedic is connected to. It never holds a password.
-type Target struct {
-	Host             string `json:"host"`
-	Port             uint16 `json:"port"`
-	Database         string `json:"database"`
-	User             string `json:"user"`
-	ServerVersion    string `json:"server_version,omitempty"`
-	ServerVersionNum int    `json:"server_version_num,omitempty"`
-}
-
-func (t Target) String() string {
-	host := t.Host
-	if strings.HasPrefix(host, "/") {
-		host = "socket " + host
-	}
-	return fmt.Sprintf("%s@%s:%d/%s", t.User, host, t.Port, t.Database)
-}
+// Target is the server and database a session is connected to (model.Target).
+type Target = model.Target
 
 // Session is pgmedic's single connection to a target.
 type Session struct {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/printable"
-	"github.com/pgmedic/pgmedic/internal/profile"
 )
 
 // The page's own template, style and script, and the vendored uPlot
@@ -53,14 +52,9 @@ var page = sync.OnceValue(func() *template.Template {
 		"ev":      evidenceValue,
 		"add":     func(a, b int) int { return a + b },
 		"minutes": minutesOf,
-		"flame": func(r *ProfileReport) (template.HTML, error) {
-			var b strings.Builder
-			if err := profile.FlameSVG(&b, "CPU of "+r.Target, r.Folded); err != nil {
-				return "", err
-			}
-			// FlameSVG escapes every name it writes: the SVG is markup.
-			return template.HTML(b.String()), nil
-		},
+		// The flame graph is drawn by profile.FlameSVG, which escapes every
+		// name it writes: the SVG is markup.
+		"flame": func(r *ProfileReport) template.HTML { return template.HTML(r.FlameSVG) },
 		"width": func(share float64) string { return fmt.Sprintf("%.1f%%", 100*math.Max(0, math.Min(1, share))) },
 	}).Parse(pageTemplate))
 })

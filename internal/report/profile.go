@@ -8,8 +8,6 @@ import (
 
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/printable"
-	"github.com/pgmedic/pgmedic/internal/profile"
-	"github.com/pgmedic/pgmedic/internal/rules"
 )
 
 // ProfileReport is `pgmedic profile`'s document: where the CPU went, by
@@ -27,8 +25,10 @@ type ProfileReport struct {
 	Findings   []model.Finding `json:"findings"`
 	Skipped    []model.Skip    `json:"skipped"`
 	Summary    Summary         `json:"summary"`
-	// Folded is the stacks, "root;...;leaf" with their sample counts.
-	Folded map[string]int64 `json:"folded"`
+	// Folded is the stacks, "root;...;leaf" with their sample counts, and
+	// FlameSVG the flame graph drawn from them (for the page).
+	Folded   map[string]int64 `json:"folded"`
+	FlameSVG string           `json:"-"`
 	// Compare, when the fix was measured, is the second profile's kinds.
 	Unread int64 `json:"unrecognised_lines,omitempty"`
 }
@@ -57,10 +57,23 @@ type FrameRow struct {
 	Share   float64 `json:"share"`
 }
 
+// ProfileInput is what a profile's report is built from: the samples,
+// their folded stacks and flame graph, the kinds of hot spot with their
+// shares, and how a frame is named (diagnose computes them; the report
+// only lays them out).
+type ProfileInput struct {
+	Profile   model.Profile
+	Folded    map[string]int64
+	FlameSVG  string
+	Kinds     []KindRow
+	FrameName func(model.Frame) string
+}
+
 // NewProfile builds the report of a profile.
-func NewProfile(version string, p model.Profile, folded map[string]int64, findings []model.Finding, skipped []model.Skip, least model.Severity) *ProfileReport {
+func NewProfile(version string, in ProfileInput, findings []model.Finding, skipped []model.Skip, least model.Severity) *ProfileReport {
+	p := in.Profile
 	r := &ProfileReport{PGMedic: version, Target: p.Target, Seconds: model.Round(p.Seconds, 2), Samples: p.Samples, SampleMS: model.Round(p.SampleMS, 3),
-		Findings: []model.Finding{}, Skipped: skipped, Folded: folded, Kinds: []KindRow{}, Statements: []ProfileStmt{}, TopFrames: []FrameRow{}}
+		Findings: []model.Finding{}, Skipped: skipped, Folded: in.Folded, FlameSVG: in.FlameSVG, Kinds: []KindRow{}, Statements: []ProfileStmt{}, TopFrames: []FrameRow{}}
 	if r.Skipped == nil {
 		r.Skipped = []model.Skip{}
 	}
@@ -70,11 +83,10 @@ func NewProfile(version string, p model.Profile, folded map[string]int64, findin
 		}
 		return model.Round(float64(n)/float64(p.Samples), 4)
 	}
-	for _, k := range rules.ProfileShares(p) {
-		if k.Samples == 0 {
-			continue
+	for _, k := range in.Kinds {
+		if k.Samples > 0 {
+			r.Kinds = append(r.Kinds, k)
 		}
-		r.Kinds = append(r.Kinds, KindRow{ID: k.Kind.ID, Name: k.Kind.Name, Samples: k.Samples, Share: k.Share, Frames: k.Frames[:min(3, len(k.Frames))]})
 	}
 	sort.SliceStable(r.Kinds, func(i, j int) bool { return r.Kinds[i].Samples > r.Kinds[j].Samples })
 	stmts := map[string]*ProfileStmt{}
@@ -89,7 +101,7 @@ func NewProfile(version string, p model.Profile, folded map[string]int64, findin
 			st.Samples += s.Count
 		}
 		if len(s.Frames) > 0 {
-			self[profile.FrameName(s.Frames[0])] += s.Count
+			self[in.FrameName(s.Frames[0])] += s.Count
 		}
 	}
 	for _, st := range stmts {

@@ -12,16 +12,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/printable"
 )
 
 // Report is the top-level JSON document of `pgmedic check`.
 type Report struct {
-	PGMedic     string          `json:"pgmedic"`
-	Target      envelope.Target `json:"target"`
-	CollectedAt time.Time       `json:"collected_at"`
+	PGMedic     string       `json:"pgmedic"`
+	Target      model.Target `json:"target"`
+	CollectedAt time.Time    `json:"collected_at"`
 	// Unseen is what check could not see: it heads the report, and with
 	// nothing else found it is not the all-clear.
 	Unseen   []model.Unseen  `json:"unseen,omitempty"`
@@ -56,7 +55,7 @@ type Summary struct {
 }
 
 // New builds a report, keeping findings at or above min.
-func New(version string, target envelope.Target, at time.Time, findings []model.Finding, skipped []model.Skip, rulesRun int, min model.Severity) *Report {
+func New(version string, target model.Target, at time.Time, findings []model.Finding, skipped []model.Skip, rulesRun int, min model.Severity) *Report {
 	r := &Report{PGMedic: version, Target: target, CollectedAt: at.UTC(), Findings: []model.Finding{}, Skipped: skipped}
 	if r.Skipped == nil {
 		r.Skipped = []model.Skip{}
