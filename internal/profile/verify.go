@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/printable"
@@ -98,7 +96,7 @@ func Plan(ctx context.Context, kind, raw string, columns Columns) (*Experiment, 
 // moment when the machine is busy slows both alike; each perf sample
 // counts for the side whose run it fell in (both are stamped on
 // CLOCK_MONOTONIC), and samples between runs count for neither.
-func Measure(ctx context.Context, perf *Perf, conn *pgx.Conn, e *Experiment, d time.Duration, kindShare func(model.Profile) float64) (before, after Side, err error) {
+func Measure(ctx context.Context, perf *Perf, conn envelope.Conn, e *Experiment, d time.Duration, kindShare func(model.Profile) float64) (before, after Side, err error) {
 	var pid int
 	if err := conn.QueryRow(ctx, envelope.Tag+"SELECT pg_backend_pid()").Scan(&pid); err != nil {
 		return before, after, fmt.Errorf("reading pgmedic's backend pid: %w", err)
