@@ -368,11 +368,22 @@ func databaseStats(ctx context.Context, q envelope.Conn, s *model.Snapshot) {
 }
 
 func activity(ctx context.Context, q envelope.Conn, s *model.Snapshot) {
+	a, err := Load(ctx, q)
+	if err != nil {
+		s.Missing[model.SrcActivity] = skipFor(s, "cannot read pg_stat_activity", err)
+		return
+	}
+	s.Activity = a
+}
+
+// Load reads the server's load as the envelope's load rule judges it:
+// client backends active (not pgmedic's), connected, and max_connections.
+// check reads it once; a re-run reads it again just before it starts.
+func Load(ctx context.Context, q envelope.Conn) (model.Activity, error) {
+	var a model.Activity
 	err := q.QueryRow(ctx, envelope.Tag+`SELECT count(*) FILTER (WHERE state = 'active' AND pid <> pg_backend_pid() AND application_name IS DISTINCT FROM '`+envelope.AppName+`'),
 		count(*), current_setting('max_connections')::int
 		FROM pg_stat_activity WHERE backend_type = 'client backend'`).
-		Scan(&s.Activity.Active, &s.Activity.Total, &s.Activity.MaxConnections)
-	if err != nil {
-		s.Missing[model.SrcActivity] = skipFor(s, "cannot read pg_stat_activity", err)
-	}
+		Scan(&a.Active, &a.Total, &a.MaxConnections)
+	return a, err
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgmedic/pgmedic/internal/collect"
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/profile"
@@ -139,12 +140,11 @@ func proveHotspot(ctx context.Context, perf *profile.Perf, sess *envelope.Sessio
 // active backends exceed twice the cores (perf runs on the server, so its
 // cores are this machine's) or connections are near max_connections.
 func serverBusy(ctx context.Context, sess *envelope.Session) string {
-	var active, total, maxConn int
-	err := sess.Conn.QueryRow(ctx, envelope.Tag+`SELECT count(*) FILTER (WHERE state = 'active' AND pid <> pg_backend_pid()), count(*), current_setting('max_connections')::int FROM pg_stat_activity`).Scan(&active, &total, &maxConn)
+	a, err := collect.Load(ctx, sess.Conn)
 	if err != nil {
 		return "not re-run: the load could not be read (" + envelope.Message(err) + ")"
 	}
-	if why := verify.Busy(active, total, maxConn, runtime.NumCPU()); why != "" {
+	if why := verify.Busy(a.Active, a.Total, a.MaxConnections, runtime.NumCPU()); why != "" {
 		return "not re-run: " + why
 	}
 	return ""
