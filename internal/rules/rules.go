@@ -140,31 +140,34 @@ func SnapshotRules(rs []Rule) int {
 // RunLog applies the rules named in ids (all when empty) that read a
 // server log's counts.
 func RunLog(in LogInput, ids []string) ([]model.Finding, error) {
-	rs, err := Select(ids)
-	if err != nil {
-		return nil, err
-	}
-	var out []model.Finding
-	for _, r := range rs {
-		if r.Log != nil {
-			out = append(out, r.Log(in)...)
+	return runEach(ids, func(r Rule) []model.Finding {
+		if r.Log == nil {
+			return nil
 		}
-	}
-	return out, nil
+		return r.Log(in)
+	})
 }
 
 // RunProfile applies the rules named in ids (all when empty) that read a
 // CPU profile.
 func RunProfile(p model.Profile, ids []string) ([]model.Finding, error) {
+	return runEach(ids, func(r Rule) []model.Finding {
+		if r.Profile == nil {
+			return nil
+		}
+		return r.Profile(p)
+	})
+}
+
+// runEach runs the rules named in ids through run, in the table's order.
+func runEach(ids []string, run func(Rule) []model.Finding) ([]model.Finding, error) {
 	rs, err := Select(ids)
 	if err != nil {
 		return nil, err
 	}
 	var out []model.Finding
 	for _, r := range rs {
-		if r.Profile != nil {
-			out = append(out, r.Profile(p)...)
-		}
+		out = append(out, run(r)...)
 	}
 	return out, nil
 }
