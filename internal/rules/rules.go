@@ -159,7 +159,7 @@ func RunProfile(p model.Profile, ids []string) ([]model.Finding, error) {
 	})
 }
 
-// runEach runs the rules named in ids through run, in the table's order.
+// runEach runs the rules Select gives for ids through run.
 func runEach(ids []string, run func(Rule) []model.Finding) ([]model.Finding, error) {
 	rs, err := Select(ids)
 	if err != nil {
