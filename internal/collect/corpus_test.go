@@ -17,6 +17,7 @@ import (
 	"github.com/pgmedic/pgmedic/internal/collect"
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/lab"
+	"github.com/pgmedic/pgmedic/internal/lab/labtest"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 	"github.com/pgmedic/pgmedic/internal/testkit"
 )
@@ -49,7 +50,7 @@ func TestCorpusReprepares(t *testing.T) {
 		t.Skip("starts a cluster")
 	}
 	ctx := context.Background()
-	c := lab.ForTest(t, lab.Options{})
+	c := labtest.Cluster(t, lab.Options{})
 	admin, err := pgx.Connect(ctx, c.DSN("postgres"))
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"github.com/pgmedic/pgmedic/internal/collect"
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/lab"
+	"github.com/pgmedic/pgmedic/internal/lab/labtest"
 	"github.com/pgmedic/pgmedic/internal/rules"
 )
 
@@ -20,7 +21,7 @@ import (
 // left out of what the rules see.
 func TestOwnSessionsAreNotEvidence(t *testing.T) {
 	ctx := context.Background()
-	c := lab.ForTest(t, lab.Options{})
+	c := labtest.Cluster(t, lab.Options{})
 	connect := func(app string) *pgx.Conn {
 		t.Helper()
 		cfg, err := pgx.ParseConfig(c.DSN("postgres"))

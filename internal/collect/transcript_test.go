@@ -12,6 +12,7 @@ import (
 
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/lab"
+	"github.com/pgmedic/pgmedic/internal/lab/labtest"
 	"github.com/pgmedic/pgmedic/internal/testkit"
 )
 
@@ -88,7 +89,7 @@ func jsonEqual(a, b []byte) bool {
 // through the recorder and writes the tape.
 func recordCollectTape(t *testing.T, path string, at time.Time, o Options) {
 	ctx := context.Background()
-	c := lab.ForTest(t, lab.Options{})
+	c := labtest.Cluster(t, lab.Options{})
 	admin, err := pgx.Connect(ctx, c.DSN("postgres"))
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgmedic/pgmedic/internal/lab"
+	"github.com/pgmedic/pgmedic/internal/lab/labtest"
 	"github.com/pgmedic/pgmedic/internal/logs"
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/testkit"
@@ -122,7 +123,7 @@ auto_explain.log_analyze = on`})
 // left out.
 func TestOwnExperimentsLeftOutOfTheLog(t *testing.T) {
 	ctx := context.Background()
-	c := lab.ForTest(t, lab.Options{Config: `logging_collector = on
+	c := labtest.Cluster(t, lab.Options{Config: `logging_collector = on
 log_destination = 'jsonlog'
 log_connections = on
 auto_explain.log_min_duration = 0

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgmedic/pgmedic/internal/lab"
+	"github.com/pgmedic/pgmedic/internal/lab/labtest"
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/rules"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
@@ -168,7 +169,7 @@ func statementOf(p model.Profile, name string) string {
 func TestConversionScenarios(t *testing.T) {
 	perf := needPerf(t)
 	ctx := context.Background()
-	c := lab.ForTest(t, lab.Options{})
+	c := labtest.Cluster(t, lab.Options{})
 	for _, sc := range []struct{ name, kind, statement string }{
 		{"tz-conversion", "timezone", "readings"},
 		{"numeric-float", "numeric-float", "invoice_lines"},
