@@ -159,7 +159,33 @@ const ownEntries = "pgmedic's own entries (left out)"
 // lock wait behind such a process. pgmedic's experiments run the
 // application's statements with values of pgmedic's choosing; they are
 // never evidence about the application.
-func (s *Summary) own(e Entry) bool {
+// durationLine is a "duration: ..." message read once: its time, its kind
+// (statement, execute, plan, ...), its text, and for a plan the query.
+type durationLine struct {
+	ms          float64
+	kind, text  string
+	query, head string // head: "execute <name>" for an execute
+	ok          bool
+}
+
+func readDuration(msg string) durationLine {
+	var d durationLine
+	if !strings.HasPrefix(msg, "duration: ") {
+		return d
+	}
+	d.ms, d.kind, d.text, d.ok = parseDuration(msg)
+	switch d.kind {
+	case "plan":
+		d.query = queryText(d.text)
+	case "execute":
+		if _, rest, ok := strings.Cut(msg, " ms  "); ok {
+			d.head, _, _ = strings.Cut(rest, ":")
+		}
+	}
+	return d
+}
+
+func (s *Summary) own(e Entry, d durationLine) bool {
 	if e.PID != 0 && s.ownedAt(e.PID, e.Time) {
 		// The pid is pgmedic's until it disconnects, or until the prefix
 		// names another application (a new backend got the pid of one that
@@ -175,13 +201,11 @@ func (s *Summary) own(e Entry) bool {
 	tagged := e.App == envelope.AppName || envelope.Own(e.Statement)
 	switch {
 	case tagged:
-	case strings.HasPrefix(e.Message, "duration: "):
+	case d.ok:
 		// "duration: 1.2 ms  statement: ..." or an auto_explain plan,
 		// whose Query Text is the statement; "execute pgmedic_verify: ..."
 		// names the statement before its text.
-		if _, _, text, ok := parseDuration(e.Message); ok {
-			tagged = envelope.Own(text) || envelope.Own(queryText(text)) || envelope.Own(e.Message)
-		}
+		tagged = envelope.Own(d.text) || (d.kind == "plan" && envelope.Own(d.query)) || (d.kind == "execute" && envelope.Own(d.head))
 	case strings.HasPrefix(e.Message, "connection authorized: "):
 		tagged = strings.Contains(e.Message, "application_name="+envelope.AppName)
 	}
@@ -229,7 +253,8 @@ func (s *Summary) ownedAt(pid int, t time.Time) bool {
 
 // Add counts one entry.
 func (s *Summary) Add(e Entry) {
-	if s.own(e) {
+	d := readDuration(e.Message)
+	if s.own(e, d) {
 		s.Events[ownEntries]++
 		return
 	}
@@ -250,8 +275,8 @@ func (s *Summary) Add(e Entry) {
 	}
 	switch {
 	case strings.HasPrefix(msg, "duration: "):
-		ms, kind, text, ok := parseDuration(msg)
-		if !ok {
+		ms, kind, text := d.ms, d.kind, d.text
+		if !d.ok {
 			return
 		}
 		if text == "" {
@@ -262,7 +287,11 @@ func (s *Summary) Add(e Entry) {
 		}
 		if kind == "plan" {
 			s.Events["auto_explain plans"]++
-			s.addPlan(queryText(text), text, ms)
+			query := d.query
+			if d.text == "" {
+				query = queryText(text)
+			}
+			s.addPlan(query, text, ms)
 			return
 		}
 		s.addStatement(text, ms, e.Time)
