@@ -72,13 +72,12 @@ Exit codes: 0 nothing at or above --min-severity, 1 findings, 2 usage, perf or c
 			if p.Samples == 0 {
 				return inputErr(fmt.Errorf("perf took no sample of %v in %s: the processes did not run on a CPU (idle)", targets, duration))
 			}
-			f := profile.Folded(p)
-			if err := writeExports(p, f, exports{svg: svg, folded: folded, speedscope: speedscope, pprof: pprof}, stdout); err != nil {
-				return err
-			}
 			rep, err := diagnose.ProfileReport(Version, p, findings, nil, least)
 			if err != nil {
 				return inputErr(err)
+			}
+			if err := writeExports(p, rep.Folded, exports{svg: svg, folded: folded, speedscope: speedscope, pprof: pprof}, stdout); err != nil {
+				return err
 			}
 			rep.Unread = st.Unrecognised
 			return emit(rep, o, least, stdout)
