@@ -76,7 +76,7 @@ Exit codes: 0 nothing at or above --min-severity, 1 findings, 2 usage, perf or c
 			if err != nil {
 				return inputErr(err)
 			}
-			if err := writeExports(p, rep.Folded, exports{svg: svg, folded: folded, speedscope: speedscope, pprof: pprof}, stdout); err != nil {
+			if err := writeExports(p, rep.Folded, rep.FlameSVG, exports{svg: svg, folded: folded, speedscope: speedscope, pprof: pprof}, stdout); err != nil {
 				return err
 			}
 			rep.Unread = st.Unrecognised
@@ -100,10 +100,11 @@ Exit codes: 0 nothing at or above --min-severity, 1 findings, 2 usage, perf or c
 // exports are the files profile writes besides its report.
 type exports struct{ svg, folded, speedscope, pprof string }
 
-// writeExports writes each export asked for, whole or not at all.
-func writeExports(p model.Profile, f map[string]int64, e exports, stdout io.Writer) error {
+// writeExports writes each export asked for, whole or not at all; the
+// flame graph is the one the report drew.
+func writeExports(p model.Profile, f map[string]int64, flame string, e exports, stdout io.Writer) error {
 	for path, write := range map[string]func(io.Writer) error{
-		e.svg:        func(w io.Writer) error { return profile.FlameSVG(w, "CPU of "+p.Target, f) },
+		e.svg:        func(w io.Writer) error { _, err := io.WriteString(w, flame); return err },
 		e.folded:     func(w io.Writer) error { return profile.WriteFolded(w, f) },
 		e.speedscope: func(w io.Writer) error { return profile.WriteSpeedscope(w, p.Target, f) },
 		e.pprof:      func(w io.Writer) error { return profile.WritePprof(w, p) },
