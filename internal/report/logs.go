@@ -4,7 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -151,7 +152,7 @@ func logsEvents(b *strings.Builder, s *logs.Summary) {
 		return
 	}
 	b.WriteString("\n== EVENTS ==\n")
-	for _, k := range sortedKeys(s.Events) {
+	for _, k := range slices.Sorted(maps.Keys(s.Events)) {
 		fmt.Fprintf(b, "  %-28s %d\n", k, s.Events[k])
 	}
 	if s.LockWaitMS > 0 {
@@ -166,7 +167,7 @@ func logsEvents(b *strings.Builder, s *logs.Summary) {
 func logsMaintenance(b *strings.Builder, s *logs.Summary) {
 	if len(s.Checkpoint) > 0 {
 		b.WriteString("\n== CHECKPOINTS ==\n")
-		for _, k := range sortedKeys(s.Checkpoint) {
+		for _, k := range slices.Sorted(maps.Keys(s.Checkpoint)) {
 			fmt.Fprintf(b, "  started (%s)%s %d\n", safe(k), strings.Repeat(" ", max(0, 30-len(k))), s.Checkpoint[k])
 		}
 		c := s.Checkpoints
@@ -185,22 +186,8 @@ func logsMaintenance(b *strings.Builder, s *logs.Summary) {
 	}
 	b.WriteString("\n== AUTOVACUUM AND AUTOANALYZE (by table) ==\n")
 	fmt.Fprintf(b, "  %8s %8s %12s %14s  %s\n", "vacuums", "analyzes", "dead removed", "not removable", "table")
-	names := make([]string, 0, len(s.Tables))
-	for k := range s.Tables {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
+	for _, k := range slices.Sorted(maps.Keys(s.Tables)) {
 		t := s.Tables[k]
 		fmt.Fprintf(b, "  %8d %8d %12d %14d  %s\n", t.Vacuums, t.Analyzes, t.Removed, t.NotRemovable, safe(k))
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -2,8 +2,9 @@ package rules
 
 import (
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/pgmedic/pgmedic/internal/model"
@@ -115,15 +116,6 @@ func sampled(s *model.Snapshot, id string) (bool, []model.Skip) {
 	return false, []model.Skip{{Rule: id, Reason: "the sessions were not sampled (check --sample 0, or PostgreSQL older than 14)", Fix: "run check with --sample 10s while the problem happens"}}
 }
 
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 func who(b model.Backend) string {
 	s := fmt.Sprintf("pid %d", b.PID)
 	var parts []string
@@ -165,7 +157,7 @@ func idleInTransaction(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 				sev = model.Critical
 			}
 		}
-		locks := sortedKeys(x.locks)
+		locks := slices.Sorted(maps.Keys(x.locks))
 		title := fmt.Sprintf("%s sat idle in a transaction for %s", who(b), sec(x.idleMS))
 		if len(locks) > 0 {
 			title += " holding locks on " + strings.Join(locks, ", ")
