@@ -132,9 +132,10 @@ func sample(ctx context.Context, q envelope.Conn, s *model.Snapshot, opts Option
 	}
 	hidden := 0
 	waits := map[model.LockWait]int{}
+	lastCPU := map[int]float64{}
 	tick := func(at time.Time) error {
 		smp, h, err := sampleOnce(wctx, q, at, s.Database)
-		readCPU(smp.Backends, opts.CPU)
+		readCPU(smp.Backends, opts.CPU, lastCPU)
 		sm.OverheadMS += float64(clk.Now().Sub(at).Microseconds()) / 1000
 		if err != nil {
 			s.Missing[model.SrcLocks] = skipFor(s, "cannot sample pg_stat_activity", err)
@@ -183,14 +184,23 @@ func sample(ctx context.Context, q envelope.Conn, s *model.Snapshot, opts Option
 }
 
 // readCPU fills each backend's CPU time so far, when the server runs on
-// this machine (cpu is nil otherwise).
-func readCPU(backends []model.Backend, cpu func(pid int) (float64, bool)) {
+// this machine (cpu is nil otherwise). A backend idle for longer than the
+// sampler's slowest interval has used no CPU since the last tick: its last
+// reading stands, so a server with a thousand idle connections costs no
+// thousand file reads a tick.
+func readCPU(backends []model.Backend, cpu func(pid int) (float64, bool), last map[int]float64) {
 	if cpu == nil {
 		return
 	}
 	for i := range backends {
-		if ms, ok := cpu(backends[i].PID); ok {
-			backends[i].CPUMS = ms
+		b := &backends[i]
+		if ms, seen := last[b.PID]; seen && b.State == "idle" && b.StateMS > float64(maxInterval.Milliseconds()) {
+			b.CPUMS = ms
+			continue
+		}
+		if ms, ok := cpu(b.PID); ok {
+			b.CPUMS = ms
+			last[b.PID] = ms
 		}
 	}
 }
