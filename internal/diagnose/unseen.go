@@ -95,6 +95,5 @@ func isWrite(command string) bool {
 
 func permissionDenied(msg string) bool {
 	m := strings.ToLower(msg)
-	return strings.Contains(m, "permission denied") || strings.Contains(m, "must be superuser") || strings.Contains(m, "insufficient privilege") ||
-		strings.Contains(m, "privilege")
+	return strings.Contains(m, "permission denied") || strings.Contains(m, "must be superuser") || strings.Contains(m, "privilege")
 }

@@ -15,6 +15,7 @@ type Target struct {
 	ServerVersionNum int    `json:"server_version_num,omitempty"`
 }
 
+// String is user@host:port/database, the way reports name a target.
 func (t Target) String() string {
 	host := t.Host
 	if strings.HasPrefix(host, "/") {
