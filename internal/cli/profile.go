@@ -60,11 +60,13 @@ Exit codes: 0 nothing at or above --min-severity, 1 findings, 2 usage, perf or c
 			if err != nil {
 				return err
 			}
+			var conn envelope.Conn
 			if sess != nil {
 				defer sess.Close()
+				conn = sess.Conn
 			}
 			progress(stderr)("profiling %v for %s", targets, duration)
-			res, findings, err := diagnose.Profile(ctx, perf, sess, targets, duration, freq, diagnose.Options{Rules: ids, NoVerify: noVerify, Log: progress(stderr)})
+			res, findings, err := diagnose.Profile(ctx, perf, conn, targets, duration, freq, diagnose.Options{Rules: ids, NoVerify: noVerify, Log: progress(stderr)})
 			if err != nil {
 				return inputErr(err)
 			}

@@ -4,10 +4,9 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/pgmedic/pgmedic/internal/collect"
 	"github.com/pgmedic/pgmedic/internal/envelope"
@@ -15,7 +14,6 @@ import (
 	"github.com/pgmedic/pgmedic/internal/profile"
 	"github.com/pgmedic/pgmedic/internal/report"
 	"github.com/pgmedic/pgmedic/internal/rules"
-	"github.com/pgmedic/pgmedic/internal/sqlparse"
 	"github.com/pgmedic/pgmedic/internal/verify"
 )
 
@@ -40,7 +38,7 @@ func (o Options) checkProfile(ctx context.Context, sess *envelope.Session) ([]mo
 		return skip(err.Error())
 	}
 	o.logf("profiling backends %v for %s", pids, o.ProfileFor)
-	res, found, err := Profile(ctx, perf, sess, pids, o.ProfileFor, 499, o)
+	res, found, err := Profile(ctx, perf, sess.Conn, pids, o.ProfileFor, 499, o)
 	if err != nil {
 		return skip(err.Error())
 	}
@@ -67,18 +65,15 @@ func ProfileReport(version string, p model.Profile, findings []model.Finding, sk
 	return report.NewProfile(version, in, findings, skipped, least), nil
 }
 
-// Profile samples the processes' CPU with perf for d at freq samples a
-// second, names the hot spots (the rules among o.Rules that read a
-// profile) and, with a session and unless o.NoVerify, re-runs each hot
-// spot's statement with its fix. It is the one profile pipeline of
-// check --profile and pgmedic profile; sess is nil when only --pid was
-// given, and then nothing is attributed to statements or re-run.
-func Profile(ctx context.Context, perf *profile.Perf, sess *envelope.Session, pids []int, d time.Duration, freq int, o Options) (profile.Result, []model.Finding, error) {
-	var conn envelope.Conn
-	if sess != nil {
-		conn = sess.Conn
-	}
-	res, err := profile.Run(ctx, perf, conn, pids, d, freq)
+// Profile samples the processes' CPU for d at freq samples a second,
+// names the hot spots (the rules among o.Rules that read a profile) and,
+// given pgmedic's connection and unless o.NoVerify, re-runs each hot
+// spot's statement with its fix through verify, under the envelope's one
+// load rule. It is the one profile pipeline of check --profile and
+// pgmedic profile; conn is nil when only --pid was given, and then
+// nothing is attributed to statements or re-run.
+func Profile(ctx context.Context, cpu profile.CPU, conn envelope.Conn, pids []int, d time.Duration, freq int, o Options) (profile.Result, []model.Finding, error) {
+	res, err := profile.Run(ctx, cpu, conn, pids, d, freq)
 	if err != nil {
 		return res, nil, err
 	}
@@ -86,66 +81,28 @@ func Profile(ctx context.Context, perf *profile.Perf, sess *envelope.Session, pi
 	if err != nil {
 		return res, nil, inputErrf("--rules: %v", err)
 	}
-	if sess != nil && !o.NoVerify {
+	if conn == nil || o.NoVerify {
+		return res, found, nil
+	}
+	// The experiments see the load now and the statements' texts as
+	// pg_stat_activity showed them while perf recorded.
+	snap := &model.Snapshot{Literals: map[int64]string{}}
+	for id, q := range res.Raw {
+		if qid, err := strconv.ParseInt(id, 10, 64); err == nil {
+			snap.Literals[qid] = q
+		}
+	}
+	if snap.Activity, err = collect.Load(ctx, conn); err != nil {
 		for i := range found {
-			proveHotspot(ctx, perf, sess, &found[i], res.Raw, o.logf)
+			if found[i].Experiment != nil {
+				found[i].Verification = model.NotRunBecause("not re-run: the load could not be read (" + envelope.Message(err) + ")")
+			}
 		}
+		return res, found, nil
 	}
+	// perf samples local processes only, so the server's cores are this
+	// machine's.
+	eng := &verify.Engine{Conn: conn, Cores: runtime.NumCPU(), CPU: cpu, Log: o.logf}
+	found, _ = eng.Run(ctx, snap, found)
 	return res, found, nil
-}
-
-// proveHotspot re-runs a hot spot's statement as the application ran it
-// and with the fix, in pgmedic's own session (read-only transactions that
-// are rolled back), while perf records that session; the finding gets
-// both times and both shares, or the reason no re-run was possible.
-func proveHotspot(ctx context.Context, perf *profile.Perf, sess *envelope.Session, f *model.Finding, raw map[string]string, logf func(string, ...any)) {
-	kind := rules.HotspotKind(*f)
-	if kind == "" || f.Object.QueryID == "" {
-		return
-	}
-	if busy := serverBusy(ctx, sess); busy != "" {
-		f.Verification.Reason = busy
-		return
-	}
-	columns := func(ctx context.Context, rel sqlparse.Name, typ string) ([]string, error) {
-		name := sqlparse.QuoteIdent(rel.Name)
-		if rel.Schema != "" {
-			name = sqlparse.QuoteIdent(rel.Schema) + "." + name
-		}
-		rows, err := sess.Conn.Query(ctx, envelope.Tag+`SELECT attname FROM pg_attribute WHERE attrelid = to_regclass($1) AND atttypid = $2::regtype AND attnum > 0 AND NOT attisdropped`, name, typ)
-		if err != nil {
-			return nil, err
-		}
-		return pgx.CollectRows(rows, pgx.RowTo[string])
-	}
-	exp, why := profile.Plan(ctx, kind, raw[f.Object.QueryID], columns)
-	if exp == nil {
-		f.Verification.Reason = why
-		return
-	}
-	logf("re-running statement %s with %s", f.Object.QueryID, exp.Change)
-	before, after, err := profile.Measure(ctx, perf, sess.Conn, exp, 2*time.Second, rules.HotspotShare(kind))
-	if err != nil {
-		f.Verification.Reason = "the re-run failed: " + err.Error()
-		return
-	}
-	method := "perf on pgmedic's own session while it re-ran the statement as the application did and with " + exp.Change + " (read-only transactions, rolled back)"
-	rules.ProveHotspot(f, method, before.Runs, after.Runs, before.MedianMS, after.MedianMS, before.Share, after.Share)
-	if exp.Fixed != "" && f.Verification.Status == model.Confirmed {
-		f.Fix.SQL = exp.Fixed
-	}
-}
-
-// serverBusy applies the envelope's load rule before a re-run: none when
-// active backends exceed twice the cores (perf runs on the server, so its
-// cores are this machine's) or connections are near max_connections.
-func serverBusy(ctx context.Context, sess *envelope.Session) string {
-	a, err := collect.Load(ctx, sess.Conn)
-	if err != nil {
-		return "not re-run: the load could not be read (" + envelope.Message(err) + ")"
-	}
-	if why := verify.Busy(a.Active, a.Total, a.MaxConnections, runtime.NumCPU()); why != "" {
-		return "not re-run: " + why
-	}
-	return ""
 }

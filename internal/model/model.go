@@ -461,6 +461,9 @@ const (
 	// ExpCast re-plans and times a query with the value cast to the
 	// column's type instead of the column cast to the value's.
 	ExpCast = "cast"
+	// ExpHotspot re-runs a CPU hot spot's statement as the application
+	// ran it and with the fix while perf records pgmedic's own backend.
+	ExpHotspot = "hotspot"
 )
 
 // IndexProposal is an index a rule proposes, as fields rather than SQL
@@ -552,6 +555,9 @@ type Experiment struct {
 	// type at Param, instead of rewriting the text.
 	ClientTypes []string `json:",omitempty"`
 	Param       int      `json:",omitempty"`
+	// Hotspot is the kind of CPU hot spot a hotspot experiment measures
+	// (one of the cpu-hotspot rule's kinds: jit, timezone, ...).
+	Hotspot string `json:",omitempty"`
 }
 
 // Percentile is the p-th percentile (0 to 1) of sorted figures, 0 for

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"golang.org/x/sys/unix"
 
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
@@ -101,14 +100,6 @@ func cpuTimes(pids []int) map[int]float64 {
 	return out
 }
 
-// monotonic is CLOCK_MONOTONIC in seconds: the clock perf record -k
-// CLOCK_MONOTONIC stamps samples with.
-func monotonic() float64 {
-	var ts unix.Timespec
-	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return float64(ts.Sec) + float64(ts.Nsec)/1e9
-}
-
 // activity is pg_stat_activity sampled while perf records, to name the
 // statement each backend was running at each sample.
 type activity struct {
@@ -125,13 +116,12 @@ type tick struct {
 	stmts map[int]Statement
 }
 
-// watch samples the backends' statements every interval until ctx ends.
-func (a *activity) watch(ctx context.Context, c envelope.Conn, pids []int, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
+// watch samples the backends' statements every interval until ctx ends,
+// stamping each observation on cpu's clock (the samples' clock).
+func (a *activity) watch(ctx context.Context, cpu CPU, c envelope.Conn, pids []int, interval time.Duration) {
 	norm := map[string]string{}
 	for {
-		at := monotonic()
+		at := cpu.Now()
 		rows, err := c.Query(ctx, envelope.Tag+`SELECT pid, coalesce(query_id, 0), query FROM pg_stat_activity WHERE state = 'active' AND pid = ANY($1)`, pids)
 		if err == nil {
 			m := map[int]Statement{}
@@ -158,10 +148,8 @@ func (a *activity) watch(ctx context.Context, c envelope.Conn, pids []int, inter
 			a.ticks = append(a.ticks, tick{at: at, stmts: m})
 			a.mu.Unlock()
 		}
-		select {
-		case <-ctx.Done():
+		if cpu.Sleep(ctx, interval); ctx.Err() != nil {
 			return
-		case <-t.C:
 		}
 	}
 }
@@ -191,39 +179,23 @@ type Result struct {
 	Raw     map[string]string
 }
 
-// Run profiles the processes for d: perf records them while, given a
+// Run profiles the processes for d: cpu records them while, given a
 // connection, pg_stat_activity is sampled every 50 ms to attribute each
 // sample to the statement its backend was running.
-func Run(ctx context.Context, perf *Perf, c envelope.Conn, pids []int, d time.Duration, freq int) (Result, error) {
-	dir, err := os.MkdirTemp("", "pgmedic-perf-")
-	if err != nil {
-		return Result{}, err
-	}
-	defer os.RemoveAll(dir)
+func Run(ctx context.Context, cpu CPU, c envelope.Conn, pids []int, d time.Duration, freq int) (Result, error) {
 	act := &activity{raw: map[string]string{}}
 	const interval = 50 * time.Millisecond
-	wctx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	if c != nil {
-		wg.Add(1)
-		go func() { defer wg.Done(); act.watch(wctx, c, pids, interval) }()
-	}
-	start := time.Now()
-	data, err := perf.Record(ctx, dir, pids, d, freq)
-	stop()
-	wg.Wait()
-	if err != nil {
-		return Result{}, err
-	}
+	var during func(context.Context)
 	b := NewBuilder(targetOf(pids))
 	if c != nil {
+		during = func(ctx context.Context) { act.watch(ctx, cpu, c, pids, interval) }
 		b.Attribute = func(s Sample) (Statement, bool) { return act.at(s.PID, s.Time, interval.Seconds()) }
 	}
-	st, err := perf.Script(ctx, data, b.Add)
+	rec, err := cpu.Record(ctx, pids, d, freq, during, b.Add)
 	if err != nil {
-		return Result{Stats: st}, err
+		return Result{Stats: rec.Stats}, err
 	}
-	return Result{Profile: b.Profile(time.Since(start).Seconds()), Stats: st, Raw: act.raw}, nil
+	return Result{Profile: b.Profile(rec.Seconds), Stats: rec.Stats, Raw: act.raw}, nil
 }
 
 func targetOf(pids []int) string {

@@ -1,4 +1,4 @@
-package profile
+package profile_test
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,14 +15,14 @@ import (
 	"github.com/pgmedic/pgmedic/internal/lab"
 	"github.com/pgmedic/pgmedic/internal/lab/labtest"
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/profile"
 	"github.com/pgmedic/pgmedic/internal/rules"
-	"github.com/pgmedic/pgmedic/internal/sqlparse"
 	"github.com/pgmedic/pgmedic/internal/testkit"
 )
 
-func needPerf(t *testing.T) *Perf {
+func needPerf(t *testing.T) *profile.Perf {
 	t.Helper()
-	p, err := FindPerf(context.Background())
+	p, err := profile.FindPerf(context.Background())
 	if err != nil {
 		testkit.Missing(t, "perf (linux-perf, run as root)", err)
 	}
@@ -80,7 +79,7 @@ func TestAllocatorContention(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer func() { cmd.Process.Kill(); cmd.Wait() }()
-		res, err := Run(context.Background(), perf, nil, []int{cmd.Process.Pid}, 2*time.Second, 499)
+		res, err := profile.Run(context.Background(), perf, nil, []int{cmd.Process.Pid}, 2*time.Second, 499)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,58 +96,6 @@ func TestAllocatorContention(t *testing.T) {
 	if fired(je, "memory allocation") || j == 0 {
 		t.Errorf("jemalloc: findings %v, share %.2f", hotspots(je), j)
 	}
-}
-
-// scenario loads a profile scenario (testdata/scenarios/NAME) into a
-// database of the lab cluster and runs its statement in a loop from two
-// connections until stop; it counts the runs.
-func scenario(t *testing.T, c *lab.Cluster, name string, runs *atomic.Int64) (stop func()) {
-	t.Helper()
-	ctx := context.Background()
-	read := func(f string) string {
-		b, err := os.ReadFile(filepath.Join("testdata/scenarios", name, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(b)
-	}
-	db := strings.ReplaceAll(name, "-", "_")
-	admin, err := pgx.Connect(ctx, c.DSN("postgres"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin.Exec(ctx, "CREATE DATABASE "+db)
-	admin.Close(ctx)
-	conn, err := pgx.Connect(ctx, c.DSN(db))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, read("setup.sql"), pgx.QueryExecModeSimpleProtocol); err != nil {
-		t.Fatal(err)
-	}
-	conn.Close(ctx)
-	q := strings.TrimSpace(read("workload.sql"))
-	wctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		conn, err := pgx.Connect(wctx, c.DSN(db))
-		if err != nil {
-			return
-		}
-		defer conn.Close(context.Background())
-		// JIT would compile this scan: the lab keeps PostgreSQL's defaults,
-		// and the profile is about the conversion.
-		conn.Exec(wctx, "SET jit = off")
-		conn.Exec(wctx, "SET max_parallel_workers_per_gather = 0")
-		for wctx.Err() == nil {
-			if _, err := conn.Exec(wctx, q); err == nil {
-				runs.Add(1)
-			}
-		}
-	}()
-	return func() { cancel(); wg.Wait() }
 }
 
 // statementOf is the queryid of the profile's statement whose text holds
@@ -177,7 +124,7 @@ func TestConversionScenarios(t *testing.T) {
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			var runs atomic.Int64
-			stop := scenario(t, c, sc.name, &runs)
+			_, stop := labtest.Loop(t, c, filepath.Join("testdata/scenarios", sc.name), &runs)
 			defer stop()
 			conn, err := pgx.Connect(ctx, c.DSN("postgres"))
 			if err != nil {
@@ -185,16 +132,16 @@ func TestConversionScenarios(t *testing.T) {
 			}
 			defer conn.Close(ctx)
 			// The workload's backend, once it runs the statement.
-			// (Backends says so with an error while none runs it yet.)
+			// (profile.Backends says so with an error while none runs it yet.)
 			var pids []int
 			deadline := time.Now().Add(60 * time.Second)
 			for len(pids) == 0 {
-				if pids, err = Backends(ctx, conn, Select{QueryLike: sc.statement}); err != nil && time.Now().After(deadline) {
+				if pids, err = profile.Backends(ctx, conn, profile.Select{QueryLike: sc.statement}); err != nil && time.Now().After(deadline) {
 					t.Fatalf("no backend ran the %s statement within a minute: %v", sc.statement, err)
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
-			res, err := Run(ctx, perf, conn, pids, 2*time.Second, 499)
+			res, err := profile.Run(ctx, perf, conn, pids, 2*time.Second, 499)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -237,49 +184,8 @@ func TestConversionScenarios(t *testing.T) {
 			if float64(attributed) < 0.8*float64(p.Samples) {
 				t.Errorf("only %d of %d samples attributed to the statement", attributed, p.Samples)
 			}
-			// The fix, re-run in a session of its own while perf records it.
-			own, err := pgx.Connect(ctx, c.DSN(strings.ReplaceAll(sc.name, "-", "_")))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer own.Close(ctx)
-			columns := func(ctx context.Context, rel sqlparse.Name, typ string) ([]string, error) {
-				rows, err := own.Query(ctx, `SELECT attname FROM pg_attribute WHERE attrelid = to_regclass($1) AND atttypid = $2::regtype AND attnum > 0`, rel.Name, typ)
-				if err != nil {
-					return nil, err
-				}
-				return pgx.CollectRows(rows, pgx.RowTo[string])
-			}
-			exp, why := Plan(ctx, sc.kind, res.Raw[statementOf(p, sc.statement)], columns)
-			if sc.kind == "numeric-float" {
-				if exp != nil || why == "" {
-					t.Errorf("numeric-float: an experiment %+v", exp)
-				}
-				return
-			}
-			if exp == nil {
-				t.Fatalf("no experiment: %s", why)
-			}
-			before, after, err := Measure(ctx, perf, own, exp, 4*time.Second, func(p model.Profile) float64 { return shareOf(p, sc.kind) })
-			if err != nil {
-				t.Fatal(err)
-			}
-			// Which frames the samples fall in, not how fast the machine
-			// was: the conversion is a large share of the statement's CPU
-			// as written and (nearly) none of it with the fix. The times
-			// are logged; comparing them is the product's verdict, made on
-			// interleaved runs.
-			t.Logf("re-run with %s: %.1f ms -> %.1f ms, share %.0f%% -> %.0f%% (%d and %d runs, %d and %d samples)", exp.Change,
-				before.MedianMS, after.MedianMS, 100*before.Share, 100*after.Share, before.Runs, after.Runs, before.Samples, after.Samples)
-			if before.Samples < 30 || after.Samples < 30 || before.Runs < 3 || after.Runs < 3 {
-				t.Fatalf("too little measured: %+v -> %+v", before, after)
-			}
-			if before.Share < 0.2 || after.Share > before.Share/4 {
-				t.Errorf("the fix did not take the conversion away: share %.0f%% -> %.0f%%", 100*before.Share, 100*after.Share)
-			}
-			if !strings.Contains(exp.After, "::timestamp") || exp.After == exp.Before {
-				t.Errorf("the re-run statement is not the rewritten one: %s", exp.After)
-			}
+			// The re-run of the fix is verify's experiment: the diagnose
+			// package's profile tests measure it.
 		})
 	}
 }

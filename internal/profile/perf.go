@@ -52,12 +52,12 @@ func lastLine(s string, err error) string {
 	return err.Error()
 }
 
-// Record samples the processes' CPU for d with the cpu-clock software
+// record samples the processes' CPU for d with the cpu-clock software
 // event (hardware counters are often missing in virtual machines) at freq
 // samples a second, with call graphs from frame pointers, on
 // CLOCK_MONOTONIC so samples can be matched with other observations. It
 // returns the perf.data file, in dir.
-func (p *Perf) Record(ctx context.Context, dir string, pids []int, d time.Duration, freq int) (string, error) {
+func (p *Perf) record(ctx context.Context, dir string, pids []int, d time.Duration, freq int) (string, error) {
 	if len(pids) == 0 {
 		return "", errors.New("no process to profile")
 	}
@@ -85,8 +85,8 @@ func (p *Perf) Record(ctx context.Context, dir string, pids []int, d time.Durati
 	return data, nil
 }
 
-// Script reads a perf.data file back as samples (perf script, streamed).
-func (p *Perf) Script(ctx context.Context, data string, fn func(Sample)) (ScriptStats, error) {
+// script reads a perf.data file back as samples (perf script, streamed).
+func (p *Perf) script(ctx context.Context, data string, fn func(Sample)) (ScriptStats, error) {
 	cmd := exec.CommandContext(ctx, p.Path, "script", "-i", data, "-F", "comm,pid,tid,time,period,event,ip,sym,dso")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -1,4 +1,4 @@
-package profile
+package profile_test
 
 import (
 	"bytes"
@@ -12,18 +12,19 @@ import (
 	pprof "github.com/google/pprof/profile"
 
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/profile"
 	"github.com/pgmedic/pgmedic/internal/testkit"
 )
 
-func readFixture(t testing.TB, name string) (model.Profile, ScriptStats) {
+func readFixture(t testing.TB, name string) (model.Profile, profile.ScriptStats) {
 	t.Helper()
 	f, err := os.Open("testdata/" + name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	b := NewBuilder(name)
-	st, err := ReadScript(f, b.Add)
+	b := profile.NewBuilder(name)
+	st, err := profile.ReadScript(f, b.Add)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,8 +41,8 @@ func TestReadScript(t *testing.T) {
 		"garbage that is no sample\n" +
 		"pg worker 7/8  3823.451300: cpu-clock: \n" +
 		"\t          2ff33e [unknown] (/usr/lib/postgresql/15/bin/postgres)\n"
-	var got []Sample
-	st, err := ReadScript(strings.NewReader(in), func(s Sample) { got = append(got, s) })
+	var got []profile.Sample
+	st, err := profile.ReadScript(strings.NewReader(in), func(s profile.Sample) { got = append(got, s) })
 	if err != nil || st.Samples != 2 || st.Unrecognised != 1 || len(st.Examples) != 1 {
 		t.Fatalf("%+v %v", st, err)
 	}
@@ -49,7 +50,7 @@ func TestReadScript(t *testing.T) {
 	if a.Comm != "postgres" || a.PID != 4242 || a.Period != 2004008 || a.Time != 3823.449299 || len(a.Stack) != 2 || a.Stack[0].Sym != "ExecScan" || a.Stack[1].Sym != "main" {
 		t.Errorf("first sample %+v", a)
 	}
-	if b.Comm != "pg worker" || b.PID != 7 || b.TID != 8 || b.Period != 0 || FrameName(b.Stack[0]) != "[postgres]" {
+	if b.Comm != "pg worker" || b.PID != 7 || b.TID != 8 || b.Period != 0 || profile.FrameName(b.Stack[0]) != "[postgres]" {
 		t.Errorf("second sample %+v", b)
 	}
 }
@@ -59,15 +60,15 @@ func TestReadScript(t *testing.T) {
 // well-formed SVG with every name escaped.
 func TestExports(t *testing.T) {
 	p, _ := readFixture(t, "glibc.perf.txt")
-	folded := Folded(p)
+	folded := profile.Folded(p)
 	var b bytes.Buffer
-	if err := WriteFolded(&b, folded); err != nil {
+	if err := profile.WriteFolded(&b, folded); err != nil {
 		t.Fatal(err)
 	}
 	testkit.Golden(t, "testdata/glibc.folded", b.Bytes())
 
 	b.Reset()
-	if err := WriteSpeedscope(&b, "glibc", folded); err != nil {
+	if err := profile.WriteSpeedscope(&b, "glibc", folded); err != nil {
 		t.Fatal(err)
 	}
 	var ss struct {
@@ -91,7 +92,7 @@ func TestExports(t *testing.T) {
 
 	b.Reset()
 	p.SampleMS = 2
-	if err := WritePprof(&b, p); err != nil {
+	if err := profile.WritePprof(&b, p); err != nil {
 		t.Fatal(err)
 	}
 	pp, err := pprof.Parse(&b)
@@ -111,19 +112,19 @@ func TestExports(t *testing.T) {
 		}
 	}
 	if n != p.Samples || pp.SampleType[1].Type != "cpu" || pp.Period != 2e6 || cpu != n*pp.Period {
-		t.Errorf("pprof holds %d samples of %d, %d ns of CPU, period %d", n, p.Samples, cpu, pp.Period)
+		t.Errorf("pprof holds %d samples of %d, %d ns of profile.CPU, period %d", n, p.Samples, cpu, pp.Period)
 	}
 	for _, st := range p.Stacks {
 		for _, f := range st.Frames {
-			if !names[FrameName(f)] {
-				t.Errorf("pprof has no function %q", FrameName(f))
+			if !names[profile.FrameName(f)] {
+				t.Errorf("pprof has no function %q", profile.FrameName(f))
 			}
 		}
 	}
 
 	evil := map[string]int64{`statement 1: SELECT '</text><script>alert(1)</script>';f&g<h>` + "\x1b[31m": 5, "main;work": 10}
 	b.Reset()
-	if err := FlameSVG(&b, "a <title> & more", evil); err != nil {
+	if err := profile.FlameSVG(&b, "a <title> & more", evil); err != nil {
 		t.Fatal(err)
 	}
 	dec := xml.NewDecoder(bytes.NewReader(b.Bytes()))
@@ -144,14 +145,14 @@ func FuzzReadScript(f *testing.F) {
 	f.Add(string(b[:min(len(b), 3000)]))
 	f.Add("x 1/1 1.0: 5 cpu-clock: \n\t 1 f (d)\n\n")
 	f.Fuzz(func(t *testing.T, text string) {
-		builder := NewBuilder("fuzz")
-		st, _ := ReadScript(strings.NewReader(text), builder.Add)
+		builder := profile.NewBuilder("fuzz")
+		st, _ := profile.ReadScript(strings.NewReader(text), builder.Add)
 		p := builder.Profile(1)
 		if p.Samples != st.Samples {
 			t.Fatalf("%d samples built of %d read", p.Samples, st.Samples)
 		}
 		var w bytes.Buffer
-		if err := FlameSVG(&w, "fuzz", Folded(p)); err != nil {
+		if err := profile.FlameSVG(&w, "fuzz", profile.Folded(p)); err != nil {
 			t.Fatal(err)
 		}
 		dec := xml.NewDecoder(&w)

@@ -3,6 +3,7 @@ package rules
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/pgmedic/pgmedic/internal/model"
@@ -238,11 +239,17 @@ func cpuHotspot(p model.Profile) []model.Finding {
 			sev = model.Critical
 		}
 		obj := model.Object{Kind: "process", Name: p.Target}
+		var exp *model.Experiment
 		title := fmt.Sprintf("%s takes %.0f%% of the CPU samples of %s", k.Name, 100*ks.Share, p.Target)
 		if len(ks.Statements) > 0 {
 			top := ks.Statements[0]
 			obj = model.Object{Kind: "statement", Name: printable.Shorten(top.Query, 120), QueryID: top.QueryID}
 			title = fmt.Sprintf("%s takes %.0f%% of the CPU samples, %.0f%% of them in one statement", k.Name, 100*ks.Share, 100*float64(top.Samples)/float64(ks.Samples))
+			// The statement is re-run with the fix (verify), with the
+			// text pg_stat_activity showed for this queryid.
+			if qid, err := strconv.ParseInt(top.QueryID, 10, 64); err == nil && qid != 0 {
+				exp = &model.Experiment{Kind: model.ExpHotspot, QueryID: qid, Hotspot: k.ID}
+			}
 		}
 		evidence := []model.Evidence{ev("share of the samples", 100*ks.Share, "%"), ev("samples", float64(ks.Samples), ""), ev("samples in the profile", float64(p.Samples), "")}
 		if p.SampleMS > 0 {
@@ -259,23 +266,10 @@ func cpuHotspot(p model.Profile) []model.Finding {
 			Impact:       model.Impact{Summary: k.Means, Share: ks.Share},
 			Fix:          fix,
 			Verification: model.NotRunBecause("measured by perf's samples; the shares are the flame graph's widths"),
+			Experiment:   exp,
 			Docs:         docsPath(CPUHotspotID)})
 	}
 	return out
-}
-
-// HotspotKind is the kind a cpu-hotspot finding names ("" for another
-// finding).
-func HotspotKind(f model.Finding) string {
-	if f.Rule != CPUHotspotID {
-		return ""
-	}
-	for _, k := range HotKinds {
-		if strings.HasPrefix(f.Title, k.Name+" takes ") {
-			return k.ID
-		}
-	}
-	return ""
 }
 
 // HotspotShare is one kind's share of a profile's samples.
@@ -288,18 +282,4 @@ func HotspotShare(kind string) func(model.Profile) float64 {
 		}
 		return 0
 	}
-}
-
-// ProveHotspot turns a re-run of a cpu-hotspot's statement with its fix
-// into the finding's verification: confirmed when the statement's median
-// time fell by at least a fifth, refuted (and info) otherwise.
-func ProveHotspot(f *model.Finding, method string, runsBefore, runsAfter int, msBefore, msAfter, shareBefore, shareAfter float64) {
-	f.Verification = model.Verification{Status: model.Confirmed,
-		Method: fmt.Sprintf("%s; %d and %d runs, medians; the hot spot's share of the samples %.0f%% -> %.0f%%", method, runsBefore, runsAfter, 100*shareBefore, 100*shareAfter),
-		Before: &model.Measure{Value: msBefore, Unit: "ms"}, After: &model.Measure{Value: msAfter, Unit: "ms"}}
-	if msAfter > 0.8*msBefore {
-		f.Verification.Status = model.Refuted
-		f.Severity = model.Info
-	}
-	f.Evidence = append(f.Evidence, ev("share with the fix", 100*shareAfter, "%"))
 }

@@ -1,10 +1,10 @@
 // Package verify runs the experiments that prove (or refute) findings, one
 // kind per model.Exp* (JIT toggled, an index on a temporary copy or through
 // HypoPG, a cast removed, statistics refreshed, pgstattuple and
-// pgstatindex), inside pgmedic's safety envelope: only SELECTs are
+// pgstatindex, a CPU hot spot's statement re-run under perf), inside pgmedic's safety envelope: only SELECTs are
 // executed, each run inside a transaction that is rolled back, under
 // statement_timeout; temporary copies only in the lab or with
-// --verify-indexes; nothing while the server is busy (Busy). Each kind is
+// --verify-indexes; nothing while the server is busy (loadRule). Each kind is
 // replayed without a server from recorded tapes (testdata).
 package verify
 
@@ -21,6 +21,7 @@ import (
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/plan"
+	"github.com/pgmedic/pgmedic/internal/profile"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
@@ -50,6 +51,9 @@ type Engine struct {
 	// AllowFunctions are VOLATILE functions the user vouched for
 	// (--allow-function): statements calling them may be executed.
 	AllowFunctions []string
+	// CPU samples pgmedic's own backend while a CPU hot spot's statement
+	// is re-run (perf on the database server); nil when there is none.
+	CPU profile.CPU
 
 	// columnType types the parameters PostgreSQL cannot infer (the
 	// snapshot's ColumnType).
@@ -160,22 +164,23 @@ var experiments = []struct {
 	{model.ExpIndexStats, (*Engine).indexStats},
 	{model.ExpTableStats, (*Engine).tableStats},
 	{model.ExpMisestimate, (*Engine).misestimate},
+	{model.ExpHotspot, (*Engine).hotspot},
 }
 
 // busy applies the envelope's load rule: no experiments when active
 // backends exceed twice the cores or connections are near max_connections.
 func (e *Engine) busy(snap *model.Snapshot) string {
 	a := snap.Activity
-	if why := Busy(a.Active, a.Total, a.MaxConnections, e.Cores); why != "" {
+	if why := loadRule(a.Active, a.Total, a.MaxConnections, e.Cores); why != "" {
 		return "experiments skipped: " + why
 	}
 	return ""
 }
 
-// Busy is the envelope's load rule for any experiment: it says why the
+// loadRule is the envelope's load rule for every experiment: it says why the
 // server is too busy for one (active backends more than twice the cores,
 // connections at 90% of max_connections), or "".
-func Busy(active, total, maxConnections, cores int) string {
+func loadRule(active, total, maxConnections, cores int) string {
 	if cores > 0 && active > 2*cores {
 		return fmt.Sprintf("the server is busy (%d active backends, more than 2x its %d cores)", active, cores)
 	}

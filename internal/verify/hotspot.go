@@ -1,0 +1,203 @@
+package verify
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgmedic/pgmedic/internal/envelope"
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/printable"
+	"github.com/pgmedic/pgmedic/internal/profile"
+	"github.com/pgmedic/pgmedic/internal/rules"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
+)
+
+// hotRerun is a CPU hot spot's fix to measure: the statement as the
+// application ran it and with the fix, each side with the setting it runs
+// under.
+type hotRerun struct {
+	before, after       string // the statement on each side
+	setBefore, setAfter string // SET LOCAL ... on each side ("" for none)
+	change              string // the fix, as a person reads it
+	fixed               string // the fixed statement, normalised ("" for a setting)
+}
+
+// hotSide is one side's measurement: its runs' median time, and the hot
+// spot's share of the samples of pgmedic's own backend while it ran them.
+type hotSide struct {
+	runs     int
+	medianMS float64
+	samples  int64
+	share    float64
+}
+
+// hotspot re-runs a cpu-hotspot finding's statement as the application
+// ran it and with the fix, in pgmedic's own session (read-only
+// transactions that are rolled back), while e.CPU records that session;
+// the finding gets both times and both shares, or the reason no re-run
+// was possible.
+func (e *Engine) hotspot(ctx context.Context, _ *model.Snapshot, f *model.Finding) {
+	if e.CPU == nil {
+		f.Verification = model.NotRunBecause("no CPU profiler: the re-run is measured with perf on the database server")
+		return
+	}
+	kind := f.Experiment.Hotspot
+	r, why := e.planHotspot(ctx, kind, e.literals[f.Experiment.QueryID])
+	if r == nil {
+		f.Verification = model.NotRunBecause(why)
+		return
+	}
+	e.Log("re-running statement %d with %s", f.Experiment.QueryID, r.change)
+	before, after, err := e.measureHotspot(ctx, r, rules.HotspotShare(kind))
+	if err != nil {
+		f.Verification = model.NotRunBecause("the re-run failed: " + err.Error())
+		return
+	}
+	f.Verification = model.Verification{
+		Method: fmt.Sprintf("perf on pgmedic's own session while it re-ran the statement as the application did and with %s (read-only transactions, rolled back); %d and %d runs, medians; the hot spot's share of the samples %.0f%% -> %.0f%%",
+			r.change, before.runs, after.runs, 100*before.share, 100*after.share),
+		Before: &model.Measure{Value: before.medianMS, Unit: "ms"}, After: &model.Measure{Value: after.medianMS, Unit: "ms"}}
+	if judge(f, before.medianMS, after.medianMS) && r.fixed != "" {
+		f.Fix.SQL = r.fixed
+	}
+	f.Evidence = append(f.Evidence, model.Evidence{Label: "share of the re-run as written", Value: model.Round(100*before.share, 1), Unit: "%"},
+		model.Evidence{Label: "share with the fix", Value: model.Round(100*after.share, 1), Unit: "%"})
+}
+
+// planHotspot designs the re-run for a hot spot of kind in a statement
+// whose text (with its values) is raw; it says why when there is none.
+// Only a SELECT that is safe to execute is re-run, and only fixes that
+// change one setting or the statement itself: jit = off, and a timestamp
+// column compared with timestamptz values moved to the column's type.
+func (e *Engine) planHotspot(ctx context.Context, kind, raw string) (*hotRerun, string) {
+	if raw == "" {
+		return nil, "the statement's text was not seen in pg_stat_activity"
+	}
+	st, err := sqlparse.Parse(raw)
+	if err != nil {
+		return nil, "the statement's text does not parse (pg_stat_activity cuts it at track_activity_query_size)"
+	}
+	if ok, why := st.SafeToAnalyze(); !ok {
+		return nil, "not re-run: " + why
+	}
+	if st.ParamCount() > 0 {
+		return nil, "the statement has parameters ($1, ...) whose values pg_stat_activity does not show"
+	}
+	switch kind {
+	case "jit":
+		return &hotRerun{before: raw, after: raw, setBefore: "SET LOCAL jit TO DEFAULT", setAfter: "SET LOCAL jit = off", change: "SET jit = off"}, ""
+	case "timezone":
+		const typ = "timestamp without time zone"
+		fixed, changed := st, 0
+		for _, rel := range st.Relations() {
+			cols, err := e.columnsOfType(ctx, rel, typ)
+			if err != nil {
+				return nil, "reading the columns' types: " + envelope.Message(err)
+			}
+			for _, c := range cols {
+				next, n, err := fixed.CastToColumnOnce(c, typ)
+				if err == nil && n > 0 {
+					fixed, changed = next, changed+n
+				}
+			}
+		}
+		if changed == 0 {
+			return nil, "no comparison of a timestamp column to rewrite was found in the statement"
+		}
+		// The change is said without the statement's values.
+		_, norm := sqlparse.Fingerprint(fixed.Text())
+		return &hotRerun{before: raw, after: fixed.Text(), setBefore: "SET LOCAL jit = off", setAfter: "SET LOCAL jit = off",
+			change: "the timestamptz bound computed once and cast to the column's type (" + printable.Clip(norm, 200) + ")", fixed: norm}, ""
+	case "numeric-float":
+		return nil, "the conversion comes from the expression's types (a float8 operand beside a numeric one); pgmedic does not rewrite expressions"
+	}
+	return nil, "the fix is not a change to one statement or setting"
+}
+
+// columnsOfType lists a relation's columns of a type.
+func (e *Engine) columnsOfType(ctx context.Context, rel sqlparse.Name, typ string) ([]string, error) {
+	name := sqlparse.QuoteIdent(rel.Name)
+	if rel.Schema != "" {
+		name = sqlparse.QuoteIdent(rel.Schema) + "." + name
+	}
+	rows, err := e.Conn.Query(ctx, envelope.Tag+`SELECT attname FROM pg_attribute WHERE attrelid = to_regclass($1) AND atttypid = $2::regtype AND attnum > 0 AND NOT attisdropped ORDER BY attnum`, name, typ)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// hotspotFor is how long a hot spot's re-run records: enough runs of a
+// statement of up to a few hundred milliseconds on each side.
+const hotspotFor = 2 * time.Second
+
+// measureHotspot runs the two sides in turn on pgmedic's own session
+// (every run in a read-only transaction that is rolled back) while e.CPU
+// records its backend. The sides alternate run by run inside one
+// recording, so a moment when the machine is busy slows both alike; each
+// sample counts for the side whose run it fell in (samples and runs are
+// stamped on one clock), and samples between runs count for neither.
+func (e *Engine) measureHotspot(ctx context.Context, r *hotRerun, kindShare func(model.Profile) float64) (before, after hotSide, err error) {
+	var pid int
+	if err := e.Conn.QueryRow(ctx, envelope.Tag+"SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		return before, after, fmt.Errorf("reading pgmedic's backend pid: %w", err)
+	}
+	type window struct {
+		from, to float64 // on e.CPU's clock
+		side     int
+	}
+	var runs []window
+	var times [2][]float64
+	sides := [2]struct{ set, sql string }{{r.setBefore, r.before}, {r.setAfter, r.after}}
+	d := hotspotFor
+	var runErr error
+	during := func(recording context.Context) {
+		// The last runs end well before the recording does, so none is cut
+		// in two.
+		deadline := e.CPU.Now() + (d - 300*time.Millisecond).Seconds()
+		for i := 0; runErr == nil && recording.Err() == nil && e.CPU.Now() < deadline; i++ {
+			side := sides[i%2]
+			runErr = envelope.RolledBack(ctx, e.Conn, envelope.ReadOnly, func() error {
+				if side.set != "" {
+					if _, err := e.Conn.Exec(ctx, envelope.Tag+side.set); err != nil {
+						return err
+					}
+				}
+				from := e.CPU.Now()
+				_, err := e.Conn.Exec(ctx, envelope.Tag+side.sql)
+				to := e.CPU.Now()
+				runs = append(runs, window{from: from, to: to, side: i % 2})
+				times[i%2] = append(times[i%2], (to-from)*1000)
+				return err
+			})
+		}
+	}
+	builders := [2]*profile.Builder{profile.NewBuilder("pgmedic's backend"), profile.NewBuilder("pgmedic's backend")}
+	_, err = e.CPU.Record(ctx, []int{pid}, d, 499, during, func(smp profile.Sample) {
+		// Runs are in time order: the first that ends after the sample.
+		i := sort.Search(len(runs), func(i int) bool { return runs[i].to >= smp.Time })
+		if i < len(runs) && runs[i].from <= smp.Time {
+			builders[runs[i].side].Add(smp)
+		}
+	})
+	if runErr != nil {
+		return before, after, fmt.Errorf("running the statement: %s", envelope.Message(runErr))
+	}
+	if err != nil {
+		return before, after, err
+	}
+	var out [2]hotSide
+	for k := range out {
+		p := builders[k].Profile(d.Seconds() / 2)
+		sort.Float64s(times[k])
+		out[k] = hotSide{runs: len(times[k]), samples: p.Samples, share: kindShare(p)}
+		if len(times[k]) > 0 {
+			out[k].medianMS = model.Round(model.Percentile(times[k], 0.5), 3)
+		}
+	}
+	return out[0], out[1], nil
+}
