@@ -70,18 +70,17 @@ Exit codes: 0 nothing at or above --min-severity, 1 findings, 2 usage, perf or c
 			if err != nil {
 				return inputErr(err)
 			}
-			p, st := res.Profile, res.Stats
-			if p.Samples == 0 {
+			if p := res.Profile; p.Samples == 0 {
 				return inputErr(fmt.Errorf("perf took no sample of %v in %s: the processes did not run on a CPU (idle)", targets, duration))
 			}
-			rep, err := diagnose.ProfileReport(Version, p, findings, nil, least)
+			rep, err := diagnose.ProfileReport(Version, res.Profile, findings, nil, least)
 			if err != nil {
 				return inputErr(err)
 			}
-			if err := writeExports(p, rep.Folded, rep.FlameSVG, exports{svg: svg, folded: folded, speedscope: speedscope, pprof: pprof}, stdout); err != nil {
+			if err := writeExports(res.Profile, rep.Folded, rep.FlameSVG, exports{svg: svg, folded: folded, speedscope: speedscope, pprof: pprof}, stdout); err != nil {
 				return err
 			}
-			rep.Unread = st.Unrecognised
+			rep.Unread = res.Stats.Unrecognised
 			return emit(rep, o, least, stdout)
 		},
 	}
@@ -95,7 +94,7 @@ Exit codes: 0 nothing at or above --min-severity, 1 findings, 2 usage, perf or c
 	cmd.Flags().StringVar(&folded, "folded", "", "write the folded stacks (flamegraph.pl's input) to this file")
 	cmd.Flags().StringVar(&speedscope, "speedscope", "", "write a speedscope profile (https://www.speedscope.app) to this file")
 	cmd.Flags().StringVar(&pprof, "pprof", "", "write a pprof profile (go tool pprof) to this file")
-	cmd.Flags().BoolVar(&noVerify, "no-verify", false, "do not re-run the statements with their fix (the re-runs take 2 s a side in pgmedic's own session)")
+	cmd.Flags().BoolVar(&noVerify, "no-verify", false, "do not re-run the statements with their fix (each re-run takes 2 s in pgmedic's own session)")
 	return cmd
 }
 
