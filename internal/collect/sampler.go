@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/pgversion"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
@@ -18,9 +20,17 @@ import (
 // Sessions of other roles, for a role without pg_read_all_stats, show
 // every column NULL but their pid (backend_type too), and the query as
 // "<insufficient privilege>": they are kept, and counted as hidden.
-const sampleSQL = `SELECT a.pid, coalesce(a.datname, ''), coalesce(a.usename, ''), coalesce(a.application_name, ''),
+func sampleSQL(h pgversion.Has) string {
+	queryID := "coalesce(a.query_id, 0)"
+	if !h.QueryIDInActivity {
+		queryID = "0::bigint" // statements are told apart by their text
+	}
+	return strings.Replace(sampleColumns, "$query_id", queryID, 1)
+}
+
+const sampleColumns = `SELECT a.pid, coalesce(a.datname, ''), coalesce(a.usename, ''), coalesce(a.application_name, ''),
 	coalesce(host(a.client_addr), ''), coalesce(a.state, ''), coalesce(a.wait_event_type, ''), coalesce(a.wait_event, ''),
-	coalesce(a.query_id, 0), left(coalesce(a.query, ''), 2000),
+	$query_id, left(coalesce(a.query, ''), 2000),
 	coalesce(extract(epoch FROM now() - a.xact_start) * 1000, 0)::float8,
 	coalesce(extract(epoch FROM now() - a.state_change) * 1000, 0)::float8,
 	CASE WHEN a.state <> 'active' THEN coalesce(extract(epoch FROM a.state_change - a.query_start) * 1000, 0) ELSE 0 END::float8,
@@ -34,9 +44,15 @@ const sampleSQL = `SELECT a.pid, coalesce(a.datname, ''), coalesce(a.usename, ''
 	WHERE (a.backend_type = 'client backend' OR a.backend_type IS NULL) AND a.pid <> pg_backend_pid()`
 
 // deltaSQL reads the counters whose change over the window the rules
-// judge (sessions and their ends arrived in PostgreSQL 14).
-const deltaSQL = `SELECT sessions, sessions_abandoned, sessions_fatal, sessions_killed, xact_commit, xact_rollback,
+// judge; a server without session counters reads them as 0.
+func deltaSQL(h pgversion.Has) string {
+	sessions := "sessions, sessions_abandoned, sessions_fatal, sessions_killed"
+	if !h.SessionStats {
+		sessions = "0::bigint, 0::bigint, 0::bigint, 0::bigint"
+	}
+	return `SELECT ` + sessions + `, xact_commit, xact_rollback,
 	deadlocks, temp_files, conflicts FROM pg_stat_database WHERE datname = current_database()`
+}
 
 // Clock is the time the sampler reads and waits on: the wall clock, or a
 // test's own.
@@ -107,9 +123,10 @@ func schedule(ctx context.Context, clk Clock, duration, interval time.Duration, 
 func sample(ctx context.Context, q envelope.Conn, s *model.Snapshot, opts Options) {
 	duration, interval := opts.SampleFor, opts.SampleEvery
 	s.Literals = map[int64]string{}
-	if duration <= 0 || s.Server.VersionNum < 140000 {
-		return // query_id arrived in pg_stat_activity in PostgreSQL 14
+	if duration <= 0 {
+		return
 	}
+	h := pgversion.Of(s.Server.VersionNum)
 	if interval <= 0 {
 		interval = 100 * time.Millisecond
 	}
@@ -122,7 +139,7 @@ func sample(ctx context.Context, q envelope.Conn, s *model.Snapshot, opts Option
 	// A real deadline past the window, whatever the clock says.
 	wctx, cancel := context.WithTimeout(ctx, duration+2*time.Second)
 	defer cancel()
-	before, beforeErr := databaseDelta(wctx, q)
+	before, beforeErr := databaseDelta(wctx, q, h)
 	var statsBefore map[string]model.BouncerStat
 	if bouncer != nil {
 		var err error
@@ -134,14 +151,14 @@ func sample(ctx context.Context, q envelope.Conn, s *model.Snapshot, opts Option
 	waits := map[model.LockWait]int{}
 	lastCPU := map[int]float64{}
 	tick := func(at time.Time) error {
-		smp, h, err := sampleOnce(wctx, q, at, s.Database)
+		smp, hid, err := sampleOnce(wctx, q, h, at, s.Database)
 		readCPU(smp.Backends, opts.CPU, lastCPU)
 		sm.OverheadMS += float64(clk.Now().Sub(at).Microseconds()) / 1000
 		if err != nil {
 			s.Missing[model.SrcLocks] = skipFor(s, "cannot sample pg_stat_activity", err)
 			return err
 		}
-		hidden = max(hidden, h)
+		hidden = max(hidden, hid)
 		sm.Samples = append(sm.Samples, smp)
 		if bouncer != nil {
 			// A PgBouncer that stops answering costs its pools, not the
@@ -168,8 +185,11 @@ func sample(ctx context.Context, q envelope.Conn, s *model.Snapshot, opts Option
 			sm.BouncerError = err.Error()
 		}
 	}
-	if after, err := databaseDelta(context.WithoutCancel(ctx), q); err == nil && beforeErr == nil {
+	if after, err := databaseDelta(context.WithoutCancel(ctx), q, h); err == nil && beforeErr == nil {
 		sm.Delta = deltaOf(before, after)
+	}
+	if !h.SessionStats {
+		sm.NoSessionCounts = h.Lacks("pg_stat_database.sessions", 14) + ": new connections were not counted"
 	}
 	if hidden > 0 {
 		sm.HiddenSessions = hidden
@@ -232,9 +252,9 @@ func deltaOf(before, after model.DatabaseDelta) model.DatabaseDelta {
 // sampleOnce is one tick; it also counts the sessions of database db whose
 // details the role may not see (background processes, which belong to no
 // database, are hidden from it too but hold nothing of the application's).
-func sampleOnce(ctx context.Context, q envelope.Conn, at time.Time, db string) (model.ActivitySample, int, error) {
+func sampleOnce(ctx context.Context, q envelope.Conn, h pgversion.Has, at time.Time, db string) (model.ActivitySample, int, error) {
 	smp := model.ActivitySample{At: at.UTC()}
-	rows, err := q.Query(ctx, envelope.Tag+sampleSQL)
+	rows, err := q.Query(ctx, envelope.Tag+sampleSQL(h))
 	if err != nil {
 		return smp, 0, err
 	}
@@ -299,9 +319,9 @@ func dropOwn(backends []model.Backend) []model.Backend {
 	return out
 }
 
-func databaseDelta(ctx context.Context, q envelope.Conn) (model.DatabaseDelta, error) {
+func databaseDelta(ctx context.Context, q envelope.Conn, h pgversion.Has) (model.DatabaseDelta, error) {
 	var d model.DatabaseDelta
-	err := q.QueryRow(ctx, envelope.Tag+deltaSQL).Scan(&d.Sessions, &d.SessionsAbandoned, &d.SessionsFatal, &d.SessionsKilled,
+	err := q.QueryRow(ctx, envelope.Tag+deltaSQL(h)).Scan(&d.Sessions, &d.SessionsAbandoned, &d.SessionsFatal, &d.SessionsKilled,
 		&d.Commits, &d.Rollbacks, &d.Deadlocks, &d.TempFiles, &d.Conflicts)
 	return d, err
 }

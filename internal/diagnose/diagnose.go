@@ -19,6 +19,7 @@ import (
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/logs"
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/pgversion"
 	"github.com/pgmedic/pgmedic/internal/plan"
 	"github.com/pgmedic/pgmedic/internal/printable"
 	"github.com/pgmedic/pgmedic/internal/profile"
@@ -161,6 +162,10 @@ func Check(ctx context.Context, dsn, version string, o Options, min model.Severi
 	snap.ServerCores = serverCores(o.ServerCores, sess.Target.Host)
 	snap.CoresGuessed = o.ServerCores <= 0 && !local(sess.Target.Host)
 	findings, skipped := rules.Run(snap, selected)
+	if ok, why := pgversion.Supported(sess.Target.ServerVersionNum); !ok {
+		skipped = append(skipped, model.Skip{Rule: "version", Reason: why,
+			Fix: fmt.Sprintf("pgmedic reads PostgreSQL %d to %d; what it could read is above", pgversion.Oldest, pgversion.Newest)})
+	}
 	if !o.NoVerify {
 		var more []model.Skip
 		findings, more = o.engine(sess).Run(ctx, snap, findings)

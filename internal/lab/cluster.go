@@ -21,15 +21,14 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/pgmedic/pgmedic/internal/pgversion"
 )
 
-// ErrNoPostgres is returned when no PostgreSQL server binaries can be found.
-var ErrNoPostgres = errors.New("no PostgreSQL server binaries found (initdb, pg_ctl): install them with `apt-get install postgresql-15 postgresql-contrib`, or point PGMEDIC_PG_BIN at their directory")
 
 // Cluster is a running (or stopped) throwaway cluster.
 type Cluster struct {
@@ -39,9 +38,15 @@ type Cluster struct {
 	Port   int    `json:"port"`
 	// Superuser is the database superuser created by initdb.
 	Superuser string `json:"superuser"`
-	// HypoPG reports whether the hypopg extension is installed on this machine.
+	// HypoPG reports whether the hypopg extension is installed for this
+	// server, JIT whether it was built with LLVM.
 	HypoPG  bool   `json:"hypopg"`
+	JIT     bool   `json:"jit"`
 	Version string `json:"version"`
+	// Major is the server's major version; Source where its binaries
+	// were found (lab.Server).
+	Major  int    `json:"major"`
+	Source string `json:"source"`
 	// Phase is how far Create got: initdb, starting, running.
 	Phase string `json:"phase"`
 	// OwnerPID is the pgmedic process that created the cluster; a
@@ -65,6 +70,8 @@ type Options struct {
 	Dir string
 	// BinDir overrides discovery of the PostgreSQL binaries.
 	BinDir string
+	// Major asks for a server of this major version (0: the first found).
+	Major int
 	// Log receives progress lines; nil discards them.
 	Log func(format string, args ...any)
 	// Started, when set, is told the directory as soon as it exists, so
@@ -77,49 +84,6 @@ type Options struct {
 
 	// afterStart lets tests fail setup half-way.
 	afterStart func(*Cluster) error
-}
-
-// FindBinDir locates initdb/pg_ctl: $PGMEDIC_PG_BIN, then `pg_config --bindir`,
-// then the newest /usr/lib/postgresql/*/bin (Debian keeps the server binaries
-// there, off PATH).
-func FindBinDir(override string) (string, error) {
-	if override == "" {
-		override = os.Getenv("PGMEDIC_PG_BIN")
-	}
-	if override != "" {
-		if hasServerBinaries(override) {
-			return override, nil
-		}
-		return "", fmt.Errorf("PGMEDIC_PG_BIN=%s holds no initdb and pg_ctl: %w", override, ErrNoPostgres)
-	}
-	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
-		dir := strings.TrimSpace(string(out))
-		if hasServerBinaries(dir) {
-			return dir, nil
-		}
-	}
-	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	sort.Slice(matches, func(i, j int) bool { return versionOf(matches[i]) > versionOf(matches[j]) })
-	for _, dir := range matches {
-		if hasServerBinaries(dir) {
-			return dir, nil
-		}
-	}
-	return "", ErrNoPostgres
-}
-
-func versionOf(binDir string) int {
-	n, _ := strconv.Atoi(filepath.Base(filepath.Dir(binDir)))
-	return n
-}
-
-func hasServerBinaries(dir string) bool {
-	for _, name := range []string{"initdb", "pg_ctl", "postgres"} {
-		if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.IsDir() {
-			return false
-		}
-	}
-	return true
 }
 
 // DefaultDir is where `pgmedic lab up` keeps its cluster unless told otherwise.
@@ -142,10 +106,11 @@ func Create(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	binDir, err := FindBinDir(opts.BinDir)
+	srv, err := FindServer(opts.BinDir, opts.Major)
 	if err != nil {
 		return nil, err
 	}
+	binDir := srv.BinDir
 	owner, err := serverOwner()
 	if err != nil {
 		return nil, err
@@ -157,6 +122,7 @@ func Create(ctx context.Context, opts Options) (c *Cluster, err error) {
 	}
 	madeDir := true
 	c = &Cluster{Dir: dir, BinDir: binDir, Host: "127.0.0.1", Superuser: "postgres", owner: owner,
+		Major: srv.Major, Source: srv.Source, JIT: srv.JIT, HypoPG: srv.HypoPG,
 		Phase: PhaseInitdb, OwnerPID: os.Getpid(), Throwaway: opts.Dir == ""}
 	defer func() {
 		if err != nil {
@@ -185,7 +151,6 @@ func Create(ctx context.Context, opts Options) (c *Cluster, err error) {
 		"--encoding=UTF8", "--locale=C", "--no-sync"); err != nil {
 		return c, fmt.Errorf("initdb failed: %w", err)
 	}
-	c.HypoPG = extensionInstalled(binDir, "hypopg")
 	if err = c.startOnFreePort(ctx, opts.Config, logf); err != nil {
 		return c, err
 	}
@@ -293,7 +258,6 @@ fsync = off
 synchronous_commit = off
 full_page_writes = on
 shared_preload_libraries = 'pg_stat_statements,auto_explain'
-compute_query_id = on
 track_io_timing = on
 pg_stat_statements.track = top
 pg_stat_statements.max = 5000
@@ -301,7 +265,7 @@ auto_explain.log_min_duration = '1s'
 auto_explain.log_format = 'json'
 log_min_duration_statement = '1s'
 log_line_prefix = '%%m [%%p] %%q%%u@%%d '
-`, c.Port) + extra + "\n"
+`, c.Port) + c.versionConfig() + extra + "\n"
 	path := filepath.Join(c.dataDir(), "postgresql.conf")
 	base, err := os.ReadFile(path)
 	if err != nil {
@@ -324,6 +288,16 @@ log_line_prefix = '%%m [%%p] %%q%%u@%%d '
 		return fmt.Errorf("writing pg_hba.conf: %w", err)
 	}
 	return c.chown(hbaPath)
+}
+
+// versionConfig is the configuration that depends on the server's major
+// version: compute_query_id ties pg_stat_activity to pg_stat_statements
+// from 14 (13 has neither the setting nor the column).
+func (c *Cluster) versionConfig() string {
+	if pgversion.ForMajor(c.Major).QueryIDInActivity {
+		return "compute_query_id = on\n"
+	}
+	return ""
 }
 
 func (c *Cluster) start(ctx context.Context) error {
@@ -501,19 +475,6 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// extensionInstalled says whether the server's share directory holds an
-// extension's control file.
-func extensionInstalled(binDir, name string) bool {
-	share := filepath.Join(filepath.Dir(binDir), "share", "extension")
-	if out, err := exec.Command(filepath.Join(binDir, "pg_config"), "--sharedir").Output(); err == nil {
-		share = filepath.Join(strings.TrimSpace(string(out)), "extension")
-	} else if out, err := exec.Command("pg_config", "--sharedir").Output(); err == nil {
-		share = filepath.Join(strings.TrimSpace(string(out)), "extension")
-	}
-	_, err := os.Stat(filepath.Join(share, name+".control"))
-	return err == nil
 }
 
 // lastLines is the end of a log file, for an error message.

@@ -110,6 +110,9 @@ func (c *Cluster) Adopt() error {
 		}
 		c.BinDir = bin
 	}
+	if s, ok := inspect(c.BinDir, c.Source); ok && c.Major == 0 {
+		c.Major, c.JIT, c.HypoPG = s.Major, s.JIT, s.HypoPG
+	}
 	v, err := c.serverVersion()
 	if err != nil {
 		return err

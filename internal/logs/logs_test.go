@@ -82,6 +82,50 @@ func TestFormatsAgree(t *testing.T) {
 	}
 }
 
+// TestEveryVersion: the log of the same workload written by each major
+// version from 13 to 18 (scripts/version-fixtures.sh), in every format
+// the version writes, reads with every line accounted for, and the
+// formats agree.
+func TestEveryVersion(t *testing.T) {
+	for _, v := range []string{"13", "14", "15", "16", "17", "18"} {
+		dir := "testdata/versions/pg" + v
+		if _, err := os.Stat(filepath.Join(dir, "stderr.log")); err != nil {
+			t.Errorf("PostgreSQL %s: no log in %s (record it: bash scripts/version-fixtures.sh %s)", v, dir, v)
+			continue
+		}
+		stderr := analyze(t, filepath.Join(dir, "stderr.log"))
+		if f := stderr.Files[0]; f.Format != Stderr || f.Prefix != "%m [%p] %q%u@%d " || f.Unrecognised != 0 {
+			t.Errorf("PostgreSQL %s stderr: %+v", v, f)
+		}
+		want := countsOf(stderr)
+		others := []string{"csvlog.csv"}
+		if v >= "15" {
+			others = append(others, "jsonlog.json")
+		}
+		for _, name := range others {
+			sum := analyze(t, filepath.Join(dir, name))
+			if f := sum.Files[0]; f.Unrecognised != 0 {
+				t.Errorf("PostgreSQL %s %s: %d lines not recognised: %v", v, name, f.Unrecognised, f.Examples)
+			}
+			a, _ := json.Marshal(countsOf(sum))
+			b, _ := json.Marshal(want)
+			if string(a) != string(b) {
+				t.Errorf("PostgreSQL %s: %s differs from stderr.log:\n got %s\nwant %s", v, name, a, b)
+			}
+		}
+		if want.Statements["SELECT amount FROM orders WHERE id = $1;"] != 20 {
+			t.Errorf("PostgreSQL %s: statement counts %v", v, want.Statements)
+		}
+		if want.Events["connections"] < 10 || want.Events["lock waits"] != 1 || want.Events["temporary files"] == 0 ||
+			want.Plans < 1 || want.Errors != 2 {
+			t.Errorf("PostgreSQL %s: events %v, plans %d, errors %d", v, want.Events, want.Plans, want.Errors)
+		}
+		if c := stderr.Checkpoints; c.Completed == 0 || c.DistanceKB <= 0 {
+			t.Errorf("PostgreSQL %s: checkpoints %+v", v, c)
+		}
+	}
+}
+
 // TestParallelEqualsSequential: files read by parallel workers and merged
 // give what reading them one after another gives.
 func TestParallelEqualsSequential(t *testing.T) {

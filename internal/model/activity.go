@@ -31,6 +31,9 @@ type Sampling struct {
 	BouncerStats []BouncerStat `json:"pgbouncer_stats,omitempty"`
 	// BouncerClients is SHOW CLIENTS at the end of the window.
 	BouncerClients *BouncerClients `json:"pgbouncer_clients,omitempty"`
+	// NoSessionCounts says why new connections were not counted over
+	// the window (a server without pg_stat_database.sessions).
+	NoSessionCounts string `json:"no_session_counts,omitempty"`
 }
 
 // BouncerClients counts PgBouncer's clients by state, with the longest

@@ -75,6 +75,10 @@ func fixturePairs(t testing.TB) []string {
 		t.Fatalf("no fixtures: %v %v", err, err2)
 	}
 	txt = append(txt, shapes...)
+	// What each PostgreSQL version from 13 to 18 prints
+	// (scripts/version-fixtures.sh).
+	versions, _ := filepath.Glob("testdata/versions/pg*/*.txt")
+	txt = append(txt, versions...)
 	var names []string
 	for _, f := range txt {
 		base := strings.TrimSuffix(f, ".txt")
@@ -129,6 +133,36 @@ func TestTextAndJSONAgree(t *testing.T) {
 				t.Fatalf("json and text differ in length: %d vs %d lines", len(la), len(lb))
 			}
 		})
+	}
+}
+
+// TestEveryVersion: each major version from 13 to 18 has its plans,
+// recorded from its own server, and each reads in both formats with the
+// figures every rule uses.
+func TestEveryVersion(t *testing.T) {
+	for _, v := range []string{"13", "14", "15", "16", "17", "18"} {
+		dir := "testdata/versions/pg" + v
+		txt, _ := filepath.Glob(dir + "/*.txt")
+		if len(txt) < 8 {
+			t.Errorf("PostgreSQL %s: %d plans in %s (record them: bash scripts/version-fixtures.sh %s)", v, len(txt), dir, v)
+			continue
+		}
+		for _, f := range txt {
+			e := mustParse(t, f)
+			name := filepath.Base(f)
+			if strings.HasPrefix(name, "costs-only") || strings.HasPrefix(name, "generic-plan") {
+				if e.HasAnalyze || e.Plan.TotalCost <= 0 {
+					t.Errorf("%s: analyze %v, cost %v", f, e.HasAnalyze, e.Plan.TotalCost)
+				}
+				continue
+			}
+			if !e.HasAnalyze || e.ExecutionMS <= 0 || e.Plan.ActualLoops <= 0 {
+				t.Errorf("%s: analyze %v, execution %v ms, loops %v", f, e.HasAnalyze, e.ExecutionMS, e.Plan.ActualLoops)
+			}
+			if e.Plan.Buffers.SharedHit+e.Plan.Buffers.SharedRead == 0 {
+				t.Errorf("%s: no buffers read", f)
+			}
+		}
 	}
 }
 

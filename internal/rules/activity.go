@@ -113,7 +113,7 @@ func sampled(s *model.Snapshot, id string) (bool, []model.Skip) {
 	if s.Sampling != nil && len(s.Sampling.Samples) > 0 {
 		return true, nil
 	}
-	return false, []model.Skip{{Rule: id, Reason: "the sessions were not sampled (check --sample 0, or PostgreSQL older than 14)", Fix: "run check with --sample 10s while the problem happens"}}
+	return false, []model.Skip{{Rule: id, Reason: "the sessions were not sampled (check --sample 0)", Fix: "run check with --sample 10s while the problem happens"}}
 }
 
 func who(b model.Backend) string {
@@ -557,9 +557,15 @@ const (
 // ConnectionPressure finds a real run queue (more sessions on CPU than
 // the server has cores, and each getting measurably less than a core),
 // connections near max_connections, and connection churn.
-func connectionPressure(s *model.Snapshot) ([]model.Finding, []model.Skip) {
+func connectionPressure(s *model.Snapshot) (found []model.Finding, skipped []model.Skip) {
 	if ok, skip := sampled(s, ConnectionPressureID); !ok {
 		return nil, skip
+	}
+	if why := s.Sampling.NoSessionCounts; why != "" {
+		// The rest of the rule holds; only the churn is not judged.
+		defer func() {
+			skipped = append(skipped, model.Skip{Rule: ConnectionPressureID, Reason: why})
+		}()
 	}
 	ticks := len(s.Sampling.Samples)
 	total := 0

@@ -186,9 +186,9 @@ func (e *Env) workload(ctx context.Context, s Scenario) error {
 // statements, as pgx and most pooled drivers send them, so the server
 // plans them the way it plans the application's.
 func (e *Env) pgbench(ctx context.Context, script string, args []string) error {
-	bin := filepath.Join(e.Cluster.BinDir, "pgbench")
-	if _, err := os.Stat(bin); err != nil {
-		return fmt.Errorf("pgbench is not in %s: it ships with the PostgreSQL server package (postgresql-15)", e.Cluster.BinDir)
+	bin, err := lab.ClientTool(e.Cluster.BinDir, "pgbench")
+	if err != nil {
+		return err
 	}
 	dir, err := os.MkdirTemp("", "pgmedic-pgbench-")
 	if err != nil {

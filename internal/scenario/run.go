@@ -22,6 +22,9 @@ type Result struct {
 	MustNot    []Expect `json:"must_not"`
 	Missing    []string `json:"missing"`
 	Unexpected []string `json:"unexpected"`
+	// LeftOut are expectations not held on this build, with the reason
+	// (one that needs JIT, on a server built without LLVM).
+	LeftOut []string `json:"left_out,omitempty"`
 	// Metrics are the workload's own measurements.
 	Metrics map[string]float64 `json:"metrics,omitempty"`
 	// Seconds is how long the scenario took: setup, workload and check.
@@ -30,12 +33,15 @@ type Result struct {
 	// NotRun says why the scenario could not run here (a client that is
 	// not installed, and how to install it); nothing else is set then.
 	NotRun string `json:"not_run,omitempty"`
+	// Skipped says why the scenario was not run on this server build (it
+	// needs JIT or HypoPG, which the build lacks): not a failure.
+	Skipped string `json:"skipped,omitempty"`
 }
 
 // Passed says whether the scenario ran, every expected finding was there
 // and nothing the scenario forbids.
 func (r *Result) Passed() bool {
-	return r.NotRun == "" && len(r.Missing) == 0 && len(r.Unexpected) == 0
+	return r.NotRun == "" && r.Skipped == "" && len(r.Missing) == 0 && len(r.Unexpected) == 0
 }
 
 // warmUp is how long a workload that runs during check runs before check
@@ -118,6 +124,10 @@ func checkDuring(ctx context.Context, c *lab.Cluster, s Scenario, version string
 // with experiments allowed to write (it is a lab database). Expectations
 // are judged on every finding; the report keeps those at or above min.
 func Run(ctx context.Context, c *lab.Cluster, s Scenario, version string, o diagnose.Options, min model.Severity) (*Result, error) {
+	if why := s.NotRunOn(c); why != "" {
+		return &Result{Scenario: s.Name, Skipped: why}, nil
+	}
+	s, leftOut := s.On(c)
 	began := time.Now()
 	o.Lab = true
 	// Sessions are sampled while a workload runs during check; after a
@@ -171,7 +181,7 @@ func Run(ctx context.Context, c *lab.Cluster, s Scenario, version string, o diag
 	}
 	missing, unexpected := s.Evaluate(rep.Findings)
 	res := &Result{Scenario: s.Name, Expected: s.Expect, MustNot: s.MustNot, Missing: missing, Unexpected: unexpected,
-		Metrics: env.Metrics, Report: rep.Filter(min), Seconds: model.Round(time.Since(began).Seconds(), 1)}
+		LeftOut: leftOut, Metrics: env.Metrics, Report: rep.Filter(min), Seconds: model.Round(time.Since(began).Seconds(), 1)}
 	if res.Expected == nil {
 		res.Expected = []Expect{}
 	}

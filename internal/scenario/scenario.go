@@ -24,10 +24,12 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/pgmedic/pgmedic/internal/lab"
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
@@ -63,6 +65,10 @@ type Scenario struct {
 	// PgBouncer, when set, puts a lab PgBouncer in front of the cluster
 	// for the workload (Env.BouncerDSN) and has check sample its pools.
 	PgBouncer *BouncerSpec `json:"pgbouncer,omitempty"`
+	// Needs lists what the scenario needs of the server beyond its core:
+	// "jit" (a build with LLVM) or "hypopg". Where the lab's build lacks
+	// one, the scenario is not run, and says so.
+	Needs []string `json:"needs,omitempty"`
 	// Setup holds the statements of setup.sql.
 	Setup []string
 	// SQL holds the statements of workload.sql, run Repeat times.
@@ -91,6 +97,9 @@ type Expect struct {
 	Object string `json:"object,omitempty"`
 	// MinRatio, when set, requires before/after of at least this much.
 	MinRatio float64 `json:"min_ratio,omitempty"`
+	// Needs, when set ("jit", "hypopg"), holds the expectation only on a
+	// build that has it; elsewhere it is left out, and the result says so.
+	Needs string `json:"needs,omitempty"`
 }
 
 // String names the expectation in a test failure or the demo report.
@@ -259,6 +268,17 @@ func load(fsys fs.FS, dir string) (Scenario, error) {
 			return fail("expect.json: %s %q: want a duration up to 1m", name, v)
 		}
 	}
+	needs := slices.Clone(s.Needs)
+	for _, e := range s.Expect {
+		if e.Needs != "" {
+			needs = append(needs, e.Needs)
+		}
+	}
+	for _, n := range needs {
+		if n != "jit" && n != "hypopg" {
+			return fail("expect.json: needs %q: want jit or hypopg", n)
+		}
+	}
 	if s.PgBouncer != nil && !s.DuringCheck {
 		return fail("a PgBouncer is sampled while check runs: set during_check")
 	}
@@ -322,4 +342,42 @@ func pgbenchArgs(script string) ([]string, error) {
 		}
 	}
 	return args, nil
+}
+
+// NotRunOn says why the scenario cannot run on the cluster's build ("" when
+// it can): what it needs that the build lacks.
+func (s Scenario) NotRunOn(c *lab.Cluster) string {
+	for _, n := range s.Needs {
+		if why := lacks(c, n); why != "" {
+			return why
+		}
+	}
+	return ""
+}
+
+// On is the scenario as it runs on the cluster's build: expectations that
+// need what the build lacks are left out, each with the reason.
+func (s Scenario) On(c *lab.Cluster) (Scenario, []string) {
+	var kept []Expect
+	var left []string
+	for _, e := range s.Expect {
+		if why := lacks(c, e.Needs); why != "" {
+			left = append(left, e.String()+": "+why)
+			continue
+		}
+		kept = append(kept, e)
+	}
+	s.Expect = kept
+	return s, left
+}
+
+func lacks(c *lab.Cluster, need string) string {
+	srv := c.Server()
+	switch {
+	case need == "jit" && !c.JIT:
+		return fmt.Sprintf("needs JIT, and this PostgreSQL %s (%s) was built without LLVM; run it on a build with JIT (Debian's postgresql-15)", srv.Version, srv.Source)
+	case need == "hypopg" && !c.HypoPG:
+		return fmt.Sprintf("needs HypoPG, which is not installed for this PostgreSQL %s (%s); apt-get install postgresql-%d-hypopg", srv.Version, srv.Source, srv.Major)
+	}
+	return ""
 }

@@ -1,0 +1,102 @@
+// Package pgversion is the one table of what each PostgreSQL major
+// version has that pgmedic reads or sets. Code asks Of(version).Field
+// instead of comparing version numbers, so a difference between versions
+// is written once, here, with the version that brought it.
+package pgversion
+
+import "fmt"
+
+// Has is what one major version offers.
+type Has struct {
+	Major int
+	// QueryIDInActivity: pg_stat_activity.query_id and the
+	// compute_query_id setting (14). Without it the sampler cannot tie a
+	// session to its pg_stat_statements entry.
+	QueryIDInActivity bool
+	// SessionStats: pg_stat_database.sessions, sessions_abandoned,
+	// sessions_fatal, sessions_killed (14).
+	SessionStats bool
+	// JSONLog: log_destination = 'jsonlog' (15).
+	JSONLog bool
+	// PGSSJIT: pg_stat_statements' jit_* columns (15); PGSSSharedBlkTime:
+	// blk_read_time renamed shared_blk_read_time (17).
+	PGSSJIT, PGSSSharedBlkTime bool
+	// StatIO: the pg_stat_io view (16).
+	StatIO bool
+	// Checkpointer: checkpoint counters in pg_stat_checkpointer rather
+	// than pg_stat_bgwriter (17).
+	Checkpointer bool
+	// ExplainGenericPlan: EXPLAIN (GENERIC_PLAN) (16); ExplainSerialize and
+	// ExplainMemory: EXPLAIN's SERIALIZE and MEMORY options (17).
+	ExplainGenericPlan, ExplainSerialize, ExplainMemory bool
+	// AnalyzeBuffers: EXPLAIN ANALYZE reports buffers without being asked
+	// (18), and index scans say how many searches they made.
+	AnalyzeBuffers bool
+}
+
+// Table holds every major version pgmedic supports, oldest first.
+var Table = []Has{
+	{Major: 13},
+	{Major: 14, QueryIDInActivity: true, SessionStats: true},
+	{Major: 15, QueryIDInActivity: true, SessionStats: true, JSONLog: true, PGSSJIT: true},
+	{Major: 16, QueryIDInActivity: true, SessionStats: true, JSONLog: true, PGSSJIT: true, StatIO: true, ExplainGenericPlan: true},
+	{Major: 17, QueryIDInActivity: true, SessionStats: true, JSONLog: true, PGSSJIT: true, StatIO: true, ExplainGenericPlan: true,
+		PGSSSharedBlkTime: true, Checkpointer: true, ExplainSerialize: true, ExplainMemory: true},
+	{Major: 18, QueryIDInActivity: true, SessionStats: true, JSONLog: true, PGSSJIT: true, StatIO: true, ExplainGenericPlan: true,
+		PGSSSharedBlkTime: true, Checkpointer: true, ExplainSerialize: true, ExplainMemory: true, AnalyzeBuffers: true},
+}
+
+// Oldest and Newest bound the versions pgmedic supports.
+const (
+	Oldest = 13
+	Newest = 18
+)
+
+// Major is the major version of a server_version_num (170004 -> 17).
+func Major(versionNum int) int { return versionNum / 10000 }
+
+// Of is what the server of a server_version_num has. A version newer than
+// the table is taken to have what the newest has; an older one, what the
+// oldest has (Supported says whether it is one pgmedic was tested on).
+func Of(versionNum int) Has {
+	m := Major(versionNum)
+	if versionNum == 0 { // unknown: assume the newest
+		m = Newest
+	}
+	for _, h := range Table {
+		if h.Major == m {
+			return h
+		}
+	}
+	if m > Newest {
+		h := Table[len(Table)-1]
+		h.Major = m
+		return h
+	}
+	h := Table[0]
+	h.Major = m
+	return h
+}
+
+// ForMajor is Of for a major version number.
+func ForMajor(major int) Has { return Of(major * 10000) }
+
+// Supported says whether pgmedic supports the major version, and if not,
+// what to say.
+func Supported(versionNum int) (bool, string) {
+	m := Major(versionNum)
+	if m < Oldest {
+		return false, fmt.Sprintf("PostgreSQL %d is older than %d, the oldest pgmedic reads", m, Oldest)
+	}
+	if m > Newest {
+		return false, fmt.Sprintf("PostgreSQL %d is newer than %d, the newest pgmedic was tested on: some readings may be missing", m, Newest)
+	}
+	return true, ""
+}
+
+// Lacks says, for a reason shown to a user, that the version lacks a
+// feature that arrived in a later one: "PostgreSQL 13 has no
+// pg_stat_activity.query_id (it arrived in 14)".
+func (h Has) Lacks(what string, since int) string {
+	return fmt.Sprintf("PostgreSQL %d has no %s (it arrived in %d)", h.Major, what, since)
+}

@@ -1,0 +1,76 @@
+package scenario
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgmedic/pgmedic/internal/diagnose"
+	"github.com/pgmedic/pgmedic/internal/lab"
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/testkit"
+)
+
+// representative are the scenarios run on every major version besides
+// the one TestScenarios runs them all on: together they send every
+// catalog query (healthy), sample sessions and locks (lock-chain,
+// migration-lock-queue), and run every experiment that needs no JIT: an
+// index on a copy and EXPLAIN ANALYZE (queue-poll), a cast (implicit-casts),
+// pgstattuple (bloated-scan), pgstatindex (queue-churn), a fresh ANALYZE on
+// a copy (fresh-changes).
+var representative = []string{"healthy", "lock-chain", "migration-lock-queue", "queue-poll", "implicit-casts", "bloated-scan", "queue-churn", "fresh-changes"}
+
+// TestEveryVersion runs the representative scenarios on a lab cluster of
+// each PostgreSQL major version from 13 to 18 (`pgmedic lab install N`
+// fetches those Debian does not have).
+func TestEveryVersion(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster of every major version")
+	}
+	full, _ := lab.FindServer("", 0)
+	ctx := context.Background()
+	opts := diagnose.Options{Runs: 5, StatementTimeout: 5 * time.Second, CopyTimeout: 2 * time.Minute,
+		MaxCopyBytes: 1 << 30, MaxTables: 200000, MaxStatements: 10000, Log: t.Logf}
+	for _, major := range lab.Majors {
+		t.Run(fmt.Sprintf("pg%d", major), func(t *testing.T) {
+			if major == full.Major {
+				t.Skip("TestScenarios runs every scenario on this server")
+			}
+			if _, err := lab.FindServer("", major); err != nil {
+				testkit.Missing(t, fmt.Sprintf("PostgreSQL %d server binaries (pgmedic lab install %d)", major, major), err)
+			}
+			c, err := lab.Create(ctx, lab.Options{Major: major})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Destroy(context.Background()) })
+			if c.Major != major || !strings.Contains(c.Version, fmt.Sprintf(" %d.", major)) {
+				t.Fatalf("asked for PostgreSQL %d, got %s", major, c.Version)
+			}
+			for _, name := range representative {
+				s, err := Find(name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, err := Run(ctx, c, s, "test", opts, model.Info)
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				if res.Skipped != "" {
+					t.Logf("%s on PostgreSQL %d: skipped: %s", name, major, res.Skipped)
+					continue
+				}
+				if !res.Passed() {
+					t.Errorf("%s on PostgreSQL %d: missing %v, unexpected %v", name, major, res.Missing, res.Unexpected)
+				}
+				for _, f := range res.Report.Findings {
+					if v := f.Verification; v.Status == model.Confirmed && (v.Before == nil || v.After == nil) {
+						t.Errorf("%s: %s confirmed without two measured numbers", name, f.Rule)
+					}
+				}
+			}
+		})
+	}
+}
