@@ -29,7 +29,6 @@ import (
 	"github.com/pgmedic/pgmedic/internal/pgversion"
 )
 
-
 // Cluster is a running (or stopped) throwaway cluster.
 type Cluster struct {
 	Dir    string `json:"dir"`
