@@ -14,6 +14,7 @@ import (
 
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/pgversion"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
@@ -119,10 +120,18 @@ type tick struct {
 // watch samples the backends' statements every interval until ctx ends,
 // stamping each observation on cpu's clock (the samples' clock).
 func (a *activity) watch(ctx context.Context, cpu CPU, c envelope.Conn, pids []int, interval time.Duration) {
-	norm := map[string]string{}
+	norm := map[string]Statement{}
+	// Without pg_stat_activity.query_id (before 14) a statement is known
+	// by its text's fingerprint.
+	var num int
+	c.QueryRow(ctx, envelope.Tag+"SELECT current_setting('server_version_num')::int").Scan(&num)
+	qidExpr := "coalesce(query_id, 0)"
+	if !pgversion.Of(num).QueryIDInActivity {
+		qidExpr = "0::bigint"
+	}
 	for {
 		at := cpu.Now()
-		rows, err := c.Query(ctx, envelope.Tag+`SELECT pid, coalesce(query_id, 0), query FROM pg_stat_activity WHERE state = 'active' AND pid = ANY($1)`, pids)
+		rows, err := c.Query(ctx, envelope.Tag+`SELECT pid, `+qidExpr+`, query FROM pg_stat_activity WHERE state = 'active' AND pid = ANY($1)`, pids)
 		if err == nil {
 			m := map[int]Statement{}
 			for rows.Next() {
@@ -130,16 +139,20 @@ func (a *activity) watch(ctx context.Context, cpu CPU, c envelope.Conn, pids []i
 				var qid int64
 				var q string
 				if rows.Scan(&pid, &qid, &q) == nil {
-					n, ok := norm[q]
+					st, ok := norm[q]
 					if !ok {
 						// The text pg_stat_activity shows holds the values;
 						// the report shows the statement without them.
-						_, n = sqlparse.Fingerprint(q)
-						norm[q] = n
+						fp, text := sqlparse.Fingerprint(q)
+						st = Statement{QueryID: strconv.FormatInt(qid, 10), Query: text}
+						if qid == 0 {
+							st.QueryID = "fingerprint " + fp
+						}
+						norm[q] = st
 					}
-					m[pid] = Statement{QueryID: strconv.FormatInt(qid, 10), Query: n}
+					m[pid] = st
 					a.mu.Lock()
-					a.raw[strconv.FormatInt(qid, 10)] = q
+					a.raw[st.QueryID] = q
 					a.mu.Unlock()
 				}
 			}

@@ -17,8 +17,9 @@ import (
 // replays without perf or a server.
 type CPU interface {
 	// Record samples the processes at freq samples a second for d while
-	// during runs (during gets a context that ends when recording ends),
-	// then hands every sample to fn in time order.
+	// during runs (it starts once the recording has, and its context ends
+	// when the recording does), then hands every sample to fn in time
+	// order.
 	Record(ctx context.Context, pids []int, d time.Duration, freq int, during func(context.Context), fn func(Sample)) (Recording, error)
 	// Now reads the clock samples are stamped with (seconds).
 	Now() float64
@@ -34,6 +35,8 @@ type Recording struct {
 }
 
 // Record implements CPU with perf record -p for d, then perf script.
+// during starts once perf records (not before: perf can take a second to
+// start on a busy machine), and its context ends when perf stops.
 func (p *Perf) Record(ctx context.Context, pids []int, d time.Duration, freq int, during func(context.Context), fn func(Sample)) (Recording, error) {
 	dir, err := os.MkdirTemp("", "pgmedic-perf-")
 	if err != nil {
@@ -41,13 +44,16 @@ func (p *Perf) Record(ctx context.Context, pids []int, d time.Duration, freq int
 	}
 	defer os.RemoveAll(dir)
 	dctx, stop := context.WithCancel(ctx)
+	defer stop()
 	var wg sync.WaitGroup
-	if during != nil {
-		wg.Add(1)
-		go func() { defer wg.Done(); during(dctx) }()
-	}
 	start := time.Now()
-	data, err := p.record(ctx, dir, pids, d, freq)
+	started := func() {
+		if during != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); during(dctx) }()
+		}
+	}
+	data, err := p.record(ctx, dir, pids, d, freq, started)
 	stop()
 	wg.Wait()
 	rec := Recording{Seconds: time.Since(start).Seconds()}

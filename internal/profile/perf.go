@@ -56,8 +56,10 @@ func lastLine(s string, err error) string {
 // event (hardware counters are often missing in virtual machines) at freq
 // samples a second, with call graphs from frame pointers, on
 // CLOCK_MONOTONIC so samples can be matched with other observations. It
-// returns the perf.data file, in dir.
-func (p *Perf) record(ctx context.Context, dir string, pids []int, d time.Duration, freq int) (string, error) {
+// calls started once perf is recording (its file has its header: perf
+// takes from milliseconds to a second to start, longer on a busy
+// machine) and returns the perf.data file, in dir.
+func (p *Perf) record(ctx context.Context, dir string, pids []int, d time.Duration, freq int, started func()) (string, error) {
 	if len(pids) == 0 {
 		return "", errors.New("no process to profile")
 	}
@@ -71,7 +73,27 @@ func (p *Perf) record(ctx context.Context, dir string, pids []int, d time.Durati
 	var out bytes.Buffer
 	cmd := exec.CommandContext(ctx, p.Path, args...)
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
+	if err := cmd.Start(); err != nil {
+		return "", fmt.Errorf("perf record: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var err error
+	for waiting := true; waiting; {
+		select {
+		case err = <-done:
+			waiting = false
+			done <- err
+		case <-time.After(5 * time.Millisecond):
+			if fi, serr := os.Stat(data); serr == nil && fi.Size() > 0 {
+				waiting = false
+			}
+		}
+	}
+	if started != nil {
+		started()
+	}
+	if err = <-done; err != nil {
 		if ctx.Err() != nil {
 			return "", ctx.Err()
 		}

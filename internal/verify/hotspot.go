@@ -58,8 +58,8 @@ func (e *Engine) hotspot(ctx context.Context, _ *model.Snapshot, f *model.Findin
 		return
 	}
 	f.Verification = model.Verification{
-		Method: fmt.Sprintf("perf on pgmedic's own session while it re-ran the statement as the application did and with %s (read-only transactions, rolled back); %d and %d runs, medians; the hot spot's share of the samples %.0f%% -> %.0f%%",
-			r.change, before.runs, after.runs, 100*before.share, 100*after.share),
+		Method: fmt.Sprintf("perf on pgmedic's own session while it re-ran the statement as the application did and with %s (read-only transactions, rolled back); %d and %d runs, medians; the hot spot's share of the %d and %d samples %.0f%% -> %.0f%%",
+			r.change, before.runs, after.runs, before.samples, after.samples, 100*before.share, 100*after.share),
 		Before: &model.Measure{Value: before.medianMS, Unit: "ms"}, After: &model.Measure{Value: after.medianMS, Unit: "ms"}}
 	if judge(f, before.medianMS, after.medianMS) && r.fixed != "" {
 		f.Fix.SQL = r.fixed
