@@ -339,6 +339,11 @@ func TestUsageErrors(t *testing.T) {
 		{"check", "--rules", "no-such-rule", "postgres://127.0.0.1:1/x"},
 		{"check", "--runs", "2", "postgres://127.0.0.1:1/x"},
 		{"lab", "run", "no-such-scenario"},
+		{"lab", "run", "healthy", "--pg", "12"},
+		{"lab", "up", "--pg", "19"},
+		{"lab", "install", "12"},
+		{"lab", "install", "seventeen"},
+		{"demo", "--pg", "99"},
 		{"nonsense"},
 		{"check", "--bogus"},
 	} {
@@ -349,6 +354,9 @@ func TestUsageErrors(t *testing.T) {
 	}
 	if code, out, _ := run(t, "--version"); code != 0 || !strings.Contains(out, Version) {
 		t.Errorf("--version: %d %q", code, out)
+	}
+	if code, out, _ := run(t, "lab", "servers"); code != 0 || strings.Count(out, "\n") != 6 {
+		t.Errorf("lab servers: one line per major version from 13 to 18: %d %q", code, out)
 	}
 	if code, out, _ := run(t, "lab", "list"); code != 0 || !strings.Contains(out, "jit-oltp") || !strings.Contains(out, "asyncpg-introspection") {
 		t.Errorf("lab list: %d %q", code, out)

@@ -74,3 +74,31 @@ func TestEveryVersion(t *testing.T) {
 		})
 	}
 }
+
+// TestNeeds: on a build without JIT the scenarios that are about JIT are
+// skipped with the reason, an expectation about JIT is left out of one that
+// is not, and on a build with JIT nothing is.
+func TestNeeds(t *testing.T) {
+	npm := &lab.Cluster{Version: "postgres (PostgreSQL) 17.10", Major: 17, Source: "pgmedic lab install"}
+	debian := &lab.Cluster{Version: "postgres (PostgreSQL) 15.20", Major: 15, Source: "Debian", JIT: true, HypoPG: true}
+	for name, skipped := range map[string]bool{"jit-oltp": true, "connection-storm": true, "asyncpg-introspection": false, "healthy": false} {
+		s, err := Find(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		why := s.NotRunOn(npm)
+		if (why != "") != skipped || (skipped && !strings.Contains(why, "needs JIT") || skipped && !strings.Contains(why, "17.10")) {
+			t.Errorf("%s on a build without JIT: %q", name, why)
+		}
+		if why := s.NotRunOn(debian); why != "" {
+			t.Errorf("%s on Debian's build: %q", name, why)
+		}
+		on, left := s.On(npm)
+		if name == "asyncpg-introspection" && (len(left) != 1 || len(on.Expect) != 1 || on.Expect[0].Rule != "driver-introspection") {
+			t.Errorf("asyncpg-introspection without JIT: expects %v, left out %v", on.Expect, left)
+		}
+		if _, left := s.On(debian); len(left) != 0 {
+			t.Errorf("%s on Debian's build left out %v", name, left)
+		}
+	}
+}
