@@ -205,3 +205,34 @@ func TestExplainDSN(t *testing.T) {
 		t.Errorf("the UPDATE ran: %d rows changed (%v)", n, err)
 	}
 }
+
+// TestExplainEveryVersion: the plans each major version from 13 to 18
+// printed (scripts/version-fixtures.sh), in both formats, get the same
+// rules; the text report of one of them is kept per version, since the
+// figures differ from version to version.
+func TestExplainEveryVersion(t *testing.T) {
+	want := map[string][]string{
+		"implicit-cast": {"[implicit-cast]"},
+		"sort-spill":    {"[sort-spill]", "[large-offset]"},
+		"misestimate":   {"[misestimate]"},
+	}
+	for _, v := range []string{"13", "14", "15", "16", "17", "18"} {
+		dir := "../plan/testdata/versions/pg" + v + "/"
+		for name, rules := range want {
+			for _, ext := range []string{".txt", ".json"} {
+				code, out, errOut := run(t, "explain", dir+name+ext)
+				if code != ExitFindings {
+					t.Errorf("PostgreSQL %s %s%s: exit %d, stderr %s", v, name, ext, code, errOut)
+				}
+				for _, r := range rules {
+					if !strings.Contains(out, r) {
+						t.Errorf("PostgreSQL %s %s%s: no %s in\n%s", v, name, ext, r, out)
+					}
+				}
+				if name == "sort-spill" && ext == ".txt" {
+					golden(t, "versions/pg"+v+"-sort-spill.txt", out)
+				}
+			}
+		}
+	}
+}
