@@ -123,7 +123,7 @@ func (l *labCmd) up() *cobra.Command {
 				case c.Running() && c.Adopt() == nil:
 					// pgmedic was killed after the server started: the
 					// server is fine, take it over.
-					fmt.Fprintf(l.stdout, "lab cluster up (adopted the server left running in %s): %s\n%s\n", d, c.Version, c.DSN(""))
+					fmt.Fprintf(l.stdout, "lab cluster up (adopted the server left running in %s): %s\n%s\n", d, c.Server().Describe(), c.DSN(""))
 					return nil
 				}
 				// Stopped, half-made or stale after a machine restart:
@@ -164,7 +164,7 @@ func (l *labCmd) status() *cobra.Command {
 			}
 			fmt.Fprintf(l.stdout, "lab cluster %s in %s\n", c.Describe(), c.Dir)
 			if c.Complete() {
-				fmt.Fprintf(l.stdout, "%s\n%s\n", c.Version, c.DSN(""))
+				fmt.Fprintf(l.stdout, "%s\n%s\n", c.Server().Describe(), c.DSN(""))
 			} else {
 				fmt.Fprintf(l.stdout, "remove it with `pgmedic lab down --dir %s`, or run `pgmedic lab up` to replace it\n", c.Dir)
 			}
