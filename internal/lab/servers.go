@@ -48,11 +48,17 @@ func (s Server) Lacks() []string {
 // Describe is one line about the build: "PostgreSQL 17.10 (pgmedic lab
 // install; no JIT (built without LLVM), no HypoPG)".
 func (s Server) Describe() string {
-	d := fmt.Sprintf("PostgreSQL %s (%s", s.Version, s.Source)
-	for _, l := range s.Lacks() {
-		d += "; no " + l
+	notes := []string{}
+	if s.Source != "" {
+		notes = append(notes, s.Source)
 	}
-	return d + ")"
+	for _, l := range s.Lacks() {
+		notes = append(notes, "no "+l)
+	}
+	if len(notes) == 0 {
+		return "PostgreSQL " + s.Version
+	}
+	return fmt.Sprintf("PostgreSQL %s (%s)", s.Version, strings.Join(notes, "; "))
 }
 
 // FindBinDir locates the server binaries of any supported major (the
