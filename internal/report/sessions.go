@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
 	"github.com/pgmedic/pgmedic/internal/printable"
 )
 
@@ -83,6 +84,7 @@ func SessionsOf(s *model.Sampling) *Sessions {
 	}
 	byWait, byQuery, queries := map[string]int{}, map[int64]int{}, map[int64]string{}
 	longest := map[int]model.Backend{}
+	byText, norm := map[string]int{}, map[string]string{}
 	for _, smp := range s.Samples {
 		for _, b := range smp.Backends {
 			if b.XactMS > 0 && b.XactMS > longest[b.PID].XactMS {
@@ -99,6 +101,15 @@ func SessionsOf(s *model.Sampling) *Sessions {
 			if b.QueryID != 0 {
 				byQuery[b.QueryID]++
 				queries[b.QueryID] = b.Query
+			} else if b.Query != "" {
+				// No query_id (PostgreSQL 13, or compute_query_id off):
+				// the statement is known by its text without values.
+				n, ok := norm[b.Query]
+				if !ok {
+					_, n = sqlparse.Fingerprint(b.Query)
+					norm[b.Query] = n
+				}
+				byText[n]++
 			}
 		}
 	}
@@ -108,6 +119,9 @@ func SessionsOf(s *model.Sampling) *Sessions {
 	}
 	for id, n := range byQuery {
 		out.ByQuery = append(out.ByQuery, Load{Key: shorten(queries[id], 100), QueryID: id, AAS: model.Round(float64(n)/ticks, 2)})
+	}
+	for text, n := range byText {
+		out.ByQuery = append(out.ByQuery, Load{Key: shorten(text, 100), AAS: model.Round(float64(n)/ticks, 2)})
 	}
 	byLoad := func(l []Load) {
 		sort.Slice(l, func(i, j int) bool { return l[i].AAS > l[j].AAS || l[i].AAS == l[j].AAS && l[i].Key < l[j].Key })

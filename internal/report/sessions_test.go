@@ -1,6 +1,7 @@
 package report
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/pgmedic/pgmedic/internal/model"
@@ -42,5 +43,19 @@ func TestBlockingTree(t *testing.T) {
 	}})
 	if len(s.Blocking) != 4 || s.Blocking[0].PID != 1 || len(s.Blocking[0].BlockedBy) != 0 || s.Blocking[3].BlockedBy[0] != 2 {
 		t.Errorf("%+v", s.Blocking)
+	}
+}
+
+// TestSessionsWithoutQueryID: PostgreSQL 13 has no query_id in
+// pg_stat_activity; statements that differ only in their values are one
+// line, shown without the values.
+func TestSessionsWithoutQueryID(t *testing.T) {
+	b := func(q string) model.Backend { return model.Backend{State: "active", Query: q} }
+	s := SessionsOf(&model.Sampling{Samples: []model.ActivitySample{
+		{Backends: []model.Backend{b("UPDATE t SET v = 1 WHERE id = 7"), b("SELECT 1")}},
+		{Backends: []model.Backend{b("UPDATE t SET v = 2 WHERE id = 9")}},
+	}})
+	if len(s.ByQuery) != 2 || s.ByQuery[0].AAS != 1 || strings.Contains(s.ByQuery[0].Key, "7") || !strings.Contains(s.ByQuery[0].Key, "$1") {
+		t.Errorf("by statement: %+v", s.ByQuery)
 	}
 }
