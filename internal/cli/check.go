@@ -32,6 +32,11 @@ type checkFlags struct {
 	logFiles    []string
 	serverLogMB int
 	profile     time.Duration
+	// The twin: check only.
+	twin      bool
+	twinDSN   string
+	twinMaxMB int
+	keepTwin  bool
 }
 
 // register adds check's flags to a command (check, lab run, demo).
@@ -78,7 +83,12 @@ grant that shows it.`,
 			if len(args) == 1 {
 				dsn = args[0]
 			}
-			rep, err := diagnose.Check(cmd.Context(), dsn, Version, f.options(ids, progress(stderr)), min)
+			if f.twinMaxMB < 1 {
+				return usageErr("--twin-max-size must be at least 1 (MB)")
+			}
+			o := f.options(ids, progress(stderr))
+			o.Twin, o.TwinDSN, o.TwinMaxBytes, o.KeepTwin = f.twin, f.twinDSN, int64(f.twinMaxMB)<<20, f.keepTwin
+			rep, err := diagnose.Check(cmd.Context(), dsn, Version, o, min)
 			if err != nil {
 				return err
 			}
@@ -88,6 +98,10 @@ grant that shows it.`,
 	f.register(cmd)
 	cmd.Flags().StringArrayVar(&f.logFiles, "log", nil, "a server log to read with the check (stderr, csvlog, jsonlog, syslog; plain or .gz); its auto_explain plans and events add findings; repeat for several")
 	cmd.Flags().DurationVar(&f.profile, "profile", 0, "sample the busiest backends' CPU with perf this long (on the database server, as root) and name the hot spots; 0 for none")
+	cmd.Flags().BoolVar(&f.twin, "twin", false, "run the experiments that need writes (an index built, a fresh ANALYZE) on a throwaway twin: the tables they read copied into a lab cluster of the target's major version; nothing is written to the target")
+	cmd.Flags().StringVar(&f.twinDSN, "twin-dsn", "", "use this scratch database as the twin instead of a lab cluster (a staging database, a branch, a thin clone); its tables of the same names are replaced")
+	cmd.Flags().IntVar(&f.twinMaxMB, "twin-max-size", 1024, "most MB of table data the twin copies; a larger set is copied as a sample of each table, and measurements on it say so")
+	cmd.Flags().BoolVar(&f.keepTwin, "keep-twin", false, "leave the twin's lab cluster running after the check, to explore it (pgmedic lab down --dir DIR removes it)")
 	cmd.Flags().IntVar(&f.serverLogMB, "server-log", 64, "read this many MB from the end of the server's current log over the connection, when logging_collector is on and the role may read server files (pg_monitor, pg_read_server_files); 0 turns it off")
 	return cmd
 }

@@ -62,6 +62,14 @@ type Options struct {
 	ProfileFor time.Duration
 	// Lab is set for lab databases, where experiments may write.
 	Lab bool
+	// Twin runs the experiments that need writes on a throwaway twin of
+	// the tables they read (check --twin): a lab cluster of the target's
+	// major version, or TwinDSN's database. TwinMaxBytes bounds the copy
+	// (0: 1 GB); KeepTwin leaves the lab cluster running.
+	Twin         bool
+	TwinDSN      string
+	TwinMaxBytes int64
+	KeepTwin     bool
 	Log func(format string, args ...any)
 }
 
@@ -166,9 +174,14 @@ func Check(ctx context.Context, dsn, version string, o Options, min model.Severi
 		skipped = append(skipped, model.Skip{Rule: "version", Reason: why,
 			Fix: fmt.Sprintf("pgmedic reads PostgreSQL %d to %d; what it could read is above", pgversion.Oldest, pgversion.Newest)})
 	}
+	var twinLine string
 	if !o.NoVerify {
 		var more []model.Skip
-		findings, more = o.engine(sess).Run(ctx, snap, findings)
+		if o.Twin || o.TwinDSN != "" {
+			findings, more, twinLine = o.verifyWithTwin(ctx, sess, snap, findings)
+		} else {
+			findings, more = o.engine(sess).Run(ctx, snap, findings)
+		}
 		skipped = append(skipped, more...)
 		rules.Sort(findings)
 	}
@@ -188,6 +201,7 @@ func Check(ctx context.Context, dsn, version string, o Options, min model.Severi
 	rep.Sessions = report.SessionsOf(snap.Sampling)
 	rep.Statements, rep.Plans = report.StatementsOf(snap)
 	rep.ElapsedS, rep.Envelope = model.Round(time.Since(started).Seconds(), 1), sess.Settings()
+	rep.Twin = twinLine
 	if prof != nil {
 		prof.PGMedic = version
 		rep.Profile = prof

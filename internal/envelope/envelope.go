@@ -411,6 +411,9 @@ func Explain(ctx context.Context, q Conn, options, target string) (*plan.Explain
 const (
 	ReadOnly  = "READ ONLY"
 	ReadWrite = "READ WRITE" // for temporary objects only (verify's copies)
+	// Snapshot reads every statement of the transaction as of its start
+	// (the twin's copy of several tables, consistent with each other).
+	Snapshot = "ISOLATION LEVEL REPEATABLE READ READ ONLY"
 )
 
 // RolledBack runs fn inside a transaction that is always rolled back, even

@@ -404,6 +404,10 @@ type Verification struct {
 	// Parameters are the values a normalised statement was re-run with,
 	// one "$n = value (where it came from)" each.
 	Parameters []string `json:"parameters,omitempty"`
+	// Where is where the experiment ran, when not on the target itself:
+	// "twin (PostgreSQL 15.20, lab cluster; full copy of public.orders,
+	// 200,000 rows)". A measurement on a sample says so here.
+	Where string `json:"where,omitempty"`
 }
 
 // NotRunBecause is the verification of a finding whose experiment did not

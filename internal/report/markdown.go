@@ -33,6 +33,9 @@ func Markdown(w io.Writer, d *Document) error {
 		fmt.Fprintf(b, "**%d critical, %d warning, %d info** · %d confirmed, %d refuted, %d estimated, %d not run\n\n",
 			s.Critical, s.Warning, s.Info, s.Confirmed, s.Refuted, s.Estimated, s.NotRun)
 		mdFindings(b, v.Findings)
+		if p.Check != nil && p.Check.Twin != "" {
+			fmt.Fprintf(b, "%s\n\n", mdText(p.Check.Twin))
+		}
 		mdSkipped(b, v.Skipped)
 	}
 	_, err := io.WriteString(w, b.String())

@@ -39,6 +39,8 @@ type Report struct {
 	Plans      map[string]*PlanSummary `json:"plans,omitempty"`
 	// Profile is check --profile's CPU profile of the busiest backends.
 	Profile *ProfileReport `json:"profile,omitempty"`
+	// Twin says what check --twin copied, from where, and what it cost.
+	Twin string `json:"twin,omitempty"`
 }
 
 // Summary counts findings by severity and verification status.
@@ -208,6 +210,9 @@ func (r *Report) Text(w io.Writer) error {
 		}
 	}
 	sessionsText(b, r.Sessions)
+	if r.Twin != "" {
+		fmt.Fprintf(b, "\n== TWIN ==\n  %s\n", safe(r.Twin))
+	}
 	if len(r.Skipped) > 0 {
 		b.WriteString("\n== SKIPPED ==\n")
 		for _, s := range r.Skipped {
@@ -341,9 +346,16 @@ func verificationText(v model.Verification) string {
 		} else if g > 0 {
 			ratio = fmt.Sprintf(" (%.1fx)", g)
 		}
-		return fmt.Sprintf("%s: %s %s -> %s %s%s — %s%s", v.Status, num(v.Before.Value), v.Before.Unit, num(v.After.Value), v.After.Unit, ratio, v.Method, parametersText(v.Parameters))
+		return fmt.Sprintf("%s%s: %s %s -> %s %s%s — %s%s", v.Status, whereText(v), num(v.Before.Value), v.Before.Unit, num(v.After.Value), v.After.Unit, ratio, v.Method, parametersText(v.Parameters))
 	case v.Reason != "":
-		return v.Status + ": " + v.Reason
+		return v.Status + whereText(v) + ": " + v.Reason
 	}
-	return v.Status
+	return v.Status + whereText(v)
+}
+
+func whereText(v model.Verification) string {
+	if v.Where == "" {
+		return ""
+	}
+	return " on the " + v.Where
 }

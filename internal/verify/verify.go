@@ -4,7 +4,7 @@
 // pgstatindex, a CPU hot spot's statement re-run under perf), inside pgmedic's safety envelope: only SELECTs are
 // executed, each run inside a transaction that is rolled back, under
 // statement_timeout; temporary copies only in the lab or with
-// --verify-indexes; nothing while the server is busy (loadRule). Each kind is
+// --verify-indexes; nothing while the server is busy (LoadRule). Each kind is
 // replayed without a server from recorded tapes (testdata).
 package verify
 
@@ -170,22 +170,22 @@ var experiments = []struct {
 // busy applies the envelope's load rule: no experiments when active
 // backends exceed twice the cores or connections are near max_connections.
 func (e *Engine) busy(snap *model.Snapshot) string {
-	a := snap.Activity
-	if why := loadRule(a.Active, a.Total, a.MaxConnections, e.Cores); why != "" {
+	if why := LoadRule(snap.Activity, e.Cores); why != "" {
 		return "experiments skipped: " + why
 	}
 	return ""
 }
 
-// loadRule is the envelope's load rule for every experiment: it says why the
-// server is too busy for one (active backends more than twice the cores,
-// connections at 90% of max_connections), or "".
-func loadRule(active, total, maxConnections, cores int) string {
-	if cores > 0 && active > 2*cores {
-		return fmt.Sprintf("the server is busy (%d active backends, more than 2x its %d cores)", active, cores)
+// LoadRule is the envelope's load rule for every experiment and for the
+// twin's copy: it says why the server is too busy for one (active
+// backends more than twice the cores, connections at 90% of
+// max_connections), or "".
+func LoadRule(a model.Activity, cores int) string {
+	if cores > 0 && a.Active > 2*cores {
+		return fmt.Sprintf("the server is busy (%d active backends, more than 2x its %d cores)", a.Active, cores)
 	}
-	if maxConnections > 0 && float64(total) >= 0.9*float64(maxConnections) {
-		return fmt.Sprintf("%d of max_connections=%d connections are in use", total, maxConnections)
+	if a.MaxConnections > 0 && float64(a.Total) >= 0.9*float64(a.MaxConnections) {
+		return fmt.Sprintf("%d of max_connections=%d connections are in use", a.Total, a.MaxConnections)
 	}
 	return ""
 }

@@ -1,0 +1,106 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/pgmedic/pgmedic/internal/lab"
+	"github.com/pgmedic/pgmedic/internal/model"
+)
+
+// TestCheckTwin: a target without HypoPG and without --verify-indexes
+// cannot prove the index it needs; with --twin the index is built and
+// measured on a copy of the table in a throwaway cluster, the finding says
+// where, and the target is left as it was: no row written (pg_stat_database)
+// and no writing statement of pgmedic's in its pg_stat_statements.
+func TestCheckTwin(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	root := admin(t, "postgres")
+	for _, q := range []string{"DROP DATABASE IF EXISTS twin_target WITH (FORCE)", "CREATE DATABASE twin_target"} {
+		if _, err := root.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db := admin(t, "twin_target")
+	for _, q := range []string{
+		"CREATE EXTENSION pg_stat_statements",
+		"CREATE TABLE payments (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, merchant int NOT NULL, state text NOT NULL, cents bigint NOT NULL, created timestamptz NOT NULL)",
+		"INSERT INTO payments (merchant, state, cents, created) SELECT g % 4000, (ARRAY['new','settled','refunded'])[1 + g % 3], g % 99999, now() - g * interval '1 s' FROM generate_series(1, 150000) g",
+		"VACUUM ANALYZE payments",
+		"SELECT pg_stat_statements_reset()",
+	} {
+		if _, err := db.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	for i := 0; i < 20; i++ {
+		rows, err := db.Query(ctx, "SELECT id, cents FROM payments WHERE merchant = $1 AND state = 'new'", 17+i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows.Close()
+	}
+	writes := func() (n int64) {
+		db.QueryRow(ctx, "SELECT tup_inserted + tup_updated + tup_deleted FROM pg_stat_database WHERE datname = 'twin_target'").Scan(&n)
+		return n
+	}
+	leftovers := len(lab.Leftovers())
+	before := writes()
+	check := func(args ...string) (model.Verification, string) {
+		t.Helper()
+		code, out, errOut := run(t, append([]string{"check", cluster.DSN("twin_target"), "--format", "json", "--rules", "missing-index", "--sample", "0"}, args...)...)
+		if code != 1 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		var rep struct {
+			Findings []model.Finding
+			Twin     string
+		}
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Findings) != 1 || !strings.Contains(rep.Findings[0].Fix.SQL, "ON public.payments (merchant") {
+			t.Fatalf("want an index on payments (merchant ...), got %s", out)
+		}
+		return rep.Findings[0].Verification, rep.Twin
+	}
+	if v, _ := check(); v.Status != model.NotRun {
+		t.Fatalf("without --twin: %+v", v)
+	}
+	v, line := check("--twin")
+	if v.Status != model.Confirmed || v.Before == nil || v.After == nil || !strings.Contains(v.Where, "twin (PostgreSQL 15") || !strings.Contains(v.Where, "full copy of public.payments, 150,000 rows") {
+		t.Errorf("with --twin: %+v", v)
+	}
+	if !strings.Contains(line, "copied public.payments (150,000 rows") || !strings.Contains(line, "read from the target") {
+		t.Errorf("the report's twin line: %q", line)
+	}
+	if after := writes(); after != before {
+		t.Errorf("the target's write counters moved from %d to %d", before, after)
+	}
+	rows, err := db.Query(ctx, "SELECT query FROM pg_stat_statements WHERE query LIKE '%pgmedic%'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for rows.Next() {
+		var q string
+		rows.Scan(&q)
+		seen++
+		body := strings.ToUpper(strings.TrimSpace(q[strings.Index(q, "*/")+2:]))
+		for _, w := range []string{"INSERT", "UPDATE", "DELETE", "CREATE", "ANALYZE", "ALTER", "DROP", "TRUNCATE"} {
+			if strings.HasPrefix(body, w) {
+				t.Errorf("pgmedic wrote to the target: %s", q)
+			}
+		}
+	}
+	rows.Close()
+	if seen == 0 {
+		t.Error("pg_stat_statements shows none of pgmedic's statements: the check above looked at nothing")
+	}
+	if n := len(lab.Leftovers()); n != leftovers {
+		t.Errorf("the twin's cluster was left behind (%d leftovers, %d before)", n, leftovers)
+	}
+}

@@ -1,0 +1,241 @@
+package twin
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgmedic/pgmedic/internal/envelope"
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
+)
+
+// definition is what the twin needs to recreate a table: its columns
+// with their types and collations, its reloptions, the enums it uses,
+// and what is built after the rows are in (constraints, indexes).
+type definition struct {
+	ref         model.RelRef
+	columns     []column
+	reloptions  []string
+	enums       []enum
+	constraints []string // ALTER TABLE ... ADD CONSTRAINT ...
+	indexes     []string // CREATE INDEX ...
+}
+
+type column struct {
+	name, typ, collation string
+	notNull              bool
+	generated            string // the expression of a stored generated column
+}
+
+type enum struct {
+	name   string // qualified and quoted
+	labels []string
+}
+
+const columnsSQL = `SELECT a.attname::text, format_type(a.atttypid, a.atttypmod), a.attnotnull,
+	CASE WHEN a.attcollation <> 0 AND a.attcollation <> t.typcollation
+		THEN quote_ident(cn.nspname) || '.' || quote_ident(co.collname) ELSE '' END,
+	cn.nspname IS NOT NULL AND cn.nspname <> 'pg_catalog' AND a.attcollation <> t.typcollation,
+	t.typtype::text, tn.nspname::text, quote_ident(tn.nspname) || '.' || quote_ident(t.typname),
+	coalesce(CASE WHEN a.attgenerated = 's' THEN pg_get_expr(d.adbin, d.adrelid) END, ''),
+	CASE WHEN t.typtype = 'e' THEN ARRAY(SELECT enumlabel::text FROM pg_enum WHERE enumtypid = t.oid ORDER BY enumsortorder) ELSE '{}'::text[] END
+	FROM pg_attribute a
+	JOIN pg_type t ON t.oid = a.atttypid
+	JOIN pg_namespace tn ON tn.oid = t.typnamespace
+	LEFT JOIN pg_collation co ON co.oid = a.attcollation
+	LEFT JOIN pg_namespace cn ON cn.oid = co.collnamespace
+	LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+	WHERE a.attrelid = $1::oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`
+
+// define reads a table's definition from the target's catalog, or says
+// why the twin cannot hold it.
+func define(ctx context.Context, q envelope.Conn, t *model.Table) (*definition, string) {
+	d := &definition{ref: model.RelRef{Schema: t.Schema, Name: t.Name}}
+	if t.Partitioned {
+		return nil, "a partitioned table: the twin copies plain tables only"
+	}
+	rows, err := q.Query(ctx, envelope.Tag+columnsSQL, t.OID)
+	if err != nil {
+		return nil, "reading its columns: " + envelope.Message(err)
+	}
+	for rows.Next() {
+		var c column
+		var ownCollation bool
+		var typtype, typNamespace, typName string
+		var labels []string
+		if err := rows.Scan(&c.name, &c.typ, &c.notNull, &c.collation, &ownCollation, &typtype, &typNamespace, &typName, &c.generated, &labels); err != nil {
+			rows.Close()
+			return nil, "reading its columns: " + envelope.Message(err)
+		}
+		switch {
+		case ownCollation:
+			rows.Close()
+			return nil, fmt.Sprintf("column %s uses the collation %s, made on the target, which the twin does not recreate", c.name, c.collation)
+		case typtype == "e":
+			d.enums = append(d.enums, enum{name: typName, labels: labels})
+		case typNamespace != "pg_catalog" && typNamespace != "information_schema":
+			rows.Close()
+			return nil, fmt.Sprintf("column %s has the type %s (a domain, composite, range or extension's type), which the twin does not recreate", c.name, c.typ)
+		}
+		d.columns = append(d.columns, c)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, "reading its columns: " + envelope.Message(err)
+	}
+	if len(d.columns) == 0 {
+		return nil, "no columns were visible"
+	}
+	if err := q.QueryRow(ctx, envelope.Tag+`SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = $1::oid`, t.OID).Scan(&d.reloptions); err != nil {
+		return nil, "reading its storage options: " + envelope.Message(err)
+	}
+	// Primary keys, unique and check constraints shape plans (and a
+	// unique index is what an upsert needs); foreign keys would need
+	// the tables they point to, and exclusion constraints their
+	// operator classes' extensions.
+	if d.constraints, err = strings1(ctx, q, `SELECT format('ALTER TABLE %s ADD CONSTRAINT %I %s', $2::text, conname, pg_get_constraintdef(oid))
+		FROM pg_constraint WHERE conrelid = $1::oid AND contype IN ('p', 'u', 'c') ORDER BY contype DESC, conname`, t.OID, d.qualified()); err != nil {
+		return nil, "reading its constraints: " + envelope.Message(err)
+	}
+	if d.indexes, err = strings1(ctx, q, `SELECT pg_get_indexdef(i.indexrelid) FROM pg_index i
+		WHERE i.indrelid = $1::oid AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid AND c.conrelid = i.indrelid)
+		ORDER BY i.indexrelid`, t.OID); err != nil {
+		return nil, "reading its indexes: " + envelope.Message(err)
+	}
+	return d, ""
+}
+
+func strings1(ctx context.Context, q envelope.Conn, sql string, args ...any) ([]string, error) {
+	rows, err := q.Query(ctx, envelope.Tag+sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+func (d *definition) qualified() string { return quote(d.ref) }
+
+// columnList names the columns COPY moves: all but the generated ones,
+// which the twin computes itself.
+func (d *definition) columnList() string {
+	var names []string
+	for _, c := range d.columns {
+		if c.generated == "" {
+			names = append(names, sqlparse.QuoteIdent(c.name))
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+// create is the twin's CREATE TABLE, without constraints or indexes:
+// they are built once the rows are in, which is faster than keeping them
+// up to date row by row.
+func (d *definition) create() string {
+	var cols []string
+	for _, c := range d.columns {
+		s := sqlparse.QuoteIdent(c.name) + " " + c.typ
+		if c.collation != "" {
+			s += " COLLATE " + c.collation
+		}
+		if c.generated != "" {
+			s += " GENERATED ALWAYS AS (" + c.generated + ") STORED"
+		}
+		if c.notNull {
+			s += " NOT NULL"
+		}
+		cols = append(cols, s)
+	}
+	q := "CREATE TABLE " + d.qualified() + " (" + strings.Join(cols, ", ") + ")"
+	if len(d.reloptions) > 0 {
+		q += " WITH (" + strings.Join(d.reloptions, ", ") + ")"
+	}
+	return q
+}
+
+// after is what is built once the rows are in.
+func (d *definition) after() []string {
+	return append(append([]string{}, d.constraints...), d.indexes...)
+}
+
+// createTypes makes the schemas and the enums the tables use on the twin
+// (dropping tables of the same names first, on a scratch database).
+func createTypes(ctx context.Context, c *pgx.Conn, defs []*definition) error {
+	schemas, enums := map[string]bool{}, map[string]bool{}
+	for _, d := range defs {
+		if d.ref.Schema != "" && !schemas[d.ref.Schema] {
+			schemas[d.ref.Schema] = true
+			if _, err := c.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+sqlparse.QuoteIdent(d.ref.Schema)); err != nil {
+				return fmt.Errorf("creating schema %s on the twin: %s", d.ref.Schema, envelope.Message(err))
+			}
+		}
+		if _, err := c.Exec(ctx, "DROP TABLE IF EXISTS "+d.qualified()+" CASCADE"); err != nil {
+			return fmt.Errorf("replacing %s on the twin: %s", name(d.ref), envelope.Message(err))
+		}
+	}
+	for _, d := range defs {
+		for _, e := range d.enums {
+			if enums[e.name] {
+				continue
+			}
+			enums[e.name] = true
+			schema, _, _ := strings.Cut(e.name, ".")
+			labels := make([]string, len(e.labels))
+			for i, l := range e.labels {
+				labels[i] = "'" + strings.ReplaceAll(l, "'", "''") + "'"
+			}
+			for _, q := range []string{"CREATE SCHEMA IF NOT EXISTS " + schema, "DROP TYPE IF EXISTS " + e.name + " CASCADE",
+				"CREATE TYPE " + e.name + " AS ENUM (" + strings.Join(labels, ", ") + ")"} {
+				if _, err := c.Exec(ctx, q); err != nil {
+					return fmt.Errorf("creating the enum %s on the twin: %s", e.name, envelope.Message(err))
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// planSettings are the settings that change plans and their costs: the
+// twin's session takes the target's values, so a statement is planned
+// there as it is on the target.
+var planSettings = []string{
+	"work_mem", "hash_mem_multiplier", "maintenance_work_mem", "random_page_cost", "seq_page_cost", "effective_cache_size",
+	"effective_io_concurrency", "cpu_tuple_cost", "cpu_index_tuple_cost", "cpu_operator_cost", "default_statistics_target",
+	"jit", "jit_above_cost", "jit_inline_above_cost", "jit_optimize_above_cost", "from_collapse_limit", "join_collapse_limit",
+	"max_parallel_workers_per_gather", "plan_cache_mode", "enable_seqscan", "enable_indexscan", "enable_bitmapscan",
+	"enable_hashjoin", "enable_mergejoin", "enable_nestloop", "enable_sort", "enable_hashagg", "enable_partitionwise_join",
+}
+
+// settings gives the twin's session the target's planner settings (on a
+// lab cluster, its database too, for the experiments' own sessions).
+func settings(ctx context.Context, target, tw *pgx.Conn, lab bool) error {
+	rows, err := target.Query(ctx, envelope.Tag+`SELECT name, current_setting(name) FROM pg_settings WHERE name = ANY($1)`, planSettings)
+	if err != nil {
+		return fmt.Errorf("reading the target's planner settings: %s", envelope.Message(err))
+	}
+	type kv struct{ k, v string }
+	var all []kv
+	for rows.Next() {
+		var s kv
+		if rows.Scan(&s.k, &s.v) == nil {
+			all = append(all, s)
+		}
+	}
+	rows.Close()
+	var failed []string
+	for _, s := range all {
+		if _, err := tw.Exec(ctx, "SELECT set_config($1, $2, false)", s.k, s.v); err != nil {
+			failed = append(failed, s.k)
+			continue
+		}
+		if lab {
+			tw.Exec(ctx, fmt.Sprintf("ALTER DATABASE %s SET %s = '%s'", DBName, s.k, strings.ReplaceAll(s.v, "'", "''")))
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("the twin did not take the target's %s", strings.Join(failed, ", "))
+	}
+	return nil
+}

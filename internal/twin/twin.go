@@ -1,0 +1,358 @@
+// Package twin builds pgmedic's throwaway twin of a target database: the
+// tables an experiment needs, their definitions and rows, copied into a
+// lab cluster of the target's major version (or a scratch database the
+// user names), where experiments may write, build indexes and run
+// ANALYZE. Nothing is written to the target: its rows are read with COPY
+// ... TO STDOUT inside one read-only repeatable-read transaction, so every
+// table is copied as of the same moment.
+package twin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgmedic/pgmedic/internal/envelope"
+	"github.com/pgmedic/pgmedic/internal/lab"
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/pgversion"
+	"github.com/pgmedic/pgmedic/internal/printable"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
+)
+
+// DefaultMaxBytes bounds what a twin copies (--twin-max-size).
+const DefaultMaxBytes = 1 << 30
+
+// DBName is the twin's database in a lab cluster.
+const DBName = "pgmedic_twin"
+
+// Options configure Build.
+type Options struct {
+	// MaxBytes bounds the bytes of the tables copied (their heaps, as the
+	// target's catalog says); a set larger than that is copied as a
+	// sample of every table, the same fraction of each.
+	MaxBytes int64
+	// CopyTimeout is the target's statement_timeout while its rows are
+	// read; 10 minutes when zero.
+	CopyTimeout time.Duration
+	// DSN is a scratch database to use instead of a lab cluster
+	// (--twin-dsn): a staging database, a branch, a thin clone. Its
+	// tables of the same names are replaced.
+	DSN string
+	// Dir is where a lab cluster's files go; a new temporary directory,
+	// readable only by its owner, when empty.
+	Dir string
+	// Keep leaves the lab cluster running (--keep-twin).
+	Keep bool
+	Log  func(format string, args ...any)
+}
+
+// Table is one table as the twin holds it.
+type Table struct {
+	Ref model.RelRef
+	// Rows copied, and the bytes of COPY's binary stream that left the
+	// target for them.
+	Rows, Bytes int64
+	// Fraction is the share of the target's rows copied: 1 for a full
+	// copy, less for a sample.
+	Fraction float64
+}
+
+// Twin is a built twin: a connection to its database and what it holds.
+type Twin struct {
+	Conn   *pgx.Conn
+	Tables []Table
+	// Server is the twin's server ("PostgreSQL 17.10, lab cluster").
+	Server  string
+	Seconds float64
+	cluster *lab.Cluster
+	keep    bool
+}
+
+// Bytes is what left the target's server for the twin.
+func (t *Twin) Bytes() int64 {
+	var n int64
+	for _, tb := range t.Tables {
+		n += tb.Bytes
+	}
+	return n
+}
+
+// Sampled says whether any table is a sample rather than a full copy.
+func (t *Twin) Sampled() bool {
+	for _, tb := range t.Tables {
+		if tb.Fraction < 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// Where says where an experiment on the twin ran, for a verification:
+// "twin (PostgreSQL 17.10 lab cluster; full copy of public.orders,
+// 200,000 rows)" or "... sample of 12% of public.events ...".
+func (t *Twin) Where(ref model.RelRef) string {
+	for _, tb := range t.Tables {
+		if tb.Ref == ref {
+			what := "full copy"
+			if tb.Fraction < 1 {
+				what = fmt.Sprintf("sample of %.0f%%", 100*tb.Fraction)
+			}
+			return fmt.Sprintf("twin (%s; %s of %s, %s rows)", t.Server, what, name(ref), printable.Count(float64(tb.Rows)))
+		}
+	}
+	return "twin (" + t.Server + ")"
+}
+
+// Summary is one line for the report: what was copied and what it cost.
+func (t *Twin) Summary() string {
+	var names []string
+	for _, tb := range t.Tables {
+		n := name(tb.Ref)
+		if tb.Fraction < 1 {
+			n += fmt.Sprintf(" (sample of %.0f%%)", 100*tb.Fraction)
+		}
+		names = append(names, n)
+	}
+	return fmt.Sprintf("twin on %s: copied %s (%s rows, %s read from the target) in %.1f s", t.Server, strings.Join(names, ", "),
+		printable.Count(float64(t.rows())), printable.KB(float64(t.Bytes())/1024), t.Seconds)
+}
+
+func (t *Twin) rows() int64 {
+	var n int64
+	for _, tb := range t.Tables {
+		n += tb.Rows
+	}
+	return n
+}
+
+// Close ends the twin: the lab cluster is stopped and its directory
+// removed, unless it is to be kept.
+func (t *Twin) Close(ctx context.Context) {
+	if t.Conn != nil {
+		t.Conn.Close(ctx)
+	}
+	if t.cluster != nil && !t.keep {
+		t.cluster.Destroy(context.WithoutCancel(ctx))
+	}
+}
+
+// Kept says where a kept twin is, for the user.
+func (t *Twin) Kept() string {
+	if t.cluster == nil || !t.keep {
+		return ""
+	}
+	return fmt.Sprintf("the twin is kept: %s (remove it with pgmedic lab down --dir %s)", t.cluster.DSN(DBName), t.cluster.Dir)
+}
+
+// Build copies the tables into a new twin. target is pgmedic's session on
+// the target; snap is its snapshot (the tables' sizes); major the target's
+// major version. Tables that cannot be copied are left out, each with the
+// reason in skipped; an error means there is no twin at all.
+func Build(ctx context.Context, target *pgx.Conn, snap *model.Snapshot, refs []model.RelRef, o Options) (tw *Twin, skipped map[model.RelRef]string, err error) {
+	logf := o.Log
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	started := time.Now()
+	skipped = map[model.RelRef]string{}
+	var defs []*definition
+	var total int64
+	for _, r := range refs {
+		t := snap.Table(r)
+		if t == nil {
+			skipped[r] = "the table is not in the snapshot"
+			continue
+		}
+		d, why := define(ctx, target, t)
+		if why != "" {
+			skipped[r] = why
+			continue
+		}
+		defs = append(defs, d)
+		total += t.HeapBytes
+	}
+	if len(defs) == 0 {
+		return nil, skipped, errors.New("no table could be copied")
+	}
+	fraction := 1.0
+	maxBytes := o.MaxBytes
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxBytes
+	}
+	if total > maxBytes {
+		fraction = float64(maxBytes) / float64(total)
+	}
+	built := &Twin{keep: o.Keep}
+	// On any failure the half-built twin goes: its server stopped, its
+	// files removed.
+	defer func() {
+		if err != nil {
+			built.keep = false
+			built.Close(ctx)
+		}
+	}()
+	tw = built
+	if err := tw.open(ctx, snap, o, logf); err != nil {
+		return nil, skipped, err
+	}
+	if err := createTypes(ctx, tw.Conn, defs); err != nil {
+		return nil, skipped, err
+	}
+	for _, d := range defs {
+		if _, err := tw.Conn.Exec(ctx, d.create()); err != nil {
+			return nil, skipped, fmt.Errorf("creating %s on the twin: %s", name(d.ref), envelope.Message(err))
+		}
+	}
+	if err := settings(ctx, target, tw.Conn, o.DSN == ""); err != nil {
+		logf("twin: %v", err)
+	}
+	logf("twin: copying %d tables (%s of heap%s) from the target in one read-only snapshot", len(defs),
+		printable.KB(float64(total)/1024), sampleNote(fraction))
+	if err := tw.copyRows(ctx, target, defs, fraction, o.CopyTimeout); err != nil {
+		return nil, skipped, err
+	}
+	for _, d := range defs {
+		for _, q := range d.after() {
+			if _, err := tw.Conn.Exec(ctx, q); err != nil {
+				return nil, skipped, fmt.Errorf("building %s on the twin: %s", name(d.ref), envelope.Message(err))
+			}
+		}
+		if _, err := tw.Conn.Exec(ctx, "ANALYZE "+d.qualified()); err != nil {
+			return nil, skipped, fmt.Errorf("analysing %s on the twin: %s", name(d.ref), envelope.Message(err))
+		}
+	}
+	tw.Seconds = model.Round(time.Since(started).Seconds(), 1)
+	logf("%s", tw.Summary())
+	return tw, skipped, nil
+}
+
+func sampleNote(fraction float64) string {
+	if fraction >= 1 {
+		return ""
+	}
+	return fmt.Sprintf(", over the bound: a %.0f%% sample of each", 100*fraction)
+}
+
+// open starts the twin's server (a lab cluster of the target's major) or
+// connects to the scratch database, and connects.
+func (tw *Twin) open(ctx context.Context, snap *model.Snapshot, o Options, logf func(string, ...any)) error {
+	dsn := o.DSN
+	if dsn == "" {
+		major := pgversion.Major(snap.Server.VersionNum)
+		logf("twin: starting a PostgreSQL %d lab cluster", major)
+		c, err := lab.Create(ctx, lab.Options{Major: major, Dir: o.Dir, Log: logf})
+		if err != nil {
+			return fmt.Errorf("starting the twin's server: %w", err)
+		}
+		tw.cluster = c
+		admin, err := pgx.Connect(ctx, c.DSN("postgres"))
+		if err != nil {
+			return fmt.Errorf("connecting to the twin's server: %w", err)
+		}
+		_, err = admin.Exec(ctx, "CREATE DATABASE "+DBName)
+		admin.Close(ctx)
+		if err != nil {
+			return fmt.Errorf("creating the twin's database: %w", err)
+		}
+		dsn = c.DSN(DBName)
+		tw.Server = "PostgreSQL " + c.Server().Version + " lab cluster"
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		// The DSN is not repeated: it may hold a password.
+		return fmt.Errorf("connecting to the twin's database: %s", envelope.Message(err))
+	}
+	tw.Conn = conn
+	if tw.Server == "" {
+		var v string
+		conn.QueryRow(ctx, "SELECT current_setting('server_version')").Scan(&v)
+		tw.Server = "PostgreSQL " + v + ", --twin-dsn"
+	}
+	return nil
+}
+
+// copyRows streams every table's rows from the target into the twin: COPY
+// (SELECT ...) TO STDOUT in binary on the target, inside one read-only
+// repeatable-read transaction (one snapshot for all tables), piped into
+// COPY ... FROM STDIN on the twin. A sample is Bernoulli's: each row
+// with the same probability, so the sample keeps the table's value
+// distribution.
+func (tw *Twin) copyRows(ctx context.Context, target *pgx.Conn, defs []*definition, fraction float64, timeout time.Duration) error {
+	if timeout <= 0 {
+		timeout = 10 * time.Minute
+	}
+	return envelope.RolledBack(ctx, target, envelope.Snapshot, func() error {
+		if _, err := target.Exec(ctx, envelope.Tag+fmt.Sprintf("SET LOCAL statement_timeout = %d", timeout.Milliseconds())); err != nil {
+			return fmt.Errorf("setting the copy's statement_timeout: %s", envelope.Message(err))
+		}
+		for _, d := range defs {
+			src := "SELECT " + d.columnList() + " FROM " + d.qualified()
+			if fraction < 1 {
+				src += fmt.Sprintf(" TABLESAMPLE BERNOULLI (%.6f)", 100*fraction)
+			}
+			n, rows, err := pipe(ctx, target, tw.Conn,
+				envelope.Tag+"COPY ("+src+") TO STDOUT (FORMAT binary)",
+				"COPY "+d.qualified()+" ("+d.columnList()+") FROM STDIN (FORMAT binary)")
+			if err != nil {
+				return fmt.Errorf("copying %s: %w", name(d.ref), err)
+			}
+			tw.Tables = append(tw.Tables, Table{Ref: d.ref, Rows: rows, Bytes: n, Fraction: fraction})
+		}
+		return nil
+	})
+}
+
+// pipe runs COPY TO on from and COPY FROM on to, streaming between them;
+// it returns the bytes streamed and the rows written.
+func pipe(ctx context.Context, from, to *pgx.Conn, out, in string) (int64, int64, error) {
+	pr, pw := io.Pipe()
+	counted := &counter{r: pr}
+	done := make(chan error, 1)
+	go func() {
+		_, err := from.PgConn().CopyTo(ctx, pw, out)
+		pw.CloseWithError(err)
+		done <- err
+	}()
+	tag, err := to.PgConn().CopyFrom(ctx, counted, in)
+	if err != nil {
+		pr.CloseWithError(err)
+	}
+	if rerr := <-done; rerr != nil {
+		return counted.n, 0, fmt.Errorf("reading the target: %s", envelope.Message(rerr))
+	}
+	if err != nil {
+		return counted.n, 0, fmt.Errorf("writing the twin: %s", envelope.Message(err))
+	}
+	return counted.n, tag.RowsAffected(), nil
+}
+
+type counter struct {
+	r io.Reader
+	n int64
+}
+
+func (c *counter) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.n += int64(n)
+	return n, err
+}
+
+func name(r model.RelRef) string {
+	if r.Schema == "" {
+		return r.Name
+	}
+	return r.Schema + "." + r.Name
+}
+
+func quote(r model.RelRef) string {
+	if r.Schema == "" {
+		return sqlparse.QuoteIdent(r.Name)
+	}
+	return sqlparse.QuoteIdent(r.Schema) + "." + sqlparse.QuoteIdent(r.Name)
+}
