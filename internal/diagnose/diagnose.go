@@ -70,7 +70,7 @@ type Options struct {
 	TwinDSN      string
 	TwinMaxBytes int64
 	KeepTwin     bool
-	Log func(format string, args ...any)
+	Log          func(format string, args ...any)
 }
 
 // InputError is a problem with what pgmedic was pointed at or given (a

@@ -13,54 +13,72 @@ import (
 
 // onTwin are the experiments that need writes (an index built, a fresh
 // ANALYZE on a copy): with --twin they run on the twin, never on the
-// target.
-var onTwin = []string{model.ExpIndex, model.ExpMisestimate}
+// target. copiesOnTwin read the target as it is and make their copy on
+// the twin (a compact copy of a bloated table, the same keys in order).
+var (
+	onTwin       = []string{model.ExpIndex}
+	copiesOnTwin = []string{model.ExpTableStats, model.ExpIndexStats, model.ExpMisestimate}
+)
 
-// verifyWithTwin runs the experiments: those that need writes on a twin
-// of the tables they read, the others on the target as always. It
-// returns the findings, what was skipped, and the twin's line for the
-// report.
+// verifyWithTwin runs the experiments with a twin of the tables they
+// need: those that write run there, those that read the target as it is
+// run on the target and make their copies there, and the rest run on
+// the target as always. It returns the findings, what was skipped, and
+// the twin's line for the report.
 func (o Options) verifyWithTwin(ctx context.Context, sess *envelope.Session, snap *model.Snapshot, findings []model.Finding) ([]model.Finding, []model.Skip, string) {
 	var here, there []model.Finding
 	var refs []model.RelRef
 	for _, f := range findings {
-		if f.Experiment != nil && slices.Contains(onTwin, f.Experiment.Kind) {
-			there = append(there, f)
-			if !slices.Contains(refs, f.Experiment.Table) {
-				refs = append(refs, f.Experiment.Table)
-			}
+		if f.Experiment == nil {
+			here = append(here, f)
 			continue
 		}
-		here = append(here, f)
-	}
-	here, skipped := o.engine(sess).Run(ctx, snap, here)
-	if len(there) == 0 {
-		return here, skipped, ""
-	}
-	notRun := func(why string) ([]model.Finding, []model.Skip, string) {
-		for i := range there {
-			there[i].Verification = model.NotRunBecause(why)
+		k := f.Experiment.Kind
+		if slices.Contains(onTwin, k) || slices.Contains(copiesOnTwin, k) {
+			refs = addRefs(refs, snap, f.Experiment)
 		}
-		return append(here, there...), append(skipped, model.Skip{Rule: "twin", Reason: why}), ""
+		if slices.Contains(onTwin, k) {
+			there = append(there, f)
+		} else {
+			here = append(here, f)
+		}
+	}
+	target := o.engine(sess)
+	if len(refs) == 0 {
+		out, skipped := target.Run(ctx, snap, findings)
+		return out, skipped, ""
 	}
 	// The copy reads the target: the load rule holds for it as for any
 	// experiment.
-	if why := verify.LoadRule(snap.Activity, serverCores(o.ServerCores, sess.Target.Host)); why != "" {
-		return notRun("no twin: " + why)
+	why := verify.LoadRule(snap.Activity, serverCores(o.ServerCores, sess.Target.Host))
+	var tw *twin.Twin
+	var left map[model.RelRef]string
+	if why == "" {
+		o.logf("building the twin: %d tables", len(refs))
+		var err error
+		tw, left, err = twin.Build(ctx, sess.Conn, snap, refs, twin.Options{MaxBytes: o.TwinMaxBytes, DSN: o.TwinDSN,
+			Keep: o.KeepTwin, CopyTimeout: o.CopyTimeout, Log: o.Log})
+		if err != nil {
+			why = err.Error()
+		}
 	}
-	o.logf("building the twin: %d tables", len(refs))
-	tw, left, err := twin.Build(ctx, sess.Conn, snap, refs, twin.Options{MaxBytes: o.TwinMaxBytes, DSN: o.TwinDSN,
-		Keep: o.KeepTwin, CopyTimeout: o.CopyTimeout, Log: o.Log})
-	if err != nil {
-		return notRun("no twin: " + err.Error())
+	if tw == nil {
+		for i := range there {
+			there[i].Verification = model.NotRunBecause("no twin: " + why)
+		}
+		out, skipped := target.Run(ctx, snap, here)
+		return append(out, there...), append(skipped, model.Skip{Rule: "twin", Reason: "no twin: " + why}), ""
 	}
 	defer tw.Close(context.WithoutCancel(ctx))
 	if k := tw.Kept(); k != "" {
 		o.logf("%s", k)
 	}
+	twSnap := twinSnapshot(ctx, snap, tw)
+	target.Copies = &verify.Copies{Conn: tw.Conn, Where: tw.Where, Fraction: tw.Fraction, Snap: twSnap}
+	here, skipped := target.Run(ctx, snap, here)
 	var copied []model.Finding
 	for _, f := range there {
-		if why, ok := left[f.Experiment.Table]; ok {
+		if why, ok := left[normalRef(snap, f.Experiment.Table)]; ok {
 			f.Verification = model.NotRunBecause("the twin could not hold " + f.Experiment.Table.Name + ": " + why)
 			here = append(here, f)
 			continue
@@ -69,13 +87,45 @@ func (o Options) verifyWithTwin(ctx context.Context, sess *envelope.Session, sna
 	}
 	eng := o.engine(sess)
 	eng.Conn, eng.Lab = tw.Conn, true
-	copied, more := eng.Run(ctx, twinSnapshot(ctx, snap, tw), copied)
+	copied, more := eng.Run(ctx, twSnap, copied)
 	for i := range copied {
 		if copied[i].Experiment != nil {
 			copied[i].Verification.Where = tw.Where(copied[i].Experiment.Table)
 		}
 	}
 	return append(here, copied...), append(skipped, more...), tw.Summary()
+}
+
+// normalRef is a reference with the schema the snapshot's table has.
+func normalRef(snap *model.Snapshot, r model.RelRef) model.RelRef {
+	if t := snap.Table(r); t != nil {
+		return model.RelRef{Schema: t.Schema, Name: t.Name}
+	}
+	return r
+}
+
+// addRefs adds the tables an experiment needs on the twin: its table, and
+// every other table its statement reads (a join must find them there).
+func addRefs(refs []model.RelRef, snap *model.Snapshot, exp *model.Experiment) []model.RelRef {
+	add := func(r model.RelRef) {
+		r = normalRef(snap, r)
+		if !slices.Contains(refs, r) {
+			refs = append(refs, r)
+		}
+	}
+	add(exp.Table)
+	st := exp.Stmt
+	if st == nil && exp.Query != "" {
+		st, _ = sqlparse.Parse(exp.Query)
+	}
+	if st != nil {
+		for _, rel := range st.Relations() {
+			if snap.Table(model.RelRef{Schema: rel.Schema, Name: rel.Name}) != nil {
+				add(model.RelRef{Schema: rel.Schema, Name: rel.Name})
+			}
+		}
+	}
+	return refs
 }
 
 // twinSnapshot is the target's snapshot as the twin's experiments read

@@ -77,4 +77,3 @@ func TestRestoreSymlinks(t *testing.T) {
 		t.Error("a broken list was accepted")
 	}
 }
-

@@ -6,8 +6,8 @@ import (
 	"strings"
 
 	"github.com/pgmedic/pgmedic/internal/model"
-	"github.com/pgmedic/pgmedic/internal/sqlparse"
 	"github.com/pgmedic/pgmedic/internal/printable"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
 // Sessions is what the report says of the sampled sessions: average

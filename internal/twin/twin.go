@@ -83,6 +83,26 @@ func (t *Twin) Bytes() int64 {
 	return n
 }
 
+// Fraction is the share of a table's rows the twin holds (0 when it does
+// not hold the table).
+func (t *Twin) Fraction(ref model.RelRef) float64 {
+	if tb := t.find(ref); tb != nil {
+		return tb.Fraction
+	}
+	return 0
+}
+
+// find is the table a reference names: a reference without a schema (as
+// a statement writes it) matches by name.
+func (t *Twin) find(ref model.RelRef) *Table {
+	for i, tb := range t.Tables {
+		if tb.Ref.Name == ref.Name && (ref.Schema == "" || tb.Ref.Schema == ref.Schema) {
+			return &t.Tables[i]
+		}
+	}
+	return nil
+}
+
 // Sampled says whether any table is a sample rather than a full copy.
 func (t *Twin) Sampled() bool {
 	for _, tb := range t.Tables {
@@ -97,14 +117,12 @@ func (t *Twin) Sampled() bool {
 // "twin (PostgreSQL 17.10 lab cluster; full copy of public.orders,
 // 200,000 rows)" or "... sample of 12% of public.events ...".
 func (t *Twin) Where(ref model.RelRef) string {
-	for _, tb := range t.Tables {
-		if tb.Ref == ref {
-			what := "full copy"
-			if tb.Fraction < 1 {
-				what = fmt.Sprintf("sample of %.0f%%", 100*tb.Fraction)
-			}
-			return fmt.Sprintf("twin (%s; %s of %s, %s rows)", t.Server, what, name(ref), printable.Count(float64(tb.Rows)))
+	if tb := t.find(ref); tb != nil {
+		what := "full copy"
+		if tb.Fraction < 1 {
+			what = fmt.Sprintf("sample of %.0f%%", 100*tb.Fraction)
 		}
+		return fmt.Sprintf("twin (%s; %s of %s, %s rows)", t.Server, what, name(tb.Ref), printable.Count(float64(tb.Rows)))
 	}
 	return "twin (" + t.Server + ")"
 }

@@ -379,9 +379,32 @@ func blocksTouched(b plan.Buffers) int64 {
 }
 
 // copyAllowed says whether experiments may build temporary copies.
-func (e *Engine) copyAllowed() bool { return e.Lab || e.VerifyIndexes }
+func (e *Engine) copyAllowed() bool { return e.Lab || e.VerifyIndexes || e.Copies != nil }
 
-const copyHint = "pass --verify-indexes to compare with a temporary copy"
+const copyHint = "pass --verify-indexes (or --twin) to compare with a temporary copy"
+
+// Copies is where the copy half of a measurement runs when it may not run
+// on the target: the twin, whose tables hold the target's rows. The half
+// that reads the target as it is (pgstattuple, pgstatindex, sizes) stays
+// on the target.
+type Copies struct {
+	Conn envelope.Conn
+	// Where says where a table's copy is, for the verification, and
+	// Fraction which share of the table's rows it holds (1 for all).
+	Where    func(model.RelRef) string
+	Fraction func(model.RelRef) float64
+	// Snap is the snapshot as the copies' server sees it (its oids).
+	Snap *model.Snapshot
+}
+
+// copySide is the connection the copy half runs on, and where that is
+// ("" for the target).
+func (e *Engine) copySide(t model.RelRef) (envelope.Conn, string) {
+	if e.Copies != nil {
+		return e.Copies.Conn, e.Copies.Where(t)
+	}
+	return e.Conn, ""
+}
 
 // indexStats reads pgstatindex figures of an existing index: random keys
 // leave leaves about 70% full and fragmented, ordered keys about 90% and
@@ -436,16 +459,21 @@ func (e *Engine) indexStats(ctx context.Context, snap *model.Snapshot, f *model.
 		return
 	}
 	var ordered float64
-	err = e.inTempTransaction(ctx, func() error {
+	conn, where := e.copySide(exp.Table)
+	err = e.inTempTransaction(ctx, conn, func() error {
 		for _, q := range []string{
+			"CREATE EXTENSION IF NOT EXISTS pgstattuple",
 			"CREATE TEMP TABLE pgmedic_keys (k " + col.Type + " PRIMARY KEY)",
 			"INSERT INTO pgmedic_keys SELECT " + sqlparse.QuoteIdent(col.Name) + " FROM " + sqlparse.QuoteIdent(t.Schema) + "." + sqlparse.QuoteIdent(t.Name) + " WHERE " + sqlparse.QuoteIdent(col.Name) + " IS NOT NULL ORDER BY 1",
 		} {
-			if _, err := e.Conn.Exec(ctx, envelope.Tag+q); err != nil {
+			if strings.HasPrefix(q, "CREATE EXTENSION") && where == "" {
+				continue // the target already has it (checked above)
+			}
+			if _, err := conn.Exec(ctx, envelope.Tag+q); err != nil {
 				return err
 			}
 		}
-		return e.Conn.QueryRow(ctx, envelope.Tag+"SELECT avg_leaf_density FROM pgstatindex('pg_temp.pgmedic_keys_pkey')").Scan(&ordered)
+		return conn.QueryRow(ctx, envelope.Tag+"SELECT avg_leaf_density FROM pgstatindex('pg_temp.pgmedic_keys_pkey')").Scan(&ordered)
 	})
 	if err != nil {
 		f.Verification = model.Verification{Status: model.NotRun, Method: "pgstatindex",
@@ -453,7 +481,7 @@ func (e *Engine) indexStats(ctx context.Context, snap *model.Snapshot, f *model.
 		return
 	}
 	f.Evidence = append(f.Evidence, model.Evidence{Label: "leaf density of the same keys inserted in order (temporary B-tree)", Value: model.Round(ordered, 2), Unit: "%"})
-	f.Verification = model.Verification{Status: model.Confirmed,
+	f.Verification = model.Verification{Status: model.Confirmed, Where: where,
 		Method: "pgstatindex of the index as it is, and of a temporary B-tree with the same keys inserted in ascending order (rolled back)",
 		Before: &model.Measure{Value: model.Round(density, 2), Unit: "% leaf density", HigherIsBetter: true},
 		After:  &model.Measure{Value: model.Round(ordered, 2), Unit: "% leaf density", HigherIsBetter: true}}
@@ -463,11 +491,11 @@ func (e *Engine) indexStats(ctx context.Context, snap *model.Snapshot, f *model.
 	}
 }
 
-// inTempTransaction runs fn in a read-write transaction that is always
-// rolled back; callers create only temporary objects in it.
-func (e *Engine) inTempTransaction(ctx context.Context, fn func() error) error {
-	return envelope.RolledBack(ctx, e.Conn, envelope.ReadWrite, func() error {
-		if _, err := e.Conn.Exec(ctx, envelope.Tag+"SET LOCAL statement_timeout = '"+e.copyTimeout()+"'"); err != nil {
+// inTempTransaction runs fn in a read-write transaction on conn that is
+// always rolled back; callers create only temporary objects in it.
+func (e *Engine) inTempTransaction(ctx context.Context, conn envelope.Conn, fn func() error) error {
+	return envelope.RolledBack(ctx, conn, envelope.ReadWrite, func() error {
+		if _, err := conn.Exec(ctx, envelope.Tag+"SET LOCAL statement_timeout = '"+e.copyTimeout()+"'"); err != nil {
 			return err
 		}
 		return fn()
@@ -509,22 +537,33 @@ func (e *Engine) tableStats(ctx context.Context, snap *model.Snapshot, f *model.
 		return
 	}
 	var now, compact int64
-	err := e.inTempTransaction(ctx, func() error {
-		qt := sqlparse.QuoteIdent(t.Schema) + "." + sqlparse.QuoteIdent(t.Name)
-		if err := e.Conn.QueryRow(ctx, envelope.Tag+"SELECT pg_relation_size($1::regclass)", qt).Scan(&now); err != nil {
-			return err
-		}
-		if _, err := e.Conn.Exec(ctx, envelope.Tag+"CREATE TEMP TABLE "+copyName+" AS SELECT * FROM "+qt); err != nil {
-			return err
-		}
-		return e.Conn.QueryRow(ctx, envelope.Tag+"SELECT pg_relation_size('pg_temp."+copyName+"')").Scan(&compact)
+	qt := sqlparse.QuoteIdent(t.Schema) + "." + sqlparse.QuoteIdent(t.Name)
+	err := e.readOnly(ctx, func() error {
+		return e.Conn.QueryRow(ctx, envelope.Tag+"SELECT pg_relation_size($1::regclass)", qt).Scan(&now)
 	})
+	conn, where := e.copySide(f.Experiment.Table)
+	if err == nil {
+		err = e.inTempTransaction(ctx, conn, func() error {
+			if _, err := conn.Exec(ctx, envelope.Tag+"CREATE TEMP TABLE "+copyName+" AS SELECT * FROM "+qt); err != nil {
+				return err
+			}
+			return conn.QueryRow(ctx, envelope.Tag+"SELECT pg_relation_size('pg_temp."+copyName+"')").Scan(&compact)
+		})
+	}
 	if err != nil {
 		f.Verification = model.NotRunBecause(strings.Join(append(notes, "copying the live rows failed: "+envelope.Message(err)), "; "))
 		return
 	}
 	before, after := float64(now)/(1<<20), float64(compact)/(1<<20)
-	f.Verification = model.Verification{
+	if e.Copies != nil && e.Copies.Fraction != nil {
+		if fr := e.Copies.Fraction(f.Experiment.Table); fr > 0 && fr < 1 {
+			// A sample's compact size, scaled to all the rows: an estimate,
+			// and said to be one.
+			after /= fr
+			notes = append(notes, fmt.Sprintf("the compact size is scaled from a %.0f%% sample", 100*fr))
+		}
+	}
+	f.Verification = model.Verification{Where: where,
 		Method: "heap size now vs a compact temporary copy of its live rows (what VACUUM FULL or pg_repack would leave), rolled back; " + strings.Join(notes, "; "),
 		Before: &model.Measure{Value: model.Round(before, 2), Unit: "MB"}, After: &model.Measure{Value: model.Round(after, 2), Unit: "MB"}}
 	judge(f, before, after)
@@ -592,16 +631,23 @@ func (e *Engine) misestimate(ctx context.Context, snap *model.Snapshot, f *model
 			Reason: fmt.Sprintf("measured a %.0fx misestimate; %s analysed afresh", before, copyHint)}
 		return
 	}
-	t := snap.Table(exp.Table)
+	// The misestimate as the target plans it is measured above; the
+	// analysed copy is made on the twin when there is one.
+	copier, t, where := e, snap.Table(exp.Table), ""
+	if e.Copies != nil {
+		c := *e
+		c.Conn, c.Lab, c.Copies = e.Copies.Conn, true, nil
+		copier, t, where = &c, e.Copies.Snap.Table(exp.Table), e.Copies.Where(exp.Table)
+	}
 	if t == nil {
 		return
 	}
-	after, why := e.misestimateOnCopy(ctx, t, stmt, b, exp.Table)
+	after, why := copier.misestimateOnCopy(ctx, t, stmt, b, exp.Table)
 	if why != "" {
 		f.Verification = model.Verification{Status: model.NotRun, Method: method, Reason: why}
 		return
 	}
-	f.Verification = model.Verification{Method: method + "; then the same on a temporary copy of the table analysed afresh (rolled back)",
+	f.Verification = model.Verification{Where: where, Method: method + "; then the same on a temporary copy of the table analysed afresh (rolled back)",
 		Before: &model.Measure{Value: model.Round(before, 2), Unit: "x misestimate"}, After: &model.Measure{Value: model.Round(after, 2), Unit: "x misestimate"}}
 	if after <= before/10 {
 		f.Verification.Status = model.Confirmed

@@ -51,6 +51,9 @@ type Engine struct {
 	// AllowFunctions are VOLATILE functions the user vouched for
 	// (--allow-function): statements calling them may be executed.
 	AllowFunctions []string
+	// Copies, when set, is where copies are made and measured (the twin);
+	// the target is then only read.
+	Copies *Copies
 	// CPU samples pgmedic's own backend while a CPU hot spot's statement
 	// is re-run (perf on the database server); nil when there is none.
 	CPU profile.CPU
