@@ -538,17 +538,27 @@ func (e *Engine) tableStats(ctx context.Context, snap *model.Snapshot, f *model.
 	}
 	var now, compact int64
 	qt := sqlparse.QuoteIdent(t.Schema) + "." + sqlparse.QuoteIdent(t.Name)
-	err := e.readOnly(ctx, func() error {
-		return e.Conn.QueryRow(ctx, envelope.Tag+"SELECT pg_relation_size($1::regclass)", qt).Scan(&now)
-	})
 	conn, where := e.copySide(f.Experiment.Table)
-	if err == nil {
+	copyLive := func() error {
+		if _, err := conn.Exec(ctx, envelope.Tag+"CREATE TEMP TABLE "+copyName+" AS SELECT * FROM "+qt); err != nil {
+			return err
+		}
+		return conn.QueryRow(ctx, envelope.Tag+"SELECT pg_relation_size('pg_temp."+copyName+"')").Scan(&compact)
+	}
+	size := func() error {
+		return e.Conn.QueryRow(ctx, envelope.Tag+"SELECT pg_relation_size($1::regclass)", qt).Scan(&now)
+	}
+	var err error
+	if where == "" {
+		// One transaction on the target: its size, then the copy.
 		err = e.inTempTransaction(ctx, conn, func() error {
-			if _, err := conn.Exec(ctx, envelope.Tag+"CREATE TEMP TABLE "+copyName+" AS SELECT * FROM "+qt); err != nil {
+			if err := size(); err != nil {
 				return err
 			}
-			return conn.QueryRow(ctx, envelope.Tag+"SELECT pg_relation_size('pg_temp."+copyName+"')").Scan(&compact)
+			return copyLive()
 		})
+	} else if err = e.readOnly(ctx, size); err == nil {
+		err = e.inTempTransaction(ctx, conn, copyLive)
 	}
 	if err != nil {
 		f.Verification = model.NotRunBecause(strings.Join(append(notes, "copying the live rows failed: "+envelope.Message(err)), "; "))
