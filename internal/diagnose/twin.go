@@ -86,7 +86,7 @@ func (o Options) verifyWithTwin(ctx context.Context, sess *envelope.Session, sna
 		copied = append(copied, f)
 	}
 	eng := o.engine(sess)
-	eng.Conn, eng.Lab = tw.Conn, true
+	eng.Conn, eng.Lab, eng.InPlace = tw.Conn, true, true
 	copied, more := eng.Run(ctx, twSnap, copied)
 	for i := range copied {
 		if copied[i].Experiment != nil {

@@ -51,6 +51,9 @@ type Engine struct {
 	// AllowFunctions are VOLATILE functions the user vouched for
 	// (--allow-function): statements calling them may be executed.
 	AllowFunctions []string
+	// InPlace says the connection is a twin's: its tables are throwaway
+	// copies already, and an index is tried on them directly.
+	InPlace bool
 	// Copies, when set, is where copies are made and measured (the twin);
 	// the target is then only read.
 	Copies *Copies
