@@ -30,6 +30,10 @@ func TestCheckTwin(t *testing.T) {
 		"CREATE TABLE payments (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, merchant int NOT NULL, state text NOT NULL, cents bigint NOT NULL, created timestamptz NOT NULL)",
 		"INSERT INTO payments (merchant, state, cents, created) SELECT g % 4000, (ARRAY['new','settled','refunded'])[1 + g % 3], g % 99999, now() - g * interval '1 s' FROM generate_series(1, 150000) g",
 		"VACUUM ANALYZE payments",
+		"CREATE TABLE outbox (id bigint PRIMARY KEY, body text NOT NULL, taken_by int, taken_at timestamptz)",
+		"INSERT INTO outbox SELECT g, 'message ' || g FROM generate_series(1, 5000) g",
+		"CREATE INDEX outbox_open_idx ON outbox (id) WHERE taken_at IS NULL",
+		"VACUUM ANALYZE outbox",
 		"SELECT pg_stat_statements_reset()",
 	} {
 		if _, err := db.Exec(ctx, q); err != nil {
@@ -43,7 +47,18 @@ func TestCheckTwin(t *testing.T) {
 		}
 		rows.Close()
 	}
+	// A claim that picks rows without locking them, run by one worker here:
+	// the race it allows shows only with several, on the twin.
+	for i := 0; i < 10; i++ {
+		if _, err := db.Exec(ctx, "UPDATE outbox o SET taken_by = $1, taken_at = now() FROM (SELECT id FROM outbox WHERE taken_at IS NULL ORDER BY id LIMIT 5) s WHERE o.id = s.id", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Counters reach pg_stat_database when a backend flushes its
+	// statistics, up to a second after its statements: this session's
+	// writes are flushed first, and pgmedic's sessions have ended.
 	writes := func() (n int64) {
+		db.Exec(ctx, "SELECT pg_stat_force_next_flush()")
 		db.QueryRow(ctx, "SELECT tup_inserted + tup_updated + tup_deleted FROM pg_stat_database WHERE datname = 'twin_target'").Scan(&n)
 		return n
 	}
@@ -99,6 +114,16 @@ func TestCheckTwin(t *testing.T) {
 	rows.Close()
 	if seen == 0 {
 		t.Error("pg_stat_statements shows none of pgmedic's statements: the check above looked at nothing")
+	}
+	code, out, errOut := run(t, "check", cluster.DSN("twin_target"), "--format", "json", "--rules", "queue-claim-race", "--sample", "0", "--twin")
+	var race struct{ Findings []model.Finding }
+	json.Unmarshal([]byte(out), &race)
+	if code != 1 || len(race.Findings) != 1 || race.Findings[0].Verification.Status != model.Confirmed || race.Findings[0].Verification.Before.Value == 0 ||
+		race.Findings[0].Verification.After.Value != 0 || !strings.Contains(race.Findings[0].Verification.Where, "full copy of public.outbox") {
+		t.Errorf("the claim race on the twin: exit %d, %s %s", code, out, errOut)
+	}
+	if after := writes(); after != before {
+		t.Errorf("the race wrote to the target: write counters %d -> %d", before, after)
 	}
 	if n := len(lab.Leftovers()); n != leftovers {
 		t.Errorf("the twin's cluster was left behind (%d leftovers, %d before)", n, leftovers)

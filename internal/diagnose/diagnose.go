@@ -9,6 +9,7 @@ package diagnose
 import (
 	"context"
 	"fmt"
+	"github.com/jackc/pgx/v5"
 	"net"
 	"os"
 	"runtime"
@@ -180,7 +181,13 @@ func Check(ctx context.Context, dsn, version string, o Options, min model.Severi
 		if o.Twin || o.TwinDSN != "" {
 			findings, more, twinLine = o.verifyWithTwin(ctx, sess, snap, findings)
 		} else {
-			findings, more = o.engine(sess).Run(ctx, snap, findings)
+			eng := o.engine(sess)
+			if o.Lab {
+				// A lab database is throwaway: experiments that need
+				// concurrent writers run on it.
+				eng.Workers = func(ctx context.Context) (*pgx.Conn, error) { return pgx.Connect(ctx, dsn) }
+			}
+			findings, more = eng.Run(ctx, snap, findings)
 		}
 		skipped = append(skipped, more...)
 		rules.Sort(findings)

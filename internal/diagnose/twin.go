@@ -16,7 +16,7 @@ import (
 // target. copiesOnTwin read the target as it is and make their copy on
 // the twin (a compact copy of a bloated table, the same keys in order).
 var (
-	onTwin       = []string{model.ExpIndex}
+	onTwin       = []string{model.ExpIndex, model.ExpClaimRace}
 	copiesOnTwin = []string{model.ExpTableStats, model.ExpIndexStats, model.ExpMisestimate}
 )
 
@@ -86,7 +86,7 @@ func (o Options) verifyWithTwin(ctx context.Context, sess *envelope.Session, sna
 		copied = append(copied, f)
 	}
 	eng := o.engine(sess)
-	eng.Conn, eng.Lab, eng.InPlace = tw.Conn, true, true
+	eng.Conn, eng.Lab, eng.InPlace, eng.Workers = tw.Conn, true, true, tw.Connect
 	copied, more := eng.Run(ctx, twSnap, copied)
 	for i := range copied {
 		if copied[i].Experiment != nil {

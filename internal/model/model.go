@@ -468,6 +468,10 @@ const (
 	// ExpHotspot re-runs a CPU hot spot's statement as the application
 	// ran it and with the fix while perf records pgmedic's own backend.
 	ExpHotspot = "hotspot"
+	// ExpClaimRace runs a queue's claim from concurrent workers as
+	// written and with FOR UPDATE SKIP LOCKED, counting rows claimed
+	// twice (on a twin or a lab database only).
+	ExpClaimRace = "claim-race"
 )
 
 // IndexProposal is an index a rule proposes, as fields rather than SQL
@@ -559,6 +563,8 @@ type Experiment struct {
 	// type at Param, instead of rewriting the text.
 	ClientTypes []string `json:",omitempty"`
 	Param       int      `json:",omitempty"`
+	// Rewrite is the fixed statement a claim race runs on its second side.
+	Rewrite string `json:",omitempty"`
 	// Hotspot is the kind of CPU hot spot a hotspot experiment measures
 	// (one of the cpu-hotspot rule's kinds: jit, timezone, ...).
 	Hotspot string `json:",omitempty"`

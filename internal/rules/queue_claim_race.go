@@ -80,6 +80,11 @@ func queueClaimRace(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 			reason = "serialisation shows as lock waits; pgmedic samples them but does not start concurrent writers on a target"
 		}
 		f.Verification = model.Verification{Status: model.NotRun, Method: "parse tree of the statement; plan inspection; pg_stat_activity lock-wait samples", Reason: reason}
+		if c.Lock == sqlparse.LockNone && sh.Command != "SELECT" && c.Rewrite != "" {
+			// The race itself runs where pgmedic may write: a twin or the lab.
+			f.Experiment = &model.Experiment{Kind: model.ExpClaimRace, Query: st.Query, Stmt: st.Parsed, QueryID: st.QueryID,
+				Role: st.Role, Calls: st.Calls, Rows: st.Rows, Table: c.Table, Rewrite: c.Rewrite}
+		}
 		out = append(out, f)
 	}
 	return out, nil

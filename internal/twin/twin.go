@@ -72,6 +72,13 @@ type Twin struct {
 	Seconds float64
 	cluster *lab.Cluster
 	keep    bool
+	dsn     string
+}
+
+// Connect opens another session on the twin's database (for experiments
+// that need concurrent workers), with the target's planner settings.
+func (t *Twin) Connect(ctx context.Context) (*pgx.Conn, error) {
+	return pgx.Connect(ctx, t.dsn)
 }
 
 // Bytes is what left the target's server for the twin.
@@ -281,6 +288,7 @@ func (tw *Twin) open(ctx context.Context, snap *model.Snapshot, o Options, logf 
 		dsn = c.DSN(DBName)
 		tw.Server = "PostgreSQL " + c.Server().Version + " lab cluster"
 	}
+	tw.dsn = dsn
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		// The DSN is not repeated: it may hold a password.

@@ -65,7 +65,11 @@ func TestBuild(t *testing.T) {
 	var wantRows int64
 	var wantSum string
 	owner.QueryRow(ctx, checksum).Scan(&wantRows, &wantSum)
+	// Counters reach pg_stat_database when a backend flushes its
+	// statistics, up to a second after its statements: this session's
+	// writes are flushed first, and pgmedic's sessions have ended.
 	writes := func() (n int64) {
+		owner.Exec(ctx, "SELECT pg_stat_force_next_flush()")
 		owner.QueryRow(ctx, "SELECT tup_inserted + tup_updated + tup_deleted FROM pg_stat_database WHERE datname = 'shop'").Scan(&n)
 		return n
 	}

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgmedic/pgmedic/internal/envelope"
@@ -51,6 +52,10 @@ type Engine struct {
 	// AllowFunctions are VOLATILE functions the user vouched for
 	// (--allow-function): statements calling them may be executed.
 	AllowFunctions []string
+	// Workers opens more sessions on the same database, for experiments
+	// that need concurrency (a claim race). Set only for a twin or a lab
+	// database: on a target such experiments do not run.
+	Workers func(ctx context.Context) (*pgx.Conn, error)
 	// InPlace says the connection is a twin's: its tables are throwaway
 	// copies already, and an index is tried on them directly.
 	InPlace bool
@@ -171,6 +176,7 @@ var experiments = []struct {
 	{model.ExpTableStats, (*Engine).tableStats},
 	{model.ExpMisestimate, (*Engine).misestimate},
 	{model.ExpHotspot, (*Engine).hotspot},
+	{model.ExpClaimRace, (*Engine).claimRace},
 }
 
 // busy applies the envelope's load rule: no experiments when active
