@@ -306,9 +306,10 @@ func (tw *Twin) open(ctx context.Context, snap *model.Snapshot, o Options, logf 
 // copyRows streams every table's rows from the target into the twin: COPY
 // (SELECT ...) TO STDOUT in binary on the target, inside one read-only
 // repeatable-read transaction (one snapshot for all tables), piped into
-// COPY ... FROM STDIN on the twin. A sample is Bernoulli's: each row
-// with the same probability, so the sample keeps the table's value
-// distribution.
+// COPY ... FROM STDIN on the twin. A sample is TABLESAMPLE SYSTEM's:
+// whole pages picked at random, so the target reads only the pages
+// sampled (BERNOULLI would read every page of a table ten times the
+// bound to keep a tenth of its rows).
 func (tw *Twin) copyRows(ctx context.Context, target *pgx.Conn, defs []*definition, fraction float64, timeout time.Duration) error {
 	if timeout <= 0 {
 		timeout = 10 * time.Minute
@@ -320,7 +321,7 @@ func (tw *Twin) copyRows(ctx context.Context, target *pgx.Conn, defs []*definiti
 		for _, d := range defs {
 			src := "SELECT " + d.columnList() + " FROM " + d.qualified()
 			if fraction < 1 {
-				src += fmt.Sprintf(" TABLESAMPLE BERNOULLI (%.6f)", 100*fraction)
+				src += fmt.Sprintf(" TABLESAMPLE SYSTEM (%.6f)", 100*fraction)
 			}
 			n, rows, err := pipe(ctx, target, tw.Conn,
 				envelope.Tag+"COPY ("+src+") TO STDOUT (FORMAT binary)",
