@@ -9,7 +9,7 @@
 set -euo pipefail
 rows=${1:-14000000}
 . scripts/lab.sh
-psql -c "CREATE TABLE events (id bigint PRIMARY KEY, account int NOT NULL, kind text NOT NULL, payload text NOT NULL, at timestamptz NOT NULL)"
+psql -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" -c "CREATE TABLE events (id bigint PRIMARY KEY, account int NOT NULL, kind text NOT NULL, payload text NOT NULL, at timestamptz NOT NULL)"
 start=$(date +%s)
 psql -c "INSERT INTO events SELECT g, g % 50000, 'k' || (g % 20), repeat(md5(g::text), 3), now() - g * interval '1 s' FROM generate_series(1, $rows) g" -c "VACUUM ANALYZE events"
 echo "loaded in $(( $(date +%s) - start )) s: $(psql -At -c "SELECT pg_size_pretty(pg_relation_size('events')) || ' heap, ' || pg_size_pretty(pg_total_relation_size('events')) || ' with indexes'")"
