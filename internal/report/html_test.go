@@ -269,3 +269,25 @@ func TestHTMLInBrowser(t *testing.T) {
 		})
 	}
 }
+
+// TestTwinShown: where a verification ran and what the twin copied reach
+// the text, the Markdown and the page, escaped like every other text.
+func TestTwinShown(t *testing.T) {
+	r := hostile(t)
+	r.Twin = "twin on PostgreSQL 17.10 lab cluster: copied public.<b>orders</b> (10 rows, 1 kB read from the target) in 0.4 s"
+	r.Findings[0].Verification.Where = "twin (PostgreSQL 17.10 lab cluster; sample of 25% of public.orders, 10 rows)"
+	var text, md, page bytes.Buffer
+	r.Text(&text)
+	Markdown(&md, r.Document())
+	if err := HTML(&page, r.Document()); err != nil {
+		t.Fatal(err)
+	}
+	for name, out := range map[string]string{"text": text.String(), "markdown": md.String(), "html": page.String()} {
+		if !strings.Contains(out, "sample of 25% of public.orders") || !strings.Contains(out, "copied public.") {
+			t.Errorf("%s: the twin is not shown", name)
+		}
+	}
+	if strings.Contains(page.String(), "<b>orders</b>") {
+		t.Error("the twin's line is markup in the page")
+	}
+}
