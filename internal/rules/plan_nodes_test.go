@@ -1,6 +1,10 @@
 package rules
 
-import "testing"
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
 
 func TestKeyset(t *testing.T) {
 	for _, c := range []struct{ key, cols, cond string }{
@@ -16,4 +20,19 @@ func TestKeyset(t *testing.T) {
 			t.Errorf("keyset(%q) = %q, %q; want %q, %q", c.key, cols, cond, c.cols, c.cond)
 		}
 	}
+}
+
+// FuzzKeyset: any sort key a plan prints (or a damaged one) gives columns
+// and a condition, one last value per column, and no panic.
+func FuzzKeyset(f *testing.F) {
+	for _, s := range []string{"orders.id", "a DESC NULLS LAST, b", "lower((t.name)::text), t.id DESC", "", ",,", "(((", "a,)(b DESC"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, key string) {
+		cols, cond := keyset(key)
+		n := strings.Count(cols, ",") + 1
+		if !strings.Contains(cond, ":last_1") || strings.Contains(cond, fmt.Sprintf(":last_%d ", n+1)) {
+			t.Errorf("keyset(%q) = %q, %q", key, cols, cond)
+		}
+	})
 }
