@@ -12,8 +12,6 @@ set -euo pipefail
 out=internal/logs/testdata/lab
 logs="$dir/logs"
 mkdir -p "$logs" && chmod 777 "$logs"
-data="$dir/lab/data"
-bin=$(grep -o '"bin_dir": *"[^"]*"' "$dir/lab/state.json" | sed 's/.*: *"//; s/"$//')
 
 destinations='stderr,csvlog,jsonlog'
 if command -v rsyslogd >/dev/null && [ "$(id -u)" = 0 ] && [ ! -e /dev/log ]; then
@@ -27,22 +25,7 @@ CONF
   sleep 0.5
   destinations="$destinations,syslog"
 fi
-psql -c "ALTER SYSTEM SET logging_collector = on" \
-     -c "ALTER SYSTEM SET log_destination = '$destinations'" \
-     -c "ALTER SYSTEM SET log_directory = '$logs'" \
-     -c "ALTER SYSTEM SET log_filename = 'pg.log'" \
-     -c "ALTER SYSTEM SET log_min_duration_statement = 0" \
-     -c "ALTER SYSTEM SET log_connections = on" \
-     -c "ALTER SYSTEM SET log_disconnections = on" \
-     -c "ALTER SYSTEM SET log_lock_waits = on" \
-     -c "ALTER SYSTEM SET deadlock_timeout = '200ms'" \
-     -c "ALTER SYSTEM SET log_temp_files = 0" \
-     -c "ALTER SYSTEM SET log_checkpoints = on" \
-     -c "ALTER SYSTEM SET log_autovacuum_min_duration = 0" \
-     -c "ALTER SYSTEM SET auto_explain.log_min_duration = '10ms'" \
-     -c "ALTER SYSTEM SET auto_explain.log_analyze = on"
-if [ "$(id -u)" = 0 ]; then su postgres -s /bin/sh -c "$bin/pg_ctl -D $data -w -l $dir/lab/server.log restart" >/dev/null
-else "$bin/pg_ctl" -D "$data" -w -l "$dir/lab/server.log" restart >/dev/null; fi
+log_everything "$destinations" "$logs" 10
 
 psql <<'SQL'
 CREATE TABLE accounts (id int PRIMARY KEY, owner text NOT NULL, balance numeric(12,2) NOT NULL);

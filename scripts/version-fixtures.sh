@@ -16,29 +16,10 @@ logsout=internal/logs/testdata/versions/pg$PG
 mkdir -p "$plans" "$logsout"
 logs="$dir/logs"
 mkdir -p "$logs" && chmod 777 "$logs"
-data="$dir/lab/data"
-bin=$(grep -o '"bin_dir": *"[^"]*"' "$dir/lab/state.json" | sed 's/.*: *"//; s/"$//')
 
 destinations='stderr,csvlog'
 [ "$PG" -ge 15 ] && destinations="$destinations,jsonlog"
-psql -c "ALTER SYSTEM SET logging_collector = on" \
-     -c "ALTER SYSTEM SET log_destination = '$destinations'" \
-     -c "ALTER SYSTEM SET log_directory = '$logs'" \
-     -c "ALTER SYSTEM SET log_filename = 'pg.log'" \
-     -c "ALTER SYSTEM SET log_min_duration_statement = 0" \
-     -c "ALTER SYSTEM SET log_connections = on" \
-     -c "ALTER SYSTEM SET log_disconnections = on" \
-     -c "ALTER SYSTEM SET log_lock_waits = on" \
-     -c "ALTER SYSTEM SET deadlock_timeout = '200ms'" \
-     -c "ALTER SYSTEM SET log_temp_files = 0" \
-     -c "ALTER SYSTEM SET log_checkpoints = on" \
-     -c "ALTER SYSTEM SET log_autovacuum_min_duration = 0" \
-     -c "ALTER SYSTEM SET autovacuum_naptime = '1s'" \
-     -c "ALTER SYSTEM SET autovacuum = off" \
-     -c "ALTER SYSTEM SET auto_explain.log_min_duration = '20ms'" \
-     -c "ALTER SYSTEM SET auto_explain.log_analyze = on"
-if [ "$(id -u)" = 0 ]; then su postgres -s /bin/sh -c "$bin/pg_ctl -D $data -w -l $dir/lab/server.log restart" >/dev/null
-else "$bin/pg_ctl" -D "$data" -w -l "$dir/lab/server.log" restart >/dev/null; fi
+log_everything "$destinations" "$logs" 20 -c "ALTER SYSTEM SET autovacuum_naptime = '1s'" -c "ALTER SYSTEM SET autovacuum = off"
 
 psql <<'SQL'
 CREATE TABLE customers (id int PRIMARY KEY, region text NOT NULL);
@@ -55,18 +36,7 @@ INSERT INTO events SELECT g, 'new' FROM generate_series(1, 100000) g;
 VACUUM ANALYZE customers, orders;
 SQL
 
-# explain NAME OPTIONS SETUP QUERY: NAME.txt and NAME.json.
-explain() {
-  local name=$1 opts=$2 setup=$3 query=$4
-  for fmt in text json; do
-    local ext=txt
-    [ "$fmt" = json ] && ext=json
-    # One warm-up run, so that buffers and heap fetches do not depend on
-    # which format ran first.
-    [[ "$opts" == ANALYZE* ]] && psql -A -t -c "SET max_parallel_workers_per_gather = 0; SET jit = off; $setup" -c "EXPLAIN ($opts, FORMAT $fmt) $query" >/dev/null
-    psql -A -t -c "SET max_parallel_workers_per_gather = 0; SET jit = off; $setup" -c "EXPLAIN ($opts, FORMAT $fmt) $query" >"$plans/$name.$ext"
-  done
-}
+explain() { explain_fixture "$plans" "$@"; }
 A='ANALYZE, BUFFERS, VERBOSE, SETTINGS, WAL'
 explain seq-filter "$A" "" "SELECT id, amount FROM orders WHERE customer_id = 4242"
 explain index-range "$A" "" "SELECT count(*) FROM orders WHERE placed_at BETWEEN '2024-01-02' AND '2024-01-03'"
