@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pgmedic/pgmedic/internal/lab"
 	"github.com/pgmedic/pgmedic/internal/model"
@@ -127,5 +128,65 @@ func TestCheckTwin(t *testing.T) {
 	}
 	if n := len(lab.Leftovers()); n != leftovers {
 		t.Errorf("the twin's cluster was left behind (%d leftovers, %d before)", n, leftovers)
+	}
+}
+
+// TestCheckTwinLockQueue: a schema change queued behind a long read, and
+// reads queued behind it, on the target while check samples; --twin
+// rehearses the queue on the table's definition (no row is read from a
+// table behind a lock queue) and measures the longest read as written and
+// with lock_timeout and retries.
+func TestCheckTwinLockQueue(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	root := admin(t, "postgres")
+	for _, q := range []string{"DROP DATABASE IF EXISTS twin_queue WITH (FORCE)", "CREATE DATABASE twin_queue"} {
+		if _, err := root.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db := admin(t, "twin_queue")
+	if _, err := db.Exec(ctx, "CREATE TABLE ledger (id int PRIMARY KEY, owner text, amount numeric); INSERT INTO ledger SELECT g, 'o' || g, g FROM generate_series(1, 20000) g"); err != nil {
+		t.Fatal(err)
+	}
+	head, change := admin(t, "twin_queue"), admin(t, "twin_queue")
+	var headPID int
+	head.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&headPID)
+	if _, err := head.Exec(ctx, "BEGIN; SELECT count(*) FROM ledger"); err != nil {
+		t.Fatal(err)
+	}
+	defer root.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = 'twin_queue' AND pid <> pg_backend_pid()")
+	go change.Exec(ctx, "ALTER TABLE ledger ADD COLUMN note text")
+	for i := 0; i < 3; i++ {
+		r := admin(t, "twin_queue")
+		go r.Exec(ctx, "SELECT amount FROM ledger WHERE id = 42")
+	}
+	// The queue is in place once three reads wait behind the change.
+	waitFor(t, func() bool {
+		var n int
+		root.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = 'twin_queue' AND wait_event_type = 'Lock' AND query LIKE 'SELECT amount%'").Scan(&n)
+		return n == 3
+	})
+	code, out, errOut := run(t, "check", cluster.DSN("twin_queue"), "--format", "json", "--rules", "lock-contention", "--sample", "1s", "--twin")
+	var rep struct{ Findings []model.Finding }
+	json.Unmarshal([]byte(out), &rep)
+	if code != 1 || len(rep.Findings) != 1 {
+		t.Fatalf("exit %d: %s %s", code, out, errOut)
+	}
+	v := rep.Findings[0].Verification
+	if v.Status != model.Confirmed || v.Before == nil || v.After == nil || v.Before.Value < 5*v.After.Value || !strings.Contains(v.Where, "the definition of public.ledger, no rows") {
+		t.Errorf("the rehearsal: %+v", v)
+	}
+}
+
+// waitFor polls cond until it holds, for up to a minute.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("the condition did not hold within a minute")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -379,11 +379,13 @@ func activity(ctx context.Context, q envelope.Conn, s *model.Snapshot) {
 }
 
 // Load reads the server's load as the envelope's load rule judges it:
-// client backends active (not pgmedic's), connected, and max_connections.
-// check reads it once; a re-run reads it again just before it starts.
+// client backends active (not pgmedic's, and not waiting for a lock: a
+// queue of sessions stuck behind one lock uses no CPU or disk), connected,
+// and max_connections. check reads it once; a re-run reads it again just
+// before it starts.
 func Load(ctx context.Context, q envelope.Conn) (model.Activity, error) {
 	var a model.Activity
-	err := q.QueryRow(ctx, envelope.Tag+`SELECT count(*) FILTER (WHERE state = 'active' AND pid <> pg_backend_pid() AND application_name IS DISTINCT FROM '`+envelope.AppName+`'),
+	err := q.QueryRow(ctx, envelope.Tag+`SELECT count(*) FILTER (WHERE state = 'active' AND wait_event_type IS DISTINCT FROM 'Lock' AND pid <> pg_backend_pid() AND application_name IS DISTINCT FROM '`+envelope.AppName+`'),
 		count(*), current_setting('max_connections')::int
 		FROM pg_stat_activity WHERE backend_type = 'client backend'`).
 		Scan(&a.Active, &a.Total, &a.MaxConnections)

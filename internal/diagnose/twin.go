@@ -16,7 +16,7 @@ import (
 // target. copiesOnTwin read the target as it is and make their copy on
 // the twin (a compact copy of a bloated table, the same keys in order).
 var (
-	onTwin       = []string{model.ExpIndex, model.ExpClaimRace}
+	onTwin       = []string{model.ExpIndex, model.ExpClaimRace, model.ExpLockQueue}
 	copiesOnTwin = []string{model.ExpTableStats, model.ExpIndexStats, model.ExpMisestimate}
 )
 
@@ -28,6 +28,8 @@ var (
 func (o Options) verifyWithTwin(ctx context.Context, sess *envelope.Session, snap *model.Snapshot, findings []model.Finding) ([]model.Finding, []model.Skip, string) {
 	var here, there []model.Finding
 	var refs []model.RelRef
+	// Tables only lock-queue rehearsals need are copied without rows.
+	rowsNeeded, defOnly := map[model.RelRef]bool{}, map[model.RelRef]bool{}
 	for _, f := range findings {
 		if f.Experiment == nil {
 			here = append(here, f)
@@ -36,6 +38,9 @@ func (o Options) verifyWithTwin(ctx context.Context, sess *envelope.Session, sna
 		k := f.Experiment.Kind
 		if slices.Contains(onTwin, k) || slices.Contains(copiesOnTwin, k) {
 			refs = addRefs(refs, snap, f.Experiment)
+			for _, r := range addRefs(nil, snap, f.Experiment) {
+				rowsNeeded[r] = rowsNeeded[r] || k != model.ExpLockQueue
+			}
 		}
 		if slices.Contains(onTwin, k) {
 			there = append(there, f)
@@ -56,8 +61,11 @@ func (o Options) verifyWithTwin(ctx context.Context, sess *envelope.Session, sna
 	if why == "" {
 		o.logf("building the twin: %d tables", len(refs))
 		var err error
+		for _, r := range refs {
+			defOnly[r] = !rowsNeeded[r]
+		}
 		tw, left, err = twin.Build(ctx, sess.Conn, snap, refs, twin.Options{MaxBytes: o.TwinMaxBytes, DSN: o.TwinDSN,
-			Keep: o.KeepTwin, CopyTimeout: o.CopyTimeout, Log: o.Log})
+			Keep: o.KeepTwin, CopyTimeout: o.CopyTimeout, DefinitionOnly: defOnly, Log: o.Log})
 		if err != nil {
 			why = err.Error()
 		}
@@ -114,11 +122,16 @@ func addRefs(refs []model.RelRef, snap *model.Snapshot, exp *model.Experiment) [
 		}
 	}
 	add(exp.Table)
-	st := exp.Stmt
-	if st == nil && exp.Query != "" {
-		st, _ = sqlparse.Parse(exp.Query)
+	stmts := []*sqlparse.Statement{exp.Stmt}
+	for _, q := range []string{exp.Query, exp.Waiter} {
+		if st, err := sqlparse.Parse(q); q != "" && err == nil {
+			stmts = append(stmts, st)
+		}
 	}
-	if st != nil {
+	for _, st := range stmts {
+		if st == nil {
+			continue
+		}
 		for _, rel := range st.Relations() {
 			if snap.Table(model.RelRef{Schema: rel.Schema, Name: rel.Name}) != nil {
 				add(model.RelRef{Schema: rel.Schema, Name: rel.Name})

@@ -472,6 +472,11 @@ const (
 	// written and with FOR UPDATE SKIP LOCKED, counting rows claimed
 	// twice (on a twin or a lab database only).
 	ExpClaimRace = "claim-race"
+	// ExpLockQueue rehearses a schema change queued behind a lock: a
+	// session holding the lock as the head did, the change, and readers
+	// running the waiting statement, as written and with lock_timeout and
+	// retries (on a twin only).
+	ExpLockQueue = "lock-queue"
 )
 
 // IndexProposal is an index a rule proposes, as fields rather than SQL
@@ -565,6 +570,12 @@ type Experiment struct {
 	Param       int      `json:",omitempty"`
 	// Rewrite is the fixed statement a claim race runs on its second side.
 	Rewrite string `json:",omitempty"`
+	// Waiter is a statement queued behind a lock (with its values, as
+	// pg_stat_activity showed it) and HeadLock the lock mode the head of
+	// the queue held on Table: what a lock-queue rehearsal replays. They
+	// are never reported.
+	Waiter   string `json:"-"`
+	HeadLock string `json:"-"`
 	// Hotspot is the kind of CPU hot spot a hotspot experiment measures
 	// (one of the cpu-hotspot rule's kinds: jit, timezone, ...).
 	Hotspot string `json:",omitempty"`

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/printable"
@@ -403,7 +405,8 @@ func ddlQueue(s *model.Snapshot, smp model.ActivitySample, byPID map[int]model.B
 	}
 	return model.Finding{
 		Rule: LockContentionID, Title: title,
-		Object: model.Object{Kind: "statement", Name: printable.Shorten(ddl.Query, 200), Role: ddl.User, Database: s.Database},
+		Experiment: lockQueueExperiment(d, ddl, byPID, behind),
+		Object:     model.Object{Kind: "statement", Name: printable.Shorten(ddl.Query, 200), Role: ddl.User, Database: s.Database},
 		Evidence: []model.Evidence{
 			ev("sessions queued behind the schema change", float64(queued), ""),
 			ev("the schema change has been running", ddl.StateMS, "ms"),
@@ -414,6 +417,60 @@ func ddlQueue(s *model.Snapshot, smp model.ActivitySample, byPID map[int]model.B
 		Verification: model.NotRunBecause("observed while sampling; the queue is the measurement (the lab's migration-lock-queue scenario measures the readers' p99 with and without lock_timeout)"),
 		Docs:         docsPath(LockContentionID),
 	}, true
+}
+
+// lockQueueExperiment is the rehearsal of a schema change's queue: the
+// change as the sampler saw it, the lock its head held on the table, and
+// one of the reads queued behind it (a SELECT, with its values). Without
+// such a read there is nothing to time, and no experiment.
+func lockQueueExperiment(d *sqlparse.DDL, ddl model.Backend, byPID map[int]model.Backend, behind map[int]map[int]bool) *model.Experiment {
+	head := "ACCESS SHARE"
+	for _, p := range ddl.BlockedBy {
+		if b, ok := byPID[p]; ok {
+			if m := heldMode(b.Locks, d.Table.Name); m != "" {
+				head = m
+			}
+		}
+	}
+	for p := range behind[ddl.PID] {
+		b, ok := byPID[p]
+		if !ok || b.PID == ddl.PID {
+			continue
+		}
+		st, err := sqlparse.Parse(b.Query)
+		if err != nil || st.ParamCount() > 0 {
+			continue
+		}
+		if ok, _ := st.SafeToAnalyze(); ok && st.Shape().Command == "SELECT" {
+			return &model.Experiment{Kind: model.ExpLockQueue, Query: ddl.Query, Table: model.RelRef{Schema: d.Table.Schema, Name: d.Table.Name}, Waiter: b.Query, HeadLock: head}
+		}
+	}
+	return nil
+}
+
+var capitalised = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[A-Z][a-z]+`) })
+
+// heldMode is the strongest lock a session's held-locks list names on a
+// table ("public.orders (RowExclusiveLock)"), in LOCK TABLE's words.
+func heldMode(locks []string, table string) string {
+	order := []string{"AccessShareLock", "RowShareLock", "RowExclusiveLock", "ShareUpdateExclusiveLock", "ShareLock",
+		"ShareRowExclusiveLock", "ExclusiveLock", "AccessExclusiveLock"}
+	best := -1
+	for _, l := range locks {
+		rel, mode, ok := strings.Cut(l, " (")
+		if !ok || (rel != table && !strings.HasSuffix(rel, "."+table)) {
+			continue
+		}
+		if i := slices.Index(order, strings.TrimSuffix(mode, ")")); i > best {
+			best = i
+		}
+	}
+	if best < 0 {
+		return ""
+	}
+	// "RowExclusiveLock" -> "ROW EXCLUSIVE"
+	words := capitalised().FindAllString(strings.TrimSuffix(order[best], "Lock"), -1)
+	return strings.ToUpper(strings.Join(words, " "))
 }
 
 func pidsOf(pids []int) []string {

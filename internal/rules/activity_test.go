@@ -361,3 +361,20 @@ func TestDDLLocks(t *testing.T) {
 		}
 	}
 }
+
+func TestHeldMode(t *testing.T) {
+	for _, c := range []struct {
+		locks []string
+		want  string
+	}{
+		{[]string{"public.accounts (AccessShareLock)"}, "ACCESS SHARE"},
+		{[]string{"public.accounts (AccessShareLock)", "public.accounts (RowExclusiveLock)", "public.other (ExclusiveLock)"}, "ROW EXCLUSIVE"},
+		{[]string{"accounts (ShareUpdateExclusiveLock)"}, "SHARE UPDATE EXCLUSIVE"},
+		{[]string{"public.other (AccessExclusiveLock)"}, ""},
+		{nil, ""},
+	} {
+		if got := heldMode(c.locks, "accounts"); got != c.want {
+			t.Errorf("heldMode(%v) = %q, want %q", c.locks, got, c.want)
+		}
+	}
+}

@@ -22,6 +22,7 @@ type definition struct {
 	enums       []enum
 	constraints []string // ALTER TABLE ... ADD CONSTRAINT ...
 	indexes     []string // CREATE INDEX ...
+	noRows      bool     // the definition only (Options.DefinitionOnly)
 }
 
 type column struct {

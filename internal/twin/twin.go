@@ -9,9 +9,9 @@ package twin
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"time"
 
@@ -49,6 +49,10 @@ type Options struct {
 	Dir string
 	// Keep leaves the lab cluster running (--keep-twin).
 	Keep bool
+	// DefinitionOnly are tables whose definition is enough (a lock
+	// queue's rehearsal needs the table, not its rows): no row of theirs
+	// is read, so no lock on them is asked for on the target.
+	DefinitionOnly map[model.RelRef]bool
 	Log  func(format string, args ...any)
 }
 
@@ -59,8 +63,10 @@ type Table struct {
 	// target for them.
 	Rows, Bytes int64
 	// Fraction is the share of the target's rows copied: 1 for a full
-	// copy, less for a sample.
+	// copy, less for a sample; Empty says no row was copied at all (the
+	// definition only).
 	Fraction float64
+	Empty    bool
 }
 
 // Twin is a built twin: a connection to its database and what it holds.
@@ -126,7 +132,10 @@ func (t *Twin) Sampled() bool {
 func (t *Twin) Where(ref model.RelRef) string {
 	if tb := t.find(ref); tb != nil {
 		what := "full copy"
-		if tb.Fraction < 1 {
+		switch {
+		case tb.Empty:
+			return fmt.Sprintf("twin (%s; the definition of %s, no rows)", t.Server, name(tb.Ref))
+		case tb.Fraction < 1:
 			what = fmt.Sprintf("sample of %.0f%%", 100*tb.Fraction)
 		}
 		return fmt.Sprintf("twin (%s; %s of %s, %s rows)", t.Server, what, name(tb.Ref), printable.Count(float64(tb.Rows)))
@@ -139,7 +148,10 @@ func (t *Twin) Summary() string {
 	var names []string
 	for _, tb := range t.Tables {
 		n := name(tb.Ref)
-		if tb.Fraction < 1 {
+		switch {
+		case tb.Empty:
+			n += " (definition only)"
+		case tb.Fraction < 1:
 			n += fmt.Sprintf(" (sample of %.0f%%)", 100*tb.Fraction)
 		}
 		names = append(names, n)
@@ -191,19 +203,32 @@ func Build(ctx context.Context, target *pgx.Conn, snap *model.Snapshot, refs []m
 	for _, r := range refs {
 		t := snap.Table(r)
 		if t == nil {
-			skipped[r] = "the table is not in the snapshot"
-			continue
+			// Not in the snapshot: its size could not be read (a lock
+			// queue on it blocks pg_relation_size). The catalog still
+			// names it without taking a lock.
+			if t = lookup(ctx, target, r); t == nil {
+				skipped[r] = "the table is not in the snapshot"
+				continue
+			}
 		}
 		d, why := define(ctx, target, t)
 		if why != "" {
 			skipped[r] = why
 			continue
 		}
+		d.noRows = o.DefinitionOnly[r]
 		defs = append(defs, d)
-		total += t.HeapBytes
+		if !d.noRows {
+			total += t.HeapBytes
+		}
 	}
 	if len(defs) == 0 {
-		return nil, skipped, errors.New("no table could be copied")
+		var whys []string
+		for r, why := range skipped {
+			whys = append(whys, name(r)+": "+why)
+		}
+		sort.Strings(whys)
+		return nil, skipped, fmt.Errorf("no table could be copied (%s)", strings.Join(whys, "; "))
 	}
 	fraction := 1.0
 	maxBytes := o.MaxBytes
@@ -255,6 +280,18 @@ func Build(ctx context.Context, target *pgx.Conn, snap *model.Snapshot, refs []m
 	tw.Seconds = model.Round(time.Since(started).Seconds(), 1)
 	logf("%s", tw.Summary())
 	return tw, skipped, nil
+}
+
+// lookup finds a table in the target's catalog by name, without a lock.
+func lookup(ctx context.Context, target *pgx.Conn, r model.RelRef) *model.Table {
+	t := &model.Table{}
+	err := target.QueryRow(ctx, envelope.Tag+`SELECT c.oid, n.nspname::text, c.relname::text, c.relkind = 'p'
+		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass($1)`, quote(r)).
+		Scan(&t.OID, &t.Schema, &t.Name, &t.Partitioned)
+	if err != nil {
+		return nil
+	}
+	return t
 }
 
 func sampleNote(fraction float64) string {
@@ -319,6 +356,10 @@ func (tw *Twin) copyRows(ctx context.Context, target *pgx.Conn, defs []*definiti
 			return fmt.Errorf("setting the copy's statement_timeout: %s", envelope.Message(err))
 		}
 		for _, d := range defs {
+			if d.noRows {
+				tw.Tables = append(tw.Tables, Table{Ref: d.ref, Fraction: 1, Empty: true})
+				continue
+			}
 			src := "SELECT " + d.columnList() + " FROM " + d.qualified()
 			if fraction < 1 {
 				src += fmt.Sprintf(" TABLESAMPLE SYSTEM (%.6f)", 100*fraction)

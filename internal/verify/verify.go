@@ -177,6 +177,7 @@ var experiments = []struct {
 	{model.ExpMisestimate, (*Engine).misestimate},
 	{model.ExpHotspot, (*Engine).hotspot},
 	{model.ExpClaimRace, (*Engine).claimRace},
+	{model.ExpLockQueue, (*Engine).lockQueue},
 }
 
 // busy applies the envelope's load rule: no experiments when active

@@ -1,0 +1,185 @@
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgmedic/pgmedic/internal/envelope"
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
+)
+
+// The rehearsal of a lock queue: a head holds its lock for queueHold,
+// the schema change starts queueLag after it, and queueReaders sessions
+// run the waiting read in a loop until the head has gone and the change
+// is through. With the fix the change gives up after queueLockTimeout
+// and tries again every queueRetry.
+const (
+	queueHold        = 1200 * time.Millisecond
+	queueLag         = 100 * time.Millisecond
+	queueReaders     = 3
+	queueLockTimeout = 100 * time.Millisecond
+	queueRetry       = 200 * time.Millisecond
+)
+
+// lockQueue proves a schema change's queue on a twin: the longest read
+// while the change waits behind the head as written, against the same
+// with lock_timeout and retries, which lets the reads through between
+// attempts. The longest read, not a percentile: the readers run
+// thousands of fast reads around the few the queue holds up, and those
+// few are the incident. The change runs in a transaction that is rolled back, so the
+// twin's table is the same for both sides.
+func (e *Engine) lockQueue(ctx context.Context, _ *model.Snapshot, f *model.Finding) {
+	exp := f.Experiment
+	if e.Workers == nil || !e.InPlace {
+		f.Verification = model.NotRunBecause("observed while sampling; check --twin rehearses the queue on a twin (a head holding the lock, the change, the reads behind it) with and without lock_timeout")
+		return
+	}
+	if strings.Contains(strings.ToUpper(exp.Query), "CONCURRENTLY") {
+		f.Verification = model.NotRunBecause("the change cannot run inside a transaction (CONCURRENTLY), so it cannot be rehearsed and rolled back")
+		return
+	}
+	table := sqlparse.QuoteIdent(exp.Table.Name)
+	if exp.Table.Schema != "" {
+		table = sqlparse.QuoteIdent(exp.Table.Schema) + "." + table
+	}
+	var worst [2]float64
+	var reads [2]int
+	for side, retry := range []bool{false, true} {
+		lat, err := e.rehearse(ctx, exp, table, retry)
+		if err != nil {
+			f.Verification = model.NotRunBecause("the rehearsal on the twin failed: " + envelope.Message(err))
+			return
+		}
+		sort.Float64s(lat)
+		if len(lat) > 0 {
+			worst[side] = model.Round(lat[len(lat)-1], 1)
+		}
+		reads[side] = len(lat)
+	}
+	f.Evidence = append(f.Evidence,
+		model.Evidence{Label: "longest read while the change queues as written (rehearsal)", Value: worst[0], Unit: "ms"},
+		model.Evidence{Label: "longest read with lock_timeout and retries (rehearsal)", Value: worst[1], Unit: "ms"})
+	f.Verification = model.Verification{
+		Method: fmt.Sprintf("rehearsed: a session held %s on %s for %s as the head did, the change queued behind it, and %d sessions ran the waiting read in a loop (%d and %d reads); then the same with SET lock_timeout = '%s' and a retry every %s; the change rolled back each time",
+			exp.HeadLock, table, queueHold, queueReaders, reads[0], reads[1], queueLockTimeout, queueRetry),
+		Before: &model.Measure{Value: worst[0], Unit: "ms longest read"}, After: &model.Measure{Value: worst[1], Unit: "ms longest read"}}
+	judge(f, worst[0], worst[1])
+}
+
+// rehearse runs one side and returns the readers' latencies (ms).
+func (e *Engine) rehearse(ctx context.Context, exp *model.Experiment, table string, retry bool) ([]float64, error) {
+	conns := make([]*pgx.Conn, 2+queueReaders)
+	defer func() {
+		for _, c := range conns {
+			if c != nil {
+				c.Close(context.WithoutCancel(ctx))
+			}
+		}
+	}()
+	for i := range conns {
+		c, err := e.Workers(ctx)
+		if err != nil {
+			return nil, err
+		}
+		conns[i] = c
+	}
+	head, change, readers := conns[0], conns[1], conns[2:]
+	if _, err := head.Exec(ctx, "BEGIN"); err != nil {
+		return nil, err
+	}
+	if _, err := head.Exec(ctx, "LOCK TABLE "+table+" IN "+exp.HeadLock+" MODE"); err != nil {
+		head.Exec(ctx, "ROLLBACK")
+		return nil, fmt.Errorf("taking the head's lock: %w", err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var mu sync.Mutex
+	var lat []float64
+	var readErr error
+	var wg sync.WaitGroup
+	for _, c := range readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for rctx.Err() == nil {
+				t0 := time.Now()
+				_, err := c.Exec(rctx, exp.Waiter)
+				ms := float64(time.Since(t0).Microseconds()) / 1000
+				mu.Lock()
+				if err != nil && rctx.Err() == nil && readErr == nil {
+					readErr = err
+				}
+				if err == nil {
+					lat = append(lat, ms)
+				}
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		sleepCtx(ctx, queueHold)
+		head.Exec(context.WithoutCancel(ctx), "COMMIT")
+	}()
+	sleepCtx(ctx, queueLag)
+	changeErr := runChange(ctx, change, exp.Query, retry)
+	<-released
+	// The reads that waited are through once the change is rolled back.
+	sleepCtx(ctx, queueRetry)
+	stop()
+	wg.Wait()
+	if changeErr != nil {
+		return nil, fmt.Errorf("the change: %w", changeErr)
+	}
+	if readErr != nil {
+		return nil, fmt.Errorf("the waiting read: %w", readErr)
+	}
+	return lat, nil
+}
+
+// runChange runs the schema change in a transaction it rolls back, as
+// written or, with retry, under lock_timeout, trying again until it gets
+// its lock.
+func runChange(ctx context.Context, c *pgx.Conn, ddl string, retry bool) error {
+	for {
+		if _, err := c.Exec(ctx, "BEGIN"); err != nil {
+			return err
+		}
+		if retry {
+			if _, err := c.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", queueLockTimeout.Milliseconds())); err != nil {
+				c.Exec(ctx, "ROLLBACK")
+				return err
+			}
+		}
+		_, err := c.Exec(ctx, ddl)
+		c.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+		var pgErr *pgconn.PgError
+		if retry && errors.As(err, &pgErr) && pgErr.Code == "55P03" { // lock_not_available
+			sleepCtx(ctx, queueRetry)
+			continue
+		}
+		return err
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
