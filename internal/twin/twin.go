@@ -53,7 +53,7 @@ type Options struct {
 	// queue's rehearsal needs the table, not its rows): no row of theirs
 	// is read, so no lock on them is asked for on the target.
 	DefinitionOnly map[model.RelRef]bool
-	Log  func(format string, args ...any)
+	Log            func(format string, args ...any)
 }
 
 // Table is one table as the twin holds it.
