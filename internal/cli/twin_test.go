@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/pgmedic/pgmedic/internal/lab"
 	"github.com/pgmedic/pgmedic/internal/model"
 )
@@ -19,13 +21,7 @@ import (
 func TestCheckTwin(t *testing.T) {
 	needCluster(t)
 	ctx := context.Background()
-	root := admin(t, "postgres")
-	for _, q := range []string{"DROP DATABASE IF EXISTS twin_target WITH (FORCE)", "CREATE DATABASE twin_target"} {
-		if _, err := root.Exec(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	db := admin(t, "twin_target")
+	_, db := freshDatabase(t, "twin_target")
 	for _, q := range []string{
 		"CREATE EXTENSION pg_stat_statements",
 		"CREATE TABLE payments (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, merchant int NOT NULL, state text NOT NULL, cents bigint NOT NULL, created timestamptz NOT NULL)",
@@ -139,13 +135,7 @@ func TestCheckTwin(t *testing.T) {
 func TestCheckTwinLockQueue(t *testing.T) {
 	needCluster(t)
 	ctx := context.Background()
-	root := admin(t, "postgres")
-	for _, q := range []string{"DROP DATABASE IF EXISTS twin_queue WITH (FORCE)", "CREATE DATABASE twin_queue"} {
-		if _, err := root.Exec(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	db := admin(t, "twin_queue")
+	root, db := freshDatabase(t, "twin_queue")
 	if _, err := db.Exec(ctx, "CREATE TABLE ledger (id int PRIMARY KEY, owner text, amount numeric); INSERT INTO ledger SELECT g, 'o' || g, g FROM generate_series(1, 20000) g"); err != nil {
 		t.Fatal(err)
 	}
@@ -189,4 +179,17 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// freshDatabase drops and creates a database on the shared cluster and
+// returns connections to postgres and to it.
+func freshDatabase(t *testing.T, name string) (root, db *pgx.Conn) {
+	t.Helper()
+	root = admin(t, "postgres")
+	for _, q := range []string{"DROP DATABASE IF EXISTS " + name + " WITH (FORCE)", "CREATE DATABASE " + name} {
+		if _, err := root.Exec(context.Background(), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root, admin(t, name)
 }

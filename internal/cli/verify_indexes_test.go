@@ -16,13 +16,7 @@ import (
 func TestVerifyIndexesOnTarget(t *testing.T) {
 	needCluster(t)
 	ctx := context.Background()
-	root := admin(t, "postgres")
-	for _, q := range []string{"DROP DATABASE IF EXISTS vi_target WITH (FORCE)", "CREATE DATABASE vi_target"} {
-		if _, err := root.Exec(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	db := admin(t, "vi_target")
+	_, db := freshDatabase(t, "vi_target")
 	for _, q := range []string{
 		"CREATE EXTENSION pg_stat_statements",
 		"CREATE SCHEMA work",
