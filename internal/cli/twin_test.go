@@ -122,6 +122,17 @@ func TestCheckTwin(t *testing.T) {
 	if after := writes(); after != before {
 		t.Errorf("the race wrote to the target: write counters %d -> %d", before, after)
 	}
+	// A twin on the target's own server is refused before anything is
+	// dropped or written there.
+	code, out, _ = run(t, "check", cluster.DSN("twin_target"), "--format", "json", "--rules", "missing-index", "--sample", "0", "--twin-dsn", cluster.DSN("postgres"))
+	var refused struct{ Findings []model.Finding }
+	json.Unmarshal([]byte(out), &refused)
+	if code != 1 || len(refused.Findings) != 1 || !strings.Contains(refused.Findings[0].Verification.Reason, "the target's own server") {
+		t.Errorf("a --twin-dsn on the target's server: exit %d, %s", code, out)
+	}
+	if after := writes(); after != before {
+		t.Errorf("the refused twin wrote to the target: write counters %d -> %d", before, after)
+	}
 	if n := len(lab.Leftovers()); n != leftovers {
 		t.Errorf("the twin's cluster was left behind (%d leftovers, %d before)", n, leftovers)
 	}

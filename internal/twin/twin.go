@@ -9,6 +9,7 @@ package twin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -251,6 +252,9 @@ func Build(ctx context.Context, target *pgx.Conn, snap *model.Snapshot, refs []m
 	if err := tw.open(ctx, snap, o, logf); err != nil {
 		return nil, skipped, err
 	}
+	if err := notTheTarget(ctx, target, tw.Conn); err != nil {
+		return nil, skipped, err
+	}
 	if err := createTypes(ctx, tw.Conn, defs); err != nil {
 		return nil, skipped, err
 	}
@@ -336,6 +340,24 @@ func (tw *Twin) open(ctx context.Context, snap *model.Snapshot, o Options, logf 
 		var v string
 		conn.QueryRow(ctx, "SELECT current_setting('server_version')").Scan(&v)
 		tw.Server = "PostgreSQL " + v + ", --twin-dsn"
+	}
+	return nil
+}
+
+// notTheTarget refuses a twin on the target's own server: the twin's
+// tables of the same names are dropped and written, and its experiments
+// load the server they run on. Two servers are told apart by when their
+// postmaster started, to the microsecond.
+func notTheTarget(ctx context.Context, target, twin *pgx.Conn) error {
+	var a, b string
+	if err := target.QueryRow(ctx, envelope.Tag+"SELECT pg_postmaster_start_time()::text").Scan(&a); err != nil {
+		return fmt.Errorf("reading the target's start time: %s", envelope.Message(err))
+	}
+	if err := twin.QueryRow(ctx, "SELECT pg_postmaster_start_time()::text").Scan(&b); err != nil {
+		return fmt.Errorf("reading the twin's start time: %s", envelope.Message(err))
+	}
+	if a == b {
+		return errors.New("--twin-dsn points at the target's own server: the twin must be another server (a staging server, a branch, a thin clone), since its tables are replaced and written")
 	}
 	return nil
 }
