@@ -176,14 +176,7 @@ func sample(ctx context.Context, q envelope.Conn, s *model.Snapshot, opts Option
 	sm.BackedOff, _ = schedule(wctx, clk, duration, interval, tick)
 	sm.Seconds = clk.Now().Sub(sm.Start).Seconds()
 	if bouncer != nil {
-		if cl, err := showClients(context.WithoutCancel(ctx), bouncer); err == nil {
-			sm.BouncerClients = cl
-		}
-		if after, err := showStats(context.WithoutCancel(ctx), bouncer); err == nil {
-			sm.BouncerStats = statsDelta(statsBefore, after)
-		} else {
-			sm.BouncerError = err.Error()
-		}
+		finishBouncer(context.WithoutCancel(ctx), bouncer, sm, statsBefore)
 	}
 	if after, err := databaseDelta(context.WithoutCancel(ctx), q, h); err == nil && beforeErr == nil {
 		sm.Delta = deltaOf(before, after)
@@ -201,6 +194,19 @@ func sample(ctx context.Context, q envelope.Conn, s *model.Snapshot, opts Option
 	}
 	sort.Slice(s.LockWaits, func(i, j int) bool { return s.LockWaits[i].Samples > s.LockWaits[j].Samples })
 	s.Sampling = sm
+}
+
+// finishBouncer reads PgBouncer's clients and its counters' change over
+// the window, once the sessions are sampled.
+func finishBouncer(ctx context.Context, bouncer envelope.Conn, sm *model.Sampling, statsBefore map[string]model.BouncerStat) {
+	if cl, err := showClients(ctx, bouncer); err == nil {
+		sm.BouncerClients = cl
+	}
+	if after, err := showStats(ctx, bouncer); err == nil {
+		sm.BouncerStats = statsDelta(statsBefore, after)
+	} else {
+		sm.BouncerError = err.Error()
+	}
 }
 
 // readCPU fills each backend's CPU time so far, when the server runs on

@@ -178,17 +178,7 @@ func Check(ctx context.Context, dsn, version string, o Options, min model.Severi
 	var twinLine string
 	if !o.NoVerify {
 		var more []model.Skip
-		if o.Twin || o.TwinDSN != "" {
-			findings, more, twinLine = o.verifyWithTwin(ctx, sess, snap, findings)
-		} else {
-			eng := o.engine(sess)
-			if o.Lab {
-				// A lab database is throwaway: experiments that need
-				// concurrent writers run on it.
-				eng.Workers = func(ctx context.Context) (*pgx.Conn, error) { return pgx.Connect(ctx, dsn) }
-			}
-			findings, more = eng.Run(ctx, snap, findings)
-		}
+		findings, more, twinLine = o.verify(ctx, sess, dsn, snap, findings)
 		skipped = append(skipped, more...)
 		rules.Sort(findings)
 	}
@@ -214,6 +204,22 @@ func Check(ctx context.Context, dsn, version string, o Options, min model.Severi
 		rep.Profile = prof
 	}
 	return rep, nil
+}
+
+// verify runs the experiments: on the target, and with --twin those that
+// need writes on a twin; it returns the twin's line for the report.
+func (o Options) verify(ctx context.Context, sess *envelope.Session, dsn string, snap *model.Snapshot, findings []model.Finding) ([]model.Finding, []model.Skip, string) {
+	if o.Twin || o.TwinDSN != "" {
+		return o.verifyWithTwin(ctx, sess, snap, findings)
+	}
+	eng := o.engine(sess)
+	if o.Lab {
+		// A lab database is throwaway: experiments that need concurrent
+		// writers run on it.
+		eng.Workers = func(ctx context.Context) (*pgx.Conn, error) { return pgx.Connect(ctx, dsn) }
+	}
+	out, skipped := eng.Run(ctx, snap, findings)
+	return out, skipped, ""
 }
 
 func (o Options) engine(sess *envelope.Session) *verify.Engine {

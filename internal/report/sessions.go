@@ -84,7 +84,7 @@ func SessionsOf(s *model.Sampling) *Sessions {
 	}
 	byWait, byQuery, queries := map[string]int{}, map[int64]int{}, map[int64]string{}
 	longest := map[int]model.Backend{}
-	byText, norm := map[string]int{}, map[string]string{}
+	byText := textCounts{n: map[string]int{}, norm: map[string]string{}}
 	for _, smp := range s.Samples {
 		for _, b := range smp.Backends {
 			if b.XactMS > 0 && b.XactMS > longest[b.PID].XactMS {
@@ -102,14 +102,7 @@ func SessionsOf(s *model.Sampling) *Sessions {
 				byQuery[b.QueryID]++
 				queries[b.QueryID] = b.Query
 			} else if b.Query != "" {
-				// No query_id (PostgreSQL 13, or compute_query_id off):
-				// the statement is known by its text without values.
-				n, ok := norm[b.Query]
-				if !ok {
-					_, n = sqlparse.Fingerprint(b.Query)
-					norm[b.Query] = n
-				}
-				byText[n]++
+				byText.add(b.Query)
 			}
 		}
 	}
@@ -120,7 +113,7 @@ func SessionsOf(s *model.Sampling) *Sessions {
 	for id, n := range byQuery {
 		out.ByQuery = append(out.ByQuery, Load{Key: shorten(queries[id], 100), QueryID: id, AAS: model.Round(float64(n)/ticks, 2)})
 	}
-	for text, n := range byText {
+	for text, n := range byText.n {
 		out.ByQuery = append(out.ByQuery, Load{Key: shorten(text, 100), AAS: model.Round(float64(n)/ticks, 2)})
 	}
 	byLoad := func(l []Load) {
@@ -215,4 +208,21 @@ func sessionsText(b *strings.Builder, s *Sessions) {
 	d := s.Delta
 	fmt.Fprintf(b, "  over the window: %d new sessions, %d abandoned, %d commits, %d rollbacks, %d deadlocks\n",
 		d.Sessions, d.SessionsAbandoned, d.Commits, d.Rollbacks, d.Deadlocks)
+}
+
+// textCounts counts statements by their text without values: how the
+// sessions view knows a statement without a query_id (PostgreSQL 13, or
+// compute_query_id off).
+type textCounts struct {
+	n    map[string]int
+	norm map[string]string // text as sampled -> without values
+}
+
+func (c textCounts) add(q string) {
+	n, ok := c.norm[q]
+	if !ok {
+		_, n = sqlparse.Fingerprint(q)
+		c.norm[q] = n
+	}
+	c.n[n]++
 }

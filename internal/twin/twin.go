@@ -198,38 +198,9 @@ func Build(ctx context.Context, target *pgx.Conn, snap *model.Snapshot, refs []m
 		logf = func(string, ...any) {}
 	}
 	started := time.Now()
-	skipped = map[model.RelRef]string{}
-	var defs []*definition
-	var total int64
-	for _, r := range refs {
-		t := snap.Table(r)
-		if t == nil {
-			// Not in the snapshot: its size could not be read (a lock
-			// queue on it blocks pg_relation_size). The catalog still
-			// names it without taking a lock.
-			if t = lookup(ctx, target, r); t == nil {
-				skipped[r] = "the table is not in the snapshot"
-				continue
-			}
-		}
-		d, why := define(ctx, target, t)
-		if why != "" {
-			skipped[r] = why
-			continue
-		}
-		d.noRows = o.DefinitionOnly[r]
-		defs = append(defs, d)
-		if !d.noRows {
-			total += t.HeapBytes
-		}
-	}
-	if len(defs) == 0 {
-		var whys []string
-		for r, why := range skipped {
-			whys = append(whys, name(r)+": "+why)
-		}
-		sort.Strings(whys)
-		return nil, skipped, fmt.Errorf("no table could be copied (%s)", strings.Join(whys, "; "))
+	defs, total, skipped, err := defineAll(ctx, target, snap, refs, o.DefinitionOnly)
+	if err != nil {
+		return nil, skipped, err
 	}
 	fraction := 1.0
 	maxBytes := o.MaxBytes
@@ -271,19 +242,68 @@ func Build(ctx context.Context, target *pgx.Conn, snap *model.Snapshot, refs []m
 	if err := tw.copyRows(ctx, target, defs, fraction, o.CopyTimeout); err != nil {
 		return nil, skipped, err
 	}
-	for _, d := range defs {
-		for _, q := range d.after() {
-			if _, err := tw.Conn.Exec(ctx, q); err != nil {
-				return nil, skipped, fmt.Errorf("building %s on the twin: %s", name(d.ref), envelope.Message(err))
-			}
-		}
-		if _, err := tw.Conn.Exec(ctx, "ANALYZE "+d.qualified()); err != nil {
-			return nil, skipped, fmt.Errorf("analysing %s on the twin: %s", name(d.ref), envelope.Message(err))
-		}
+	if err := tw.finish(ctx, defs); err != nil {
+		return nil, skipped, err
 	}
 	tw.Seconds = model.Round(time.Since(started).Seconds(), 1)
 	logf("%s", tw.Summary())
 	return tw, skipped, nil
+}
+
+// defineAll reads the definitions of the tables to copy, and the bytes of
+// those whose rows are copied; a table the twin cannot hold is left out
+// with the reason, and none at all is an error that names them.
+func defineAll(ctx context.Context, target *pgx.Conn, snap *model.Snapshot, refs []model.RelRef, noRows map[model.RelRef]bool) ([]*definition, int64, map[model.RelRef]string, error) {
+	skipped := map[model.RelRef]string{}
+	var defs []*definition
+	var total int64
+	for _, r := range refs {
+		t := snap.Table(r)
+		if t == nil {
+			// Not in the snapshot: its size could not be read (a lock
+			// queue on it blocks pg_relation_size). The catalog still
+			// names it without taking a lock.
+			if t = lookup(ctx, target, r); t == nil {
+				skipped[r] = "the table is not in the snapshot"
+				continue
+			}
+		}
+		d, why := define(ctx, target, t)
+		if why != "" {
+			skipped[r] = why
+			continue
+		}
+		d.noRows = noRows[r]
+		defs = append(defs, d)
+		if !d.noRows {
+			total += t.HeapBytes
+		}
+	}
+	if len(defs) == 0 {
+		var whys []string
+		for r, why := range skipped {
+			whys = append(whys, name(r)+": "+why)
+		}
+		sort.Strings(whys)
+		return nil, 0, skipped, fmt.Errorf("no table could be copied (%s)", strings.Join(whys, "; "))
+	}
+	return defs, total, skipped, nil
+}
+
+// finish builds what comes after the rows (constraints, indexes) and
+// analyses each table.
+func (t *Twin) finish(ctx context.Context, defs []*definition) error {
+	for _, d := range defs {
+		for _, q := range d.after() {
+			if _, err := t.Conn.Exec(ctx, q); err != nil {
+				return fmt.Errorf("building %s on the twin: %s", name(d.ref), envelope.Message(err))
+			}
+		}
+		if _, err := t.Conn.Exec(ctx, "ANALYZE "+d.qualified()); err != nil {
+			return fmt.Errorf("analysing %s on the twin: %s", name(d.ref), envelope.Message(err))
+		}
+	}
+	return nil
 }
 
 // lookup finds a table in the target's catalog by name, without a lock.

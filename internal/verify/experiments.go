@@ -681,18 +681,7 @@ func (e *Engine) misestimate(ctx context.Context, snap *model.Snapshot, f *model
 			Reason: fmt.Sprintf("measured a %.0fx misestimate; %s analysed afresh", before, copyHint)}
 		return
 	}
-	// The misestimate as the target plans it is measured above; the
-	// analysed copy is made on the twin when there is one.
-	copier, t, where := e, snap.Table(exp.Table), ""
-	if e.Copies != nil {
-		c := *e
-		c.Conn, c.Lab, c.Copies = e.Copies.Conn, true, nil
-		copier, t, where = &c, e.Copies.Snap.Table(exp.Table), e.Copies.Where(exp.Table)
-	}
-	if t == nil {
-		return
-	}
-	after, why := copier.misestimateOnCopy(ctx, t, stmt, b, exp.Table)
+	after, where, why := e.misestimateAnalysed(ctx, snap, stmt, b, exp.Table)
 	if why != "" {
 		f.Verification = model.Verification{Status: model.NotRun, Method: method, Reason: why}
 		return
@@ -705,6 +694,23 @@ func (e *Engine) misestimate(ctx context.Context, snap *model.Snapshot, f *model
 	}
 	f.Verification.Status = model.Refuted
 	f.Severity = model.Info
+}
+
+// misestimateAnalysed measures the misestimate on a freshly analysed copy
+// of the table: on the twin when there is one (where says so), else on a
+// temporary copy on this connection.
+func (e *Engine) misestimateAnalysed(ctx context.Context, snap *model.Snapshot, stmt *sqlparse.Statement, b *bound, table model.RelRef) (after float64, where, why string) {
+	copier, t := e, snap.Table(table)
+	if e.Copies != nil {
+		c := *e
+		c.Conn, c.Lab, c.Copies = e.Copies.Conn, true, nil
+		copier, t, where = &c, e.Copies.Snap.Table(table), e.Copies.Where(table)
+	}
+	if t == nil {
+		return 0, where, "the table is not in the snapshot"
+	}
+	after, why = copier.misestimateOnCopy(ctx, t, stmt, b, table)
+	return after, where, why
 }
 
 // misestimateOnCopy runs the statement on a freshly analysed temporary
