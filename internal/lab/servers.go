@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -114,14 +115,7 @@ func Servers() []Server {
 	return out
 }
 
-func supported(major int) bool {
-	for _, m := range Majors {
-		if m == major {
-			return true
-		}
-	}
-	return false
-}
+func supported(major int) bool { return slices.Contains(Majors, major) }
 
 type candidate struct{ dir, source string }
 
@@ -130,9 +124,7 @@ func candidates() []candidate {
 	if b, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
 		out = append(out, candidate{strings.TrimSpace(string(b)), "pg_config"})
 	}
-	debian, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	sort.Slice(debian, func(i, j int) bool { return debianMajor(debian[i]) > debianMajor(debian[j]) })
-	for _, d := range debian {
+	for _, d := range debianBinDirs() {
 		out = append(out, candidate{d, "Debian"})
 	}
 	if p, err := exec.LookPath("postgres"); err == nil {
@@ -144,12 +136,29 @@ func candidates() []candidate {
 	return out
 }
 
-func debianMajor(binDir string) int {
-	n, _ := strconv.Atoi(filepath.Base(filepath.Dir(binDir)))
-	return n
+// debianBinDirs are Debian's /usr/lib/postgresql/N/bin, newest first.
+func debianBinDirs() []string {
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	major := func(d string) int {
+		n, _ := strconv.Atoi(filepath.Base(filepath.Dir(d)))
+		return n
+	}
+	sort.Slice(dirs, func(i, j int) bool { return major(dirs[i]) > major(dirs[j]) })
+	return dirs
 }
 
 var versionRe = regexp.MustCompile(`\(PostgreSQL\) (\d+)(?:\.(\d+))?`)
+
+// parseVersion reads `postgres --version`'s line: "postgres (PostgreSQL)
+// 17.10" is major 17, version "17.10".
+func parseVersion(line string) (major int, version string, ok bool) {
+	m := versionRe.FindStringSubmatch(line)
+	if m == nil {
+		return 0, "", false
+	}
+	major, _ = strconv.Atoi(m[1])
+	return major, strings.TrimSuffix(m[1]+"."+m[2], "."), true
+}
 
 // inspect reads what a bin dir holds: the server's version from
 // `postgres --version`, and whether the build has JIT and HypoPG.
@@ -163,12 +172,11 @@ func inspect(dir, source string) (Server, bool) {
 	if err != nil {
 		return Server{}, false
 	}
-	m := versionRe.FindStringSubmatch(string(out))
-	if m == nil {
+	major, version, ok := parseVersion(string(out))
+	if !ok {
 		return Server{}, false
 	}
-	major, _ := strconv.Atoi(m[1])
-	s := Server{BinDir: dir, Major: major, Version: strings.TrimSuffix(m[1]+"."+m[2], "."), Source: source}
+	s := Server{BinDir: dir, Major: major, Version: version, Source: source}
 	for _, lib := range libDirs(dir) {
 		if _, err := os.Stat(filepath.Join(lib, "llvmjit.so")); err == nil {
 			s.JIT = true
@@ -212,12 +220,10 @@ func ClientTool(binDir, name string) (string, error) {
 	if p := filepath.Join(binDir, name); isFile(p) {
 		return p, nil
 	}
-	debian, _ := filepath.Glob("/usr/lib/postgresql/*/bin/" + name)
-	sort.Slice(debian, func(i, j int) bool {
-		return debianMajor(filepath.Dir(debian[i])) > debianMajor(filepath.Dir(debian[j]))
-	})
-	if len(debian) > 0 {
-		return debian[0], nil
+	for _, d := range debianBinDirs() {
+		if p := filepath.Join(d, name); isFile(p) {
+			return p, nil
+		}
 	}
 	if p, err := exec.LookPath(name); err == nil {
 		return p, nil
@@ -233,8 +239,8 @@ func isFile(p string) bool {
 // Server is the build the cluster runs.
 func (c *Cluster) Server() Server {
 	s := Server{BinDir: c.BinDir, Major: c.Major, Version: c.Version, Source: c.Source, JIT: c.JIT, HypoPG: c.HypoPG}
-	if m := versionRe.FindStringSubmatch(c.Version); m != nil {
-		s.Version = strings.TrimSuffix(m[1]+"."+m[2], ".")
+	if _, v, ok := parseVersion(c.Version); ok {
+		s.Version = v
 	}
 	return s
 }

@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/pgmedic/pgmedic/internal/lab"
 )
 
 // The lab's Node clients travel inside the binary with their locked npm
@@ -86,58 +88,14 @@ func nodeClients(ctx context.Context) (node, dir string, err error) {
 	return node, dir, nil
 }
 
-// installNodeClients writes the clients into a directory of their own
-// beside dir, runs npm ci there and renames it to dir: a pgmedic killed
-// half-way, or two installing at once, never leave a dir that looks
-// complete and is not.
+// installNodeClients installs the clients and their locked packages
+// into dir (lab.NPMCI: a half-made installation never looks complete).
 func installNodeClients(ctx context.Context, npm, dir string) error {
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return fmt.Errorf("creating the directory for the lab's Node clients: %w", err)
-	}
-	tmp, err := os.MkdirTemp(filepath.Dir(dir), filepath.Base(dir)+".part-")
-	if err != nil {
-		return fmt.Errorf("creating the directory for the lab's Node clients: %w", err)
-	}
-	defer os.RemoveAll(tmp) // gone once renamed
-	entries, err := fs.ReadDir(nodeFiles, "clients/node")
+	files, err := fs.Sub(nodeFiles, "clients/node")
 	if err != nil {
 		return err
 	}
-	for _, e := range entries {
-		name := e.Name()
-		b, err := nodeFiles.ReadFile("clients/node/" + name)
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(tmp, name), b, 0o644); err != nil {
-			return fmt.Errorf("writing the lab's Node clients: %w", err)
-		}
-	}
-	ictx, cancel := context.WithTimeout(ctx, nodeInstallTimeout)
-	defer cancel()
-	// --prefer-offline: packages npm has cached are not fetched again.
-	cmd := exec.CommandContext(ictx, npm, "ci", "--prefer-offline", "--no-audit", "--no-fund", "--loglevel=error")
-	cmd.Dir = tmp
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return fmt.Errorf("installing the lab's Node packages (pg, piscina) with npm ci failed (%v): %s; check the network or npm's registry settings, then run again",
-			err, lastLines(out.String(), 3))
-	}
-	if err := os.WriteFile(filepath.Join(tmp, installedMark), []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		// Another pgmedic finished first: its installation is as good.
-		if _, serr := os.Stat(filepath.Join(dir, installedMark)); serr == nil {
-			return nil
-		}
-		return fmt.Errorf("installing the lab's Node clients in %s: %w", dir, err)
-	}
-	return nil
+	return lab.NPMCI(ctx, npm, dir, installedMark, files, "the lab's Node packages (pg, piscina)", nodeInstallTimeout, nil)
 }
 
 // runNode runs a Node client until ctx ends (it runs while check samples)

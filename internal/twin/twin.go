@@ -460,9 +460,4 @@ func name(r model.RelRef) string {
 	return r.Schema + "." + r.Name
 }
 
-func quote(r model.RelRef) string {
-	if r.Schema == "" {
-		return sqlparse.QuoteIdent(r.Name)
-	}
-	return sqlparse.QuoteIdent(r.Schema) + "." + sqlparse.QuoteIdent(r.Name)
-}
+func quote(r model.RelRef) string { return sqlparse.QuoteQualified(r.Schema, r.Name) }

@@ -286,7 +286,7 @@ func (e *Engine) measureInPlace(ctx context.Context, t *model.Table, stmt *sqlpa
 		return nil, why
 	}
 	b.cleanup()
-	qt := sqlparse.QuoteIdent(t.Schema) + "." + sqlparse.QuoteIdent(t.Name)
+	qt := sqlparse.QuoteQualified(t.Schema, t.Name)
 	runs := &copyRuns{params: b.desc, inPlace: true}
 	var result string
 	err := e.inTempTransaction(ctx, e.Conn, func() error {
@@ -577,7 +577,7 @@ func (e *Engine) tableStats(ctx context.Context, snap *model.Snapshot, f *model.
 		return
 	}
 	var now, compact int64
-	qt := sqlparse.QuoteIdent(t.Schema) + "." + sqlparse.QuoteIdent(t.Name)
+	qt := sqlparse.QuoteQualified(t.Schema, t.Name)
 	conn, where := e.copySide(f.Experiment.Table)
 	copyLive := func() error {
 		if _, err := conn.Exec(ctx, envelope.Tag+"CREATE TEMP TABLE "+copyName+" AS SELECT * FROM "+qt); err != nil {

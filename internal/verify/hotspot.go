@@ -120,11 +120,8 @@ func (e *Engine) planHotspot(ctx context.Context, kind, raw string) (*hotRerun, 
 
 // columnsOfType lists a relation's columns of a type.
 func (e *Engine) columnsOfType(ctx context.Context, rel sqlparse.Name, typ string) ([]string, error) {
-	name := sqlparse.QuoteIdent(rel.Name)
-	if rel.Schema != "" {
-		name = sqlparse.QuoteIdent(rel.Schema) + "." + name
-	}
-	rows, err := e.Conn.Query(ctx, envelope.Tag+`SELECT attname FROM pg_attribute WHERE attrelid = to_regclass($1) AND atttypid = $2::regtype AND attnum > 0 AND NOT attisdropped ORDER BY attnum`, name, typ)
+	rows, err := e.Conn.Query(ctx, envelope.Tag+`SELECT attname FROM pg_attribute WHERE attrelid = to_regclass($1) AND atttypid = $2::regtype AND attnum > 0 AND NOT attisdropped ORDER BY attnum`,
+		sqlparse.QuoteQualified(rel.Schema, rel.Name), typ)
 	if err != nil {
 		return nil, err
 	}

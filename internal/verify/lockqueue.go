@@ -47,10 +47,7 @@ func (e *Engine) lockQueue(ctx context.Context, _ *model.Snapshot, f *model.Find
 		f.Verification = model.NotRunBecause("the change cannot run inside a transaction (CONCURRENTLY), so it cannot be rehearsed and rolled back")
 		return
 	}
-	table := sqlparse.QuoteIdent(exp.Table.Name)
-	if exp.Table.Schema != "" {
-		table = sqlparse.QuoteIdent(exp.Table.Schema) + "." + table
-	}
+	table := sqlparse.QuoteQualified(exp.Table.Schema, exp.Table.Name)
 	var worst [2]float64
 	var reads [2]int
 	for side, retry := range []bool{false, true} {
@@ -77,20 +74,10 @@ func (e *Engine) lockQueue(ctx context.Context, _ *model.Snapshot, f *model.Find
 
 // rehearse runs one side and returns the readers' latencies (ms).
 func (e *Engine) rehearse(ctx context.Context, exp *model.Experiment, table string, retry bool) ([]float64, error) {
-	conns := make([]*pgx.Conn, 2+queueReaders)
-	defer func() {
-		for _, c := range conns {
-			if c != nil {
-				c.Close(context.WithoutCancel(ctx))
-			}
-		}
-	}()
-	for i := range conns {
-		c, err := e.Workers(ctx)
-		if err != nil {
-			return nil, err
-		}
-		conns[i] = c
+	conns, closeAll, err := e.openWorkers(ctx, 2+queueReaders)
+	defer closeAll()
+	if err != nil {
+		return nil, err
 	}
 	head, change, readers := conns[0], conns[1], conns[2:]
 	if _, err := head.Exec(ctx, "BEGIN"); err != nil {

@@ -61,10 +61,7 @@ func (e *Engine) claimRace(ctx context.Context, _ *model.Snapshot, f *model.Find
 		return
 	}
 	b.cleanup()
-	table := sqlparse.QuoteIdent(exp.Table.Name)
-	if exp.Table.Schema != "" {
-		table = sqlparse.QuoteIdent(exp.Table.Schema) + "." + table
-	}
+	table := sqlparse.QuoteQualified(exp.Table.Schema, exp.Table.Name)
 	var sides [2]raceSide
 	for i, st := range []*sqlparse.Statement{stmt, fixed} {
 		text, err := st.Runnable()
@@ -105,21 +102,13 @@ func (e *Engine) claimRace(ctx context.Context, _ *model.Snapshot, f *model.Find
 // with the types and values bind chose, every round started together.
 func (e *Engine) race(ctx context.Context, query string, b *bound, table string) (raceSide, error) {
 	var side raceSide
-	conns := make([]*pgx.Conn, raceWorkers)
-	defer func() {
-		for _, c := range conns {
-			if c != nil {
-				c.Close(context.WithoutCancel(ctx))
-			}
-		}
-	}()
+	conns, closeAll, err := e.openWorkers(ctx, raceWorkers)
+	defer closeAll()
+	if err != nil {
+		return side, err
+	}
 	run := query
-	for i := range conns {
-		c, err := e.Workers(ctx)
-		if err != nil {
-			return side, err
-		}
-		conns[i] = c
+	for _, c := range conns {
 		if len(b.types) > 0 {
 			if err := envelope.PrepareAs(ctx, c, "pgmedic_claim", b.types, query); err != nil {
 				return side, err
@@ -161,8 +150,26 @@ func (e *Engine) race(ctx context.Context, query string, b *bound, table string)
 		return side, firstErr
 	}
 	side.seconds = time.Since(started).Seconds()
-	err := conns[0].QueryRow(ctx, "SELECT count(*) FROM "+table+" WHERE xmin::text::bigint >= $1", first%(1<<32)).Scan(&side.distinct)
+	err = conns[0].QueryRow(ctx, "SELECT count(*) FROM "+table+" WHERE xmin::text::bigint >= $1", first%(1<<32)).Scan(&side.distinct)
 	return side, err
+}
+
+// openWorkers opens n more sessions on the experiment's database (a twin
+// or a lab database); closeAll closes those that opened, whatever failed.
+func (e *Engine) openWorkers(ctx context.Context, n int) (conns []*pgx.Conn, closeAll func(), err error) {
+	closeAll = func() {
+		for _, c := range conns {
+			c.Close(context.WithoutCancel(ctx))
+		}
+	}
+	for range n {
+		c, err := e.Workers(ctx)
+		if err != nil {
+			return conns, closeAll, err
+		}
+		conns = append(conns, c)
+	}
+	return conns, closeAll, nil
 }
 
 // claimOnce is one worker's claim: BEGIN, the claim, a moment of work,
