@@ -175,8 +175,12 @@ func TestCheckTwinLockQueue(t *testing.T) {
 		t.Fatalf("exit %d: %s %s", code, out, errOut)
 	}
 	v := rep.Findings[0].Verification
-	if v.Status != model.Confirmed || v.Before == nil || v.After == nil || v.Before.Value < 5*v.After.Value || !strings.Contains(v.Where, "the definition of public.ledger, no rows") {
-		t.Errorf("the rehearsal: %+v", v)
+	// By construction the reads queued as written wait for the head's
+	// 1.2 s, however fast the machine; with lock_timeout they wait at most
+	// 100 ms for the lock, plus whatever a loaded machine adds.
+	if v.Status != model.Confirmed || v.Before == nil || v.After == nil || v.Before.Value < 1000 || v.After.Value > v.Before.Value/2 ||
+		!strings.Contains(v.Where, "the definition of public.ledger, no rows") {
+		t.Errorf("the rehearsal: %+v (before %v, after %v)", v, v.Before, v.After)
 	}
 }
 
