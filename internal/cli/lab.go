@@ -234,6 +234,7 @@ func (l *labCmd) list() *cobra.Command {
 // run reproduces one scenario and checks it.
 func (l *labCmd) run() *cobra.Command {
 	var f checkFlags
+	var asTarget bool
 	cmd := &cobra.Command{
 		Use:   "run SCENARIO",
 		Short: "reproduce a scenario and run check on it",
@@ -265,7 +266,9 @@ Exit 0 when the scenario produced every finding it must and none it must not.`,
 				defer c.Destroy(context.Background())
 			}
 			logf("lab server: %s", c.Server().Describe())
-			res, err := scenario.Run(cmd.Context(), c, sc, Version, f.options(ids, logf), min)
+			o := f.options(ids, logf)
+			o.Twin = asTarget
+			res, err := scenario.Run(cmd.Context(), c, sc, Version, o, min)
 			if err != nil {
 				return err
 			}
@@ -299,6 +302,7 @@ Exit 0 when the scenario produced every finding it must and none it must not.`,
 		},
 	}
 	f.register(cmd)
+	cmd.Flags().BoolVar(&asTarget, "twin", false, "check the scenario's database as a production target: nothing written to it, the experiments that write run on a twin")
 	return cmd
 }
 

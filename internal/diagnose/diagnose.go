@@ -72,6 +72,11 @@ type Options struct {
 	TwinMaxBytes int64
 	KeepTwin     bool
 	Log          func(format string, args ...any)
+	// Sampled, when set, is called once the snapshot and its samples are
+	// collected, before any experiment: the lab ends a scenario's workload
+	// there when the twin shares its machine, as a twin elsewhere would
+	// not feel the target's load.
+	Sampled func()
 }
 
 // InputError is a problem with what pgmedic was pointed at or given (a
@@ -168,6 +173,9 @@ func Check(ctx context.Context, dsn, version string, o Options, min model.Severi
 		return nil, inputErr(err)
 	}
 	o.logf("collected %d statements", len(snap.Statements))
+	if o.Sampled != nil {
+		o.Sampled()
+	}
 	snap.ServerCores = serverCores(o.ServerCores, sess.Target.Host)
 	snap.CoresGuessed = o.ServerCores <= 0 && !local(sess.Target.Host)
 	findings, skipped := rules.Run(snap, selected)

@@ -3,7 +3,9 @@ package diagnose
 import (
 	"context"
 	"slices"
+	"time"
 
+	"github.com/pgmedic/pgmedic/internal/collect"
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
@@ -16,7 +18,7 @@ import (
 // target. copiesOnTwin read the target as it is and make their copy on
 // the twin (a compact copy of a bloated table, the same keys in order).
 var (
-	onTwin       = []string{model.ExpIndex, model.ExpClaimRace, model.ExpLockQueue}
+	onTwin       = []string{model.ExpIndex, model.ExpClaimRace, model.ExpLockQueue, model.ExpHeldLock, model.ExpConcurrency}
 	copiesOnTwin = []string{model.ExpTableStats, model.ExpIndexStats, model.ExpMisestimate}
 )
 
@@ -51,21 +53,48 @@ func (o Options) verifyWithTwin(ctx context.Context, sess *envelope.Session, sna
 		}
 	}
 	target := o.engine(sess)
-	if len(refs) == 0 {
+	if len(refs) == 0 && len(there) == 0 {
 		out, skipped := target.Run(ctx, snap, findings)
 		return out, skipped, ""
 	}
 	// The copy reads the target: the load rule holds for it as for any
-	// experiment.
-	why := verify.LoadRule(snap.Activity, serverCores(o.ServerCores, sess.Target.Host))
+	// experiment. The snapshot's load was read before sampling, so a busy
+	// server is asked again. While it stays busy the twin gets the tables'
+	// definitions only (catalog reads, as check itself makes): enough for
+	// the experiments that need no rows, and the others say why not.
+	cores := serverCores(o.ServerCores, sess.Target.Host)
+	busy := verify.LoadRule(snap.Activity, cores)
+	for try := 0; busy != "" && try < loadRetries; try++ {
+		if try > 0 {
+			sleep(ctx, time.Second)
+		}
+		if a, err := collect.Load(ctx, sess.Conn); err == nil {
+			busy = verify.LoadRule(a, cores)
+		}
+	}
+	for _, r := range refs {
+		defOnly[r] = busy != "" || !rowsNeeded[r]
+	}
+	if busy != "" {
+		var run []model.Finding
+		for _, f := range there {
+			if needsRows(snap, f.Experiment) {
+				f.Verification = model.NotRunBecause("the twin holds the tables' definitions only, because " + busy + " and copying rows would add to it: run check --twin again when the load allows, or with a bundle of this moment")
+				here = append(here, f)
+				continue
+			}
+			run = append(run, f)
+		}
+		there = run
+	}
 	var tw *twin.Twin
 	var left map[model.RelRef]string
-	if why == "" {
+	why := ""
+	if len(there) == 0 && busy != "" {
+		why = busy
+	} else {
 		o.logf("building the twin: %d tables", len(refs))
 		var err error
-		for _, r := range refs {
-			defOnly[r] = !rowsNeeded[r]
-		}
 		tw, left, err = twin.Build(ctx, sess.Conn, snap, refs, twin.Options{MaxBytes: o.TwinMaxBytes, DSN: o.TwinDSN,
 			Keep: o.KeepTwin, CopyTimeout: o.CopyTimeout, DefinitionOnly: defOnly, Log: o.Log})
 		if err != nil {
@@ -96,7 +125,7 @@ func (o Options) verifyWithTwin(ctx context.Context, sess *envelope.Session, sna
 		copied = append(copied, f)
 	}
 	eng := o.engine(sess)
-	eng.Conn, eng.Lab, eng.InPlace, eng.Workers = tw.Conn, true, true, tw.Connect
+	eng.Conn, eng.Lab, eng.InPlace, eng.Workers, eng.Pool = tw.Conn, true, true, tw.Connect, tw.Pool
 	copied, more := eng.Run(ctx, twSnap, copied)
 	for i := range copied {
 		if copied[i].Experiment != nil {
@@ -104,6 +133,33 @@ func (o Options) verifyWithTwin(ctx context.Context, sess *envelope.Session, sna
 		}
 	}
 	return append(here, copied...), append(skipped, more...), tw.Summary()
+}
+
+// loadRetries is how many times, a second apart, a busy target's load is
+// read again before the twin settles for definitions: a burst passes in
+// seconds, an incident does not.
+const loadRetries = 5
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// needsRows says whether an experiment needs the tables' rows on the
+// twin: a lock-queue rehearsal needs only their definitions, and a load
+// replay whose statements read no table of the snapshot only the catalogs.
+func needsRows(snap *model.Snapshot, exp *model.Experiment) bool {
+	switch exp.Kind {
+	case model.ExpLockQueue:
+		return false
+	case model.ExpConcurrency:
+		return len(tablesOf(snap, exp)) > 0
+	}
+	return true
 }
 
 // normalRef is a reference with the schema the snapshot's table has.
@@ -123,14 +179,18 @@ func tablesOf(snap *model.Snapshot, exp *model.Experiment) []model.RelRef {
 			refs = append(refs, r)
 		}
 	}
-	add(exp.Table)
+	if exp.Table.Name != "" {
+		add(exp.Table)
+	}
 	stmts := []*sqlparse.Statement{exp.Stmt}
 	if exp.Stmt == nil {
 		stmts[0], _ = sqlparse.Parse(exp.Query)
 	}
-	if exp.Waiter != "" {
-		st, _ := sqlparse.Parse(exp.Waiter)
-		stmts = append(stmts, st)
+	for _, q := range append([]string{exp.Waiter}, slices.Compact(slices.Clone(exp.Mix))...) {
+		if q != "" {
+			st, _ := sqlparse.Parse(q)
+			stmts = append(stmts, st)
+		}
 	}
 	for _, st := range stmts {
 		if st == nil {

@@ -477,6 +477,15 @@ const (
 	// running the waiting statement, as written and with lock_timeout and
 	// retries (on a twin only).
 	ExpLockQueue = "lock-queue"
+	// ExpHeldLock rehearses sessions waiting behind a transaction left
+	// idle: a session taking the head's locks and sitting idle, and
+	// sessions running the waiting statement, as it happened and with
+	// idle_in_transaction_session_timeout (on a twin only).
+	ExpHeldLock = "held-lock"
+	// ExpConcurrency replays the sampled statement mix at the observed
+	// concurrency as the clients ran it and through a pool of the
+	// proposed size, measuring goodput and p95 (on a twin only).
+	ExpConcurrency = "concurrency"
 )
 
 // IndexProposal is an index a rule proposes, as fields rather than SQL
@@ -576,6 +585,18 @@ type Experiment struct {
 	// are never reported.
 	Waiter   string `json:"-"`
 	HeadLock string `json:"-"`
+	// Mix is the statement mix a concurrency experiment replays (texts as
+	// the sampler saw them, repeated as often as they were seen), Clients
+	// the sessions that ran it, Pool the server connections the fix
+	// proposes and PoolNow those the clients had (0: none, they connected
+	// directly); Cores is the server's, to scale the clients to the
+	// twin's machine. Reconnect: the clients opened a session per request.
+	Mix       []string `json:"-"`
+	Clients   int      `json:",omitempty"`
+	Pool      int      `json:",omitempty"`
+	PoolNow   int      `json:",omitempty"`
+	Cores     int      `json:",omitempty"`
+	Reconnect bool     `json:",omitempty"`
 	// Hotspot is the kind of CPU hot spot a hotspot experiment measures
 	// (one of the cpu-hotspot rule's kinds: jit, timezone, ...).
 	Hotspot string `json:",omitempty"`

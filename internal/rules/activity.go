@@ -184,9 +184,15 @@ func idleInTransaction(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 			Impact: model.Impact{Summary: "its locks stay held while the client does something else; sessions that need them wait for the client, not for the database"},
 			Fix: model.Fix{Summary: "commit (or roll back) before the client does other work (network calls, computation, waiting on a queue); let the server end transactions a client abandons",
 				SQL: fmt.Sprintf("ALTER ROLE %s SET idle_in_transaction_session_timeout = '30s';", sqlparse.QuoteIdent(role))},
-			Verification: model.NotRunBecause(fmt.Sprintf("observed in %d of %d samples; no experiment changes what a client does between statements", x.idleSamples, len(s.Sampling.Samples))),
+			Verification: model.NotRunBecause(fmt.Sprintf("observed in %d of %d samples; no session waited behind it, so there is no wait to time: the fix is in the client's code (commit before other work), which no experiment on the database stands in for, and the timeout only ends transactions a client abandons", x.idleSamples, len(s.Sampling.Samples))),
 			Docs:         docsPath(IdleInTransactionID),
 		})
+		if len(x.waiters) > 0 {
+			f := &out[len(out)-1]
+			if f.Experiment = heldLockExperiment(s, b, x.waiters); f.Experiment == nil {
+				f.Verification = model.NotRunBecause(fmt.Sprintf("observed in %d of %d samples; no statement waiting behind it could be replayed on a twin", x.idleSamples, len(s.Sampling.Samples)))
+			}
+		}
 	}
 	Sort(out)
 	return out, nil
@@ -249,11 +255,16 @@ func lockContention(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		Impact:   model.Impact{Summary: "the head of the chain: " + headText, Share: math.Min(share, 1)},
 		Fix: model.Fix{Summary: chainFix(smp),
 			SQL: fmt.Sprintf("-- the head of the chain, if it must go:\nSELECT pg_cancel_backend(%d); -- or pg_terminate_backend(%d)", head.PID, head.PID)},
-		Verification: model.NotRunBecause("observed while sampling; the chain is the measurement"),
+		Verification: model.NotRunBecause("observed while sampling; the head of the chain was running a statement, not idle: shortening its transaction is a change to the application, and no rehearsal stands in for it"),
 		Docs:         docsPath(LockContentionID),
 	}
 	if headWaiters == 0 {
 		f.Fix.SQL = ""
+		f.Verification = model.NotRunBecause("observed while sampling; the head of the chain was not visible, so there is nothing to rehearse")
+	} else if strings.HasPrefix(head.State, "idle in transaction") {
+		if f.Experiment = heldLockExperiment(s, head, behind[head.PID]); f.Experiment == nil {
+			f.Verification = model.NotRunBecause("observed while sampling; no statement waiting in the chain could be replayed on a twin")
+		}
 	}
 	return []model.Finding{f}, nil
 }
@@ -414,7 +425,7 @@ func ddlQueue(s *model.Snapshot, smp model.ActivitySample, byPID map[int]model.B
 		},
 		Impact:       model.Impact{Summary: impact},
 		Fix:          model.Fix{Summary: summary, SQL: sql},
-		Verification: model.NotRunBecause("observed while sampling; the queue is the measurement (the lab's migration-lock-queue scenario measures the readers' p99 with and without lock_timeout)"),
+		Verification: model.NotRunBecause("observed while sampling; no read queued behind the change that pgmedic could rehearse (check --twin rehearses a queue that has one, with and without lock_timeout)"),
 		Docs:         docsPath(LockContentionID),
 	}, true
 }
@@ -432,13 +443,15 @@ func lockQueueExperiment(d *sqlparse.DDL, ddl model.Backend, byPID map[int]model
 			}
 		}
 	}
-	for p := range behind[ddl.PID] {
+	// A read with $n placeholders (a client's extended protocol) is bound
+	// on the twin with values from the table's own rows.
+	for _, p := range slices.Sorted(maps.Keys(behind[ddl.PID])) {
 		b, ok := byPID[p]
 		if !ok || b.PID == ddl.PID {
 			continue
 		}
 		st, err := sqlparse.Parse(b.Query)
-		if err != nil || st.ParamCount() > 0 {
+		if err != nil {
 			continue
 		}
 		if ok, _ := st.SafeToAnalyze(); ok && st.Shape().Command == "SELECT" {
@@ -529,7 +542,7 @@ func clientStall(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 			Impact:   model.Impact{Summary: "the slow side is " + side + ". A client that times out and retries a request the database already did duplicates its work (and its rows, without an idempotency key)"},
 			Fix: model.Fix{Summary: "find what blocks the client between its statements (a blocked event loop, CPU work, a remote call inside the transaction); keep statement_timeout below the client's own timeout so the server gives up first; make retried writes idempotent (a key with ON CONFLICT DO NOTHING); retry with backoff and a budget; let the server notice clients that went away",
 				SQL: "ALTER SYSTEM SET client_connection_check_interval = '10s'; SELECT pg_reload_conf();\n-- and for the application's role: ALTER ROLE app SET idle_in_transaction_session_timeout = '30s';"},
-			Verification: model.NotRunBecause(fmt.Sprintf("observed in %d of %d samples: the server's own time against the transaction's", x.clientRead+x.clientWrite, len(s.Sampling.Samples))),
+			Verification: model.NotRunBecause(fmt.Sprintf("observed in %d of %d samples: the server's own time against the transaction's. The fix is in the client's code (what it does between statements, how fast it reads results); a twin runs the statements, not the client, so no experiment there stands in for it", x.clientRead+x.clientWrite, len(s.Sampling.Samples))),
 			Docs:         docsPath(ClientStallID),
 		})
 	}
@@ -673,6 +686,14 @@ func connectionPressure(s *model.Snapshot) (found []model.Finding, skipped []mod
 		Verification: j.verification,
 		Docs:         docsPath(ConnectionPressureID),
 	}
+	// The replay on a twin: the clients as they ran, directly (or a new
+	// session per request when they churned), against the same clients
+	// through a pool of the proposed size.
+	if clients := max(workingSessions(q), int(math.Round(avgTotal))); clients > pool {
+		if f.Experiment = concurrencyExperiment(s, s.Database, clients, 0, pool, cores, churn >= churnPerSecond); f.Experiment == nil && f.Verification.Status == model.NotRun {
+			f.Verification.Reason += "; none of the sampled statements can be replayed on a twin"
+		}
+	}
 	if q.coresGot > 0 {
 		f.Evidence = append(f.Evidence, ev("cores the sessions got (CPU time of their processes)", q.coresGot, ""),
 			ev("wall time per unit of CPU time of the sessions on CPU", j.stretch, "x"))
@@ -779,6 +800,7 @@ func poolSaturation(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		if a.pool.Mode != "" {
 			f.Evidence = append(f.Evidence, model.Evidence{Label: "pool mode: " + a.pool.Mode, Value: 1})
 		}
+		poolSizeExperiment(s, &f, a)
 		for _, st := range s.Sampling.BouncerStats {
 			if st.Database == a.pool.Database && st.Transactions > 0 {
 				f.Evidence = append(f.Evidence, ev("mean wait for a server connection per transaction (SHOW STATS)", st.WaitMS/float64(st.Transactions), "ms"),
@@ -799,6 +821,7 @@ type poolWindow struct {
 	pool                 model.Pool // as last seen
 	waitingTicks, full   int        // ticks with clients waiting; and no idle server connection
 	maxWaiting           int
+	maxClients           int // clients active and waiting, at most
 	maxWaitMS, firstWait float64
 }
 
@@ -824,6 +847,7 @@ func poolsOverWindow(ticks []model.PoolSample) (map[string]*poolWindow, []string
 				}
 			}
 			a.maxWaiting = max(a.maxWaiting, p.ClWaiting)
+			a.maxClients = max(a.maxClients, p.ClActive+p.ClWaiting)
 			if i == 0 {
 				a.firstWait = p.MaxWaitMS
 			}

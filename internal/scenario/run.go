@@ -104,12 +104,18 @@ func checkDuring(ctx context.Context, c *lab.Cluster, s Scenario, version string
 		return nil, nil, workloadEnded(s, err, stop)
 	case <-time.After(s.warmUp()):
 	}
+	if o.Twin {
+		// The twin runs on this machine: the workload ends once check
+		// has sampled it, or the twin's measurements would share the
+		// cores with it (a twin on another machine would not).
+		o.Sampled = stop
+	}
 	rep, err := diagnose.Check(ctx, c.DSN(env.DB), version, o, model.Info)
 	stop()
 	if werr := <-done; werr != nil && err == nil {
 		err = &diagnose.InputError{Err: werr}
 	}
-	if measure := afterCheck[s.Name]; measure != nil && err == nil {
+	if measure := afterCheck[s.Name]; measure != nil && err == nil && !o.Twin {
 		// Measurements that need the database to themselves, and that
 		// verify findings no experiment on a target can (goodput).
 		if err := measure(ctx, env, rep.Findings); err != nil {
@@ -121,7 +127,8 @@ func checkDuring(ctx context.Context, c *lab.Cluster, s Scenario, version string
 }
 
 // Run reproduces a scenario on the cluster and checks it as check would,
-// with experiments allowed to write (it is a lab database). Expectations
+// with experiments allowed to write (it is a lab database), or with
+// o.Twin as a production target (experiments that write go to a twin). Expectations
 // are judged on every finding; the report keeps those at or above min.
 func Run(ctx context.Context, c *lab.Cluster, s Scenario, version string, o diagnose.Options, min model.Severity) (*Result, error) {
 	if why := s.NotRunOn(c); why != "" {
@@ -129,7 +136,9 @@ func Run(ctx context.Context, c *lab.Cluster, s Scenario, version string, o diag
 	}
 	s, leftOut := s.On(c)
 	began := time.Now()
-	o.Lab = true
+	// With o.Twin the database is checked as a production target would
+	// be: no experiment writes to it, those that must write run on a twin.
+	o.Lab = !o.Twin
 	// Sessions are sampled while a workload runs during check; after a
 	// workload that has ended there is nothing to see but an idle server.
 	o.SampleFor = 0

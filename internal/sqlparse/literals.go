@@ -1,6 +1,7 @@
 package sqlparse
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -74,4 +75,33 @@ func isConstant(t pg_query.Token) bool {
 		return true
 	}
 	return false
+}
+
+// Inline writes values into a statement's $n placeholders, each as given
+// (SQL expressions such as '42'::integer) in parentheses: the statement as
+// a simple-protocol client would send it, for sessions that cannot keep a
+// prepared statement (behind a transaction-mode pool, where each
+// transaction may get another server connection). The placeholders are
+// found as tokens, so a "$1" inside a string or comment is left alone.
+func Inline(query string, values []string) (string, error) {
+	toks, err := pg_query.Scan(query)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	last := 0
+	for _, t := range toks.Tokens {
+		if t.Token != pg_query.Token_PARAM {
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimPrefix(query[t.Start:t.End], "$"))
+		if err != nil || n < 1 || n > len(values) {
+			return "", fmt.Errorf("placeholder %s has no value", query[t.Start:t.End])
+		}
+		b.WriteString(query[last:t.Start])
+		b.WriteString("(" + values[n-1] + ")")
+		last = int(t.End)
+	}
+	b.WriteString(query[last:])
+	return b.String(), nil
 }

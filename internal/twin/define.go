@@ -23,6 +23,17 @@ type definition struct {
 	constraints []string // ALTER TABLE ... ADD CONSTRAINT ...
 	indexes     []string // CREATE INDEX ...
 	noRows      bool     // the definition only (Options.DefinitionOnly)
+	// partitionBy is a partitioned table's key (pg_get_partkeydef) and
+	// partitions its leaves with their bounds; bytes is the heap the
+	// copy reads (the leaves', for a partitioned table).
+	partitionBy string
+	partitions  []partition
+	bytes       int64
+}
+
+type partition struct {
+	ref   model.RelRef
+	bound string // FOR VALUES ... or DEFAULT
 }
 
 type column struct {
@@ -54,9 +65,11 @@ const columnsSQL = `SELECT a.attname::text, format_type(a.atttypid, a.atttypmod)
 // define reads a table's definition from the target's catalog, or says
 // why the twin cannot hold it.
 func define(ctx context.Context, q envelope.Conn, t *model.Table) (*definition, string) {
-	d := &definition{ref: model.RelRef{Schema: t.Schema, Name: t.Name}}
+	d := &definition{ref: model.RelRef{Schema: t.Schema, Name: t.Name}, bytes: t.HeapBytes}
 	if t.Partitioned {
-		return nil, "a partitioned table: the twin copies plain tables only"
+		if why := d.partitioned(ctx, q, t); why != "" {
+			return nil, why
+		}
 	}
 	rows, err := q.Query(ctx, envelope.Tag+columnsSQL, t.OID)
 	if err != nil {
@@ -101,7 +114,10 @@ func define(ctx context.Context, q envelope.Conn, t *model.Table) (*definition, 
 		FROM pg_constraint WHERE conrelid = $1::oid AND contype IN ('p', 'u', 'c') ORDER BY contype DESC, conname`, t.OID, d.qualified()); err != nil {
 		return nil, "reading its constraints: " + envelope.Message(err)
 	}
-	if d.indexes, err = strings1(ctx, q, `SELECT pg_get_indexdef(i.indexrelid) FROM pg_index i
+	// A partitioned table's index reads "ON ONLY parent" (the leaves'
+	// indexes are attached one by one); on the twin, built on the parent
+	// after the rows are in, it makes the leaves' indexes itself.
+	if d.indexes, err = strings1(ctx, q, `SELECT replace(pg_get_indexdef(i.indexrelid), ' ON ONLY ', ' ON ') FROM pg_index i
 		WHERE i.indrelid = $1::oid AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid AND c.conrelid = i.indrelid)
 		ORDER BY i.indexrelid`, t.OID); err != nil {
 		return nil, "reading its indexes: " + envelope.Message(err)
@@ -131,10 +147,11 @@ func (d *definition) columnList() string {
 	return strings.Join(names, ", ")
 }
 
-// create is the twin's CREATE TABLE, without constraints or indexes:
+// create is the twin's CREATE TABLE (and its partitions'), without
+// constraints or indexes:
 // they are built once the rows are in, which is faster than keeping them
 // up to date row by row.
-func (d *definition) create() string {
+func (d *definition) create() []string {
 	var cols []string
 	for _, c := range d.columns {
 		s := sqlparse.QuoteIdent(c.name) + " " + c.typ
@@ -150,10 +167,56 @@ func (d *definition) create() string {
 		cols = append(cols, s)
 	}
 	q := "CREATE TABLE " + d.qualified() + " (" + strings.Join(cols, ", ") + ")"
+	if d.partitionBy != "" {
+		q += " PARTITION BY " + d.partitionBy
+	}
 	if len(d.reloptions) > 0 {
 		q += " WITH (" + strings.Join(d.reloptions, ", ") + ")"
 	}
-	return q
+	out := []string{q}
+	for _, p := range d.partitions {
+		out = append(out, "CREATE TABLE "+quote(p.ref)+" PARTITION OF "+d.qualified()+" "+p.bound)
+	}
+	return out
+}
+
+// partitioned reads a partitioned table's key and its leaves, one level
+// deep: COPY into the parent routes each row to its leaf as on the
+// target, and the parent's indexes and keys cascade to the leaves.
+func (d *definition) partitioned(ctx context.Context, q envelope.Conn, t *model.Table) string {
+	if err := q.QueryRow(ctx, envelope.Tag+`SELECT pg_get_partkeydef($1::oid)`, t.OID).Scan(&d.partitionBy); err != nil {
+		return "reading its partition key: " + envelope.Message(err)
+	}
+	rows, err := q.Query(ctx, envelope.Tag+`SELECT n.nspname::text, c.relname::text, pg_get_expr(c.relpartbound, c.oid), c.relkind::text, pg_relation_size(c.oid)
+		FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE i.inhparent = $1::oid ORDER BY c.relname`, t.OID)
+	if err != nil {
+		return "reading its partitions: " + envelope.Message(err)
+	}
+	defer rows.Close()
+	d.bytes = 0
+	for rows.Next() {
+		var p partition
+		var kind string
+		var size int64
+		if err := rows.Scan(&p.ref.Schema, &p.ref.Name, &p.bound, &kind, &size); err != nil {
+			return "reading its partitions: " + envelope.Message(err)
+		}
+		switch {
+		case kind == "p":
+			return fmt.Sprintf("its partition %s is itself partitioned, which the twin does not recreate", name(p.ref))
+		case p.ref.Schema != t.Schema:
+			return fmt.Sprintf("its partition %s is in another schema, which the twin does not recreate", name(p.ref))
+		case kind != "r":
+			return fmt.Sprintf("its partition %s is a foreign table, whose rows are not on this server", name(p.ref))
+		}
+		d.partitions = append(d.partitions, p)
+		d.bytes += size
+	}
+	if err := rows.Err(); err != nil {
+		return "reading its partitions: " + envelope.Message(err)
+	}
+	return ""
 }
 
 // after is what is built once the rows are in.

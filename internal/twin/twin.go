@@ -157,6 +157,9 @@ func (t *Twin) Summary() string {
 		}
 		names = append(names, n)
 	}
+	if len(names) == 0 {
+		return fmt.Sprintf("twin on %s: no table copied (its experiments read only the catalogs) in %.1f s", t.Server, t.Seconds)
+	}
 	return fmt.Sprintf("twin on %s: copied %s (%s rows, %s read from the target) in %.1f s", t.Server, strings.Join(names, ", "),
 		printable.Count(float64(t.rows())), printable.KB(float64(t.Bytes())/1024), t.Seconds)
 }
@@ -230,8 +233,10 @@ func Build(ctx context.Context, target *pgx.Conn, snap *model.Snapshot, refs []m
 		return nil, skipped, err
 	}
 	for _, d := range defs {
-		if _, err := tw.Conn.Exec(ctx, d.create()); err != nil {
-			return nil, skipped, fmt.Errorf("creating %s on the twin: %s", name(d.ref), envelope.Message(err))
+		for _, q := range d.create() {
+			if _, err := tw.Conn.Exec(ctx, q); err != nil {
+				return nil, skipped, fmt.Errorf("creating %s on the twin: %s", name(d.ref), envelope.Message(err))
+			}
 		}
 	}
 	if err := settings(ctx, target, tw.Conn, o.DSN == ""); err != nil {
@@ -276,10 +281,10 @@ func defineAll(ctx context.Context, target *pgx.Conn, snap *model.Snapshot, refs
 		d.noRows = noRows[r]
 		defs = append(defs, d)
 		if !d.noRows {
-			total += t.HeapBytes
+			total += d.bytes
 		}
 	}
-	if len(defs) == 0 {
+	if len(defs) == 0 && len(refs) > 0 {
 		var whys []string
 		for r, why := range skipped {
 			whys = append(whys, name(r)+": "+why)
@@ -461,3 +466,29 @@ func name(r model.RelRef) string {
 }
 
 func quote(r model.RelRef) string { return sqlparse.QuoteQualified(r.Schema, r.Name) }
+
+// Pool starts PgBouncer in transaction mode in front of the twin's lab
+// cluster with size server connections, and returns a connector through
+// it and the function that stops it. A twin on a scratch server
+// (--twin-dsn) has no pool pgmedic may start.
+func (t *Twin) Pool(ctx context.Context, size int) (connect func(context.Context) (*pgx.Conn, error), stop func(), err error) {
+	if t.cluster == nil {
+		return nil, nil, fmt.Errorf("the twin is a scratch server (--twin-dsn): pgmedic starts a pool only in front of its own lab cluster")
+	}
+	b, err := t.cluster.StartPgBouncer(ctx, lab.BouncerOptions{PoolSize: size, Mode: "transaction"})
+	if err != nil {
+		return nil, nil, err
+	}
+	dsn := b.DSN(t.cluster.Superuser, DBName)
+	connect = func(ctx context.Context) (*pgx.Conn, error) {
+		cfg, err := pgx.ParseConfig(dsn)
+		if err != nil {
+			return nil, err
+		}
+		// A transaction-mode pool gives each transaction any server
+		// connection: nothing prepared may outlive one.
+		cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+		return pgx.ConnectConfig(ctx, cfg)
+	}
+	return connect, b.Stop, nil
+}

@@ -49,9 +49,15 @@ func (e *Engine) indexExperiment(ctx context.Context, snap *model.Snapshot, f *m
 		return
 	}
 	var reasons []string
-	hypoBefore, hypoAfter, hypoUsed, why := e.hypoCost(ctx, snap, stmt, exp)
-	if why != "" {
-		reasons = append(reasons, why)
+	var hypoBefore, hypoAfter float64
+	var hypoUsed bool
+	// On a twin the index itself is built: the planner's guess adds
+	// nothing to the measurement.
+	if !e.InPlace {
+		var why string
+		if hypoBefore, hypoAfter, hypoUsed, why = e.hypoCost(ctx, snap, stmt, exp); why != "" {
+			reasons = append(reasons, why)
+		}
 	}
 	m, why := e.measureOnCopy(ctx, snap, stmt, exp)
 	if why != "" {
@@ -76,6 +82,10 @@ func (e *Engine) indexExperiment(ctx context.Context, snap *model.Snapshot, f *m
 		}
 		method := fmt.Sprintf("EXPLAIN (ANALYZE, BUFFERS) x%d before and x%d after creating the index on "+on+" in a rolled-back transaction, jit off; medians", e.Runs, e.Runs, exp.Table.Schema+"."+exp.Table.Name, m.rows)
 
+		m.writes.evidence(f)
+		if m.writesWhy != "" {
+			method += "; the writers' cost was not measured: " + m.writesWhy
+		}
 		f.Verification = model.Verification{Method: method, Parameters: m.params,
 			Before: &model.Measure{Value: model.Round(before, 2), Unit: "ms"}, After: &model.Measure{Value: model.Round(after, 2), Unit: "ms"}}
 		if judge(f, before, after) {
@@ -221,6 +231,8 @@ type copyRuns struct {
 	rows                        int64
 	params                      []string
 	inPlace                     bool // measured on the twin's table itself
+	writes                      *writeCost
+	writesWhy                   string // why the writers' cost was not measured
 }
 
 // measureOnCopy copies the table into a temporary table with its indexes,
@@ -296,6 +308,7 @@ func (e *Engine) measureInPlace(ctx context.Context, t *model.Table, stmt *sqlpa
 		if err := e.Conn.QueryRow(ctx, envelope.Tag+"SELECT reltuples::bigint FROM pg_class WHERE oid = $1::oid", t.OID).Scan(&runs.rows); err != nil {
 			return err
 		}
+		e.writesOf(ctx, runs, qt, exp.Proposal)
 		result = e.runOnCopy(ctx, runs, b, stmt, exp.Proposal.On(qt), qt)
 		return nil
 	})
@@ -394,10 +407,16 @@ func (e *Engine) runOnCopy(ctx context.Context, runs *copyRuns, b *bound, rewrit
 // with the parameter types and values bind chose for the original, or as it
 // is when it has no parameters. release drops the prepared statement.
 func (e *Engine) onCopy(ctx context.Context, b *bound, rewritten *sqlparse.Statement) (target string, release func(), err error) {
-	if len(b.types) == 0 {
-		return rewritten.Text(), func() {}, nil
+	// The text as PREPARE takes it: pg_stat_statements leaves typed
+	// literals as "interval $2", which only its runnable form parses.
+	query, err := rewritten.Runnable()
+	if err != nil {
+		return "", nil, err
 	}
-	if err := envelope.PrepareAs(ctx, e.Conn, copyStmt, b.types, rewritten.Text()); err != nil {
+	if len(b.types) == 0 {
+		return query, func() {}, nil
+	}
+	if err := envelope.PrepareAs(ctx, e.Conn, copyStmt, b.types, query); err != nil {
 		return "", nil, err
 	}
 	release = func() { e.Conn.Exec(context.WithoutCancel(ctx), envelope.Tag+"DEALLOCATE "+copyStmt) }

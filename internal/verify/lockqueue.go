@@ -48,10 +48,15 @@ func (e *Engine) lockQueue(ctx context.Context, _ *model.Snapshot, f *model.Find
 		return
 	}
 	table := sqlparse.QuoteQualified(exp.Table.Schema, exp.Table.Name)
+	read, why := e.waitingRead(ctx, exp.Waiter, "pgmedic_wait")
+	if why != "" {
+		f.Verification = model.NotRunBecause(why)
+		return
+	}
 	var worst [2]float64
 	var reads [2]int
 	for side, retry := range []bool{false, true} {
-		lat, err := e.rehearse(ctx, exp, table, retry)
+		lat, err := e.rehearse(ctx, exp, table, read, retry)
 		if err != nil {
 			f.Verification = model.NotRunBecause("the rehearsal on the twin failed: " + envelope.Message(err))
 			return
@@ -68,18 +73,60 @@ func (e *Engine) lockQueue(ctx context.Context, _ *model.Snapshot, f *model.Find
 	f.Verification = model.Verification{
 		Method: fmt.Sprintf("rehearsed: a session held %s on %s for %s as the head did, the change queued behind it, and %d sessions ran the waiting read in a loop (%d and %d reads); then the same with SET lock_timeout = '%s' and a retry every %s; the change rolled back each time",
 			exp.HeadLock, table, queueHold, queueReaders, reads[0], reads[1], queueLockTimeout, queueRetry),
+		Parameters: read.params,
 		Before: &model.Measure{Value: worst[0], Unit: "ms longest read"}, After: &model.Measure{Value: worst[1], Unit: "ms longest read"}}
 	judge(f, worst[0], worst[1])
 }
 
+// waiting is a statement a rehearsal's sessions run: as the sampler saw
+// it, or, when the client sent it with $n placeholders, prepared as name
+// on each session and executed with values bind chose from the table.
+type waiting struct {
+	prepare, run string
+	params       []string
+	values       []string // the values as SQL, for statements that cannot be prepared
+}
+
+func (e *Engine) waitingRead(ctx context.Context, text, name string) (waiting, string) {
+	st, err := sqlparse.Parse(text)
+	if err != nil {
+		return waiting{}, "cannot parse the waiting read: " + err.Error()
+	}
+	if st.ParamCount() == 0 {
+		return waiting{run: text}, ""
+	}
+	query, err := st.Runnable()
+	if err != nil {
+		return waiting{}, "the waiting read cannot be run: " + err.Error()
+	}
+	b, why := e.bind(ctx, st, nil)
+	if why != "" {
+		return waiting{}, "the waiting read: " + why
+	}
+	b.cleanup()
+	return waiting{
+		prepare: "PREPARE " + name + "(" + strings.Join(b.types, ", ") + ") AS " + query,
+		run:     "EXECUTE " + name + "(" + strings.Join(b.values, ", ") + ")",
+		params:  b.desc,
+		values:  b.values,
+	}, ""
+}
+
 // rehearse runs one side and returns the readers' latencies (ms).
-func (e *Engine) rehearse(ctx context.Context, exp *model.Experiment, table string, retry bool) ([]float64, error) {
+func (e *Engine) rehearse(ctx context.Context, exp *model.Experiment, table string, read waiting, retry bool) ([]float64, error) {
 	conns, closeAll, err := e.openWorkers(ctx, 2+queueReaders)
 	defer closeAll()
 	if err != nil {
 		return nil, err
 	}
 	head, change, readers := conns[0], conns[1], conns[2:]
+	if read.prepare != "" {
+		for _, c := range readers {
+			if _, err := c.Exec(ctx, read.prepare); err != nil {
+				return nil, fmt.Errorf("preparing the waiting read: %w", err)
+			}
+		}
+	}
 	if _, err := head.Exec(ctx, "BEGIN"); err != nil {
 		return nil, err
 	}
@@ -99,7 +146,7 @@ func (e *Engine) rehearse(ctx context.Context, exp *model.Experiment, table stri
 			defer wg.Done()
 			for rctx.Err() == nil {
 				t0 := time.Now()
-				_, err := c.Exec(rctx, exp.Waiter)
+				_, err := c.Exec(rctx, read.run)
 				ms := float64(time.Since(t0).Microseconds()) / 1000
 				mu.Lock()
 				if err != nil && rctx.Err() == nil && readErr == nil {

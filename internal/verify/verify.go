@@ -56,6 +56,10 @@ type Engine struct {
 	// that need concurrency (a claim race). Set only for a twin or a lab
 	// database: on a target such experiments do not run.
 	Workers func(ctx context.Context) (*pgx.Conn, error)
+	// Pool starts a transaction-mode pool of size server connections in
+	// front of the same database (a twin's) and returns a connector
+	// through it and its stop; nil when none can be started.
+	Pool func(ctx context.Context, size int) (connect func(context.Context) (*pgx.Conn, error), stop func(), err error)
 	// InPlace says the connection is a twin's: its tables are throwaway
 	// copies already, and an index is tried on them directly.
 	InPlace bool
@@ -178,6 +182,8 @@ var experiments = []struct {
 	{model.ExpHotspot, (*Engine).hotspot},
 	{model.ExpClaimRace, (*Engine).claimRace},
 	{model.ExpLockQueue, (*Engine).lockQueue},
+	{model.ExpHeldLock, (*Engine).heldLock},
+	{model.ExpConcurrency, (*Engine).concurrency},
 }
 
 // busy applies the envelope's load rule: no experiments when active

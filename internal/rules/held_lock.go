@@ -1,0 +1,74 @@
+package rules
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
+)
+
+// heldLockExperiment is the rehearsal of sessions waiting behind a
+// transaction its client left idle: on a twin, a session does what the
+// head did (its last statement, when it touches the waiters' table and
+// can be replayed; otherwise the waiters' own statement, which takes the
+// very locks they wait for) and sits idle, while sessions run a waiter's
+// statement; then the same with idle_in_transaction_session_timeout on
+// the head's session. nil when no waiter's statement can be replayed.
+func heldLockExperiment(s *model.Snapshot, head model.Backend, waiters map[int]bool) *model.Experiment {
+	for _, pid := range slices.Sorted(maps.Keys(waiters)) {
+		w, ok := lastSeen(s, pid)
+		if !ok || w.WaitType != "Lock" {
+			continue
+		}
+		st, table, ok := replayable(s, w.Query)
+		if !ok {
+			continue
+		}
+		exp := &model.Experiment{Kind: model.ExpHeldLock, Table: table, Waiter: w.Query, QueryID: w.QueryID, Stmt: st}
+		// A wait for the relation itself (not a row's transaction): the
+		// head held a table lock, which LOCK TABLE takes again.
+		if w.Wait == "relation" {
+			exp.HeadLock = heldMode(head.Locks, table.Name)
+		}
+		if _, ht, ok := replayable(s, head.Query); ok && ht == table {
+			exp.Query = head.Query
+		}
+		return exp
+	}
+	return nil
+}
+
+// replayable says whether a statement seen in pg_stat_activity can be
+// run on a twin in a transaction that is rolled back: a SELECT, INSERT,
+// UPDATE or DELETE on a table of the snapshot that calls nothing acting
+// outside the transaction. It returns the table it reads or writes first.
+func replayable(s *model.Snapshot, q string) (*sqlparse.Statement, model.RelRef, bool) {
+	st, err := sqlparse.Parse(q)
+	if err != nil || st.SideEffect() != "" {
+		return nil, model.RelRef{}, false
+	}
+	switch st.Shape().Command {
+	case "SELECT", "INSERT", "UPDATE", "DELETE":
+	default:
+		return nil, model.RelRef{}, false
+	}
+	for _, rel := range st.Relations() {
+		if t := s.Table(model.RelRef{Schema: rel.Schema, Name: rel.Name}); t != nil {
+			return st, model.RelRef{Schema: t.Schema, Name: t.Name}, true
+		}
+	}
+	return nil, model.RelRef{}, false
+}
+
+// lastSeen is a session's latest sample.
+func lastSeen(s *model.Snapshot, pid int) (model.Backend, bool) {
+	for i := len(s.Sampling.Samples) - 1; i >= 0; i-- {
+		for _, b := range s.Sampling.Samples[i].Backends {
+			if b.PID == pid {
+				return b, true
+			}
+		}
+	}
+	return model.Backend{}, false
+}

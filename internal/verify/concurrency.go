@@ -1,0 +1,250 @@
+package verify
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgmedic/pgmedic/internal/envelope"
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
+)
+
+// A load replay runs each side for loadPhase after loadWarm (sessions
+// connected, caches warm), with at most loadMaxClients sessions.
+const (
+	loadPhase      = 3 * time.Second
+	loadWarm       = 500 * time.Millisecond
+	loadMaxClients = 64
+)
+
+// load is one side of a replay: what finished, what failed, and the
+// latencies the clients saw (pool waits and connecting included).
+type load struct {
+	ok, failed int64
+	p95, p50   float64
+	goodput    float64 // statements finished per second
+}
+
+// concurrency proves a connection-pressure or pool-saturation finding on
+// a twin: the statement mix the samples showed, run by as many clients as
+// were working, as they ran it (directly, a session per request when
+// they churned, or through the pool they had) and through a PgBouncer
+// pool of the proposed size; goodput and p95 of each.
+func (e *Engine) concurrency(ctx context.Context, _ *model.Snapshot, f *model.Finding) {
+	exp := f.Experiment
+	if e.Workers == nil || !e.InPlace || e.Pool == nil {
+		f.Verification = model.NotRunBecause(f.Verification.Reason + "; check --twin replays the sampled statements at this concurrency on a twin, directly and through a pool of the proposed size")
+		return
+	}
+	mix, params, why := e.mixRuns(ctx, exp.Mix)
+	if why != "" {
+		f.Verification = model.NotRunBecause(why)
+		return
+	}
+	// The twin's machine is not the server's: the clients and pools are
+	// scaled by the ratio of cores, which keeps sessions per core.
+	here := runtime.NumCPU()
+	scale := func(n int) int {
+		if exp.Cores <= 0 || n == 0 {
+			return n
+		}
+		return max(1, int(math.Round(float64(n)*float64(here)/float64(exp.Cores))))
+	}
+	clients, poolNow, pool := min(scale(exp.Clients), loadMaxClients), scale(exp.PoolNow), scale(exp.Pool)
+	before, err := e.loadSide(ctx, mix, clients, poolNow, exp.Reconnect)
+	if err != nil {
+		f.Verification = model.NotRunBecause("the replay on the twin failed: " + envelope.Message(err))
+		return
+	}
+	after, err := e.loadSide(ctx, mix, clients, pool, false)
+	if err != nil {
+		f.Verification = model.NotRunBecause("the replay on the twin through a pool failed: " + envelope.Message(err))
+		return
+	}
+	asRan := "directly"
+	switch {
+	case poolNow > 0:
+		asRan = fmt.Sprintf("through a pool of %d", poolNow)
+	case exp.Reconnect:
+		asRan = "directly, a new session per statement"
+	}
+	f.Evidence = append(f.Evidence,
+		model.Evidence{Label: fmt.Sprintf("replayed goodput, %d clients %s", clients, asRan), Value: model.Round(before.goodput, 1), Unit: "statements/s"},
+		model.Evidence{Label: fmt.Sprintf("replayed goodput, %d clients through a pool of %d", clients, pool), Value: model.Round(after.goodput, 1), Unit: "statements/s"},
+		model.Evidence{Label: "replayed p95 " + asRan, Value: model.Round(before.p95, 1), Unit: "ms"},
+		model.Evidence{Label: fmt.Sprintf("replayed p95 through a pool of %d", pool), Value: model.Round(after.p95, 1), Unit: "ms"},
+		model.Evidence{Label: "replayed statements failed (as run, pooled)", Value: float64(before.failed + after.failed)})
+	method := fmt.Sprintf("replayed on the twin: %d distinct statements in the proportions sampled, %d clients (%d on the server's %d cores, scaled to the twin's %d) for %s each, %s and through PgBouncer in transaction mode with %d server connections; writes rolled back; goodput is statements finished per second, p95 as the clients saw it (pool waits and connecting included)",
+		distinct(exp.Mix), clients, exp.Clients, exp.Cores, here, loadPhase, asRan, pool)
+	f.Verification = model.Verification{Method: method, Parameters: params,
+		Before: &model.Measure{Value: model.Round(before.goodput, 1), Unit: "statements/s", HigherIsBetter: true},
+		After:  &model.Measure{Value: model.Round(after.goodput, 1), Unit: "statements/s", HigherIsBetter: true}}
+	// The pool must give back goodput, or the same goodput at a p95 the
+	// clients feel; anything less is not worth the change.
+	if after.goodput >= before.goodput/helpedRatio || (after.goodput >= 0.95*before.goodput && after.p95 <= before.p95*helpedRatio) {
+		f.Verification.Status = model.Confirmed
+		return
+	}
+	f.Verification.Status = model.Refuted
+	f.Verification.Method += fmt.Sprintf("; the pool gave no more goodput (%.1f against %.1f statements/s) nor a better p95 (%.1f against %.1f ms): the statements' own cost is the limit, so make them cheaper first. The replay's clients wait as long as it takes; clients that time out and retry (the cascade) waste work a pool would save, and a replay of the log with their timeouts measures that",
+		after.goodput, before.goodput, after.p95, before.p95)
+	f.Severity = model.Info
+}
+
+// mixRun is one statement of a replayed mix, with its values written in
+// (a transaction-mode pool keeps nothing prepared), and whether it writes.
+type mixRun struct {
+	sql    string
+	writes bool
+}
+
+func (e *Engine) mixRuns(ctx context.Context, texts []string) ([]mixRun, []string, string) {
+	bound := map[string]mixRun{}
+	var runs []mixRun
+	var params []string
+	for _, q := range texts {
+		r, ok := bound[q]
+		if !ok {
+			st, err := sqlparse.Parse(q)
+			if err != nil {
+				return nil, nil, "cannot parse a sampled statement: " + err.Error()
+			}
+			r = mixRun{sql: q, writes: st.Shape().Command != "SELECT"}
+			if st.ParamCount() > 0 {
+				w, why := e.waitingRead(ctx, q, "pgmedic_mix")
+				if why != "" {
+					return nil, nil, "a sampled statement: " + why
+				}
+				query, _ := st.Runnable()
+				if r.sql, err = sqlparse.Inline(query, w.values); err != nil {
+					return nil, nil, "writing a sampled statement's values in: " + err.Error()
+				}
+				params = append(params, w.params...)
+			}
+			bound[q] = r
+		}
+		runs = append(runs, r)
+	}
+	return runs, params, ""
+}
+
+// loadSide runs the mix from clients sessions for loadPhase: directly
+// (pool 0; a session per statement with reconnect) or through a pool of
+// that many server connections.
+func (e *Engine) loadSide(ctx context.Context, mix []mixRun, clients, pool int, reconnect bool) (load, error) {
+	connect := e.Workers
+	if pool > 0 {
+		c, stop, err := e.Pool(ctx, pool)
+		if err != nil {
+			return load{}, err
+		}
+		defer stop()
+		connect = c
+	}
+	var conns []*pgx.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	if !reconnect {
+		for range clients {
+			c, err := connect(ctx)
+			if err != nil {
+				return load{}, fmt.Errorf("opening %d sessions: %w", clients, err)
+			}
+			conns = append(conns, c)
+		}
+	}
+	var ok, failed atomic.Int64
+	var mu sync.Mutex
+	var lat []float64
+	var firstErr error
+	measuring := atomic.Bool{}
+	pctx, stop := context.WithTimeout(ctx, loadWarm+loadPhase)
+	defer stop()
+	var wg sync.WaitGroup
+	for i := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := i; pctx.Err() == nil; n++ {
+				t0 := time.Now()
+				err := runOne(pctx, connect, conns, i, reconnect, mix[n%len(mix)])
+				ms := float64(time.Since(t0).Microseconds()) / 1000
+				if pctx.Err() != nil || !measuring.Load() {
+					continue
+				}
+				if err != nil {
+					failed.Add(1)
+					mu.Lock()
+					firstErr = cmpErr(firstErr, err)
+					mu.Unlock()
+					continue
+				}
+				ok.Add(1)
+				mu.Lock()
+				lat = append(lat, ms)
+				mu.Unlock()
+			}
+		}()
+	}
+	sleepCtx(pctx, loadWarm)
+	measuring.Store(true)
+	wg.Wait()
+	if ok.Load() == 0 && firstErr != nil {
+		return load{}, firstErr
+	}
+	sort.Float64s(lat)
+	return load{ok: ok.Load(), failed: failed.Load(), p50: model.Percentile(lat, 0.5), p95: model.Percentile(lat, 0.95),
+		goodput: float64(ok.Load()) / loadPhase.Seconds()}, nil
+}
+
+// runOne runs one statement of the mix on client i's session, or on a
+// session of its own with reconnect; writes in a transaction rolled back.
+func runOne(ctx context.Context, connect func(context.Context) (*pgx.Conn, error), conns []*pgx.Conn, i int, reconnect bool, r mixRun) error {
+	var c *pgx.Conn
+	if reconnect {
+		var err error
+		if c, err = connect(ctx); err != nil {
+			return err
+		}
+		defer c.Close(context.WithoutCancel(ctx))
+	} else {
+		c = conns[i]
+	}
+	if !r.writes {
+		_, err := c.Exec(ctx, r.sql)
+		return err
+	}
+	if _, err := c.Exec(ctx, "BEGIN"); err != nil {
+		return err
+	}
+	_, err := c.Exec(ctx, r.sql)
+	c.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+	return err
+}
+
+func cmpErr(first, err error) error {
+	if first != nil {
+		return first
+	}
+	return err
+}
+
+func distinct(texts []string) int {
+	seen := map[string]bool{}
+	for _, t := range texts {
+		seen[strings.TrimSpace(t)] = true
+	}
+	return len(seen)
+}

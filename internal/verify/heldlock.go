@@ -1,0 +1,177 @@
+package verify
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgmedic/pgmedic/internal/envelope"
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
+)
+
+// The rehearsal of a transaction left idle: the head sits idle for
+// idleHold (the incident's seconds or minutes, scaled down to what a
+// check can spend), and with the fix the server ends it after
+// idleTimeout, the idle_in_transaction_session_timeout the rehearsal
+// sets on the head's session. idleWaiters sessions run the waiting
+// statement meanwhile.
+const (
+	idleHold    = 1200 * time.Millisecond
+	idleTimeout = 300 * time.Millisecond
+	idleWaiters = 3
+)
+
+// heldLock proves what a transaction left idle costs the sessions behind
+// it and what idle_in_transaction_session_timeout gives back: the longest
+// wait of the waiting statement while a session holds the head's locks
+// idle, as it happened and with the timeout on the head's session. Every
+// statement runs in a transaction that is rolled back, on the twin only.
+func (e *Engine) heldLock(ctx context.Context, _ *model.Snapshot, f *model.Finding) {
+	exp := f.Experiment
+	if e.Workers == nil || !e.InPlace {
+		f.Verification = model.NotRunBecause("observed while sampling; check --twin rehearses it on a twin (a session holding the head's locks idle, the waiting statement behind it) with and without idle_in_transaction_session_timeout")
+		return
+	}
+	wait, why := e.waitingRead(ctx, exp.Waiter, "pgmedic_wait")
+	if why != "" {
+		f.Verification = model.NotRunBecause(why)
+		return
+	}
+	// The head takes its locks with its own last statement when it can be
+	// replayed, else with the waiters' statement and values: the same
+	// rows, so the same row locks.
+	take, how := wait, "the waiting statement itself, with the same values"
+	switch {
+	case exp.HeadLock != "":
+		take = waiting{run: "LOCK TABLE " + sqlparse.QuoteQualified(exp.Table.Schema, exp.Table.Name) + " IN " + exp.HeadLock + " MODE"}
+		how = "LOCK TABLE in " + exp.HeadLock + " mode, the lock it held"
+	case exp.Query != "" && wait.prepare == "":
+		// Only when the waiters' values are known too: values bind picks
+		// for $n need not be the rows the head's own statement locked.
+		if t, why := e.waitingRead(ctx, exp.Query, "pgmedic_head"); why == "" {
+			take, how = t, "its own last statement"
+		}
+	}
+	var worst [2]float64
+	var runs [2]int
+	for side, timeout := range []bool{false, true} {
+		lat, err := e.rehearseIdle(ctx, take, wait, timeout)
+		if err != nil {
+			f.Verification = model.NotRunBecause("the rehearsal on the twin failed: " + envelope.Message(err))
+			return
+		}
+		sort.Float64s(lat)
+		if len(lat) > 0 {
+			worst[side] = model.Round(lat[len(lat)-1], 1)
+		}
+		runs[side] = len(lat)
+	}
+	// The waiters must have waited as written, or the rehearsal did not
+	// reproduce the chain (values that match no row the head locked).
+	if worst[0] < float64(idleHold.Milliseconds())/2 {
+		f.Verification = model.NotRunBecause(fmt.Sprintf("the rehearsal did not reproduce the wait: the waiting statement's longest run was %.1f ms while the head sat idle %s (its values may match no row the head locked)", worst[0], idleHold))
+		return
+	}
+	f.Evidence = append(f.Evidence,
+		model.Evidence{Label: "longest wait behind the idle transaction (rehearsal)", Value: worst[0], Unit: "ms"},
+		model.Evidence{Label: "longest wait with idle_in_transaction_session_timeout (rehearsal)", Value: worst[1], Unit: "ms"})
+	f.Verification = model.Verification{
+		Method: fmt.Sprintf("rehearsed: a session took the head's locks with %s and sat idle in its transaction for %s (the incident's idle time scaled down), while %d sessions ran the waiting statement in a loop (%d and %d runs); then the same with SET idle_in_transaction_session_timeout = '%s' on the head's session; every transaction rolled back",
+			how, idleHold, idleWaiters, runs[0], runs[1], idleTimeout),
+		Parameters: wait.params,
+		Before:     &model.Measure{Value: worst[0], Unit: "ms longest wait"}, After: &model.Measure{Value: worst[1], Unit: "ms longest wait"}}
+	judge(f, worst[0], worst[1])
+}
+
+// rehearseIdle runs one side: the head takes its locks and sits idle
+// (with the timeout, the server ends its session), the waiters run the
+// statement in rolled-back transactions until the head is gone. It
+// returns the waiters' latencies (ms).
+func (e *Engine) rehearseIdle(ctx context.Context, take, wait waiting, timeout bool) ([]float64, error) {
+	conns, closeAll, err := e.openWorkers(ctx, 1+idleWaiters)
+	defer closeAll()
+	if err != nil {
+		return nil, err
+	}
+	head, waiters := conns[0], conns[1:]
+	prepare := map[*pgx.Conn]string{head: take.prepare}
+	for _, c := range waiters {
+		prepare[c] = wait.prepare
+	}
+	for c, q := range prepare {
+		if q == "" {
+			continue
+		}
+		if _, err := c.Exec(ctx, q); err != nil {
+			return nil, fmt.Errorf("preparing the statements: %w", err)
+		}
+	}
+	if timeout {
+		if _, err := head.Exec(ctx, fmt.Sprintf("SET idle_in_transaction_session_timeout = %d", idleTimeout.Milliseconds())); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := head.Exec(ctx, "BEGIN"); err != nil {
+		return nil, err
+	}
+	if _, err := head.Exec(ctx, take.run); err != nil {
+		head.Exec(ctx, "ROLLBACK")
+		return nil, fmt.Errorf("taking the head's locks: %w", err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var mu sync.Mutex
+	var lat []float64
+	var waitErr error
+	var wg sync.WaitGroup
+	for _, c := range waiters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for wctx.Err() == nil {
+				ms, err := rolledBackRun(wctx, c, wait.run)
+				mu.Lock()
+				if err != nil && wctx.Err() == nil && waitErr == nil {
+					waitErr = err
+				}
+				if err == nil {
+					lat = append(lat, ms)
+				}
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+	// The client comes back after idleHold and ends its transaction; with
+	// the timeout the server has ended the session long before, and the
+	// ROLLBACK fails on a closed connection, as the client's would.
+	sleepCtx(ctx, idleHold)
+	head.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+	sleepCtx(ctx, queueRetry)
+	stop()
+	wg.Wait()
+	if waitErr != nil {
+		return nil, fmt.Errorf("the waiting statement: %w", waitErr)
+	}
+	return lat, nil
+}
+
+// rolledBackRun runs one statement in a transaction it rolls back and
+// returns how long the statement took (ms).
+func rolledBackRun(ctx context.Context, c *pgx.Conn, q string) (float64, error) {
+	if _, err := c.Exec(ctx, "BEGIN"); err != nil {
+		return 0, err
+	}
+	t0 := time.Now()
+	_, err := c.Exec(ctx, q)
+	ms := float64(time.Since(t0).Microseconds()) / 1000
+	c.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+	return ms, err
+}
