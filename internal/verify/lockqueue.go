@@ -74,7 +74,7 @@ func (e *Engine) lockQueue(ctx context.Context, _ *model.Snapshot, f *model.Find
 		Method: fmt.Sprintf("rehearsed: a session held %s on %s for %s as the head did, the change queued behind it, and %d sessions ran the waiting read in a loop (%d and %d reads); then the same with SET lock_timeout = '%s' and a retry every %s; the change rolled back each time",
 			exp.HeadLock, table, queueHold, queueReaders, reads[0], reads[1], queueLockTimeout, queueRetry),
 		Parameters: read.params,
-		Before: &model.Measure{Value: worst[0], Unit: "ms longest read"}, After: &model.Measure{Value: worst[1], Unit: "ms longest read"}}
+		Before:     &model.Measure{Value: worst[0], Unit: "ms longest read"}, After: &model.Measure{Value: worst[1], Unit: "ms longest read"}}
 	judge(f, worst[0], worst[1])
 }
 
