@@ -66,7 +66,7 @@ func (o Options) verifyWithTwin(ctx context.Context, sess *envelope.Session, sna
 	busy := verify.LoadRule(snap.Activity, cores)
 	for try := 0; busy != "" && try < loadRetries; try++ {
 		if try > 0 {
-			sleep(ctx, time.Second)
+			verify.Sleep(ctx, time.Second)
 		}
 		if a, err := collect.Load(ctx, sess.Conn); err == nil {
 			busy = verify.LoadRule(a, cores)
@@ -139,15 +139,6 @@ func (o Options) verifyWithTwin(ctx context.Context, sess *envelope.Session, sna
 // read again before the twin settles for definitions: a burst passes in
 // seconds, an incident does not.
 const loadRetries = 5
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
-}
 
 // needsRows says whether an experiment needs the tables' rows on the
 // twin: a lock-queue rehearsal needs only their definitions, and a load

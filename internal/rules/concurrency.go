@@ -82,9 +82,7 @@ func inMix(s *model.Snapshot, q string) bool {
 	if fn := st.SideEffect(); fn != "" && !strings.HasPrefix(fn, "pg_sleep") {
 		return false
 	}
-	switch st.Shape().Command {
-	case "SELECT", "INSERT", "UPDATE", "DELETE":
-	default:
+	if !dml(st) {
 		return false
 	}
 	for _, rel := range st.Relations() {

@@ -45,12 +45,7 @@ func heldLockExperiment(s *model.Snapshot, head model.Backend, waiters map[int]b
 // outside the transaction. It returns the table it reads or writes first.
 func replayable(s *model.Snapshot, q string) (*sqlparse.Statement, model.RelRef, bool) {
 	st, err := sqlparse.Parse(q)
-	if err != nil || st.SideEffect() != "" {
-		return nil, model.RelRef{}, false
-	}
-	switch st.Shape().Command {
-	case "SELECT", "INSERT", "UPDATE", "DELETE":
-	default:
+	if err != nil || st.SideEffect() != "" || !dml(st) {
 		return nil, model.RelRef{}, false
 	}
 	for _, rel := range st.Relations() {
@@ -71,4 +66,15 @@ func lastSeen(s *model.Snapshot, pid int) (model.Backend, bool) {
 		}
 	}
 	return model.Backend{}, false
+}
+
+// dml says whether a statement is a SELECT, INSERT, UPDATE or DELETE:
+// what a rehearsal or a replay on a twin runs (a write in a transaction
+// it rolls back).
+func dml(st *sqlparse.Statement) bool {
+	switch st.Shape().Command {
+	case "SELECT", "INSERT", "UPDATE", "DELETE":
+		return true
+	}
+	return false
 }

@@ -114,18 +114,14 @@ func (e *Engine) mixRuns(ctx context.Context, texts []string) ([]mixRun, []strin
 	for _, q := range texts {
 		r, ok := bound[q]
 		if !ok {
-			st, err := sqlparse.Parse(q)
-			if err != nil {
-				return nil, nil, "cannot parse a sampled statement: " + err.Error()
+			w, why := e.forSessions(ctx, q, "pgmedic_mix")
+			if why != "" {
+				return nil, nil, "a sampled statement: " + why
 			}
-			r = mixRun{sql: q, writes: st.Shape().Command != "SELECT"}
-			if st.ParamCount() > 0 {
-				w, why := e.waitingRead(ctx, q, "pgmedic_mix")
-				if why != "" {
-					return nil, nil, "a sampled statement: " + why
-				}
-				query, _ := st.Runnable()
-				if r.sql, err = sqlparse.Inline(query, w.values); err != nil {
+			r = mixRun{sql: w.query, writes: w.writes}
+			if w.prepare != "" {
+				var err error
+				if r.sql, err = sqlparse.Inline(w.query, w.values); err != nil {
 					return nil, nil, "writing a sampled statement's values in: " + err.Error()
 				}
 				params = append(params, w.params...)
@@ -198,7 +194,7 @@ func (e *Engine) loadSide(ctx context.Context, mix []mixRun, clients, pool int, 
 			}
 		}()
 	}
-	sleepCtx(pctx, loadWarm)
+	Sleep(pctx, loadWarm)
 	measuring.Store(true)
 	wg.Wait()
 	if ok.Load() == 0 && firstErr != nil {
@@ -226,11 +222,7 @@ func runOne(ctx context.Context, connect func(context.Context) (*pgx.Conn, error
 		_, err := c.Exec(ctx, r.sql)
 		return err
 	}
-	if _, err := c.Exec(ctx, "BEGIN"); err != nil {
-		return err
-	}
-	_, err := c.Exec(ctx, r.sql)
-	c.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+	_, err := rolledBackRun(ctx, c, r.sql)
 	return err
 }
 

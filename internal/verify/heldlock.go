@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -37,9 +36,9 @@ func (e *Engine) heldLock(ctx context.Context, _ *model.Snapshot, f *model.Findi
 		f.Verification = model.NotRunBecause("observed while sampling; check --twin rehearses it on a twin (a session holding the head's locks idle, the waiting statement behind it) with and without idle_in_transaction_session_timeout")
 		return
 	}
-	wait, why := e.waitingRead(ctx, exp.Waiter, "pgmedic_wait")
+	wait, why := e.forSessions(ctx, exp.Waiter, "pgmedic_wait")
 	if why != "" {
-		f.Verification = model.NotRunBecause(why)
+		f.Verification = model.NotRunBecause("the waiting statement: " + why)
 		return
 	}
 	// The head takes its locks with its own last statement when it can be
@@ -48,12 +47,12 @@ func (e *Engine) heldLock(ctx context.Context, _ *model.Snapshot, f *model.Findi
 	take, how := wait, "the waiting statement itself, with the same values"
 	switch {
 	case exp.HeadLock != "":
-		take = waiting{run: "LOCK TABLE " + sqlparse.QuoteQualified(exp.Table.Schema, exp.Table.Name) + " IN " + exp.HeadLock + " MODE"}
+		take = sessionStmt{run: "LOCK TABLE " + sqlparse.QuoteQualified(exp.Table.Schema, exp.Table.Name) + " IN " + exp.HeadLock + " MODE"}
 		how = "LOCK TABLE in " + exp.HeadLock + " mode, the lock it held"
 	case exp.Query != "" && wait.prepare == "":
 		// Only when the waiters' values are known too: values bind picks
 		// for $n need not be the rows the head's own statement locked.
-		if t, why := e.waitingRead(ctx, exp.Query, "pgmedic_head"); why == "" {
+		if t, why := e.forSessions(ctx, exp.Query, "pgmedic_head"); why == "" {
 			take, how = t, "its own last statement"
 		}
 	}
@@ -92,24 +91,18 @@ func (e *Engine) heldLock(ctx context.Context, _ *model.Snapshot, f *model.Findi
 // (with the timeout, the server ends its session), the waiters run the
 // statement in rolled-back transactions until the head is gone. It
 // returns the waiters' latencies (ms).
-func (e *Engine) rehearseIdle(ctx context.Context, take, wait waiting, timeout bool) ([]float64, error) {
+func (e *Engine) rehearseIdle(ctx context.Context, take, wait sessionStmt, timeout bool) ([]float64, error) {
 	conns, closeAll, err := e.openWorkers(ctx, 1+idleWaiters)
 	defer closeAll()
 	if err != nil {
 		return nil, err
 	}
 	head, waiters := conns[0], conns[1:]
-	prepare := map[*pgx.Conn]string{head: take.prepare}
-	for _, c := range waiters {
-		prepare[c] = wait.prepare
+	if err := prepareOn(ctx, conns[:1], take.prepare); err != nil {
+		return nil, fmt.Errorf("preparing the statements: %w", err)
 	}
-	for c, q := range prepare {
-		if q == "" {
-			continue
-		}
-		if _, err := c.Exec(ctx, q); err != nil {
-			return nil, fmt.Errorf("preparing the statements: %w", err)
-		}
+	if err := prepareOn(ctx, waiters, wait.prepare); err != nil {
+		return nil, fmt.Errorf("preparing the statements: %w", err)
 	}
 	if timeout {
 		if _, err := head.Exec(ctx, fmt.Sprintf("SET idle_in_transaction_session_timeout = %d", idleTimeout.Milliseconds())); err != nil {
@@ -123,40 +116,16 @@ func (e *Engine) rehearseIdle(ctx context.Context, take, wait waiting, timeout b
 		head.Exec(ctx, "ROLLBACK")
 		return nil, fmt.Errorf("taking the head's locks: %w", err)
 	}
-	wctx, stop := context.WithCancel(ctx)
-	defer stop()
-	var mu sync.Mutex
-	var lat []float64
-	var waitErr error
-	var wg sync.WaitGroup
-	for _, c := range waiters {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for wctx.Err() == nil {
-				ms, err := rolledBackRun(wctx, c, wait.run)
-				mu.Lock()
-				if err != nil && wctx.Err() == nil && waitErr == nil {
-					waitErr = err
-				}
-				if err == nil {
-					lat = append(lat, ms)
-				}
-				mu.Unlock()
-				if err != nil {
-					return
-				}
-			}
-		}()
-	}
+	finish := loopTimed(ctx, waiters, func(ctx context.Context, c *pgx.Conn) (float64, error) {
+		return rolledBackRun(ctx, c, wait.run)
+	})
 	// The client comes back after idleHold and ends its transaction; with
 	// the timeout the server has ended the session long before, and the
 	// ROLLBACK fails on a closed connection, as the client's would.
-	sleepCtx(ctx, idleHold)
+	Sleep(ctx, idleHold)
 	head.Exec(context.WithoutCancel(ctx), "ROLLBACK")
-	sleepCtx(ctx, queueRetry)
-	stop()
-	wg.Wait()
+	Sleep(ctx, queueRetry)
+	lat, waitErr := finish()
 	if waitErr != nil {
 		return nil, fmt.Errorf("the waiting statement: %w", waitErr)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -48,9 +47,9 @@ func (e *Engine) lockQueue(ctx context.Context, _ *model.Snapshot, f *model.Find
 		return
 	}
 	table := sqlparse.QuoteQualified(exp.Table.Schema, exp.Table.Name)
-	read, why := e.waitingRead(ctx, exp.Waiter, "pgmedic_wait")
+	read, why := e.forSessions(ctx, exp.Waiter, "pgmedic_wait")
 	if why != "" {
-		f.Verification = model.NotRunBecause(why)
+		f.Verification = model.NotRunBecause("the waiting read: " + why)
 		return
 	}
 	var worst [2]float64
@@ -78,54 +77,16 @@ func (e *Engine) lockQueue(ctx context.Context, _ *model.Snapshot, f *model.Find
 	judge(f, worst[0], worst[1])
 }
 
-// waiting is a statement a rehearsal's sessions run: as the sampler saw
-// it, or, when the client sent it with $n placeholders, prepared as name
-// on each session and executed with values bind chose from the table.
-type waiting struct {
-	prepare, run string
-	params       []string
-	values       []string // the values as SQL, for statements that cannot be prepared
-}
-
-func (e *Engine) waitingRead(ctx context.Context, text, name string) (waiting, string) {
-	st, err := sqlparse.Parse(text)
-	if err != nil {
-		return waiting{}, "cannot parse the waiting read: " + err.Error()
-	}
-	if st.ParamCount() == 0 {
-		return waiting{run: text}, ""
-	}
-	query, err := st.Runnable()
-	if err != nil {
-		return waiting{}, "the waiting read cannot be run: " + err.Error()
-	}
-	b, why := e.bind(ctx, st, nil)
-	if why != "" {
-		return waiting{}, "the waiting read: " + why
-	}
-	b.cleanup()
-	return waiting{
-		prepare: "PREPARE " + name + "(" + strings.Join(b.types, ", ") + ") AS " + query,
-		run:     "EXECUTE " + name + "(" + strings.Join(b.values, ", ") + ")",
-		params:  b.desc,
-		values:  b.values,
-	}, ""
-}
-
 // rehearse runs one side and returns the readers' latencies (ms).
-func (e *Engine) rehearse(ctx context.Context, exp *model.Experiment, table string, read waiting, retry bool) ([]float64, error) {
+func (e *Engine) rehearse(ctx context.Context, exp *model.Experiment, table string, read sessionStmt, retry bool) ([]float64, error) {
 	conns, closeAll, err := e.openWorkers(ctx, 2+queueReaders)
 	defer closeAll()
 	if err != nil {
 		return nil, err
 	}
 	head, change, readers := conns[0], conns[1], conns[2:]
-	if read.prepare != "" {
-		for _, c := range readers {
-			if _, err := c.Exec(ctx, read.prepare); err != nil {
-				return nil, fmt.Errorf("preparing the waiting read: %w", err)
-			}
-		}
+	if err := prepareOn(ctx, readers, read.prepare); err != nil {
+		return nil, fmt.Errorf("preparing the waiting read: %w", err)
 	}
 	if _, err := head.Exec(ctx, "BEGIN"); err != nil {
 		return nil, err
@@ -134,47 +95,23 @@ func (e *Engine) rehearse(ctx context.Context, exp *model.Experiment, table stri
 		head.Exec(ctx, "ROLLBACK")
 		return nil, fmt.Errorf("taking the head's lock: %w", err)
 	}
-	rctx, stop := context.WithCancel(ctx)
-	defer stop()
-	var mu sync.Mutex
-	var lat []float64
-	var readErr error
-	var wg sync.WaitGroup
-	for _, c := range readers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for rctx.Err() == nil {
-				t0 := time.Now()
-				_, err := c.Exec(rctx, read.run)
-				ms := float64(time.Since(t0).Microseconds()) / 1000
-				mu.Lock()
-				if err != nil && rctx.Err() == nil && readErr == nil {
-					readErr = err
-				}
-				if err == nil {
-					lat = append(lat, ms)
-				}
-				mu.Unlock()
-				if err != nil {
-					return
-				}
-			}
-		}()
-	}
+	finish := loopTimed(ctx, readers, func(ctx context.Context, c *pgx.Conn) (float64, error) {
+		t0 := time.Now()
+		_, err := c.Exec(ctx, read.run)
+		return float64(time.Since(t0).Microseconds()) / 1000, err
+	})
 	released := make(chan struct{})
 	go func() {
 		defer close(released)
-		sleepCtx(ctx, queueHold)
+		Sleep(ctx, queueHold)
 		head.Exec(context.WithoutCancel(ctx), "COMMIT")
 	}()
-	sleepCtx(ctx, queueLag)
+	Sleep(ctx, queueLag)
 	changeErr := runChange(ctx, change, exp.Query, retry)
 	<-released
 	// The reads that waited are through once the change is rolled back.
-	sleepCtx(ctx, queueRetry)
-	stop()
-	wg.Wait()
+	Sleep(ctx, queueRetry)
+	lat, readErr := finish()
 	if changeErr != nil {
 		return nil, fmt.Errorf("the change: %w", changeErr)
 	}
@@ -202,18 +139,9 @@ func runChange(ctx context.Context, c *pgx.Conn, ddl string, retry bool) error {
 		c.Exec(context.WithoutCancel(ctx), "ROLLBACK")
 		var pgErr *pgconn.PgError
 		if retry && errors.As(err, &pgErr) && pgErr.Code == "55P03" { // lock_not_available
-			sleepCtx(ctx, queueRetry)
+			Sleep(ctx, queueRetry)
 			continue
 		}
 		return err
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
 	}
 }

@@ -1,0 +1,79 @@
+package scenario
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgmedic/pgmedic/internal/diagnose"
+	"github.com/pgmedic/pgmedic/internal/lab"
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/testkit"
+)
+
+// TestScenariosOnTwin checks scenarios as production targets (lab run
+// --twin): the saturated pool's load is replayed on a twin through
+// PgBouncer at its own size and at the proposed one, the idle chain is
+// rehearsed with and without idle_in_transaction_session_timeout, and the
+// roomy pool stays quiet. The gains hold by construction, not by the
+// machine's speed: the pooled clients sleep 50 ms per statement (twice
+// the server connections, twice the statements per second), and the idle
+// head holds its locks 1.2 s against a 300 ms timeout.
+func TestScenariosOnTwin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("reproduces scenarios and builds twins")
+	}
+	if _, err := lab.FindBinDir(""); err != nil {
+		testkit.Missing(t, "PostgreSQL 15 server binaries", err)
+	}
+	if _, err := lab.FindPgBouncer(); err != nil {
+		testkit.Missing(t, "pgbouncer", err)
+	}
+	ctx := context.Background()
+	c, err := lab.Create(ctx, lab.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Destroy(context.Background()) })
+	opts := diagnose.Options{Runs: 5, StatementTimeout: 5 * time.Second, CopyTimeout: 2 * time.Minute,
+		MaxCopyBytes: 1 << 30, MaxTables: 200000, MaxStatements: 10000, Twin: true, Log: t.Logf}
+	want := map[string][]string{
+		"pool-saturation": {"pool-saturation"},
+		"lock-chain":      {"lock-contention", "idle-in-transaction"},
+		"pool-roomy":      nil,
+	}
+	for _, name := range []string{"pool-saturation", "lock-chain", "pool-roomy"} {
+		t.Run(name, func(t *testing.T) {
+			s, err := Find(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := Run(ctx, c, s, "test", opts, model.Info)
+			if err != nil {
+				t.Fatal(err)
+			}
+			confirmed := map[string]bool{}
+			for _, f := range res.Report.Findings {
+				v := f.Verification
+				if v.Status == model.Confirmed && (v.Before == nil || v.After == nil) {
+					t.Errorf("%s confirmed without two measured numbers", f.Rule)
+				}
+				if f.Severity >= model.Warning && want[name] == nil {
+					t.Errorf("%s: %s on a healthy pool: %s", name, f.Rule, f.Title)
+				}
+				if v.Status == model.Confirmed && strings.HasPrefix(v.Where, "twin") {
+					confirmed[f.Rule] = true
+				}
+				if f.Rule == "pool-saturation" && !strings.Contains(v.Method, "PgBouncer") {
+					t.Errorf("the pool was not replayed through PgBouncer: %+v", v)
+				}
+			}
+			for _, rule := range want[name] {
+				if !confirmed[rule] {
+					t.Errorf("%s: %s not confirmed on the twin; findings: %+v", name, rule, res.Report.Findings)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,116 @@
+package verify
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
+)
+
+// The rehearsals and replays on a twin run a statement the sampler saw
+// from several sessions of their own. This file holds what they share:
+// the statement made runnable on any session, and sessions timing it in
+// a loop.
+
+// sessionStmt is a statement the sessions run: as the sampler saw it, or,
+// when the client sent it with $n placeholders, prepared as a name on
+// each session and executed with values bind chose from the table. query
+// is its runnable text and values the values as SQL, for sessions that
+// cannot keep a prepared statement (behind a transaction-mode pool).
+type sessionStmt struct {
+	prepare, run, query string
+	params, values      []string
+	writes              bool
+}
+
+func (e *Engine) forSessions(ctx context.Context, text, name string) (sessionStmt, string) {
+	st, err := sqlparse.Parse(text)
+	if err != nil {
+		return sessionStmt{}, "cannot parse it: " + err.Error()
+	}
+	writes := st.Shape().Command != "SELECT"
+	if st.ParamCount() == 0 {
+		return sessionStmt{run: text, query: text, writes: writes}, ""
+	}
+	query, err := st.Runnable()
+	if err != nil {
+		return sessionStmt{}, "it cannot be run: " + err.Error()
+	}
+	b, why := e.bind(ctx, st, nil)
+	if why != "" {
+		return sessionStmt{}, why
+	}
+	b.cleanup()
+	return sessionStmt{
+		prepare: "PREPARE " + name + "(" + strings.Join(b.types, ", ") + ") AS " + query,
+		run:     "EXECUTE " + name + "(" + strings.Join(b.values, ", ") + ")",
+		query:   query,
+		params:  b.desc,
+		values:  b.values,
+		writes:  writes,
+	}, ""
+}
+
+// prepareOn prepares q on each session ("" prepares nothing).
+func prepareOn(ctx context.Context, conns []*pgx.Conn, q string) error {
+	if q == "" {
+		return nil
+	}
+	for _, c := range conns {
+		if _, err := c.Exec(ctx, q); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// loopTimed has each session call run until finish is called, and
+// finish returns the latencies run reported (ms) and the first error
+// that did not come from being stopped. A session stops at its first
+// error.
+func loopTimed(ctx context.Context, conns []*pgx.Conn, run func(context.Context, *pgx.Conn) (float64, error)) (finish func() ([]float64, error)) {
+	lctx, stop := context.WithCancel(ctx)
+	var mu sync.Mutex
+	var lat []float64
+	var first error
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for lctx.Err() == nil {
+				ms, err := run(lctx, c)
+				mu.Lock()
+				if err != nil && lctx.Err() == nil && first == nil {
+					first = err
+				}
+				if err == nil {
+					lat = append(lat, ms)
+				}
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+	return func() ([]float64, error) {
+		stop()
+		wg.Wait()
+		return lat, first
+	}
+}
+
+// sleepCtx waits d, or until ctx ends.
+func Sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
