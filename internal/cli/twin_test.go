@@ -158,6 +158,13 @@ func TestCheckTwinLockQueue(t *testing.T) {
 	}
 	defer root.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = 'twin_queue' AND pid <> pg_backend_pid()")
 	go change.Exec(ctx, "ALTER TABLE ledger ADD COLUMN note text")
+	// The reads start once the change waits: one that ran before it
+	// queued would share the head's lock and not wait at all.
+	waitFor(t, func() bool {
+		var n int
+		root.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = 'twin_queue' AND wait_event_type = 'Lock' AND query LIKE 'ALTER TABLE ledger%'").Scan(&n)
+		return n == 1
+	})
 	for i := 0; i < 3; i++ {
 		r := admin(t, "twin_queue")
 		go r.Exec(ctx, "SELECT amount FROM ledger WHERE id = 42")
