@@ -91,6 +91,39 @@ func TestProfileLive(t *testing.T) {
 	checkTZ(t, run.res, run.found)
 }
 
+// TestProfileCollatedSort profiles a sort of names under an ICU
+// collation: the sort is the hot spot, and the re-run with COLLATE "C" on
+// the text key (the integer key beside it takes no collation) must take
+// the collator's samples away. Decided on where the samples fall, not on
+// the machine's speed.
+func TestProfileCollatedSort(t *testing.T) {
+	_, run := recordScenario(t, "icu-sort", "customers")
+	var hot *model.Finding
+	for i := range run.found {
+		if run.found[i].Experiment != nil && run.found[i].Experiment.Hotspot == "sort" {
+			hot = &run.found[i]
+		}
+	}
+	if hot == nil {
+		t.Fatalf("no sort hot spot on a statement: %s", describe(run.res, run.found))
+	}
+	v := hot.Verification
+	if v.Before == nil || v.After == nil {
+		t.Fatalf("the re-run measured nothing: %s", describe(run.res, run.found))
+	}
+	if !strings.Contains(v.Method, `COLLATE "C" on 1 sort key`) {
+		t.Errorf("the re-run did not collate exactly the text key: %s", v.Method)
+	}
+	before, after := evidence(*hot, "share of the re-run as written"), evidence(*hot, "share with the fix")
+	if before < 20 || after > before/4 {
+		t.Errorf("COLLATE \"C\" did not take the collator away: %.0f%% -> %.0f%%\n%s", before, after, describe(run.res, run.found))
+	}
+	t.Log(describe(run.res, run.found))
+	if v.Status == model.Confirmed && (!strings.Contains(hot.Fix.SQL, `COLLATE "C"`) || !strings.Contains(hot.Fix.Summary, "different order")) {
+		t.Errorf("the confirmed fix does not say what it changes: %s / %s", hot.Fix.SQL, hot.Fix.Summary)
+	}
+}
+
 type tzRun struct {
 	res   profile.Result
 	found []model.Finding
@@ -98,6 +131,12 @@ type tzRun struct {
 
 // recordTZ profiles the tz-conversion workload through recorders.
 func recordTZ(t *testing.T) (*profileTape, tzRun) {
+	return recordScenario(t, "tz-conversion", tzStatement)
+}
+
+// recordScenario profiles one of the profile package's workloads (its
+// statement contains like) through recorders.
+func recordScenario(t *testing.T, scenario, like string) (*profileTape, tzRun) {
 	perf, err := profile.FindPerf(context.Background())
 	if err != nil {
 		testkit.Missing(t, "perf (linux-perf, run as root)", err)
@@ -105,7 +144,7 @@ func recordTZ(t *testing.T) (*profileTape, tzRun) {
 	ctx := context.Background()
 	c := labtest.Cluster(t, lab.Options{})
 	var runs atomic.Int64
-	db, stop := labtest.Loop(t, c, filepath.Join("..", "profile", "testdata", "scenarios", "tz-conversion"), &runs)
+	db, stop := labtest.Loop(t, c, filepath.Join("..", "profile", "testdata", "scenarios", scenario), &runs)
 	defer stop()
 	sess, err := envelope.Connect(ctx, c.DSN(db), envelope.Options{StatementTimeout: 30 * time.Second})
 	if err != nil {
@@ -117,8 +156,8 @@ func recordTZ(t *testing.T) (*profileTape, tzRun) {
 	var pids []int
 	deadline := time.Now().Add(60 * time.Second)
 	for len(pids) == 0 {
-		if pids, err = profile.Backends(ctx, sess.Conn, profile.Select{QueryLike: tzStatement}); err != nil && time.Now().After(deadline) {
-			t.Fatalf("no backend ran the %s statement within a minute: %v", tzStatement, err)
+		if pids, err = profile.Backends(ctx, sess.Conn, profile.Select{QueryLike: like}); err != nil && time.Now().After(deadline) {
+			t.Fatalf("no backend ran the %s statement within a minute: %v", like, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -18,7 +18,7 @@ import (
 // target. copiesOnTwin read the target as it is and make their copy on
 // the twin (a compact copy of a bloated table, the same keys in order).
 var (
-	onTwin       = []string{model.ExpIndex, model.ExpClaimRace, model.ExpLockQueue, model.ExpHeldLock, model.ExpConcurrency}
+	onTwin       = []string{model.ExpIndex, model.ExpClaimRace, model.ExpLockQueue, model.ExpHeldLock, model.ExpConcurrency, model.ExpHOTUpdate}
 	copiesOnTwin = []string{model.ExpTableStats, model.ExpIndexStats, model.ExpMisestimate}
 )
 

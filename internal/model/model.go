@@ -372,6 +372,10 @@ type Evidence struct {
 	Label string  `json:"label"`
 	Value float64 `json:"value"`
 	Unit  string  `json:"unit,omitempty"`
+	// Fact marks a label that says it all ("jit for role app is on
+	// (default)", "hot frame = qsort_tuple"): Value is 1 for true, 0 for
+	// false, and reports show the label alone.
+	Fact bool `json:"fact,omitempty"`
 }
 
 // Impact says how much the problem costs.
@@ -486,6 +490,11 @@ const (
 	// concurrency as the clients ran it and through a pool of the
 	// proposed size, measuring goodput and p95 (on a twin only).
 	ExpConcurrency = "concurrency"
+	// ExpHOTUpdate applies an UPDATE's SET list to rows of a copy of the
+	// table with all its indexes and without those the update's columns
+	// are in, counting HOT updates and WAL per row (on a twin or a lab
+	// database only).
+	ExpHOTUpdate = "hot-update"
 )
 
 // IndexProposal is an index a rule proposes, as fields rather than SQL
@@ -563,8 +572,10 @@ type Experiment struct {
 	Table RelRef
 	// Proposal is the index an index experiment tries.
 	Proposal *IndexProposal `json:",omitempty"`
-	// Index is the existing index a pgstatindex experiment reads.
-	Index string
+	// Index is the existing index a pgstatindex experiment reads;
+	// Indexes those a hot-update experiment leaves out.
+	Index   string
+	Indexes []string `json:",omitempty"`
 	// Column and ColumnType are what an implicit-cast experiment compares
 	// in the column's own type; CastType is the type the plan cast it to.
 	Column, ColumnType, CastType string

@@ -121,7 +121,7 @@ func pageText(s string) string {
 }
 
 func evidenceValue(e model.Evidence) string {
-	if e.Unit == "" && (e.Value == 0 || e.Value == 1) && strings.ContainsAny(e.Label, "=(") {
+	if e.Fact {
 		return "" // a labelled fact: the label says it
 	}
 	return num(e.Value) + unitSuffix(e.Unit)

@@ -288,7 +288,7 @@ func writeFinding(b *strings.Builder, f model.Finding) {
 }
 
 func evidenceText(ev model.Evidence) string {
-	if ev.Unit == "" && (ev.Value == 0 || ev.Value == 1) && strings.ContainsAny(ev.Label, "=(") {
+	if ev.Fact {
 		return ev.Label // a labelled fact, e.g. "jit = on (default)"
 	}
 	return fmt.Sprintf("%s: %s%s", ev.Label, num(ev.Value), unitSuffix(ev.Unit))

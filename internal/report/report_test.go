@@ -14,7 +14,7 @@ func sample() *Report {
 	findings := []model.Finding{
 		{Rule: "jit-overhead", Severity: model.Critical, Title: "JIT compilation costs 41x the query's own execution",
 			Object:   model.Object{Kind: "statement", Name: "SELECT o.id FROM orders o WHERE o.customer_id = $1", QueryID: "-319", Role: "app", Database: "shop"},
-			Evidence: []model.Evidence{{Label: "JIT total per call", Value: 81.49, Unit: "ms"}, {Label: "calls", Value: 16}, {Label: "jit for role app is on (default)", Value: 1}},
+			Evidence: []model.Evidence{{Label: "JIT total per call", Value: 81.49, Unit: "ms"}, {Label: "calls", Value: 16}, {Label: "jit for role app is on (default)", Value: 1, Fact: true}},
 			Impact:   model.Impact{Summary: "98% of this database's statement time", Share: 0.98},
 			Fix:      model.Fix{Summary: "turn JIT off for role app", SQL: "ALTER ROLE app IN DATABASE shop SET jit = off;"},
 			Verification: model.Verification{Status: model.Confirmed, Method: "EXPLAIN ANALYZE x5 each",

@@ -624,6 +624,14 @@ const (
 	stretchCritical = 4.0
 )
 
+// poolBasis says where a proposed pool size comes from.
+func poolBasis(pool, cores int) string {
+	if pool == cores {
+		return fmt.Sprintf("one per core: no more than 2 x %d clients ran and they still queued for the cores, so the statements are CPU-bound", cores)
+	}
+	return fmt.Sprintf("2 x %d cores", cores)
+}
+
 // ConnectionPressure finds a real run queue (more sessions on CPU than
 // the server has cores, and each getting measurably less than a core),
 // connections near max_connections, and connection churn.
@@ -666,7 +674,14 @@ func connectionPressure(s *model.Snapshot) (found []model.Finding, skipped []mod
 	if len(why) == 0 {
 		return nil, nil
 	}
+	// Two server connections per core keep the cores busy while some
+	// sessions wait on I/O. When no more clients than that ran and they
+	// still queued for CPU, the sessions are CPU-bound: one per core.
+	clients := max(workingSessions(q), int(math.Round(avgTotal)))
 	pool := 2 * cores
+	if clients <= pool && clients > cores && q.coresGot > 0 {
+		pool = cores
+	}
 	f := model.Finding{
 		Rule: ConnectionPressureID, Severity: sev,
 		Title:  "connection pressure: " + strings.Join(why, "; "),
@@ -682,14 +697,14 @@ func connectionPressure(s *model.Snapshot) (found []model.Finding, skipped []mod
 			ev("new sessions per second", churn, ""),
 		},
 		Impact:       model.Impact{Summary: fmt.Sprintf("past about %d working sessions a %d-core server only queues them: each statement takes longer, clients time out and retry, and the retries add load (the cascade the UK dashboard went through)", pool, cores)},
-		Fix:          model.Fix{Summary: fmt.Sprintf("put a pool in front (PgBouncer in transaction mode, or the application's pool) sized to about %d server connections (2 x %d cores) with clients queueing in the pool; reuse connections instead of opening one per request; make the statements cheaper (see the other findings) before adding servers", pool, cores)},
+		Fix:          model.Fix{Summary: fmt.Sprintf("put a pool in front (PgBouncer in transaction mode, or the application's pool) sized to about %d server connections (%s) with clients queueing in the pool; reuse connections instead of opening one per request; make the statements cheaper (see the other findings) before adding servers", pool, poolBasis(pool, cores))},
 		Verification: j.verification,
 		Docs:         docsPath(ConnectionPressureID),
 	}
 	// The replay on a twin: the clients as they ran, directly (or a new
 	// session per request when they churned), against the same clients
 	// through a pool of the proposed size.
-	if clients := max(workingSessions(q), int(math.Round(avgTotal))); clients > pool {
+	if clients > pool {
 		if f.Experiment = concurrencyExperiment(s, s.Database, clients, 0, pool, cores, churn >= churnPerSecond); f.Experiment == nil && f.Verification.Status == model.NotRun {
 			f.Verification.Reason += "; none of the sampled statements can be replayed on a twin"
 		}
@@ -798,7 +813,7 @@ func poolSaturation(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 			Docs:         docsPath(PoolSaturationID),
 		}
 		if a.pool.Mode != "" {
-			f.Evidence = append(f.Evidence, model.Evidence{Label: "pool mode: " + a.pool.Mode, Value: 1})
+			f.Evidence = append(f.Evidence, model.Evidence{Label: "pool mode: " + a.pool.Mode, Value: 1, Fact: true})
 		}
 		poolSizeExperiment(s, &f, a)
 		for _, st := range s.Sampling.BouncerStats {

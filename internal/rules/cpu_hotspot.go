@@ -102,6 +102,48 @@ func crossTimestamp(f model.Frame) bool {
 		(strings.HasPrefix(s, "timestamptz_") && strings.HasSuffix(s, "_timestamp"))
 }
 
+// LocaleCompare is text compared under a linguistic collation: libc's
+// strcoll and strxfrm (an en_US.UTF-8 database), ICU's collator (an ICU
+// locale: ucol_* in C, icu_NN:: in C++, versioned by ICU's major), and
+// PostgreSQL's wrappers that call them. A sort under COLLATE "C" compares
+// bytes and shows none of these.
+func LocaleCompare(f model.Frame) bool {
+	s := f.Sym
+	switch s {
+	case "varstrfastcmp_locale":
+		return true
+	}
+	for _, p := range []string{"strcoll", "__strcoll", "strxfrm", "__strxfrm", "ucol_", "pg_strcoll", "pg_strncoll", "pg_strxfrm", "pg_strnxfrm",
+		"_ZN6icu_", "_ZNK6icu_", "icu_"} {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return strings.Contains(f.DSO, "libicui18n")
+}
+
+// CollationEvidence labels the share of a profile's samples that
+// compared text under a linguistic collation, on a sort hot spot.
+const CollationEvidence = "share comparing text under a linguistic collation"
+
+// CollationShare is the share of a profile's samples that compared text
+// under a linguistic collation.
+func CollationShare(p model.Profile) float64 {
+	var n int64
+	for _, s := range p.Stacks {
+		for _, f := range s.Frames {
+			if LocaleCompare(f) {
+				n += s.Count
+				break
+			}
+		}
+	}
+	if p.Samples == 0 {
+		return 0
+	}
+	return model.Round(float64(n)/float64(p.Samples), 4)
+}
+
 // HotKinds are the kinds cpu-hotspot names, most specific first.
 var HotKinds = []HotKind{
 	{ID: "jit", Name: "JIT compilation (LLVM)", Frame: anyOf(inDSO("libLLVM", "llvmjit"), symPrefix("llvm", "LLVM", "_ZN4llvm", "_ZNK4llvm")),
@@ -134,8 +176,8 @@ var HotKinds = []HotKind{
 		"MemoryContextDelete", "GenerationAlloc", "SlabAlloc"),
 		Means: "the statement allocates and frees memory for every row (detoasting, text built per row, casts)",
 		Fix:   "look at what the statement computes per row: casts, string building, detoasting large values it does not need"},
-	{ID: "sort", Name: "sorting and collation", Frame: anyOf(symPrefix("qsort_", "tuplesort_", "comparetup_", "bttextcmp", "varstr_cmp", "strcoll", "__strcoll"),
-		symIn("ApplySortComparator", "pg_qsort", "varstrfastcmp_locale", "varstrfastcmp_c", "strxfrm", "__strxfrm_l")),
+	{ID: "sort", Name: "sorting and collation", Frame: anyOf(LocaleCompare, symPrefix("qsort_", "tuplesort_", "comparetup_", "bttextcmp", "varstr_cmp"),
+		symIn("ApplySortComparator", "pg_qsort", "varstrfastcmp_c")),
 		Means: "sorting, and comparing text under a locale's collation",
 		Fix:   "an index that returns rows in the ORDER BY's order, a smaller sort, or COLLATE \"C\" where linguistic order is not needed"},
 	{ID: "hash", Name: "hashing", Frame: anyOf(symPrefix("hash_bytes", "hash_any", "hash_uint32", "tuplehash_", "ExecHashTable", "ExecScanHashBucket", "LookupTupleHashEntry"),
@@ -255,11 +297,14 @@ func cpuHotspot(p model.Profile) []model.Finding {
 		if p.SampleMS > 0 {
 			evidence = append(evidence, ev("CPU time in it", float64(ks.Samples)*p.SampleMS, "ms"))
 		}
+		if k.ID == "sort" {
+			evidence = append(evidence, ev(CollationEvidence, 100*CollationShare(p), "%"))
+		}
 		for i, fr := range ks.Frames {
 			if i == 3 {
 				break
 			}
-			evidence = append(evidence, model.Evidence{Label: "hot frame = " + fr, Value: 1})
+			evidence = append(evidence, model.Evidence{Label: "hot frame = " + fr, Value: 1, Fact: true})
 		}
 		fix := model.Fix{Summary: k.Fix, SQL: k.SQL}
 		out = append(out, model.Finding{Rule: CPUHotspotID, Severity: sev, Title: title, Object: obj, Evidence: evidence,

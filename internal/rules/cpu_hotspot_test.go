@@ -97,3 +97,34 @@ func TestCPUHotspotOnRealProfiles(t *testing.T) {
 		t.Errorf("time zones: %.2f", s)
 	}
 }
+
+// TestCollationShare: text compared under libc's or ICU's collation
+// counts, a sort that compares bytes (COLLATE "C") or numbers does not.
+func TestCollationShare(t *testing.T) {
+	icu := func(sym string) model.Frame { return model.Frame{Sym: sym, DSO: "/usr/lib/x86_64-linux-gnu/libicui18n.so.72"} }
+	for _, c := range []struct {
+		name   string
+		stacks []model.ProfileStack
+		want   float64
+	}{
+		{"libc strcoll", []model.ProfileStack{stack(40, "1", libc("__strcoll_l"), pgf("varstr_cmp"), pgf("tuplesort_performsort")), stack(60, "1", pgf("ExecScan"))}, 0.4},
+		{"ICU's collator by name", []model.ProfileStack{stack(30, "1", model.Frame{Sym: "ucol_strcollUTF8_72"}, pgf("varstr_cmp")), stack(70, "1", pgf("qsort_tuple"))}, 0.3},
+		{"ICU's C++ inside its library", []model.ProfileStack{stack(25, "1", icu("[unknown]"), pgf("pg_strnxfrm_prefix")), stack(75, "1", pgf("ExecScan"))}, 0.25},
+		{"byte comparison", []model.ProfileStack{stack(50, "1", pgf("varstrfastcmp_c"), pgf("qsort_tuple")), stack(50, "1", pgf("ExecScan"))}, 0},
+		{"integer sort", []model.ProfileStack{stack(90, "1", pgf("ssup_datum_int32_cmp"), pgf("qsort_tuple"))}, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := model.Profile{Stacks: c.stacks}
+			for _, s := range c.stacks {
+				p.Samples += s.Count
+			}
+			if got := CollationShare(p); got != c.want {
+				t.Errorf("CollationShare = %v, want %v", got, c.want)
+			}
+			found := cpuHotspot(p)
+			if c.want > 0 && (len(found) == 0 || !strings.Contains(found[0].Title, "sorting and collation")) {
+				t.Errorf("no sort hot spot: %+v", found)
+			}
+		})
+	}
+}

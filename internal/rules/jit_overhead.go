@@ -127,7 +127,7 @@ func jitStatement(s *model.Snapshot, st model.Statement, dbTotal float64) (model
 		role = "<role " + strconv.FormatUint(uint64(st.UserID), 10) + ">"
 	}
 	jitValue, jitSource := effective(s, st.Role, "jit")
-	evidence = append(evidence, model.Evidence{Label: fmt.Sprintf("jit for role %s is %s (%s)", role, jitValue, jitSource), Value: boolNum(jitValue)})
+	evidence = append(evidence, model.Evidence{Label: fmt.Sprintf("jit for role %s is %s (%s)", role, jitValue, jitSource), Value: boolNum(jitValue), Fact: true})
 	return model.Finding{
 		Rule:     JITOverheadID,
 		Severity: sev,

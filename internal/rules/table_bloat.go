@@ -116,11 +116,15 @@ func nonHOTFinding(s *model.Snapshot, t *model.Table) *model.Finding {
 	type hit struct{ col, index, how string }
 	var hits []hit
 	seen := map[string]bool{}
-	for _, st := range s.Statements {
+	// The experiment replays the busiest UPDATE that sets an indexed
+	// column.
+	var busiest *model.Statement
+	for i, st := range s.Statements {
 		sh := s.Shapes[st.QueryID]
 		if sh == nil || sh.Command != "UPDATE" || s.Table(sh.Target) != t {
 			continue
 		}
+		before := len(hits)
 		for _, col := range sh.SetColumns {
 			for _, ix := range s.TableIndexes(t) {
 				how := ""
@@ -140,13 +144,19 @@ func nonHOTFinding(s *model.Snapshot, t *model.Table) *model.Finding {
 				}
 			}
 		}
+		if len(hits) > before && (busiest == nil || st.Calls > busiest.Calls) {
+			busiest = &s.Statements[i]
+		}
 	}
 	if len(hits) == 0 {
 		return nil // low HOT share without an indexed column: full pages, see fillfactor; not diagnosed here
 	}
-	var parts []string
+	var parts, indexes []string
 	for _, h := range hits {
 		parts = append(parts, fmt.Sprintf("%s is %s of %s", h.col, h.how, h.index))
+		if !contains(indexes, h.index) {
+			indexes = append(indexes, h.index)
+		}
 	}
 	hotShare := float64(t.HOTUpdated) / float64(t.Updated)
 	nidx := len(s.TableIndexes(t))
@@ -166,6 +176,8 @@ func nonHOTFinding(s *model.Snapshot, t *model.Table) *model.Finding {
 			// and turn the rest into SQL when pasted.
 			SQL: fmt.Sprintf("-- columns updated that an index depends on: %s", printable.String(strings.Join(parts, "; ")))},
 		Verification: model.Verification{Status: model.NotRun, Method: "pg_stat_user_tables n_tup_hot_upd / n_tup_upd", Reason: "the counters are measured by PostgreSQL itself; pgmedic does not write to test a change of indexes"},
-		Docs:         docsPath(TableBloatID),
+		Experiment: &model.Experiment{Kind: model.ExpHOTUpdate, Query: busiest.Query, Stmt: busiest.Parsed, QueryID: busiest.QueryID,
+			Role: busiest.Role, Calls: busiest.Calls, Rows: busiest.Rows, Table: model.RelRef{Schema: t.Schema, Name: t.Name}, Indexes: indexes},
+		Docs: docsPath(TableBloatID),
 	}
 }

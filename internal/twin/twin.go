@@ -77,6 +77,10 @@ type Twin struct {
 	// Server is the twin's server ("PostgreSQL 17.10, lab cluster").
 	Server  string
 	Seconds float64
+	// Differs says how the twin's database sorts text unlike the
+	// target's ("" when alike): its default collation could not be made
+	// here.
+	Differs string
 	cluster *lab.Cluster
 	keep    bool
 	dsn     string
@@ -131,6 +135,13 @@ func (t *Twin) Sampled() bool {
 // "twin (PostgreSQL 17.10 lab cluster; full copy of public.orders,
 // 200,000 rows)" or "... sample of 12% of public.events ...".
 func (t *Twin) Where(ref model.RelRef) string {
+	if t.Differs != "" {
+		return strings.TrimSuffix(t.where(ref), ")") + "; text sorts unlike the target's: " + t.Differs + ")"
+	}
+	return t.where(ref)
+}
+
+func (t *Twin) where(ref model.RelRef) string {
 	if tb := t.find(ref); tb != nil {
 		what := "full copy"
 		switch {
@@ -157,11 +168,15 @@ func (t *Twin) Summary() string {
 		}
 		names = append(names, n)
 	}
-	if len(names) == 0 {
-		return fmt.Sprintf("twin on %s: no table copied (its experiments read only the catalogs) in %.1f s", t.Server, t.Seconds)
+	differs := ""
+	if t.Differs != "" {
+		differs = "; unlike the target, the twin has " + t.Differs
 	}
-	return fmt.Sprintf("twin on %s: copied %s (%s rows, %s read from the target) in %.1f s", t.Server, strings.Join(names, ", "),
-		printable.Count(float64(t.rows())), printable.KB(float64(t.Bytes())/1024), t.Seconds)
+	if len(names) == 0 {
+		return fmt.Sprintf("twin on %s: no table copied (its experiments read only the catalogs) in %.1f s%s", t.Server, t.Seconds, differs)
+	}
+	return fmt.Sprintf("twin on %s: copied %s (%s rows, %s read from the target) in %.1f s%s", t.Server, strings.Join(names, ", "),
+		printable.Count(float64(t.rows())), printable.KB(float64(t.Bytes())/1024), t.Seconds, differs)
 }
 
 func (t *Twin) rows() int64 {
@@ -223,7 +238,11 @@ func Build(ctx context.Context, target *pgx.Conn, snap *model.Snapshot, refs []m
 		}
 	}()
 	tw = built
-	if err := tw.open(ctx, snap, o, logf); err != nil {
+	loc, err := readLocale(ctx, target, envelope.Tag)
+	if err != nil {
+		return nil, skipped, fmt.Errorf("reading the target's default collation: %s", envelope.Message(err))
+	}
+	if err := tw.open(ctx, snap, loc, o, logf); err != nil {
 		return nil, skipped, err
 	}
 	if err := notTheTarget(ctx, target, tw.Conn); err != nil {
@@ -332,7 +351,7 @@ func sampleNote(fraction float64) string {
 
 // open starts the twin's server (a lab cluster of the target's major) or
 // connects to the scratch database, and connects.
-func (tw *Twin) open(ctx context.Context, snap *model.Snapshot, o Options, logf func(string, ...any)) error {
+func (tw *Twin) open(ctx context.Context, snap *model.Snapshot, loc dbLocale, o Options, logf func(string, ...any)) error {
 	dsn := o.DSN
 	if dsn == "" {
 		major := pgversion.Major(snap.Server.VersionNum)
@@ -346,10 +365,10 @@ func (tw *Twin) open(ctx context.Context, snap *model.Snapshot, o Options, logf 
 		if err != nil {
 			return fmt.Errorf("connecting to the twin's server: %w", err)
 		}
-		_, err = admin.Exec(ctx, "CREATE DATABASE "+DBName)
+		_, tw.Differs, err = createDatabase(ctx, admin, loc, major)
 		admin.Close(ctx)
 		if err != nil {
-			return fmt.Errorf("creating the twin's database: %w", err)
+			return err
 		}
 		dsn = c.DSN(DBName)
 		tw.Server = "PostgreSQL " + c.Server().Version + " lab cluster"
@@ -365,6 +384,12 @@ func (tw *Twin) open(ctx context.Context, snap *model.Snapshot, o Options, logf 
 		var v string
 		conn.QueryRow(ctx, "SELECT current_setting('server_version')").Scan(&v)
 		tw.Server = "PostgreSQL " + v + ", --twin-dsn"
+		if got, err := readLocale(ctx, conn, ""); err == nil && !got.same(loc) {
+			tw.Differs = localeDiffers(loc, got, nil)
+		}
+	}
+	if tw.Differs != "" {
+		logf("twin: %s", tw.Differs)
 	}
 	return nil
 }

@@ -48,8 +48,17 @@ func TestBuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin.Exec(ctx, "CREATE DATABASE shop")
+	// The target's default collation is ICU's German (15 and later have
+	// LOCALE_PROVIDER), which the twin must sort by too.
+	if c.Server().Major >= 15 {
+		_, err = admin.Exec(ctx, "CREATE DATABASE shop TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'de-DE' LOCALE 'C'")
+	} else {
+		_, err = admin.Exec(ctx, "CREATE DATABASE shop")
+	}
 	admin.Close(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	sess, err := envelope.Connect(ctx, c.DSN("shop"), envelope.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -97,6 +106,16 @@ func TestBuild(t *testing.T) {
 	if rows != wantRows || sum != wantSum {
 		t.Errorf("the twin's rows differ: %d rows %s, the target's %d rows %s", rows, sum, wantRows, wantSum)
 	}
+	const order = `SELECT string_agg(x, ' ' ORDER BY x) FROM (VALUES ('b'), ('B'), ('a'), ('ä'), ('Z')) v(x)`
+	var wantOrder, gotOrder string
+	owner.QueryRow(ctx, order).Scan(&wantOrder)
+	tw.Conn.QueryRow(ctx, order).Scan(&gotOrder)
+	if gotOrder != wantOrder || tw.Differs != "" {
+		t.Errorf("the twin sorts %q where the target sorts %q (differs: %q)", gotOrder, wantOrder, tw.Differs)
+	}
+	if c.Server().Major >= 15 && wantOrder == "B Z a b ä" {
+		t.Errorf("the target sorts by bytes: the collation was not set up (%q)", wantOrder)
+	}
 	var indexes, constraints int
 	tw.Conn.QueryRow(ctx, "SELECT count(*) FROM pg_indexes WHERE tablename = 'orders'").Scan(&indexes)
 	tw.Conn.QueryRow(ctx, "SELECT count(*) FROM pg_constraint WHERE conrelid = 'shop.orders'::regclass").Scan(&constraints)
@@ -120,5 +139,40 @@ func TestBuild(t *testing.T) {
 	defer small.Close(ctx)
 	if tb := small.Tables[0]; tb.Fraction > 0.3 || tb.Rows < 2000 || tb.Rows > 8000 || !small.Sampled() || !strings.Contains(small.Where(refs[0]), "sample of 25%") {
 		t.Errorf("sampled twin: %+v, %q", small.Tables, small.Where(refs[0]))
+	}
+}
+
+// TestLocaleFallback: a target whose libc locale this machine has not
+// generated gets the ICU locale of its language, and the twin says so.
+func TestLocaleFallback(t *testing.T) {
+	ctx := context.Background()
+	c := labtest.Cluster(t, lab.Options{})
+	admin, err := pgx.Connect(ctx, c.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	target := dbLocale{encoding: "UTF8", collate: "xx_NOWHERE.UTF-8", ctype: "xx_NOWHERE.UTF-8", provider: "c"}
+	used, differs, err := createDatabase(ctx, admin, target, c.Server().Major)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "c"
+	if c.Server().Major >= 15 {
+		want = "i"
+	}
+	if used.provider != want || !strings.Contains(differs, "locale-gen xx_NOWHERE.UTF-8") || !strings.Contains(differs, "libc xx_NOWHERE.UTF-8") {
+		t.Errorf("used %+v, differs %q", used, differs)
+	}
+	if tw := (&Twin{Server: "x", Differs: differs}); !strings.Contains(tw.Summary(), "unlike the target") || !strings.Contains(tw.Where(model.RelRef{Name: "t"}), "sorts unlike") {
+		t.Errorf("the difference is not reported: %q / %q", tw.Summary(), tw.Where(model.RelRef{Name: "t"}))
+	}
+}
+
+func TestICUTag(t *testing.T) {
+	for in, want := range map[string]string{"en_US.UTF-8": "en-US", "de_DE@euro": "de-DE", "C": "", "POSIX": "", "C.UTF-8": "", "sv_SE": "sv-SE"} {
+		if got := icuTag(in); got != want {
+			t.Errorf("icuTag(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

@@ -24,6 +24,12 @@ type hotRerun struct {
 	setBefore, setAfter string // SET LOCAL ... on each side ("" for none)
 	change              string // the fix, as a person reads it
 	fixed               string // the fixed statement, normalised ("" for a setting)
+	// share measures the hot spot in a side's samples (nil: the kind's
+	// share), and shareOf says what it counts.
+	share   func(model.Profile) float64
+	shareOf string
+	// caveat is what the fix changes besides speed, said with the fix.
+	caveat string
 }
 
 // hotSide is one side's measurement: its runs' median time, and the hot
@@ -46,23 +52,29 @@ func (e *Engine) hotspot(ctx context.Context, _ *model.Snapshot, f *model.Findin
 		return
 	}
 	kind := f.Experiment.Hotspot
-	r, why := e.planHotspot(ctx, kind, e.literals[f.Experiment.QueryID])
+	r, why := e.planHotspot(ctx, kind, e.literals[f.Experiment.QueryID], collationShare(f))
 	if r == nil {
 		f.Verification = model.NotRunBecause(why)
 		return
 	}
+	if r.share == nil {
+		r.share, r.shareOf = rules.HotspotShare(kind), "the hot spot's share"
+	}
 	e.Log("re-running statement %d with %s", f.Experiment.QueryID, r.change)
-	before, after, err := e.measureHotspot(ctx, r, rules.HotspotShare(kind))
+	before, after, err := e.measureHotspot(ctx, r, r.share)
 	if err != nil {
 		f.Verification = model.NotRunBecause("the re-run failed: " + err.Error())
 		return
 	}
 	f.Verification = model.Verification{
-		Method: fmt.Sprintf("perf on pgmedic's own session while it re-ran the statement as the application did and with %s (read-only transactions, rolled back); %d and %d runs, medians; the hot spot's share of the %d and %d samples %.0f%% -> %.0f%%",
-			r.change, before.runs, after.runs, before.samples, after.samples, 100*before.share, 100*after.share),
+		Method: fmt.Sprintf("perf on pgmedic's own session while it re-ran the statement as the application did and with %s (read-only transactions, rolled back); %d and %d runs, medians; %s of the %d and %d samples %.0f%% -> %.0f%%",
+			r.change, before.runs, after.runs, r.shareOf, before.samples, after.samples, 100*before.share, 100*after.share),
 		Before: &model.Measure{Value: before.medianMS, Unit: "ms"}, After: &model.Measure{Value: after.medianMS, Unit: "ms"}}
 	if judge(f, before.medianMS, after.medianMS) && r.fixed != "" {
 		f.Fix.SQL = r.fixed
+		if r.caveat != "" {
+			f.Fix.Summary = r.caveat
+		}
 	}
 	f.Evidence = append(f.Evidence, model.Evidence{Label: "share of the re-run as written", Value: model.Round(100*before.share, 1), Unit: "%"},
 		model.Evidence{Label: "share with the fix", Value: model.Round(100*after.share, 1), Unit: "%"})
@@ -71,9 +83,10 @@ func (e *Engine) hotspot(ctx context.Context, _ *model.Snapshot, f *model.Findin
 // planHotspot designs the re-run for a hot spot of kind in a statement
 // whose text (with its values) is raw; it says why when there is none.
 // Only a SELECT that is safe to execute is re-run, and only fixes that
-// change one setting or the statement itself: jit = off, and a timestamp
-// column compared with timestamptz values moved to the column's type.
-func (e *Engine) planHotspot(ctx context.Context, kind, raw string) (*hotRerun, string) {
+// change one setting or the statement itself: jit = off, a timestamp
+// column compared with timestamptz values moved to the column's type, and
+// text sort keys compared by bytes (COLLATE "C").
+func (e *Engine) planHotspot(ctx context.Context, kind, raw string, collation float64) (*hotRerun, string) {
 	if raw == "" {
 		return nil, "the statement's text was not seen in pg_stat_activity"
 	}
@@ -112,10 +125,64 @@ func (e *Engine) planHotspot(ctx context.Context, kind, raw string) (*hotRerun, 
 		_, norm := sqlparse.Fingerprint(fixed.Text())
 		return &hotRerun{before: raw, after: fixed.Text(), setBefore: "SET LOCAL jit = off", setAfter: "SET LOCAL jit = off",
 			change: "the timestamptz bound computed once and cast to the column's type (" + printable.Clip(norm, 200) + ")", fixed: norm}, ""
+	case "sort":
+		return e.planCollatedSort(ctx, st, raw, collation)
 	case "numeric-float":
 		return nil, "the conversion comes from the expression's types (a float8 operand beside a numeric one); pgmedic does not rewrite expressions"
 	}
 	return nil, "the fix is not a change to one statement or setting"
+}
+
+// planCollatedSort designs the re-run of a sort whose samples compared
+// text under a linguistic collation (collation is that share of the
+// profile, in percent): the statement with COLLATE "C" on each of its
+// sort keys that takes a collation. Which keys do is asked of the server:
+// a key of a type without collations (integer, timestamp) makes EXPLAIN
+// fail, and is left as it is. EXPLAIN plans without running, in a
+// read-only transaction.
+func (e *Engine) planCollatedSort(ctx context.Context, st *sqlparse.Statement, raw string, collation float64) (*hotRerun, string) {
+	if collation < 1 {
+		return nil, "the sort compares numbers or bytes, not text under a linguistic collation: the fix is an index that returns the rows in order, or a smaller sort, which a hot spot's re-run does not build"
+	}
+	var keys []int
+	for i := 0; i < st.SortKeys(); i++ {
+		try, _, err := st.CollateSortKeys("C", []int{i})
+		if err != nil {
+			continue
+		}
+		err = envelope.RolledBack(ctx, e.Conn, envelope.ReadOnly, func() error {
+			_, err := e.Conn.Exec(ctx, envelope.Tag+"EXPLAIN "+try.Text())
+			return err
+		})
+		if err == nil {
+			keys = append(keys, i)
+		}
+	}
+	if len(keys) == 0 {
+		return nil, "no sort key of the statement takes a collation (the text is compared elsewhere: a GROUP BY, DISTINCT, a merge join or an index's own order)"
+	}
+	fixed, _, err := st.CollateSortKeys("C", keys)
+	if err != nil {
+		return nil, err.Error()
+	}
+	_, norm := sqlparse.Fingerprint(fixed.Text())
+	return &hotRerun{before: raw, after: fixed.Text(), setBefore: "SET LOCAL jit = off", setAfter: "SET LOCAL jit = off",
+		change: fmt.Sprintf("COLLATE \"C\" on %d sort key(s) (%s)", len(keys), printable.Clip(norm, 200)), fixed: norm,
+		share: rules.CollationShare, shareOf: "the share comparing text under the collation",
+		caveat: "sort the text keys by bytes with COLLATE \"C\" where people do not read the order (keyset pagination, deduplication, batching): " +
+			"the same rows come in a different order (upper case before lower case, accented letters after z). Where the linguistic order is shown, " +
+			"an index on the keys (CREATE INDEX ... (key) with the column's collation) returns the rows in order without a sort"}, ""
+}
+
+// collationShare is the share of a sort hot spot's samples that compared
+// text under a linguistic collation, in percent.
+func collationShare(f *model.Finding) float64 {
+	for _, ev := range f.Evidence {
+		if ev.Label == rules.CollationEvidence {
+			return ev.Value
+		}
+	}
+	return 0
 }
 
 // columnsOfType lists a relation's columns of a type.

@@ -184,6 +184,7 @@ var experiments = []struct {
 	{model.ExpLockQueue, (*Engine).lockQueue},
 	{model.ExpHeldLock, (*Engine).heldLock},
 	{model.ExpConcurrency, (*Engine).concurrency},
+	{model.ExpHOTUpdate, (*Engine).hotUpdate},
 }
 
 // busy applies the envelope's load rule: no experiments when active

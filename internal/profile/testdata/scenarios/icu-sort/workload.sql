@@ -1,0 +1,1 @@
+SELECT id, name FROM customers ORDER BY name, id OFFSET 119990
