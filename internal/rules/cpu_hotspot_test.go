@@ -101,7 +101,9 @@ func TestCPUHotspotOnRealProfiles(t *testing.T) {
 // TestCollationShare: text compared under libc's or ICU's collation
 // counts, a sort that compares bytes (COLLATE "C") or numbers does not.
 func TestCollationShare(t *testing.T) {
-	icu := func(sym string) model.Frame { return model.Frame{Sym: sym, DSO: "/usr/lib/x86_64-linux-gnu/libicui18n.so.72"} }
+	icu := func(sym string) model.Frame {
+		return model.Frame{Sym: sym, DSO: "/usr/lib/x86_64-linux-gnu/libicui18n.so.72"}
+	}
 	for _, c := range []struct {
 		name   string
 		stacks []model.ProfileStack
