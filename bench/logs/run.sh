@@ -22,7 +22,7 @@ measure() { # name, command...
 echo "log: $(echo "$size / 1048576" | bc) MB, $(wc -l < "$dir/postgresql.log") lines, $(nproc) cores"
 measure pgmedic "$dir/pgmedic" logs --format json --prefix '%m [%p] %q%u@%d ' "$dir/postgresql.log"
 [ "${2:-}" = pgmedic ] && exit 0
-measure pgbadger-j1 pgbadger -j 1 --prefix '%m [%p] %q%u@%d ' -o "$dir/out.json" -x json "$dir/postgresql.log"
-measure pgbadger-jN pgbadger -j "$(nproc)" --prefix '%m [%p] %q%u@%d ' -o "$dir/outN.json" -x json "$dir/postgresql.log"
+measure pgbadger-j1 pgbadger -j 1 --pid-dir "$dir" --prefix '%m [%p] %q%u@%d ' -o "$dir/out.json" -x json "$dir/postgresql.log"
+measure pgbadger-jN pgbadger -j "$(nproc)" --pid-dir "$dir" --prefix '%m [%p] %q%u@%d ' -o "$dir/outN.json" -x json "$dir/postgresql.log"
 echo "ratio (pgBadger -j 1 / pgmedic): $(echo "$(cat "$dir/pgbadger-j1.secs") / $(cat "$dir/pgmedic.secs")" | bc -l | cut -c1-5)x"
 echo "ratio (pgBadger -j $(nproc) / pgmedic): $(echo "$(cat "$dir/pgbadger-jN.secs") / $(cat "$dir/pgmedic.secs")" | bc -l | cut -c1-5)x"

@@ -42,6 +42,9 @@ type Summary struct {
 	shapes       map[string][2]string
 	lastAt       time.Time
 	lastMinute   *Minute
+	// logged are statements log_statement wrote, by process, waiting for
+	// the duration line that log_duration writes without the text.
+	logged map[int]loggedStatement
 	// ownPIDs are the processes seen running pgmedic's statements, with
 	// when: what else they log (lock waits, errors, plans without the tag)
 	// in that span is pgmedic's too.
@@ -54,16 +57,23 @@ type FileStats struct {
 	Format Format `json:"format"`
 	Prefix string `json:"prefix,omitempty"`
 	Stats
+	// Partial: more than 1% of the lines were not recognised, so the
+	// counts are not the whole log's.
+	Partial bool `json:"partial,omitempty"`
 	Error string `json:"error,omitempty"`
 }
 
 // StatementStats is one statement fingerprint's durations.
 type StatementStats struct {
-	Fingerprint string  `json:"fingerprint"`
-	Query       string  `json:"query"`
-	Count       int64   `json:"count"`
-	TotalMS     float64 `json:"total_ms"`
-	MaxMS       float64 `json:"max_ms"`
+	Fingerprint string `json:"fingerprint"`
+	Query       string `json:"query"`
+	Count       int64  `json:"count"`
+	// Untimed are the calls logged without a duration (log_statement
+	// without log_duration or log_min_duration_statement): counted, but
+	// in no time or percentile.
+	Untimed int64   `json:"untimed,omitempty"`
+	TotalMS float64 `json:"total_ms"`
+	MaxMS   float64 `json:"max_ms"`
 	// Example is the slowest call's text with its values (ShowLiterals).
 	Example       string    `json:"example,omitempty"`
 	P50, P95, P99 float64   `json:"-"`
@@ -126,7 +136,7 @@ type Minute struct {
 // NewSummary is an empty summary.
 func NewSummary() *Summary {
 	return &Summary{Events: map[string]int64{}, Checkpoint: map[string]int64{}, Autovacuum: map[string]int64{}, Tables: map[string]*TableMaintenance{},
-		PerMinute: map[string]*Minute{}, ownPIDs: map[int]*ownSpan{}, stmts: map[string]*StatementStats{}, errs: map[string]*ErrorStats{}, plans: map[string][]*Plan{}, shapes: map[string][2]string{}}
+		PerMinute: map[string]*Minute{}, ownPIDs: map[int]*ownSpan{}, logged: map[int]loggedStatement{}, stmts: map[string]*StatementStats{}, errs: map[string]*ErrorStats{}, plans: map[string][]*Plan{}, shapes: map[string][2]string{}}
 }
 
 // sampleSize bounds the durations kept per statement for percentiles
@@ -253,19 +263,17 @@ func (s *Summary) ownedAt(pid int, t time.Time) bool {
 
 // Add counts one entry.
 func (s *Summary) Add(e Entry) {
+	if e.Source == PgBouncer {
+		s.addTime(e.Time)
+		s.addBouncer(e)
+		return
+	}
 	d := readDuration(e.Message)
 	if s.own(e, d) {
 		s.Events[ownEntries]++
 		return
 	}
-	if !e.Time.IsZero() {
-		if s.First.IsZero() || e.Time.Before(s.First) {
-			s.First = e.Time
-		}
-		if e.Time.After(s.Last) {
-			s.Last = e.Time
-		}
-	}
+	s.addTime(e.Time)
 	min := s.minute(e.Time)
 	msg := e.Message
 	switch e.Level {
@@ -282,6 +290,16 @@ func (s *Summary) Add(e Entry) {
 		if text == "" {
 			text = e.Statement
 		}
+		if text == "" && kind == "" {
+			// log_duration's line: the text is the one log_statement
+			// wrote for this process just before.
+			l, ok := s.logged[e.PID]
+			if !ok {
+				return
+			}
+			delete(s.logged, e.PID)
+			text = l.text
+		}
 		if kind == "parse" || kind == "bind" {
 			return // parse and bind are steps of the execute that follows
 		}
@@ -297,6 +315,12 @@ func (s *Summary) Add(e Entry) {
 		s.addStatement(text, ms, e.Time)
 		min.Statements++
 		min.DurationMS += ms
+	case strings.HasPrefix(msg, "statement: "), strings.HasPrefix(msg, "execute ") && strings.Contains(msg, ": "):
+		// log_statement: the text now, its duration (if logged) next.
+		text := msg[strings.Index(msg, ": ")+2:]
+		s.untimed(e.PID)
+		s.logged[e.PID] = loggedStatement{text: text, at: e.Time}
+		min.Statements++
 	case strings.HasPrefix(msg, "connection authorized: "):
 		s.Events["connections"]++
 		min.Connections++
@@ -317,6 +341,19 @@ func (s *Summary) Add(e Entry) {
 		s.Events["duplicate keys"]++
 	}
 	s.addMaintenanceLine(e, min)
+}
+
+// addTime widens the span the logs cover.
+func (s *Summary) addTime(t time.Time) {
+	if t.IsZero() {
+		return
+	}
+	if s.First.IsZero() || t.Before(s.First) {
+		s.First = t
+	}
+	if t.After(s.Last) {
+		s.Last = t
+	}
 }
 
 // addMaintenanceLine counts the lines about lock waits, temporary files,
@@ -583,6 +620,46 @@ func (s *Summary) addStatement(text string, ms float64, at time.Time) {
 	st.add(ms, at)
 }
 
+// loggedStatement is a statement log_statement wrote.
+type loggedStatement struct {
+	text string
+	at   time.Time
+}
+
+// untimed counts the statement a process logged without its duration
+// (no duration line came for it).
+func (s *Summary) untimed(pid int) {
+	l, ok := s.logged[pid]
+	if !ok {
+		return
+	}
+	delete(s.logged, pid)
+	fp, norm := s.fingerprint(l.text)
+	st := s.stmts[fp]
+	if st == nil {
+		st = &StatementStats{Fingerprint: fp, Query: norm, rng: rand.New(rand.NewSource(int64(len(s.stmts))))}
+		s.stmts[fp] = st
+	}
+	if s.ShowLiterals && st.Example == "" {
+		st.Example = l.text
+	}
+	st.Count++
+	st.Untimed++
+	if st.First.IsZero() || (!l.at.IsZero() && l.at.Before(st.First)) {
+		st.First = l.at
+	}
+	if l.at.After(st.Last) {
+		st.Last = l.at
+	}
+}
+
+// flushLogged counts every statement still waiting for a duration.
+func (s *Summary) flushLogged() {
+	for pid := range s.logged {
+		s.untimed(pid)
+	}
+}
+
 func (st *StatementStats) add(ms float64, at time.Time) {
 	st.Count++
 	st.TotalMS += ms
@@ -621,6 +698,7 @@ func (s *Summary) addError(e Entry) {
 // Merge adds another summary's counts (each file is read by its own
 // worker).
 func (s *Summary) Merge(o *Summary) {
+	o.flushLogged()
 	s.Files = append(s.Files, o.Files...)
 	if !o.First.IsZero() && (s.First.IsZero() || o.First.Before(s.First)) {
 		s.First = o.First
@@ -701,6 +779,7 @@ func (mine *StatementStats) merge(st *StatementStats) {
 		mine.add(ms, time.Time{})
 	}
 	mine.Count += st.Count - int64(len(st.sample))
+	mine.Untimed += st.Untimed
 	mine.TotalMS += st.TotalMS - sum(st.sample)
 	mine.MaxMS = max(mine.MaxMS, st.MaxMS)
 	if !st.First.IsZero() && (mine.First.IsZero() || st.First.Before(mine.First)) {
@@ -748,6 +827,7 @@ func (s *Summary) Plans() []*Plan {
 // Finish sorts the statements by total time and errors by count, and
 // works out the percentiles.
 func (s *Summary) Finish() {
+	s.flushLogged()
 	s.Statements = s.Statements[:0]
 	for _, st := range s.stmts {
 		sorted := append([]float64(nil), st.sample...)

@@ -35,7 +35,12 @@ type Options struct {
 	Prefix string
 	// ShowLiterals keeps examples with their values (Summary.ShowLiterals).
 	ShowLiterals bool
+	// Format, when not empty, is the logs' format (otherwise detected).
+	Format Format
 }
+
+// Formats are the formats --format-in names.
+var Formats = []Format{Stderr, CSV, JSON, Syslog, Logplex, CloudSQL, CloudWatch, Journald, CNPG, Azure, PgBouncer}
 
 // Analyze reads the sources, one worker per file (as many at once as
 // there are cores), and merges what they found. A file that cannot be read
@@ -55,7 +60,7 @@ func Analyze(ctx context.Context, sources []Source, opt Options) (*Summary, erro
 	var mu sync.Mutex
 	for i, src := range sources {
 		g.Go(func() error {
-			s := readSource(gctx, src, forced, opt.ShowLiterals)
+			s := readSource(gctx, src, forced, opt.Format, opt.ShowLiterals)
 			mu.Lock()
 			parts[i] = s
 			mu.Unlock()
@@ -73,11 +78,14 @@ func Analyze(ctx context.Context, sources []Source, opt Options) (*Summary, erro
 }
 
 // readSource reads one log into its own summary.
-func readSource(ctx context.Context, src Source, forced *Prefix, literals bool) *Summary {
+func readSource(ctx context.Context, src Source, forced *Prefix, format Format, literals bool) *Summary {
 	s := NewSummary()
 	s.ShowLiterals = literals
 	fs := FileStats{Name: src.Name}
-	defer func() { s.Files = append(s.Files, fs) }()
+	defer func() {
+		fs.Partial = fs.Unrecognised*100 > fs.Lines
+		s.Files = append(s.Files, fs)
+	}()
 	rc, err := src.Open()
 	if err != nil {
 		fs.Error = err.Error()
@@ -92,9 +100,17 @@ func readSource(ctx context.Context, src Source, forced *Prefix, literals bool) 
 	br := bufio.NewReaderSize(r, 1<<20)
 	head, _ := br.Peek(256 << 10)
 	f, p, err := Detect(head)
+	if format != "" && format != f {
+		// The format named wins; its prefix is the one given, or the one
+		// detection finds for it.
+		f, p, err = format, nil, nil
+		if forced == nil && needsPrefix(format) {
+			p, err = prefixFor(format, head)
+		}
+	}
 	if forced != nil {
 		switch {
-		case f == Syslog:
+		case needsPrefix(f) && f != Stderr:
 			p, err = forced, nil
 		case err != nil || f == Stderr:
 			f, p, err = Stderr, forced, nil

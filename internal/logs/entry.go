@@ -27,6 +27,9 @@ type Entry struct {
 	// to a message (separate lines of the same process in stderr logs,
 	// columns in csv and json logs).
 	Detail, Hint, Context, Statement string
+	// Source is the program that wrote a line that is not PostgreSQL's
+	// own (PgBouncer); "" for PostgreSQL.
+	Source Format
 }
 
 // detailLevels are the stderr lines that belong to the message before

@@ -23,7 +23,7 @@ func TestAgreesWithPgBadger(t *testing.T) {
 		testkit.Missing(t, "pgbadger", err)
 	}
 	out := filepath.Join(t.TempDir(), "badger.json")
-	cmd := exec.Command(bin, "-j", "1", "--prefix", "%m [%p] %q%u@%d ", "-o", out, "-x", "json", "testdata/lab/stderr.log")
+	cmd := exec.Command(bin, "-j", "1", "--pid-dir", t.TempDir(), "--prefix", "%m [%p] %q%u@%d ", "-o", out, "-x", "json", "testdata/lab/stderr.log")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("pgbadger: %v: %s", err, b)
 	}

@@ -32,8 +32,11 @@ const maxLine = 16 << 20
 // Stats counts what a read saw: entries parsed, and lines no format
 // explains, with the first few as examples.
 type Stats struct {
-	Entries      int64    `json:"entries"`
-	Lines        int64    `json:"lines"`
+	Entries int64 `json:"entries"`
+	Lines   int64 `json:"lines"`
+	// Other are lines recognised as not PostgreSQL's: a Kubernetes
+	// operator's own messages in its log, say.
+	Other        int64    `json:"other_lines,omitempty"`
 	Unrecognised int64    `json:"unrecognised_lines"`
 	Examples     []string `json:"unrecognised_examples,omitempty"`
 }
@@ -66,6 +69,54 @@ func Open(r io.Reader) (io.Reader, error) {
 // and syslog the log_line_prefix that matches most of its first messages;
 // it says why when it cannot.
 func Detect(head []byte) (Format, *Prefix, error) {
+	first := headLines(head)
+	if len(first) == 0 {
+		return "", nil, errors.New("the log is empty")
+	}
+	if strings.HasPrefix(first[0], "{") && json.Valid([]byte(first[0])) {
+		f := classifyJSON(first)
+		switch f {
+		case "":
+			return JSON, nil, fmt.Errorf("the log's lines are JSON objects of no kind pgmedic knows (jsonlog, CloudNativePG, Cloud SQL, CloudWatch, journald, Azure; first: %.120q)", first[0])
+		case JSON, CNPG, Azure:
+			return f, nil, nil
+		}
+		texts := carriedTexts(f, first)
+		if len(texts) == 0 {
+			return f, nil, errors.New("the log's JSON lines hold no PostgreSQL message start")
+		}
+		p, err := detectPrefix(texts, append(append([]string{}, knownPrefixes...), carriedPrefixes...), string(f)+" log's messages")
+		return f, p, err
+	}
+	if looksCSV(head) {
+		return CSV, nil, nil
+	}
+	if looksBouncer(first) {
+		return PgBouncer, nil, nil
+	}
+	format, candidates := Stderr, knownPrefixes
+	if texts, ok := logplexTexts(first); ok {
+		format, first, candidates = Logplex, texts, append(append([]string{}, knownPrefixes...), carriedPrefixes...)
+	} else if texts, ok := syslogTexts(first); ok {
+		// syslog's header says the time and the process: servers that
+		// log to syslog often keep only the session fields in the prefix,
+		// or none.
+		format, first, candidates = Syslog, texts, append(append([]string{}, knownPrefixes...), syslogPrefixes...)
+		if len(first) == 0 {
+			return Syslog, nil, errors.New("the syslog lines hold no PostgreSQL message start")
+		}
+	}
+	what := "log"
+	if format == Syslog {
+		what = "syslog file's messages"
+	}
+	p, err := detectPrefix(first, candidates, what)
+	return format, p, err
+}
+
+// headLines are the first 200 lines of a log's head that can start an
+// entry (not blank, not a continuation).
+func headLines(head []byte) []string {
 	lines := strings.Split(strings.ReplaceAll(string(head), "\r\n", "\n"), "\n")
 	if len(lines) > 1 {
 		lines = lines[:len(lines)-1] // the last may be cut
@@ -79,24 +130,44 @@ func Detect(head []byte) (Format, *Prefix, error) {
 			break
 		}
 	}
+	return first
+}
+
+// needsPrefix says whether a format carries PostgreSQL's stderr lines,
+// whose log_line_prefix must be known to read them.
+func needsPrefix(f Format) bool {
+	switch f {
+	case Stderr, Syslog, Logplex, CloudSQL, CloudWatch, Journald:
+		return true
+	}
+	return false
+}
+
+// prefixFor detects the log_line_prefix of a log read as format f (named
+// with --format-in).
+func prefixFor(f Format, head []byte) (*Prefix, error) {
+	first := headLines(head)
+	texts := first
+	switch f {
+	case Syslog:
+		texts, _ = syslogTexts(first)
+	case Logplex:
+		texts, _ = logplexTexts(first)
+	case CloudSQL, CloudWatch, Journald:
+		texts = carriedTexts(f, first)
+	}
+	if len(texts) == 0 {
+		return nil, fmt.Errorf("no line of this log reads as %s", f)
+	}
+	candidates := append(append(append([]string{}, knownPrefixes...), syslogPrefixes...), carriedPrefixes...)
+	return detectPrefix(texts, candidates, string(f)+" log")
+}
+
+// detectPrefix picks the log_line_prefix that parses most of the lines
+// (known ones first, then one inferred from the lines themselves).
+func detectPrefix(first, candidates []string, what string) (*Prefix, error) {
 	if len(first) == 0 {
-		return "", nil, errors.New("the log is empty")
-	}
-	if strings.HasPrefix(first[0], "{") && json.Valid([]byte(first[0])) {
-		return JSON, nil, nil
-	}
-	if looksCSV(first[0]) {
-		return CSV, nil, nil
-	}
-	format, candidates := Stderr, knownPrefixes
-	if texts, ok := syslogTexts(first); ok {
-		// syslog's header says the time and the process: servers that
-		// log to syslog often keep only the session fields in the prefix,
-		// or none.
-		format, first, candidates = Syslog, texts, append(append([]string{}, knownPrefixes...), syslogPrefixes...)
-		if len(first) == 0 {
-			return Syslog, nil, errors.New("the syslog lines hold no PostgreSQL message start")
-		}
+		return nil, fmt.Errorf("this %s holds no PostgreSQL message start", what)
 	}
 	best, bestN := (*Prefix)(nil), 0
 	for _, text := range candidates {
@@ -116,28 +187,29 @@ func Detect(head []byte) (Format, *Prefix, error) {
 	}
 	if best == nil || bestN*2 < len(first) {
 		if p := inferPrefix(first); p != nil {
-			return format, p, nil
+			return p, nil
 		}
 		// The format is said even so: a --prefix applies to it.
-		what := "log"
-		if format == Syslog {
-			what = "syslog file's messages"
-		}
-		return format, nil, fmt.Errorf("no known log_line_prefix matches this %s (first: %.120q); give it with --prefix (SHOW log_line_prefix)", what, first[0])
+		return nil, fmt.Errorf("no known log_line_prefix matches this %s (first: %.120q); give it with --prefix (SHOW log_line_prefix)", what, first[0])
 	}
-	return format, best, nil
+	return best, nil
 }
 
-// looksCSV: a csvlog line starts with a timestamp and has at least 20
-// fields.
-func looksCSV(line string) bool {
-	if len(line) < 20 || line[4] != '-' || !strings.Contains(line, ",") {
+// looksCSV: a csvlog record starts with a timestamp (bare as PostgreSQL
+// writes it, quoted by some exports) and has at least 22 fields (23 up to
+// PostgreSQL 12, 24 in 13 with backend_type, 26 from 14 with leader_pid
+// and query_id). The first record is read as CSV, not
+// as a line: its message may hold quoted newlines.
+func looksCSV(head []byte) bool {
+	start := strings.TrimLeft(string(head[:min(len(head), 40)]), "\"")
+	if len(start) < 20 || start[4] != '-' || start[10] != ' ' {
 		return false
 	}
-	r := csv.NewReader(strings.NewReader(line))
+	r := csv.NewReader(bytes.NewReader(head))
 	r.LazyQuotes = true
+	r.FieldsPerRecord = -1
 	rec, err := r.Read()
-	return err == nil && len(rec) >= 20
+	return err == nil && len(rec) >= 22 && !parseTime(rec[0]).IsZero()
 }
 
 // Read parses a whole log of one format, calling fn for each entry once it
@@ -146,14 +218,21 @@ func Read(r io.Reader, f Format, p *Prefix, fn func(Entry)) (Stats, error) {
 	switch f {
 	case CSV:
 		return readCSV(r, fn)
-	case JSON:
+	case JSON, CNPG, Azure:
 		return readJSON(r, fn)
+	case PgBouncer:
+		return readBouncer(r, fn)
 	}
 	if p == nil {
 		return Stats{}, fmt.Errorf("a %s log needs a log_line_prefix", f)
 	}
-	if f == Syslog {
+	switch f {
+	case Syslog:
 		return readSyslog(r, p, fn)
+	case Logplex:
+		return readLogplex(r, p, fn)
+	case CloudSQL, CloudWatch, Journald:
+		return readCarried(r, p, fn, unwrapJSON(f))
 	}
 	return readStderr(r, p, fn)
 }
@@ -218,8 +297,12 @@ func (a *assembler) line(line string, at time.Time, pid int) {
 		// A line without the prefix right after a message of several
 		// lines belongs to it (auto_explain writes a text plan's JIT
 		// block so); anywhere else it is not understood.
-		if a.last != nil && strings.Contains(a.last.Message, "\n") && strings.TrimSpace(line) != "" {
-			a.last.Message += "\n" + line
+		if a.last != nil && strings.TrimSpace(line) != "" && carriesSQL(a.last, a.lastLevel) {
+			if a.lastLevel != "" {
+				a.last.attach(a.lastLevel, line)
+			} else {
+				a.last.Message += "\n" + line
+			}
 			return
 		}
 		if strings.TrimSpace(line) != "" {
@@ -250,6 +333,20 @@ func (a *assembler) line(line string, at time.Time, pid int) {
 	if len(a.pending) > 10000 {
 		a.close()
 	}
+}
+
+// carriesSQL says whether a line without the prefix after this message
+// continues it: a message already of several lines (auto_explain writes a
+// text plan's JIT block so), or one that ends in a statement's text,
+// whose later lines a client may have indented with spaces rather than
+// the tab PostgreSQL puts before each of its own.
+func carriesSQL(e *Entry, level string) bool {
+	switch level {
+	case "STATEMENT", "QUERY", "CONTEXT", "DETAIL":
+		return true
+	}
+	m := e.Message
+	return strings.Contains(m, "\n") || strings.Contains(m, "statement: ") || strings.Contains(m, "execute ") || strings.Contains(m, "plan:")
 }
 
 // close emits every message still waiting, in the order they came.
@@ -338,23 +435,9 @@ func hostOf(s string) string {
 	return s
 }
 
-// jsonEntry is one jsonlog line (PostgreSQL 15).
-type jsonEntry struct {
-	Timestamp string `json:"timestamp"`
-	User      string `json:"user"`
-	DB        string `json:"dbname"`
-	PID       int    `json:"pid"`
-	Host      string `json:"remote_host"`
-	Level     string `json:"error_severity"`
-	State     string `json:"state_code"`
-	Message   string `json:"message"`
-	Detail    string `json:"detail"`
-	Hint      string `json:"hint"`
-	Context   string `json:"context"`
-	Statement string `json:"statement"`
-	App       string `json:"application_name"`
-}
-
+// readJSON reads a log whose lines are JSON objects that took
+// PostgreSQL's line apart: jsonlog, CloudNativePG's records, Azure's
+// export.
 func readJSON(r io.Reader, fn func(Entry)) (Stats, error) {
 	var st Stats
 	sc := bufio.NewScanner(r)
@@ -365,14 +448,21 @@ func readJSON(r io.Reader, fn func(Entry)) (Stats, error) {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		var j jsonEntry
-		if err := json.Unmarshal(line, &j); err != nil || j.Level == "" {
+		var j jsonLine
+		if err := json.Unmarshal(line, &j); err != nil {
 			st.unrecognised(string(line))
 			continue
 		}
-		fn(Entry{Time: parseTime(j.Timestamp), User: j.User, Database: j.DB, PID: j.PID, Client: j.Host, Level: j.Level,
-			SQLState: j.State, Message: j.Message, Detail: j.Detail, Hint: j.Hint, Context: j.Context, Statement: j.Statement, App: j.App})
-		st.Entries++
+		e, kind := j.entry()
+		switch kind {
+		case other:
+			st.Other++
+		case notRecognised:
+			st.unrecognised(string(line))
+		default:
+			fn(e)
+			st.Entries++
+		}
 	}
 	if err := sc.Err(); err != nil {
 		return st, fmt.Errorf("reading line %d: %w", st.Lines+1, err)

@@ -103,46 +103,96 @@ func readSyslog(r io.Reader, p *Prefix, fn func(Entry)) (Stats, error) {
 // readSyslogAt is readSyslog with the time that dates headers without a
 // year.
 func readSyslogAt(r io.Reader, p *Prefix, fn func(Entry), now time.Time) (Stats, error) {
+	return readCarried(r, p, fn, func(raw string) (syslogLine, lineKind) {
+		l, ok := parseSyslog(raw, now)
+		if !ok {
+			return l, notRecognised
+		}
+		return l, carries
+	})
+}
+
+// lineKind is what a physical line of a log that carries PostgreSQL's
+// lines inside another format (syslog, a cloud's JSON) turned out to be.
+type lineKind int
+
+const (
+	notRecognised lineKind = iota
+	carries                // a PostgreSQL line (or a piece of one)
+	other                  // a line of the carrier's own (an operator's message)
+)
+
+// readCarried puts back together the PostgreSQL lines a carrier format
+// holds, one record per physical line, and reads them as a stderr log.
+// unwrap takes a record apart: the PostgreSQL text, and what the carrier
+// says of it (time, process, syslog's sequence and piece numbers). A
+// record without a process or a piece number that starts with a tab, or
+// without the prefix, continues the last message (a carrier that sends
+// each line of a plan as its own record).
+func readCarried(r io.Reader, p *Prefix, fn func(Entry), unwrap func(string) (syslogLine, lineKind)) (Stats, error) {
 	var st Stats
 	a := newAssembler(p, &st, fn)
 	open := map[int]*syslogMessage{}
+	var last *syslogMessage
 	order := 0
 	emit := func(m *syslogMessage) {
 		for _, l := range m.lines {
 			a.line(l, m.at, m.pid)
 		}
 		delete(open, m.pid)
+		if last == m {
+			last = nil
+		}
 	}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxLine)
 	for sc.Scan() {
 		raw := strings.TrimSuffix(sc.Text(), "\r")
 		st.Lines++
-		l, ok := parseSyslog(raw, now)
-		if !ok {
+		l, kind := unwrap(raw)
+		switch kind {
+		case other:
+			st.Other++
+			continue
+		case notRecognised:
 			if strings.TrimSpace(raw) != "" {
 				st.unrecognised(raw)
 			}
 			continue
 		}
+		texts := strings.Split(strings.TrimSuffix(l.text, "\n"), "\n")
 		m := open[l.pid]
 		if l.chunk > 1 {
 			if m == nil || m.seq != l.seq {
 				st.unrecognised(raw) // the message's first piece is not in this file
 				continue
 			}
-			if _, prefixed := p.parse(l.text); prefixed || strings.HasPrefix(l.text, "\t") {
-				m.lines = append(m.lines, l.text)
-			} else {
-				m.lines[len(m.lines)-1] += l.text
+			for i, t := range texts {
+				if _, prefixed := p.parse(t); prefixed || strings.HasPrefix(t, "\t") || i > 0 {
+					m.lines = append(m.lines, t)
+				} else {
+					m.lines[len(m.lines)-1] += t
+				}
 			}
 			continue
+		}
+		if l.chunk == 0 && l.pid == 0 && last != nil {
+			if _, prefixed := p.parse(texts[0]); !prefixed {
+				last.lines = append(last.lines, texts...)
+				continue
+			}
 		}
 		if m != nil {
 			emit(m)
 		}
+		if l.chunk <= 1 {
+			// A message's first piece: what stands before its prefix is
+			// the carrier's padding.
+			texts[0] = strings.TrimLeft(texts[0], " ")
+		}
 		order++
-		open[l.pid] = &syslogMessage{order: order, at: l.at, pid: l.pid, seq: l.seq, lines: []string{l.text}}
+		m = &syslogMessage{order: order, at: l.at, pid: l.pid, seq: l.seq, lines: texts}
+		open[l.pid], last = m, m
 		if len(open) > 10000 {
 			flushOpen(open, emit)
 		}

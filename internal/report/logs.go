@@ -51,7 +51,7 @@ func (r *LogsReport) MarshalJSON() ([]byte, error) {
 		out.Skipped = []model.Skip{}
 	}
 	for _, st := range r.Summary.Statements {
-		x := logsStatement{StatementStats: st, MeanMS: st.TotalMS / float64(max(st.Count, 1)), P50MS: st.P50, P95MS: st.P95, P99MS: st.P99}
+		x := logsStatement{StatementStats: st, MeanMS: st.TotalMS / float64(max(st.Count-st.Untimed, 1)), P50MS: st.P50, P95MS: st.P95, P99MS: st.P99}
 		if !st.First.IsZero() {
 			x.First, x.Last = st.First.Format("2006-01-02T15:04:05Z"), st.Last.Format("2006-01-02T15:04:05Z")
 		}
@@ -96,7 +96,15 @@ func logsFiles(b *strings.Builder, s *logs.Summary) {
 		if f.Prefix != "" {
 			fmt.Fprintf(b, " (log_line_prefix %q)", f.Prefix)
 		}
-		fmt.Fprintf(b, ", %d lines, %d entries, %d lines not recognised\n", f.Lines, f.Entries, f.Unrecognised)
+		fmt.Fprintf(b, ", %d lines, %d entries, %d lines not recognised", f.Lines, f.Entries, f.Unrecognised)
+		if f.Other > 0 {
+			fmt.Fprintf(b, ", %d lines of another program (left out)", f.Other)
+		}
+		b.WriteString("\n")
+		if f.Partial {
+			fmt.Fprintf(b, "  PARTLY UNDERSTOOD: %.0f%% of the lines were not recognised, so every count below misses them: give the server's log_line_prefix with --prefix, or the format with --format-in\n",
+				100*float64(f.Unrecognised)/float64(max(f.Lines, 1)))
+		}
 		for _, ex := range f.Examples {
 			fmt.Fprintf(b, "  not recognised: %s\n", safe(ex))
 		}
@@ -122,7 +130,7 @@ func logsStatements(b *strings.Builder, s *logs.Summary) {
 			break
 		}
 		q := printable.Trim(strings.Join(strings.Fields(st.Query), " "), 100, "...")
-		fmt.Fprintf(b, "  %8d %10.1f %9.2f %9.2f %9.2f %9.2f %9.2f  %s\n", st.Count, st.TotalMS, st.TotalMS/float64(st.Count), st.P50, st.P95, st.P99, st.MaxMS, safe(q))
+		fmt.Fprintf(b, "  %8d %10.1f %9.2f %9.2f %9.2f %9.2f %9.2f  %s\n", st.Count, st.TotalMS, st.TotalMS/float64(max(st.Count-st.Untimed, 1)), st.P50, st.P95, st.P99, st.MaxMS, safe(q))
 		if st.Example != "" && printable.Clip(st.Example, len(st.Example)) != printable.Clip(st.Query, len(st.Query)) {
 			fmt.Fprintf(b, "  %8s slowest: %s\n", "", safe(printable.Clip(st.Example, 200)))
 		}
