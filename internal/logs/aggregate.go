@@ -59,8 +59,8 @@ type FileStats struct {
 	Stats
 	// Partial: more than 1% of the lines were not recognised, so the
 	// counts are not the whole log's.
-	Partial bool `json:"partial,omitempty"`
-	Error string `json:"error,omitempty"`
+	Partial bool   `json:"partial,omitempty"`
+	Error   string `json:"error,omitempty"`
 }
 
 // StatementStats is one statement fingerprint's durations.
