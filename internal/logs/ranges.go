@@ -66,7 +66,10 @@ type rangeReader struct {
 	end    int64
 	buf    bytes.Buffer
 	done   bool
-	closer io.Closer
+	// midLine: the bytes passed through so far end inside a line, whose
+	// rest belongs to this range whatever it looks like.
+	midLine bool
+	closer  io.Closer
 }
 
 func openRange(path string, start, end int64, f Format, p *Prefix) (*rangeReader, error) {
@@ -106,16 +109,36 @@ func openRange(path string, start, end int64, f Format, p *Prefix) (*rangeReader
 }
 
 func (rr *rangeReader) Read(b []byte) (int, error) {
+	// Before the range's end the bytes pass through as they are: only the
+	// lines from the end on are looked at, to stop at the next entry.
+	if room := rr.end - rr.pos; rr.buf.Len() == 0 && !rr.done && room > 0 {
+		if int64(len(b)) > room {
+			b = b[:room]
+		}
+		n, err := rr.r.Read(b)
+		rr.pos += int64(n)
+		if n > 0 {
+			rr.midLine = b[n-1] != '\n'
+		}
+		if err == io.EOF {
+			rr.done = true
+			if n > 0 {
+				err = nil
+			}
+		}
+		return n, err
+	}
 	for rr.buf.Len() == 0 {
 		if rr.done {
 			return 0, io.EOF
 		}
 		line, err := rr.r.ReadString('\n')
 		if line != "" {
-			if rr.pos >= rr.end && isStart(strings.TrimSuffix(line, "\n"), rr.f, rr.p) {
+			if !rr.midLine && rr.pos >= rr.end && isStart(strings.TrimSuffix(line, "\n"), rr.f, rr.p) {
 				rr.done = true
 				break
 			}
+			rr.midLine = false
 			rr.pos += int64(len(line))
 			rr.buf.WriteString(line)
 		}
