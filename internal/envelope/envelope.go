@@ -358,6 +358,10 @@ func Own(text string) bool {
 	if strings.HasPrefix(t, strings.TrimSpace(Tag)) {
 		return true
 	}
+	// One scan for the common case, a text that names nothing of pgmedic's.
+	if !strings.Contains(t, "pgmedic_") {
+		return false
+	}
 	for _, name := range ownPrepared {
 		if strings.Contains(t, name) {
 			return true

@@ -38,8 +38,9 @@ type Summary struct {
 	ShowLiterals bool `json:"-"`
 	stmts        map[string]*StatementStats
 	errs         map[string]*ErrorStats
+	errPatterns  map[string]string
 	plans        map[string][]*Plan
-	shapes       map[string][2]string
+	shapes       map[uint64][2]string
 	lastAt       time.Time
 	lastMinute   *Minute
 	// logged are statements log_statement wrote, by process, waiting for
@@ -136,7 +137,7 @@ type Minute struct {
 // NewSummary is an empty summary.
 func NewSummary() *Summary {
 	return &Summary{Events: map[string]int64{}, Checkpoint: map[string]int64{}, Autovacuum: map[string]int64{}, Tables: map[string]*TableMaintenance{},
-		PerMinute: map[string]*Minute{}, ownPIDs: map[int]*ownSpan{}, logged: map[int]loggedStatement{}, stmts: map[string]*StatementStats{}, errs: map[string]*ErrorStats{}, plans: map[string][]*Plan{}, shapes: map[string][2]string{}}
+		PerMinute: map[string]*Minute{}, ownPIDs: map[int]*ownSpan{}, logged: map[int]loggedStatement{}, stmts: map[string]*StatementStats{}, errs: map[string]*ErrorStats{}, errPatterns: map[string]string{}, plans: map[string][]*Plan{}, shapes: map[uint64][2]string{}}
 }
 
 // sampleSize bounds the durations kept per statement for percentiles
@@ -525,12 +526,18 @@ func (s *Summary) fingerprint(text string) (string, string) {
 }
 
 // shapeKey blanks out numbers and quoted strings, and folds whitespace:
-// two statements with the same key differ only in their literals.
-func shapeKey(text string) string {
-	b := make([]byte, 0, len(text))
-	space := false
+// texts that differ only in literals share a key. The key is a 64-bit
+// FNV-1a hash of that blanked text, computed as it is read (no copy of a
+// long statement is made per call); two shapes meeting on one hash is a
+// one-in-billions chance for the cache's 200,000 shapes.
+func shapeKey(text string) uint64 {
+	const prime = 1099511628211
+	h := uint64(14695981039346656037)
+	var last byte
+	emitted, space := false, false
 	for i := 0; i < len(text); i++ {
 		c := text[i]
+		out := c
 		switch {
 		case c == '\'':
 			j := i + 1
@@ -544,25 +551,26 @@ func shapeKey(text string) string {
 				}
 				j++
 			}
-			b = append(b, '?')
-			i = j
-		case c >= '0' && c <= '9' && (len(b) == 0 || !isIdent(b[len(b)-1])):
+			out, i = '?', j
+		case c >= '0' && c <= '9' && (!emitted || !isIdent(last)):
 			for i+1 < len(text) && (text[i+1] >= '0' && text[i+1] <= '9' || text[i+1] == '.') {
 				i++
 			}
-			b = append(b, '?')
+			out = '?'
 		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
-			if !space {
-				b = append(b, ' ')
+			if space {
+				continue
 			}
 			space = true
+			h = (h ^ ' ') * prime
+			last, emitted = ' ', true
 			continue
-		default:
-			b = append(b, c)
 		}
 		space = false
+		h = (h ^ uint64(out)) * prime
+		last, emitted = out, true
 	}
-	return string(b)
+	return h
 }
 
 func isIdent(c byte) bool {
@@ -678,10 +686,18 @@ func (st *StatementStats) add(ms float64, at time.Time) {
 }
 
 func (s *Summary) addError(e Entry) {
-	pattern := quotedRe().ReplaceAllString(e.Message, `"…"`)
-	pattern = numbersRe().ReplaceAllString(pattern, "N")
-	if len(pattern) > 200 {
-		pattern = pattern[:200]
+	pattern, ok := s.errPatterns[e.Message]
+	if !ok {
+		pattern = quotedRe().ReplaceAllString(e.Message, `"…"`)
+		pattern = numbersRe().ReplaceAllString(pattern, "N")
+		if len(pattern) > 200 {
+			pattern = pattern[:200]
+		}
+		// The same message comes again and again (a timeout, a missing
+		// relation): its pattern is worked out once, within a bound.
+		if len(s.errPatterns) < 10000 {
+			s.errPatterns[e.Message] = pattern
+		}
 	}
 	k := e.Level + "|" + e.SQLState + "|" + pattern
 	es := s.errs[k]

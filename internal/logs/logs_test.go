@@ -288,7 +288,7 @@ func TestShapeKey(t *testing.T) {
 	}
 	for _, p := range same {
 		if shapeKey(p[0]) != shapeKey(p[1]) {
-			t.Errorf("%q and %q differ: %q %q", p[0], p[1], shapeKey(p[0]), shapeKey(p[1]))
+			t.Errorf("%q and %q differ: %x %x", p[0], p[1], shapeKey(p[0]), shapeKey(p[1]))
 		}
 	}
 	if shapeKey("SELECT * FROM t1 WHERE a = 1") == shapeKey("SELECT * FROM t2 WHERE a = 1") {

@@ -59,13 +59,13 @@ func isStart(line string, f Format, p *Prefix) bool {
 // boundaries: from the first entry that starts at or after start, to the
 // last line before the first entry that starts at or after end.
 type rangeReader struct {
-	r      *bufio.Reader
-	f      Format
-	p      *Prefix
-	pos    int64
-	end    int64
-	buf    bytes.Buffer
-	done   bool
+	r    *bufio.Reader
+	f    Format
+	p    *Prefix
+	pos  int64
+	end  int64
+	buf  bytes.Buffer
+	done bool
 	// midLine: the bytes passed through so far end inside a line, whose
 	// rest belongs to this range whatever it looks like.
 	midLine bool
