@@ -1,5 +1,7 @@
 package logs
 
+import "strconv"
+
 // The prefix regexp costs most of a large log's reading time. fastPrefix
 // matches the same prefix by hand for the common case, taking at each
 // step the choice the regexp engine tries first (as many padding spaces
@@ -16,6 +18,10 @@ type fastSeg struct {
 	lit      string
 	esc      byte
 	optional bool
+	// field is the entry's field the escape's value goes to: set for the
+	// first escape of each field only (a second one matches unkept, as
+	// in the regexp).
+	field string
 }
 
 type fastPrefix struct {
@@ -82,6 +88,17 @@ func compileFast(p string) *fastPrefix {
 	if n && tm {
 		return nil
 	}
+	kept := map[string]bool{}
+	for i, s := range f.segs {
+		if s.esc == 0 {
+			continue
+		}
+		field := groupName(escapes[s.esc])
+		if field != "" && !kept[field] {
+			kept[field] = true
+			f.segs[i].field = field
+		}
+	}
 	f.restEmpty = true
 	afterQ := false
 	for _, s := range f.segs {
@@ -133,7 +150,9 @@ func (f *fastPrefix) match(h string, e *Entry) bool {
 			if !ok {
 				return false
 			}
-			setField(e, s.esc, h[from:to])
+			if s.field != "" {
+				setField(e, s.field, h[from:to])
+			}
 			pos = end
 		}
 	}
@@ -338,42 +357,26 @@ func dateTimeAt(h string, i int) bool {
 	return true
 }
 
-// setField keeps an escape's value in the entry, as the regexp's named
-// groups do (the first of each kind only: a second %m matches unkept).
-func setField(e *Entry, esc byte, v string) {
-	switch esc {
-	case 't', 'm':
-		if e.Time.IsZero() {
-			e.Time = parseTime(v)
-		}
-	case 'n':
-		if e.Time.IsZero() {
-			e.Time = epochTime(v)
-		}
-	case 'p':
-		if e.PID == 0 {
-			e.PID = atoi(v)
-		}
-	case 'u':
-		if e.User == "" {
-			e.User = v
-		}
-	case 'd':
-		if e.Database == "" {
-			e.Database = v
-		}
-	case 'a':
-		if e.App == "" {
-			e.App = v
-		}
-	case 'r', 'h':
-		if e.Client == "" {
-			e.Client = v
-		}
-	case 'e':
-		if e.SQLState == "" {
-			e.SQLState = v
-		}
+// setField keeps a prefix field's value in the entry, by the name of the
+// regexp's group for it (the hand matcher uses the same names).
+func setField(e *Entry, field, v string) {
+	switch field {
+	case "time":
+		e.Time = parseTime(v)
+	case "epoch":
+		e.Time = epochTime(v)
+	case "pid":
+		e.PID, _ = strconv.Atoi(v)
+	case "user":
+		e.User = v
+	case "db":
+		e.Database = v
+	case "app":
+		e.App = v
+	case "client":
+		e.Client = v
+	case "sqlstate":
+		e.SQLState = v
 	}
 }
 

@@ -113,3 +113,18 @@ func FuzzQuickTime(f *testing.F) {
 		}
 	})
 }
+
+// TestPrefixMultibyteLiteral: a prefix with a character of several bytes
+// matches by its regexp as by the hand matcher (the regexp once took each
+// byte for a character of its own).
+func TestPrefixMultibyteLiteral(t *testing.T) {
+	p, err := CompilePrefix("%m » [%p] ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := "2024-05-01 10:00:00.123 UTC » [42] LOG:  duration: 1 ms  statement: SELECT 1"
+	start, level, msg, _ := splitLevel(line)
+	if e, ok := p.parseRegexp(line, start, level, msg); !ok || e.PID != 42 {
+		t.Errorf("the regexp read %+v, %v", e, ok)
+	}
+}

@@ -77,6 +77,17 @@ func TestRealFormats(t *testing.T) {
 // badgerStatements runs pgBadger on a log and sums its statement counts.
 func badgerStatements(t *testing.T, bin, path string, flags []string) int64 {
 	t.Helper()
+	var n int64
+	for _, c := range badgerCounts(t, bin, path, flags) {
+		n += c
+	}
+	return n
+}
+
+// badgerCounts runs pgBadger (one process, JSON output) on a log with
+// the flags for its format, and returns its calls per normalised query.
+func badgerCounts(t *testing.T, bin, path string, flags []string) map[string]int64 {
+	t.Helper()
 	out := filepath.Join(t.TempDir(), "out.json")
 	args := append([]string{"-j", "1", "--pid-dir", t.TempDir(), "-o", out, "-x", "json"}, flags...)
 	if b, err := exec.Command(bin, append(args, path)...).CombinedOutput(); err != nil {
@@ -94,13 +105,13 @@ func badgerStatements(t *testing.T, bin, path string, flags []string) int64 {
 	if err := json.Unmarshal(raw, &r); err != nil {
 		t.Fatal(err)
 	}
-	var n int64
+	counts := map[string]int64{}
 	for _, byQuery := range r.Normalized {
-		for _, v := range byQuery {
-			n += v.Count
+		for q, v := range byQuery {
+			counts[q] += v.Count
 		}
 	}
-	return n
+	return counts
 }
 
 // TestCarriers reads the formats no public fixture covers, written out

@@ -1,10 +1,7 @@
 package logs
 
 import (
-	"encoding/json"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -22,28 +19,9 @@ func TestAgreesWithPgBadger(t *testing.T) {
 	if err != nil {
 		testkit.Missing(t, "pgbadger", err)
 	}
-	out := filepath.Join(t.TempDir(), "badger.json")
-	cmd := exec.Command(bin, "-j", "1", "--pid-dir", t.TempDir(), "--prefix", "%m [%p] %q%u@%d ", "-o", out, "-x", "json", "testdata/lab/stderr.log")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("pgbadger: %v: %s", err, b)
-	}
-	raw, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var badger struct {
-		Normalized map[string]map[string]struct {
-			Count int64 `json:"count"`
-		} `json:"normalyzed_info"`
-	}
-	if err := json.Unmarshal(raw, &badger); err != nil {
-		t.Fatal(err)
-	}
 	theirs := map[string]int64{}
-	for _, byQuery := range badger.Normalized {
-		for q, v := range byQuery {
-			theirs[normal(q)] += v.Count
-		}
+	for q, n := range badgerCounts(t, bin, "testdata/lab/stderr.log", []string{"--prefix", "%m [%p] %q%u@%d "}) {
+		theirs[normal(q)] += n
 	}
 	ours := analyze(t, "testdata/lab/stderr.log")
 	compared := 0

@@ -63,7 +63,7 @@ func CompilePrefix(p string) (*Prefix, error) {
 	for i := 0; i < len(p); i++ {
 		c := p[i]
 		if c != '%' {
-			b.WriteString(regexp.QuoteMeta(string(c)))
+			b.WriteString(regexp.QuoteMeta(p[i : i+1])) // a byte: a literal of several bytes stays whole
 			continue
 		}
 		i++
@@ -162,25 +162,7 @@ func (p *Prefix) parseRegexp(line string, start int, level string, msg int) (e E
 	}
 	e.Level, e.Message = level, line[msg:]
 	for i, name := range p.names {
-		v := m[i]
-		switch name {
-		case "time":
-			e.Time = parseTime(v)
-		case "epoch":
-			e.Time = epochTime(v)
-		case "pid":
-			e.PID, _ = strconv.Atoi(v)
-		case "user":
-			e.User = v
-		case "db":
-			e.Database = v
-		case "app":
-			e.App = v
-		case "client":
-			e.Client = v
-		case "sqlstate":
-			e.SQLState = v
-		}
+		setField(&e, name, m[i])
 	}
 	return e, true
 }
