@@ -259,26 +259,37 @@ func readStderr(r io.Reader, p *Prefix, fn func(Entry)) (Stats, error) {
 // assembler turns the lines of a stderr log (or the messages a syslog
 // carried, put back together) into entries.
 type assembler struct {
-	p         *Prefix
-	st        *Stats
-	fn        func(Entry)
-	pending   map[int]*Entry // the last message of each process, not yet emitted
-	arrived   map[int]int    // when each pending message came, to emit the rest in order
+	p  *Prefix
+	st *Stats
+	fn func(Entry)
+	// pending is the last message of each process, not yet emitted,
+	// with when it came (to emit the rest in order at the end).
+	pending   map[int]*pendingEntry
+	free      []*pendingEntry // emitted ones, reused: a message per line would be an allocation per line
 	seq       int
 	last      *Entry
 	lastLevel string
 }
 
+type pendingEntry struct {
+	Entry
+	seq int
+}
+
 func newAssembler(p *Prefix, st *Stats, fn func(Entry)) *assembler {
-	return &assembler{p: p, st: st, fn: fn, pending: map[int]*Entry{}, arrived: map[int]int{}}
+	return &assembler{p: p, st: st, fn: fn, pending: map[int]*pendingEntry{}}
 }
 
 func (a *assembler) flush(pid int) {
-	if e := a.pending[pid]; e != nil {
-		a.fn(*e)
+	if pe := a.pending[pid]; pe != nil {
+		a.fn(pe.Entry)
 		a.st.Entries++
 		delete(a.pending, pid)
-		delete(a.arrived, pid)
+		if a.last == &pe.Entry {
+			a.last = nil
+		}
+		pe.Entry = Entry{}
+		a.free = append(a.free, pe)
 	}
 }
 
@@ -319,20 +330,27 @@ func (a *assembler) line(line string, at time.Time, pid int) {
 	if detailLevels[e.Level] {
 		if prev := a.pending[e.PID]; prev != nil {
 			prev.attach(e.Level, e.Message)
-			a.last, a.lastLevel = prev, e.Level
+			a.last, a.lastLevel = &prev.Entry, e.Level
 			return
 		}
 	}
 	a.flush(e.PID)
-	ne := e
-	a.pending[e.PID] = &ne
-	a.seq++
-	a.arrived[e.PID] = a.seq
-	a.last, a.lastLevel = &ne, ""
-	// Bound what waits: processes that log once and go away.
-	if len(a.pending) > 10000 {
+	// Bound what waits: processes that log once and go away. The new
+	// message is not among those emitted, so its own next lines still
+	// find it.
+	if len(a.pending) >= 10000 {
 		a.close()
 	}
+	var pe *pendingEntry
+	if n := len(a.free); n > 0 {
+		pe, a.free = a.free[n-1], a.free[:n-1]
+	} else {
+		pe = new(pendingEntry)
+	}
+	a.seq++
+	pe.Entry, pe.seq = e, a.seq
+	a.pending[e.PID] = pe
+	a.last, a.lastLevel = &pe.Entry, ""
 }
 
 // carriesSQL says whether a line without the prefix after this message
@@ -355,7 +373,7 @@ func (a *assembler) close() {
 	for pid := range a.pending {
 		pids = append(pids, pid)
 	}
-	sort.Slice(pids, func(i, j int) bool { return a.arrived[pids[i]] < a.arrived[pids[j]] })
+	sort.Slice(pids, func(i, j int) bool { return a.pending[pids[i]].seq < a.pending[pids[j]].seq })
 	for _, pid := range pids {
 		a.flush(pid)
 	}
