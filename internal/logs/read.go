@@ -267,13 +267,43 @@ type assembler struct {
 	pending   map[int]*pendingEntry
 	free      []*pendingEntry // emitted ones, reused: a message per line would be an allocation per line
 	seq       int
-	last      *Entry
-	lastLevel string
+	last      *pendingEntry // the message the next continuation line belongs to
+	lastLevel string        // and to which of its parts ("" the message, DETAIL, ...)
 }
 
+// pendingEntry is a message waiting for the lines that belong to it.
+// Continuation lines are collected in more and joined once (a plan of a
+// thousand lines added one by one would copy the message a thousand
+// times).
 type pendingEntry struct {
 	Entry
-	seq int
+	seq       int
+	more      []string
+	moreLevel string
+}
+
+// settle joins the collected continuation lines into the part they
+// continue.
+func (pe *pendingEntry) settle() {
+	if len(pe.more) == 0 {
+		return
+	}
+	text := strings.Join(pe.more, "\n")
+	if pe.moreLevel == "" {
+		pe.Message += "\n" + text
+	} else {
+		pe.attach(pe.moreLevel, text)
+	}
+	pe.more = pe.more[:0]
+}
+
+// continueWith adds a continuation line to a part of the message.
+func (pe *pendingEntry) continueWith(level, line string) {
+	if level != pe.moreLevel {
+		pe.settle()
+		pe.moreLevel = level
+	}
+	pe.more = append(pe.more, line)
 }
 
 func newAssembler(p *Prefix, st *Stats, fn func(Entry)) *assembler {
@@ -282,13 +312,14 @@ func newAssembler(p *Prefix, st *Stats, fn func(Entry)) *assembler {
 
 func (a *assembler) flush(pid int) {
 	if pe := a.pending[pid]; pe != nil {
+		pe.settle()
 		a.fn(pe.Entry)
 		a.st.Entries++
 		delete(a.pending, pid)
-		if a.last == &pe.Entry {
+		if a.last == pe {
 			a.last = nil
 		}
-		pe.Entry = Entry{}
+		pe.Entry, pe.moreLevel = Entry{}, ""
 		a.free = append(a.free, pe)
 	}
 }
@@ -297,10 +328,7 @@ func (a *assembler) flush(pid int) {
 // or %p does not say (syslog's own header says it).
 func (a *assembler) line(line string, at time.Time, pid int) {
 	if strings.HasPrefix(line, "\t") && a.last != nil {
-		a.last.attach(a.lastLevel, strings.TrimPrefix(line, "\t"))
-		if a.lastLevel == "" || !detailLevels[a.lastLevel] {
-			a.last.Message += "\n" + strings.TrimPrefix(line, "\t")
-		}
+		a.last.continueWith(a.lastLevel, line[1:])
 		return
 	}
 	e, ok := a.p.parse(line)
@@ -309,11 +337,7 @@ func (a *assembler) line(line string, at time.Time, pid int) {
 		// lines belongs to it (auto_explain writes a text plan's JIT
 		// block so); anywhere else it is not understood.
 		if a.last != nil && strings.TrimSpace(line) != "" && carriesSQL(a.last, a.lastLevel) {
-			if a.lastLevel != "" {
-				a.last.attach(a.lastLevel, line)
-			} else {
-				a.last.Message += "\n" + line
-			}
+			a.last.continueWith(a.lastLevel, line)
 			return
 		}
 		if strings.TrimSpace(line) != "" {
@@ -329,8 +353,9 @@ func (a *assembler) line(line string, at time.Time, pid int) {
 	}
 	if detailLevels[e.Level] {
 		if prev := a.pending[e.PID]; prev != nil {
+			prev.settle()
 			prev.attach(e.Level, e.Message)
-			a.last, a.lastLevel = &prev.Entry, e.Level
+			a.last, a.lastLevel = prev, e.Level
 			return
 		}
 	}
@@ -350,7 +375,7 @@ func (a *assembler) line(line string, at time.Time, pid int) {
 	a.seq++
 	pe.Entry, pe.seq = e, a.seq
 	a.pending[e.PID] = pe
-	a.last, a.lastLevel = &pe.Entry, ""
+	a.last, a.lastLevel = pe, ""
 }
 
 // carriesSQL says whether a line without the prefix after this message
@@ -358,12 +383,15 @@ func (a *assembler) line(line string, at time.Time, pid int) {
 // text plan's JIT block so), or one that ends in a statement's text,
 // whose later lines a client may have indented with spaces rather than
 // the tab PostgreSQL puts before each of its own.
-func carriesSQL(e *Entry, level string) bool {
+func carriesSQL(pe *pendingEntry, level string) bool {
 	switch level {
 	case "STATEMENT", "QUERY", "CONTEXT", "DETAIL":
 		return true
 	}
-	m := e.Message
+	if len(pe.more) > 0 && pe.moreLevel == "" {
+		return true
+	}
+	m := pe.Message
 	return strings.Contains(m, "\n") || strings.Contains(m, "statement: ") || strings.Contains(m, "execute ") || strings.Contains(m, "plan:")
 }
 
