@@ -533,13 +533,13 @@ func (s *Summary) fingerprint(text string) (string, string) {
 func shapeKey(text string) uint64 {
 	const prime = 1099511628211
 	h := uint64(14695981039346656037)
-	var last byte
-	emitted, space := false, false
 	for i := 0; i < len(text); i++ {
 		c := text[i]
-		out := c
-		switch {
-		case c == '\'':
+		switch shapeClass[c] {
+		case shapePlain:
+			h = (h ^ uint64(c)) * prime
+			continue
+		case shapeQuote:
 			j := i + 1
 			for j < len(text) {
 				if text[j] == '\'' {
@@ -551,27 +551,47 @@ func shapeKey(text string) uint64 {
 				}
 				j++
 			}
-			out, i = '?', j
-		case c >= '0' && c <= '9' && (!emitted || !isIdent(last)):
+			c, i = '?', j
+		case shapeDigit:
+			// A digit inside a name (t1, col2) is plain text; the byte
+			// before it is what the blanked text ends with, since what
+			// is blanked ends in a quote, a digit or a space.
+			if i > 0 && isIdent(text[i-1]) {
+				break
+			}
 			for i+1 < len(text) && (text[i+1] >= '0' && text[i+1] <= '9' || text[i+1] == '.') {
 				i++
 			}
-			out = '?'
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
-			if space {
-				continue
+			c = '?'
+		case shapeSpace:
+			for i+1 < len(text) && shapeClass[text[i+1]] == shapeSpace {
+				i++
 			}
-			space = true
-			h = (h ^ ' ') * prime
-			last, emitted = ' ', true
-			continue
+			c = ' '
 		}
-		space = false
-		h = (h ^ uint64(out)) * prime
-		last, emitted = out, true
+		h = (h ^ uint64(c)) * prime
 	}
 	return h
 }
+
+// The classes of bytes shapeKey tells apart.
+const (
+	shapePlain = iota
+	shapeQuote
+	shapeDigit
+	shapeSpace
+)
+
+var shapeClass = func() (t [256]byte) {
+	t['\''] = shapeQuote
+	for c := '0'; c <= '9'; c++ {
+		t[c] = shapeDigit
+	}
+	for _, c := range []byte(" \t\n\r") {
+		t[c] = shapeSpace
+	}
+	return t
+}()
 
 func isIdent(c byte) bool {
 	return c == '_' || c == '$' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
