@@ -123,7 +123,7 @@ func escapeCanBeEmpty(e byte) bool {
 
 // match reads the prefix text h (up to the severity); ok is false when the
 // fast path cannot tell, and the regexp must.
-func (f *fastPrefix) match(h string, e *Entry) bool {
+func (f *fastPrefix) match(h string, e *Entry, times *secondCache) bool {
 	pos := 0
 	for i, s := range f.segs {
 		switch {
@@ -151,7 +151,7 @@ func (f *fastPrefix) match(h string, e *Entry) bool {
 				return false
 			}
 			if s.field != "" {
-				setField(e, s.field, h[from:to])
+				setField(e, s.field, h[from:to], times)
 			}
 			pos = end
 		}
@@ -359,10 +359,10 @@ func dateTimeAt(h string, i int) bool {
 
 // setField keeps a prefix field's value in the entry, by the name of the
 // regexp's group for it (the hand matcher uses the same names).
-func setField(e *Entry, field, v string) {
+func setField(e *Entry, field, v string, times *secondCache) {
 	switch field {
 	case "time":
-		e.Time = parseTime(v)
+		e.Time = times.time(v)
 	case "epoch":
 		e.Time = epochTime(v)
 	case "pid":

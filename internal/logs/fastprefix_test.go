@@ -36,7 +36,7 @@ func FuzzFastPrefix(f *testing.F) {
 			return
 		}
 		var fast Entry
-		if !p.fast.match(line[:start], &fast) {
+		if !p.fast.match(line[:start], &fast, nil) {
 			return
 		}
 		slow, ok := p.parseRegexp(line, start, level, msg)
@@ -88,7 +88,7 @@ func TestFastPrefixTaken(t *testing.T) {
 			}
 			total++
 			var e Entry
-			if p.fast.match(l[:start], &e) {
+			if p.fast.match(l[:start], &e, nil) {
 				fast++
 			}
 		}
@@ -127,4 +127,20 @@ func TestPrefixMultibyteLiteral(t *testing.T) {
 	if e, ok := p.parseRegexp(line, start, level, msg); !ok || e.PID != 42 {
 		t.Errorf("the regexp read %+v, %v", e, ok)
 	}
+}
+
+// FuzzSecondCache holds a reader's cached seconds to time.Parse, over
+// two timestamps read in turn (the same second, the next, another zone).
+func FuzzSecondCache(f *testing.F) {
+	f.Add("2024-05-01 10:00:00.123 UTC", "2024-05-01 10:00:00.9 UTC")
+	f.Add("2024-05-01 10:00:00.123 UTC", "2024-05-01 10:00:00.123 +02")
+	f.Add("2024-05-01 10:00:00 CET", "2024-05-01 10:00:01.5 CET")
+	f.Fuzz(func(t *testing.T, a, b string) {
+		c := &secondCache{}
+		for _, v := range []string{a, b, a, b} {
+			if got, want := c.time(v), parseTimeLayouts(v); !got.Equal(want) {
+				t.Fatalf("%q after the cache held %q: %v, time.Parse %v", v, c.sec, got, want)
+			}
+		}
+	})
 }

@@ -20,6 +20,17 @@ type Prefix struct {
 	names []string
 	// fast matches the common lines without the regexp (fastprefix.go).
 	fast *fastPrefix
+	// times is the reader's cache of the last second it read (nil on a
+	// Prefix shared between goroutines; each reader has its own copy).
+	times *secondCache
+}
+
+// forReader is a copy of the prefix for one reader's goroutine, with its
+// own cache of timestamps.
+func (p *Prefix) forReader() *Prefix {
+	c := *p
+	c.times = &secondCache{}
+	return &c
 }
 
 // escapes are the log_line_prefix escapes and the patterns their values
@@ -146,7 +157,7 @@ func (p *Prefix) parse(line string) (e Entry, ok bool) {
 	if !ok {
 		return e, false
 	}
-	if p.fast != nil && p.fast.match(line[:start], &e) {
+	if p.fast != nil && p.fast.match(line[:start], &e, p.times) {
 		e.Level, e.Message = level, line[msg:]
 		return e, true
 	}
@@ -162,7 +173,7 @@ func (p *Prefix) parseRegexp(line string, start int, level string, msg int) (e E
 	}
 	e.Level, e.Message = level, line[msg:]
 	for i, name := range p.names {
-		setField(&e, name, m[i])
+		setField(&e, name, m[i], p.times)
 	}
 	return e, true
 }
@@ -185,6 +196,46 @@ func parseTime(v string) time.Time {
 		return t
 	}
 	return parseTimeLayouts(v)
+}
+
+// secondCache keeps the last second a reader turned into a time: a busy
+// log has hundreds of lines in each second, which then cost a comparison
+// and the fraction's digits.
+type secondCache struct {
+	sec, zone string
+	base      time.Time // the second's instant
+}
+
+// time reads a timestamp through the cache (c may be nil).
+func (c *secondCache) time(v string) time.Time {
+	if c == nil || len(v) < 21 {
+		return parseTime(v)
+	}
+	i, ns := 19, 0
+	if v[i] == '.' {
+		j := digitsFrom(v, i+1)
+		if j-i-1 > 9 {
+			return parseTime(v)
+		}
+		for k := i + 1; k < i+10; k++ {
+			ns *= 10
+			if k < j {
+				ns += int(v[k] - '0')
+			}
+		}
+		i = j
+	}
+	if i >= len(v) || v[i] != ' ' {
+		return parseTime(v)
+	}
+	if v[:19] == c.sec && v[i+1:] == c.zone {
+		return c.base.Add(time.Duration(ns))
+	}
+	t := parseTime(v)
+	if !t.IsZero() {
+		c.sec, c.zone, c.base = v[:19], v[i+1:], t.Add(-time.Duration(ns))
+	}
+	return t
 }
 
 // zoneOffsets are the offsets parseTimeLayouts gave each zone it read,

@@ -307,6 +307,9 @@ func (pe *pendingEntry) continueWith(level, line string) {
 }
 
 func newAssembler(p *Prefix, st *Stats, fn func(Entry)) *assembler {
+	if p != nil {
+		p = p.forReader()
+	}
 	return &assembler{p: p, st: st, fn: fn, pending: map[int]*pendingEntry{}}
 }
 
