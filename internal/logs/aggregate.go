@@ -316,6 +316,7 @@ func (s *Summary) Add(e Entry) {
 		s.addStatement(text, ms, e.Time)
 		min.Statements++
 		min.DurationMS += ms
+		return // a statement's line is no maintenance line
 	case strings.HasPrefix(msg, "statement: "), strings.HasPrefix(msg, "execute ") && strings.Contains(msg, ": "):
 		// log_statement: the text now, its duration (if logged) next.
 		text := msg[strings.Index(msg, ": ")+2:]

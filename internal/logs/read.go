@@ -244,7 +244,7 @@ func readStderr(r io.Reader, p *Prefix, fn func(Entry)) (Stats, error) {
 	var st Stats
 	a := newAssembler(p, &st, fn)
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), maxLine)
+	sc.Buffer(make([]byte, 1<<20), maxLine)
 	for sc.Scan() {
 		st.Lines++
 		a.line(strings.TrimSuffix(sc.Text(), "\r"), time.Time{}, 0)
@@ -288,12 +288,24 @@ func (pe *pendingEntry) settle() {
 	if len(pe.more) == 0 {
 		return
 	}
-	text := strings.Join(pe.more, "\n")
 	if pe.moreLevel == "" {
-		pe.Message += "\n" + text
+		// One allocation for the message and all its lines.
+		n := len(pe.Message)
+		for _, l := range pe.more {
+			n += 1 + len(l)
+		}
+		var b strings.Builder
+		b.Grow(n)
+		b.WriteString(pe.Message)
+		for _, l := range pe.more {
+			b.WriteByte('\n')
+			b.WriteString(l)
+		}
+		pe.Message = b.String()
 	} else {
-		pe.attach(pe.moreLevel, text)
+		pe.attach(pe.moreLevel, strings.Join(pe.more, "\n"))
 	}
+	clear(pe.more) // the lines are not kept alive by the reused slice
 	pe.more = pe.more[:0]
 }
 
