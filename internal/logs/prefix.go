@@ -208,14 +208,36 @@ type secondCache struct {
 
 // time reads a timestamp through the cache (c may be nil).
 func (c *secondCache) time(v string) time.Time {
-	if c == nil || len(v) < 21 {
+	if c == nil {
 		return parseTime(v)
 	}
-	i, ns := 19, 0
+	ns, zone, ok := afterSeconds(v)
+	if !ok {
+		return parseTime(v)
+	}
+	if v[:19] == c.sec && v[zone:] == c.zone {
+		return c.base.Add(time.Duration(ns))
+	}
+	t := parseTime(v)
+	if !t.IsZero() {
+		c.sec, c.zone, c.base = v[:19], v[zone:], t.Add(-time.Duration(ns))
+	}
+	return t
+}
+
+// afterSeconds reads what follows "YYYY-MM-DD HH:MM:SS" in a timestamp
+// (the shape is the caller's to check): an optional fraction of one to
+// nine digits, in nanoseconds, and a space; zone is where the zone
+// starts. ok is false for anything else.
+func afterSeconds(v string) (ns, zone int, ok bool) {
+	if len(v) < 21 {
+		return 0, 0, false
+	}
+	i := 19
 	if v[i] == '.' {
 		j := digitsFrom(v, i+1)
-		if j-i-1 > 9 {
-			return parseTime(v)
+		if j == i+1 || j-i-1 > 9 {
+			return 0, 0, false
 		}
 		for k := i + 1; k < i+10; k++ {
 			ns *= 10
@@ -226,16 +248,9 @@ func (c *secondCache) time(v string) time.Time {
 		i = j
 	}
 	if i >= len(v) || v[i] != ' ' {
-		return parseTime(v)
+		return 0, 0, false
 	}
-	if v[:19] == c.sec && v[i+1:] == c.zone {
-		return c.base.Add(time.Duration(ns))
-	}
-	t := parseTime(v)
-	if !t.IsZero() {
-		c.sec, c.zone, c.base = v[:19], v[i+1:], t.Add(-time.Duration(ns))
-	}
-	return t
+	return ns, i + 1, true
 }
 
 // zoneOffsets are the offsets parseTimeLayouts gave each zone it read,
@@ -246,27 +261,11 @@ var zoneOffsets sync.Map // zone text -> time.Duration
 // zone parseTimeLayouts has read before (the same result, a tenth of the
 // cost); ok is false otherwise.
 func quickTime(v string) (time.Time, bool) {
-	if len(v) < 21 || !dateTimeAt(v, 0) {
+	ns, zone, ok := afterSeconds(v)
+	if !ok || !dateTimeAt(v, 0) {
 		return time.Time{}, false
 	}
-	i, ns := 19, 0
-	if v[i] == '.' {
-		j := digitsFrom(v, i+1)
-		if j == i+1 || j-i-1 > 9 {
-			return time.Time{}, false
-		}
-		for k := i + 1; k < i+10; k++ {
-			ns *= 10
-			if k < j {
-				ns += int(v[k] - '0')
-			}
-		}
-		i = j
-	}
-	if i >= len(v) || v[i] != ' ' {
-		return time.Time{}, false
-	}
-	off, ok := zoneOffsets.Load(v[i+1:])
+	off, ok := zoneOffsets.Load(v[zone:])
 	if !ok {
 		// The zone's offset is learnt from a full parse of this value.
 		t := parseTimeLayouts(v)
@@ -277,7 +276,7 @@ func quickTime(v string) (time.Time, bool) {
 		if !ok {
 			return t, true
 		}
-		zoneOffsets.Store(v[i+1:], base.Sub(t))
+		zoneOffsets.Store(v[zone:], base.Sub(t))
 		return t, true
 	}
 	base, ok := wallClock(v, ns)
