@@ -907,7 +907,8 @@ func (s *Summary) LogEvents() model.LogEvents {
 	ev := model.LogEvents{Connections: s.Events["connections"], TooManyClients: s.Events["too many clients"],
 		LockWaits: s.Events["lock waits"], LockWaitMS: s.LockWaitMS, Deadlocks: s.Events["deadlocks"],
 		ClientsLost: s.Events["client connections lost"], DuplicateKeys: s.Events["duplicate keys"],
-		StatementTimeouts: s.Events["statement timeouts"], CancelledByClients: s.Events["cancelled by the client"]}
+		StatementTimeouts: s.Events["statement timeouts"], CancelledByClients: s.Events["cancelled by the client"],
+		PoolWaitTimeouts: s.Events["pgbouncer query_wait_timeout"], PoolLogins: s.Events["pgbouncer logins"]}
 	if !s.First.IsZero() {
 		ev.Seconds = s.Last.Sub(s.First).Seconds()
 	}

@@ -103,14 +103,14 @@ func (s *Summary) addBouncer(e Entry) {
 	switch {
 	case strings.Contains(msg, "login attempt: "):
 		s.Events["pgbouncer logins"]++
-	case strings.Contains(msg, "query_wait_timeout"):
-		s.Events["pgbouncer query_wait_timeout"]++
-		if r, ok := bouncerReason(msg); ok {
-			s.Events["pgbouncer "+side+" closed: "+r]++
-		}
 	case strings.Contains(msg, "closing because: "):
+		// One close per client: the "pooler error" line PgBouncer also
+		// logs for it is counted apart.
 		r, _ := bouncerReason(msg)
 		s.Events["pgbouncer "+side+" closed: "+r]++
+		if r == "query_wait_timeout" {
+			s.Events["pgbouncer query_wait_timeout"]++
+		}
 	case strings.HasPrefix(msg, "stats: "), strings.HasPrefix(msg, "Stats: "):
 		s.Events["pgbouncer stats lines"]++
 	case strings.Contains(msg, "pooler error: "):

@@ -159,6 +159,16 @@ FROM orders
 WHERE id = 7",,,,,,,,,"web","client backend",,-123456789
 2024-03-01 10:00:01.000 UTC,"app","shop",4242,"10.1.2.3:5000",65e1a7c0.1092,2,"SELECT",2024-03-01 10:00:00 UTC,3/8,0,LOG,00000,"duration: 1.000 ms  statement: SELECT * FROM orders WHERE id = 8",,,,,,,,,"web","client backend",,-123456789
 `},
+		{name: "PgBouncer clients closed by query_wait_timeout", format: PgBouncer, entries: 4, statements: 0, log: `2024-03-01 10:00:00.000 UTC [900] LOG C-0x55d1a0: shop/app@10.0.0.7:40000 login attempt: db=shop user=app tls=no
+2024-03-01 10:02:00.001 UTC [900] LOG C-0x55d1a0: shop/app@10.0.0.7:40000 closing because: query_wait_timeout (age=120s)
+2024-03-01 10:02:00.002 UTC [900] WARNING C-0x55d1a0: shop/app@10.0.0.7:40000 pooler error: query_wait_timeout
+2024-03-01 10:02:05.000 UTC [900] LOG stats: 12 xacts/s, 40 queries/s, in 9000 B/s, out 20000 B/s, xact 900000 us, query 200000 us, wait 3000000 us
+`, check: func(t *testing.T, s *Summary) {
+			le := s.LogEvents()
+			if le.PoolWaitTimeouts != 1 || le.PoolLogins != 1 || s.Events["pgbouncer stats lines"] != 1 || s.Events["pgbouncer pooler errors"] != 1 {
+				t.Errorf("PgBouncer's events: %+v %v", le, s.Events)
+			}
+		}},
 		{name: "log_statement with log_duration: each statement and its duration", format: Stderr, entries: 5, statements: 3, log: `2024-03-01 10:00:00.000 UTC [4242] app@shop LOG:  statement: SELECT * FROM orders WHERE id = 7
 2024-03-01 10:00:00.002 UTC [4242] app@shop LOG:  duration: 2.000 ms
 2024-03-01 10:00:00.003 UTC [4243] app@shop LOG:  execute S_1: SELECT * FROM orders WHERE id = $1

@@ -148,6 +148,11 @@ type LogEvents struct {
 	DuplicateKeys      int64
 	StatementTimeouts  int64
 	CancelledByClients int64
+	// PoolWaitTimeouts are the clients PgBouncer's log shows closed
+	// because they waited longer than query_wait_timeout for a server
+	// connection; PoolLogins its logins, for scale.
+	PoolWaitTimeouts int64
+	PoolLogins       int64
 	// Checkpoints (log_checkpoints): started by WAL volume or by
 	// checkpoint_timeout, the server's "too frequently" warnings, the
 	// median time between starts, the WAL between checkpoints and the WAL

@@ -210,6 +210,9 @@ func TestFromLogEvents(t *testing.T) {
 		{model.LogEvents{LockWaits: 1, LockWaitMS: 200}, ""},
 		{model.LogEvents{ClientsLost: 5, DuplicateKeys: 7, StatementTimeouts: 6}, "client-stall:warning"},
 		{model.LogEvents{DuplicateKeys: 7}, ""},
+		{model.LogEvents{PoolWaitTimeouts: 3, PoolLogins: 900}, "pool-saturation:warning"},
+		{model.LogEvents{PoolWaitTimeouts: 40, PoolLogins: 900}, "pool-saturation:critical"},
+		{model.LogEvents{PoolLogins: 900}, ""},
 	} {
 		if got := ids(runLog(LogInput{Events: c.ev, Name: "shop"})); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.ev, got, c.want)

@@ -60,6 +60,28 @@ func connectionPressureLog(in LogInput) []model.Finding {
 		Verification: loggedVerification, Docs: docsPath(ConnectionPressureID)}}
 }
 
+// poolSaturationLog: clients PgBouncer closed after they waited longer
+// than query_wait_timeout for a server connection. Each is a request that
+// failed without reaching the database: the pool was full for that long.
+func poolSaturationLog(in LogInput) []model.Finding {
+	le := in.Events
+	if le.PoolWaitTimeouts == 0 {
+		return nil
+	}
+	sev := model.Warning
+	if le.PoolWaitTimeouts >= 10 {
+		sev = model.Critical
+	}
+	return []model.Finding{{Rule: PoolSaturationID, Severity: sev,
+		Title:  fmt.Sprintf("PgBouncer closed %d clients that waited longer than query_wait_timeout for a server connection", le.PoolWaitTimeouts),
+		Object: logObject(in),
+		Evidence: []model.Evidence{ev2("clients closed: query_wait_timeout", le.PoolWaitTimeouts), ev2("logins", le.PoolLogins),
+			ev("the log's span", math.Round(le.Seconds), "s")},
+		Impact: model.Impact{Summary: "every server connection of the pool stayed busy longer than the clients would wait: their requests failed without reaching PostgreSQL, and clients that retry add to the queue"},
+		Fix: model.Fix{Summary: "find what holds the server connections (slow statements, transactions left open, in SHOW POOLS and pg_stat_activity); make those cheaper first, then size the pool to the server's cores (2 x cores) rather than to the clients; check --pgbouncer samples the pools while it happens"},
+		Verification: loggedVerification, Docs: docsPath(PoolSaturationID)}}
+}
+
 // lockContentionLog: lock waits past deadlock_timeout and deadlocks.
 func lockContentionLog(in LogInput) []model.Finding {
 	le := in.Events

@@ -61,7 +61,7 @@ var Registry = []Rule{
 	{ID: LockContentionID, Title: "lock waits and the chain behind them", Check: lockContention, Log: lockContentionLog},
 	{ID: ClientStallID, Title: "time lost on the client's side of a session", Check: clientStall, Log: clientStallLog},
 	{ID: ConnectionPressureID, Title: "more working sessions than cores, connections near the limit, churn", Check: connectionPressure, Log: connectionPressureLog},
-	{ID: PoolSaturationID, Title: "PgBouncer pools whose clients queue while every server connection is busy", Check: poolSaturation},
+	{ID: PoolSaturationID, Title: "PgBouncer pools whose clients queue while every server connection is busy", Check: poolSaturation, Log: poolSaturationLog},
 	{ID: SortSpillID, Title: "sorts that spill to disk", Plan: sortSpill, PlanNeedsAnalyze: true},
 	{ID: HashBatchesID, Title: "hashes split into batches on disk", Plan: hashBatches, PlanNeedsAnalyze: true},
 	{ID: MisestimateID, Title: "row estimates off by more than 100x", Plan: misestimate, PlanNeedsAnalyze: true},
