@@ -77,8 +77,8 @@ func poolSaturationLog(in LogInput) []model.Finding {
 		Object: logObject(in),
 		Evidence: []model.Evidence{ev2("clients closed: query_wait_timeout", le.PoolWaitTimeouts), ev2("logins", le.PoolLogins),
 			ev("the log's span", math.Round(le.Seconds), "s")},
-		Impact: model.Impact{Summary: "every server connection of the pool stayed busy longer than the clients would wait: their requests failed without reaching PostgreSQL, and clients that retry add to the queue"},
-		Fix: model.Fix{Summary: "find what holds the server connections (slow statements, transactions left open, in SHOW POOLS and pg_stat_activity); make those cheaper first, then size the pool to the server's cores (2 x cores) rather than to the clients; check --pgbouncer samples the pools while it happens"},
+		Impact:       model.Impact{Summary: "every server connection of the pool stayed busy longer than the clients would wait: their requests failed without reaching PostgreSQL, and clients that retry add to the queue"},
+		Fix:          model.Fix{Summary: "find what holds the server connections (slow statements, transactions left open, in SHOW POOLS and pg_stat_activity); make those cheaper first, then size the pool to the server's cores (2 x cores) rather than to the clients; check --pgbouncer samples the pools while it happens"},
 		Verification: loggedVerification, Docs: docsPath(PoolSaturationID)}}
 }
 
