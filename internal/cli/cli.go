@@ -131,6 +131,7 @@ var commands = []struct {
 	{"demo", func(_ io.Reader, o, e io.Writer) *cobra.Command { return newDemo(o, e) }},
 	{"logs", func(i io.Reader, o, _ io.Writer) *cobra.Command { return newLogs(i, o) }},
 	{"profile", func(_ io.Reader, o, e io.Writer) *cobra.Command { return newProfile(o, e) }},
+	{"replay", newReplay},
 }
 
 // newRoot is the pgmedic command with its subcommands: only the one args

@@ -242,12 +242,17 @@ func (c *Cluster) UserDSN(role, db string) string {
 	return fmt.Sprintf("postgres://%s@%s:%d/%s?sslmode=disable", role, c.Host, c.Port, db)
 }
 
+// ClusterName marks a lab cluster (cluster_name): replay writes only to a
+// server that carries it, unless the user names another.
+const ClusterName = "pgmedic lab"
+
 // writeConfig appends pgmedic's lab settings to postgresql.conf. JIT is left
 // at PostgreSQL's defaults on purpose: the lab must behave like the servers
 // users really run.
 func (c *Cluster) writeConfig(extra string) error {
 	conf := fmt.Sprintf(`
 # --- pgmedic lab ---
+cluster_name = '%s'
 listen_addresses = '127.0.0.1'
 port = %d
 unix_socket_directories = ''
@@ -264,7 +269,7 @@ auto_explain.log_min_duration = '1s'
 auto_explain.log_format = 'json'
 log_min_duration_statement = '1s'
 log_line_prefix = '%%m [%%p] %%q%%u@%%d '
-`, c.Port) + c.versionConfig() + extra + "\n"
+`, ClusterName, c.Port) + c.versionConfig() + extra + "\n"
 	path := filepath.Join(c.dataDir(), "postgresql.conf")
 	base, err := os.ReadFile(path)
 	if err != nil {

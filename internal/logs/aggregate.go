@@ -62,6 +62,7 @@ type FileStats struct {
 	// counts are not the whole log's.
 	Partial bool   `json:"partial,omitempty"`
 	Error   string `json:"error,omitempty"`
+	prefix  *Prefix
 }
 
 // StatementStats is one statement fingerprint's durations.
@@ -435,6 +436,16 @@ func (s *Summary) addMaintenance(kind, table, msg string, at time.Time) {
 // <name>: " or auto_explain's "  plan:" and the text. kind is statement,
 // execute, bind, parse or plan ("" for a duration alone, whose statement
 // is on its STATEMENT line).
+// ParseDuration reads a "duration: ..." message: the milliseconds, the
+// kind of what was timed (statement, execute, bind, parse, plan; "" when
+// the text was logged before, by log_statement) and its text.
+func ParseDuration(msg string) (ms float64, kind, text string, ok bool) {
+	if !strings.HasPrefix(msg, "duration: ") {
+		return 0, "", "", false
+	}
+	return parseDuration(msg)
+}
+
 func parseDuration(msg string) (ms float64, kind, text string, ok bool) {
 	rest := msg[len("duration: "):]
 	num, rest, found := strings.Cut(rest, " ms")
@@ -940,4 +951,25 @@ func (s *Summary) LogEvents() model.LogEvents {
 	}
 	sort.Slice(ev.Tables, func(i, j int) bool { return ev.Tables[i].Table < ev.Tables[j].Table })
 	return ev
+}
+
+// ShapeCache fingerprints statement texts (sqlparse.Fingerprint) through
+// the cache the log reader uses: texts that differ only in their literals
+// are parsed once.
+type ShapeCache struct{ shapes map[uint64][2]string }
+
+// NewShapeCache makes an empty cache.
+func NewShapeCache() *ShapeCache { return &ShapeCache{shapes: map[uint64][2]string{}} }
+
+// Fingerprint is the text's fingerprint and its normalised text.
+func (c *ShapeCache) Fingerprint(text string) (string, string) {
+	key := shapeKey(text)
+	if v, ok := c.shapes[key]; ok {
+		return v[0], v[1]
+	}
+	fp, norm := sqlparse.Fingerprint(text)
+	if len(c.shapes) < shapeCache {
+		c.shapes[key] = [2]string{fp, norm}
+	}
+	return fp, norm
 }

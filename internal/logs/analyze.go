@@ -86,16 +86,66 @@ func readSource(ctx context.Context, src Source, forced *Prefix, format Format, 
 		fs.Partial = fs.Unrecognised*100 > fs.Lines
 		s.Files = append(s.Files, fs)
 	}()
-	rc, err := src.Open()
+	br, closer, err := openDetected(src, forced, format, &fs)
 	if err != nil {
 		fs.Error = err.Error()
 		return s
 	}
-	defer rc.Close()
-	r, err := Open(rc)
+	defer closer.Close()
+	if parts, ok := ranges(src.Path, fs.Format, fs.prefix, rangeWorkers()); ok {
+		st, err := readRanges(ctx, src.Path, parts, fs.Format, fs.prefix, s)
+		fs.Stats = st
+		if err != nil {
+			fs.Error = err.Error()
+		}
+		return s
+	}
+	st, err := Read(ctxReader{ctx, br}, fs.Format, fs.prefix, s.Add)
+	fs.Stats = st
 	if err != nil {
 		fs.Error = err.Error()
-		return s
+	}
+	return s
+}
+
+// Each reads one log in order, entry by entry, its format and prefix
+// detected (or given in opt) as Analyze does; the file's statistics say
+// what was read and what was not recognised.
+func Each(ctx context.Context, src Source, opt Options, fn func(Entry)) (FileStats, error) {
+	fs := FileStats{Name: src.Name}
+	var forced *Prefix
+	if opt.Prefix != "" {
+		p, err := CompilePrefix(opt.Prefix)
+		if err != nil {
+			return fs, err
+		}
+		forced = p
+	}
+	br, closer, err := openDetected(src, forced, opt.Format, &fs)
+	if err != nil {
+		return fs, fmt.Errorf("%s: %w", src.Name, err)
+	}
+	defer closer.Close()
+	st, err := Read(ctxReader{ctx, br}, fs.Format, fs.prefix, fn)
+	fs.Stats = st
+	fs.Partial = fs.Unrecognised*100 > fs.Lines
+	if err != nil {
+		return fs, fmt.Errorf("%s: %w", src.Name, err)
+	}
+	return fs, nil
+}
+
+// openDetected opens a log and tells its format and prefix (the ones
+// named win), recording them in fs.
+func openDetected(src Source, forced *Prefix, format Format, fs *FileStats) (*bufio.Reader, io.Closer, error) {
+	rc, err := src.Open()
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := Open(rc)
+	if err != nil {
+		rc.Close()
+		return nil, nil, err
 	}
 	br := bufio.NewReaderSize(r, 1<<20)
 	head, _ := br.Peek(256 << 10)
@@ -117,27 +167,14 @@ func readSource(ctx context.Context, src Source, forced *Prefix, format Format, 
 		}
 	}
 	if err != nil {
-		fs.Error = err.Error()
-		return s
+		rc.Close()
+		return nil, nil, err
 	}
-	fs.Format = f
+	fs.Format, fs.prefix = f, p
 	if p != nil {
 		fs.Prefix = p.Text
 	}
-	if parts, ok := ranges(src.Path, f, p, rangeWorkers()); ok {
-		st, err := readRanges(ctx, src.Path, parts, f, p, s)
-		fs.Stats = st
-		if err != nil {
-			fs.Error = err.Error()
-		}
-		return s
-	}
-	st, err := Read(ctxReader{ctx, br}, f, p, s.Add)
-	fs.Stats = st
-	if err != nil {
-		fs.Error = err.Error()
-	}
-	return s
+	return br, rc, nil
 }
 
 // readRanges reads a file's byte ranges in parallel, each into its own

@@ -57,6 +57,7 @@ type jsonLine struct {
 	Context   string          `json:"context"`
 	Statement string          `json:"statement"`
 	App       string          `json:"application_name"`
+	Session   string          `json:"session_id"`
 	// CloudNativePG: the record, and the operator's own lines without one.
 	Logger string       `json:"logger"`
 	Msg    string       `json:"msg"`
@@ -90,6 +91,7 @@ type namedRecord struct {
 	Context   string `json:"context"`
 	Statement string `json:"query"`
 	App       string `json:"application_name"`
+	Session   string `json:"session_id"`
 }
 
 type azureProperties struct {
@@ -148,7 +150,7 @@ func (j *jsonLine) entry() (Entry, lineKind) {
 	switch j.kind() {
 	case JSON:
 		return Entry{Time: parseTime(jsonString(j.Timestamp)), User: j.User, Database: j.DB, PID: j.PID, Client: j.Host, Level: j.Level,
-			SQLState: j.State, Message: j.Message, Detail: j.Detail, Hint: j.Hint, Context: j.Context, Statement: j.Statement, App: j.App}, carries
+			SQLState: j.State, Message: j.Message, Detail: j.Detail, Hint: j.Hint, Context: j.Context, Statement: j.Statement, App: j.App, Session: j.Session}, carries
 	case CNPG:
 		r := j.Record
 		if r == nil || r.Level == "" {
@@ -156,7 +158,7 @@ func (j *jsonLine) entry() (Entry, lineKind) {
 		}
 		pid, _ := strconv.Atoi(r.PID)
 		return Entry{Time: parseTime(r.LogTime), User: r.User, Database: r.DB, PID: pid, Client: hostOf(r.Client), Level: r.Level,
-			SQLState: r.State, Message: r.Message, Detail: r.Detail, Hint: r.Hint, Context: r.Context, Statement: r.Statement, App: r.App}, carries
+			SQLState: r.State, Message: r.Message, Detail: r.Detail, Hint: r.Hint, Context: r.Context, Statement: r.Statement, App: r.App, Session: r.Session}, carries
 	case Azure:
 		p := j.Properties
 		e := Entry{Time: parseAnyTime(j.Time), PID: p.PID, Level: p.Level, SQLState: p.State, Message: p.Message, Detail: p.Detail, Statement: p.Statement}

@@ -19,6 +19,10 @@ type Entry struct {
 	Database string
 	App      string
 	Client   string
+	// Session is the session's identifier (%c in log_line_prefix,
+	// session_id in csvlog and jsonlog): the backend's start time and
+	// pid in hex, which tells apart two sessions that had the same pid.
+	Session  string
 	SQLState string
 	// Level is LOG, ERROR, FATAL, PANIC, WARNING, NOTICE, ...
 	Level   string

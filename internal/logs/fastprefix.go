@@ -1,6 +1,9 @@
 package logs
 
-import "strconv"
+import (
+	"strconv"
+	"strings"
+)
 
 // The prefix regexp costs most of a large log's reading time. fastPrefix
 // matches the same prefix by hand for the common case, taking at each
@@ -377,6 +380,17 @@ func setField(e *Entry, field, v string, times *secondCache) {
 		e.Client = v
 	case "sqlstate":
 		e.SQLState = v
+	case "session":
+		e.Session = v
+		if e.PID == 0 {
+			// %c is the backend's start time and pid in hex: a prefix
+			// without %p still says the process.
+			if _, hexPID, ok := strings.Cut(v, "."); ok {
+				if n, err := strconv.ParseInt(hexPID, 16, 32); err == nil {
+					e.PID = int(n)
+				}
+			}
+		}
 	}
 }
 

@@ -21,7 +21,7 @@ func TestInferPrefix(t *testing.T) {
 		{"Azure's %t-%c-", "%t-%c-",
 			[]string{"2024-05-01 10:00:00 UTC-6632a1b2.1f40-LOG:  checkpoint starting: time",
 				"2024-05-01 10:00:01 UTC-6632a1b3.1f41-LOG:  connection received: host=10.0.0.1 port=5000"},
-			0, "", ""},
+			0x1f40, "", ""}, // the pid is %c's second half
 		{"pid and line, then key=value pairs in another order", "%m [%p]: [%l-%l] db=%d,user=%u,app=%a,client=%h ",
 			[]string{"2024-05-01 10:00:00.123 +02 [77]: [3-1] db=shop,user=app,app=web,client=10.1.1.1 LOG:  duration: 2.000 ms  statement: SELECT 2",
 				"2024-05-01 10:00:00.223 +02 [78]: [9-1] db=shop,user=bob,app=[unknown],client=10.1.1.2 LOG:  connection authorized: user=bob"},

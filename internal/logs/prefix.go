@@ -49,7 +49,7 @@ var escapes = map[byte]string{
 	'n': `(?P<epoch>\d+\.\d+)`,
 	'i': `[A-Z ]*?`,
 	'e': `(?P<sqlstate>[0-9A-Z]{5})`,
-	'c': `[0-9a-f]+\.[0-9a-f]+`,
+	'c': `(?P<session>[0-9a-f]+\.[0-9a-f]+)`,
 	'l': `\d+`,
 	's': `\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [A-Za-z0-9+\-:]+`,
 	'v': `[0-9/]*`,

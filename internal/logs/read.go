@@ -483,7 +483,7 @@ func readCSV(r io.Reader, fn func(Entry)) (Stats, error) {
 		pid, _ := strconv.Atoi(get(csvPID))
 		e := Entry{Time: parseTime(get(csvTime)), User: get(csvUser), Database: get(csvDB), PID: pid, Client: hostOf(get(csvClient)),
 			Level: get(csvLevel), SQLState: get(csvState), Message: get(csvMessage), Detail: get(csvDetail), Hint: get(csvHint),
-			Context: get(csvContext), Statement: get(csvQuery), App: get(csvApp)}
+			Context: get(csvContext), Statement: get(csvQuery), App: get(csvApp), Session: get(csvSession)}
 		fn(e)
 		st.Entries++
 	}

@@ -1,0 +1,394 @@
+package replay
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgmedic/pgmedic/internal/capture"
+)
+
+// Side is one arm of an A/B replay: how to get a fresh copy of the
+// database to replay into (with or without the change), and how to
+// connect to it.
+type Side struct {
+	Name string
+	// Open readies a run: a database in its starting state, the change
+	// applied; it returns how to connect sessions (and the lock sampler)
+	// and how to clean up after the run.
+	Open func(ctx context.Context, run int) (*Target, error)
+}
+
+// Target is one run's database.
+type Target struct {
+	Connect      func(ctx context.Context, s *capture.Session) (*pgconn.PgConn, error)
+	ConnectAdmin func(ctx context.Context) (*pgconn.PgConn, error)
+	// NoPrepare: through a transaction-mode pool.
+	NoPrepare bool
+	Close     func()
+	// Where says what the run replayed against.
+	Where string
+}
+
+// Verdicts.
+const (
+	Faster   = "faster"
+	Slower   = "slower"
+	NoChange = "no measurable change"
+)
+
+// MinEffect is the smallest change a verdict calls: 10% of the time or
+// the goodput. Smaller differences are within what runs of the same
+// replay differ by on a shared machine.
+const MinEffect = 0.10
+
+// Comparison is an A/B replay: each side's runs and the verdict.
+type Comparison struct {
+	A       *SideResult `json:"a"`
+	B       *SideResult `json:"b"`
+	Verdict string      `json:"verdict"`
+	// Why says which measure decided, with its figures.
+	Why    []string       `json:"why"`
+	Shapes []*ShapeChange `json:"shapes"`
+}
+
+// SideResult is one side's runs.
+type SideResult struct {
+	Name  string    `json:"name"`
+	Where string    `json:"where"`
+	Runs  []*Result `json:"runs"`
+	// Pooled across runs: latencies of the calls that succeeded.
+	P50, P95, P99 Estimate `json:"-"`
+	// Per run: the summed time of every call (the server's work as the
+	// clients saw it), statements that failed, and goodput.
+	TotalS  []float64 `json:"total_s"`
+	Errors  []int     `json:"errors"`
+	Goodput []float64 `json:"goodput"`
+	// LockWaitMS sums the sampled lock waits of every run.
+	LockWaitMS float64 `json:"lock_wait_ms"`
+}
+
+// Estimate is a figure with its 95% confidence interval.
+type Estimate struct {
+	Value float64 `json:"value"`
+	Low   float64 `json:"low"`
+	High  float64 `json:"high"`
+}
+
+// ShapeChange is one statement shape, both sides.
+type ShapeChange struct {
+	Fingerprint string   `json:"fingerprint"`
+	Query       string   `json:"query"`
+	Calls       int      `json:"calls"`
+	A, B        Estimate `json:"-"`
+	AP95, BP95  float64  `json:"-"`
+	AP99, BP99  float64  `json:"-"`
+	// Ratio is B's median over A's, with its interval.
+	Ratio              Estimate `json:"ratio"`
+	AErrors, BErrors   int      `json:"-"`
+	ALockMS, BLockMS   float64  `json:"-"`
+	Verdict            string   `json:"verdict"`
+	AHist, BHist       []int    `json:"-"`
+	HistEdges          []float64
+	aRunMean, bRunMean []float64
+}
+
+// Compare replays the workload runs times on each side, alternating A
+// and B so a drift of the machine falls on both, and judges the change.
+func Compare(ctx context.Context, w *capture.Workload, a, b Side, runs int, o Options) (*Comparison, error) {
+	if runs < 1 {
+		runs = 1
+	}
+	sides := []*SideResult{{Name: a.Name}, {Name: b.Name}}
+	for run := 0; run < runs; run++ {
+		for i, side := range []Side{a, b} {
+			if err := ctx.Err(); err != nil {
+				return nil, fmt.Errorf("interrupted: %w", err)
+			}
+			t, err := side.Open(ctx, run)
+			if err != nil {
+				return nil, fmt.Errorf("readying %s for run %d: %w", side.Name, run+1, err)
+			}
+			ro := o
+			ro.Connect, ro.NoPrepare = t.Connect, t.NoPrepare
+			if t.ConnectAdmin != nil {
+				ro.LockWaits = &LockSampler{Connect: t.ConnectAdmin}
+			}
+			r, err := Run(ctx, w, ro)
+			t.Close()
+			if err != nil {
+				return nil, fmt.Errorf("replaying on %s: %w", side.Name, err)
+			}
+			if r.Stopped != "" && ctx.Err() != nil {
+				return nil, fmt.Errorf("interrupted: %w", ctx.Err())
+			}
+			sides[i].Where = t.Where
+			sides[i].Runs = append(sides[i].Runs, r)
+		}
+	}
+	return judge(w, sides[0], sides[1]), nil
+}
+
+// judge computes both sides' figures and the verdict.
+func judge(w *capture.Workload, a, b *SideResult) *Comparison {
+	c := &Comparison{A: a, B: b}
+	for _, s := range []*SideResult{a, b} {
+		var all []float64
+		for _, r := range s.Runs {
+			total := 0.0
+			for _, sh := range r.Shapes {
+				total += sh.TotalMS
+				all = append(all, sh.MS...)
+				s.LockWaitMS += sh.LockWait
+			}
+			s.TotalS = append(s.TotalS, total/1000)
+			s.Errors = append(s.Errors, r.Errors)
+			s.Goodput = append(s.Goodput, r.Goodput())
+		}
+		sort.Float64s(all)
+		s.P50, s.P95, s.P99 = bootstrap(all, 0.5), bootstrap(all, 0.95), bootstrap(all, 0.99)
+	}
+	c.Shapes = shapeChanges(w, a, b)
+	time := measured(a.TotalS, b.TotalS, false)
+	good := measured(a.Goodput, b.Goodput, true)
+	errs := func(xs []int) []float64 {
+		var out []float64
+		for _, x := range xs {
+			out = append(out, float64(x))
+		}
+		return out
+	}
+	errA, errB := errs(a.Errors), errs(b.Errors)
+	errors := 0
+	// Fewer failures is better; every run of one side below every run of
+	// the other, by more than one statement and MinEffect.
+	switch {
+	case sep(errA, errB, false) && mean(errA) > mean(errB)*(1+MinEffect)+1:
+		errors = 1
+	case sep(errB, errA, false) && mean(errB) > mean(errA)*(1+MinEffect)+1:
+		errors = -1
+	}
+	c.Why = append(c.Why,
+		describe("time of all statements", "s", a.TotalS, b.TotalS, time, false),
+		describe("goodput", "statements/s", a.Goodput, b.Goodput, good, true),
+		describe("failed statements", "", errA, errB, errors, true))
+	better := time > 0 || good > 0 || errors > 0
+	worse := time < 0 || good < 0 || errors < 0
+	switch {
+	case worse:
+		// A regression on any measure is one, whatever else improved.
+		c.Verdict = Slower
+	case better:
+		c.Verdict = Faster
+	default:
+		c.Verdict = NoChange
+	}
+	return c
+}
+
+// measured compares per-run figures: +1 when B is better by more than
+// MinEffect and every run of B beats every run of A (with three runs a
+// side, a chance of 1 in 20 under no change), -1 when worse, 0 otherwise.
+// higher says whether more is better.
+func measured(a, b []float64, higher bool) int {
+	ma, mb := mean(a), mean(b)
+	if ma == 0 && mb == 0 {
+		return 0
+	}
+	rel := (mb - ma) / math.Max(math.Abs(ma), 1e-9)
+	if !higher {
+		rel = -rel
+	}
+	switch {
+	case rel > MinEffect && sep(a, b, higher):
+		return 1
+	case rel < -MinEffect && sep(b, a, higher):
+		return -1
+	}
+	return 0
+}
+
+// sep says every value of b is better than every value of a.
+func sep(a, b []float64, higher bool) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
+	minA, maxA := minmax(a)
+	minB, maxB := minmax(b)
+	if higher {
+		return minB > maxA
+	}
+	return maxB < minA
+}
+
+func minmax(xs []float64) (float64, float64) {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, x := range xs {
+		lo, hi = math.Min(lo, x), math.Max(hi, x)
+	}
+	return lo, hi
+}
+
+func mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}
+
+func describe(what, unit string, a, b []float64, v int, higher bool) string {
+	call := "no measurable change"
+	switch v {
+	case 1:
+		call = "better"
+	case -1:
+		call = "worse"
+	}
+	f := func(xs []float64) string {
+		lo, hi := minmax(xs)
+		if len(xs) == 1 || lo == hi {
+			return fmt.Sprintf("%.4g", mean(xs))
+		}
+		return fmt.Sprintf("%.4g (%.4g-%.4g)", mean(xs), lo, hi)
+	}
+	if unit != "" {
+		unit = " " + unit
+	}
+	return fmt.Sprintf("%s: %s -> %s%s per run, %s", what, f(a), f(b), unit, call)
+}
+
+// bootstrap estimates a quantile of sorted xs with a 95% interval from
+// resampling the calls (200 resamples).
+func bootstrap(xs []float64, q float64) Estimate {
+	e := Estimate{Value: Quantile(xs, q)}
+	if len(xs) < 2 {
+		e.Low, e.High = e.Value, e.Value
+		return e
+	}
+	rng := rand.New(rand.NewPCG(1, uint64(len(xs))))
+	const n = 200
+	est := make([]float64, n)
+	// The q-quantile of a resample is the value at the rank where the
+	// count of resampled calls at or below it reaches q: that count is
+	// binomial, so drawing it (by its normal approximation) stands for
+	// drawing the whole resample.
+	nf := float64(len(xs))
+	sd := math.Sqrt(nf * q * (1 - q))
+	for i := range est {
+		k := nf*q + sd*rng.NormFloat64()
+		est[i] = Quantile(xs, math.Max(0, math.Min(1, k/nf)))
+	}
+	sort.Float64s(est)
+	e.Low, e.High = est[n*25/1000], est[n*975/1000-1]
+	return e
+}
+
+// shapeChanges compares each statement shape's latencies on both sides.
+func shapeChanges(w *capture.Workload, a, b *SideResult) []*ShapeChange {
+	by := map[string]*ShapeChange{}
+	var out []*ShapeChange
+	add := func(s *SideResult, isB bool) {
+		for run, r := range s.Runs {
+			for _, sh := range r.Shapes {
+				c := by[sh.Fingerprint]
+				if c == nil {
+					c = &ShapeChange{Fingerprint: sh.Fingerprint, Query: sh.Query, aRunMean: make([]float64, len(a.Runs)), bRunMean: make([]float64, len(b.Runs))}
+					by[sh.Fingerprint] = c
+					out = append(out, c)
+				}
+				m := 0.0
+				if sh.Calls > 0 {
+					m = sh.TotalMS / float64(sh.Calls)
+				}
+				if isB {
+					c.bRunMean[run] = m
+					c.BErrors += sh.Errors
+					c.BLockMS += sh.LockWait
+				} else {
+					c.aRunMean[run] = m
+					c.AErrors += sh.Errors
+					c.ALockMS += sh.LockWait
+					c.Calls += sh.Calls
+				}
+			}
+		}
+	}
+	add(a, false)
+	add(b, true)
+	pooled := func(s *SideResult, fp string) []float64 {
+		var all []float64
+		for _, r := range s.Runs {
+			for _, sh := range r.Shapes {
+				if sh.Fingerprint == fp {
+					all = append(all, sh.MS...)
+				}
+			}
+		}
+		sort.Float64s(all)
+		return all
+	}
+	for _, c := range out {
+		xa, xb := pooled(a, c.Fingerprint), pooled(b, c.Fingerprint)
+		c.A, c.B = bootstrap(xa, 0.5), bootstrap(xb, 0.5)
+		c.AP95, c.BP95 = Quantile(xa, 0.95), Quantile(xb, 0.95)
+		c.AP99, c.BP99 = Quantile(xa, 0.99), Quantile(xb, 0.99)
+		if c.A.Value > 0 {
+			c.Ratio = Estimate{Value: c.B.Value / c.A.Value, Low: c.B.Low / math.Max(c.A.High, 1e-9), High: c.B.High / math.Max(c.A.Low, 1e-9)}
+		}
+		c.HistEdges, c.AHist, c.BHist = histograms(xa, xb)
+		switch measured(c.aRunMean, c.bRunMean, false) {
+		case 1:
+			c.Verdict = Faster
+		case -1:
+			c.Verdict = Slower
+		default:
+			c.Verdict = NoChange
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		return mean(out[i].aRunMean)*float64(out[i].Calls) > mean(out[j].aRunMean)*float64(out[j].Calls)
+	})
+	return out
+}
+
+// histograms bins both sides' latencies on one log scale (20 bins), for
+// the HTML report's side-by-side distributions.
+func histograms(a, b []float64) ([]float64, []int, []int) {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, xs := range [][]float64{a, b} {
+		if len(xs) > 0 {
+			lo, hi = math.Min(lo, xs[0]), math.Max(hi, xs[len(xs)-1])
+		}
+	}
+	if math.IsInf(lo, 0) {
+		return nil, nil, nil
+	}
+	lo = math.Max(lo, 0.001)
+	hi = math.Max(hi, lo*1.01)
+	const bins = 20
+	edges := make([]float64, bins+1)
+	for i := range edges {
+		edges[i] = lo * math.Pow(hi/lo, float64(i)/bins)
+	}
+	count := func(xs []float64) []int {
+		h := make([]int, bins)
+		for _, x := range xs {
+			i := int(float64(bins) * math.Log(math.Max(x, lo)/lo) / math.Log(hi/lo))
+			h[max(0, min(i, bins-1))]++
+		}
+		return h
+	}
+	return edges, count(a), count(b)
+}
+
+// Seconds is a duration in seconds, for reports.
+func Seconds(d time.Duration) float64 { return math.Round(d.Seconds()*100) / 100 }

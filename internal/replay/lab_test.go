@@ -1,0 +1,323 @@
+package replay_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgmedic/pgmedic/internal/capture"
+	"github.com/pgmedic/pgmedic/internal/lab"
+	"github.com/pgmedic/pgmedic/internal/lab/labtest"
+	"github.com/pgmedic/pgmedic/internal/logs"
+	"github.com/pgmedic/pgmedic/internal/replay"
+)
+
+// captureConfig logs what a replay needs.
+const captureConfig = `
+log_min_duration_statement = 0
+log_connections = on
+log_disconnections = on
+`
+
+// labDB makes a database with setup SQL in the cluster.
+func labDB(t *testing.T, c *lab.Cluster, db, setup string) {
+	t.Helper()
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, c.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, c.DSN(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, setup, pgx.QueryExecModeSimpleProtocol); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// workers runs n clients, each calling fn with its connection and index.
+func workers(t *testing.T, dsn string, n int, fn func(ctx context.Context, conn *pgx.Conn, i int)) {
+	t.Helper()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conn, err := pgx.Connect(ctx, dsn)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer conn.Close(ctx)
+			fn(ctx, conn, i)
+		}()
+	}
+	wg.Wait()
+}
+
+func logSize(c *lab.Cluster) int64 {
+	fi, err := os.Stat(filepath.Join(c.Dir, "server.log"))
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// captureOf reads the cluster's log from byte from on as a workload of
+// database db, once the server has logged every session's end.
+func captureOf(t *testing.T, c *lab.Cluster, db string, from int64, sessions int) *capture.Workload {
+	t.Helper()
+	path := filepath.Join(c.Dir, "server.log")
+	part := filepath.Join(t.TempDir(), "capture.log")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, _ := os.ReadFile(path)
+		b = b[min(int64(len(b)), from):]
+		if bytes.Count(b, []byte("disconnection: ")) >= sessions || time.Now().After(deadline) {
+			os.WriteFile(part, b, 0o644)
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	w, err := capture.Read(context.Background(), []logs.Source{logs.FileSource(part, nil)}, capture.Options{Database: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func TestLab(t *testing.T) {
+	c := labtest.Cluster(t, lab.Options{Config: captureConfig})
+	t.Run("queue poll before and after its partial index", func(t *testing.T) { queueCase(t, c) })
+	t.Run("errors, deadlocks and aborted transactions replay to the end", func(t *testing.T) { errorsCase(t, c) })
+	t.Run("connection storm: JIT on and off, a pool of 6 and of 2", func(t *testing.T) { stormCase(t, c) })
+}
+
+// The UK coronavirus dashboard's cascade: a statement of a millisecond
+// that JIT compiles for a hundred, clients that give up after a timeout.
+// The database's JIT thresholds are lowered so that a small lab table
+// takes JIT's path, as a large plan's cost does on the defaults.
+func stormCase(t *testing.T, c *lab.Cluster) {
+	ctx := context.Background()
+	labDB(t, c, "storm", `CREATE TABLE big (id int PRIMARY KEY, k int, x float8, y float8);
+		INSERT INTO big SELECT g, g % 50, random(), random() FROM generate_series(1, 100000) g;
+		ANALYZE big;
+		ALTER DATABASE storm SET jit_above_cost = 10;
+		ALTER DATABASE storm SET jit_inline_above_cost = 10;
+		ALTER DATABASE storm SET jit_optimize_above_cost = 10;`)
+	conn, err := pgx.Connect(ctx, c.DSN("storm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var jit string
+	conn.QueryRow(ctx, "SELECT pg_jit_available()::text").Scan(&jit)
+	conn.Close(ctx)
+	if jit != "true" {
+		t.Skip("this server has no JIT (embedded-postgres builds lack LLVM)")
+	}
+	from := logSize(c)
+	const clients = 8
+	workers(t, c.DSN("storm"), clients, func(ctx context.Context, conn *pgx.Conn, i int) {
+		for k := 0; k < 12; k++ {
+			qctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+			rows, err := conn.Query(qctx, `SELECT k, sum(x * y), avg(x + y) FROM big WHERE id BETWEEN $1 AND $1 + 200 GROUP BY k`, 1+(i*12+k)*500)
+			if err == nil {
+				rows.Close()
+			}
+			cancel()
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	w := captureOf(t, c, "storm", from, clients)
+	o := replay.Options{Speed: 1, StatementTimeout: 300 * time.Millisecond, Timeout: 2 * time.Minute}
+	srv, err := replay.OpenServer(ctx, c.DSN("storm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	on, _ := srv.Side(replay.SideOptions{Name: "jit on"})
+	off, _ := srv.Side(replay.SideOptions{Name: "jit off", Settings: map[string]string{"jit": "off"}})
+	cmp, err := replay.Compare(ctx, w, on, off, 3, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("jit off: %s; %v", cmp.Verdict, cmp.Why)
+	if cmp.Verdict != replay.Faster || mean(cmp.B.Goodput) <= mean(cmp.A.Goodput) {
+		t.Fatalf("jit off: %s, goodput %v -> %v: %v", cmp.Verdict, cmp.A.Goodput, cmp.B.Goodput, cmp.Why)
+	}
+	six, _ := srv.Side(replay.SideOptions{Name: "pool of 6", Pool: 6})
+	two, _ := srv.Side(replay.SideOptions{Name: "pool of 2", Pool: 2})
+	pc, err := replay.Compare(ctx, w, six, two, 3, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("pool 6 -> 2: %s; %v", pc.Verdict, pc.Why)
+	// A pool of the cores' number: the statements' time as the clients
+	// saw it (PgBouncer's queue included) falls, and no more fail. The
+	// goodput through PgBouncer moves from run to run with how its queue
+	// meets the cancels of timed-out clients; it is reported, not judged.
+	if pc.Verdict != replay.Faster || mean(pc.B.TotalS) >= mean(pc.A.TotalS) || sum(pc.B.Errors) > sum(pc.A.Errors) {
+		t.Fatalf("pool 6 -> 2: %s, time %v -> %v, failures %v -> %v: %v", pc.Verdict, pc.A.TotalS, pc.B.TotalS, pc.A.Errors, pc.B.Errors, pc.Why)
+	}
+}
+
+func sum(xs []int) int {
+	n := 0
+	for _, x := range xs {
+		n += x
+	}
+	return n
+}
+
+func mean(xs []float64) float64 {
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(max(1, len(xs)))
+}
+
+// The Channable poll: workers claim the oldest pending job among many
+// done ones. Without an index on the pending jobs each poll reads the
+// whole table.
+func queueCase(t *testing.T, c *lab.Cluster) {
+	ctx := context.Background()
+	labDB(t, c, "queue", `CREATE TABLE jobs (id bigserial PRIMARY KEY, status text NOT NULL, created timestamptz NOT NULL, payload text);
+		INSERT INTO jobs (status, created, payload) SELECT 'done', now() - interval '1 day' + g * interval '10 ms', md5(g::text) FROM generate_series(1, 150000) g;
+		INSERT INTO jobs (status, created, payload) SELECT 'pending', now() + g * interval '10 ms', md5(g::text) FROM generate_series(1, 400) g;
+		ANALYZE jobs;`)
+	from := logSize(c)
+	workers(t, c.DSN("queue"), 4, func(ctx context.Context, conn *pgx.Conn, i int) {
+		for k := 0; k < 25; k++ {
+			tx, err := conn.Begin(ctx)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			var id int64
+			err = tx.QueryRow(ctx, `SELECT id FROM jobs WHERE status = 'pending' ORDER BY created LIMIT 1 FOR UPDATE SKIP LOCKED`).Scan(&id)
+			if err == nil {
+				_, err = tx.Exec(ctx, `UPDATE jobs SET status = 'done' WHERE id = $1`, id)
+			}
+			if err != nil && err != pgx.ErrNoRows {
+				t.Error(err)
+			}
+			tx.Commit(ctx)
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+	w := captureOf(t, c, "queue", from, 4)
+	if len(w.Sessions) != 4 || w.Statements < 4*25*3 {
+		t.Fatalf("captured %d sessions, %d statements; want 4 and at least 300", len(w.Sessions), w.Statements)
+	}
+	srv, err := replay.OpenServer(ctx, c.DSN("queue"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Guard(ctx, nil, ""); err != nil || !srv.Fresh() {
+		t.Fatalf("a lab cluster is refused (%v) or gets no fresh copies (%v)", err, srv.Fresh())
+	}
+	// The server the log came from is refused, lab or not.
+	if err := srv.Guard(ctx, nil, c.DSN("postgres")); err == nil || !strings.Contains(err.Error(), "came from") {
+		t.Fatalf("the source server was not refused: %v", err)
+	}
+	a, _ := srv.Side(replay.SideOptions{Name: "as is"})
+	b, _ := srv.Side(replay.SideOptions{Name: "partial index", Apply: []string{`CREATE INDEX ON jobs (created) WHERE status = 'pending'`}})
+	o := replay.Options{Speed: 0, Timeout: 2 * time.Minute}
+	cmp, err := replay.Compare(ctx, w, a, b, 3, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("index: %s; %v", cmp.Verdict, cmp.Why)
+	if cmp.Verdict != replay.Faster {
+		t.Fatalf("verdict with the partial index = %q, want faster: %v", cmp.Verdict, cmp.Why)
+	}
+	poll := cmp.Shapes[0]
+	if poll.Verdict != replay.Faster || poll.Ratio.High >= 0.5 {
+		t.Fatalf("the poll's shape: %s, B/A %.2f [%.2f-%.2f]: %s", poll.Verdict, poll.Ratio.Value, poll.Ratio.Low, poll.Ratio.High, poll.Query)
+	}
+	// The control: a change that changes nothing.
+	same, _ := srv.Side(replay.SideOptions{Name: "no change", Apply: []string{"SELECT 1"}})
+	ctl, err := replay.Compare(ctx, w, a, same, 5, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("control: %s; %v", ctl.Verdict, ctl.Why)
+	if ctl.Verdict != replay.NoChange {
+		t.Fatalf("verdict of no change = %q: %v", ctl.Verdict, ctl.Why)
+	}
+}
+
+// errorsCase: a unique violation inside a transaction (what follows it
+// fails until the ROLLBACK), a deadlock between two sessions, a division
+// by zero. The replay runs every session to its end and counts them.
+func errorsCase(t *testing.T, c *lab.Cluster) {
+	labDB(t, c, "errs", `CREATE TABLE acct (id int PRIMARY KEY, balance int NOT NULL);
+		INSERT INTO acct SELECT g, 100 FROM generate_series(1, 10) g;`)
+	from := logSize(c)
+	var ready sync.WaitGroup
+	ready.Add(2)
+	workers(t, c.DSN("errs"), 2, func(ctx context.Context, conn *pgx.Conn, i int) {
+		first, second := 1, 2
+		if i == 1 {
+			first, second = 2, 1
+		}
+		conn.Exec(ctx, "BEGIN")
+		conn.Exec(ctx, fmt.Sprintf("UPDATE acct SET balance = balance - 1 WHERE id = %d", first))
+		ready.Done()
+		ready.Wait()
+		time.Sleep(100 * time.Millisecond)
+		if _, err := conn.Exec(ctx, fmt.Sprintf("UPDATE acct SET balance = balance + 1 WHERE id = %d", second)); err != nil {
+			conn.Exec(ctx, "ROLLBACK")
+		} else {
+			conn.Exec(ctx, "COMMIT")
+		}
+		conn.Exec(ctx, "BEGIN")
+		conn.Exec(ctx, fmt.Sprintf("INSERT INTO acct VALUES (%d, 0)", 3+i))
+		conn.Exec(ctx, "SELECT count(*) FROM acct")
+		conn.Exec(ctx, "ROLLBACK")
+		conn.Exec(ctx, "SELECT 1/0")
+		conn.Exec(ctx, "SELECT sum(balance) FROM acct")
+	})
+	w := captureOf(t, c, "errs", from, 2)
+	if w.Failed < 7 {
+		t.Fatalf("captured %d failed statements, want the deadlock, 2 unique violations, 2 aborted and 2 divisions: %+v", w.Failed, w.Sessions)
+	}
+	srv, err := replay.OpenServer(context.Background(), c.DSN("errs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := srv.Side(replay.SideOptions{Name: "as is"})
+	tg, err := a.Open(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tg.Close()
+	r, err := replay.Run(context.Background(), w, replay.Options{Speed: 1, Connect: tg.Connect, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Stopped != "" || r.NotRun != 0 || r.Statements != w.Statements {
+		t.Fatalf("the replay did not run to its end: %d of %d statements, %d not run, stopped %q", r.Statements, w.Statements, r.NotRun, r.Stopped)
+	}
+	// The deadlock recurs: each session takes its first row at once and
+	// asks for the other's 100 ms later, as captured.
+	if r.ErrorStates["23505"] != 2 || r.ErrorStates["25P02"] != 2 || r.ErrorStates["22012"] != 2 || r.ErrorStates["40P01"] != 1 {
+		t.Fatalf("errors by state: %v", r.ErrorStates)
+	}
+	t.Logf("errors replayed: %v", r.ErrorStates)
+}

@@ -1,0 +1,258 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
+
+	"github.com/pgmedic/pgmedic/internal/capture"
+	"github.com/pgmedic/pgmedic/internal/envelope"
+	"github.com/pgmedic/pgmedic/internal/lab"
+)
+
+// Server is a server a replay may write to.
+type Server struct {
+	dsn string
+	cfg *pgconn.Config
+	// Lab is set when the server is a pgmedic lab cluster (a twin, or one
+	// `lab up` made): each run then replays into a fresh copy of the
+	// database, and pools can be started in front of it.
+	Lab *lab.Cluster
+	// Name says what it is, for reports ("PostgreSQL 15.8, lab cluster").
+	Name      string
+	start     string
+	isLab     bool
+	superuser bool
+}
+
+// OpenServer connects to a replay's server and learns what it is.
+func OpenServer(ctx context.Context, dsn string) (*Server, error) {
+	cfg, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("the DSN does not parse: %s", envelope.Message(err))
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = 10 * time.Second
+	}
+	s := &Server{dsn: dsn, cfg: cfg}
+	conn, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to %s:%d: %s", cfg.Host, cfg.Port, envelope.Message(err))
+	}
+	defer conn.Close(context.Background())
+	res, err := conn.Exec(ctx, `SELECT current_setting('server_version'), current_setting('cluster_name'), pg_postmaster_start_time()::text,
+		(SELECT rolsuper FROM pg_roles WHERE rolname = current_user)::text,
+		CASE WHEN pg_has_role('pg_read_all_settings', 'member') OR (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN current_setting('data_directory') ELSE '' END`).ReadAll()
+	if err != nil || len(res) == 0 || len(res[0].Rows) == 0 {
+		return nil, fmt.Errorf("reading what the server is: %s", envelope.Message(err))
+	}
+	row := res[0].Rows[0]
+	version, cluster := string(row[0]), string(row[1])
+	s.start, s.superuser = string(row[2]), string(row[3]) == "true"
+	s.isLab = cluster == lab.ClusterName
+	s.Name = "PostgreSQL " + version
+	if s.isLab {
+		s.Name += ", pgmedic lab cluster"
+		if dir := string(row[4]); dir != "" {
+			if c, err := lab.Load(filepath.Dir(dir)); err == nil {
+				s.Lab = c
+			}
+		}
+	}
+	return s, nil
+}
+
+// Database is the database the DSN names.
+func (s *Server) Database() string { return s.cfg.Database }
+
+// Guard refuses a replay that would write to a server that is neither a
+// lab cluster nor named by --allow-writes-to, and always refuses the
+// server the log came from unless it is named so.
+func (s *Server) Guard(ctx context.Context, allowed []string, source string) error {
+	named := false
+	for _, a := range allowed {
+		if a == s.dsn {
+			named = true
+		}
+	}
+	if source != "" && !named {
+		src, err := OpenServer(ctx, source)
+		if err != nil {
+			return fmt.Errorf("--source: %w", err)
+		}
+		if src.start == s.start && src.cfg.Host == s.cfg.Host {
+			return errors.New("the replay's server is the one the log came from (--source): a replay writes, so pgmedic replays only against a twin or a server --allow-writes-to names")
+		}
+	}
+	if !s.isLab && !named {
+		return fmt.Errorf("%s:%d is not a pgmedic twin or lab cluster, and a replay writes (its INSERTs, UPDATEs and DDL run as logged): replay against a twin (--twin, pgmedic lab up), or name this server with --allow-writes-to DSN; --dry-run shows what would be sent", s.cfg.Host, s.cfg.Port)
+	}
+	return nil
+}
+
+// SideOptions are what one side of a comparison changes.
+type SideOptions struct {
+	Name string
+	// Apply are statements run on the side's copy before each run (an
+	// index, a migration).
+	Apply []string
+	// Settings are given to the side's sessions (jit = off).
+	Settings map[string]string
+	// Pool, when more than 0, puts PgBouncer in transaction mode with
+	// that many server connections between the sessions and the server.
+	Pool int
+	// Users are the roles sessions connect as, for the pool's user list.
+	Users []string
+}
+
+// Fresh says whether each run replays into a fresh copy of the database
+// (a lab cluster), rather than into the database as the last run left it.
+func (s *Server) Fresh() bool { return s.Lab != nil && s.superuser }
+
+// Side makes one side of a comparison on this server.
+func (s *Server) Side(o SideOptions) (Side, error) {
+	if o.Pool > 0 && s.Lab == nil {
+		return Side{}, fmt.Errorf("a pool (--pool) is started only in front of a pgmedic lab cluster or twin whose files this user can reach; %s is not one", s.Name)
+	}
+	return Side{Name: o.Name, Open: func(ctx context.Context, run int) (*Target, error) { return s.open(ctx, o, run) }}, nil
+}
+
+// Target readies one run on this server.
+func (s *Server) open(ctx context.Context, o SideOptions, run int) (_ *Target, err error) {
+	db := s.cfg.Database
+	var cleanups []func()
+	t := &Target{Where: s.Name}
+	t.Close = func() {
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			cleanups[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			t.Close()
+		}
+	}()
+	admin := func(ctx context.Context, database string) (*pgconn.PgConn, error) {
+		c := s.cfg.Copy()
+		c.Database = database
+		c.RuntimeParams = map[string]string{"application_name": AppName + " setup"}
+		return pgconn.ConnectConfig(ctx, c)
+	}
+	if s.Fresh() {
+		// A copy of the database per run: every run starts from the same
+		// rows, whatever the last one inserted, updated or consumed.
+		copyName := fmt.Sprintf("pgmedic_replay_%d", run)
+		conn, err := admin(ctx, "postgres")
+		if err != nil {
+			return nil, fmt.Errorf("connecting to make the run's copy: %s", envelope.Message(err))
+		}
+		defer conn.Close(context.Background())
+		q := func(sql string) error { _, err := conn.Exec(ctx, sql).ReadAll(); return err }
+		q("DROP DATABASE IF EXISTS " + quoteIdent(copyName))
+		if err := q("CREATE DATABASE " + quoteIdent(copyName) + " TEMPLATE " + quoteIdent(db)); err != nil {
+			return nil, fmt.Errorf("copying database %s for the run (no other session may be connected to it): %s", db, envelope.Message(err))
+		}
+		cleanups = append(cleanups, func() {
+			c, err := admin(context.Background(), "postgres")
+			if err != nil {
+				return
+			}
+			defer c.Close(context.Background())
+			// FORCE ends sessions a stopped replay left (PostgreSQL 13+).
+			if _, err := c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+quoteIdent(copyName)+" WITH (FORCE)").ReadAll(); err != nil {
+				c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+quoteIdent(copyName)).ReadAll()
+			}
+		})
+		// CREATE DATABASE ... TEMPLATE copies the rows, not the
+		// database's own settings (ALTER DATABASE ... SET): they are
+		// carried over, since they are part of how the application runs.
+		res, err := conn.Exec(ctx, "SELECT unnest(setconfig) FROM pg_db_role_setting s JOIN pg_database d ON d.oid = s.setdatabase WHERE s.setrole = 0 AND d.datname = "+quoteLiteral(db)).ReadAll()
+		if err == nil && len(res) > 0 {
+			for _, row := range res[0].Rows {
+				if k, v, ok := strings.Cut(string(row[0]), "="); ok {
+					q(fmt.Sprintf("ALTER DATABASE %s SET %s = %s", quoteIdent(copyName), quoteIdent(k), quoteLiteral(v)))
+				}
+			}
+		}
+		for _, k := range sortedKeys(o.Settings) {
+			if err := q(fmt.Sprintf("ALTER DATABASE %s SET %s = %s", quoteIdent(copyName), quoteIdent(k), quoteLiteral(o.Settings[k]))); err != nil {
+				return nil, fmt.Errorf("setting %s = %s: %s", k, o.Settings[k], envelope.Message(err))
+			}
+		}
+		db = copyName
+		t.Where += ", a fresh copy of " + s.cfg.Database + " per run"
+	}
+	if len(o.Apply) > 0 {
+		conn, err := admin(ctx, db)
+		if err != nil {
+			return nil, fmt.Errorf("connecting to apply the change: %s", envelope.Message(err))
+		}
+		for _, sql := range o.Apply {
+			if _, err := conn.Exec(ctx, sql).ReadAll(); err != nil {
+				conn.Close(context.Background())
+				return nil, fmt.Errorf("applying %q: %s", clip(sql, 80), envelope.Message(err))
+			}
+		}
+		conn.Close(context.Background())
+	}
+	host, port := s.cfg.Host, s.cfg.Port
+	if o.Pool > 0 {
+		b, err := s.Lab.StartPgBouncer(ctx, lab.BouncerOptions{PoolSize: o.Pool, Mode: "transaction", Users: o.Users})
+		if err != nil {
+			return nil, fmt.Errorf("starting PgBouncer: %w", err)
+		}
+		cleanups = append(cleanups, b.Stop)
+		host, port = "127.0.0.1", uint16(b.Port)
+		t.NoPrepare = true
+		t.Where += fmt.Sprintf(", through PgBouncer (transaction mode, %d server connections)", o.Pool)
+	}
+	fresh := s.Fresh()
+	t.Connect = func(ctx context.Context, sess *capture.Session) (*pgconn.PgConn, error) {
+		c := s.cfg.Copy()
+		c.Host, c.Port, c.Database = host, port, db
+		c.Fallbacks = nil
+		c.RuntimeParams = map[string]string{"application_name": AppName}
+		if !fresh && o.Pool == 0 {
+			for k, v := range o.Settings {
+				c.RuntimeParams[k] = v
+			}
+		}
+		// A statement past --statement-timeout is cancelled on the
+		// server and the session goes on, as a client's timeout does.
+		c.BuildContextWatcherHandler = func(pc *pgconn.PgConn) ctxwatch.Handler {
+			return &pgconn.CancelRequestContextWatcherHandler{Conn: pc, DeadlineDelay: 2 * time.Second}
+		}
+		return pgconn.ConnectConfig(ctx, c)
+	}
+	t.ConnectAdmin = func(ctx context.Context) (*pgconn.PgConn, error) { return admin(ctx, db) }
+	if !fresh && len(o.Settings) > 0 && o.Pool > 0 {
+		return nil, errors.New("settings through a pool need a lab cluster, where they are set on the run's copy of the database")
+	}
+	return t, nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+func clip(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}

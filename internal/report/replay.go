@@ -1,0 +1,369 @@
+package report
+
+import (
+	"fmt"
+	"html/template"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/pgmedic/pgmedic/internal/capture"
+	"github.com/pgmedic/pgmedic/internal/printable"
+	"github.com/pgmedic/pgmedic/internal/replay"
+)
+
+// ReplayReport is `pgmedic replay`'s output: what the log captured, and
+// one replay or an A/B comparison.
+type ReplayReport struct {
+	PGMedic string       `json:"pgmedic"`
+	Logs    []string     `json:"logs"`
+	Capture CaptureStats `json:"capture"`
+	Speed   float64      `json:"speed"`
+	DryRun  bool         `json:"dry_run,omitempty"`
+	// Where the single replay ran, and its result.
+	Where      string             `json:"where,omitempty"`
+	Single     *replay.Result     `json:"replay,omitempty"`
+	Comparison *replay.Comparison `json:"comparison,omitempty"`
+}
+
+// CaptureStats is what the log holds for a replay.
+type CaptureStats struct {
+	Sessions     int            `json:"sessions"`
+	Statements   int            `json:"statements"`
+	Transactions int            `json:"transactions"`
+	Extended     int            `json:"extended_protocol"`
+	Failed       int            `json:"failed_at_capture"`
+	Shapes       int            `json:"shapes"`
+	DurationS    float64        `json:"duration_s"`
+	Start        string         `json:"start"`
+	Databases    map[string]int `json:"databases"`
+	Skipped      []capture.Skip `json:"not_replayable"`
+	Notes        []string       `json:"notes,omitempty"`
+	Files        []FileLine     `json:"files"`
+	// Top are the busiest shapes by statements, for a dry run.
+	Top []ShapeCount `json:"top_shapes"`
+}
+
+// FileLine is one log file as read.
+type FileLine struct {
+	Name         string `json:"name"`
+	Format       string `json:"format"`
+	Prefix       string `json:"prefix,omitempty"`
+	Lines        int64  `json:"lines"`
+	Unrecognised int64  `json:"unrecognised_lines"`
+}
+
+// ShapeCount is a statement shape and how often the capture sent it.
+type ShapeCount struct {
+	Query string `json:"query"`
+	Count int    `json:"count"`
+}
+
+// CaptureOf summarises a workload for the report.
+func CaptureOf(w *capture.Workload) CaptureStats {
+	c := CaptureStats{Sessions: len(w.Sessions), Statements: w.Statements, Transactions: w.Transactions, Extended: w.Extended,
+		Failed: w.Failed, Shapes: len(w.Shapes), DurationS: round2(w.Duration.Seconds()), Databases: w.Databases,
+		Skipped: w.Skipped, Notes: w.Notes, Start: w.Start.Format("2006-01-02 15:04:05.000 MST")}
+	if c.Skipped == nil {
+		c.Skipped = []capture.Skip{}
+	}
+	for _, f := range w.Files {
+		c.Files = append(c.Files, FileLine{Name: f.Name, Format: string(f.Format), Prefix: f.Prefix, Lines: f.Lines, Unrecognised: f.Unrecognised})
+	}
+	counts := make([]int, len(w.Shapes))
+	for _, s := range w.Sessions {
+		for _, st := range s.Statements {
+			counts[st.Shape]++
+		}
+	}
+	for i, n := range counts {
+		if n > 0 {
+			c.Top = append(c.Top, ShapeCount{Query: w.Shapes[i].Query, Count: n})
+		}
+	}
+	sort.SliceStable(c.Top, func(i, j int) bool { return c.Top[i].Count > c.Top[j].Count })
+	if len(c.Top) > 10 {
+		c.Top = c.Top[:10]
+	}
+	return c
+}
+
+func round2(x float64) float64 { return float64(int64(x*100+0.5)) / 100 }
+
+// JSON writes the report as JSON.
+func (r *ReplayReport) JSON(w io.Writer) error { return writeJSON(w, r) }
+
+// Text writes the report for a person.
+func (r *ReplayReport) Text(w io.Writer) error {
+	b := &strings.Builder{}
+	fmt.Fprintf(b, "pgmedic %s — replay of %s\n\n", r.PGMedic, safe(strings.Join(r.Logs, " ")))
+	r.captureText(b)
+	switch {
+	case r.DryRun:
+		b.WriteString("\nDRY RUN: nothing was sent.\n")
+		if len(r.Capture.Top) > 0 {
+			b.WriteString("\nBusiest statements:\n")
+			for _, t := range r.Capture.Top {
+				fmt.Fprintf(b, "  %8d  %s\n", t.Count, safe(printable.Clip(oneLineText(t.Query), 110)))
+			}
+		}
+	case r.Single != nil:
+		fmt.Fprintf(b, "\nREPLAY on %s, speed %s\n", safe(r.Where), speedText(r.Speed))
+		resultText(b, r.Single)
+	case r.Comparison != nil:
+		compareText(b, r.Comparison, r.Speed)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func (r *ReplayReport) captureText(b *strings.Builder) {
+	c := r.Capture
+	for _, f := range c.Files {
+		fmt.Fprintf(b, "LOG %s: %s", safe(f.Name), f.Format)
+		if f.Prefix != "" {
+			fmt.Fprintf(b, ", log_line_prefix %q", f.Prefix)
+		}
+		fmt.Fprintf(b, ", %s lines", printable.Count(float64(f.Lines)))
+		if f.Unrecognised > 0 {
+			fmt.Fprintf(b, " (%s not recognised)", printable.Count(float64(f.Unrecognised)))
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(b, "CAPTURE: %d sessions, %s statements (%s extended protocol, %d transactions, %d failed at capture), %d shapes, over %.2f s from %s\n",
+		c.Sessions, printable.Count(float64(c.Statements)), printable.Count(float64(c.Extended)), c.Transactions, c.Failed, c.Shapes, c.DurationS, c.Start)
+	for _, s := range c.Skipped {
+		fmt.Fprintf(b, "  not replayable: %d %s", s.Count, s.Reason)
+		if s.Example != "" {
+			fmt.Fprintf(b, " (e.g. %s)", safe(printable.Clip(s.Example, 80)))
+		}
+		b.WriteString("\n")
+	}
+	for _, n := range c.Notes {
+		fmt.Fprintf(b, "  note: %s\n", safe(n))
+	}
+}
+
+func speedText(s float64) string {
+	if s == 0 {
+		return "0 (as fast as the server answers)"
+	}
+	return fmt.Sprintf("%g", s)
+}
+
+func oneLineText(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func resultText(b *strings.Builder, r *replay.Result) {
+	fmt.Fprintf(b, "  took %.2f s", r.WallS)
+	if r.ScheduleS > 0 {
+		fmt.Fprintf(b, " for a capture of %.2f s at this speed (%+.1f%%)", r.ScheduleS, 100*(r.WallS-r.ScheduleS)/r.ScheduleS)
+	}
+	fmt.Fprintf(b, "\n  %d sessions (%d could not connect), %s statements sent, %s failed (%d failed at capture too, %d timed out), %s not run; goodput %.1f statements/s\n",
+		r.Sessions, r.ConnectFailed, printable.Count(float64(r.Statements)), printable.Count(float64(r.Errors)), r.CaptureFailed, r.TimedOut, printable.Count(float64(r.NotRun)), r.Goodput())
+	for _, e := range r.ConnectErrors {
+		fmt.Fprintf(b, "  could not connect: %s\n", safe(e))
+	}
+	if r.Speed > 0 {
+		l := r.Lag
+		fmt.Fprintf(b, "  LAG behind schedule: p50 %.1f ms, p95 %.1f ms, max %.1f ms; the most behind session ended %.2f s behind:\n", l.BehindP50, l.BehindP95, l.BehindMax, l.EndS)
+		fmt.Fprintf(b, "    %.2f s the server's (statements that ran past the gap the capture left before the next)\n", l.ServerS)
+		fmt.Fprintf(b, "    %.2f s the replayer's (sent late with the session free; p99 %.2f ms on one statement, %.2f s over all sessions)\n", l.ReplayerS, l.ReplayerP99, l.ReplayerTotalS)
+		fmt.Fprintf(b, "  waiting for a connection slot: %.2f s; connecting p95 %.1f ms\n", l.SlotWaitS, l.ConnectP95)
+	}
+	if len(r.ErrorStates) > 0 {
+		var ks []string
+		for k, n := range r.ErrorStates {
+			ks = append(ks, fmt.Sprintf("%s x%d", k, n))
+		}
+		sort.Strings(ks)
+		fmt.Fprintf(b, "  errors by SQLSTATE: %s\n", strings.Join(ks, ", "))
+	}
+	if r.Stopped != "" {
+		fmt.Fprintf(b, "  INCOMPLETE: %s\n", r.Stopped)
+	}
+	b.WriteString("  statements by total time:\n")
+	for i, s := range r.Shapes {
+		if i == 10 {
+			fmt.Fprintf(b, "    ... %d more shapes\n", len(r.Shapes)-10)
+			break
+		}
+		fmt.Fprintf(b, "    %7d calls  p50 %8.2f  p95 %8.2f  p99 %8.2f ms", s.Calls, s.P50, s.P95, s.P99)
+		if s.CapturedMS > 0 {
+			fmt.Fprintf(b, "  (captured: %.2f on the server)", s.CapturedMS)
+		}
+		if s.Errors > 0 {
+			fmt.Fprintf(b, "  %d errors", s.Errors)
+		}
+		if s.LockWait > 0 {
+			fmt.Fprintf(b, "  lock wait %.0f ms", s.LockWait)
+		}
+		fmt.Fprintf(b, "  %s\n", safe(printable.Clip(oneLineText(s.Query), 80)))
+	}
+}
+
+func compareText(b *strings.Builder, c *replay.Comparison, speed float64) {
+	fmt.Fprintf(b, "\nVERDICT: %s\n", strings.ToUpper(c.Verdict))
+	for _, w := range c.Why {
+		fmt.Fprintf(b, "  %s\n", w)
+	}
+	for _, s := range []*replay.SideResult{c.A, c.B} {
+		fmt.Fprintf(b, "\n%s: %s (%d runs, speed %s)\n", strings.ToUpper(safe(s.Name)), safe(s.Where), len(s.Runs), speedText(speed))
+		fmt.Fprintf(b, "  latency of statements that succeeded: p50 %s, p95 %s, p99 %s ms (95%% intervals)\n", est(s.P50), est(s.P95), est(s.P99))
+		if s.LockWaitMS > 0 {
+			fmt.Fprintf(b, "  lock waits sampled: %.0f ms\n", s.LockWaitMS)
+		}
+		for i, r := range s.Runs {
+			fmt.Fprintf(b, "  run %d: %.2f s, %d statements, %d failed, goodput %.1f/s, lag p95 %.1f ms, ended %.2f s behind (server %.2f s, replayer %.2f s)\n",
+				i+1, r.WallS, r.Statements, r.Errors, r.Goodput(), r.Lag.BehindP95, r.Lag.EndS, r.Lag.ServerS, r.Lag.ReplayerS)
+		}
+	}
+	b.WriteString("\nBY STATEMENT (median B/A with its 95% interval):\n")
+	for i, s := range c.Shapes {
+		if i == 10 {
+			fmt.Fprintf(b, "  ... %d more shapes\n", len(c.Shapes)-10)
+			break
+		}
+		fmt.Fprintf(b, "  %-21s %6d calls/run  p50 %s -> %s ms  p95 %.2f -> %.2f  p99 %.2f -> %.2f  x%.2f [%.2f-%.2f]",
+			s.Verdict, s.Calls/max(1, len(c.A.Runs)), short(s.A.Value), short(s.B.Value), s.AP95, s.BP95, s.AP99, s.BP99, s.Ratio.Value, s.Ratio.Low, s.Ratio.High)
+		if s.AErrors+s.BErrors > 0 {
+			fmt.Fprintf(b, "  errors %d -> %d", s.AErrors, s.BErrors)
+		}
+		if s.ALockMS+s.BLockMS > 0 {
+			fmt.Fprintf(b, "  lock wait %.0f -> %.0f ms", s.ALockMS, s.BLockMS)
+		}
+		fmt.Fprintf(b, "\n      %s\n", safe(printable.Clip(oneLineText(s.Query), 100)))
+	}
+}
+
+func est(e replay.Estimate) string {
+	return fmt.Sprintf("%s [%s-%s]", short(e.Value), short(e.Low), short(e.High))
+}
+
+func short(x float64) string {
+	switch {
+	case x >= 100:
+		return fmt.Sprintf("%.0f", x)
+	case x >= 1:
+		return fmt.Sprintf("%.2f", x)
+	}
+	return fmt.Sprintf("%.3f", x)
+}
+
+// Markdown writes the report for a pull request or a ticket.
+func (r *ReplayReport) Markdown(w io.Writer) error {
+	b := &strings.Builder{}
+	fmt.Fprintf(b, "## pgmedic replay of %s\n\n", mdText(strings.Join(r.Logs, " ")))
+	c := r.Capture
+	fmt.Fprintf(b, "Captured: **%d sessions, %d statements** (%d transactions, %d failed at capture) over %.2f s.\n\n", c.Sessions, c.Statements, c.Transactions, c.Failed, c.DurationS)
+	for _, s := range c.Skipped {
+		fmt.Fprintf(b, "- not replayable: %d %s\n", s.Count, mdText(s.Reason))
+	}
+	for _, n := range c.Notes {
+		fmt.Fprintf(b, "- note: %s\n", mdText(n))
+	}
+	switch {
+	case r.DryRun:
+		b.WriteString("\n**Dry run**: nothing was sent.\n\n| statements | shape |\n|---:|---|\n")
+		for _, t := range c.Top {
+			fmt.Fprintf(b, "| %d | %s |\n", t.Count, mdCode(printable.Clip(oneLineText(t.Query), 120)))
+		}
+	case r.Single != nil:
+		s := r.Single
+		fmt.Fprintf(b, "\nReplayed on %s at speed %s: %.2f s (capture %.2f s), %d statements, %d failed, goodput %.1f/s; lag p95 %.1f ms, ended %.2f s behind (server %.2f s, replayer %.2f s).\n\n",
+			mdText(r.Where), speedText(r.Speed), s.WallS, s.ScheduleS, s.Statements, s.Errors, s.Goodput(), s.Lag.BehindP95, s.Lag.EndS, s.Lag.ServerS, s.Lag.ReplayerS)
+		b.WriteString("| calls | p50 ms | p95 ms | p99 ms | errors | statement |\n|---:|---:|---:|---:|---:|---|\n")
+		for i, sh := range s.Shapes {
+			if i == 15 {
+				break
+			}
+			fmt.Fprintf(b, "| %d | %.2f | %.2f | %.2f | %d | %s |\n", sh.Calls, sh.P50, sh.P95, sh.P99, sh.Errors, mdCode(printable.Clip(oneLineText(sh.Query), 100)))
+		}
+	case r.Comparison != nil:
+		cm := r.Comparison
+		fmt.Fprintf(b, "\n### Verdict: %s\n\nA: %s — %s  \nB: %s — %s\n\n", mdText(cm.Verdict), mdText(cm.A.Name), mdText(cm.A.Where), mdText(cm.B.Name), mdText(cm.B.Where))
+		for _, w := range cm.Why {
+			fmt.Fprintf(b, "- %s\n", mdText(w))
+		}
+		b.WriteString("\n| verdict | calls/run | p50 A → B ms | p95 A → B | p99 A → B | B/A [95%] | errors | statement |\n|---|---:|---|---|---|---|---|---|\n")
+		for i, s := range cm.Shapes {
+			if i == 15 {
+				break
+			}
+			fmt.Fprintf(b, "| %s | %d | %s → %s | %.2f → %.2f | %.2f → %.2f | %.2f [%.2f–%.2f] | %d → %d | %s |\n", s.Verdict, s.Calls/max(1, len(cm.A.Runs)),
+				short(s.A.Value), short(s.B.Value), s.AP95, s.BP95, s.AP99, s.BP99, s.Ratio.Value, s.Ratio.Low, s.Ratio.High, s.AErrors, s.BErrors,
+				mdCode(printable.Clip(oneLineText(s.Query), 90)))
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// HTML writes one self-contained page: the verdict, and for each
+// statement shape both sides' latency distributions side by side (inline
+// SVG, no script, so it opens offline and anywhere).
+func (r *ReplayReport) HTML(w io.Writer) error {
+	var text strings.Builder
+	if err := r.Text(&text); err != nil {
+		return err
+	}
+	type hist struct {
+		Query, Verdict string
+		Bars           template.HTML
+	}
+	var hs []hist
+	if r.Comparison != nil {
+		for i, s := range r.Comparison.Shapes {
+			if i == 12 {
+				break
+			}
+			hs = append(hs, hist{Query: printable.Clip(oneLineText(s.Query), 160), Verdict: s.Verdict, Bars: histSVG(s)})
+		}
+	}
+	verdict := ""
+	if r.Comparison != nil {
+		verdict = r.Comparison.Verdict
+	}
+	return replayPage.Execute(w, map[string]any{"Title": "pgmedic replay " + strings.Join(r.Logs, " "), "Verdict": verdict, "Text": text.String(), "Hists": hs})
+}
+
+// histSVG draws A's and B's histograms on one log-scaled axis.
+func histSVG(s *replay.ShapeChange) template.HTML {
+	if len(s.AHist) == 0 {
+		return ""
+	}
+	top := 1
+	for i := range s.AHist {
+		top = max(top, s.AHist[i], s.BHist[i])
+	}
+	const bw, h = 14, 80
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg width="%d" height="%d" role="img">`, len(s.AHist)*bw*2+40, h+30)
+	for i := range s.AHist {
+		for k, n := range []int{s.AHist[i], s.BHist[i]} {
+			bh := h * n / top
+			color := "#8899aa"
+			if k == 1 {
+				color = "#2a7f62"
+			}
+			fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="%s"><title>%s: %d calls, %.3g-%.3g ms</title></rect>`,
+				i*bw*2+k*bw, h-bh, bw-1, bh, color, []string{"A", "B"}[k], n, s.HistEdges[i], s.HistEdges[i+1])
+		}
+	}
+	fmt.Fprintf(&b, `<text x="0" y="%d" font-size="11">%.3g ms</text><text x="%d" y="%d" font-size="11" text-anchor="end">%.3g ms</text></svg>`,
+		h+14, s.HistEdges[0], len(s.AHist)*bw*2, h+14, s.HistEdges[len(s.HistEdges)-1])
+	return template.HTML(b.String())
+}
+
+var replayPage = template.Must(template.New("replay").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{{.Title}}</title>
+<style>body{font-family:system-ui,sans-serif;margin:2em;max-width:72em}pre{background:#f6f6f6;padding:1em;overflow-x:auto}
+.verdict{font-size:1.6em;font-weight:bold}.shape{margin:1.2em 0}.q{font-family:monospace;font-size:.9em}
+.key span{display:inline-block;width:1em;height:1em;vertical-align:middle;margin:0 .3em}</style></head><body>
+<h1>{{.Title}}</h1>
+{{if .Verdict}}<p class="verdict">Verdict: {{.Verdict}}</p>{{end}}
+{{if .Hists}}<h2>Latency by statement, A and B side by side</h2>
+<p class="key"><span style="background:#8899aa"></span>A (as is) <span style="background:#2a7f62"></span>B (with the change); bins on a log scale</p>
+{{range .Hists}}<div class="shape"><div class="q">{{.Verdict}} — {{.Query}}</div>{{.Bars}}</div>{{end}}{{end}}
+<h2>Report</h2><pre>{{.Text}}</pre>
+</body></html>
+`))
