@@ -144,3 +144,30 @@ func TestNothingReplayable(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// TestFormatsAgree: one lab run logged to stderr (plain and gzip), csvlog
+// and jsonlog at once is the same workload in each.
+func TestFormatsAgree(t *testing.T) {
+	var first *Workload
+	for _, f := range []string{"stderr.log", "stderr.log.gz", "csvlog.csv", "jsonlog.json"} {
+		w := read(t, "../logs/testdata/lab/"+f, Options{})
+		if first == nil {
+			first = w
+			if w.Statements < 50 || len(w.Sessions) < 10 || w.Failed == 0 {
+				t.Fatalf("%s: %d statements in %d sessions, %d failed", f, w.Statements, len(w.Sessions), w.Failed)
+			}
+			continue
+		}
+		if w.Statements != first.Statements || len(w.Sessions) != len(first.Sessions) || w.Failed != first.Failed {
+			t.Fatalf("%s: %d statements in %d sessions (%d failed); stderr: %d in %d (%d)", f, w.Statements, len(w.Sessions), w.Failed, first.Statements, len(first.Sessions), first.Failed)
+		}
+		for i, s := range w.Sessions {
+			for j, st := range s.Statements {
+				want := first.Sessions[i].Statements[j]
+				if st.SQL != want.SQL || st.At != want.At {
+					t.Fatalf("%s: session %d statement %d: %q at %v; stderr: %q at %v", f, i, j, st.SQL, st.At, want.SQL, want.At)
+				}
+			}
+		}
+	}
+}

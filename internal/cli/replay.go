@@ -11,7 +11,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pgmedic/pgmedic/internal/capture"
+	"github.com/pgmedic/pgmedic/internal/diagnose"
 	"github.com/pgmedic/pgmedic/internal/logs"
+	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/replay"
 	"github.com/pgmedic/pgmedic/internal/report"
 )
@@ -30,6 +32,8 @@ type replayFlags struct {
 	apply, set            []string
 	pool, poolA           int
 	prefix, formatIn, dbf string
+	twin                  bool
+	fix                   string
 }
 
 // newReplay is `pgmedic replay`: a captured workload run again, once or
@@ -85,6 +89,8 @@ or failed connection, or a replay refused by the safety rules.`,
 	fl.StringVar(&f.prefix, "prefix", "", "the server's log_line_prefix (default: detected)")
 	fl.StringVar(&f.formatIn, "format-in", "", "the logs' format: "+formatList()+" (default: detected)")
 	fl.StringVar(&f.dbf, "database", "", "replay only the sessions of this database (default: all)")
+	fl.BoolVar(&f.twin, "twin", false, "replay against a twin of --source: the tables the captured statements name, copied into a lab cluster of its version")
+	fl.StringVar(&f.fix, "fix", "", "side B gets the fix of this finding of --source (its id, such as missing-index/3f2a9c1b, or a rule when one finding has it)")
 	return cmd
 }
 
@@ -109,9 +115,13 @@ func runReplay(ctx context.Context, args []string, f replayFlags, stdin io.Reade
 		}
 		settings[strings.TrimSpace(k)] = strings.TrimSpace(v)
 	}
-	change := f.candidate != "" || len(f.apply) > 0 || len(settings) > 0 || f.pool > 0
-	if !f.dryRun && f.dsn == "" {
-		return usageErr("give --dsn (the twin or lab cluster to replay against), or --dry-run")
+	switch {
+	case f.twin && f.dsn != "":
+		return usageErr("give --dsn or --twin, not both")
+	case (f.twin || f.fix != "") && f.source == "":
+		return usageErr("--twin and --fix read the server the log came from: give it with --source DSN")
+	case !f.dryRun && f.dsn == "" && !f.twin:
+		return usageErr("give --dsn (a twin or lab cluster to replay against), --twin --source DSN, or --dry-run")
 	}
 	var in logs.Format
 	if f.formatIn != "" {
@@ -134,6 +144,43 @@ func runReplay(ctx context.Context, args []string, f replayFlags, stdin io.Reade
 		return writeReplay(rep, f.out, stdout)
 	}
 	progress := progress(stderr)
+	if f.twin || f.fix != "" {
+		var queries []string
+		for _, sh := range w.Shapes {
+			queries = append(queries, sh.Query)
+		}
+		src, err := diagnose.ReplaySource(ctx, f.source, queries, f.twin, diagnose.Options{Log: progress})
+		if err != nil {
+			return inputErr(fmt.Errorf("--source: %w", err))
+		}
+		if src.Twin != nil {
+			defer src.Twin.Close(context.WithoutCancel(ctx))
+			src.Twin.Release(ctx)
+			f.dsn, rep.Twin = src.Twin.DSN(), src.Twin.Summary()
+		}
+		if f.fix != "" {
+			fd, err := findingByID(src.Findings, f.fix)
+			if err != nil {
+				return inputErr(err)
+			}
+			ch, err := replay.ChangeOf(fd)
+			if err != nil {
+				return inputErr(err)
+			}
+			f.apply = append(f.apply, ch.B.Apply...)
+			for k, v := range ch.B.Settings {
+				settings[k] = v
+			}
+			if ch.B.Pool > 0 && f.pool == 0 {
+				f.pool = ch.B.Pool
+			}
+			if ch.PoolA > 0 && f.poolA == 0 {
+				f.poolA = ch.PoolA
+			}
+			rep.Fix = fd.ID + ": " + fd.Title + " (replayed: " + ch.Said + ")"
+		}
+	}
+	change := f.candidate != "" || len(f.apply) > 0 || len(settings) > 0 || f.pool > 0
 	a, err := replay.OpenServer(ctx, f.dsn)
 	if err != nil {
 		return inputErr(fmt.Errorf("--dsn: %w", err))
@@ -204,6 +251,35 @@ func runReplay(ctx context.Context, args []string, f replayFlags, stdin io.Reade
 		return &exitError{code: ExitFindings, err: fmt.Errorf("the change made the replay slower")}
 	}
 	return nil
+}
+
+// findingByID is the finding an id names, or the one finding of a rule.
+func findingByID(fs []model.Finding, id string) (model.Finding, error) {
+	var ofRule []model.Finding
+	var ids []string
+	for _, f := range fs {
+		if f.ID == id {
+			return f, nil
+		}
+		if f.Rule == id {
+			ofRule = append(ofRule, f)
+		}
+		ids = append(ids, f.ID)
+	}
+	if len(ofRule) == 1 {
+		return ofRule[0], nil
+	}
+	if len(ofRule) > 1 {
+		var names []string
+		for _, f := range ofRule {
+			names = append(names, f.ID)
+		}
+		return model.Finding{}, fmt.Errorf("--fix %s: %d findings have that rule (%s): give one id", id, len(ofRule), strings.Join(names, ", "))
+	}
+	if len(ids) == 0 {
+		return model.Finding{}, fmt.Errorf("--fix %s: the source has no finding to take a fix from", id)
+	}
+	return model.Finding{}, fmt.Errorf("--fix %s: no such finding on the source; its findings: %s", id, strings.Join(ids, ", "))
 }
 
 // changeName says what side B changes.

@@ -40,7 +40,7 @@ type Summary struct {
 	errs         map[string]*ErrorStats
 	errPatterns  map[string]string
 	plans        map[string][]*Plan
-	shapes       map[uint64][2]string
+	shapes       *ShapeCache
 	lastAt       time.Time
 	lastMinute   *Minute
 	// logged are statements log_statement wrote, by process, waiting for
@@ -138,7 +138,7 @@ type Minute struct {
 // NewSummary is an empty summary.
 func NewSummary() *Summary {
 	return &Summary{Events: map[string]int64{}, Checkpoint: map[string]int64{}, Autovacuum: map[string]int64{}, Tables: map[string]*TableMaintenance{},
-		PerMinute: map[string]*Minute{}, ownPIDs: map[int]*ownSpan{}, logged: map[int]loggedStatement{}, stmts: map[string]*StatementStats{}, errs: map[string]*ErrorStats{}, errPatterns: map[string]string{}, plans: map[string][]*Plan{}, shapes: map[uint64][2]string{}}
+		PerMinute: map[string]*Minute{}, ownPIDs: map[int]*ownSpan{}, logged: map[int]loggedStatement{}, stmts: map[string]*StatementStats{}, errs: map[string]*ErrorStats{}, errPatterns: map[string]string{}, plans: map[string][]*Plan{}, shapes: NewShapeCache()}
 }
 
 // sampleSize bounds the durations kept per statement for percentiles
@@ -522,20 +522,9 @@ func queryText(plan string) string {
 // shapeCache bounds the statement shapes whose fingerprints are kept.
 const shapeCache = 200000
 
-// fingerprint is sqlparse.Fingerprint through a cache keyed by the text
-// with its literals blanked out: a log repeats a few thousand statement
-// shapes with different values, and pg_query parses each shape once.
-func (s *Summary) fingerprint(text string) (string, string) {
-	key := shapeKey(text)
-	if c, ok := s.shapes[key]; ok {
-		return c[0], c[1]
-	}
-	fp, norm := sqlparse.Fingerprint(text)
-	if len(s.shapes) < shapeCache {
-		s.shapes[key] = [2]string{fp, norm}
-	}
-	return fp, norm
-}
+// fingerprint is the statement's fingerprint through the reader's cache
+// (see ShapeCache).
+func (s *Summary) fingerprint(text string) (string, string) { return s.shapes.Fingerprint(text) }
 
 // shapeKey blanks out numbers and quoted strings, and folds whitespace:
 // texts that differ only in literals share a key. The key is a 64-bit
@@ -954,8 +943,9 @@ func (s *Summary) LogEvents() model.LogEvents {
 }
 
 // ShapeCache fingerprints statement texts (sqlparse.Fingerprint) through
-// the cache the log reader uses: texts that differ only in their literals
-// are parsed once.
+// a cache keyed by the text with its literals blanked out: a log repeats
+// a few thousand statement shapes with different values, and pg_query
+// parses each shape once.
 type ShapeCache struct{ shapes map[uint64][2]string }
 
 // NewShapeCache makes an empty cache.

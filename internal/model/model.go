@@ -6,6 +6,7 @@ package model
 import (
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"strings"
 	"time"
@@ -288,6 +289,8 @@ type Skip struct {
 
 // Finding is one diagnosed problem, the same for every output format.
 type Finding struct {
+	// ID names the finding across runs (see Identity); reports fill it.
+	ID           string       `json:"id,omitempty"`
 	Rule         string       `json:"rule"`
 	Severity     Severity     `json:"severity"`
 	Title        string       `json:"title"`
@@ -309,6 +312,7 @@ type Finding struct {
 // carry and no person can read. Infinities become the largest float64, NaN
 // becomes 0.
 func (f *Finding) Clamp() {
+	f.ID = f.Identity()
 	f.Fix.SQL = oneSemicolon(f.Fix.SQL)
 	for i := range f.Evidence {
 		f.Evidence[i].Value = finite(f.Evidence[i].Value)
@@ -319,6 +323,19 @@ func (f *Finding) Clamp() {
 			m.Value = finite(m.Value)
 		}
 	}
+}
+
+// Identity is the finding's id: its rule and a hash of what it is about
+// (the object's kind, name, queryid, role and database), not of its
+// wording or figures, so the same problem keeps its id from one run to
+// the next ("missing-index/3f2a9c1b"). `replay --fix` takes it.
+func (f *Finding) Identity() string {
+	h := fnv.New32a()
+	for _, part := range []string{f.Rule, f.Object.Kind, f.Object.Name, f.Object.QueryID, f.Object.Role, f.Object.Database} {
+		h.Write([]byte(part))
+		h.Write([]byte{0})
+	}
+	return fmt.Sprintf("%s/%08x", f.Rule, h.Sum32())
 }
 
 // finite is x with NaN as 0 and infinities as the largest float64.

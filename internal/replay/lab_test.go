@@ -1,11 +1,8 @@
 package replay_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -49,52 +46,11 @@ func labDB(t *testing.T, c *lab.Cluster, db, setup string) {
 	}
 }
 
-// workers runs n clients, each calling fn with its connection and index.
-func workers(t *testing.T, dsn string, n int, fn func(ctx context.Context, conn *pgx.Conn, i int)) {
-	t.Helper()
-	ctx := context.Background()
-	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			conn, err := pgx.Connect(ctx, dsn)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			defer conn.Close(ctx)
-			fn(ctx, conn, i)
-		}()
-	}
-	wg.Wait()
-}
-
-func logSize(c *lab.Cluster) int64 {
-	fi, err := os.Stat(filepath.Join(c.Dir, "server.log"))
-	if err != nil {
-		return 0
-	}
-	return fi.Size()
-}
-
 // captureOf reads the cluster's log from byte from on as a workload of
-// database db, once the server has logged every session's end.
+// database db, once the server has logged the sessions' ends.
 func captureOf(t *testing.T, c *lab.Cluster, db string, from int64, sessions int) *capture.Workload {
 	t.Helper()
-	path := filepath.Join(c.Dir, "server.log")
-	part := filepath.Join(t.TempDir(), "capture.log")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		b, _ := os.ReadFile(path)
-		b = b[min(int64(len(b)), from):]
-		if bytes.Count(b, []byte("disconnection: ")) >= sessions || time.Now().After(deadline) {
-			os.WriteFile(part, b, 0o644)
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	w, err := capture.Read(context.Background(), []logs.Source{logs.FileSource(part, nil)}, capture.Options{Database: db})
+	w, err := capture.Read(context.Background(), []logs.Source{logs.FileSource(labtest.LogSince(t, c, from, sessions), nil)}, capture.Options{Database: db})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,12 +86,12 @@ func stormCase(t *testing.T, c *lab.Cluster) {
 	if jit != "true" {
 		t.Skip("this server has no JIT (embedded-postgres builds lack LLVM)")
 	}
-	from := logSize(c)
+	from := labtest.LogSize(c)
 	const clients = 8
-	workers(t, c.DSN("storm"), clients, func(ctx context.Context, conn *pgx.Conn, i int) {
-		for k := 0; k < 12; k++ {
+	labtest.Clients(t, c.DSN("storm"), clients, func(ctx context.Context, conn *pgx.Conn, i int) {
+		for k := 0; k < 8; k++ {
 			qctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
-			rows, err := conn.Query(qctx, `SELECT k, sum(x * y), avg(x + y) FROM big WHERE id BETWEEN $1 AND $1 + 200 GROUP BY k`, 1+(i*12+k)*500)
+			rows, err := conn.Query(qctx, `SELECT k, sum(x * y), avg(x + y) FROM big WHERE id BETWEEN $1 AND $1 + 200 GROUP BY k`, 1+(i*8+k)*500)
 			if err == nil {
 				rows.Close()
 			}
@@ -200,8 +156,8 @@ func queueCase(t *testing.T, c *lab.Cluster) {
 		INSERT INTO jobs (status, created, payload) SELECT 'done', now() - interval '1 day' + g * interval '10 ms', md5(g::text) FROM generate_series(1, 150000) g;
 		INSERT INTO jobs (status, created, payload) SELECT 'pending', now() + g * interval '10 ms', md5(g::text) FROM generate_series(1, 400) g;
 		ANALYZE jobs;`)
-	from := logSize(c)
-	workers(t, c.DSN("queue"), 4, func(ctx context.Context, conn *pgx.Conn, i int) {
+	from := labtest.LogSize(c)
+	labtest.Clients(t, c.DSN("queue"), 4, func(ctx context.Context, conn *pgx.Conn, i int) {
 		for k := 0; k < 25; k++ {
 			tx, err := conn.Begin(ctx)
 			if err != nil {
@@ -268,10 +224,10 @@ func queueCase(t *testing.T, c *lab.Cluster) {
 func errorsCase(t *testing.T, c *lab.Cluster) {
 	labDB(t, c, "errs", `CREATE TABLE acct (id int PRIMARY KEY, balance int NOT NULL);
 		INSERT INTO acct SELECT g, 100 FROM generate_series(1, 10) g;`)
-	from := logSize(c)
+	from := labtest.LogSize(c)
 	var ready sync.WaitGroup
 	ready.Add(2)
-	workers(t, c.DSN("errs"), 2, func(ctx context.Context, conn *pgx.Conn, i int) {
+	labtest.Clients(t, c.DSN("errs"), 2, func(ctx context.Context, conn *pgx.Conn, i int) {
 		first, second := 1, 2
 		if i == 1 {
 			first, second = 2, 1

@@ -20,6 +20,10 @@ type ReplayReport struct {
 	Capture CaptureStats `json:"capture"`
 	Speed   float64      `json:"speed"`
 	DryRun  bool         `json:"dry_run,omitempty"`
+	// Twin says what the twin copied (--twin); Fix the finding whose fix
+	// side B has (--fix).
+	Twin string `json:"twin,omitempty"`
+	Fix  string `json:"fix,omitempty"`
 	// Where the single replay ran, and its result.
 	Where      string             `json:"where,omitempty"`
 	Single     *replay.Result     `json:"replay,omitempty"`
@@ -98,6 +102,12 @@ func (r *ReplayReport) Text(w io.Writer) error {
 	b := &strings.Builder{}
 	fmt.Fprintf(b, "pgmedic %s — replay of %s\n\n", r.PGMedic, safe(strings.Join(r.Logs, " ")))
 	r.captureText(b)
+	if r.Twin != "" {
+		fmt.Fprintf(b, "TWIN: %s\n", safe(r.Twin))
+	}
+	if r.Fix != "" {
+		fmt.Fprintf(b, "FIX: %s\n", safe(r.Fix))
+	}
 	switch {
 	case r.DryRun:
 		b.WriteString("\nDRY RUN: nothing was sent.\n")

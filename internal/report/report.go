@@ -254,7 +254,7 @@ func safe(s string) string { return printable.String(s) }
 // writeFinding prints one finding: title, object, evidence, impact, fix
 // and verification.
 func writeFinding(b *strings.Builder, f model.Finding) {
-	fmt.Fprintf(b, "\n[%s] %s\n", safe(f.Rule), safe(f.Title))
+	fmt.Fprintf(b, "\n[%s] %s  (id %s)\n", safe(f.Rule), safe(f.Title), safe(f.ID))
 	obj := f.Object.Kind + "  " + f.Object.Name
 	if f.Object.QueryID != "" {
 		obj += "  (queryid " + f.Object.QueryID + ")"

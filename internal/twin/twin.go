@@ -92,6 +92,19 @@ func (t *Twin) Connect(ctx context.Context) (*pgx.Conn, error) {
 	return pgx.Connect(ctx, t.dsn)
 }
 
+// DSN is the twin's database, for sessions of pgmedic's own (a replay).
+func (t *Twin) DSN() string { return t.dsn }
+
+// Release closes the twin's own session, leaving its server up: a replay
+// copies the twin's database for each run, which PostgreSQL allows only
+// with no one connected to it.
+func (t *Twin) Release(ctx context.Context) {
+	if t.Conn != nil {
+		t.Conn.Close(ctx)
+		t.Conn = nil
+	}
+}
+
 // Bytes is what left the target's server for the twin.
 func (t *Twin) Bytes() int64 {
 	var n int64

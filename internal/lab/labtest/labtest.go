@@ -3,6 +3,7 @@
 package labtest
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -83,4 +85,58 @@ func Loop(t testing.TB, c *lab.Cluster, dir string, runs *atomic.Int64) (db stri
 		}
 	}()
 	return db, func() { cancel(); wg.Wait() }
+}
+
+// LogSize is the size of the cluster's server log now: where a capture
+// of what follows starts.
+func LogSize(c *lab.Cluster) int64 {
+	fi, err := os.Stat(filepath.Join(c.Dir, "server.log"))
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// LogSince writes the cluster's server log from byte from on to a file of
+// the test's, once it holds at least n disconnection lines (the server
+// writes a session's last lines a moment after the client has gone), and
+// returns its path.
+func LogSince(t testing.TB, c *lab.Cluster, from int64, n int) string {
+	t.Helper()
+	path := filepath.Join(c.Dir, "server.log")
+	part := filepath.Join(t.TempDir(), "capture.log")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, _ := os.ReadFile(path)
+		b = b[min(int64(len(b)), from):]
+		if bytes.Count(b, []byte("disconnection: ")) >= n || time.Now().After(deadline) {
+			if err := os.WriteFile(part, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return part
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Clients runs n clients at once, each on its own connection to dsn,
+// calling fn with it and its index, and returns when all are done.
+func Clients(t testing.TB, dsn string, n int, fn func(ctx context.Context, conn *pgx.Conn, i int)) {
+	t.Helper()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conn, err := pgx.Connect(ctx, dsn)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer conn.Close(ctx)
+			fn(ctx, conn, i)
+		}()
+	}
+	wg.Wait()
 }
