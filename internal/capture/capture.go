@@ -187,7 +187,7 @@ func newBuilder(opt Options) *builder {
 const (
 	skipCopyIn      = "COPY ... FROM STDIN: its rows are not in the log"
 	skipBefore      = "statements of sessions that began before the log (they may be inside a transaction the log does not show)"
-	skipNoParams    = "failed extended-protocol statements without their values (log_parameter_max_length_on_error is 0)"
+	skipNoParams    = "failed extended-protocol statements without their values (set log_parameter_max_length_on_error = -1 to log them)"
 	skipDatabase    = "statements of other databases (--database)"
 	skipOwn         = "pgmedic's own statements"
 	skipFetch       = "fetches from an open portal (the execute that opened it is replayed)"
@@ -405,10 +405,16 @@ func (s *Session) statementsOrNil() []Statement {
 	return s.Statements
 }
 
-// afterPortal is the list after "portal with parameters: " in a CONTEXT
-// line (PostgreSQL 13+ puts an erroring statement's values there).
+// afterPortal is the list in a CONTEXT line "unnamed portal with
+// parameters: ..." or `portal "p1" with parameters: ...`: with
+// log_parameter_max_length_on_error (PostgreSQL 13+) an erroring
+// statement's values are there.
 func afterPortal(ctx string) string {
-	if _, v, ok := strings.Cut(ctx, "portal with parameters: "); ok {
+	i := strings.Index(ctx, "portal ")
+	if i < 0 {
+		return ""
+	}
+	if _, v, ok := strings.Cut(ctx[i:], " with parameters: "); ok {
 		return "parameters: " + v
 	}
 	return ""

@@ -32,7 +32,7 @@ type replayFlags struct {
 	apply, set            []string
 	pool, poolA           int
 	prefix, formatIn, dbf string
-	twin                  bool
+	twin, noPrepare       bool
 	fix                   string
 }
 
@@ -89,6 +89,7 @@ or failed connection, or a replay refused by the safety rules.`,
 	fl.StringVar(&f.prefix, "prefix", "", "the server's log_line_prefix (default: detected)")
 	fl.StringVar(&f.formatIn, "format-in", "", "the logs' format: "+formatList()+" (default: detected)")
 	fl.StringVar(&f.dbf, "database", "", "replay only the sessions of this database (default: all)")
+	fl.BoolVar(&f.noPrepare, "no-prepare", false, "send every extended statement unnamed: for a --dsn that is a PgBouncer in transaction mode (before 1.21, or without max_prepared_statements)")
 	fl.BoolVar(&f.twin, "twin", false, "replay against a twin of --source: the tables the captured statements name, copied into a lab cluster of its version")
 	fl.StringVar(&f.fix, "fix", "", "side B gets the fix of this finding of --source (its id, such as missing-index/3f2a9c1b, or a rule when one finding has it)")
 	return cmd
@@ -188,7 +189,7 @@ func runReplay(ctx context.Context, args []string, f replayFlags, stdin io.Reade
 	if err := a.Guard(ctx, f.allow, f.source); err != nil {
 		return inputErr(err)
 	}
-	o := replay.Options{Speed: f.speed, MaxConnections: f.maxConns, StatementTimeout: f.stmtTimeout, Timeout: f.timeout}
+	o := replay.Options{Speed: f.speed, MaxConnections: f.maxConns, StatementTimeout: f.stmtTimeout, Timeout: f.timeout, NoPrepare: f.noPrepare}
 	if o.Timeout == 0 {
 		o.Timeout = 5 * time.Minute
 		if f.speed > 0 {
@@ -212,7 +213,7 @@ func runReplay(ctx context.Context, args []string, f replayFlags, stdin io.Reade
 			return inputErr(err)
 		}
 		ro := o
-		ro.Connect, ro.NoPrepare = t.Connect, t.NoPrepare
+		ro.Connect, ro.NoPrepare = t.Connect, f.noPrepare || t.NoPrepare
 		ro.LockWaits = &replay.LockSampler{Connect: t.ConnectAdmin}
 		r, err := replay.Run(ctx, w, ro)
 		t.Close()

@@ -115,7 +115,7 @@ func Compare(ctx context.Context, w *capture.Workload, a, b Side, runs int, o Op
 				return nil, fmt.Errorf("readying %s for run %d: %w", side.Name, run+1, err)
 			}
 			ro := o
-			ro.Connect, ro.NoPrepare = t.Connect, t.NoPrepare
+			ro.Connect, ro.NoPrepare = t.Connect, o.NoPrepare || t.NoPrepare
 			if t.ConnectAdmin != nil {
 				ro.LockWaits = &LockSampler{Connect: t.ConnectAdmin}
 			}

@@ -3,12 +3,15 @@ package replay_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 
 	"github.com/pgmedic/pgmedic/internal/capture"
 	"github.com/pgmedic/pgmedic/internal/lab"
@@ -19,6 +22,7 @@ import (
 
 // captureConfig logs what a replay needs.
 const captureConfig = `
+log_parameter_max_length_on_error = -1
 log_min_duration_statement = 0
 log_connections = on
 log_disconnections = on
@@ -62,12 +66,66 @@ func TestLab(t *testing.T) {
 	t.Run("queue poll before and after its partial index", func(t *testing.T) { queueCase(t, c) })
 	t.Run("errors, deadlocks and aborted transactions replay to the end", func(t *testing.T) { errorsCase(t, c) })
 	t.Run("connection storm: JIT on and off, a pool of 6 and of 2", func(t *testing.T) { stormCase(t, c) })
+	t.Run("a stop ends every session", func(t *testing.T) { stopCase(t, c) })
+}
+
+// stopCase: four sessions in a long statement; cancelling the replay
+// (Ctrl-C) returns at once, and no session of the replay is left on the
+// server.
+func stopCase(t *testing.T, c *lab.Cluster) {
+	w := &capture.Workload{Duration: 10 * time.Second, Shapes: []capture.Shape{{Fingerprint: "sleep", Query: "SELECT pg_sleep($1)"}}}
+	for i := 0; i < 4; i++ {
+		w.Sessions = append(w.Sessions, &capture.Session{ID: fmt.Sprint(i), End: 10 * time.Second,
+			Statements: []capture.Statement{{SQL: "SELECT pg_sleep(10)"}, {At: time.Second, SQL: "SELECT 1"}}})
+	}
+	w.Statements = 8
+	labDB(t, c, "stopdb", "SELECT 1")
+	srv, err := replay.OpenServer(context.Background(), c.DSN("stopdb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	side, _ := srv.Side(replay.SideOptions{Name: "as is"})
+	tg, err := side.Open(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tg.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(500*time.Millisecond, cancel)
+	started := time.Now()
+	r, err := replay.Run(ctx, w, replay.Options{Speed: 1, Connect: tg.Connect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(started); took > 8*time.Second || r.Stopped != "interrupted" || r.NotRun != 8 {
+		t.Fatalf("stopped after %v: %q, %d not run of 8", took, r.Stopped, r.NotRun)
+	}
+	conn, err := pgx.Connect(context.Background(), c.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		var n int
+		conn.QueryRow(context.Background(), "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", replay.AppName).Scan(&n)
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sessions of the replay are still on the server", n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // The UK coronavirus dashboard's cascade: a statement of a millisecond
 // that JIT compiles for a hundred, clients that give up after a timeout.
 // The database's JIT thresholds are lowered so that a small lab table
 // takes JIT's path, as a large plan's cost does on the defaults.
+// stormQuery takes a millisecond to run, and JIT's compilation with
+// inlining and optimisation on top.
+const stormQuery = `SELECT k, sum(x * y), avg(x + y) FROM big WHERE id BETWEEN $1 AND $1 + 200 GROUP BY k`
+
 func stormCase(t *testing.T, c *lab.Cluster) {
 	ctx := context.Background()
 	labDB(t, c, "storm", `CREATE TABLE big (id int PRIMARY KEY, k int, x float8, y float8);
@@ -82,25 +140,52 @@ func stormCase(t *testing.T, c *lab.Cluster) {
 	}
 	var jit string
 	conn.QueryRow(ctx, "SELECT pg_jit_available()::text").Scan(&jit)
-	conn.Close(ctx)
 	if jit != "true" {
+		conn.Close(ctx)
 		t.Skip("this server has no JIT (embedded-postgres builds lack LLVM)")
 	}
+	// The clients' timeout is set from what one call costs here, alone
+	// (compilation included): two and a half times it. One call at a time
+	// per core then finishes in time; three at a time per core (a pool of
+	// 6 on 2 cores) do not. A slower or busier machine moves both alike.
+	var alone []time.Duration
+	for i := 0; i < 5; i++ {
+		start := time.Now()
+		rows, err := conn.Query(ctx, stormQuery, 1+i*700)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows.Close()
+		alone = append(alone, time.Since(start))
+	}
+	conn.Close(ctx)
+	slices.Sort(alone)
+	timeout := min(max(alone[2]*5/2, 100*time.Millisecond), 3*time.Second)
+	t.Logf("one call alone: %v; the clients' timeout: %v", alone[2], timeout)
 	from := labtest.LogSize(c)
 	const clients = 8
-	labtest.Clients(t, c.DSN("storm"), clients, func(ctx context.Context, conn *pgx.Conn, i int) {
+	// The clients cancel on the server at their timeout and keep their
+	// connection (pgx would otherwise drop it), as the dashboard's did.
+	cfg, err := pgx.ParseConfig(c.DSN("storm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.BuildContextWatcherHandler = func(pc *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.CancelRequestContextWatcherHandler{Conn: pc, DeadlineDelay: 5 * time.Second}
+	}
+	labtest.ClientsConfig(t, cfg, clients, func(ctx context.Context, conn *pgx.Conn, i int) {
 		for k := 0; k < 8; k++ {
-			qctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
-			rows, err := conn.Query(qctx, `SELECT k, sum(x * y), avg(x + y) FROM big WHERE id BETWEEN $1 AND $1 + 200 GROUP BY k`, 1+(i*8+k)*500)
+			qctx, cancel := context.WithTimeout(ctx, timeout)
+			rows, err := conn.Query(qctx, stormQuery, 1+(i*8+k)*500)
 			if err == nil {
 				rows.Close()
 			}
 			cancel()
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(alone[2])
 		}
 	})
 	w := captureOf(t, c, "storm", from, clients)
-	o := replay.Options{Speed: 1, StatementTimeout: 300 * time.Millisecond, Timeout: 2 * time.Minute}
+	o := replay.Options{Speed: 1, StatementTimeout: timeout, Timeout: 2 * time.Minute}
 	srv, err := replay.OpenServer(ctx, c.DSN("storm"))
 	if err != nil {
 		t.Fatal(err)
@@ -122,13 +207,22 @@ func stormCase(t *testing.T, c *lab.Cluster) {
 		t.Fatal(err)
 	}
 	t.Logf("pool 6 -> 2: %s; %v", pc.Verdict, pc.Why)
-	// A pool of the cores' number: the statements' time as the clients
-	// saw it (PgBouncer's queue included) falls, and no more fail. The
-	// goodput through PgBouncer moves from run to run with how its queue
-	// meets the cancels of timed-out clients; it is reported, not judged.
-	if pc.Verdict != replay.Faster || mean(pc.B.TotalS) >= mean(pc.A.TotalS) || sum(pc.B.Errors) > sum(pc.A.Errors) {
-		t.Fatalf("pool 6 -> 2: %s, time %v -> %v, failures %v -> %v: %v", pc.Verdict, pc.A.TotalS, pc.B.TotalS, pc.A.Errors, pc.B.Errors, pc.Why)
+	// On a machine so busy that even two calls at a time miss the
+	// timeout, no pool can give anything back: the comparison says so
+	// ("no measurable change") and proves nothing about pools.
+	if failShare(pc.A, w.Statements) > 0.9 && failShare(pc.B, w.Statements) > 0.9 {
+		t.Skipf("the machine is too busy for the pool comparison: over 90%% of calls timed out through either pool (%v, %v)", pc.A.Errors, pc.B.Errors)
 	}
+	// A pool of the cores' number: fewer compilations at once, so fewer
+	// clients time out, and the goodput the storm took is given back.
+	if pc.Verdict != replay.Faster || mean(pc.B.Goodput) <= mean(pc.A.Goodput) || sum(pc.B.Errors) >= sum(pc.A.Errors) {
+		t.Fatalf("pool 6 -> 2: %s, goodput %v -> %v, failures %v -> %v: %v", pc.Verdict, pc.A.Goodput, pc.B.Goodput, pc.A.Errors, pc.B.Errors, pc.Why)
+	}
+}
+
+// failShare is the share of a side's calls that failed, over its runs.
+func failShare(s *replay.SideResult, statements int) float64 {
+	return float64(sum(s.Errors)) / float64(max(1, statements*len(s.Runs)))
 }
 
 func sum(xs []int) int {

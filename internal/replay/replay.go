@@ -292,19 +292,34 @@ func runSession(ctx context.Context, s *capture.Session, start time.Time, slots 
 		}
 		err := execute(ctx, conn, st, prepared, o)
 		done := time.Now()
+		if err == nil && o.StatementTimeout > 0 && done.Sub(sent) > o.StatementTimeout+o.StatementTimeout/10 {
+			// The answer came after the client's timeout (the cancel did
+			// not land: a statement queued in a pool, or one that ended
+			// just as it arrived): the client had given up on it.
+			err = &pgconn.PgError{Code: "57014", Message: "answered after the replay's statement timeout"}
+		}
 		c.ms = ms(done.Sub(sent))
 		prevDone = done
 		if err != nil {
 			c.failed = true
+			if o.StatementTimeout > 0 && done.Sub(sent) >= o.StatementTimeout && ctx.Err() == nil {
+				// The client gave up at its timeout: that is the latency
+				// it saw. Getting the cancel through (a pool's queue, JIT
+				// compilation that does not stop for it, a connection
+				// dropped when the cancel did not land) delays the
+				// session's next statement, and shows as lag.
+				run.timedOut++
+				c.ms = ms(o.StatementTimeout)
+			}
 			var pgErr *pgconn.PgError
 			switch {
+			case ctx.Err() != nil:
+				// Stopped (Ctrl-C, --timeout): the statement in flight was
+				// cancelled by the replay, not failed by the server.
+				return notRun(i)
 			case errors.As(err, &pgErr):
 				c.state = pgErr.Code
-				if pgErr.Code == "57014" && o.StatementTimeout > 0 {
-					run.timedOut++
-				}
-			case ctx.Err() != nil:
-				return notRun(i)
+
 			case conn.IsClosed():
 				// The connection is gone (the server ended it, or a
 				// timeout's cancel did not land in time, as in a pool's

@@ -188,6 +188,8 @@ func (s *Server) open(ctx context.Context, o SideOptions, run int) (_ *Target, e
 		}
 		db = copyName
 		t.Where += ", a fresh copy of " + s.cfg.Database + " per run"
+	} else {
+		t.Where += ", in place: each run starts where the last one left the database"
 	}
 	if len(o.Apply) > 0 {
 		conn, err := admin(ctx, db)

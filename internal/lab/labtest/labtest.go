@@ -123,13 +123,23 @@ func LogSince(t testing.TB, c *lab.Cluster, from int64, n int) string {
 // calling fn with it and its index, and returns when all are done.
 func Clients(t testing.TB, dsn string, n int, fn func(ctx context.Context, conn *pgx.Conn, i int)) {
 	t.Helper()
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ClientsConfig(t, cfg, n, fn)
+}
+
+// ClientsConfig is Clients with a connection configuration.
+func ClientsConfig(t testing.TB, cfg *pgx.ConnConfig, n int, fn func(ctx context.Context, conn *pgx.Conn, i int)) {
+	t.Helper()
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			conn, err := pgx.Connect(ctx, dsn)
+			conn, err := pgx.ConnectConfig(ctx, cfg.Copy())
 			if err != nil {
 				t.Error(err)
 				return
