@@ -78,7 +78,7 @@ or failed connection, or a replay refused by the safety rules.`,
 	fl.StringArrayVar(&f.allow, "allow-writes-to", nil, "a DSN that is not a pgmedic lab cluster or twin that the replay may write to (repeat for --candidate)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "read the log and report what would be replayed; send nothing")
 	fl.Float64Var(&f.speed, "speed", 1, "pace: 1 as captured, 2 twice as fast, 0 as fast as the server answers")
-	fl.IntVar(&f.runs, "runs", 3, "replays of each side in a comparison")
+	fl.IntVar(&f.runs, "runs", 3, "replays of each side in a comparison (at least 2 for a verdict other than no measurable change)")
 	fl.IntVar(&f.maxConns, "max-connections", replay.DefaultMaxConnections, "sessions connected at once; more wait for a free slot (the wait is reported)")
 	fl.DurationVar(&f.timeout, "timeout", 0, "stop each replay after this long (default: the capture's duration at --speed, plus 5 minutes)")
 	fl.DurationVar(&f.stmtTimeout, "statement-timeout", 0, "cancel a statement that runs longer, as the application's timeout did (default: none)")

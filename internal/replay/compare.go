@@ -164,14 +164,11 @@ func judge(w *capture.Workload, a, b *SideResult) *Comparison {
 		return out
 	}
 	errA, errB := errs(a.Errors), errs(b.Errors)
+	// Fewer failures is better, called as the others are, and only for a
+	// difference of more than one statement a run.
 	errors := 0
-	// Fewer failures is better; every run of one side below every run of
-	// the other, by more than one statement and MinEffect.
-	switch {
-	case sep(errA, errB, false) && mean(errA) > mean(errB)*(1+MinEffect)+1:
-		errors = 1
-	case sep(errB, errA, false) && mean(errB) > mean(errA)*(1+MinEffect)+1:
-		errors = -1
+	if math.Abs(mean(errA)-mean(errB)) > 1 {
+		errors = measured(errA, errB, false)
 	}
 	c.Why = append(c.Why,
 		describe("time of all statements", "s", a.TotalS, b.TotalS, time, false),
@@ -191,18 +188,28 @@ func judge(w *capture.Workload, a, b *SideResult) *Comparison {
 	return c
 }
 
-// measured compares per-run figures: +1 when B is better by more than
-// MinEffect and every run of B beats every run of A (with three runs a
-// side, a chance of 1 in 20 under no change), -1 when worse, 0 otherwise.
-// higher says whether more is better.
+// measured compares per-run figures: +1 when B is better, -1 when worse,
+// 0 otherwise; higher says whether more is better. A difference is called
+// when three things hold: the means differ by more than MinEffect; every
+// run of one side beats every run of the other (with three runs a side,
+// a chance of 1 in 20 under no change); and the means differ by more
+// than either side's own spread (its best run to its worst), so that
+// runs which vary by a fifth among themselves do not make a change of a
+// tenth.
 func measured(a, b []float64, higher bool) int {
 	ma, mb := mean(a), mean(b)
-	if ma == 0 && mb == 0 {
+	if (ma == 0 && mb == 0) || len(a) < 2 || len(b) < 2 {
+		// One run a side shows no spread to judge a difference by.
 		return 0
 	}
 	rel := (mb - ma) / math.Max(math.Abs(ma), 1e-9)
 	if !higher {
 		rel = -rel
+	}
+	loA, hiA := minmax(a)
+	loB, hiB := minmax(b)
+	if math.Abs(mb-ma) <= math.Max(hiA-loA, hiB-loB) {
+		return 0
 	}
 	switch {
 	case rel > MinEffect && sep(a, b, higher):

@@ -174,9 +174,9 @@ func stormCase(t *testing.T, c *lab.Cluster) {
 		return &pgconn.CancelRequestContextWatcherHandler{Conn: pc, DeadlineDelay: 5 * time.Second}
 	}
 	labtest.ClientsConfig(t, cfg, clients, func(ctx context.Context, conn *pgx.Conn, i int) {
-		for k := 0; k < 8; k++ {
+		for k := 0; k < 6; k++ {
 			qctx, cancel := context.WithTimeout(ctx, timeout)
-			rows, err := conn.Query(qctx, stormQuery, 1+(i*8+k)*500)
+			rows, err := conn.Query(qctx, stormQuery, 1+(i*6+k)*500)
 			if err == nil {
 				rows.Close()
 			}
@@ -247,7 +247,7 @@ func mean(xs []float64) float64 {
 func queueCase(t *testing.T, c *lab.Cluster) {
 	ctx := context.Background()
 	labDB(t, c, "queue", `CREATE TABLE jobs (id bigserial PRIMARY KEY, status text NOT NULL, created timestamptz NOT NULL, payload text);
-		INSERT INTO jobs (status, created, payload) SELECT 'done', now() - interval '1 day' + g * interval '10 ms', md5(g::text) FROM generate_series(1, 150000) g;
+		INSERT INTO jobs (status, created, payload) SELECT 'done', now() - interval '1 day' + g * interval '10 ms', md5(g::text) FROM generate_series(1, 80000) g;
 		INSERT INTO jobs (status, created, payload) SELECT 'pending', now() + g * interval '10 ms', md5(g::text) FROM generate_series(1, 400) g;
 		ANALYZE jobs;`)
 	from := labtest.LogSize(c)
@@ -302,7 +302,7 @@ func queueCase(t *testing.T, c *lab.Cluster) {
 	}
 	// The control: a change that changes nothing.
 	same, _ := srv.Side(replay.SideOptions{Name: "no change", Apply: []string{"SELECT 1"}})
-	ctl, err := replay.Compare(ctx, w, a, same, 5, o)
+	ctl, err := replay.Compare(ctx, w, a, same, 4, o)
 	if err != nil {
 		t.Fatal(err)
 	}

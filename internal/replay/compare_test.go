@@ -1,0 +1,26 @@
+package replay
+
+import "testing"
+
+// TestMeasured: what the verdict calls a change, and what it does not.
+func TestMeasured(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		a, b   []float64
+		higher bool
+		want   int
+	}{
+		{"ten times less time", []float64{1.6, 1.7, 1.8}, []float64{0.08, 0.08, 0.09}, false, 1},
+		{"ten times more time", []float64{0.08, 0.08, 0.09}, []float64{1.6, 1.7, 1.8}, false, -1},
+		{"11% apart, runs spread 15%", []float64{0.85, 0.91, 1.0}, []float64{0.77, 0.81, 0.84}, false, 0},
+		{"overlapping runs", []float64{1, 2, 3}, []float64{0.5, 1.5, 2.5}, false, 0},
+		{"5% apart, tight runs", []float64{1.00, 1.01, 1.00}, []float64{0.95, 0.95, 0.96}, false, 0},
+		{"goodput up, beyond the spread", []float64{0, 0, 1.8}, []float64{4.5, 7.7, 9.7}, true, 1},
+		{"one run a side: no spread to judge by", []float64{2}, []float64{1}, false, 0},
+		{"all zero", []float64{0, 0}, []float64{0, 0}, true, 0},
+	} {
+		if got := measured(c.a, c.b, c.higher); got != c.want {
+			t.Errorf("%s: %d, want %d", c.name, got, c.want)
+		}
+	}
+}
