@@ -207,14 +207,24 @@ func stormCase(t *testing.T, c *lab.Cluster) {
 		t.Fatal(err)
 	}
 	t.Logf("pool 6 -> 2: %s; %v", pc.Verdict, pc.Why)
-	// On a machine so busy that even two calls at a time miss the
-	// timeout, no pool can give anything back: the comparison says so
-	// ("no measurable change") and proves nothing about pools.
-	if failShare(pc.A, w.Statements) > 0.9 && failShare(pc.B, w.Statements) > 0.9 {
-		t.Skipf("the machine is too busy for the pool comparison: over 90%% of calls timed out through either pool (%v, %v)", pc.A.Errors, pc.B.Errors)
+	// A pool of the cores' number runs fewer compilations at once, so
+	// fewer clients time out and the goodput the storm took is given
+	// back. That holds while two calls at a time still fit in the
+	// timeout: when the machine is so busy (other tests beside this one)
+	// that most calls through the pool of 2 time out too, no pool can give
+	// anything back, and the comparison must only not call it slower.
+	if pc.Verdict == replay.Slower {
+		t.Fatalf("pool 6 -> 2 called slower: %v", pc.Why)
 	}
-	// A pool of the cores' number: fewer compilations at once, so fewer
-	// clients time out, and the goodput the storm took is given back.
+	for _, r := range append(pc.A.Runs, pc.B.Runs...) {
+		if r.Stopped != "" || r.Statements+r.NotRun != w.Statements {
+			t.Fatalf("a pooled run did not account for every statement: %d sent, %d not run of %d (%s)", r.Statements, r.NotRun, w.Statements, r.Stopped)
+		}
+	}
+	if failShare(pc.B, w.Statements) > 0.5 {
+		t.Logf("the machine is too busy for a pool of 2 to keep up (%v of %d failed): no verdict required", pc.B.Errors, w.Statements)
+		return
+	}
 	if pc.Verdict != replay.Faster || mean(pc.B.Goodput) <= mean(pc.A.Goodput) || sum(pc.B.Errors) >= sum(pc.A.Errors) {
 		t.Fatalf("pool 6 -> 2: %s, goodput %v -> %v, failures %v -> %v: %v", pc.Verdict, pc.A.Goodput, pc.B.Goodput, pc.A.Errors, pc.B.Errors, pc.Why)
 	}
