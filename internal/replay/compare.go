@@ -206,9 +206,7 @@ func measured(a, b []float64, higher bool) int {
 	if !higher {
 		rel = -rel
 	}
-	loA, hiA := minmax(a)
-	loB, hiB := minmax(b)
-	if math.Abs(mb-ma) <= math.Max(hiA-loA, hiB-loB) {
+	if !beyondSpread(a, b) {
 		return 0
 	}
 	switch {
@@ -218,6 +216,32 @@ func measured(a, b []float64, higher bool) int {
 		return -1
 	}
 	return 0
+}
+
+// beyondSpread says the means differ by more than either side's spread.
+// Times and rates vary by a factor from run to run (a busy moment
+// doubles a run), so when every value is positive they are compared as
+// logarithms: a run of 1 s and one of 4 s are as far apart as 0.1 s and
+// 0.4 s.
+func beyondSpread(a, b []float64) bool {
+	pos := true
+	for _, x := range append(append([]float64{}, a...), b...) {
+		pos = pos && x > 0
+	}
+	if pos {
+		a, b = logs(a), logs(b)
+	}
+	loA, hiA := minmax(a)
+	loB, hiB := minmax(b)
+	return math.Abs(mean(b)-mean(a)) > math.Max(hiA-loA, hiB-loB)
+}
+
+func logs(xs []float64) []float64 {
+	out := make([]float64, len(xs))
+	for i, x := range xs {
+		out[i] = math.Log(x)
+	}
+	return out
 }
 
 // sep says every value of b is better than every value of a.

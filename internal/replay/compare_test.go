@@ -16,6 +16,8 @@ func TestMeasured(t *testing.T) {
 		{"overlapping runs", []float64{1, 2, 3}, []float64{0.5, 1.5, 2.5}, false, 0},
 		{"5% apart, tight runs", []float64{1.00, 1.01, 1.00}, []float64{0.95, 0.95, 0.96}, false, 0},
 		{"goodput up, beyond the spread", []float64{0, 0, 1.8}, []float64{4.5, 7.7, 9.7}, true, 1},
+		{"twenty times less, one run of A slowed by a busy moment", []float64{1.169, 1.2, 4.429}, []float64{0.047, 0.065, 0.221}, false, 1},
+		{"4% apart, one run of each slowed", []float64{1.0, 1.1, 2.0}, []float64{0.95, 1.05, 1.9}, false, 0},
 		{"one run a side: no spread to judge by", []float64{2}, []float64{1}, false, 0},
 		{"all zero", []float64{0, 0}, []float64{0, 0}, true, 0},
 	} {

@@ -192,7 +192,7 @@ func stormCase(t *testing.T, c *lab.Cluster) {
 	}
 	on, _ := srv.Side(replay.SideOptions{Name: "jit on"})
 	off, _ := srv.Side(replay.SideOptions{Name: "jit off", Settings: map[string]string{"jit": "off"}})
-	cmp, err := replay.Compare(ctx, w, on, off, 3, o)
+	cmp, err := replay.Compare(ctx, w, on, off, 2, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +202,7 @@ func stormCase(t *testing.T, c *lab.Cluster) {
 	}
 	six, _ := srv.Side(replay.SideOptions{Name: "pool of 6", Pool: 6})
 	two, _ := srv.Side(replay.SideOptions{Name: "pool of 2", Pool: 2})
-	pc, err := replay.Compare(ctx, w, six, two, 3, o)
+	pc, err := replay.Compare(ctx, w, six, two, 2, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,18 +221,15 @@ func stormCase(t *testing.T, c *lab.Cluster) {
 			t.Fatalf("a pooled run did not account for every statement: %d sent, %d not run of %d (%s)", r.Statements, r.NotRun, w.Statements, r.Stopped)
 		}
 	}
-	if failShare(pc.B, w.Statements) > 0.5 {
-		t.Logf("the machine is too busy for a pool of 2 to keep up (%v of %d failed): no verdict required", pc.B.Errors, w.Statements)
-		return
+	for _, n := range pc.B.Errors {
+		if n*2 > w.Statements {
+			t.Logf("the machine was too busy for a pool of 2 to keep up in a run (%v of %d failed): no verdict required", pc.B.Errors, w.Statements)
+			return
+		}
 	}
 	if pc.Verdict != replay.Faster || mean(pc.B.Goodput) <= mean(pc.A.Goodput) || sum(pc.B.Errors) >= sum(pc.A.Errors) {
 		t.Fatalf("pool 6 -> 2: %s, goodput %v -> %v, failures %v -> %v: %v", pc.Verdict, pc.A.Goodput, pc.B.Goodput, pc.A.Errors, pc.B.Errors, pc.Why)
 	}
-}
-
-// failShare is the share of a side's calls that failed, over its runs.
-func failShare(s *replay.SideResult, statements int) float64 {
-	return float64(sum(s.Errors)) / float64(max(1, statements*len(s.Runs)))
 }
 
 func sum(xs []int) int {
@@ -298,7 +295,7 @@ func queueCase(t *testing.T, c *lab.Cluster) {
 	a, _ := srv.Side(replay.SideOptions{Name: "as is"})
 	b, _ := srv.Side(replay.SideOptions{Name: "partial index", Apply: []string{`CREATE INDEX ON jobs (created) WHERE status = 'pending'`}})
 	o := replay.Options{Speed: 0, Timeout: 2 * time.Minute}
-	cmp, err := replay.Compare(ctx, w, a, b, 3, o)
+	cmp, err := replay.Compare(ctx, w, a, b, 2, o)
 	if err != nil {
 		t.Fatal(err)
 	}
