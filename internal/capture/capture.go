@@ -25,6 +25,7 @@ import (
 
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/logs"
+	"github.com/pgmedic/pgmedic/internal/printable"
 )
 
 // Kind is how a statement reached the server.
@@ -175,7 +176,6 @@ type builder struct {
 	skips               map[string]*Skip
 	skipOrder           []string
 	ownSkipped          int
-	sawStatement        bool
 }
 
 func newBuilder(opt Options) *builder {
@@ -203,16 +203,8 @@ func (b *builder) skip(reason, example string) {
 	}
 	s.Count++
 	if s.Example == "" && example != "" {
-		s.Example = clip(example, 160)
+		s.Example = printable.Clip(example, 160)
 	}
-}
-
-func clip(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		return s[:n] + "..."
-	}
-	return s
 }
 
 // intern keeps one copy of each text: a workload repeats a few shapes
@@ -350,20 +342,21 @@ func (b *builder) close(k string, at time.Time) {
 	}
 }
 
-func (b *builder) statement(k string, e logs.Entry, sent time.Time, kind Kind, text, name string, took time.Duration, timed bool) {
-	b.sawStatement = true
+// statement adds a statement to its session, and returns it (nil when it
+// is left out).
+func (b *builder) statement(k string, e logs.Entry, sent time.Time, kind Kind, text, name string, took time.Duration, timed bool) *Statement {
 	s := b.session(k, e)
 	s.pending = -1
 	if own(e) || strings.HasPrefix(s.App, "pgmedic") || envelope.Own(text) {
 		b.skip(skipOwn, "")
-		return
+		return nil
 	}
 	head := strings.ToUpper(strings.TrimSpace(text[:min(len(text), 200)]))
 	if strings.HasPrefix(head, "COPY") {
 		switch {
 		case strings.Contains(head, "FROM STDIN"):
 			b.skip(skipCopyIn, text)
-			return
+			return nil
 		case strings.Contains(head, "TO STDOUT"):
 			kind = CopyOut
 		}
@@ -372,6 +365,7 @@ func (b *builder) statement(k string, e logs.Entry, sent time.Time, kind Kind, t
 	if !timed {
 		s.pending = len(s.Statements) - 1
 	}
+	return &s.Statements[len(s.Statements)-1]
 }
 
 // execute takes an extended-protocol execute: its prepared statement's
@@ -387,22 +381,19 @@ func (b *builder) execute(k string, e logs.Entry, sent time.Time, msg, text stri
 	if name == "<unnamed>" {
 		name = ""
 	}
-	params, ok := Parameters(e.Detail)
-	if !ok {
-		params, _ = Parameters(afterPortal(e.Context))
-	}
-	n := len(b.open[k].statementsOrNil())
-	b.statement(k, e, sent, Extended, text, name, took, timed)
-	if s := b.open[k]; s != nil && len(s.Statements) > n {
-		s.Statements[len(s.Statements)-1].Params = params
+	params, _ := entryParams(e)
+	if st := b.statement(k, e, sent, Extended, text, name, took, timed); st != nil {
+		st.Params = params
 	}
 }
 
-func (s *Session) statementsOrNil() []Statement {
-	if s == nil {
-		return nil
+// entryParams are the values an entry gives its statement: its DETAIL
+// line's, or on an error those its CONTEXT line names.
+func entryParams(e logs.Entry) ([]*string, bool) {
+	if params, ok := Parameters(e.Detail); ok {
+		return params, true
 	}
-	return s.Statements
+	return Parameters(afterPortal(e.Context))
 }
 
 // afterPortal is the list in a CONTEXT line "unnamed portal with
@@ -443,10 +434,7 @@ func (b *builder) failed(k string, e logs.Entry) {
 			return
 		}
 	}
-	params, ok := Parameters(e.Detail)
-	if !ok {
-		params, ok = Parameters(afterPortal(e.Context))
-	}
+	params, ok := entryParams(e)
 	kind := Simple
 	if ok {
 		kind = Extended
@@ -454,10 +442,8 @@ func (b *builder) failed(k string, e logs.Entry) {
 		b.skip(skipNoParams, text)
 		return
 	}
-	b.statement(k, e, e.Time, kind, text, "", 0, true)
-	if s := b.open[k]; s != nil && len(s.Statements) > 0 {
-		last := &s.Statements[len(s.Statements)-1]
-		last.Failed, last.Params = true, params
+	if st := b.statement(k, e, e.Time, kind, text, "", 0, true); st != nil {
+		st.Failed, st.Params = true, params
 	}
 }
 

@@ -171,3 +171,18 @@ func TestFormatsAgree(t *testing.T) {
 		}
 	}
 }
+
+// TestFailedLeftOut: a failed statement that is left out (COPY's rows are
+// not in the log) does not mark the statement before it as failed.
+func TestFailedLeftOut(t *testing.T) {
+	path := t.TempDir() + "/l.log"
+	writeFile(t, path, `2026-11-25 10:00:00.000 UTC [1] a@d LOG:  connection authorized: user=a database=d
+2026-11-25 10:00:00.100 UTC [1] a@d LOG:  duration: 1.000 ms  statement: SELECT 1
+2026-11-25 10:00:00.200 UTC [1] a@d ERROR:  invalid input syntax for type integer: "x"
+2026-11-25 10:00:00.200 UTC [1] a@d STATEMENT:  COPY t FROM STDIN
+`)
+	w := read(t, path, Options{})
+	if len(w.Sessions) != 1 || len(w.Sessions[0].Statements) != 1 || w.Sessions[0].Statements[0].Failed || w.Failed != 0 {
+		t.Fatalf("%+v", w.Sessions[0].Statements)
+	}
+}

@@ -39,6 +39,14 @@ type Options struct {
 	Format Format
 }
 
+// prefix is the log_line_prefix given, compiled (nil when none is).
+func (o Options) prefix() (*Prefix, error) {
+	if o.Prefix == "" {
+		return nil, nil
+	}
+	return CompilePrefix(o.Prefix)
+}
+
 // Formats are the formats --format-in names.
 var Formats = []Format{Stderr, CSV, JSON, Syslog, Logplex, CloudSQL, CloudWatch, Journald, CNPG, Azure, PgBouncer}
 
@@ -46,13 +54,9 @@ var Formats = []Format{Stderr, CSV, JSON, Syslog, Logplex, CloudSQL, CloudWatch,
 // there are cores), and merges what they found. A file that cannot be read
 // or parsed is reported in Files with its error and the others go on.
 func Analyze(ctx context.Context, sources []Source, opt Options) (*Summary, error) {
-	var forced *Prefix
-	if opt.Prefix != "" {
-		p, err := CompilePrefix(opt.Prefix)
-		if err != nil {
-			return nil, err
-		}
-		forced = p
+	forced, err := opt.prefix()
+	if err != nil {
+		return nil, err
 	}
 	parts := make([]*Summary, len(sources))
 	g, gctx := errgroup.WithContext(ctx)
@@ -113,13 +117,9 @@ func readSource(ctx context.Context, src Source, forced *Prefix, format Format, 
 // what was read and what was not recognised.
 func Each(ctx context.Context, src Source, opt Options, fn func(Entry)) (FileStats, error) {
 	fs := FileStats{Name: src.Name}
-	var forced *Prefix
-	if opt.Prefix != "" {
-		p, err := CompilePrefix(opt.Prefix)
-		if err != nil {
-			return fs, err
-		}
-		forced = p
+	forced, err := opt.prefix()
+	if err != nil {
+		return fs, err
 	}
 	br, closer, err := openDetected(src, forced, opt.Format, &fs)
 	if err != nil {

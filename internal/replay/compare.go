@@ -6,7 +6,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"sort"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -420,6 +419,3 @@ func histograms(a, b []float64) ([]float64, []int, []int) {
 	}
 	return edges, count(a), count(b)
 }
-
-// Seconds is a duration in seconds, for reports.
-func Seconds(d time.Duration) float64 { return math.Round(d.Seconds()*100) / 100 }

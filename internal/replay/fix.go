@@ -14,6 +14,8 @@ import (
 // the replay's own role, so the setting is given to side B's sessions.
 var roleSetting = regexp.MustCompile(`(?is)^\s*ALTER\s+(?:ROLE|USER)\s+\S+\s+(?:IN\s+DATABASE\s+\S+\s+)?SET\s+([a-z_.]+)\s*(?:=|TO)\s*'?([^';]*?)'?\s*;?\s*$`)
 
+var concurrently = regexp.MustCompile(`(?i)\bCONCURRENTLY\s+`)
+
 // Change is what a finding's fix changes on side B of a replay, and the
 // pool side A runs through (a pool finding's current pool).
 type Change struct {
@@ -49,7 +51,7 @@ func ChangeOf(f model.Finding) (Change, error) {
 			// CONCURRENTLY waits for every transaction of the copy and
 			// cannot run inside one; on a copy with no one else it only
 			// makes the build slower.
-			st = regexp.MustCompile(`(?i)\bCONCURRENTLY\s+`).ReplaceAllString(st, "")
+			st = concurrently.ReplaceAllString(st, "")
 			c.B.Apply = append(c.B.Apply, st)
 			said = append(said, strings.Join(strings.Fields(st), " "))
 		}

@@ -17,13 +17,13 @@ import (
 	"io"
 	"math"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgmedic/pgmedic/internal/capture"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
 // Options bound and pace a replay.
@@ -371,7 +371,7 @@ func execute(ctx context.Context, conn *pgconn.PgConn, st *capture.Statement, pr
 				if prepared[st.Name] != "" {
 					// The application prepared another text under this
 					// name in the log; deallocate ours first.
-					conn.Exec(ctx, "DEALLOCATE "+quoteIdent(st.Name)).Close()
+					conn.Exec(ctx, "DEALLOCATE "+sqlparse.QuoteIdent(st.Name)).Close()
 				}
 				if _, err := conn.Prepare(ctx, st.Name, st.SQL, nil); err != nil {
 					delete(prepared, st.Name)
@@ -401,8 +401,6 @@ func timeoutState(ctx context.Context, err error) error {
 	}
 	return err
 }
-
-func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
 // collect merges the sessions' calls into the result.
 func collect(w *capture.Workload, runs []sessionRun, wall time.Duration, speed float64, locks map[int32]float64) *Result {

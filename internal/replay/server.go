@@ -15,6 +15,8 @@ import (
 	"github.com/pgmedic/pgmedic/internal/capture"
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/lab"
+	"github.com/pgmedic/pgmedic/internal/printable"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
 // Server is a server a replay may write to.
@@ -155,8 +157,8 @@ func (s *Server) open(ctx context.Context, o SideOptions, run int) (_ *Target, e
 		}
 		defer conn.Close(context.Background())
 		q := func(sql string) error { _, err := conn.Exec(ctx, sql).ReadAll(); return err }
-		q("DROP DATABASE IF EXISTS " + quoteIdent(copyName))
-		if err := q("CREATE DATABASE " + quoteIdent(copyName) + " TEMPLATE " + quoteIdent(db)); err != nil {
+		q("DROP DATABASE IF EXISTS " + sqlparse.QuoteIdent(copyName))
+		if err := q("CREATE DATABASE " + sqlparse.QuoteIdent(copyName) + " TEMPLATE " + sqlparse.QuoteIdent(db)); err != nil {
 			return nil, fmt.Errorf("copying database %s for the run (no other session may be connected to it): %s", db, envelope.Message(err))
 		}
 		cleanups = append(cleanups, func() {
@@ -166,8 +168,8 @@ func (s *Server) open(ctx context.Context, o SideOptions, run int) (_ *Target, e
 			}
 			defer c.Close(context.Background())
 			// FORCE ends sessions a stopped replay left (PostgreSQL 13+).
-			if _, err := c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+quoteIdent(copyName)+" WITH (FORCE)").ReadAll(); err != nil {
-				c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+quoteIdent(copyName)).ReadAll()
+			if _, err := c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+sqlparse.QuoteIdent(copyName)+" WITH (FORCE)").ReadAll(); err != nil {
+				c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+sqlparse.QuoteIdent(copyName)).ReadAll()
 			}
 		})
 		// CREATE DATABASE ... TEMPLATE copies the rows, not the
@@ -177,12 +179,12 @@ func (s *Server) open(ctx context.Context, o SideOptions, run int) (_ *Target, e
 		if err == nil && len(res) > 0 {
 			for _, row := range res[0].Rows {
 				if k, v, ok := strings.Cut(string(row[0]), "="); ok {
-					q(fmt.Sprintf("ALTER DATABASE %s SET %s = %s", quoteIdent(copyName), quoteIdent(k), quoteLiteral(v)))
+					q(fmt.Sprintf("ALTER DATABASE %s SET %s = %s", sqlparse.QuoteIdent(copyName), sqlparse.QuoteIdent(k), quoteLiteral(v)))
 				}
 			}
 		}
 		for _, k := range sortedKeys(o.Settings) {
-			if err := q(fmt.Sprintf("ALTER DATABASE %s SET %s = %s", quoteIdent(copyName), quoteIdent(k), quoteLiteral(o.Settings[k]))); err != nil {
+			if err := q(fmt.Sprintf("ALTER DATABASE %s SET %s = %s", sqlparse.QuoteIdent(copyName), sqlparse.QuoteIdent(k), quoteLiteral(o.Settings[k]))); err != nil {
 				return nil, fmt.Errorf("setting %s = %s: %s", k, o.Settings[k], envelope.Message(err))
 			}
 		}
@@ -199,7 +201,7 @@ func (s *Server) open(ctx context.Context, o SideOptions, run int) (_ *Target, e
 		for _, sql := range o.Apply {
 			if _, err := conn.Exec(ctx, sql).ReadAll(); err != nil {
 				conn.Close(context.Background())
-				return nil, fmt.Errorf("applying %q: %s", clip(sql, 80), envelope.Message(err))
+				return nil, fmt.Errorf("applying %q: %s", printable.Clip(sql, 80), envelope.Message(err))
 			}
 		}
 		conn.Close(context.Background())
@@ -250,11 +252,3 @@ func sortedKeys(m map[string]string) []string {
 }
 
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
-
-func clip(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		return s[:n] + "..."
-	}
-	return s
-}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/pgmedic/pgmedic/internal/capture"
+	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/printable"
 	"github.com/pgmedic/pgmedic/internal/replay"
 )
@@ -66,7 +67,7 @@ type ShapeCount struct {
 // CaptureOf summarises a workload for the report.
 func CaptureOf(w *capture.Workload) CaptureStats {
 	c := CaptureStats{Sessions: len(w.Sessions), Statements: w.Statements, Transactions: w.Transactions, Extended: w.Extended,
-		Failed: w.Failed, Shapes: len(w.Shapes), DurationS: round2(w.Duration.Seconds()), Databases: w.Databases,
+		Failed: w.Failed, Shapes: len(w.Shapes), DurationS: model.Round(w.Duration.Seconds(), 2), Databases: w.Databases,
 		Skipped: w.Skipped, Notes: w.Notes, Start: w.Start.Format("2006-01-02 15:04:05.000 MST")}
 	if c.Skipped == nil {
 		c.Skipped = []capture.Skip{}
@@ -91,8 +92,6 @@ func CaptureOf(w *capture.Workload) CaptureStats {
 	}
 	return c
 }
-
-func round2(x float64) float64 { return float64(int64(x*100+0.5)) / 100 }
 
 // JSON writes the report as JSON.
 func (r *ReplayReport) JSON(w io.Writer) error { return writeJSON(w, r) }
