@@ -187,7 +187,7 @@ func newBuilder(opt Options) *builder {
 const (
 	skipCopyIn      = "COPY ... FROM STDIN: its rows are not in the log"
 	skipBefore      = "statements of sessions that began before the log (they may be inside a transaction the log does not show)"
-	skipNoParams    = "failed extended-protocol statements without their values (set log_parameter_max_length_on_error = -1 to log them)"
+	skipNoParams    = "failed extended-protocol statements without their values (log_parameter_max_length_on_error = -1 logs them, except for a value that fails its own type's input)"
 	skipDatabase    = "statements of other databases (--database)"
 	skipOwn         = "pgmedic's own statements"
 	skipFetch       = "fetches from an open portal (the execute that opened it is replayed)"
