@@ -1,11 +1,15 @@
 package cli
 
 import (
+	"fmt"
 	"io"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/pgmedic/pgmedic/internal/baseline"
 	"github.com/pgmedic/pgmedic/internal/collect"
 	"github.com/pgmedic/pgmedic/internal/diagnose"
 	"github.com/pgmedic/pgmedic/internal/model"
@@ -37,6 +41,10 @@ type checkFlags struct {
 	twinDSN   string
 	twinMaxMB int
 	keepTwin  bool
+	// Over time: check only.
+	baseline string
+	failOn   string
+	from     string
 }
 
 // register adds check's flags to a command (check, lab run, demo).
@@ -86,13 +94,40 @@ grant that shows it.`,
 			if f.twinMaxMB < 1 {
 				return usageErr("--twin-max-size must be at least 1 (MB)")
 			}
-			o := f.options(ids, progress(stderr))
-			o.Twin, o.TwinDSN, o.TwinMaxBytes, o.KeepTwin = f.twin, f.twinDSN, int64(f.twinMaxMB)<<20, f.keepTwin
-			rep, err := diagnose.Check(cmd.Context(), dsn, Version, o, min)
+			gate, err := f.gate()
 			if err != nil {
 				return err
 			}
-			return emit(rep, f.outputFlags, min, stdout)
+			o := f.options(ids, progress(stderr))
+			o.Twin, o.TwinDSN, o.TwinMaxBytes, o.KeepTwin = f.twin, f.twinDSN, int64(f.twinMaxMB)<<20, f.keepTwin
+			if f.baseline != "" {
+				if o.Baseline, err = loadBaseline(f.baseline); err != nil {
+					return err
+				}
+			}
+			var rep *report.Report
+			if f.from != "" {
+				if dsn != "" || f.twin || f.twinDSN != "" {
+					return usageErr("check --from reads an incident bundle, not a server: drop the DSN and --twin")
+				}
+				rep, err = diagnose.FromBundle(f.from, Version, o, min)
+			} else {
+				rep, err = diagnose.Check(cmd.Context(), dsn, Version, o, min)
+			}
+			if err != nil {
+				return err
+			}
+			if gate == nil {
+				return emit(rep, f.outputFlags, min, stdout)
+			}
+			if err := write(rep, f.outputFlags, stdout); err != nil {
+				return err
+			}
+			if failed := gate.Failures(rep.Baseline); len(failed) > 0 {
+				fmt.Fprintln(stderr, "pgmedic: against the baseline: "+strings.Join(failed, "; "))
+				return errFindings
+			}
+			return nil
 		},
 	}
 	f.register(cmd)
@@ -102,6 +137,9 @@ grant that shows it.`,
 	cmd.Flags().StringVar(&f.twinDSN, "twin-dsn", "", "use this scratch database as the twin instead of a lab cluster (a staging database, a branch, a thin clone); its tables of the same names are replaced")
 	cmd.Flags().IntVar(&f.twinMaxMB, "twin-max-size", 1024, "most MB of table data the twin copies; a larger set is copied as a sample of each table, and measurements on it say so")
 	cmd.Flags().BoolVar(&f.keepTwin, "keep-twin", false, "leave the twin's lab cluster running after the check, to explore it (pgmedic lab down --dir DIR removes it)")
+	cmd.Flags().StringVar(&f.baseline, "baseline", "", "an earlier report of this database (JSON written by pgmedic check --format json): each finding is marked NEW, PERSISTING or RESOLVED, statements that got slower are re-run, and --fail-on sets the exit code")
+	cmd.Flags().StringVar(&f.failOn, "fail-on", "", "with --baseline, what exits 1: new:SEVERITY, persisting:SEVERITY, any:SEVERITY, regression, none; comma-separated (default "+baseline.DefaultGate+")")
+	cmd.Flags().StringVar(&f.from, "from", "", "an incident bundle written by pgmedic watch (its directory): the report of what the server did in that window, with no connection")
 	cmd.Flags().IntVar(&f.serverLogMB, "server-log", 64, "read this many MB from the end of the server's current log over the connection, when logging_collector is on and the role may read server files (pg_monitor, pg_read_server_files); 0 turns it off")
 	return cmd
 }
@@ -168,4 +206,37 @@ func write(rep renderable, o outputFlags, stdout io.Writer) error {
 		render = func(w io.Writer) error { return report.Markdown(w, rep.Document()) }
 	}
 	return writeOut(o.out, stdout, render)
+}
+
+// gate is --fail-on, parsed; nil without --baseline (then --min-severity
+// sets the exit code).
+func (c checkFlags) gate() (baseline.Gate, error) {
+	if c.baseline == "" {
+		if c.failOn != "" {
+			return nil, usageErr("--fail-on needs --baseline: without one, --min-severity sets the exit code")
+		}
+		return nil, nil
+	}
+	spec := c.failOn
+	if spec == "" {
+		spec = baseline.DefaultGate
+	}
+	g, err := baseline.ParseGate(spec)
+	if err != nil {
+		return nil, usageErr("%v", err)
+	}
+	return g, nil
+}
+
+// loadBaseline reads --baseline: any JSON report pgmedic wrote.
+func loadBaseline(path string) (*baseline.Old, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, usageErr("--baseline: %v", err)
+	}
+	old, err := baseline.Load(data, path)
+	if err != nil {
+		return nil, inputErr(err)
+	}
+	return old, nil
 }

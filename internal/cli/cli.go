@@ -132,6 +132,7 @@ var commands = []struct {
 	{"logs", func(i io.Reader, o, _ io.Writer) *cobra.Command { return newLogs(i, o) }},
 	{"profile", func(_ io.Reader, o, e io.Writer) *cobra.Command { return newProfile(o, e) }},
 	{"replay", newReplay},
+	{"watch", newWatch},
 }
 
 // newRoot is the pgmedic command with its subcommands: only the one args

@@ -51,6 +51,10 @@ type Options struct {
 	// CPU, for a server on this machine, reads a backend's CPU time so far
 	// (ProcCPU); nil for a remote server.
 	CPU func(pid int) (ms float64, ok bool)
+	// Statements, when set, replaces the statements read from
+	// pg_stat_statements (totals since its last reset) before they are
+	// parsed and planned: watch gives what moved in an incident's window.
+	Statements func(read []model.Statement) []model.Statement
 }
 
 // Defaults are the options `check` starts from: its flags' defaults
@@ -83,6 +87,9 @@ func SnapshotWith(ctx context.Context, q envelope.Conn, now time.Time, opts Opti
 		s.Missing[model.SrcRoleSets] = skipFor(s, "cannot read pg_db_role_setting", err)
 	}
 	statements(ctx, q, s, opts.MaxStatements)
+	if opts.Statements != nil && s.Statements != nil {
+		s.Statements = opts.Statements(s.Statements)
+	}
 	shapes(s)
 	databaseStats(ctx, q, s)
 	activity(ctx, q, s)

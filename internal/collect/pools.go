@@ -107,3 +107,8 @@ func showClients(ctx context.Context, b envelope.Conn) (*model.BouncerClients, e
 	})
 	return out, err
 }
+
+// ShowPools is one tick of PgBouncer's pools (SHOW POOLS).
+func ShowPools(ctx context.Context, b envelope.Conn, at time.Time) (model.PoolSample, error) {
+	return showPools(ctx, b, at)
+}

@@ -196,6 +196,35 @@ func sample(ctx context.Context, q envelope.Conn, s *model.Snapshot, opts Option
 	s.Sampling = sm
 }
 
+// Sampled gives a snapshot sessions sampled elsewhere (a watch incident's
+// window): the sampling itself, and what check's own sampler notes of each
+// tick (the literals of running statements, the database's lock waits).
+func Sampled(s *model.Snapshot, sm *model.Sampling) {
+	s.Literals = map[int64]string{}
+	waits := map[model.LockWait]int{}
+	for _, smp := range sm.Samples {
+		noteBackends(s, smp, waits)
+	}
+	s.LockWaits = nil
+	for w, n := range waits {
+		w.Samples = n
+		s.LockWaits = append(s.LockWaits, w)
+	}
+	sort.Slice(s.LockWaits, func(i, j int) bool { return s.LockWaits[i].Samples > s.LockWaits[j].Samples })
+	s.Sampling = sm
+}
+
+// SampleOnce is one tick of the sampler: every client backend but
+// pgmedic's, with its state, wait, blockers and locks, and how many of the
+// database's sessions the role could not see. For a server on this
+// machine, cpu reads each backend's CPU time (last keeps the readings
+// between ticks); nil for a remote one.
+func SampleOnce(ctx context.Context, q envelope.Conn, versionNum int, at time.Time, db string, cpu func(pid int) (float64, bool), last map[int]float64) (model.ActivitySample, int, error) {
+	smp, hidden, err := sampleOnce(ctx, q, pgversion.Of(versionNum), at, db)
+	readCPU(smp.Backends, cpu, last)
+	return smp, hidden, err
+}
+
 // finishBouncer reads PgBouncer's clients and its counters' change over
 // the window, once the sessions are sampled.
 func finishBouncer(ctx context.Context, bouncer envelope.Conn, sm *model.Sampling, statsBefore map[string]model.BouncerStat) {

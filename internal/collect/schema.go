@@ -307,3 +307,7 @@ func generic(ctx context.Context, q envelope.Conn, query string, n int, prepare 
 	})
 	return ex, err
 }
+
+// Reparse parses a snapshot's statements again, for a snapshot read back
+// from JSON (a watch bundle), where the parsed statements are not kept.
+func Reparse(s *model.Snapshot) { shapes(s) }

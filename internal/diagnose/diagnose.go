@@ -13,9 +13,11 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/pgmedic/pgmedic/internal/baseline"
 	"github.com/pgmedic/pgmedic/internal/collect"
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/logs"
@@ -72,6 +74,10 @@ type Options struct {
 	TwinMaxBytes int64
 	KeepTwin     bool
 	Log          func(format string, args ...any)
+	// Baseline is an earlier report to compare the check with (check
+	// --baseline): findings NEW, PERSISTING or RESOLVED, statements
+	// slower or faster, slowdowns re-measured.
+	Baseline *baseline.Old
 	// Sampled, when set, is called once the snapshot and its samples are
 	// collected, before any experiment: the lab ends a scenario's workload
 	// there when the twin shares its machine, as a twin elsewhere would
@@ -207,6 +213,11 @@ func Check(ctx context.Context, dsn, version string, o Options, min model.Severi
 	rep.Statements, rep.Plans = report.StatementsOf(snap)
 	rep.ElapsedS, rep.Envelope = model.Round(time.Since(started).Seconds(), 1), sess.Settings()
 	rep.Twin = twinLine
+	if o.Baseline != nil {
+		d := baseline.Compare(o.Baseline, findings, rep.Statements, rep.Plans, min)
+		baseline.Settle(d, o.remeasure(ctx, sess, snap))
+		rep.Baseline = d
+	}
 	if prof != nil {
 		prof.PGMedic = version
 		rep.Profile = prof
@@ -235,6 +246,31 @@ func (o Options) engine(sess *envelope.Session) *verify.Engine {
 		StatementTimeoutText: o.StatementTimeout.String(), Log: o.Log,
 		Lab: o.Lab, VerifyIndexes: o.VerifyIndexes, MaxCopyBytes: o.MaxCopyBytes,
 		AllowFunctions: o.AllowFunctions, CopyTimeout: o.CopyTimeout}
+}
+
+// remeasure runs the statements a baseline comparison found slower again
+// on the target, inside the envelope, so that only a slowdown that stands
+// is called a regression (see baseline.Settle).
+func (o Options) remeasure(ctx context.Context, sess *envelope.Session, snap *model.Snapshot) func(report.StatementChange) *model.Remeasured {
+	eng := o.engine(sess)
+	eng.JIT = snap.Settings["jit"].Value
+	busy := verify.LoadRule(snap.Activity, eng.Cores)
+	return func(c report.StatementChange) *model.Remeasured {
+		switch {
+		case o.NoVerify:
+			return &model.Remeasured{Why: "not re-run (--no-verify)"}
+		case busy != "":
+			return &model.Remeasured{Why: "not re-run: " + busy}
+		}
+		id, _ := strconv.ParseInt(c.QueryID, 10, 64)
+		st := snap.Statement(id)
+		if st == nil {
+			return &model.Remeasured{Why: "not re-run: check did not read this statement"}
+		}
+		o.logf("re-running a statement that got slower: %s", printable.Shorten(st.Query, 60))
+		r := eng.Remeasure(ctx, *st, c.Before.Plan, report.PlanShape)
+		return &r
+	}
 }
 
 // serverCores is the flag's value, this machine's CPU count for a server
@@ -365,7 +401,7 @@ func Logs(ctx context.Context, sources []logs.Source, opt logs.Options, ruleIDs 
 			// duration is the statement's.
 			ex.ExecutionMS = p.DurationMS
 		}
-		in := rules.PlanInput{Explain: ex, Object: model.Object{Kind: "statement (log)", Name: printable.Shorten(p.Query, 80), QueryID: p.Fingerprint}}
+		in := rules.PlanInput{Explain: ex, Object: model.Object{Kind: "statement (log)", Name: printable.Shorten(p.Query, 80), QueryID: p.Fingerprint, Fingerprint: p.Fingerprint}}
 		fs, _, err := rules.RunPlan(in, ruleIDs)
 		if err != nil {
 			return nil, nil, nil, inputErrf("--rules: %v", err)

@@ -46,6 +46,9 @@ type Options struct {
 	LockTimeout      time.Duration // default 100ms
 	IdleInTxTimeout  time.Duration // default 30s
 	ConnectTimeout   time.Duration // default 10s
+	// Database, when set, replaces the DSN's database: watch reads an
+	// incident's database with the credentials it was given.
+	Database string
 }
 
 // withDefaults fills the timeouts left at zero.
@@ -113,6 +116,9 @@ func Connect(ctx context.Context, dsn string, opts Options) (*Session, error) {
 	cfg, facts, err := parseDSN(dsn)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Database != "" {
+		cfg.Database = opts.Database
 	}
 	target := Target{Host: cfg.Host, Port: cfg.Port, Database: cfg.Database, User: cfg.User}
 	wait := answerWait

@@ -312,6 +312,16 @@ func (c *Cluster) start(ctx context.Context) error {
 	return nil
 }
 
+// Restart stops the server and starts it again on the same port, after
+// down: what a client sees of a restart or a failover (watch's tests).
+func (c *Cluster) Restart(ctx context.Context, down time.Duration) error {
+	if err := c.Stop(ctx); err != nil {
+		return err
+	}
+	time.Sleep(down)
+	return c.start(ctx)
+}
+
 // Stop stops the server (fast shutdown) if it runs. It is safe to call on a
 // cluster that never started.
 func (c *Cluster) Stop(ctx context.Context) error {

@@ -325,17 +325,47 @@ func (f *Finding) Clamp() {
 	}
 }
 
-// Identity is the finding's id: its rule and a hash of what it is about
-// (the object's kind, name, queryid, role and database), not of its
-// wording or figures, so the same problem keeps its id from one run to
-// the next ("missing-index/3f2a9c1b"). `replay --fix` takes it.
+// Identity is the finding's id: its rule and a hash of what it is about,
+// not of its wording or figures, so the same problem keeps its id from one
+// run to the next ("missing-index/3f2a9c1b"); `replay --fix` and
+// `check --baseline` match findings by it.
+//
+// A statement is named by its fingerprint when the finding has one
+// (pg_query's, of the normalised text): pg_stat_statements' queryid hashes
+// the OIDs of the tables a statement reads, so the same statement on a
+// database created afresh (every CI run) gets another queryid. A session's
+// pid is left out for the same reason: the next run's session doing the
+// same thing is the same problem.
 func (f *Finding) Identity() string {
 	h := fnv.New32a()
-	for _, part := range []string{f.Rule, f.Object.Kind, f.Object.Name, f.Object.QueryID, f.Object.Role, f.Object.Database} {
+	for _, part := range []string{f.Rule, f.Object.Kind, f.Object.subject(), f.Object.Role, f.Object.Database} {
 		h.Write([]byte(part))
 		h.Write([]byte{0})
 	}
 	return fmt.Sprintf("%s/%08x", f.Rule, h.Sum32())
+}
+
+// subject is what Identity hashes of the object beside its kind, role and
+// database (see Identity).
+func (o Object) subject() string {
+	name := o.Name
+	if o.Kind == "session" {
+		if rest, ok := strings.CutPrefix(name, "pid "); ok {
+			if _, after, ok := strings.Cut(rest, ": "); ok {
+				name = after
+			}
+		}
+	}
+	if o.Fingerprint == "" {
+		return name + "\x00" + o.QueryID
+	}
+	// A statement's finding may name the table it is about before the
+	// text ("public.jobs: SELECT ..."): two findings of one statement on
+	// two tables are two problems.
+	if prefix, _, ok := strings.Cut(name, ": "); ok && !strings.ContainsAny(prefix, " \t") && o.Kind != "session" {
+		return prefix + "\x00" + o.Fingerprint
+	}
+	return o.Fingerprint
 }
 
 // finite is x with NaN as 0 and infinities as the largest float64.
@@ -377,11 +407,16 @@ func finite(x float64) float64 {
 
 // Object is what a finding is about.
 type Object struct {
-	Kind     string `json:"kind"` // statement, setting, role, table, ...
-	Name     string `json:"name"`
-	QueryID  string `json:"queryid,omitempty"`
-	Role     string `json:"role,omitempty"`
-	Database string `json:"database,omitempty"`
+	Kind    string `json:"kind"` // statement, setting, role, table, ...
+	Name    string `json:"name"`
+	QueryID string `json:"queryid,omitempty"`
+	// Fingerprint is pg_query's fingerprint of the statement's text, for
+	// objects that are statements (or sessions running one): the same
+	// statement on another server or a database created again keeps it,
+	// where its queryid changes (see Finding.Identity).
+	Fingerprint string `json:"fingerprint,omitempty"`
+	Role        string `json:"role,omitempty"`
+	Database    string `json:"database,omitempty"`
 }
 
 // Evidence is one measured or collected figure.
@@ -648,4 +683,34 @@ func Round(x float64, places int) float64 {
 	}
 	scale := math.Pow(10, float64(places))
 	return math.Round(x*scale) / scale
+}
+
+// Remeasured is a statement run again to tell a regression from noise
+// (check --baseline): its median execution time now, the plan it ran, and
+// when the baseline's plan differs and settings bring it back, the same
+// statement with the same values run with that plan too.
+type Remeasured struct {
+	Runs     int     `json:"runs"`
+	MedianMS float64 `json:"median_ms"`
+	Plan     string  `json:"plan,omitempty"`
+	// BaselinePlanMS is the median with the baseline's plan, got back with
+	// BaselineSettings ("enable_seqscan=off"); 0 when it was not.
+	BaselinePlanMS   float64 `json:"baseline_plan_median_ms,omitempty"`
+	BaselineSettings string  `json:"baseline_plan_settings,omitempty"`
+	// Values are the parameter values both sides ran with.
+	Values []string `json:"values,omitempty"`
+	// Why says why it was not re-run ("" when it was).
+	Why string `json:"not_run,omitempty"`
+}
+
+// String says what the re-run measured, for the report.
+func (r Remeasured) String() string {
+	if r.Why != "" {
+		return r.Why
+	}
+	s := fmt.Sprintf("re-run x%d now: median %.3g ms", r.Runs, r.MedianMS)
+	if r.BaselinePlanMS > 0 {
+		s += fmt.Sprintf("; with the baseline's plan (%s), same values: %.3g ms", r.BaselineSettings, r.BaselinePlanMS)
+	}
+	return s
 }

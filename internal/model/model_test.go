@@ -16,3 +16,32 @@ func TestOneSemicolon(t *testing.T) {
 		}
 	}
 }
+
+func TestIdentityIsStableAcrossRuns(t *testing.T) {
+	id := func(o Object) string { f := Finding{Rule: "r", Object: o}; return f.Identity() }
+	stmt := Object{Kind: "statement", Name: "public.jobs: SELECT * FROM jobs WHERE status = $1", QueryID: "123", Fingerprint: "fp1", Role: "app"}
+	again := stmt
+	again.QueryID = "-98765" // the same statement on a database created afresh
+	if id(stmt) != id(again) {
+		t.Error("a new queryid changed the id of a statement with the same fingerprint")
+	}
+	other := stmt
+	other.Name = "public.events: SELECT * FROM jobs WHERE status = $1"
+	if id(stmt) == id(other) {
+		t.Error("the same statement's findings on two tables share an id")
+	}
+	session := Object{Kind: "session", Name: "pid 4242: INSERT INTO exported VALUES ($1)", Fingerprint: "fp2", Database: "app"}
+	next := session
+	next.Name = "pid 977: INSERT INTO exported VALUES ($1)"
+	if id(session) != id(next) {
+		t.Error("a pid changed a session finding's id")
+	}
+	noFP := Object{Kind: "session", Name: "pid 1: SELECT 1"}
+	noFP2 := Object{Kind: "session", Name: "pid 2: SELECT 1"}
+	if id(noFP) != id(noFP2) {
+		t.Error("a pid changed the id of a session finding without a fingerprint")
+	}
+	if id(Object{Kind: "table", Name: "public.a"}) == id(Object{Kind: "table", Name: "public.b"}) {
+		t.Error("two tables share an id")
+	}
+}

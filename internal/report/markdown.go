@@ -29,6 +29,9 @@ func Markdown(w io.Writer, d *Document) error {
 			continue
 		}
 		mdHeader(b, p)
+		if p.Check != nil && p.Check.Baseline != nil {
+			p.Check.Baseline.markdown(b)
+		}
 		s := v.Summary
 		fmt.Fprintf(b, "**%d critical, %d warning, %d info** · %d confirmed, %d refuted, %d estimated, %d not run\n\n",
 			s.Critical, s.Warning, s.Info, s.Confirmed, s.Refuted, s.Estimated, s.NotRun)
@@ -53,6 +56,9 @@ func mdHeader(b *strings.Builder, p Part) {
 			fmt.Fprintf(b, ", ran %.1f s", c.ElapsedS)
 		}
 		b.WriteString(".\n\n")
+		if c.Incident != nil {
+			fmt.Fprintf(b, "Incident `%s`, %s to %s: %s.\n\n", mdCode(c.Incident.Bundle), c.Incident.From.Format("15:04:05"), c.Incident.To.Format("15:04:05 MST"), mdText(strings.Join(c.Incident.Triggers, "; ")))
+		}
 		if len(c.Unseen) > 0 {
 			b.WriteString("**pgmedic could not see all of this database; what follows covers only what it saw:**\n\n")
 			for _, u := range c.Unseen {

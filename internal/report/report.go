@@ -41,6 +41,18 @@ type Report struct {
 	Profile *ProfileReport `json:"profile,omitempty"`
 	// Twin says what check --twin copied, from where, and what it cost.
 	Twin string `json:"twin,omitempty"`
+	// Baseline is the comparison with an earlier report (check --baseline).
+	Baseline *BaselineDiff `json:"baseline,omitempty"`
+	// Incident is the watch incident a check --from BUNDLE read.
+	Incident *IncidentHeader `json:"incident,omitempty"`
+}
+
+// IncidentHeader says which incident of pgmedic watch a report is of.
+type IncidentHeader struct {
+	Bundle   string    `json:"bundle"`
+	Triggers []string  `json:"triggers"`
+	From     time.Time `json:"from"`
+	To       time.Time `json:"to"`
 }
 
 // Summary counts findings by severity and verification status.
@@ -188,6 +200,12 @@ func (r *Report) Text(w io.Writer) error {
 		for _, u := range r.Unseen {
 			fmt.Fprintf(b, "  - %s\n    fix: %s\n", safe(UnseenText(u)), safe(u.Fix))
 		}
+	}
+	if r.Incident != nil {
+		fmt.Fprintf(b, "\nIncident %s, %s to %s: %s\n", safe(r.Incident.Bundle), r.Incident.From.Format(time.RFC3339), r.Incident.To.Format(time.RFC3339), safe(strings.Join(r.Incident.Triggers, "; ")))
+	}
+	if r.Baseline != nil {
+		r.Baseline.text(b)
 	}
 	if len(r.Findings) == 0 {
 		if r.Incomplete() {

@@ -173,7 +173,7 @@ func idleInTransaction(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		}
 		out = append(out, model.Finding{
 			Rule: IdleInTransactionID, Severity: sev, Title: title,
-			Object: model.Object{Kind: "session", Name: fmt.Sprintf("pid %d: %s", pid, printable.Shorten(b.Query, 80)), Role: b.User, Database: s.Database},
+			Object: sessionObject(s, pid, b),
 			Evidence: []model.Evidence{
 				ev("longest time idle in the transaction", x.idleMS, "ms"),
 				ev("transaction open", b.XactMS, "ms"),
@@ -537,7 +537,7 @@ func clientStall(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		}
 		out = append(out, model.Finding{
 			Rule: ClientStallID, Severity: sev, Title: title,
-			Object:   model.Object{Kind: "session", Name: fmt.Sprintf("pid %d: %s", pid, printable.Shorten(b.Query, 80)), Role: b.User, Database: s.Database},
+			Object:   sessionObject(s, pid, b),
 			Evidence: evs,
 			Impact:   model.Impact{Summary: "the slow side is " + side + ". A client that times out and retries a request the database already did duplicates its work (and its rows, without an idempotency key)"},
 			Fix: model.Fix{Summary: "find what blocks the client between its statements (a blocked event loop, CPU work, a remote call inside the transaction); keep statement_timeout below the client's own timeout so the server gives up first; make retried writes idempotent (a key with ON CONFLICT DO NOTHING); retry with backoff and a budget; let the server notice clients that went away",
@@ -799,13 +799,13 @@ func poolSaturation(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		f := model.Finding{
 			Rule: PoolSaturationID, Severity: sev,
 			Title: fmt.Sprintf("PgBouncer pool %s: up to %d clients waited for a server connection while all %d were busy (longest wait %.0f ms)",
-				k, a.maxWaiting, a.pool.SvActive+a.pool.SvUsed, a.maxWaitMS),
+				k, a.maxWaiting, a.busy, a.maxWaitMS),
 			Object: model.Object{Kind: "pool", Name: k, Database: a.pool.Database},
 			Evidence: []model.Evidence{
 				ev("samples with clients waiting and no idle server connection", float64(a.full), ""),
 				ev("clients waiting, at most", float64(a.maxWaiting), ""),
 				ev("longest wait (maxwait)", a.maxWaitMS, "ms"),
-				ev("server connections active", float64(a.pool.SvActive), ""),
+				ev("server connections in use while clients waited", float64(a.busy), ""),
 			},
 			Impact:       model.Impact{Summary: "requests queue in the pool before they reach PostgreSQL: client-side latency that no statement timing shows"},
 			Fix:          model.Fix{Summary: "make the statements that hold the pool's connections cheaper first (they are what the queue waits for); then size the pool to the server's cores, not to the clients; keep transactions short in transaction mode"},
@@ -833,8 +833,12 @@ func poolSaturation(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 
 // poolWindow is one PgBouncer pool over the sampling window.
 type poolWindow struct {
-	pool                 model.Pool // as last seen
-	waitingTicks, full   int        // ticks with clients waiting; and no idle server connection
+	pool               model.Pool // as last seen
+	waitingTicks, full int        // ticks with clients waiting; and no idle server connection
+	// busy is the most server connections in use while clients waited
+	// with none idle: the pool's real size (the last tick may be after
+	// the queue drained).
+	busy                 int
 	maxWaiting           int
 	maxClients           int // clients active and waiting, at most
 	maxWaitMS, firstWait float64
@@ -859,6 +863,7 @@ func poolsOverWindow(ticks []model.PoolSample) (map[string]*poolWindow, []string
 				a.waitingTicks++
 				if p.SvIdle == 0 {
 					a.full++
+					a.busy = max(a.busy, p.SvActive+p.SvUsed)
 				}
 			}
 			a.maxWaiting = max(a.maxWaiting, p.ClWaiting)
@@ -878,4 +883,15 @@ func jitNote(st *model.Statement) string {
 		return fmt.Sprintf(", %.0f%% of it JIT compilation (jit-overhead)", 100*st.JIT.TotalMS()/st.TotalExecMS)
 	}
 	return ""
+}
+
+// sessionObject names a session by its pid and what it ran; the
+// fingerprint of its statement, not its pid, is what names it from one
+// run to the next.
+func sessionObject(s *model.Snapshot, pid int, b model.Backend) model.Object {
+	o := model.Object{Kind: "session", Name: fmt.Sprintf("pid %d: %s", pid, printable.Shorten(b.Query, 80)), Role: b.User, Database: s.Database}
+	if strings.TrimSpace(b.Query) != "" {
+		o.Fingerprint, _ = sqlparse.Fingerprint(b.Query)
+	}
+	return o
 }

@@ -265,7 +265,7 @@ func staleStatisticsLog(in LogInput) []model.Finding {
 		out = append(out, model.Finding{Rule: StaleStatisticsID, Severity: model.Warning,
 			Title: fmt.Sprintf("%s estimated %s rows and read %s (%.0fx off), and autoanalyze did not analyze %s in the %s the log covers",
 				m.Node, count(m.Estimated), count(m.Actual), m.Factor, m.Table, span(m.LogHours)),
-			Object: model.Object{Kind: "statement (log)", Name: printable.Shorten(m.Query, 80), QueryID: m.Fingerprint},
+			Object: model.Object{Kind: "statement (log)", Name: printable.Shorten(m.Query, 80), QueryID: m.Fingerprint, Fingerprint: m.Fingerprint},
 			Evidence: []model.Evidence{ev("rows estimated", m.Estimated, "rows"), ev("rows read", m.Actual, "rows"), ev("estimate off by", m.Factor, "x"),
 				ev2("autoanalyze runs of the table in the log", m.Analyzes)},
 			Impact: model.Impact{Summary: "plans are chosen from the statistics: a row count off by this much picks the wrong join and scan methods"},

@@ -5,9 +5,11 @@ package rules
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
 // Rule is one diagnosis. A rule reads any of the inputs pgmedic has: the
@@ -202,8 +204,28 @@ func Run(s *model.Snapshot, rs []Rule) ([]model.Finding, []model.Skip) {
 		}
 		skipped = append(skipped, model.Skip{Rule: strings.Join(held[src], ", "), Reason: reason, Fix: miss.Fix})
 	}
+	Fingerprint(s, findings)
 	Sort(findings)
 	return findings, skipped
+}
+
+// Fingerprint names each finding about one of the snapshot's statements
+// by the statement's fingerprint (see model.Finding.Identity), so that
+// its id survives a database created afresh, where the queryid changes.
+func Fingerprint(s *model.Snapshot, findings []model.Finding) {
+	for i := range findings {
+		o := &findings[i].Object
+		if o.Fingerprint != "" || o.QueryID == "" {
+			continue
+		}
+		id, err := strconv.ParseInt(o.QueryID, 10, 64)
+		if err != nil {
+			continue
+		}
+		if st := s.Statement(id); st != nil {
+			o.Fingerprint, _ = sqlparse.Fingerprint(st.Query)
+		}
+	}
 }
 
 // missingNeeds lists the sources r needs that could not be collected (or

@@ -37,7 +37,10 @@ type Engine struct {
 	MaxExperiments int
 	// StatementTimeoutText is shown in messages ("5s").
 	StatementTimeoutText string
-	Log                  func(format string, args ...any)
+	// JIT is the server's jit setting, which re-runs of the application's
+	// statements use (Remeasure); "" is on, PostgreSQL's default.
+	JIT string
+	Log func(format string, args ...any)
 	// Lab says the target is a lab database pgmedic created: experiments
 	// may write there (ANALYZE, data-changing statements on copies).
 	Lab bool

@@ -1,0 +1,312 @@
+// Package baseline compares a check with an earlier report of the same
+// database (check --baseline): each finding is NEW, PERSISTING or
+// RESOLVED by its id (model.Finding.Identity), and each statement that
+// got slower or faster between the two is listed with what changed (time,
+// buffers and rows per call, plan). A slowdown is a regression only once
+// re-measured, where the statement can be run again: the figures of two
+// reports differ for reasons that are not the statement's (a cold cache,
+// a busy minute), and a gate that fails on noise is switched off.
+package baseline
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/printable"
+	"github.com/pgmedic/pgmedic/internal/report"
+)
+
+// Thresholds of a statement change: a mean per call 1.5x apart and at
+// least half a millisecond apart; buffers per call doubled and at least
+// 100 more; rows per call doubled or halved and at least 10 apart. Calls
+// below MinCalls on either side say too little of a mean.
+const (
+	TimeRatio    = 1.5
+	TimeMinMS    = 0.5
+	BufferRatio  = 2.0
+	BufferMin    = 100
+	RowsRatio    = 2.0
+	RowsMinDelta = 10
+	MinCalls     = 3
+)
+
+// Old is the baseline: the findings and statements of a report pgmedic
+// wrote.
+type Old struct {
+	Path        string
+	PGMedic     string
+	Target      model.Target
+	CollectedAt time.Time
+	Findings    []model.Finding
+	Statements  []report.StatementRow
+	Plans       map[string]*report.PlanSummary
+}
+
+// Load reads a report pgmedic wrote as JSON: check's (and the report inside
+// a `lab run` or `demo` result, or a watch bundle's check), logs' or
+// explain's. Anything else is refused with what to give instead.
+func Load(data []byte, path string) (*Old, error) {
+	var top any
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if err := dec.Decode(&top); err != nil {
+		return nil, fmt.Errorf("--baseline %s is not JSON (%v): give a report written by pgmedic check --format json", path, shortErr(err))
+	}
+	old := &Old{Path: path}
+	found := false
+	var walk func(v any) error
+	walk = func(v any) error {
+		switch x := v.(type) {
+		case map[string]any:
+			if _, ok := x["findings"].([]any); ok {
+				found = true
+				var part struct {
+					PGMedic     string                         `json:"pgmedic"`
+					Target      model.Target                   `json:"target"`
+					CollectedAt time.Time                      `json:"collected_at"`
+					Findings    []model.Finding                `json:"findings"`
+					Statements  []report.StatementRow          `json:"statements"`
+					Plans       map[string]*report.PlanSummary `json:"plans"`
+				}
+				b, _ := json.Marshal(x)
+				if err := json.Unmarshal(b, &part); err != nil {
+					return fmt.Errorf("--baseline %s: its findings cannot be read (%v); was it written by another program?", path, shortErr(err))
+				}
+				old.Findings = append(old.Findings, part.Findings...)
+				old.Statements = append(old.Statements, part.Statements...)
+				if old.PGMedic == "" {
+					old.PGMedic, old.Target, old.CollectedAt = part.PGMedic, part.Target, part.CollectedAt
+				}
+				for k, p := range part.Plans {
+					if old.Plans == nil {
+						old.Plans = map[string]*report.PlanSummary{}
+					}
+					old.Plans[k] = p
+				}
+				return nil
+			}
+			keys := make([]string, 0, len(x))
+			for k := range x {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				if err := walk(x[k]); err != nil {
+					return err
+				}
+			}
+		case []any:
+			for _, e := range x {
+				if err := walk(e); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	if err := walk(top); err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, fmt.Errorf("--baseline %s holds no findings: give a report written by pgmedic check --format json (or lab run, logs, explain)", path)
+	}
+	for i := range old.Findings {
+		// Ids are recomputed: a report of an older pgmedic named its
+		// findings another way.
+		old.Findings[i].ID = old.Findings[i].Identity()
+	}
+	return old, nil
+}
+
+func shortErr(err error) string {
+	s := err.Error()
+	if len(s) > 120 {
+		s = s[:120] + "..."
+	}
+	return s
+}
+
+// Compare sets the findings and statements of cur against the baseline's.
+// Only findings at or above min count on either side, so a finding the
+// baseline kept at info that is now a warning is NEW at warning.
+func Compare(old *Old, cur []model.Finding, stmts []report.StatementRow, plans map[string]*report.PlanSummary, min model.Severity) *report.BaselineDiff {
+	d := &report.BaselineDiff{Baseline: old.Path, BaselineAt: old.CollectedAt, Findings: []report.FindingChange{}, Statements: []report.StatementChange{}}
+	before := map[string]model.Finding{}
+	for _, f := range old.Findings {
+		if f.Severity >= min {
+			before[f.ID] = f
+		}
+	}
+	seen := map[string]bool{}
+	for _, f := range cur {
+		if f.Severity < min {
+			continue
+		}
+		f.ID = f.Identity()
+		if seen[f.ID] {
+			// Two sessions running the same statement are one problem.
+			continue
+		}
+		seen[f.ID] = true
+		if was, ok := before[f.ID]; ok {
+			c := report.FindingChange{Status: report.StatusPersisting, Finding: f}
+			if was.Severity != f.Severity {
+				c.Was = was.Severity.String()
+			}
+			d.Findings = append(d.Findings, c)
+			d.Counts.Persisting++
+			continue
+		}
+		d.Findings = append(d.Findings, report.FindingChange{Status: report.StatusNew, Finding: f})
+		d.Counts.New++
+	}
+	for _, f := range old.Findings {
+		if f.Severity >= min && !seen[f.ID] {
+			seen[f.ID] = true
+			d.Findings = append(d.Findings, report.FindingChange{Status: report.StatusResolved, Finding: f})
+			d.Counts.Resolved++
+		}
+	}
+	order := map[string]int{report.StatusNew: 0, report.StatusPersisting: 1, report.StatusResolved: 2}
+	sort.SliceStable(d.Findings, func(i, j int) bool { return order[d.Findings[i].Status] < order[d.Findings[j].Status] })
+	d.Statements = compareStatements(old, stmts, plans)
+	recount(d)
+	return d
+}
+
+// key matches a statement across reports: its fingerprint and role, or
+// its queryid in a report written before statements had fingerprints.
+func key(r report.StatementRow) string {
+	if r.Fingerprint != "" {
+		return r.Fingerprint + "\x00" + r.Role
+	}
+	return "queryid:" + r.QueryID
+}
+
+func figures(r report.StatementRow) report.Figures {
+	return report.Figures{Calls: r.Calls, MeanMS: r.MeanMS, BuffersPerCall: r.BuffersPerCall, RowsPerCall: r.RowsPerCall, Plan: r.PlanShape}
+}
+
+// compareStatements lists the statements whose figures moved beyond the
+// thresholds, the largest change of time first.
+func compareStatements(old *Old, now []report.StatementRow, plans map[string]*report.PlanSummary) []report.StatementChange {
+	before := map[string]report.StatementRow{}
+	for _, r := range old.Statements {
+		if _, dup := before[key(r)]; !dup {
+			before[key(r)] = r
+		}
+	}
+	out := []report.StatementChange{}
+	for _, r := range now {
+		b, ok := before[key(r)]
+		if !ok && r.Fingerprint != "" {
+			b, ok = before["queryid:"+r.QueryID]
+		}
+		if !ok || b.Calls < MinCalls || r.Calls < MinCalls {
+			continue
+		}
+		c := report.StatementChange{Fingerprint: r.Fingerprint, QueryID: r.QueryID, Query: r.Query, Role: r.Role, Before: figures(b), After: figures(r)}
+		if b.MeanMS > 0 {
+			c.Ratio = r.MeanMS / b.MeanMS
+		}
+		slower, faster := judge(&c)
+		switch {
+		case slower:
+			c.Verdict, c.Regression = report.Slower, true
+		case faster:
+			c.Verdict = report.Faster
+		case len(c.Reasons) > 0:
+			c.Verdict = report.Changed
+		default:
+			continue
+		}
+		out = append(out, c)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		return math.Abs(math.Log(max(out[i].Ratio, 1e-9))) > math.Abs(math.Log(max(out[j].Ratio, 1e-9)))
+	})
+	return out
+}
+
+// judge fills the reasons of a statement change and says whether its
+// figures make it slower or faster.
+func judge(c *report.StatementChange) (slower, faster bool) {
+	b, a := c.Before, c.After
+	switch {
+	case b.MeanMS > 0 && a.MeanMS >= TimeRatio*b.MeanMS && a.MeanMS-b.MeanMS >= TimeMinMS:
+		slower = true
+		c.Reasons = append(c.Reasons, fmt.Sprintf("mean per call %s -> %s (%.1fx)", printable.MS(b.MeanMS), printable.MS(a.MeanMS), a.MeanMS/b.MeanMS))
+	case a.MeanMS > 0 && b.MeanMS >= TimeRatio*a.MeanMS && b.MeanMS-a.MeanMS >= TimeMinMS:
+		faster = true
+		c.Reasons = append(c.Reasons, fmt.Sprintf("mean per call %s -> %s (%.1fx faster)", printable.MS(b.MeanMS), printable.MS(a.MeanMS), b.MeanMS/a.MeanMS))
+	}
+	switch {
+	case a.BuffersPerCall >= BufferRatio*b.BuffersPerCall && a.BuffersPerCall-b.BuffersPerCall >= BufferMin:
+		c.Reasons = append(c.Reasons, fmt.Sprintf("buffers per call %.0f -> %.0f", b.BuffersPerCall, a.BuffersPerCall))
+		slower = slower || !faster
+	case b.BuffersPerCall >= BufferRatio*a.BuffersPerCall && b.BuffersPerCall-a.BuffersPerCall >= BufferMin:
+		c.Reasons = append(c.Reasons, fmt.Sprintf("buffers per call %.0f -> %.0f", b.BuffersPerCall, a.BuffersPerCall))
+		faster = faster || !slower
+	}
+	if hi, lo := max(a.RowsPerCall, b.RowsPerCall), min(a.RowsPerCall, b.RowsPerCall); hi >= RowsRatio*lo && hi-lo >= RowsMinDelta {
+		c.Reasons = append(c.Reasons, fmt.Sprintf("rows per call %.4g -> %.4g", b.RowsPerCall, a.RowsPerCall))
+	}
+	if b.Plan != "" && a.Plan != "" && b.Plan != a.Plan {
+		c.Reasons = append(c.Reasons, "plan changed: "+printable.Clip(b.Plan, 160)+" -> "+printable.Clip(a.Plan, 160))
+	}
+	return slower, faster
+}
+
+// Settle re-measures each slower statement with measure (nil: none could
+// be run) and keeps a regression only where the re-run still shows it:
+// the median now at least TimeRatio times the baseline's mean, or, when the
+// baseline's plan could be brought back, the current plan at least
+// TimeRatio times slower than that plan on the same values.
+func Settle(d *report.BaselineDiff, measure func(report.StatementChange) *model.Remeasured) {
+	for i := range d.Statements {
+		c := &d.Statements[i]
+		if c.Verdict != report.Slower || measure == nil {
+			continue
+		}
+		r := measure(*c)
+		if r == nil {
+			continue
+		}
+		c.Remeasured = r
+		if r.Why != "" {
+			continue
+		}
+		c.Measured = true
+		base, how := c.Before.MeanMS, "the baseline's mean"
+		if r.BaselinePlanMS > 0 {
+			base, how = r.BaselinePlanMS, "the baseline's plan re-run with the same values"
+		}
+		if base <= 0 || r.MedianMS < TimeRatio*base || r.MedianMS-base < TimeMinMS {
+			if c.Before.BuffersPerCall == 0 || c.After.BuffersPerCall < BufferRatio*c.Before.BuffersPerCall || r.BaselinePlanMS > 0 {
+				c.Regression = false
+				c.Note = fmt.Sprintf("not a regression: re-run now it takes %s against %s for %s", printable.MS(r.MedianMS), printable.MS(base), how)
+			}
+		}
+	}
+	recount(d)
+}
+
+func recount(d *report.BaselineDiff) {
+	d.Counts.Slower, d.Counts.Regressions, d.Counts.Faster = 0, 0, 0
+	for _, c := range d.Statements {
+		switch c.Verdict {
+		case report.Slower:
+			d.Counts.Slower++
+			if c.Regression {
+				d.Counts.Regressions++
+			}
+		case report.Faster:
+			d.Counts.Faster++
+		}
+	}
+}

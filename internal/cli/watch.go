@@ -1,0 +1,252 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pgmedic/pgmedic/internal/diagnose"
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/watch"
+)
+
+// watchFlags are the flags of `watch`.
+type watchFlags struct {
+	dir             string
+	keep            time.Duration
+	maxSizeMB       int
+	interval        time.Duration
+	statementsEvery time.Duration
+	before, after   time.Duration
+	maxIncident     time.Duration
+	maxBundles      int
+	duration        time.Duration
+	pgbouncer       string
+	serverCores     int
+	targets         string
+	shard           string
+	maxConnections  int
+	metrics         string
+	minSeverity     string
+}
+
+// newWatch is `pgmedic watch`: the flight recorder.
+func newWatch(_ io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	var f watchFlags
+	cmd := &cobra.Command{
+		Use:   "watch [DSN]",
+		Short: "flight recorder: sample a server for days, keep a bounded ring on disk, write a bundle per incident, serve /metrics",
+		Long: `watch keeps one connection to the server (DSN as argument, or the libpq
+environment) and, every --interval, samples its sessions and locks; every
+--statements-every it reads pg_stat_statements (never resetting it). Both go
+to a ring on disk (--dir, bounded by --keep and --max-size). When a trigger
+fires (a lock queue, more working sessions than cores, PgBouncer clients
+waiting, a transaction its client left idle, a burst of errors or new
+connections, a statement's p95 jumping) it opens an incident; once nothing
+has fired for --after, the window from --before ahead of it is written as a
+bundle under --dir/incidents, with its report (check --from BUNDLE reads it
+again). With --targets FILE it watches a fleet from one process, one
+connection per server, each in its own directory.
+
+It reconnects with back-off through restarts and failovers, stops cleanly on
+SIGTERM or Ctrl-C (an incident in progress is written first), and prints
+what it cost when it stops. Exit codes: 0 stopped, 2 usage or connection
+error.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dsn := ""
+			if len(args) == 1 {
+				dsn = args[0]
+			}
+			return runWatch(cmd.Context(), f, dsn, stdout, stderr)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.dir, "dir", "pgmedic-watch", "directory of the ring (ring/) and the incident bundles (incidents/); with --targets, one directory per target inside it")
+	fl.DurationVar(&f.keep, "keep", 2*time.Hour, "how long the ring keeps what it recorded")
+	fl.IntVar(&f.maxSizeMB, "max-size", 256, "most MB the ring holds (per target); the oldest minutes go first")
+	fl.DurationVar(&f.interval, "interval", time.Second, "time between two samples of the sessions (one query each)")
+	fl.DurationVar(&f.statementsEvery, "statements-every", time.Minute, "time between two readings of pg_stat_statements")
+	fl.DurationVar(&f.before, "before", 2*time.Minute, "how much of the ring before an incident's first trigger its bundle holds")
+	fl.DurationVar(&f.after, "after", time.Minute, "an incident ends once no trigger has fired for this long; its bundle holds it")
+	fl.DurationVar(&f.maxIncident, "max-incident", 30*time.Minute, "write an incident that goes on this long, and open no other until it is over")
+	fl.IntVar(&f.maxBundles, "max-bundles", 200, "bundles kept (per target); the oldest go first")
+	fl.DurationVar(&f.duration, "duration", 0, "stop after this long (0: until SIGTERM or Ctrl-C)")
+	fl.StringVar(&f.pgbouncer, "pgbouncer", "", "a PgBouncer admin console (postgres://USER@HOST:6432/pgbouncer) whose pools are sampled each tick")
+	fl.IntVar(&f.serverCores, "server-cores", 0, "the server's CPU count (default: this machine's when the server is local, else 4, and bundles say it is a guess)")
+	fl.StringVar(&f.targets, "targets", "", "a YAML file of servers to watch from one process (name, dsn, pgbouncer, labels, server_cores for each)")
+	fl.StringVar(&f.shard, "shard", "", "with --targets, watch only shard I of N (I/N): each target's name is hashed, so N processes given the same file split it without coordination")
+	fl.IntVar(&f.maxConnections, "max-connections", 100, "with --targets, the most connections this process may open (one per server, one per PgBouncer console); more is refused")
+	fl.StringVar(&f.metrics, "metrics", "", "serve /metrics in Prometheus's text format on this address (127.0.0.1:9187)")
+	fl.StringVar(&f.minSeverity, "min-severity", "warning", "the lowest severity the bundles' reports keep")
+	return cmd
+}
+
+func (f watchFlags) validate() error {
+	switch {
+	case f.interval < 100*time.Millisecond:
+		return usageErr("--interval must be at least 100ms")
+	case f.statementsEvery < f.interval:
+		return usageErr("--statements-every must be at least --interval")
+	case f.keep < f.before+f.after || f.keep <= 0:
+		return usageErr("--keep must hold an incident's window: at least --before plus --after")
+	case f.maxSizeMB < 1:
+		return usageErr("--max-size must be at least 1 (MB)")
+	case f.after < 15*time.Second || f.before < 0:
+		// A backend reports its counters (rollbacks, sessions) up to 10 s
+		// after the fact when it sits idle: an incident must outlast that.
+		return usageErr("--after must be at least 15s (PostgreSQL reports an idle backend's counters up to 10 s late), and --before 0 or more")
+	case f.after < f.interval:
+		return usageErr("--after must be at least --interval")
+	case f.maxIncident < f.after:
+		return usageErr("--max-incident must be at least --after")
+	case f.maxBundles < 1:
+		return usageErr("--max-bundles must be at least 1")
+	case f.duration < 0:
+		return usageErr("--duration must be 0 (until stopped) or more")
+	case f.serverCores < 0:
+		return usageErr("--server-cores must be positive")
+	}
+	if _, err := model.ParseSeverity(f.minSeverity); err != nil {
+		return usageErr("--min-severity: %v", err)
+	}
+	return nil
+}
+
+// targetsOf is the servers to watch: the DSN, or the --targets file's
+// (this shard's), within the connection budget.
+func (f watchFlags) targetsOf(dsn string) ([]watch.Target, error) {
+	if f.targets == "" {
+		if f.shard != "" {
+			return nil, usageErr("--shard needs --targets")
+		}
+		return []watch.Target{{Name: "target", DSN: dsn, PgBouncer: f.pgbouncer, ServerCores: f.serverCores}}, nil
+	}
+	if dsn != "" || f.pgbouncer != "" {
+		return nil, usageErr("--targets names every server: drop the DSN and --pgbouncer (put pgbouncer: in the target's entry)")
+	}
+	data, err := os.ReadFile(f.targets)
+	if err != nil {
+		return nil, usageErr("--targets: %v", err)
+	}
+	fleet, err := watch.ParseFleet(data, f.targets)
+	if err != nil {
+		return nil, inputErr(err)
+	}
+	ts := fleet.Targets
+	if f.shard != "" {
+		i, n, err := watch.ParseShard(f.shard)
+		if err != nil {
+			return nil, usageErr("%v", err)
+		}
+		ts = fleet.Shard(i, n)
+		if len(ts) == 0 {
+			return nil, inputErr(fmt.Errorf("--shard %s holds none of the %d targets: fewer shards, or more targets", f.shard, len(fleet.Targets)))
+		}
+	}
+	if need := watch.Connections(ts); need > f.maxConnections {
+		return nil, inputErr(fmt.Errorf("%d targets need %d connections, over --max-connections %d: raise it, or split the fleet with --shard 1/%d ... --shard %d/%d in as many processes",
+			len(ts), need, f.maxConnections, (need+f.maxConnections-1)/f.maxConnections, (need+f.maxConnections-1)/f.maxConnections, (need+f.maxConnections-1)/f.maxConnections))
+	}
+	return ts, nil
+}
+
+func runWatch(ctx context.Context, f watchFlags, dsn string, stdout, stderr io.Writer) error {
+	if err := f.validate(); err != nil {
+		return err
+	}
+	ts, err := f.targetsOf(dsn)
+	if err != nil {
+		return err
+	}
+	min, _ := model.ParseSeverity(f.minSeverity)
+	var logMu sync.Mutex
+	logf := func(format string, args ...any) {
+		logMu.Lock()
+		defer logMu.Unlock()
+		fmt.Fprintf(stderr, "pgmedic watch: %s %s\n", time.Now().UTC().Format("2006-01-02T15:04:05Z"), fmt.Sprintf(format, args...))
+	}
+	metrics := watch.NewMetrics()
+	if f.metrics != "" {
+		ln, err := net.Listen("tcp", f.metrics)
+		if err != nil {
+			return usageErr("--metrics %s: %v", f.metrics, err)
+		}
+		srv := &http.Server{Handler: metrics, ReadHeaderTimeout: 5 * time.Second}
+		go srv.Serve(ln)
+		defer srv.Close()
+		logf("serving /metrics on http://%s/metrics", ln.Addr())
+	}
+	cfg := watch.Config{Dir: f.dir, Interval: f.interval, StatementsEvery: f.statementsEvery, Keep: f.keep, MaxBytes: int64(f.maxSizeMB) << 20,
+		Before: f.before, After: f.after, MaxIncident: f.maxIncident, MaxBundles: f.maxBundles, Duration: f.duration,
+		Version: Version, Log: logf, Metrics: metrics,
+		Bundled: func(t watch.Target, dir string, inc *watch.Incident) {
+			fs := reportBundle(dir, min)
+			metrics.Findings(t.Name, fs)
+			var rules []string
+			for _, f := range fs {
+				rules = append(rules, f.Rule)
+			}
+			logf("%s: %d findings in %s: %s (pgmedic check --from %s)", t.Name, len(fs), filepath.Base(dir), strings.Join(rules, ", "), dir)
+		}}
+	began, cpu0 := time.Now(), watch.CPUSeconds()
+	var stats map[string]watch.Stats
+	if f.targets == "" {
+		cfg.FailFast = true
+		metrics.Register(ts[0])
+		st, err := watch.Watch(ctx, ts[0], cfg)
+		if err != nil {
+			return err
+		}
+		stats = map[string]watch.Stats{ts[0].Name: st}
+	} else {
+		logf("watching %d targets", len(ts))
+		stats = watch.WatchAll(ctx, ts, cfg)
+	}
+	fmt.Fprintln(stderr, overheadLine(time.Since(began), watch.CPUSeconds()-cpu0, stats))
+	return nil
+}
+
+// reportBundle writes a bundle's report beside it (report.txt and
+// report.json, as check --from prints them) and returns its findings.
+func reportBundle(dir string, min model.Severity) []model.Finding {
+	rep, err := diagnose.FromBundle(dir, Version, diagnose.Options{}, min)
+	if err != nil {
+		os.WriteFile(filepath.Join(dir, "report.txt"), []byte("pgmedic check --from failed: "+err.Error()+"\n"), 0o600)
+		return nil
+	}
+	for name, render := range map[string]func(io.Writer) error{"report.txt": rep.Text, "report.json": rep.JSON} {
+		var b strings.Builder
+		if render(&b) == nil {
+			os.WriteFile(filepath.Join(dir, name), []byte(b.String()), 0o600)
+		}
+	}
+	return rep.Findings
+}
+
+// overheadLine says what watch did and what it cost: its own CPU per
+// second of wall time (the target is under 1% of one core) and the time
+// its queries took.
+func overheadLine(wall time.Duration, cpu float64, stats map[string]watch.Stats) string {
+	var ticks, incidents, reconnects int64
+	var queryMS float64
+	for _, s := range stats {
+		ticks, incidents, reconnects, queryMS = ticks+s.Ticks, incidents+s.Incidents, reconnects+s.Reconnects, queryMS+s.QueryMS
+	}
+	perTick := 0.0
+	if ticks > 0 {
+		perTick = queryMS / float64(ticks)
+	}
+	secs := max(wall.Seconds(), 1e-9)
+	return fmt.Sprintf("pgmedic watch: stopped after %s: %d ticks, %d incidents, %d reconnects; overhead: %.2f%% of one core (pgmedic's CPU, %.2f s), its queries %.2f ms a tick (%.2f%% of the time, round trips included)",
+		wall.Round(time.Second), ticks, incidents, reconnects, 100*cpu/secs, cpu, perTick, 100*queryMS/1000/secs/float64(max(len(stats), 1)))
+}

@@ -1,0 +1,57 @@
+package diagnose
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/pgmedic/pgmedic/internal/baseline"
+	"github.com/pgmedic/pgmedic/internal/bundle"
+	"github.com/pgmedic/pgmedic/internal/collect"
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/report"
+	"github.com/pgmedic/pgmedic/internal/rules"
+)
+
+// FromBundle is check on a watch incident bundle: the rules judge the
+// sessions sampled over the incident's window, the statements that ran in
+// it and the catalogs read when it closed, with no connection. Nothing
+// can be re-run on a server that is not there: every experiment is
+// not-run, with how to run it. With o.Baseline the report is compared too
+// (its slowdowns judged on the figures).
+func FromBundle(dir, version string, o Options, min model.Severity) (*report.Report, error) {
+	selected, err := rules.Select(o.Rules)
+	if err != nil {
+		return nil, inputErrf("--rules: %v", err)
+	}
+	meta, snap, err := bundle.Read(dir)
+	if err != nil {
+		return nil, inputErr(err)
+	}
+	collect.Reparse(snap)
+	if snap.Missing == nil {
+		snap.Missing = map[string]model.Skip{}
+	}
+	snap.ServerCores, snap.CoresGuessed = meta.ServerCores, meta.CoresGuessed
+	findings, skipped := rules.Run(snap, selected)
+	why := fmt.Sprintf("read from the incident bundle %s, with no server to re-run on: pgmedic check on %s measures it", filepath.Base(dir), meta.Server)
+	for i := range findings {
+		if findings[i].Verification.Status == "" || findings[i].Experiment != nil {
+			findings[i].Verification = model.NotRunBecause(why)
+		}
+	}
+	for _, n := range meta.Notes {
+		skipped = append(skipped, model.Skip{Rule: "bundle", Reason: n})
+	}
+	rep := report.New(version, meta.Server, snap.CollectedAt, findings, skipped, rules.SnapshotRules(selected), min)
+	rep.Target.Database = meta.Database
+	rep.Unseen = unseen(snap, skipped)
+	rep.Sessions = report.SessionsOf(snap.Sampling)
+	rep.Statements, rep.Plans = report.StatementsOf(snap)
+	rep.Incident = &report.IncidentHeader{Bundle: filepath.Base(dir), Triggers: meta.Triggers, From: meta.From, To: meta.To}
+	if o.Baseline != nil {
+		d := baseline.Compare(o.Baseline, findings, rep.Statements, rep.Plans, min)
+		baseline.Settle(d, nil)
+		rep.Baseline = d
+	}
+	return rep, nil
+}

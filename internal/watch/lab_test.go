@@ -1,0 +1,370 @@
+package watch_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgmedic/pgmedic/internal/diagnose"
+	"github.com/pgmedic/pgmedic/internal/lab"
+	"github.com/pgmedic/pgmedic/internal/lab/labtest"
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/scenario"
+	"github.com/pgmedic/pgmedic/internal/testkit"
+	"github.com/pgmedic/pgmedic/internal/watch"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testkit.Remove()
+	os.Exit(code)
+}
+
+type bundled struct {
+	dir string
+	inc *watch.Incident
+}
+
+// TestWatchAcrossIncidents leaves watch running across three incident
+// scenarios, one after another with quiet between them and after them:
+// one bundle per incident, none in quiet time, and check --from of each
+// bundle finds what the scenario must.
+func TestWatchAcrossIncidents(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs three scenarios")
+	}
+	c := labtest.Cluster(t, lab.Options{})
+	ctx := context.Background()
+	type run struct {
+		name string
+		for_ time.Duration
+		env  *scenario.Env
+		s    scenario.Scenario
+	}
+	runs := []*run{{name: "connection-storm", for_: 8 * time.Second}, {name: "lock-chain", for_: 6 * time.Second}, {name: "blocked-event-loop", for_: 8 * time.Second}}
+	var bouncer *lab.Bouncer
+	for _, r := range runs {
+		s, err := scenario.Find(r.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if why := s.NotRunOn(c); why != "" {
+			if testkit.InCI() {
+				t.Fatalf("%s cannot run here: %s", r.name, why)
+			}
+			t.Skipf("%s cannot run here: %s", r.name, why)
+		}
+		r.s, _ = s.On(c)
+		env, err := scenario.Setup(ctx, c, r.s, t.Logf)
+		var missing *scenario.MissingClient
+		if errors.As(err, &missing) {
+			testkit.Missing(t, missing.Error(), err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.PgBouncer != nil {
+			bouncer, err = c.StartPgBouncer(ctx, lab.BouncerOptions{PoolSize: s.PgBouncer.PoolSize, Mode: s.PgBouncer.Mode, Users: []string{scenario.AppRole}})
+			if err != nil {
+				testkit.Missing(t, "pgbouncer", err)
+			}
+			env.Bouncer = bouncer
+		}
+		r.env = env
+	}
+	// Watch reads every database's statements through the extension in
+	// the database it connects to.
+	admin, err := pgx.Connect(ctx, c.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"); err != nil {
+		t.Fatal(err)
+	}
+	admin.Close(ctx)
+	dir := t.TempDir()
+	bundles := make(chan bundled, 10)
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan watch.Stats, 1)
+	cfg := watch.Config{Dir: dir, Interval: 500 * time.Millisecond, StatementsEvery: 5 * time.Second, Before: 5 * time.Second, After: 11 * time.Second,
+		Keep: 10 * time.Minute, MaxIncident: 2 * time.Minute, Version: "test", Log: t.Logf, FailFast: true,
+		Bundled: func(_ watch.Target, dir string, inc *watch.Incident) { bundles <- bundled{dir, inc} }}
+	go func() {
+		st, err := watch.Watch(wctx, watch.Target{Name: "lab", DSN: c.DSN("postgres"), PgBouncer: bouncer.AdminDSN()}, cfg)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- st
+	}()
+	var st watch.Stats
+	stopped := false
+	stopWatch := func() {
+		if !stopped {
+			stopped = true
+			stop()
+			st = <-done
+		}
+	}
+	defer stopWatch()
+	quiet := func(d time.Duration, when string) {
+		select {
+		case b := <-bundles:
+			t.Fatalf("a bundle %s, in quiet time: %v", when, b.inc.Kinds())
+		case <-time.After(d):
+		}
+	}
+	quiet(6*time.Second, "before any scenario")
+	got := map[string]bundled{}
+	for _, r := range runs {
+		rctx, cancel := context.WithTimeout(ctx, r.for_)
+		err := r.env.Run(rctx, r.s)
+		cancel()
+		if err != nil {
+			t.Fatalf("%s: %v", r.name, err)
+		}
+		select {
+		case b := <-bundles:
+			got[r.name] = b
+			t.Logf("%s: bundle %s: %v", r.name, filepath.Base(b.dir), b.inc.Kinds())
+		case <-time.After(time.Minute):
+			t.Fatalf("%s: no bundle a minute after the workload ended", r.name)
+		}
+		quiet(cfg.After+time.Second, "after "+r.name+"'s")
+	}
+	quiet(5*time.Second, "after the last scenario")
+	stopWatch()
+	select {
+	case b := <-bundles:
+		t.Fatalf("watch stopped with an incident open: %v", b.inc.Kinds())
+	default:
+	}
+	if st.Incidents != 3 {
+		t.Errorf("watch counted %d incidents, want 3", st.Incidents)
+	}
+	entries, _ := os.ReadDir(filepath.Join(dir, "incidents"))
+	if len(entries) != 3 {
+		t.Errorf("%d bundles on disk, want 3", len(entries))
+	}
+	for _, r := range runs {
+		b := got[r.name]
+		rep, err := diagnose.FromBundle(b.dir, "test", diagnose.Options{}, model.Info)
+		if err != nil {
+			t.Fatalf("%s: check --from: %v", r.name, err)
+		}
+		if t.Failed() || os.Getenv("PGMEDIC_KEEP_BUNDLES") != "" {
+			keep := filepath.Join(os.TempDir(), "pgmedic-watch-"+r.name)
+			os.RemoveAll(keep)
+			exec.Command("cp", "-r", b.dir, keep).Run()
+			t.Logf("%s: bundle kept in %s", r.name, keep)
+		}
+		if rep.Target.Database != r.env.DB {
+			t.Errorf("%s: the bundle read database %s, not the scenario's %s", r.name, rep.Target.Database, r.env.DB)
+		}
+		have := map[string][]model.Finding{}
+		var list []string
+		for _, f := range rep.Findings {
+			have[f.Rule] = append(have[f.Rule], f)
+			list = append(list, f.Rule+" ("+f.Severity.String()+"): "+f.Title)
+		}
+		for _, e := range r.s.Expect {
+			ok := false
+			for _, f := range have[e.Rule] {
+				ok = ok || e.Object == "" || strings.Contains(f.Object.Name, e.Object) || strings.Contains(f.Title, e.Object)
+			}
+			if !ok {
+				t.Errorf("%s: check --from lacks %s%s; it found:\n  %s", r.name, e.Rule, map[bool]string{true: " on " + e.Object}[e.Object != ""], strings.Join(list, "\n  "))
+			}
+		}
+		for _, e := range r.s.MustNot {
+			for _, f := range have[e.Rule] {
+				if f.Severity >= model.Warning {
+					t.Errorf("%s: check --from found %s, which it must not: %s", r.name, e.Rule, f.Title)
+				}
+			}
+		}
+		for _, f := range rep.Findings {
+			if f.Verification.Status == model.Confirmed {
+				t.Errorf("%s: a finding from a bundle claims confirmed: %s", r.name, f.Title)
+			}
+		}
+	}
+}
+
+// watchProcess starts pgmedic watch as its own process.
+func watchProcess(t *testing.T, args ...string) (*exec.Cmd, *strings.Builder) {
+	t.Helper()
+	cmd := exec.Command(testkit.Pgmedic(t), append([]string{"watch"}, args...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	return cmd, &stderr
+}
+
+// ringTicks reads the ring's tick records, and the lines that did not
+// parse.
+func ringTicks(t *testing.T, dir string) (ticks []watch.Record, bad int) {
+	t.Helper()
+	segs, _ := filepath.Glob(filepath.Join(dir, "ring", "seg-*.jsonl"))
+	for _, s := range segs {
+		f, err := os.Open(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 64<<20)
+		for sc.Scan() {
+			var r watch.Record
+			if json.Unmarshal(sc.Bytes(), &r) != nil {
+				bad++
+				continue
+			}
+			if r.Kind == "tick" {
+				ticks = append(ticks, r)
+			}
+		}
+		f.Close()
+	}
+	return ticks, bad
+}
+
+// waitTicks polls the ring until it holds n ticks.
+func waitTicks(t *testing.T, dir string, n int) []watch.Record {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		if ticks, _ := ringTicks(t, dir); len(ticks) >= n {
+			return ticks
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("the ring did not reach %d ticks in a minute", n)
+	return nil
+}
+
+// TestWatchProcess runs the binary as an operator would: SIGTERM stops
+// it with exit 0 and the overhead printed (under 1% of one core at the
+// default tick); a restart of the server is a gap in the ring, not the
+// end of the recording; kill -9 loses at most the tick being made.
+func TestWatchProcess(t *testing.T) {
+	c := labtest.Cluster(t, lab.Options{})
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, c.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+	admin.Close(ctx)
+
+	t.Run("SIGTERM and overhead", func(t *testing.T) {
+		dir := t.TempDir()
+		cmd, stderr := watchProcess(t, c.DSN("postgres"), "--dir", dir)
+		waitTicks(t, dir, 20) // 20 s at the default tick of 1 s
+		began := time.Now()
+		cmd.Process.Signal(syscall.SIGTERM)
+		err := cmd.Wait()
+		if err != nil {
+			t.Fatalf("watch exited %v after SIGTERM: %s", err, stderr)
+		}
+		if took := time.Since(began); took > 5*time.Second {
+			t.Errorf("watch took %s to stop", took)
+		}
+		m := regexp.MustCompile(`overhead: ([0-9.]+)% of one core`).FindStringSubmatch(stderr.String())
+		if m == nil {
+			t.Fatalf("no overhead printed: %s", stderr)
+		}
+		pct, _ := strconv.ParseFloat(m[1], 64)
+		t.Logf("%s", strings.TrimSpace(stderr.String()))
+		if pct >= 1 {
+			t.Errorf("watch used %.2f%% of one core, over the 1%% target", pct)
+		}
+	})
+
+	t.Run("restart and kill -9", func(t *testing.T) {
+		dir := t.TempDir()
+		const interval = 200 * time.Millisecond
+		cmd, stderr := watchProcess(t, c.DSN("postgres"), "--dir", dir, "--interval", interval.String())
+		waitTicks(t, dir, 5)
+		if err := c.Restart(ctx, 2*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		restarted := time.Now()
+		// Ticks after the restart: watch reconnected on its own.
+		deadline := time.Now().Add(time.Minute)
+		for {
+			ticks, _ := ringTicks(t, dir)
+			if len(ticks) > 0 && ticks[len(ticks)-1].At.After(restarted.Add(interval)) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no tick in the minute after the server came back: %s", stderr)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		n := len(waitTicks(t, dir, 0)) + 10
+		waitTicks(t, dir, n)
+		cmd.Process.Kill() // kill -9
+		cmd.Wait()
+		killed := time.Now()
+		ticks, bad := ringTicks(t, dir)
+		if bad > 1 {
+			t.Errorf("%d lines of the ring do not read after kill -9", bad)
+		}
+		last := ticks[len(ticks)-1].At
+		// Lost: the tick under way at most. Its interval, plus the time a
+		// tick's queries take on a busy machine.
+		if gap := killed.Sub(last); gap > 2*interval+time.Second {
+			t.Errorf("the last tick on disk is %s before the kill: more than the last tick lost", gap)
+		}
+		segs, _ := filepath.Glob(filepath.Join(dir, "ring", "seg-*.jsonl"))
+		var gaps int
+		for _, s := range segs {
+			b, _ := os.ReadFile(s)
+			gaps += strings.Count(string(b), `"kind":"gap"`)
+		}
+		if gaps != 1 {
+			t.Errorf("%d gaps recorded for one restart", gaps)
+		}
+	})
+
+	t.Run("bad input", func(t *testing.T) {
+		bin := testkit.Pgmedic(t)
+		for _, c := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"watch", "postgres://nobody@127.0.0.1:1/x", "--dir", t.TempDir()}, "cannot connect"},
+			{[]string{"watch", "--targets", "/nonexistent.yaml"}, "--targets"},
+			{[]string{"watch", "x", "--interval", "1ms"}, "--interval"},
+			{[]string{"watch", "x", "--shard", "1/2"}, "--shard needs --targets"},
+			{[]string{"check", "--from", "/nonexistent"}, "no such bundle"},
+			{[]string{"check", "--from", t.TempDir()}, "incident.json is missing"},
+			{[]string{"check", "--fail-on", "new:warning"}, "--fail-on needs --baseline"},
+		} {
+			out, err := exec.Command(bin, c.args...).CombinedOutput()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), c.want) || strings.Count(strings.TrimSpace(string(out)), "\n") > 0 {
+				t.Errorf("%v: exit %v, output %q; want exit 2 and one line with %q", c.args, err, out, c.want)
+			}
+		}
+	})
+}

@@ -1,0 +1,303 @@
+package watch
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/printable"
+)
+
+// Trigger kinds: what opens an incident.
+const (
+	LockQueue   = "lock-queue"         // sessions queued on a lock
+	Saturation  = "working-sessions"   // more sessions working than cores
+	PoolWaits   = "pool-waits"         // PgBouncer clients waiting for a server connection
+	ClientStall = "client-stall"       // transactions left idle by their client
+	ErrorBurst  = "error-burst"        // rollbacks, failed and killed sessions, deadlocks
+	ConnBurst   = "connection-burst"   // new connections
+	Slowdown    = "statement-slowdown" // a statement's p95 jumped
+)
+
+// Firing is one trigger that fired at a tick, with what it saw.
+type Firing struct {
+	Kind   string    `json:"kind"`
+	At     time.Time `json:"at"`
+	Detail string    `json:"detail"`
+}
+
+// Thresholds set when each trigger fires; Defaults are what watch uses.
+type Thresholds struct {
+	// LockWaiters sessions waiting for a lock in LockTicks ticks running.
+	LockWaiters, LockTicks int
+	// More working sessions than Cores in SaturationTicks ticks running.
+	Cores, SaturationTicks int
+	// A pool with clients waiting at least PoolWaitMS, in PoolTicks ticks
+	// running.
+	PoolWaitMS float64
+	PoolTicks  int
+	// A transaction idle for at least IdleMS seen in StallTicks of the
+	// last StallWindow ticks.
+	IdleMS                  float64
+	StallTicks, StallWindow int
+	// Over BurstWindow, at least BurstErrors errors (BurstConnections new
+	// connections) and BurstFactor times the rate of the BurstHistory
+	// before it.
+	BurstWindow, BurstHistory     time.Duration
+	BurstErrors, BurstConnections int64
+	BurstFactor                   float64
+	// A statement with at least SlowCalls calls in a reading whose p95
+	// estimate is SlowFactor times its usual and SlowMinMS above it.
+	SlowCalls             int64
+	SlowFactor, SlowMinMS float64
+}
+
+// Defaults are watch's thresholds for a server of cores cores.
+func Defaults(cores int) Thresholds {
+	return Thresholds{LockWaiters: 2, LockTicks: 2, Cores: cores, SaturationTicks: 3,
+		PoolWaitMS: 500, PoolTicks: 2, IdleMS: 1000, StallTicks: 3, StallWindow: 10,
+		BurstWindow: 10 * time.Second, BurstHistory: 5 * time.Minute, BurstErrors: 10, BurstConnections: 20, BurstFactor: 5,
+		SlowCalls: 20, SlowFactor: 4, SlowMinMS: 100}
+}
+
+// Detector judges each tick against the thresholds. It keeps only what
+// the triggers need of the recent past (counts of ticks in a row, the
+// counters of the last minutes), so it is a pure function of the ticks it
+// is given, in order: tests feed it ticks with their own times.
+type Detector struct {
+	T Thresholds
+
+	lockRun, satRun, poolRun int
+	stalls                   []bool
+	counters                 []counterAt
+	usual                    map[string]float64 // a statement's usual p95 estimate, by key
+	seenReadings             map[string]int
+}
+
+type counterAt struct {
+	at          time.Time
+	errors, new int64
+	hasSessions bool
+}
+
+// Tick judges one tick; it returns the triggers that fire.
+func (d *Detector) Tick(rec Record) []Firing {
+	var out []Firing
+	fire := func(kind, detail string) { out = append(out, Firing{Kind: kind, At: rec.At, Detail: detail}) }
+	var backends []model.Backend
+	if rec.Sample != nil {
+		backends = rec.Sample.Backends
+	}
+
+	waiters, heads := 0, map[int]int{}
+	working := 0
+	stalled := 0
+	var longestIdle model.Backend
+	for _, b := range backends {
+		if b.WaitType == "Lock" && !b.BlockedByPgmedic {
+			waiters++
+			for _, p := range b.BlockedBy {
+				heads[p]++
+			}
+		}
+		if b.State == "active" && isWorking(b) {
+			working++
+		}
+		if strings.HasPrefix(b.State, "idle in transaction") && b.StateMS >= d.T.IdleMS {
+			stalled++
+			if b.StateMS > longestIdle.StateMS {
+				longestIdle = b
+			}
+		}
+	}
+	d.lockRun = run(d.lockRun, waiters >= d.T.LockWaiters)
+	if d.lockRun >= d.T.LockTicks {
+		fire(LockQueue, fmt.Sprintf("%d sessions waiting for a lock%s", waiters, headText(heads, backends)))
+	}
+	d.satRun = run(d.satRun, d.T.Cores > 0 && working > d.T.Cores)
+	if d.satRun >= d.T.SaturationTicks {
+		fire(Saturation, fmt.Sprintf("%d sessions working on %d cores", working, d.T.Cores))
+	}
+	d.stalls = append(d.stalls, stalled > 0)
+	if len(d.stalls) > d.T.StallWindow {
+		d.stalls = d.stalls[len(d.stalls)-d.T.StallWindow:]
+	}
+	if n := count(d.stalls); stalled > 0 && n >= d.T.StallTicks {
+		fire(ClientStall, fmt.Sprintf("a transaction idle %s in its client (pid %d, %s); %d of the last %d ticks",
+			printable.MS(longestIdle.StateMS), longestIdle.PID, printable.Clip(longestIdle.Query, 60), n, len(d.stalls)))
+	}
+	waiting := ""
+	if rec.Pools != nil {
+		for _, p := range rec.Pools.Pools {
+			if p.ClWaiting > 0 && p.MaxWaitMS >= d.T.PoolWaitMS {
+				waiting = fmt.Sprintf("%d clients of pool %s/%s waiting, the longest %s", p.ClWaiting, p.Database, p.User, printable.MS(p.MaxWaitMS))
+				break
+			}
+		}
+	}
+	d.poolRun = run(d.poolRun, waiting != "")
+	if d.poolRun >= d.T.PoolTicks {
+		fire(PoolWaits, waiting)
+	}
+	out = append(out, d.bursts(rec)...)
+	return out
+}
+
+// isWorking says a session is doing work on the server: on CPU, or reading
+// and writing, or on a lightweight lock; not waiting for a lock, its
+// client or a timer.
+func isWorking(b model.Backend) bool {
+	switch b.WaitType {
+	case "", "IO", "LWLock", "BufferPin":
+		return true
+	}
+	return false
+}
+
+func run(n int, holds bool) int {
+	if holds {
+		return n + 1
+	}
+	return 0
+}
+
+func count(bs []bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
+}
+
+// headText names the head of the queue: of the sessions others wait for,
+// the one that is not itself waiting for a lock (pg_blocking_pids also
+// names the waiters ahead in the queue), with the most behind it.
+func headText(heads map[int]int, backends []model.Backend) string {
+	byPID := map[int]model.Backend{}
+	for _, b := range backends {
+		byPID[b.PID] = b
+	}
+	best, n := 0, 0
+	for pid, c := range heads {
+		b, known := byPID[pid]
+		if known && b.WaitType == "Lock" {
+			continue
+		}
+		if c > n || (c == n && pid < best) {
+			best, n = pid, c
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	if b, ok := byPID[best]; ok {
+		return fmt.Sprintf(", %d behind pid %d (%s: %s)", n, best, b.State, printable.Clip(b.Query, 60))
+	}
+	return fmt.Sprintf(", %d behind pid %d", n, best)
+}
+
+// bursts compares the last BurstWindow's errors and new connections with
+// the rate of the BurstHistory before it. Without session counters
+// (PostgreSQL 13) no connection burst is judged.
+func (d *Detector) bursts(rec Record) []Firing {
+	if rec.Databases == nil {
+		return nil
+	}
+	var c counterAt
+	c.at = rec.At
+	for _, db := range rec.Databases {
+		c.errors += db.Rollbacks + db.SessionsFatal + db.SessionsKilled + db.Deadlocks
+		c.new += db.Sessions
+		c.hasSessions = c.hasSessions || db.Sessions > 0
+	}
+	if n := len(d.counters); n > 0 && (c.errors < d.counters[n-1].errors || c.new < d.counters[n-1].new) {
+		// The counters went back: the server restarted or its statistics
+		// were reset. The history before is of another count.
+		d.counters = d.counters[:0]
+	}
+	d.counters = append(d.counters, c)
+	// Keep the history and one window.
+	for len(d.counters) > 2 && d.counters[1].at.Before(rec.At.Add(-d.T.BurstHistory-d.T.BurstWindow)) {
+		d.counters = d.counters[1:]
+	}
+	var start, end *counterAt // the window's start, the history's start
+	end = &d.counters[0]
+	for i := len(d.counters) - 1; i >= 0; i-- {
+		if !d.counters[i].at.After(rec.At.Add(-d.T.BurstWindow)) {
+			start = &d.counters[i]
+			break
+		}
+	}
+	if start == nil || start == end || start.at.Sub(end.at) < d.T.BurstWindow {
+		return nil // not enough history for a rate to compare with
+	}
+	var out []Firing
+	window := rec.At.Sub(start.at).Seconds()
+	history := start.at.Sub(end.at).Seconds()
+	judge := func(kind string, now, before, min int64, what string) {
+		// A counter that went backwards was reset: no burst from it.
+		if now < 0 || before < 0 || now < min {
+			return
+		}
+		rate := float64(now) / window
+		usual := float64(before) / history
+		if rate >= d.T.BurstFactor*math.Max(usual, 0.1) {
+			out = append(out, Firing{Kind: kind, At: rec.At, Detail: fmt.Sprintf("%d %s in %.0f s (%.1f/s; usually %.2f/s)", now, what, window, rate, usual)})
+		}
+	}
+	judge(ErrorBurst, c.errors-start.errors, start.errors-end.errors, d.T.BurstErrors, "rollbacks, failed or killed sessions and deadlocks")
+	if c.hasSessions {
+		judge(ConnBurst, c.new-start.new, start.new-end.new, d.T.BurstConnections, "new connections")
+	}
+	return out
+}
+
+// Statements judges a reading of pg_stat_statements: a statement whose
+// p95 estimate (mean + 1.645 standard deviations over the reading's
+// calls) is SlowFactor times its usual one and SlowMinMS above it, after
+// at least three readings of it. pg_stat_statements keeps no percentiles;
+// the estimate assumes a bell-shaped spread and says so.
+func (d *Detector) Statements(at time.Time, stmts []Statement) []Firing {
+	if d.usual == nil {
+		d.usual, d.seenReadings = map[string]float64{}, map[string]int{}
+	}
+	var out []Firing
+	sort.SliceStable(stmts, func(i, j int) bool { return stmts[i].TotalExecMS > stmts[j].TotalExecMS })
+	for _, st := range stmts {
+		if st.Calls < d.T.SlowCalls {
+			continue
+		}
+		k := fmt.Sprintf("%s/%d/%d", st.Database, st.UserID, st.QueryID)
+		p95 := P95(st)
+		usual, n := d.usual[k], d.seenReadings[k]
+		if n >= 3 && p95 >= d.T.SlowFactor*usual && p95-usual >= d.T.SlowMinMS && len(out) < 3 {
+			out = append(out, Firing{Kind: Slowdown, At: at, Detail: fmt.Sprintf("p95 estimate %s, usually %s (%d calls): %s",
+				printable.MS(p95), printable.MS(usual), st.Calls, printable.Clip(st.Query, 60))})
+			continue // a jump does not become the usual at once
+		}
+		if n == 0 {
+			d.usual[k] = p95
+		} else {
+			d.usual[k] = 0.7*usual + 0.3*p95
+		}
+		d.seenReadings[k] = n + 1
+	}
+	return out
+}
+
+// P95 estimates a statement's 95th percentile over a reading from its
+// mean and the spread of its calls.
+func P95(st Statement) float64 {
+	if st.Calls == 0 {
+		return 0
+	}
+	n := float64(st.Calls)
+	mean := st.TotalExecMS / n
+	variance := math.Max(0, st.SumSqMS/n-mean*mean)
+	return mean + 1.645*math.Sqrt(variance)
+}
