@@ -21,8 +21,8 @@ type Incident struct {
 	// sessions: PostgreSQL reports an idle backend's up to 10 s late.
 	SessionsFrom time.Time `json:"sessions_from,omitzero"`
 	SessionsTo   time.Time `json:"sessions_to,omitzero"`
-	From     time.Time `json:"from"`
-	To       time.Time `json:"to"`
+	From         time.Time `json:"from"`
+	To           time.Time `json:"to"`
 	// Triggers are the first firing of each kind, in order.
 	Triggers []Firing `json:"triggers"`
 	// Firings counts the ticks each kind fired at.
