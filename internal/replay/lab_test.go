@@ -127,6 +127,7 @@ func stopCase(t *testing.T, c *lab.Cluster) {
 const stormQuery = `SELECT k, sum(x * y), avg(x + y) FROM big WHERE id BETWEEN $1 AND $1 + 200 GROUP BY k`
 
 func stormCase(t *testing.T, c *lab.Cluster) {
+	labtest.CPUHeavy(t)
 	ctx := context.Background()
 	labDB(t, c, "storm", `CREATE TABLE big (id int PRIMARY KEY, k int, x float8, y float8);
 		INSERT INTO big SELECT g, g % 50, random(), random() FROM generate_series(1, 100000) g;

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pgmedic/pgmedic/internal/diagnose"
 	"github.com/pgmedic/pgmedic/internal/lab"
+	"github.com/pgmedic/pgmedic/internal/lab/labtest"
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/testkit"
 )
@@ -112,6 +113,9 @@ func TestScenarios(t *testing.T) {
 		MaxCopyBytes: 1 << 30, MaxTables: 200000, MaxStatements: 10000, Log: t.Logf}
 	for _, s := range list {
 		t.Run(s.Name, func(t *testing.T) {
+			if s.Name == "connection-storm" || s.Name == "connection-burst" {
+				labtest.CPUHeavy(t) // they saturate the cores on purpose
+			}
 			res, err := Run(ctx, c, s, "test", opts, model.Info)
 			if err != nil {
 				t.Fatal(err)

@@ -90,7 +90,14 @@ func (w *watcher) writeBundle(ctx context.Context, inc *Incident) error {
 	}
 	snap, err := w.snapshot(ctx, db, window)
 	if err != nil {
-		return err
+		// The incident is kept without the catalogs: its sessions and
+		// statements are what it was.
+		meta.Notes = append(meta.Notes, fmt.Sprintf("the catalogs of database %s could not be read when the incident closed (%s): the rules that read tables, indexes and plans had nothing to read", db, envelope.Message(err)))
+		snap = &model.Snapshot{CollectedAt: time.Now().UTC(), Database: db, Missing: map[string]model.Skip{},
+			Server: model.Server{Version: w.server.Version, VersionNum: w.server.VersionNum}, ServerCores: w.server.Cores, CoresGuessed: w.server.CoresGuessed}
+		for _, st := range window {
+			snap.Statements = append(snap.Statements, st.Statement)
+		}
 	}
 	// The rules judge the stretch in which the triggers fired, as check
 	// judges the seconds it samples: a minute of calm around a storm

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/jackc/pgx/v5"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -40,7 +41,7 @@ func ParseFleet(data []byte, path string) (*Fleet, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("--targets %s is empty: list the servers under targets: (name, dsn)", path)
 		}
-		return nil, fmt.Errorf("--targets %s: %s", path, strings.ReplaceAll(err.Error(), "\n", "; "))
+		return nil, fmt.Errorf("--targets %s: %s", path, yamlError(err))
 	}
 	if len(f.Targets) == 0 {
 		return nil, fmt.Errorf("--targets %s lists no targets: give each a name and a dsn under targets:", path)
@@ -54,6 +55,10 @@ func ParseFleet(data []byte, path string) (*Fleet, error) {
 			return nil, fmt.Errorf("--targets %s: two targets are named %q", path, t.Name)
 		case strings.TrimSpace(t.DSN) == "":
 			return nil, fmt.Errorf("--targets %s: target %q has no dsn", path, t.Name)
+		case !parses(t.DSN):
+			return nil, fmt.Errorf("--targets %s: the dsn of target %q does not parse: give postgres://user@host:port/dbname or key=value pairs", path, t.Name)
+		case t.PgBouncer != "" && !parses(t.PgBouncer):
+			return nil, fmt.Errorf("--targets %s: the pgbouncer dsn of target %q does not parse: give postgres://user@host:6432/pgbouncer", path, t.Name)
 		case t.ServerCores < 0:
 			return nil, fmt.Errorf("--targets %s: target %q: server_cores must be positive", path, t.Name)
 		}
@@ -127,4 +132,30 @@ func WatchAll(ctx context.Context, ts []Target, cfg Config) map[string]Stats {
 	}
 	wg.Wait()
 	return out
+}
+
+// parses says a connection string parses (its error, which may quote the
+// string and so a password, is not shown).
+func parses(dsn string) bool {
+	_, err := pgx.ParseConfig(dsn)
+	return err == nil
+}
+
+// yamlError says what the YAML reader refused, on one line, without the
+// values it quotes (a DSN in the wrong place would show its password) and
+// in the file's terms rather than Go's.
+func yamlError(err error) string {
+	msg := strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "yaml: unmarshal errors:", "")), " ")
+	msg = regexp.MustCompile("`[^`]*`|'[^']*'").ReplaceAllString(msg, "a value")
+	// An unknown key is named when it is a word (a typo: dns for dsn);
+	// anything else may be a connection string put where a key goes.
+	msg = regexp.MustCompile(`field (.*?) not found in type`).ReplaceAllStringFunc(msg, func(m string) string {
+		key := strings.TrimSuffix(strings.TrimPrefix(m, "field "), " not found in type")
+		if regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`).MatchString(key) {
+			return "unknown key " + key + " in"
+		}
+		return "a key that is not a word in"
+	})
+	return strings.NewReplacer("[]watch.Target", "a list of targets", "watch.Target", "a target (name, dsn, pgbouncer, labels, server_cores)",
+		"watch.Fleet", "the file (its top level is targets:)", "map[string]string", "labels (key: value)").Replace(msg)
 }

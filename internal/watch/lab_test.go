@@ -5,12 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -46,14 +49,14 @@ func TestWatchAcrossIncidents(t *testing.T) {
 		t.Skip("runs three scenarios")
 	}
 	c := labtest.Cluster(t, lab.Options{})
+	labtest.CPUHeavy(t) // a connection storm
 	ctx := context.Background()
 	type run struct {
 		name string
-		for_ time.Duration
 		env  *scenario.Env
 		s    scenario.Scenario
 	}
-	runs := []*run{{name: "connection-storm", for_: 8 * time.Second}, {name: "lock-chain", for_: 6 * time.Second}, {name: "blocked-event-loop", for_: 8 * time.Second}}
+	runs := []*run{{name: "connection-storm"}, {name: "lock-chain"}, {name: "blocked-event-loop"}}
 	var bouncer *lab.Bouncer
 	for _, r := range runs {
 		s, err := scenario.Find(r.name)
@@ -96,10 +99,12 @@ func TestWatchAcrossIncidents(t *testing.T) {
 	admin.Close(ctx)
 	dir := t.TempDir()
 	bundles := make(chan bundled, 10)
+	opened := make(chan *watch.Incident, 10)
 	wctx, stop := context.WithCancel(ctx)
 	done := make(chan watch.Stats, 1)
 	cfg := watch.Config{Dir: dir, Interval: 500 * time.Millisecond, StatementsEvery: 5 * time.Second, Before: 5 * time.Second, After: 11 * time.Second,
 		Keep: 10 * time.Minute, MaxIncident: 2 * time.Minute, Version: "test", Log: t.Logf, FailFast: true,
+		Opened:  func(_ watch.Target, inc *watch.Incident) { opened <- inc },
 		Bundled: func(_ watch.Target, dir string, inc *watch.Incident) { bundles <- bundled{dir, inc} }}
 	go func() {
 		st, err := watch.Watch(wctx, watch.Target{Name: "lab", DSN: c.DSN("postgres"), PgBouncer: bouncer.AdminDSN()}, cfg)
@@ -128,10 +133,24 @@ func TestWatchAcrossIncidents(t *testing.T) {
 	quiet(6*time.Second, "before any scenario")
 	got := map[string]bundled{}
 	for _, r := range runs {
-		rctx, cancel := context.WithTimeout(ctx, r.for_)
-		err := r.env.Run(rctx, r.s)
+		// The workload runs until watch has seen it, and a few seconds
+		// more: on a busy machine a storm takes longer to build.
+		rctx, cancel := context.WithCancel(ctx)
+		ended := make(chan error, 1)
+		go func() { ended <- r.env.Run(rctx, r.s) }()
+		select {
+		case <-opened:
+			time.Sleep(5 * time.Second)
+		case err := <-ended:
+			cancel()
+			t.Fatalf("%s ended before watch saw an incident: %v", r.name, err)
+		case <-time.After(2 * time.Minute):
+			cancel()
+			<-ended
+			t.Fatalf("%s: no incident opened in two minutes of its workload", r.name)
+		}
 		cancel()
-		if err != nil {
+		if err := <-ended; err != nil {
 			t.Fatalf("%s: %v", r.name, err)
 		}
 		select {
@@ -202,12 +221,30 @@ func TestWatchAcrossIncidents(t *testing.T) {
 	}
 }
 
+// syncBuf is a process's stderr, read while the process writes it.
+type syncBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
 // watchProcess starts pgmedic watch as its own process.
-func watchProcess(t *testing.T, args ...string) (*exec.Cmd, *strings.Builder) {
+func watchProcess(t *testing.T, args ...string) (*exec.Cmd, *syncBuf) {
 	t.Helper()
 	cmd := exec.Command(testkit.Pgmedic(t), append([]string{"watch"}, args...)...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
+	stderr := &syncBuf{}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +254,7 @@ func watchProcess(t *testing.T, args ...string) (*exec.Cmd, *strings.Builder) {
 			cmd.Wait()
 		}
 	})
-	return cmd, &stderr
+	return cmd, stderr
 }
 
 // ringTicks reads the ring's tick records, and the lines that did not
@@ -343,6 +380,65 @@ func TestWatchProcess(t *testing.T) {
 		}
 		if gaps != 1 {
 			t.Errorf("%d gaps recorded for one restart", gaps)
+		}
+	})
+
+	t.Run("fleet and metrics", func(t *testing.T) {
+		dir := t.TempDir()
+		fleet := filepath.Join(dir, "fleet.yaml")
+		os.WriteFile(fleet, []byte(`targets:
+  - name: main
+    dsn: "`+c.DSN("postgres")+`"
+    labels: {env: lab}
+  - name: second
+    dsn: "`+c.DSN("template1")+`"
+  - name: gone
+    dsn: "postgres://nobody@127.0.0.1:1/x?connect_timeout=1"
+`), 0o600)
+		bin := testkit.Pgmedic(t)
+		out, err := exec.Command(bin, "watch", "--targets", fleet, "--dir", dir, "--max-connections", "2").CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "--shard 1/2") {
+			t.Errorf("3 targets on a budget of 2: %v %s", err, out)
+		}
+		cmd, stderr := watchProcess(t, "--targets", fleet, "--dir", dir, "--metrics", "127.0.0.1:0", "--interval", "200ms")
+		var url string
+		deadline := time.Now().Add(30 * time.Second)
+		for url == "" && time.Now().Before(deadline) {
+			if m := regexp.MustCompile(`http://[0-9.:]+/metrics`).FindString(stderr.String()); m != "" {
+				url = m
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if url == "" {
+			t.Fatalf("no metrics address logged: %s", stderr)
+		}
+		var body string
+		for time.Now().Before(deadline) {
+			resp, err := http.Get(url)
+			if err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				body = string(b)
+				if strings.Contains(body, `pgmedic_watch_ticks_total{target="second"} `) && !strings.Contains(body, `pgmedic_watch_ticks_total{target="second"} 0`) {
+					break
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		for _, want := range []string{`pgmedic_up{target="main",env="lab"} 1`, `pgmedic_up{target="second"} 1`, `pgmedic_up{target="gone"} 0`} {
+			if !strings.Contains(body, want) {
+				t.Errorf("/metrics lacks %s:\n%s", want, body)
+			}
+		}
+		for _, name := range []string{"main", "second"} {
+			if ticks, _ := ringTicks(t, filepath.Join(dir, name)); len(ticks) == 0 {
+				t.Errorf("target %s has no ring", name)
+			}
+		}
+		cmd.Process.Signal(syscall.SIGTERM)
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("the fleet exited %v after SIGTERM: %s", err, stderr)
 		}
 	})
 

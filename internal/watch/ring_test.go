@@ -132,11 +132,12 @@ func TestFleetFile(t *testing.T) {
 	for _, c := range []struct{ yaml, want string }{
 		{"", "is empty"},
 		{"targets: []", "lists no targets"},
-		{"targets:\n  - name: a\n    dsn: x\n    dns: y\n", "dns"},
+		{"targets:\n  - name: a\n    dsn: host=x\n    dns: y\n", "dns"},
 		{"targets:\n  - name: a\n", "has no dsn"},
-		{"targets:\n  - name: a/b\n    dsn: x\n", "needs a name"},
-		{"targets:\n  - {name: a, dsn: x}\n  - {name: a, dsn: y}\n", "two targets are named"},
+		{"targets:\n  - name: a/b\n    dsn: host=x\n", "needs a name"},
+		{"targets:\n  - {name: a, dsn: \"host=x\"}\n  - {name: a, dsn: \"host=y\"}\n", "two targets are named"},
 		{"targets: [", "fleet.yaml"},
+		{"targets:\n  - {name: a, dsn: \"postgres://u:secret@h:notaport/d\"}\n", "does not parse"},
 	} {
 		_, err := ParseFleet([]byte(c.yaml), "fleet.yaml")
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {

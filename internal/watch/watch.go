@@ -59,8 +59,9 @@ type Config struct {
 	Log      func(format string, args ...any)
 	// Thresholds adjusts the triggers (nil: Defaults).
 	Thresholds func(*Thresholds)
-	// Bundled is called with each bundle written (check --from turns it
-	// into a report there).
+	// Opened is called when an incident opens, Bundled with each bundle
+	// written (check --from turns it into a report there).
+	Opened  func(t Target, inc *Incident)
 	Bundled func(t Target, dir string, inc *Incident)
 	Metrics *Metrics
 }
@@ -278,6 +279,14 @@ func (w *watcher) tick(ctx context.Context, at time.Time) error {
 	if err != nil {
 		return err
 	}
+	for i := range smp.Backends {
+		// An idle session's text is its last statement, long finished:
+		// no rule reads it, and on a server with hundreds of idle
+		// connections it would be most of the ring.
+		if smp.Backends[i].State == "idle" {
+			smp.Backends[i].Query = ""
+		}
+	}
 	rec := Record{Kind: "tick", At: at.UTC(), Sample: &smp, Databases: dbs}
 	if w.bouncer != nil {
 		if ps, err := collect.ShowPools(ctx, w.bouncer.Conn, at); err == nil {
@@ -302,6 +311,9 @@ func (w *watcher) tick(ctx context.Context, at time.Time) error {
 	opened, done := w.inc.Observe(at, fired)
 	if opened != nil {
 		w.cfg.Log("%s: incident opened: %s", w.t.Name, describe(opened.Triggers))
+		if w.cfg.Opened != nil {
+			w.cfg.Opened(w.t, opened)
+		}
 	}
 	if done != nil {
 		w.bundle(ctx, done)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -149,4 +150,21 @@ func ClientsConfig(t testing.TB, cfg *pgx.ConnConfig, n int, fn func(ctx context
 		}()
 	}
 	wg.Wait()
+}
+
+// CPUHeavy makes a test that saturates the machine's cores on purpose (a
+// connection storm) the only one doing so until it ends, across the test
+// binaries go test runs side by side: such tests measure what contention
+// does, and two at once measure each other. It waits for the others.
+func CPUHeavy(t testing.TB) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "pgmedic-cpu-heavy.lock"), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() }) // closing the file releases the lock
 }
