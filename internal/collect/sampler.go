@@ -85,6 +85,10 @@ func pace(base, interval, took time.Duration) time.Duration {
 	return interval
 }
 
+// Pace is pace for a sampler of its own (watch): the next interval after a
+// tick that took took.
+func Pace(base, interval, took time.Duration) time.Duration { return pace(base, interval, took) }
+
 // schedule calls tick every interval from the clock's now until duration
 // has passed, pacing the interval by how long each tick took (pace). It
 // stops early when tick fails or ctx ends, and says whether it slowed

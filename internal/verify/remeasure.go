@@ -33,16 +33,7 @@ func (e *Engine) Remeasure(ctx context.Context, st model.Statement, baselineShap
 		e.Runs = 5
 	}
 	exp := &model.Experiment{Query: st.Query, Stmt: st.Parsed, QueryID: st.QueryID, Calls: st.Calls, Rows: st.Rows}
-	stmt, err := statement(exp)
-	if err != nil {
-		r.Why = "pgmedic cannot parse this statement, so it does not run it"
-		return r
-	}
-	if why := e.refusal(ctx, stmt); why != "" {
-		r.Why = "not re-run: " + why
-		return r
-	}
-	b, why := e.bind(ctx, stmt, exp)
+	b, why := e.runnable(ctx, exp)
 	if why != "" {
 		r.Why = why
 		return r
@@ -63,6 +54,7 @@ func (e *Engine) Remeasure(ctx context.Context, st model.Statement, baselineShap
 		sort.Float64s(ms)
 		return ms[len(ms)/2], shape(last), nil
 	}
+	var err error
 	if r.MedianMS, r.Plan, err = series(nil); err != nil {
 		r.Why = err.Error()
 		return r

@@ -237,16 +237,7 @@ const stmtName = "pgmedic_verify"
 // one untimed run that warms the cache for both sides.
 func (e *Engine) jitToggle(ctx context.Context, snap *model.Snapshot, exp *model.Experiment) *toggle {
 	t := &toggle{}
-	stmt, err := statement(exp)
-	if err != nil {
-		t.reason = "pgmedic cannot parse this statement, so it will not run it (" + err.Error() + ")"
-		return t
-	}
-	if why := e.refusal(ctx, stmt); why != "" {
-		t.reason = "not re-run: " + why + "; pgmedic only executes SELECTs that act on nothing outside their transaction"
-		return t
-	}
-	b, why := e.bind(ctx, stmt, exp)
+	b, why := e.runnable(ctx, exp)
 	if why != "" {
 		t.reason = why
 		return t
@@ -360,6 +351,20 @@ func statement(exp *model.Experiment) (*sqlparse.Statement, error) {
 		exp.Stmt = st
 	}
 	return exp.Stmt, nil
+}
+
+// runnable is an application's statement ready to re-run: parsed, safe
+// to execute (a SELECT that acts on nothing outside its transaction), and
+// bound to values; or why it is not re-run.
+func (e *Engine) runnable(ctx context.Context, exp *model.Experiment) (*bound, string) {
+	stmt, err := statement(exp)
+	if err != nil {
+		return nil, "pgmedic cannot parse this statement, so it will not run it (" + err.Error() + ")"
+	}
+	if why := e.refusal(ctx, stmt); why != "" {
+		return nil, "not re-run: " + why + "; pgmedic only executes SELECTs that act on nothing outside their transaction"
+	}
+	return e.bind(ctx, stmt, exp)
 }
 
 // bind prepares a statement with $n parameters and picks their values

@@ -220,6 +220,14 @@ func sampling(ticks []Record, db string, interval time.Duration, versionNum int)
 		return sm
 	}
 	sm.Start = ticks[0].At
+	hidden := 0
+	for _, r := range ticks {
+		hidden = max(hidden, r.Hidden)
+	}
+	if hidden > 0 {
+		sm.HiddenSessions = hidden
+		sm.Hidden = fmt.Sprintf("%d sessions of other roles showed no state, wait or statement: GRANT pg_read_all_stats TO the role watch connects as", hidden)
+	}
 	sm.Seconds = ticks[len(ticks)-1].At.Sub(ticks[0].At).Seconds() + interval.Seconds()
 	for _, r := range ticks {
 		if r.Sample != nil {

@@ -26,6 +26,9 @@ type Record struct {
 	Databases map[string]model.DatabaseDelta `json:"databases,omitempty"`
 	Pools     *model.PoolSample              `json:"pools,omitempty"`
 	TickMS    float64                        `json:"tick_ms,omitempty"`
+	// Hidden counts the sessions of the watched database whose state and
+	// statement the role may not see (without pg_read_all_stats).
+	Hidden int `json:"hidden,omitempty"`
 	// A reading of pg_stat_statements: what moved since Since.
 	Since      time.Time   `json:"since,omitzero"`
 	Statements []Statement `json:"statements,omitempty"`

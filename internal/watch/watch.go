@@ -150,7 +150,7 @@ func Watch(ctx context.Context, t Target, cfg Config) (Stats, error) {
 		}
 	}
 	defer w.close()
-	next := time.Now()
+	next, interval := time.Now(), cfg.Interval
 	for {
 		select {
 		case <-ctx.Done():
@@ -159,8 +159,12 @@ func Watch(ctx context.Context, t Target, cfg Config) (Stats, error) {
 		case <-time.After(time.Until(next)):
 		}
 		at := time.Now()
-		next = at.Add(cfg.Interval)
-		if err := w.tick(ctx, at); err != nil {
+		err := w.tick(ctx, at)
+		// A server slow to answer is sampled less often, as check's
+		// sampler does: a tick that took half its interval doubles it.
+		interval = collect.Pace(cfg.Interval, interval, time.Since(at))
+		next = at.Add(interval)
+		if err != nil {
 			if ctx.Err() != nil {
 				w.stop()
 				return w.stats, nil
@@ -218,6 +222,9 @@ func (w *watcher) connect(ctx context.Context) error {
 		w.det = &Detector{T: th}
 	}
 	w.findPgss(ctx)
+	if w.pgssNote != "" {
+		w.cfg.Log("%s: %s", w.t.Name, w.pgssNote)
+	}
 	w.cfg.Metrics.connected(w.t.Name, true)
 	return w.ring.Append(Record{Kind: "start", At: time.Now(), Server: &w.server, Note: w.pgssNote})
 }
@@ -271,7 +278,7 @@ func (w *watcher) stop() {
 // incidents.
 func (w *watcher) tick(ctx context.Context, at time.Time) error {
 	q := w.sess.Conn
-	smp, _, err := collect.SampleOnce(ctx, q, w.server.VersionNum, at, w.server.Database, w.cpu, w.lastCPU)
+	smp, hidden, err := collect.SampleOnce(ctx, q, w.server.VersionNum, at, w.server.Database, w.cpu, w.lastCPU)
 	if err != nil {
 		return err
 	}
@@ -287,7 +294,7 @@ func (w *watcher) tick(ctx context.Context, at time.Time) error {
 			smp.Backends[i].Query = ""
 		}
 	}
-	rec := Record{Kind: "tick", At: at.UTC(), Sample: &smp, Databases: dbs}
+	rec := Record{Kind: "tick", At: at.UTC(), Sample: &smp, Databases: dbs, Hidden: hidden}
 	if w.bouncer != nil {
 		if ps, err := collect.ShowPools(ctx, w.bouncer.Conn, at); err == nil {
 			rec.Pools = &ps
