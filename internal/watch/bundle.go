@@ -38,9 +38,12 @@ func (w *watcher) bundle(ctx context.Context, inc *Incident) {
 
 func (w *watcher) writeBundle(ctx context.Context, inc *Incident) error {
 	now := time.Now()
-	// The statements up to now, so the window's are all on the ring.
-	if _, err := w.readStatements(ctx, now); err != nil {
-		return err
+	// The statements up to now, so the window's are all on the ring. A
+	// watch that lost its connection writes what the ring holds.
+	if w.sess != nil {
+		if _, err := w.readStatements(ctx, now); err != nil {
+			w.cfg.Log("%s: reading pg_stat_statements for the bundle: %v", w.t.Name, err)
+		}
 	}
 	recs, skipped, err := w.ring.Read(inc.From, now)
 	if err != nil {
@@ -49,7 +52,7 @@ func (w *watcher) writeBundle(ctx context.Context, inc *Incident) error {
 	w.stats.RingSkipped += skipped
 	var ticks []Record
 	var stmts []Record
-	meta := bundle.Meta{PGMedic: w.cfg.Version, Target: w.t.Name, Labels: w.t.Labels, Server: w.sess.Target,
+	meta := bundle.Meta{PGMedic: w.cfg.Version, Target: w.t.Name, Labels: w.t.Labels, Server: w.target,
 		From: inc.From.UTC(), To: inc.To.UTC(), Opened: inc.Opened.UTC(), Firings: inc.Firings, CutShort: inc.CutShort,
 		ServerCores: w.server.Cores, CoresGuessed: w.server.CoresGuessed}
 	for _, f := range inc.Triggers {
@@ -165,6 +168,9 @@ func incidentDatabase(ticks []Record, inc *Incident, watched string) string {
 // than its own it closes it, reads that database, and connects again.
 func (w *watcher) snapshot(ctx context.Context, db string, window map[stmtKey]Statement) (*model.Snapshot, error) {
 	sess := w.sess
+	if sess == nil {
+		return nil, errNotConnected
+	}
 	if db != w.server.Database {
 		w.close()
 		defer func() {

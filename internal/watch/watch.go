@@ -98,6 +98,7 @@ type watcher struct {
 	det     *Detector
 	inc     *Incidents
 	sess    *envelope.Session
+	target  model.Target // the server, as last connected to
 	bouncer *envelope.Bouncer
 	server  Server
 	// pg_stat_statements: where it is, and the last reading by key.
@@ -151,6 +152,7 @@ func Watch(ctx context.Context, t Target, cfg Config) (Stats, error) {
 	}
 	defer w.close()
 	next, interval := time.Now(), cfg.Interval
+	failures := 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -164,23 +166,34 @@ func Watch(ctx context.Context, t Target, cfg Config) (Stats, error) {
 		// sampler does: a tick that took half its interval doubles it.
 		interval = collect.Pace(cfg.Interval, interval, time.Since(at))
 		next = at.Add(interval)
-		if err != nil {
-			if ctx.Err() != nil {
-				w.stop()
-				return w.stats, nil
-			}
-			if !w.lost(err) {
-				return w.stats, err
-			}
-			cfg.Log("%s: connection lost (%v); reconnecting", t.Name, err)
-			if err := w.reconnect(ctx, at, envelope.Message(err)); err != nil {
-				w.stop()
-				return w.stats, nil
-			}
-			next = time.Now()
+		if err == nil {
+			failures = 0
+			continue
 		}
+		if ctx.Err() != nil {
+			w.stop()
+			return w.stats, nil
+		}
+		// One failed tick (a statement timeout on a saturated server) is
+		// a tick lost, not the recording: it is said once, and only a
+		// run of them is taken for a connection gone bad.
+		if failures++; !w.lost(err) && failures < 5 {
+			if failures == 1 {
+				cfg.Log("%s: a tick failed (%s); going on", t.Name, envelope.Message(err))
+			}
+			continue
+		}
+		failures = 0
+		cfg.Log("%s: connection lost (%v); reconnecting", t.Name, err)
+		if err := w.reconnect(ctx, at, envelope.Message(err)); err != nil {
+			w.stop()
+			return w.stats, nil
+		}
+		next = time.Now()
 	}
 }
+
+var errNotConnected = errors.New("not connected")
 
 // lost says an error means the connection is gone (a restart, a
 // failover, a network cut) rather than one query failing.
@@ -195,7 +208,7 @@ func (w *watcher) connect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	w.sess = sess
+	w.sess, w.target = sess, sess.Target
 	if w.t.PgBouncer != "" && w.bouncer == nil {
 		b, err := envelope.ConnectBouncer(ctx, w.t.PgBouncer, envelope.Options{})
 		if err != nil {
@@ -264,7 +277,7 @@ func (w *watcher) close() {
 // stop writes the bundle of an incident still open, with a context of its
 // own: the one watch ran under has ended.
 func (w *watcher) stop() {
-	if inc := w.inc.Stop(time.Now()); inc != nil && w.sess != nil {
+	if inc := w.inc.Stop(time.Now()); inc != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		w.bundle(ctx, inc)
@@ -277,6 +290,9 @@ func (w *watcher) stop() {
 // tick samples once, writes the record, judges it, and opens or closes
 // incidents.
 func (w *watcher) tick(ctx context.Context, at time.Time) error {
+	if w.sess == nil {
+		return errNotConnected
+	}
 	q := w.sess.Conn
 	smp, hidden, err := collect.SampleOnce(ctx, q, w.server.VersionNum, at, w.server.Database, w.cpu, w.lastCPU)
 	if err != nil {
