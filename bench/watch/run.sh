@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What pgmedic watch costs while the server works: pgbench (TPC-B, 16
-# clients at 400 transactions a second, 200 connections open in all) runs
+# clients at 400 transactions a second, 60 more connections open and idle) runs
 # for SECONDS while watch records at its default tick (1 s) and at a tenth
 # of it (100 ms), one after the other; each prints its own overhead line
 # (its CPU per second of wall time; the time its queries took a tick),
@@ -12,16 +12,11 @@ set -euo pipefail
 secs=${1:-60}
 . scripts/lab.sh
 port=$(echo "$dsn" | sed -E 's|.*:([0-9]+)/.*|\1|')
-psql -c "ALTER SYSTEM SET max_connections = 300" >/dev/null
-"$dir/pgmedic" lab down --dir "$dir/lab" >/dev/null
-"$dir/pgmedic" lab up --dir "$dir/lab" >"$dir/up.txt"
-dsn=$(tail -n1 "$dir/up.txt")
-port=$(echo "$dsn" | sed -E 's|.*:([0-9]+)/.*|\1|')
 psql -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"
 pgbench() { command pgbench -h 127.0.0.1 -p "$port" -U postgres "$@"; }
 pgbench -i -q -s 10 postgres >/dev/null 2>&1
-# 184 idle connections beside the workload: the sampler reads every session.
-for i in $(seq 1 184); do (command psql "$dsn" -X -q -c "SELECT pg_sleep($((secs * 2 + 30)))" >/dev/null 2>&1 &) ; done
+# 60 idle connections beside the workload: the sampler reads every session.
+for i in $(seq 1 60); do (command psql "$dsn" -X -q -c "SELECT pg_sleep($((secs * 2 + 30)))" >/dev/null 2>&1 &) ; done
 for tick in 1s 100ms; do
   psql -c "SELECT pg_stat_statements_reset()" >/dev/null
   pgbench -c 16 -j 2 -R 400 -T "$secs" postgres >"$dir/pgbench-$tick.txt" 2>&1 &
