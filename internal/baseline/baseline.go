@@ -65,14 +65,7 @@ func Load(data []byte, path string) (*Old, error) {
 		case map[string]any:
 			if _, ok := x["findings"].([]any); ok {
 				found = true
-				var part struct {
-					PGMedic     string                         `json:"pgmedic"`
-					Target      model.Target                   `json:"target"`
-					CollectedAt time.Time                      `json:"collected_at"`
-					Findings    []model.Finding                `json:"findings"`
-					Statements  []report.StatementRow          `json:"statements"`
-					Plans       map[string]*report.PlanSummary `json:"plans"`
-				}
+				var part report.Report
 				b, _ := json.Marshal(x)
 				if err := json.Unmarshal(b, &part); err != nil {
 					return fmt.Errorf("--baseline %s: its findings cannot be read (%v); was it written by another program?", path, shortErr(err))

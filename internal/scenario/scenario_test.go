@@ -81,6 +81,12 @@ func TestBrokenFolders(t *testing.T) {
 // TestScenarios reproduces every scenario once, on one throwaway cluster,
 // and checks it the way the demo does: every expected finding, confirmed
 // ones with two measured numbers, nothing the scenario forbids.
+// cpuBound are the scenarios that saturate the cores on purpose, or whose
+// proof is a ratio of CPU times (JIT's compilation against the query's
+// run) that another test saturating the cores would distort: they take
+// turns with the other such tests (labtest.CPUHeavy).
+var cpuBound = map[string]bool{"connection-storm": true, "connection-burst": true, "jit-oltp": true, "asyncpg-introspection": true}
+
 func TestScenarios(t *testing.T) {
 	if testing.Short() {
 		t.Skip("reproduces every scenario")
@@ -113,8 +119,8 @@ func TestScenarios(t *testing.T) {
 		MaxCopyBytes: 1 << 30, MaxTables: 200000, MaxStatements: 10000, Log: t.Logf}
 	for _, s := range list {
 		t.Run(s.Name, func(t *testing.T) {
-			if s.Name == "connection-storm" || s.Name == "connection-burst" {
-				labtest.CPUHeavy(t) // they saturate the cores on purpose
+			if cpuBound[s.Name] {
+				labtest.CPUHeavy(t)
 			}
 			res, err := Run(ctx, c, s, "test", opts, model.Info)
 			if err != nil {

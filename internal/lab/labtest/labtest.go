@@ -153,9 +153,10 @@ func ClientsConfig(t testing.TB, cfg *pgx.ConnConfig, n int, fn func(ctx context
 }
 
 // CPUHeavy makes a test that saturates the machine's cores on purpose (a
-// connection storm) the only one doing so until it ends, across the test
-// binaries go test runs side by side: such tests measure what contention
-// does, and two at once measure each other. It waits for the others.
+// connection storm), or whose proof is a ratio of CPU times another such
+// test would distort, the only one of them running until it ends, across
+// the test binaries go test runs side by side: two at once measure each
+// other. It waits for the others.
 func CPUHeavy(t testing.TB) {
 	t.Helper()
 	f, err := os.OpenFile(filepath.Join(os.TempDir(), "pgmedic-cpu-heavy.lock"), os.O_CREATE|os.O_RDWR, 0o666)
