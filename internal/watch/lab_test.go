@@ -49,7 +49,7 @@ func TestWatchAcrossIncidents(t *testing.T) {
 		t.Skip("runs three scenarios")
 	}
 	c := labtest.Cluster(t, lab.Options{})
-	labtest.CPUHeavy(t) // a connection storm
+	release := labtest.CPUHeavy(t) // a connection storm, first
 	ctx := context.Background()
 	type run struct {
 		name string
@@ -130,7 +130,7 @@ func TestWatchAcrossIncidents(t *testing.T) {
 		case <-time.After(d):
 		}
 	}
-	quiet(6*time.Second, "before any scenario")
+	quiet(4*time.Second, "before any scenario")
 	got := map[string]bundled{}
 	for _, r := range runs {
 		// The workload runs until watch has seen it, and a few seconds
@@ -140,7 +140,7 @@ func TestWatchAcrossIncidents(t *testing.T) {
 		go func() { ended <- r.env.Run(rctx, r.s) }()
 		select {
 		case <-opened:
-			time.Sleep(5 * time.Second)
+			time.Sleep(3 * time.Second)
 		case err := <-ended:
 			cancel()
 			t.Fatalf("%s ended before watch saw an incident: %v", r.name, err)
@@ -159,6 +159,9 @@ func TestWatchAcrossIncidents(t *testing.T) {
 			t.Logf("%s: bundle %s: %v", r.name, filepath.Base(b.dir), b.inc.Kinds())
 		case <-time.After(time.Minute):
 			t.Fatalf("%s: no bundle a minute after the workload ended", r.name)
+		}
+		if r.name == "connection-storm" {
+			release()
 		}
 		quiet(cfg.After+time.Second, "after "+r.name+"'s")
 	}

@@ -156,8 +156,9 @@ func ClientsConfig(t testing.TB, cfg *pgx.ConnConfig, n int, fn func(ctx context
 // connection storm), or whose proof is a ratio of CPU times another such
 // test would distort, the only one of them running until it ends, across
 // the test binaries go test runs side by side: two at once measure each
-// other. It waits for the others.
-func CPUHeavy(t testing.TB) {
+// other. It waits for the others; the lock is released when the test
+// ends, or earlier by release.
+func CPUHeavy(t testing.TB) (release func()) {
 	t.Helper()
 	f, err := os.OpenFile(filepath.Join(os.TempDir(), "pgmedic-cpu-heavy.lock"), os.O_CREATE|os.O_RDWR, 0o666)
 	if err != nil {
@@ -167,5 +168,8 @@ func CPUHeavy(t testing.TB) {
 		f.Close()
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { f.Close() }) // closing the file releases the lock
+	var once sync.Once
+	release = func() { once.Do(func() { f.Close() }) } // closing the file releases the lock
+	t.Cleanup(release)
+	return release
 }
