@@ -197,6 +197,7 @@ func shapes(s *model.Snapshot) {
 	s.Shapes = map[int64]*model.QueryShape{}
 	for i := range s.Statements {
 		st := &s.Statements[i]
+		st.Fingerprint, _ = sqlparse.Fingerprint(st.Query)
 		parsed, err := sqlparse.Parse(st.Query)
 		if err != nil {
 			s.Unparsed++

@@ -221,6 +221,9 @@ type Statement struct {
 	// Parsed is Query parsed once by collect; nil when it does not parse
 	// (truncated text, another dialect).
 	Parsed *sqlparse.Statement `json:"-"`
+	// Fingerprint is pg_query's fingerprint of Query, taken once by
+	// collect with the parse (reports and finding ids use it).
+	Fingerprint string `json:"-"`
 }
 
 // MeanExecMS is the mean execution time per call.

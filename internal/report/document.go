@@ -98,7 +98,9 @@ func StatementsOf(snap *model.Snapshot) ([]StatementRow, map[string]*PlanSummary
 	for _, st := range snap.Statements {
 		id := strconv.FormatInt(st.QueryID, 10)
 		r := StatementRow{QueryID: id, Query: st.Query, Role: st.Role, Calls: st.Calls, TotalMS: model.Round(st.TotalExecMS, 3)}
-		r.Fingerprint, _ = sqlparse.Fingerprint(st.Query)
+		if r.Fingerprint = st.Fingerprint; r.Fingerprint == "" {
+			r.Fingerprint, _ = sqlparse.Fingerprint(st.Query)
+		}
 		if st.Calls > 0 {
 			r.MeanMS = model.Round(st.TotalExecMS/float64(st.Calls), 3)
 			r.RowsPerCall = model.Round(float64(st.Rows)/float64(st.Calls), 2)

@@ -223,7 +223,10 @@ func Fingerprint(s *model.Snapshot, findings []model.Finding) {
 			continue
 		}
 		if st := s.Statement(id); st != nil {
-			o.Fingerprint, _ = sqlparse.Fingerprint(st.Query)
+			o.Fingerprint = st.Fingerprint
+			if o.Fingerprint == "" {
+				o.Fingerprint, _ = sqlparse.Fingerprint(st.Query)
+			}
 		}
 	}
 }
