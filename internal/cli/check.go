@@ -49,10 +49,10 @@ type checkFlags struct {
 
 // register adds check's flags to a command (check, lab run, demo).
 func (c *checkFlags) register(cmd *cobra.Command) {
-	c.outputFlags.register(cmd)
-	cmd.Flags().DurationVar(&c.statementTimeout, "statement-timeout", 5*time.Second, "statement_timeout for every statement pgmedic sends, except the table copies of --verify-indexes (--copy-timeout)")
+	addReport(cmd, &c.outputFlags, "warning")
+	addStatementTimeout(cmd, &c.statementTimeout, 5*time.Second)
 	cmd.Flags().DurationVar(&c.copyTimeout, "copy-timeout", 2*time.Minute, "statement_timeout while --verify-indexes copies a table and builds the proposed index on the copy")
-	cmd.Flags().IntVar(&c.serverCores, "server-cores", 0, "the server's CPU count, for the load check before experiments (default: this machine's when the server is local, else 4)")
+	addServerCores(cmd, &c.serverCores)
 	cmd.Flags().IntVar(&c.runs, "runs", 5, "runs per side of each experiment (at least 5)")
 	cmd.Flags().BoolVar(&c.noVerify, "no-verify", false, "diagnose only: run no experiments")
 	cmd.Flags().BoolVar(&c.verifyIndexes, "verify-indexes", false, "time proposed indexes on a temporary copy of the table (temporary objects only, in a transaction that is rolled back)")
@@ -61,7 +61,7 @@ func (c *checkFlags) register(cmd *cobra.Command) {
 	cmd.Flags().IntVar(&c.maxStatements, "max-statements", collect.Defaults().MaxStatements, "read at most this many pg_stat_statements entries, the most expensive first (those left out are listed in skipped)")
 	cmd.Flags().DurationVar(&c.sample, "sample", 10*time.Second, "watch the server's sessions this long (pg_stat_activity, pg_locks, pg_stat_database) for stalled clients, idle transactions, lock queues and connection pressure; 0 turns it off")
 	cmd.Flags().DurationVar(&c.sampleInterval, "sample-interval", 100*time.Millisecond, "time between two samples (one query each)")
-	cmd.Flags().StringVar(&c.pgbouncer, "pgbouncer", "", "a PgBouncer admin console (postgres://USER@HOST:6432/pgbouncer) whose pools are sampled with the sessions")
+	addPgBouncer(cmd, &c.pgbouncer)
 	cmd.Flags().IntVar(&c.verifyMaxMB, "verify-max-size", 1024, "largest table (MB, with indexes) --verify-indexes copies, and largest relation pgstattuple reads")
 }
 
@@ -133,7 +133,7 @@ grant that shows it.`,
 	f.register(cmd)
 	cmd.Flags().StringArrayVar(&f.logFiles, "log", nil, "a server log to read with the check (stderr, csvlog, jsonlog, syslog; plain or .gz); its auto_explain plans and events add findings; repeat for several")
 	cmd.Flags().DurationVar(&f.profile, "profile", 0, "sample the busiest backends' CPU with perf this long (on the database server, as root) and name the hot spots; 0 for none")
-	cmd.Flags().BoolVar(&f.twin, "twin", false, "run the experiments that need writes (an index built, a fresh ANALYZE) on a throwaway twin: the tables they read copied into a lab cluster of the target's major version; nothing is written to the target")
+	addTwin(cmd, &f.twin)
 	cmd.Flags().StringVar(&f.twinDSN, "twin-dsn", "", "use this scratch database as the twin instead of a lab cluster (a staging database, a branch, a thin clone); its tables of the same names are replaced")
 	cmd.Flags().IntVar(&f.twinMaxMB, "twin-max-size", 1024, "most MB of table data the twin copies; a larger set is copied as a sample of each table, and measurements on it say so")
 	cmd.Flags().BoolVar(&f.keepTwin, "keep-twin", false, "leave the twin's lab cluster running after the check, to explore it (pgmedic lab down --dir DIR removes it)")
@@ -153,19 +153,11 @@ func (c checkFlags) options(ids []string, logf func(string, ...any)) diagnose.Op
 		LogFiles: c.logFiles, ServerLogBytes: int64(c.serverLogMB) << 20, ProfileFor: c.profile}
 }
 
-// findingsReport is what check and explain print: text, JSON, or the
-// document HTML and Markdown draw, and the worst severity reported, which
-// decides the exit code.
+// findingsReport is what check and explain print: a report in every
+// format and the worst severity reported, which decides the exit code.
 type findingsReport interface {
-	renderable
+	report.Renderable
 	Worst() model.Severity
-}
-
-// renderable is a report in every format.
-type renderable interface {
-	Text(io.Writer) error
-	JSON(io.Writer) error
-	Document() *report.Document
 }
 
 // emit writes the report and turns findings into exit code 1.
@@ -182,8 +174,8 @@ func emit(rep findingsReport, o outputFlags, min model.Severity, stdout io.Write
 	return nil
 }
 
-// rendered is a command's output in every format, for write: the demo's
-// and lab run's, which are not one report.
+// rendered is a command's output made of several reports (the demo's and
+// lab run's), for write.
 type rendered struct {
 	text, json func(io.Writer) error
 	doc        func() *report.Document
@@ -192,21 +184,6 @@ type rendered struct {
 func (r rendered) Text(w io.Writer) error     { return r.text(w) }
 func (r rendered) JSON(w io.Writer) error     { return r.json(w) }
 func (r rendered) Document() *report.Document { return r.doc() }
-
-// write renders in --format to --out or stdout: the one format switch of
-// every command.
-func write(rep renderable, o outputFlags, stdout io.Writer) error {
-	render := rep.Text
-	switch o.format {
-	case "json":
-		render = rep.JSON
-	case "html":
-		render = func(w io.Writer) error { return report.HTML(w, rep.Document()) }
-	case "markdown":
-		render = func(w io.Writer) error { return report.Markdown(w, rep.Document()) }
-	}
-	return writeOut(o.out, stdout, render)
-}
 
 // gate is --fail-on, parsed; nil without --baseline (then --min-severity
 // sets the exit code).

@@ -16,9 +16,7 @@ import (
 	"github.com/pgmedic/pgmedic/internal/diagnose"
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/lab"
-	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/printable"
-	"github.com/pgmedic/pgmedic/internal/rules"
 	"github.com/pgmedic/pgmedic/internal/scenario"
 )
 
@@ -164,65 +162,6 @@ func newRoot(args []string, stdin io.Reader, stdout, stderr io.Writer) *cobra.Co
 		root.AddCommand(c.build(stdin, stdout, stderr))
 	}
 	return root
-}
-
-// outputFlags are the flags every reporting command shares.
-type outputFlags struct {
-	format      string
-	out         string
-	minSeverity string
-	rules       string
-}
-
-func (o *outputFlags) register(cmd *cobra.Command) { o.registerWith(cmd, "warning") }
-
-// registerWith registers the flags with a command's own default for
-// --min-severity.
-func (o *outputFlags) registerWith(cmd *cobra.Command, minSeverity string) {
-	cmd.Flags().StringVar(&o.format, "format", "text", formatHelp)
-	cmd.Flags().StringVar(&o.out, "out", "", "write the report to this file instead of stdout")
-	cmd.Flags().StringVar(&o.minSeverity, "min-severity", minSeverity, "report findings at or above: info, warning or critical (also sets the exit code)")
-	cmd.Flags().StringVar(&o.rules, "rules", "", "comma-separated rule ids to run (default: all)")
-}
-
-// formatHelp is --format's help text.
-const formatHelp = "output format: text, json, html (one self-contained page) or markdown (for a ticket or a pull request)"
-
-// validateFormat checks --format.
-func (o *outputFlags) validateFormat() error {
-	switch o.format {
-	case "text", "json", "html", "markdown":
-		return nil
-	}
-	return usageErr("unknown --format %q: use text, json, html or markdown", o.format)
-}
-
-// validate checks --format, --min-severity and --rules.
-func (o *outputFlags) validate() (model.Severity, []string, error) {
-	if err := o.validateFormat(); err != nil {
-		return 0, nil, err
-	}
-	sev, err := model.ParseSeverity(o.minSeverity)
-	if err != nil {
-		return 0, nil, usageErr("--min-severity: %v", err)
-	}
-	ids, err := ruleIDs(o.rules)
-	return sev, ids, err
-}
-
-// ruleIDs reads --rules. One table of rules serves every command: an id is
-// known or refused the same way whatever input the command reads.
-func ruleIDs(flag string) ([]string, error) {
-	var ids []string
-	for _, id := range strings.Split(flag, ",") {
-		if id = strings.TrimSpace(id); id != "" {
-			ids = append(ids, id)
-		}
-	}
-	if _, err := rules.Select(ids); err != nil {
-		return nil, usageErr("--rules: %v", err)
-	}
-	return ids, nil
 }
 
 // progress returns a logger that writes to stderr only when it is a terminal.

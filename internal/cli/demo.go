@@ -164,7 +164,7 @@ func writeDemoPage(page *report.Document, path, out string, stdout io.Writer) er
 			path = "pgmedic-demo.html"
 		}
 	}
-	if err := writeOut(path, stdout, func(w io.Writer) error { return report.HTML(w, page) }); err != nil {
+	if err := write(rendered{doc: func() *report.Document { return page }}, outputFlags{format: "html", out: path}, stdout); err != nil {
 		return err
 	}
 	abs, _ := filepath.Abs(path)

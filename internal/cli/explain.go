@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -13,12 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pgmedic/pgmedic/internal/diagnose"
-	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
-	"github.com/pgmedic/pgmedic/internal/plan"
-	"github.com/pgmedic/pgmedic/internal/report"
-	"github.com/pgmedic/pgmedic/internal/rules"
-	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
 type explainFlags struct {
@@ -31,10 +25,6 @@ type explainFlags struct {
 	statementTimeout time.Duration
 	allowFunctions   []string
 }
-
-// maxPlanBytes bounds what explain reads: the largest real plans are a
-// few megabytes.
-const maxPlanBytes = 64 << 20
 
 // explainMemoryLimit is the heap size at which explain's collector starts
 // (it is off until then): a 17 MB plan of 1,200 nodes peaks near 50 MB.
@@ -84,54 +74,18 @@ connection error, 3 internal error.`,
 		},
 	}
 	// A pasted plan gets every tip: info findings are shown too.
-	f.outputFlags.registerWith(cmd, "info")
+	addReport(cmd, &f.outputFlags, "info")
 	cmd.Flags().StringVar(&f.dsn, "dsn", "", "database to check the plan's casts against, or to EXPLAIN --query on")
 	cmd.Flags().StringVar(&f.query, "query", "", "SQL to EXPLAIN on --dsn (no $n parameters: put the values in)")
 	cmd.Flags().BoolVar(&f.analyze, "analyze", false, "with --query: EXPLAIN ANALYZE (SELECT only, rolled back)")
 	cmd.Flags().BoolVar(&f.compare, "compare", false, "compare two plans: explain --compare A B")
 	cmd.Flags().IntVar(&f.runs, "runs", 5, "runs per side of the implicit-cast experiment (at least 5)")
-	cmd.Flags().DurationVar(&f.statementTimeout, "statement-timeout", 30*time.Second, "statement_timeout for pgmedic's session (EXPLAIN ANALYZE included)")
+	addStatementTimeout(cmd, &f.statementTimeout, diagnose.ExplainTimeout)
 	cmd.Flags().StringSliceVar(&f.allowFunctions, "allow-function", nil, "a VOLATILE function (schema.name) that --analyze may execute; repeat or separate with commas")
 	return cmd
 }
 
-// readPlan reads a plan file or stdin ("-") and parses it.
-func readPlan(path string, stdin io.Reader) (*plan.Explain, string, error) {
-	var r io.Reader = stdin
-	name := "stdin"
-	if path != "-" {
-		fh, err := os.Open(path)
-		if err != nil {
-			return nil, "", inputErr(fmt.Errorf("cannot read the plan: %w", err))
-		}
-		defer fh.Close()
-		r, name = fh, path
-	}
-	var buf bytes.Buffer
-	if fh, ok := r.(*os.File); ok {
-		// A file's size is known: one buffer of that size instead of a
-		// doubling one (a large plan is megabytes).
-		if st, err := fh.Stat(); err == nil && st.Mode().IsRegular() && st.Size() <= maxPlanBytes {
-			buf.Grow(int(st.Size()) + bytes.MinRead)
-		}
-	}
-	_, err := buf.ReadFrom(io.LimitReader(r, maxPlanBytes+1))
-	b := buf.Bytes()
-	if err != nil {
-		return nil, "", inputErr(fmt.Errorf("cannot read the plan from %s: %w", name, err))
-	}
-	if len(b) > maxPlanBytes {
-		return nil, "", inputErr(fmt.Errorf("%s is larger than %d MB; that is not one plan", name, maxPlanBytes>>20))
-	}
-	e, err := plan.Parse(b)
-	if err != nil {
-		return nil, "", inputErr(fmt.Errorf("%s: %w (pgmedic reads EXPLAIN output in JSON or TEXT format)", name, err))
-	}
-	return e, name, nil
-}
-
-// runExplain checks the flags, reads the plan (a file, stdin or --query on
-// --dsn) and hands it to diagnose.Plan.
+// runExplain checks the flags and hands them to diagnose.Explain.
 func runExplain(ctx context.Context, args []string, stdin io.Reader, f explainFlags, ids []string, min model.Severity, stdout, stderr io.Writer) error {
 	if f.query != "" && f.dsn == "" {
 		return usageErr("--query needs --dsn: the database to EXPLAIN it on")
@@ -159,58 +113,24 @@ func runExplain(ctx context.Context, args []string, stdin io.Reader, f explainFl
 		defer debug.SetGCPercent(100) // in-process callers (tests) get the collector back
 		defer debug.SetMemoryLimit(math.MaxInt64)
 	}
-	var sess *envelope.Session
-	if f.dsn != "" {
-		var err error
-		sess, err = envelope.Connect(ctx, f.dsn, envelope.Options{StatementTimeout: f.statementTimeout})
-		if err != nil {
-			return err
-		}
-		defer sess.Close()
+	o := diagnose.ExplainOptions{Stdin: stdin, DSN: f.dsn, Query: f.query, Analyze: f.analyze,
+		Options: diagnose.Options{Rules: ids, Runs: f.runs, StatementTimeout: f.statementTimeout, AllowFunctions: f.allowFunctions, Log: progress(stderr)},
+		Warn:    func(s string) { fmt.Fprintln(stderr, "pgmedic: "+s) }}
+	if len(args) == 1 {
+		o.Path = args[0]
 	}
-	var e *plan.Explain
-	var stmt *sqlparse.Statement
-	var source string
-	if f.query != "" {
-		var err error
-		if stmt, e, err = diagnose.Query(ctx, sess, f.query, f.analyze, f.allowFunctions); err != nil {
-			return err
-		}
-		source = "--query on " + sess.Target.String()
-	} else {
-		var err error
-		if e, source, err = readPlan(args[0], stdin); err != nil {
-			return err
-		}
-	}
-	in := rules.PlanInput{Explain: e, Object: model.Object{Kind: "plan", Name: source}, Query: f.query, Stmt: stmt}
-	opts := diagnose.Options{Rules: ids, Runs: f.runs, StatementTimeout: f.statementTimeout, AllowFunctions: f.allowFunctions, Log: progress(stderr)}
-	findings, skipped, err := diagnose.Plan(ctx, sess, in, opts)
+	rep, err := diagnose.Explain(ctx, Version, o, min)
 	if err != nil {
 		return err
 	}
-	if !e.HasAnalyze && len(skipped) > 0 {
-		fmt.Fprintf(stderr, "pgmedic: the plan has no ANALYZE figures; %s need EXPLAIN (ANALYZE, BUFFERS) and did not run\n", skipped[0].Rule)
-	}
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	rep := report.NewPlan(Version, source, e, findings, skipped, len(rules.PlanRules()), min)
 	return emit(rep, f.outputFlags, min, stdout)
 }
 
 // runCompare reads two plans and prints what changed between them.
 func runCompare(args []string, stdin io.Reader, f explainFlags, stdout io.Writer) error {
-	if args[0] == "-" && args[1] == "-" {
-		return usageErr("only one of the two plans can come from stdin")
-	}
-	a, nameA, err := readPlan(args[0], stdin)
+	rep, err := diagnose.ComparePlans(Version, args[0], args[1], stdin)
 	if err != nil {
 		return err
 	}
-	b, nameB, err := readPlan(args[1], stdin)
-	if err != nil {
-		return err
-	}
-	return write(report.NewCompare(Version, nameA, nameB, a, b, plan.Compare(a, b)), f.outputFlags, stdout)
+	return write(rep, f.outputFlags, stdout)
 }

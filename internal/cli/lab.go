@@ -302,7 +302,8 @@ Exit 0 when the scenario produced every finding it must and none it must not.`,
 		},
 	}
 	f.register(cmd)
-	cmd.Flags().BoolVar(&asTarget, "twin", false, "check the scenario's database as a production target: nothing written to it, the experiments that write run on a twin")
+	// As a production target: nothing written to the scenario's database.
+	addTwin(cmd, &asTarget)
 	return cmd
 }
 

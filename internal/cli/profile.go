@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"context"
-	"fmt"
 	"io"
 	"os"
 	"time"
@@ -10,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pgmedic/pgmedic/internal/diagnose"
-	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/profile"
 )
@@ -51,40 +48,24 @@ Exit codes: 0 nothing at or above --min-severity, 1 findings, 2 usage, perf or c
 			if len(pids) == 0 && busiest == 0 && like == "" {
 				busiest = 1
 			}
-			ctx := cmd.Context()
-			perf, err := profile.FindPerf(ctx)
-			if err != nil {
-				return inputErr(err)
+			dsn := ""
+			if len(args) == 1 {
+				dsn = args[0]
 			}
-			sess, targets, err := profileTargets(ctx, args, profile.Select{PIDs: pids, Busiest: busiest, QueryLike: like})
+			rep, p, err := diagnose.ProfileCommand(cmd.Context(), Version, diagnose.ProfileOptions{
+				Options: diagnose.Options{Rules: ids, NoVerify: noVerify, Log: progress(stderr)},
+				DSN:     dsn, HasDSN: len(args) == 1, Select: profile.Select{PIDs: pids, Busiest: busiest, QueryLike: like},
+				Duration: duration, Frequency: freq}, least)
 			if err != nil {
 				return err
 			}
-			var conn envelope.Conn
-			if sess != nil {
-				defer sess.Close()
-				conn = sess.Conn
-			}
-			progress(stderr)("profiling %v for %s", targets, duration)
-			res, findings, err := diagnose.Profile(ctx, perf, conn, targets, duration, freq, diagnose.Options{Rules: ids, NoVerify: noVerify, Log: progress(stderr)})
-			if err != nil {
-				return inputErr(err)
-			}
-			if p := res.Profile; p.Samples == 0 {
-				return inputErr(fmt.Errorf("perf took no sample of %v in %s: the processes did not run on a CPU (idle)", targets, duration))
-			}
-			rep, err := diagnose.ProfileReport(Version, res.Profile, findings, nil, least)
-			if err != nil {
-				return inputErr(err)
-			}
-			if err := writeExports(res.Profile, rep.Folded, rep.FlameSVG, exports{svg: svg, folded: folded, speedscope: speedscope, pprof: pprof}, stdout); err != nil {
+			if err := writeExports(p, rep.Folded, rep.FlameSVG, exports{svg: svg, folded: folded, speedscope: speedscope, pprof: pprof}, stdout); err != nil {
 				return err
 			}
-			rep.Unread = res.Stats.Unrecognised
 			return emit(rep, o, least, stdout)
 		},
 	}
-	o.registerWith(cmd, "warning")
+	addReport(cmd, &o, "warning")
 	cmd.Flags().IntSliceVar(&pids, "pid", nil, "profile these processes (any process; repeat or separate with commas)")
 	cmd.Flags().IntVar(&busiest, "busiest", 0, "profile the K client backends using the most CPU now (default 1 when neither --pid nor --query-like)")
 	cmd.Flags().StringVar(&like, "query-like", "", "profile the active backends whose query contains this text")
@@ -119,30 +100,4 @@ func writeExports(p model.Profile, f map[string]int64, flame string, e exports, 
 		os.Chmod(path, 0o644)
 	}
 	return nil
-}
-
-// profileTargets connects when a DSN is given or backends must be found in
-// pg_stat_activity (nil session for --pid alone), and picks the processes.
-func profileTargets(ctx context.Context, args []string, sel profile.Select) (*envelope.Session, []int, error) {
-	if len(args) == 0 && len(sel.PIDs) > 0 {
-		targets, err := profile.Backends(ctx, nil, sel)
-		if err != nil {
-			return nil, nil, inputErr(err)
-		}
-		return nil, targets, nil
-	}
-	dsn := ""
-	if len(args) == 1 {
-		dsn = args[0]
-	}
-	sess, err := envelope.Connect(ctx, dsn, envelope.Options{})
-	if err != nil {
-		return nil, nil, err
-	}
-	targets, err := profile.Backends(ctx, sess.Conn, sel)
-	if err != nil {
-		sess.Close()
-		return nil, nil, inputErr(err)
-	}
-	return sess, targets, nil
 }

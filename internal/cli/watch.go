@@ -4,12 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
-	"path/filepath"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -81,13 +76,13 @@ error.`,
 	fl.DurationVar(&f.maxIncident, "max-incident", 30*time.Minute, "write an incident that goes on this long, and open no other until it is over")
 	fl.IntVar(&f.maxBundles, "max-bundles", 200, "bundles kept (per target); the oldest go first")
 	fl.DurationVar(&f.duration, "duration", 0, "stop after this long (0: until SIGTERM or Ctrl-C)")
-	fl.StringVar(&f.pgbouncer, "pgbouncer", "", "a PgBouncer admin console (postgres://USER@HOST:6432/pgbouncer) whose pools are sampled each tick")
-	fl.IntVar(&f.serverCores, "server-cores", 0, "the server's CPU count (default: this machine's when the server is local, else 4, and bundles say it is a guess)")
+	addPgBouncer(cmd, &f.pgbouncer)
+	addServerCores(cmd, &f.serverCores)
 	fl.StringVar(&f.targets, "targets", "", "a YAML file of servers to watch from one process (name, dsn, pgbouncer, labels, server_cores for each)")
 	fl.StringVar(&f.shard, "shard", "", "with --targets, watch only shard I of N (I/N): each target's name is hashed, so N processes given the same file split it without coordination")
 	fl.IntVar(&f.maxConnections, "max-connections", 100, "with --targets, the most connections this process may open (one per server, one per PgBouncer console); more is refused")
 	fl.StringVar(&f.metrics, "metrics", "", "serve /metrics in Prometheus's text format on this address (127.0.0.1:9187)")
-	fl.StringVar(&f.minSeverity, "min-severity", "warning", "the lowest severity the bundles' reports keep")
+	addMinSeverity(cmd, &f.minSeverity, "warning")
 	return cmd
 }
 
@@ -169,84 +164,12 @@ func runWatch(ctx context.Context, f watchFlags, dsn string, stdout, stderr io.W
 		return err
 	}
 	min, _ := model.ParseSeverity(f.minSeverity)
-	var logMu sync.Mutex
-	logf := func(format string, args ...any) {
-		logMu.Lock()
-		defer logMu.Unlock()
-		fmt.Fprintf(stderr, "pgmedic watch: %s %s\n", time.Now().UTC().Format("2006-01-02T15:04:05Z"), fmt.Sprintf(format, args...))
-	}
-	metrics := watch.NewMetrics()
-	if f.metrics != "" {
-		ln, err := net.Listen("tcp", f.metrics)
-		if err != nil {
-			return usageErr("--metrics %s: %v", f.metrics, err)
-		}
-		srv := &http.Server{Handler: metrics, ReadHeaderTimeout: 5 * time.Second}
-		go srv.Serve(ln)
-		defer srv.Close()
-		logf("serving /metrics on http://%s/metrics", ln.Addr())
-	}
 	cfg := watch.Config{Dir: f.dir, Interval: f.interval, StatementsEvery: f.statementsEvery, Keep: f.keep, MaxBytes: int64(f.maxSizeMB) << 20,
-		Before: f.before, After: f.after, MaxIncident: f.maxIncident, MaxBundles: f.maxBundles, Duration: f.duration,
-		Version: Version, Log: logf, Metrics: metrics,
-		Bundled: func(t watch.Target, dir string, inc *watch.Incident) {
-			fs := reportBundle(dir, min)
-			metrics.Findings(t.Name, fs)
-			var rules []string
-			for _, f := range fs {
-				rules = append(rules, f.Rule)
-			}
-			logf("%s: %d findings in %s: %s (pgmedic check --from %s)", t.Name, len(fs), filepath.Base(dir), strings.Join(rules, ", "), dir)
-		}}
-	began, cpu0 := time.Now(), watch.CPUSeconds()
-	var stats map[string]watch.Stats
-	if f.targets == "" {
-		cfg.FailFast = true
-		metrics.Register(ts[0])
-		st, err := watch.Watch(ctx, ts[0], cfg)
-		if err != nil {
-			return err
-		}
-		stats = map[string]watch.Stats{ts[0].Name: st}
-	} else {
-		logf("watching %d targets", len(ts))
-		stats = watch.WatchAll(ctx, ts, cfg)
-	}
-	fmt.Fprintln(stderr, overheadLine(time.Since(began), watch.CPUSeconds()-cpu0, stats))
-	return nil
-}
-
-// reportBundle writes a bundle's report beside it (report.txt and
-// report.json, as check --from prints them) and returns its findings.
-func reportBundle(dir string, min model.Severity) []model.Finding {
-	rep, err := diagnose.FromBundle(dir, Version, diagnose.Options{}, min)
+		Before: f.before, After: f.after, MaxIncident: f.maxIncident, MaxBundles: f.maxBundles, Duration: f.duration}
+	line, err := diagnose.Watch(ctx, Version, diagnose.WatchOptions{Targets: ts, Fleet: f.targets != "", Config: cfg, Metrics: f.metrics, MinSeverity: min, Stderr: stderr})
 	if err != nil {
-		os.WriteFile(filepath.Join(dir, "report.txt"), []byte("pgmedic check --from failed: "+err.Error()+"\n"), 0o600)
-		return nil
+		return err
 	}
-	for name, render := range map[string]func(io.Writer) error{"report.txt": rep.Text, "report.json": rep.JSON} {
-		var b strings.Builder
-		if render(&b) == nil {
-			os.WriteFile(filepath.Join(dir, name), []byte(b.String()), 0o600)
-		}
-	}
-	return rep.Findings
-}
-
-// overheadLine says what watch did and what it cost: its own CPU per
-// second of wall time (the target is under 1% of one core) and the time
-// its queries took.
-func overheadLine(wall time.Duration, cpu float64, stats map[string]watch.Stats) string {
-	var ticks, incidents, reconnects int64
-	var queryMS float64
-	for _, s := range stats {
-		ticks, incidents, reconnects, queryMS = ticks+s.Ticks, incidents+s.Incidents, reconnects+s.Reconnects, queryMS+s.QueryMS
-	}
-	perTick := 0.0
-	if ticks > 0 {
-		perTick = queryMS / float64(ticks)
-	}
-	secs := max(wall.Seconds(), 1e-9)
-	return fmt.Sprintf("pgmedic watch: stopped after %s: %d ticks, %d incidents, %d reconnects; overhead: %.2f%% of one core (pgmedic's CPU, %.2f s), its queries %.2f ms a tick (%.2f%% of the time, round trips included)",
-		wall.Round(time.Second), ticks, incidents, reconnects, 100*cpu/secs, cpu, perTick, 100*queryMS/1000/secs/float64(max(len(stats), 1)))
+	fmt.Fprintln(stderr, line)
+	return nil
 }

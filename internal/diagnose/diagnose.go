@@ -9,13 +9,14 @@ package diagnose
 import (
 	"context"
 	"fmt"
-	"github.com/jackc/pgx/v5"
 	"net"
 	"os"
 	"runtime"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/pgmedic/pgmedic/internal/baseline"
 	"github.com/pgmedic/pgmedic/internal/collect"
@@ -235,7 +236,9 @@ func (o Options) verify(ctx context.Context, sess *envelope.Session, dsn string,
 	if o.Lab {
 		// A lab database is throwaway: experiments that need concurrent
 		// writers run on it.
-		eng.Workers = func(ctx context.Context) (*pgx.Conn, error) { return pgx.Connect(ctx, dsn) }
+		eng.Workers = func(ctx context.Context) (*pgx.Conn, error) {
+			return envelope.Dial(ctx, dsn, envelope.Work{AppName: envelope.AppName + " worker"})
+		}
 	}
 	out, skipped := eng.Run(ctx, snap, findings)
 	return out, skipped, ""

@@ -11,6 +11,7 @@ import (
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/logs"
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/report"
 	"github.com/pgmedic/pgmedic/internal/rules"
 )
 
@@ -89,4 +90,39 @@ func newFindings(found, have []model.Finding, only []string) []model.Finding {
 	}
 	rules.RankPlan(out)
 	return out
+}
+
+// LogsReport is `logs`: the logs read, their findings, and one error that
+// says why when nothing could be read, rather than a report that looks
+// complete.
+func LogsReport(ctx context.Context, version string, sources []logs.Source, opt logs.Options, ruleIDs []string) (*report.LogsReport, error) {
+	s, findings, skipped, err := Logs(ctx, sources, opt, ruleIDs)
+	if err != nil {
+		return nil, inputErr(err)
+	}
+	if !s.Parsed() {
+		return nil, inputErrf("nothing could be parsed (%s)", whyUnparsed(s))
+	}
+	return &report.LogsReport{PGMedic: version, Summary: s, Findings: findings, Skipped: skipped}, nil
+}
+
+// whyUnparsed names the first file that could not be read, or the first
+// whose lines did not read as its format, with what to check.
+func whyUnparsed(s *logs.Summary) string {
+	for _, f := range s.Files {
+		if f.Error != "" {
+			return f.Name + ": " + f.Error
+		}
+		if f.Lines > 0 {
+			why := fmt.Sprintf("%s: none of its %d lines reads as %s", f.Name, f.Lines, f.Format)
+			if f.Prefix != "" {
+				why += fmt.Sprintf(" with log_line_prefix %q", f.Prefix)
+			}
+			if len(f.Examples) > 0 {
+				why += fmt.Sprintf("; the first: %q", f.Examples[0])
+			}
+			return why + "; check --prefix (SHOW log_line_prefix) and --format-in"
+		}
+	}
+	return "no entries"
 }

@@ -106,3 +106,56 @@ func Profile(ctx context.Context, cpu profile.CPU, conn envelope.Conn, pids []in
 	found, _ = eng.Run(ctx, snap, found)
 	return res, found, nil
 }
+
+// ProfileOptions are `profile`'s: the server (DSN, or none with PIDs
+// alone), which backends, how long and how often.
+type ProfileOptions struct {
+	Options
+	DSN       string
+	HasDSN    bool
+	Select    profile.Select
+	Duration  time.Duration
+	Frequency int
+}
+
+// ProfileCommand is `pgmedic profile`: perf found, the backends picked
+// (in pg_stat_activity unless only PIDs are given), sampled, the hot
+// spots named and re-run with their fix. It returns the report and the
+// profile it drew, for the exports.
+func ProfileCommand(ctx context.Context, version string, o ProfileOptions, least model.Severity) (*report.ProfileReport, model.Profile, error) {
+	perf, err := profile.FindPerf(ctx)
+	if err != nil {
+		return nil, model.Profile{}, inputErr(err)
+	}
+	var conn envelope.Conn
+	var targets []int
+	if !o.HasDSN && len(o.Select.PIDs) > 0 {
+		if targets, err = profile.Backends(ctx, nil, o.Select); err != nil {
+			return nil, model.Profile{}, inputErr(err)
+		}
+	} else {
+		sess, err := envelope.Connect(ctx, o.DSN, envelope.Options{})
+		if err != nil {
+			return nil, model.Profile{}, err
+		}
+		defer sess.Close()
+		conn = sess.Conn
+		if targets, err = profile.Backends(ctx, conn, o.Select); err != nil {
+			return nil, model.Profile{}, inputErr(err)
+		}
+	}
+	o.logf("profiling %v for %s", targets, o.Duration)
+	res, findings, err := Profile(ctx, perf, conn, targets, o.Duration, o.Frequency, o.Options)
+	if err != nil {
+		return nil, model.Profile{}, inputErr(err)
+	}
+	if res.Profile.Samples == 0 {
+		return nil, model.Profile{}, inputErrf("perf took no sample of %v in %s: the processes did not run on a CPU (idle)", targets, o.Duration)
+	}
+	rep, err := ProfileReport(version, res.Profile, findings, nil, least)
+	if err != nil {
+		return nil, model.Profile{}, inputErr(err)
+	}
+	rep.Unread = res.Stats.Unrecognised
+	return rep, res.Profile, nil
+}

@@ -2,13 +2,20 @@ package diagnose
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
+	"github.com/pgmedic/pgmedic/internal/capture"
 	"github.com/pgmedic/pgmedic/internal/collect"
 	"github.com/pgmedic/pgmedic/internal/envelope"
+	"github.com/pgmedic/pgmedic/internal/logs"
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/replay"
+	"github.com/pgmedic/pgmedic/internal/report"
 	"github.com/pgmedic/pgmedic/internal/rules"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 	"github.com/pgmedic/pgmedic/internal/twin"
@@ -82,4 +89,211 @@ func ReplaySource(ctx context.Context, dsn string, queries []string, build bool,
 	}
 	src.Twin = tw
 	return src, nil
+}
+
+// ReplayOptions are `replay`'s.
+type ReplayOptions struct {
+	Options
+	// Logs are the captured logs (their names for the report) and Sources
+	// what reads them; Read how (format, prefix) and which database.
+	Logs     []string
+	Sources  []logs.Source
+	Read     logs.Options
+	Database string
+	// DSN is side A's server; Candidate side B's when B is another
+	// server; Source the server the log came from (never written to
+	// unless Allow names it).
+	DSN, Candidate, Source string
+	Allow                  []string
+	DryRun                 bool
+	// BuildTwin replays against a twin of Source; Fix gives side B the
+	// fix of one of Source's findings.
+	BuildTwin bool
+	Fix       string
+	// What side B changes: statements applied to its copy, settings for
+	// its sessions, a pool in front of it (PoolA for side A).
+	Apply       []string
+	Settings    map[string]string
+	Pool, PoolA int
+	// The replay's pace and bounds.
+	Speed          float64
+	Runs           int
+	MaxConnections int
+	ClientTimeout  time.Duration
+	Timeout        time.Duration
+	NoPrepare      bool
+}
+
+// ErrSlower is a replay whose change made the workload slower: exit 1.
+var ErrSlower = errors.New("the change made the replay slower")
+
+// Replay is `replay`: the capture read, then a dry run, one replay, or an
+// A/B comparison with a verdict. It returns ErrSlower beside the report
+// when B was slower.
+func Replay(ctx context.Context, version string, o ReplayOptions) (*report.ReplayReport, error) {
+	w, err := capture.Read(ctx, o.Sources, capture.Options{Database: o.Database, Options: o.Read})
+	if err != nil {
+		return nil, inputErr(err)
+	}
+	rep := &report.ReplayReport{PGMedic: version, Logs: o.Logs, Capture: w.Stats(), Speed: o.Speed}
+	if o.DryRun {
+		rep.DryRun = true
+		return rep, nil
+	}
+	settings := maps.Clone(o.Settings)
+	if settings == nil {
+		settings = map[string]string{}
+	}
+	if o.BuildTwin || o.Fix != "" {
+		var queries []string
+		for _, sh := range w.Shapes {
+			queries = append(queries, sh.Query)
+		}
+		src, err := ReplaySource(ctx, o.Source, queries, o.BuildTwin, Options{Log: o.Log})
+		if err != nil {
+			return nil, inputErrf("--source: %w", err)
+		}
+		if src.Twin != nil {
+			defer src.Twin.Close(context.WithoutCancel(ctx))
+			src.Twin.Release(ctx)
+			o.DSN, rep.Twin = src.Twin.DSN(), src.Twin.Summary()
+		}
+		if o.Fix != "" {
+			fd, err := findingByID(src.Findings, o.Fix)
+			if err != nil {
+				return nil, inputErr(err)
+			}
+			ch, err := replay.ChangeOf(fd)
+			if err != nil {
+				return nil, inputErr(err)
+			}
+			o.Apply = append(o.Apply, ch.B.Apply...)
+			for k, v := range ch.B.Settings {
+				settings[k] = v
+			}
+			if ch.B.Pool > 0 && o.Pool == 0 {
+				o.Pool = ch.B.Pool
+			}
+			if ch.PoolA > 0 && o.PoolA == 0 {
+				o.PoolA = ch.PoolA
+			}
+			rep.Fix = fd.ID + ": " + fd.Title + " (replayed: " + ch.Said + ")"
+		}
+	}
+	change := o.Candidate != "" || len(o.Apply) > 0 || len(settings) > 0 || o.Pool > 0
+	a, err := replay.OpenServer(ctx, o.DSN)
+	if err != nil {
+		return nil, inputErrf("--dsn: %w", err)
+	}
+	if err := a.Guard(ctx, o.Allow, o.Source); err != nil {
+		return nil, inputErr(err)
+	}
+	ro := replay.Options{Speed: o.Speed, MaxConnections: o.MaxConnections, StatementTimeout: o.ClientTimeout, Timeout: o.Timeout, NoPrepare: o.NoPrepare}
+	if ro.Timeout == 0 {
+		ro.Timeout = 5 * time.Minute
+		if o.Speed > 0 {
+			ro.Timeout += time.Duration(float64(w.Duration) / o.Speed)
+		} else {
+			ro.Timeout += w.Duration
+		}
+	}
+	users := w.Users()
+	sideA, err := a.Side(replay.SideOptions{Name: "as is", Pool: o.PoolA, Users: users})
+	if err != nil {
+		return nil, inputErr(err)
+	}
+	if o.PoolA > 0 {
+		sideA.Name = fmt.Sprintf("pool of %d", o.PoolA)
+	}
+	if !change {
+		o.logf("replaying %d sessions, %d statements at speed %g on %s", len(w.Sessions), w.Statements, o.Speed, a.Name)
+		t, err := sideA.Open(ctx, 0)
+		if err != nil {
+			return nil, inputErr(err)
+		}
+		one := ro
+		one.Connect, one.NoPrepare = t.Connect, o.NoPrepare || t.NoPrepare
+		one.LockWaits = &replay.LockSampler{Connect: t.ConnectAdmin}
+		r, err := replay.Run(ctx, w, one)
+		t.Close()
+		if err != nil {
+			return nil, inputErr(err)
+		}
+		if ctx.Err() != nil {
+			return nil, inputErrf("interrupted: every session was stopped and its connection closed")
+		}
+		rep.Where, rep.Single = t.Where, r
+		return rep, nil
+	}
+	bServer := a
+	if o.Candidate != "" {
+		if bServer, err = replay.OpenServer(ctx, o.Candidate); err != nil {
+			return nil, inputErrf("--candidate: %w", err)
+		}
+		if err := bServer.Guard(ctx, o.Allow, o.Source); err != nil {
+			return nil, inputErrf("--candidate: %w", err)
+		}
+	}
+	sideB, err := bServer.Side(replay.SideOptions{Name: changeName(o.Candidate != "", o.Apply, settings, o.Pool), Apply: o.Apply, Settings: settings, Pool: o.Pool, Users: users})
+	if err != nil {
+		return nil, inputErr(err)
+	}
+	o.logf("replaying %d sessions, %d statements at speed %g: %d runs of %q and of %q, alternating", len(w.Sessions), w.Statements, o.Speed, o.Runs, sideA.Name, sideB.Name)
+	c, err := replay.Compare(ctx, w, sideA, sideB, o.Runs, ro)
+	if err != nil {
+		return nil, inputErr(err)
+	}
+	rep.Comparison = c
+	if c.Verdict == replay.Slower {
+		return rep, ErrSlower
+	}
+	return rep, nil
+}
+
+// findingByID is the finding an id names, or the one finding of a rule.
+func findingByID(fs []model.Finding, id string) (model.Finding, error) {
+	var ofRule []model.Finding
+	var ids []string
+	for _, f := range fs {
+		if f.ID == id {
+			return f, nil
+		}
+		if f.Rule == id {
+			ofRule = append(ofRule, f)
+		}
+		ids = append(ids, f.ID)
+	}
+	if len(ofRule) == 1 {
+		return ofRule[0], nil
+	}
+	if len(ofRule) > 1 {
+		var names []string
+		for _, f := range ofRule {
+			names = append(names, f.ID)
+		}
+		return model.Finding{}, fmt.Errorf("--fix %s: %d findings have that rule (%s): give one id", id, len(ofRule), strings.Join(names, ", "))
+	}
+	if len(ids) == 0 {
+		return model.Finding{}, fmt.Errorf("--fix %s: the source has no finding to take a fix from", id)
+	}
+	return model.Finding{}, fmt.Errorf("--fix %s: no such finding on the source; its findings: %s", id, strings.Join(ids, ", "))
+}
+
+// changeName says what side B changes, the same way on every run: the
+// settings in name order (a map's order changes from run to run).
+func changeName(candidate bool, apply []string, settings map[string]string, pool int) string {
+	var parts []string
+	if candidate {
+		parts = append(parts, "candidate server")
+	}
+	for _, s := range apply {
+		parts = append(parts, strings.Join(strings.Fields(s), " "))
+	}
+	for _, k := range slices.Sorted(maps.Keys(settings)) {
+		parts = append(parts, k+" = "+settings[k])
+	}
+	if pool > 0 {
+		parts = append(parts, fmt.Sprintf("pool of %d", pool))
+	}
+	return strings.Join(parts, "; ")
 }

@@ -29,7 +29,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/plan"
@@ -136,9 +135,7 @@ func Connect(ctx context.Context, dsn string, opts Options) (*Session, error) {
 	// the statement in flight instead of only dropping the socket: a backend
 	// whose client vanished goes on working until it next writes to it,
 	// which for a table copy is the whole copy.
-	cfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
-		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: 2 * time.Second}
-	}
+	cancelOnDone(&cfg.Config)
 	probe := &dialProbe{wait: wait}
 	probe.wrap(&cfg.Config)
 

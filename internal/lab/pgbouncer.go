@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/pgmedic/pgmedic/internal/envelope"
 )
 
 // ErrNoPgBouncer says the pgbouncer binary is not installed.
@@ -192,12 +192,7 @@ func (c *Cluster) stopBouncer() {
 // RESUME so it accepts clients again), so new server connections pick up
 // changed role settings. Call it with no client connected.
 func (b *Bouncer) Reconnect(ctx context.Context, db string) error {
-	cfg, err := pgx.ParseConfig(b.AdminDSN())
-	if err != nil {
-		return err
-	}
-	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
-	conn, err := pgx.ConnectConfig(ctx, cfg)
+	conn, err := envelope.Dial(ctx, b.AdminDSN(), envelope.Work{SimpleProtocol: true})
 	if err != nil {
 		return fmt.Errorf("connecting to PgBouncer's console: %w", err)
 	}

@@ -50,6 +50,26 @@ func (o Options) prefix() (*Prefix, error) {
 // Formats are the formats --format-in names.
 var Formats = []Format{Stderr, CSV, JSON, Syslog, Logplex, CloudSQL, CloudWatch, Journald, CNPG, Azure, PgBouncer}
 
+// FormatNames are the names --format-in takes, in the order help lists
+// them.
+func FormatNames() []string {
+	names := make([]string, len(Formats))
+	for i, f := range Formats {
+		names[i] = string(f)
+	}
+	return names
+}
+
+// FormatNamed is the format a name names, and whether there is one.
+func FormatNamed(name string) (Format, bool) {
+	for _, f := range Formats {
+		if string(f) == name {
+			return f, true
+		}
+	}
+	return "", false
+}
+
 // Analyze reads the sources, one worker per file (as many at once as
 // there are cores), and merges what they found. A file that cannot be read
 // or parsed is reported in Files with its error and the others go on.

@@ -7,10 +7,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 
 	"github.com/pgmedic/pgmedic/internal/capture"
 	"github.com/pgmedic/pgmedic/internal/envelope"
@@ -36,15 +34,12 @@ type Server struct {
 
 // OpenServer connects to a replay's server and learns what it is.
 func OpenServer(ctx context.Context, dsn string) (*Server, error) {
-	cfg, err := pgconn.ParseConfig(dsn)
+	cfg, err := envelope.WorkConfig(dsn, envelope.Work{AppName: AppName})
 	if err != nil {
-		return nil, fmt.Errorf("the DSN does not parse: %s", envelope.Message(err))
-	}
-	if cfg.ConnectTimeout == 0 {
-		cfg.ConnectTimeout = 10 * time.Second
+		return nil, err
 	}
 	s := &Server{dsn: dsn, cfg: cfg}
-	conn, err := pgconn.ConnectConfig(ctx, cfg)
+	conn, err := envelope.DialLow(ctx, cfg, setup(""))
 	if err != nil {
 		return nil, fmt.Errorf("connecting to %s:%d: %s", cfg.Host, cfg.Port, envelope.Message(err))
 	}
@@ -142,10 +137,7 @@ func (s *Server) open(ctx context.Context, o SideOptions, run int) (_ *Target, e
 		}
 	}()
 	admin := func(ctx context.Context, database string) (*pgconn.PgConn, error) {
-		c := s.cfg.Copy()
-		c.Database = database
-		c.RuntimeParams = map[string]string{"application_name": AppName + " setup"}
-		return pgconn.ConnectConfig(ctx, c)
+		return envelope.DialLow(ctx, s.cfg, setup(database))
 	}
 	if s.Fresh() {
 		// A copy of the database per run: every run starts from the same
@@ -219,21 +211,19 @@ func (s *Server) open(ctx context.Context, o SideOptions, run int) (_ *Target, e
 	}
 	fresh := s.Fresh()
 	t.Connect = func(ctx context.Context, sess *capture.Session) (*pgconn.PgConn, error) {
-		c := s.cfg.Copy()
-		c.Host, c.Port, c.Database = host, port, db
-		c.Fallbacks = nil
-		c.RuntimeParams = map[string]string{"application_name": AppName}
-		if !fresh && o.Pool == 0 {
-			for k, v := range o.Settings {
-				c.RuntimeParams[k] = v
+		// A statement past the client's timeout is cancelled on the
+		// server and the session goes on, as a client's timeout does
+		// (envelope.DialLow sends the cancel request).
+		return envelope.DialLow(ctx, s.cfg, func(c *pgconn.Config) {
+			c.Host, c.Port, c.Database = host, port, db
+			c.Fallbacks = nil
+			c.RuntimeParams = map[string]string{"application_name": AppName}
+			if !fresh && o.Pool == 0 {
+				for k, v := range o.Settings {
+					c.RuntimeParams[k] = v
+				}
 			}
-		}
-		// A statement past --statement-timeout is cancelled on the
-		// server and the session goes on, as a client's timeout does.
-		c.BuildContextWatcherHandler = func(pc *pgconn.PgConn) ctxwatch.Handler {
-			return &pgconn.CancelRequestContextWatcherHandler{Conn: pc, DeadlineDelay: 2 * time.Second}
-		}
-		return pgconn.ConnectConfig(ctx, c)
+		})
 	}
 	t.ConnectAdmin = func(ctx context.Context) (*pgconn.PgConn, error) { return admin(ctx, db) }
 	if !fresh && len(o.Settings) > 0 && o.Pool > 0 {
@@ -252,3 +242,14 @@ func sortedKeys(m map[string]string) []string {
 }
 
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// setup is how a replay's own set-up connections differ from its sessions:
+// their name, and the database they work in ("" keeps the DSN's).
+func setup(database string) func(*pgconn.Config) {
+	return func(c *pgconn.Config) {
+		if database != "" {
+			c.Database = database
+		}
+		c.RuntimeParams = map[string]string{"application_name": AppName + " setup"}
+	}
+}

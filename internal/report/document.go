@@ -30,6 +30,7 @@ type Part struct {
 	Compare *CompareReport `json:"compare,omitempty"`
 	Logs    *LogsReport    `json:"logs,omitempty"`
 	Profile *ProfileReport `json:"profile,omitempty"`
+	Replay  *ReplayReport  `json:"replay,omitempty"`
 }
 
 // Document is the report as a one-part document.

@@ -65,6 +65,11 @@ var page = sync.OnceValue(func() *template.Template {
 // their evidence, fix and verification, the statements, plans and charts,
 // drawn from the document's JSON embedded in the page.
 func HTML(w io.Writer, d *Document) error {
+	if len(d.Parts) == 1 && d.Parts[0].Replay != nil {
+		// A replay has no findings to list: its page is the verdict and
+		// each shape's latencies, drawn without a script.
+		return d.Parts[0].Replay.html(w)
+	}
 	data, err := d.dataBlock()
 	if err != nil {
 		return fmt.Errorf("encoding the report's data: %w", err)

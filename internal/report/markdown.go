@@ -28,6 +28,10 @@ func Markdown(w io.Writer, d *Document) error {
 			mdCompare(b, p.Compare)
 			continue
 		}
+		if p.Replay != nil {
+			p.Replay.markdown(b)
+			continue
+		}
 		mdHeader(b, p)
 		if p.Check != nil && p.Check.Baseline != nil {
 			p.Check.Baseline.markdown(b)

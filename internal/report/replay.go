@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/pgmedic/pgmedic/internal/capture"
-	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/printable"
 	"github.com/pgmedic/pgmedic/internal/replay"
 )
@@ -16,11 +15,11 @@ import (
 // ReplayReport is `pgmedic replay`'s output: what the log captured, and
 // one replay or an A/B comparison.
 type ReplayReport struct {
-	PGMedic string       `json:"pgmedic"`
-	Logs    []string     `json:"logs"`
-	Capture CaptureStats `json:"capture"`
-	Speed   float64      `json:"speed"`
-	DryRun  bool         `json:"dry_run,omitempty"`
+	PGMedic string        `json:"pgmedic"`
+	Logs    []string      `json:"logs"`
+	Capture capture.Stats `json:"capture"`
+	Speed   float64       `json:"speed"`
+	DryRun  bool          `json:"dry_run,omitempty"`
 	// Twin says what the twin copied (--twin); Fix the finding whose fix
 	// side B has (--fix).
 	Twin string `json:"twin,omitempty"`
@@ -29,68 +28,6 @@ type ReplayReport struct {
 	Where      string             `json:"where,omitempty"`
 	Single     *replay.Result     `json:"replay,omitempty"`
 	Comparison *replay.Comparison `json:"comparison,omitempty"`
-}
-
-// CaptureStats is what the log holds for a replay.
-type CaptureStats struct {
-	Sessions     int            `json:"sessions"`
-	Statements   int            `json:"statements"`
-	Transactions int            `json:"transactions"`
-	Extended     int            `json:"extended_protocol"`
-	Failed       int            `json:"failed_at_capture"`
-	Shapes       int            `json:"shapes"`
-	DurationS    float64        `json:"duration_s"`
-	Start        string         `json:"start"`
-	Databases    map[string]int `json:"databases"`
-	Skipped      []capture.Skip `json:"not_replayable"`
-	Notes        []string       `json:"notes,omitempty"`
-	Files        []FileLine     `json:"files"`
-	// Top are the busiest shapes by statements, for a dry run.
-	Top []ShapeCount `json:"top_shapes"`
-}
-
-// FileLine is one log file as read.
-type FileLine struct {
-	Name         string `json:"name"`
-	Format       string `json:"format"`
-	Prefix       string `json:"prefix,omitempty"`
-	Lines        int64  `json:"lines"`
-	Unrecognised int64  `json:"unrecognised_lines"`
-}
-
-// ShapeCount is a statement shape and how often the capture sent it.
-type ShapeCount struct {
-	Query string `json:"query"`
-	Count int    `json:"count"`
-}
-
-// CaptureOf summarises a workload for the report.
-func CaptureOf(w *capture.Workload) CaptureStats {
-	c := CaptureStats{Sessions: len(w.Sessions), Statements: w.Statements, Transactions: w.Transactions, Extended: w.Extended,
-		Failed: w.Failed, Shapes: len(w.Shapes), DurationS: model.Round(w.Duration.Seconds(), 2), Databases: w.Databases,
-		Skipped: w.Skipped, Notes: w.Notes, Start: w.Start.Format("2006-01-02 15:04:05.000 MST")}
-	if c.Skipped == nil {
-		c.Skipped = []capture.Skip{}
-	}
-	for _, f := range w.Files {
-		c.Files = append(c.Files, FileLine{Name: f.Name, Format: string(f.Format), Prefix: f.Prefix, Lines: f.Lines, Unrecognised: f.Unrecognised})
-	}
-	counts := make([]int, len(w.Shapes))
-	for _, s := range w.Sessions {
-		for _, st := range s.Statements {
-			counts[st.Shape]++
-		}
-	}
-	for i, n := range counts {
-		if n > 0 {
-			c.Top = append(c.Top, ShapeCount{Query: w.Shapes[i].Query, Count: n})
-		}
-	}
-	sort.SliceStable(c.Top, func(i, j int) bool { return c.Top[i].Count > c.Top[j].Count })
-	if len(c.Top) > 10 {
-		c.Top = c.Top[:10]
-	}
-	return c
 }
 
 // JSON writes the report as JSON.
@@ -258,10 +195,13 @@ func short(x float64) string {
 	return fmt.Sprintf("%.3f", x)
 }
 
-// Markdown writes the report for a pull request or a ticket.
-func (r *ReplayReport) Markdown(w io.Writer) error {
-	b := &strings.Builder{}
-	fmt.Fprintf(b, "## pgmedic replay of %s\n\n", mdText(strings.Join(r.Logs, " ")))
+// Document is the replay report as a one-part document.
+func (r *ReplayReport) Document() *Document {
+	return &Document{PGMedic: r.PGMedic, Title: "pgmedic replay " + strings.Join(r.Logs, " "), Parts: []Part{{Replay: r}}}
+}
+
+// markdown writes the report for a pull request or a ticket.
+func (r *ReplayReport) markdown(b *strings.Builder) {
 	c := r.Capture
 	fmt.Fprintf(b, "Captured: **%d sessions, %d statements** (%d transactions, %d failed at capture) over %.2f s.\n\n", c.Sessions, c.Statements, c.Transactions, c.Failed, c.DurationS)
 	for _, s := range c.Skipped {
@@ -303,14 +243,12 @@ func (r *ReplayReport) Markdown(w io.Writer) error {
 				mdCode(printable.Clip(oneLineText(s.Query), 90)))
 		}
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
 }
 
-// HTML writes one self-contained page: the verdict, and for each
+// html writes one self-contained page: the verdict, and for each
 // statement shape both sides' latency distributions side by side (inline
 // SVG, no script, so it opens offline and anywhere).
-func (r *ReplayReport) HTML(w io.Writer) error {
+func (r *ReplayReport) html(w io.Writer) error {
 	var text strings.Builder
 	if err := r.Text(&text); err != nil {
 		return err

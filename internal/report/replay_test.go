@@ -15,7 +15,7 @@ func TestReplayHTML(t *testing.T) {
 	rep := &ReplayReport{PGMedic: "test", Logs: []string{"x.log"}, Comparison: &replay.Comparison{Verdict: replay.Faster,
 		A: &replay.SideResult{Name: "as is"}, B: &replay.SideResult{Name: "index"}, Shapes: []*replay.ShapeChange{sh}}}
 	var b strings.Builder
-	if err := rep.HTML(&b); err != nil {
+	if err := Render(&b, rep, "html"); err != nil {
 		t.Fatal(err)
 	}
 	page := b.String()
@@ -23,7 +23,7 @@ func TestReplayHTML(t *testing.T) {
 		t.Fatalf("page:\n%s", page)
 	}
 	var md strings.Builder
-	rep.Markdown(&md)
+	Render(&md, rep, "markdown")
 	if !strings.Contains(md.String(), "### Verdict: faster") {
 		t.Fatalf("markdown:\n%s", md.String())
 	}

@@ -89,7 +89,7 @@ type Twin struct {
 // Connect opens another session on the twin's database (for experiments
 // that need concurrent workers), with the target's planner settings.
 func (t *Twin) Connect(ctx context.Context) (*pgx.Conn, error) {
-	return pgx.Connect(ctx, t.dsn)
+	return envelope.Dial(ctx, t.dsn, envelope.Work{AppName: envelope.AppName + " worker"})
 }
 
 // DSN is the twin's database, for sessions of pgmedic's own (a replay).
@@ -374,7 +374,7 @@ func (tw *Twin) open(ctx context.Context, snap *model.Snapshot, loc dbLocale, o 
 			return fmt.Errorf("starting the twin's server: %w", err)
 		}
 		tw.cluster = c
-		admin, err := pgx.Connect(ctx, c.DSN("postgres"))
+		admin, err := envelope.Dial(ctx, c.DSN("postgres"), envelope.Work{})
 		if err != nil {
 			return fmt.Errorf("connecting to the twin's server: %w", err)
 		}
@@ -387,7 +387,7 @@ func (tw *Twin) open(ctx context.Context, snap *model.Snapshot, loc dbLocale, o 
 		tw.Server = "PostgreSQL " + c.Server().Version + " lab cluster"
 	}
 	tw.dsn = dsn
-	conn, err := pgx.Connect(ctx, dsn)
+	conn, err := envelope.Dial(ctx, dsn, envelope.Work{})
 	if err != nil {
 		// The DSN is not repeated: it may hold a password.
 		return fmt.Errorf("connecting to the twin's database: %s", envelope.Message(err))
@@ -519,14 +519,9 @@ func (t *Twin) Pool(ctx context.Context, size int) (connect func(context.Context
 	}
 	dsn := b.DSN(t.cluster.Superuser, DBName)
 	connect = func(ctx context.Context) (*pgx.Conn, error) {
-		cfg, err := pgx.ParseConfig(dsn)
-		if err != nil {
-			return nil, err
-		}
 		// A transaction-mode pool gives each transaction any server
 		// connection: nothing prepared may outlive one.
-		cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
-		return pgx.ConnectConfig(ctx, cfg)
+		return envelope.Dial(ctx, dsn, envelope.Work{AppName: envelope.AppName + " worker", SimpleProtocol: true})
 	}
 	return connect, b.Stop, nil
 }

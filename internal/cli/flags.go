@@ -1,0 +1,146 @@
+package cli
+
+import (
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pgmedic/pgmedic/internal/logs"
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/report"
+	"github.com/pgmedic/pgmedic/internal/rules"
+)
+
+// Every flag that more than one command takes is declared here, once,
+// with one meaning: a command adds it by calling its function. Where two
+// commands need different meanings, the flags have different names
+// (replay's --client-timeout is the application's timeout it replays;
+// --statement-timeout is always pgmedic's own session's). A test
+// (TestOneShape) fails when a command declares one of these by hand.
+
+// outputFlags are where a report goes and what it keeps.
+type outputFlags struct {
+	format      string
+	out         string
+	minSeverity string
+	rules       string
+}
+
+// addOutput adds --format and --out.
+func addOutput(cmd *cobra.Command, o *outputFlags) {
+	cmd.Flags().StringVar(&o.format, "format", "text", "output format: "+strings.Join(report.Formats(), ", ")+" (html: one self-contained page; markdown: for a ticket or a pull request)")
+	cmd.Flags().StringVar(&o.out, "out", "", "write the report to this file instead of stdout (written whole or not at all)")
+}
+
+// addFindings adds --min-severity, with the command's default, and
+// --rules.
+func addFindings(cmd *cobra.Command, o *outputFlags, minSeverity string) {
+	addMinSeverity(cmd, &o.minSeverity, minSeverity)
+	addRules(cmd, &o.rules)
+}
+
+// addReport adds the flags of a command that prints findings: --format,
+// --out, --min-severity and --rules.
+func addReport(cmd *cobra.Command, o *outputFlags, minSeverity string) {
+	addOutput(cmd, o)
+	addFindings(cmd, o, minSeverity)
+}
+
+func addMinSeverity(cmd *cobra.Command, v *string, def string) {
+	cmd.Flags().StringVar(v, "min-severity", def, "report findings at or above: info, warning or critical (also sets the exit code)")
+}
+
+func addRules(cmd *cobra.Command, v *string) {
+	cmd.Flags().StringVar(v, "rules", "", "comma-separated rule ids to run (default: all; pgmedic --help lists where the rules are documented)")
+}
+
+func addPgBouncer(cmd *cobra.Command, v *string) {
+	cmd.Flags().StringVar(v, "pgbouncer", "", "a PgBouncer admin console (postgres://USER@HOST:6432/pgbouncer) whose pools are sampled with the sessions")
+}
+
+func addServerCores(cmd *cobra.Command, v *int) {
+	cmd.Flags().IntVar(v, "server-cores", 0, "the server's CPU count, for the load rule (default: this machine's when the server is local, else 4, said as a guess)")
+}
+
+// addStatementTimeout adds --statement-timeout: the statement_timeout of
+// pgmedic's own session, with the command's default.
+func addStatementTimeout(cmd *cobra.Command, v *time.Duration, def time.Duration) {
+	cmd.Flags().DurationVar(v, "statement-timeout", def, "statement_timeout of pgmedic's own session (every statement it sends, EXPLAIN ANALYZE and experiments included)")
+}
+
+// logInput is how a command reads server logs: their format and prefix.
+type logInput struct {
+	prefix, format string
+}
+
+// addLogInput adds --prefix and --format-in.
+func addLogInput(cmd *cobra.Command, l *logInput) {
+	cmd.Flags().StringVar(&l.prefix, "prefix", "", "the server's log_line_prefix, for the formats that carry stderr lines (default: detected)")
+	cmd.Flags().StringVar(&l.format, "format-in", "", "the logs' format: "+formatList()+" (default: detected)")
+}
+
+// options checks --format-in and turns both into the reader's options.
+func (l logInput) options() (logs.Options, error) {
+	o := logs.Options{Prefix: l.prefix}
+	if l.format != "" {
+		f, ok := logs.FormatNamed(l.format)
+		if !ok {
+			return o, usageErr("--format-in %s: not a format pgmedic reads (%s)", l.format, formatList())
+		}
+		o.Format = f
+	}
+	return o, nil
+}
+
+// addTwin adds --twin: work on a throwaway twin of the source instead of
+// the source itself.
+func addTwin(cmd *cobra.Command, v *bool) {
+	cmd.Flags().BoolVar(v, "twin", false, "work on a throwaway twin: the tables involved copied (one read-only snapshot) into a lab cluster of the source's major version; nothing is written to the source")
+}
+
+// formatList names the formats --format-in takes.
+func formatList() string { return strings.Join(logs.FormatNames(), ", ") }
+
+// validateFormat checks --format.
+func (o *outputFlags) validateFormat() error {
+	if err := report.CheckFormat(o.format); err != nil {
+		return usageErr("%v", err)
+	}
+	return nil
+}
+
+// validate checks --format, --min-severity and --rules.
+func (o *outputFlags) validate() (model.Severity, []string, error) {
+	if err := o.validateFormat(); err != nil {
+		return 0, nil, err
+	}
+	sev, err := model.ParseSeverity(o.minSeverity)
+	if err != nil {
+		return 0, nil, usageErr("--min-severity: %v", err)
+	}
+	ids, err := ruleIDs(o.rules)
+	return sev, ids, err
+}
+
+// ruleIDs reads --rules. One table of rules serves every command: an id is
+// known or refused the same way whatever input the command reads.
+func ruleIDs(flag string) ([]string, error) {
+	var ids []string
+	for _, id := range strings.Split(flag, ",") {
+		if id = strings.TrimSpace(id); id != "" {
+			ids = append(ids, id)
+		}
+	}
+	if _, err := rules.Select(ids); err != nil {
+		return nil, usageErr("--rules: %v", err)
+	}
+	return ids, nil
+}
+
+// write renders rep in --format to --out or stdout, through the one format
+// switch (report.Render).
+func write(rep report.Renderable, o outputFlags, stdout io.Writer) error {
+	return writeOut(o.out, stdout, func(w io.Writer) error { return report.Render(w, rep, o.format) })
+}
