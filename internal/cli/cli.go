@@ -52,7 +52,7 @@ func usageErr(format string, args ...any) error {
 // inputErr marks a problem with what the user pointed pgmedic at (exit 2).
 func inputErr(err error) error { return &exitError{code: ExitInput, err: err} }
 
-// findingsExit reports findings at or above --min-severity (exit 1).
+// errFindings reports findings at or above --min-severity (exit 1).
 var errFindings = &exitError{code: ExitFindings, err: errors.New("findings at or above --min-severity")}
 
 // errIncomplete is a check that found nothing in what it could see, while

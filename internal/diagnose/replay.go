@@ -145,40 +145,11 @@ func Replay(ctx context.Context, version string, o ReplayOptions) (*report.Repla
 		settings = map[string]string{}
 	}
 	if o.BuildTwin || o.Fix != "" {
-		var queries []string
-		for _, sh := range w.Shapes {
-			queries = append(queries, sh.Query)
-		}
-		src, err := ReplaySource(ctx, o.Source, queries, o.BuildTwin, Options{Log: o.Log})
+		closeTwin, err := o.fromSource(ctx, w, rep, settings)
 		if err != nil {
-			return nil, inputErrf("--source: %w", err)
+			return nil, err
 		}
-		if src.Twin != nil {
-			defer src.Twin.Close(context.WithoutCancel(ctx))
-			src.Twin.Release(ctx)
-			o.DSN, rep.Twin = src.Twin.DSN(), src.Twin.Summary()
-		}
-		if o.Fix != "" {
-			fd, err := findingByID(src.Findings, o.Fix)
-			if err != nil {
-				return nil, inputErr(err)
-			}
-			ch, err := replay.ChangeOf(fd)
-			if err != nil {
-				return nil, inputErr(err)
-			}
-			o.Apply = append(o.Apply, ch.B.Apply...)
-			for k, v := range ch.B.Settings {
-				settings[k] = v
-			}
-			if ch.B.Pool > 0 && o.Pool == 0 {
-				o.Pool = ch.B.Pool
-			}
-			if ch.PoolA > 0 && o.PoolA == 0 {
-				o.PoolA = ch.PoolA
-			}
-			rep.Fix = fd.ID + ": " + fd.Title + " (replayed: " + ch.Said + ")"
-		}
+		defer closeTwin()
 	}
 	change := o.Candidate != "" || len(o.Apply) > 0 || len(settings) > 0 || o.Pool > 0
 	a, err := replay.OpenServer(ctx, o.DSN)
@@ -206,24 +177,7 @@ func Replay(ctx context.Context, version string, o ReplayOptions) (*report.Repla
 		sideA.Name = fmt.Sprintf("pool of %d", o.PoolA)
 	}
 	if !change {
-		o.logf("replaying %d sessions, %d statements at speed %g on %s", len(w.Sessions), w.Statements, o.Speed, a.Name)
-		t, err := sideA.Open(ctx, 0)
-		if err != nil {
-			return nil, inputErr(err)
-		}
-		one := ro
-		one.Connect, one.NoPrepare = t.Connect, o.NoPrepare || t.NoPrepare
-		one.LockWaits = &replay.LockSampler{Connect: t.ConnectAdmin}
-		r, err := replay.Run(ctx, w, one)
-		t.Close()
-		if err != nil {
-			return nil, inputErr(err)
-		}
-		if ctx.Err() != nil {
-			return nil, inputErrf("interrupted: every session was stopped and its connection closed")
-		}
-		rep.Where, rep.Single = t.Where, r
-		return rep, nil
+		return rep, o.replayOnce(ctx, w, a, sideA, ro, rep)
 	}
 	bServer := a
 	if o.Candidate != "" {
@@ -248,6 +202,74 @@ func Replay(ctx context.Context, version string, o ReplayOptions) (*report.Repla
 		return rep, ErrSlower
 	}
 	return rep, nil
+}
+
+// fromSource reads --source: with --twin, a twin of it becomes side A's
+// server; with --fix, side B gets that finding's change. It returns what
+// closes the twin.
+func (o *ReplayOptions) fromSource(ctx context.Context, w *capture.Workload, rep *report.ReplayReport, settings map[string]string) (func(), error) {
+	closeTwin := func() {}
+	var queries []string
+	for _, sh := range w.Shapes {
+		queries = append(queries, sh.Query)
+	}
+	src, err := ReplaySource(ctx, o.Source, queries, o.BuildTwin, Options{Log: o.Log})
+	if err != nil {
+		return closeTwin, inputErrf("--source: %w", err)
+	}
+	if src.Twin != nil {
+		closeTwin = func() { src.Twin.Close(context.WithoutCancel(ctx)) }
+		src.Twin.Release(ctx)
+		o.DSN, rep.Twin = src.Twin.DSN(), src.Twin.Summary()
+	}
+	if o.Fix == "" {
+		return closeTwin, nil
+	}
+	fd, err := findingByID(src.Findings, o.Fix)
+	if err != nil {
+		closeTwin()
+		return func() {}, inputErr(err)
+	}
+	ch, err := replay.ChangeOf(fd)
+	if err != nil {
+		closeTwin()
+		return func() {}, inputErr(err)
+	}
+	o.Apply = append(o.Apply, ch.B.Apply...)
+	for k, v := range ch.B.Settings {
+		settings[k] = v
+	}
+	if ch.B.Pool > 0 && o.Pool == 0 {
+		o.Pool = ch.B.Pool
+	}
+	if ch.PoolA > 0 && o.PoolA == 0 {
+		o.PoolA = ch.PoolA
+	}
+	rep.Fix = fd.ID + ": " + fd.Title + " (replayed: " + ch.Said + ")"
+	return closeTwin, nil
+}
+
+// replayOnce replays the capture once on side A, with no change to
+// compare.
+func (o *ReplayOptions) replayOnce(ctx context.Context, w *capture.Workload, a *replay.Server, sideA replay.Side, ro replay.Options, rep *report.ReplayReport) error {
+	o.logf("replaying %d sessions, %d statements at speed %g on %s", len(w.Sessions), w.Statements, o.Speed, a.Name)
+	t, err := sideA.Open(ctx, 0)
+	if err != nil {
+		return inputErr(err)
+	}
+	one := ro
+	one.Connect, one.NoPrepare = t.Connect, o.NoPrepare || t.NoPrepare
+	one.LockWaits = &replay.LockSampler{Connect: t.ConnectAdmin}
+	r, err := replay.Run(ctx, w, one)
+	t.Close()
+	if err != nil {
+		return inputErr(err)
+	}
+	if ctx.Err() != nil {
+		return inputErrf("interrupted: every session was stopped and its connection closed")
+	}
+	rep.Where, rep.Single = t.Where, r
+	return nil
 }
 
 // findingByID is the finding an id names, or the one finding of a rule.

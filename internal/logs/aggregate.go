@@ -431,11 +431,6 @@ func (s *Summary) addMaintenance(kind, table, msg string, at time.Time) {
 	}
 }
 
-// parseDuration reads "duration: 12.345 ms", alone or followed by
-// "  statement: ", "  execute <name>: ", "  bind <name>: ", "  parse
-// <name>: " or auto_explain's "  plan:" and the text. kind is statement,
-// execute, bind, parse or plan ("" for a duration alone, whose statement
-// is on its STATEMENT line).
 // ParseDuration reads a "duration: ..." message: the milliseconds, the
 // kind of what was timed (statement, execute, bind, parse, plan; "" when
 // the text was logged before, by log_statement) and its text.
@@ -446,6 +441,11 @@ func ParseDuration(msg string) (ms float64, kind, text string, ok bool) {
 	return parseDuration(msg)
 }
 
+// parseDuration reads "duration: 12.345 ms", alone or followed by
+// "  statement: ", "  execute <name>: ", "  bind <name>: ", "  parse
+// <name>: " or auto_explain's "  plan:" and the text. kind is statement,
+// execute, bind, parse or plan ("" for a duration alone, whose statement
+// is on its STATEMENT line).
 func parseDuration(msg string) (ms float64, kind, text string, ok bool) {
 	rest := msg[len("duration: "):]
 	num, rest, found := strings.Cut(rest, " ms")

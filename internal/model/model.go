@@ -668,13 +668,18 @@ type Experiment struct {
 	Hotspot string `json:",omitempty"`
 }
 
-// Percentile is the p-th percentile (0 to 1) of sorted figures, 0 for
-// none: the value below which that share of them lies.
+// Percentile is the p-th percentile (0 to 1) of sorted figures by the
+// nearest rank, 0 for none: the smallest figure with at least that share
+// of them at or below it (for 20 figures, p95 is the 19th). It is the one
+// definition every report uses (logs, replay, the experiments).
 func Percentile(sorted []float64, p float64) float64 {
 	if len(sorted) == 0 {
 		return 0
 	}
-	return sorted[min(len(sorted)-1, int(p*float64(len(sorted))))]
+	// The small allowance keeps 0.95 x 20, which floating point makes
+	// 19.000000000000004, at rank 19.
+	rank := int(math.Ceil(p*float64(len(sorted)) - 1e-9))
+	return sorted[max(0, min(rank-1, len(sorted)-1))]
 }
 
 // Round rounds a figure to places decimals for reports, half away from

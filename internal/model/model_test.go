@@ -45,3 +45,24 @@ func TestIdentityIsStableAcrossRuns(t *testing.T) {
 		t.Error("two tables share an id")
 	}
 }
+
+// TestPercentile holds the one definition of a percentile (nearest rank)
+// that the logs, replay and experiment reports share.
+func TestPercentile(t *testing.T) {
+	twenty := make([]float64, 20)
+	for i := range twenty {
+		twenty[i] = float64(i + 1)
+	}
+	for _, c := range []struct {
+		xs   []float64
+		p    float64
+		want float64
+	}{
+		{twenty, 0.95, 19}, {twenty, 0.5, 10}, {twenty, 1, 20}, {twenty, 0, 1}, {twenty, 0.99, 20},
+		{[]float64{7}, 0.5, 7}, {nil, 0.5, 0}, {[]float64{1, 2, 3, 4}, 0.5, 2}, {[]float64{1, 2, 3, 4}, 0.75, 3},
+	} {
+		if got := Percentile(c.xs, c.p); got != c.want {
+			t.Errorf("Percentile(%v, %g) = %g, want %g", c.xs, c.p, got, c.want)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgmedic/pgmedic/internal/capture"
+	"github.com/pgmedic/pgmedic/internal/model"
 )
 
 // Side is one arm of an A/B replay: how to get a fresh copy of the
@@ -299,7 +300,7 @@ func describe(what, unit string, a, b []float64, v int, higher bool) string {
 // bootstrap estimates a quantile of sorted xs with a 95% interval from
 // resampling the calls (200 resamples).
 func bootstrap(xs []float64, q float64) Estimate {
-	e := Estimate{Value: Quantile(xs, q)}
+	e := Estimate{Value: model.Percentile(xs, q)}
 	if len(xs) < 2 {
 		e.Low, e.High = e.Value, e.Value
 		return e
@@ -315,7 +316,7 @@ func bootstrap(xs []float64, q float64) Estimate {
 	sd := math.Sqrt(nf * q * (1 - q))
 	for i := range est {
 		k := nf*q + sd*rng.NormFloat64()
-		est[i] = Quantile(xs, math.Max(0, math.Min(1, k/nf)))
+		est[i] = model.Percentile(xs, math.Max(0, math.Min(1, k/nf)))
 	}
 	sort.Float64s(est)
 	e.Low, e.High = est[n*25/1000], est[n*975/1000-1]
@@ -369,8 +370,8 @@ func shapeChanges(w *capture.Workload, a, b *SideResult) []*ShapeChange {
 	for _, c := range out {
 		xa, xb := pooled(a, c.Fingerprint), pooled(b, c.Fingerprint)
 		c.A, c.B = bootstrap(xa, 0.5), bootstrap(xb, 0.5)
-		c.AP95, c.BP95 = Quantile(xa, 0.95), Quantile(xb, 0.95)
-		c.AP99, c.BP99 = Quantile(xa, 0.99), Quantile(xb, 0.99)
+		c.AP95, c.BP95 = model.Percentile(xa, 0.95), model.Percentile(xb, 0.95)
+		c.AP99, c.BP99 = model.Percentile(xa, 0.99), model.Percentile(xb, 0.99)
 		if c.A.Value > 0 {
 			c.Ratio = Estimate{Value: c.B.Value / c.A.Value, Low: c.B.Low / math.Max(c.A.High, 1e-9), High: c.B.High / math.Max(c.A.Low, 1e-9)}
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgmedic/pgmedic/internal/capture"
+	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
@@ -474,15 +475,15 @@ func collect(w *capture.Workload, runs []sessionRun, wall time.Duration, speed f
 	sort.Float64s(behind)
 	sort.Float64s(own)
 	sort.Float64s(connects)
-	r.Lag.BehindP50, r.Lag.BehindP95, r.Lag.BehindMax = Quantile(behind, 0.5), Quantile(behind, 0.95), Quantile(behind, 1)
-	r.Lag.ReplayerP99 = Quantile(own, 0.99)
-	r.Lag.ConnectP95 = Quantile(connects, 0.95)
+	r.Lag.BehindP50, r.Lag.BehindP95, r.Lag.BehindMax = model.Percentile(behind, 0.5), model.Percentile(behind, 0.95), model.Percentile(behind, 1)
+	r.Lag.ReplayerP99 = model.Percentile(own, 0.99)
+	r.Lag.ConnectP95 = model.Percentile(connects, 0.95)
 	for i, sh := range shapes {
 		if sh.Calls == 0 {
 			continue
 		}
 		sort.Float64s(sh.MS)
-		sh.P50, sh.P95, sh.P99 = Quantile(sh.MS, 0.5), Quantile(sh.MS, 0.95), Quantile(sh.MS, 0.99)
+		sh.P50, sh.P95, sh.P99 = model.Percentile(sh.MS, 0.5), model.Percentile(sh.MS, 0.95), model.Percentile(sh.MS, 0.99)
 		if capturedN[i] > 0 {
 			sh.CapturedMS = captured[i] / float64(capturedN[i])
 		}
@@ -490,13 +491,4 @@ func collect(w *capture.Workload, runs []sessionRun, wall time.Duration, speed f
 	}
 	sort.SliceStable(r.Shapes, func(i, j int) bool { return r.Shapes[i].TotalMS > r.Shapes[j].TotalMS })
 	return r
-}
-
-// Quantile is the q-quantile of sorted xs (nearest rank); 0 for none.
-func Quantile(xs []float64, q float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	i := int(q*float64(len(xs))+0.5) - 1
-	return xs[max(0, min(i, len(xs)-1))]
 }

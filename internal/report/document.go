@@ -111,7 +111,7 @@ func StatementsOf(snap *model.Snapshot) ([]StatementRow, map[string]*PlanSummary
 			r.JITShare = model.Round(min(1, st.JIT.TotalMS()/st.TotalExecMS), 4)
 		}
 		if e := snap.Plans[st.QueryID]; e != nil {
-			p := summarise(e)
+			p := flattenPlan(e)
 			plans[id] = &p
 			r.HasPlan = true
 			r.PlanShape = PlanShape(e)

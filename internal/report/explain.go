@@ -71,7 +71,7 @@ func NewPlan(version, source string, e *plan.Explain, findings []model.Finding, 
 	if r.Skipped == nil {
 		r.Skipped = []model.Skip{}
 	}
-	r.Plan = summarise(e)
+	r.Plan = flattenPlan(e)
 	r.Summary = summarize(findings, rulesRun)
 	for _, f := range findings {
 		f.Clamp()
@@ -82,9 +82,9 @@ func NewPlan(version, source string, e *plan.Explain, findings []model.Finding, 
 	return r
 }
 
-// summarise flattens the plan into the rows the report prints: each node's
+// flattenPlan flattens the plan into the rows the report prints: each node's
 // own time, its share, rows planned and actual, and buffers.
-func summarise(e *plan.Explain) PlanSummary {
+func flattenPlan(e *plan.Explain) PlanSummary {
 	s := PlanSummary{InputFormat: e.Format, Analyze: e.HasAnalyze, Timing: e.HasTiming, Buffers: e.HasBuffers,
 		PlanningMS: e.PlanningMS, ExecutionMS: e.ExecutionMS, Settings: e.Settings}
 	size := 0

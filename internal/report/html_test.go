@@ -58,7 +58,7 @@ func hostile(t testing.TB) *Report {
 		time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC), findings,
 		[]model.Skip{{Rule: "server log", Reason: "not read: " + evil, Fix: "GRANT pg_read_server_files TO app;"}}, 13, model.Info)
 	r.ElapsedS, r.Envelope = 12.3, []string{"statement_timeout = 5s", "lock_timeout = 100ms", "default_transaction_read_only = on"}
-	p := summarise(e)
+	p := flattenPlan(e)
 	r.Statements = []StatementRow{
 		{QueryID: "42", Query: "SELECT * FROM t WHERE note = '" + evil + "'", Calls: 16, TotalMS: 11000, MeanMS: 687.5, RowsPerCall: 1, JITShare: 0.98},
 		{QueryID: "7", Query: "SELECT * FROM orders WHERE customer_id = $1", Calls: 500, TotalMS: 21600, MeanMS: 43.2, RowsPerCall: 8, HasPlan: true},

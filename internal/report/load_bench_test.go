@@ -48,9 +48,9 @@ func largeReport(t testing.TB) *Report {
 		row := StatementRow{QueryID: id, Query: fmt.Sprintf("SELECT a, b, c FROM table_%d WHERE id = $1 AND status = $2 ORDER BY created_at DESC LIMIT 20", i),
 			Calls: int64(10000 - i), TotalMS: float64(50000 - i), MeanMS: 5, RowsPerCall: 1}
 		if i < 50 {
-			p := summarise(small)
+			p := flattenPlan(small)
 			if i == 0 {
-				p = summarise(big)
+				p = flattenPlan(big)
 			}
 			r.Plans[id], row.HasPlan = &p, true
 		}

@@ -338,7 +338,6 @@ func num(v float64) string {
 	return fmt.Sprintf("%.2f", v)
 }
 
-// verificationText is the verdict line: status, before and after, method.
 // shownParameters is how many re-run values the text report lists; a
 // driver's catalog query can have dozens, which the JSON report keeps.
 const shownParameters = 3
@@ -355,6 +354,7 @@ func parametersText(ps []string) string {
 	return s
 }
 
+// verificationText is the verdict line: status, before and after, method.
 func verificationText(v model.Verification) string {
 	switch {
 	case v.Before != nil && v.After != nil:

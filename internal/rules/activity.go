@@ -138,7 +138,7 @@ func who(b model.Backend) string {
 
 func sec(msec float64) string { return fmt.Sprintf("%.1f s", msec/1000) }
 
-// IdleInTransaction finds sessions that sat idle inside a transaction:
+// idleInTransaction finds sessions that sat idle inside a transaction:
 // every lock they took stays held until they commit, and every session
 // that needs one of those rows or tables waits for the client, not the
 // database.
@@ -198,7 +198,7 @@ func idleInTransaction(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	return out, nil
 }
 
-// LockContention finds lock waits that take a large share of the sampled
+// lockContention finds lock waits that take a large share of the sampled
 // session time, and names the session at the head of the blocking chain at
 // its worst moment.
 func lockContention(s *model.Snapshot) ([]model.Finding, []model.Skip) {
@@ -494,7 +494,7 @@ func pidsOf(pids []int) []string {
 	return out
 }
 
-// ClientStall finds sessions whose time goes to the client: idle in a
+// clientStall finds sessions whose time goes to the client: idle in a
 // transaction waiting for the client's next command long after the server
 // answered (ClientRead), or blocked sending results the client does not
 // read (ClientWrite). Sessions the server found abandoned and bursts of
@@ -632,7 +632,7 @@ func poolBasis(pool, cores int) string {
 	return fmt.Sprintf("2 x %d cores", cores)
 }
 
-// ConnectionPressure finds a real run queue (more sessions on CPU than
+// connectionPressure finds a real run queue (more sessions on CPU than
 // the server has cores, and each getting measurably less than a core),
 // connections near max_connections, and connection churn.
 func connectionPressure(s *model.Snapshot) (found []model.Finding, skipped []model.Skip) {
@@ -769,7 +769,7 @@ func judgeRunQueue(s *model.Snapshot, q runQueue, cores, ticks int) queueVerdict
 // PoolSaturationID is the rule id.
 const PoolSaturationID = "pool-saturation"
 
-// PoolSaturation finds PgBouncer pools whose clients queue for a server
+// poolSaturation finds PgBouncer pools whose clients queue for a server
 // connection while every one of them is busy: the pool is the bottleneck,
 // and what keeps its connections busy (the slowest statements) is what to
 // fix before the pool size.

@@ -266,7 +266,7 @@ func ProfileShares(p model.Profile) []KindShare {
 	return out
 }
 
-// CPUHotspot names the kinds that took at least a tenth of a profile's
+// cpuHotspot names the kinds that took at least a tenth of a profile's
 // samples, with what they mean and the fix, attributed to the statement
 // that ran them most.
 func cpuHotspot(p model.Profile) []model.Finding {

@@ -67,7 +67,7 @@ var drivers = []driver{
 
 func normalise(q string) string { return strings.ToLower(strings.Join(strings.Fields(q), " ")) }
 
-// DriverIntrospection finds client drivers' type-introspection queries that
+// driverIntrospection finds client drivers' type-introspection queries that
 // cost the application time on every new connection: asyncpg's
 // typeinfo_tree query under JIT took the UK coronavirus dashboard down.
 func driverIntrospection(s *model.Snapshot) ([]model.Finding, []model.Skip) {

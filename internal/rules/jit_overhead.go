@@ -42,7 +42,7 @@ const (
 	defaultJITOptimizeCost = 500000
 )
 
-// JITOverhead finds statements whose JIT compilation costs more than their
+// jitOverhead finds statements whose JIT compilation costs more than their
 // execution, and databases where JIT is on with thresholds that let it fire
 // on short queries (the UK coronavirus dashboard incident).
 func jitOverhead(s *model.Snapshot) ([]model.Finding, []model.Skip) {

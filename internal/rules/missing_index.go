@@ -27,7 +27,7 @@ const (
 	wastefulBlocks   = 10.0 // buffers read per row returned
 )
 
-// MissingIndex looks at the plans of the statements that take the most
+// missingIndex looks at the plans of the statements that take the most
 // time for scans that read far more of a table than the statement needs: a
 // sequential scan whose filter keeps few rows, or an index scan whose Filter
 // (not its Index Cond) throws most fetched rows away, the shape of a queue

@@ -44,7 +44,7 @@ func unquoteIdent(s string) string {
 	return s
 }
 
-// ImplicitCast flags a column cast to another type inside a scan's Filter
+// implicitCast flags a column cast to another type inside a scan's Filter
 // or a join's condition: PostgreSQL cannot use a plain index on the column
 // for a predicate on the cast expression (Adform's hidden conversions; in
 // PostgreSQL an int compared with 5.0, numeric with float8, char(n) with
@@ -86,7 +86,7 @@ func implicitCast(in PlanInput) []model.Finding {
 	return out
 }
 
-// ImplicitCastStatements runs implicit-cast over the plans check collects
+// implicitCastStatements runs implicit-cast over the plans check collects
 // for its top statements. Those are generic plans (no ANALYZE), so the
 // saving is sized from the statement's share of the database's time.
 func implicitCastStatements(s *model.Snapshot) ([]model.Finding, []model.Skip) {

@@ -30,7 +30,7 @@ const (
 	heapFetchMinShare       = 0.1
 )
 
-// PlanJIT is jit-overhead for one plan: compilation time that the query's
+// planJIT is jit-overhead for one plan: compilation time that the query's
 // own work does not justify.
 func planJIT(in PlanInput) []model.Finding {
 	e := in.Explain
@@ -52,7 +52,7 @@ func planJIT(in PlanInput) []model.Finding {
 	return []model.Finding{f}
 }
 
-// SlowPlanning flags plans that took longer to plan than to run.
+// slowPlanning flags plans that took longer to plan than to run.
 func slowPlanning(in PlanInput) []model.Finding {
 	e := in.Explain
 	if !e.HasPlanningTime || e.PlanningMS < slowPlanningMinMS || (e.HasAnalyze && e.PlanningMS < e.ExecutionMS) {
@@ -74,7 +74,7 @@ func slowPlanning(in PlanInput) []model.Finding {
 	return []model.Finding{f}
 }
 
-// PlanMissingIndex flags a sequential scan whose filter throws away nearly
+// planMissingIndex flags a sequential scan whose filter throws away nearly
 // everything it reads: an index on the filtered columns reads only the
 // rows that are kept.
 func planMissingIndex(in PlanInput) []model.Finding {
@@ -227,7 +227,7 @@ func filterColumns(n *plan.Node) []string {
 	return eq
 }
 
-// SortSpill flags sorts that wrote to temporary files.
+// sortSpill flags sorts that wrote to temporary files.
 func sortSpill(in PlanInput) []model.Finding {
 	var out []model.Finding
 	all := allNodes(in.Explain)
@@ -264,7 +264,7 @@ func sortSpill(in PlanInput) []model.Finding {
 	return out
 }
 
-// HashBatches flags hash joins and hash aggregates that split their work
+// hashBatches flags hash joins and hash aggregates that split their work
 // into batches written to temporary files.
 func hashBatches(in PlanInput) []model.Finding {
 	var out []model.Finding
@@ -309,7 +309,7 @@ func hashBatches(in PlanInput) []model.Finding {
 	return out
 }
 
-// Misestimate flags the node where a row estimate first goes wrong by more
+// misestimate flags the node where a row estimate first goes wrong by more
 // than 100x (nodes above only inherit the error).
 func misestimate(in PlanInput) []model.Finding {
 	var out []model.Finding
@@ -398,7 +398,7 @@ func misestimateFix(n *plan.Node) model.Fix {
 	return fix
 }
 
-// NestedLoopBlowup flags nested loops whose inner side ran thousands of
+// nestedLoopBlowup flags nested loops whose inner side ran thousands of
 // times and holds most of the loop's time.
 func nestedLoopBlowup(in PlanInput) []model.Finding {
 	var out []model.Finding
@@ -446,7 +446,7 @@ func nestedLoopBlowup(in PlanInput) []model.Finding {
 	return out
 }
 
-// LossyBitmap flags bitmap heap scans whose bitmap outgrew work_mem and
+// lossyBitmap flags bitmap heap scans whose bitmap outgrew work_mem and
 // degraded to whole pages, so every row on them is rechecked.
 func lossyBitmap(in PlanInput) []model.Finding {
 	var out []model.Finding
@@ -470,7 +470,7 @@ func lossyBitmap(in PlanInput) []model.Finding {
 	return out
 }
 
-// LargeOffset flags a Limit that read many rows only to throw them away.
+// largeOffset flags a Limit that read many rows only to throw them away.
 func largeOffset(in PlanInput) []model.Finding {
 	var out []model.Finding
 	all := allNodes(in.Explain)
@@ -582,7 +582,7 @@ func sortKeyBelow(n *plan.Node) string {
 	return key
 }
 
-// HeapFetches flags index-only scans that still visit the heap because
+// heapFetches flags index-only scans that still visit the heap because
 // the visibility map is out of date.
 func heapFetches(in PlanInput) []model.Finding {
 	var out []model.Finding

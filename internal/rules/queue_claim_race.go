@@ -13,7 +13,7 @@ import (
 // QueueClaimRaceID is the rule id.
 const QueueClaimRaceID = "queue-claim-race"
 
-// QueueClaimRace finds job-queue claims that let two workers take the same
+// queueClaimRace finds job-queue claims that let two workers take the same
 // rows. In READ COMMITTED an `UPDATE ... FROM (SELECT ... LIMIT n)` whose
 // subquery does not lock rows lets a second worker pick the same rows; it
 // blocks on the first worker's row locks, and when that worker commits,

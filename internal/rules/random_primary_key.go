@@ -20,7 +20,7 @@ const (
 // randomDefaults are default expressions that produce values in no order.
 var randomDefaults = []string{"gen_random_uuid(", "uuid_generate_v4(", "random(", "md5(", "sha256(", "sha224(", "sha512(", "digest(", "encode("}
 
-// RandomPrimaryKey finds primary and unique keys whose values arrive in
+// randomPrimaryKey finds primary and unique keys whose values arrive in
 // random order: a uuid v4 or a hash. Each insert lands on a random leaf of
 // the B-tree, so leaves split everywhere and settle near 70% full instead
 // of 90%, every leaf is dirtied between checkpoints (a full-page write each

@@ -28,7 +28,7 @@ func autovacuumLag(s *model.Snapshot) time.Duration {
 	return time.Duration(naptime+60) * time.Second
 }
 
-// StaleStatistics finds tables that changed more since their last ANALYZE
+// staleStatistics finds tables that changed more since their last ANALYZE
 // than they held at it. The planner's row estimates come from pg_stats and
 // pg_class.reltuples as of that ANALYZE: a queue whose rows all turned from
 // "done" to "pending" since then is estimated as empty, and plans chosen on

@@ -21,7 +21,7 @@ const (
 	nonHOTMaxShare  = 0.10
 )
 
-// TableBloat finds tables whose dead row versions outnumber the live ones
+// tableBloat finds tables whose dead row versions outnumber the live ones
 // (vacuum is off or not keeping up), and tables whose updates are never HOT
 // because an updated column is in an index: PostgreSQL can only update a
 // row in place on the same page (HOT, no index writes) when no indexed

@@ -78,15 +78,15 @@ func TestBrokenFolders(t *testing.T) {
 	}
 }
 
-// TestScenarios reproduces every scenario once, on one throwaway cluster,
-// and checks it the way the demo does: every expected finding, confirmed
-// ones with two measured numbers, nothing the scenario forbids.
 // cpuBound are the scenarios that saturate the cores on purpose, or whose
 // proof is a ratio of CPU times (JIT's compilation against the query's
 // run) that another test saturating the cores would distort: they take
 // turns with the other such tests (labtest.CPUHeavy).
 var cpuBound = map[string]bool{"connection-storm": true, "connection-burst": true, "jit-oltp": true, "asyncpg-introspection": true}
 
+// TestScenarios reproduces every scenario once, on one throwaway cluster,
+// and checks it the way the demo does: every expected finding, confirmed
+// ones with two measured numbers, nothing the scenario forbids.
 func TestScenarios(t *testing.T) {
 	if testing.Short() {
 		t.Skip("reproduces every scenario")

@@ -1,4 +1,5 @@
-// Package testkit holds what the tests of several packages share: the
+// Package testkit holds what the tests of several packages share (it
+// imports model and profile, for the shapes of what it records): the
 // pgmedic binary built once per test process, golden files, and the rule
 // for a missing dependency.
 //

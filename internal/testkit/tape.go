@@ -17,7 +17,7 @@ import (
 
 // Conn is what the recorder wraps and the replayer stands in for: the one
 // connection seam of pgmedic (envelope.Conn), repeated here so that
-// testkit imports nothing of pgmedic's.
+// testkit does not import envelope, whose own tests use testkit.
 type Conn interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)

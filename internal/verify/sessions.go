@@ -105,7 +105,7 @@ func loopTimed(ctx context.Context, conns []*pgx.Conn, run func(context.Context,
 	}
 }
 
-// sleepCtx waits d, or until ctx ends.
+// Sleep waits d, or until ctx ends.
 func Sleep(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()

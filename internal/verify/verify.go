@@ -4,8 +4,11 @@
 // pgstatindex, a CPU hot spot's statement re-run under perf), inside pgmedic's safety envelope: only SELECTs are
 // executed, each run inside a transaction that is rolled back, under
 // statement_timeout; temporary copies only in the lab or with
-// --verify-indexes; nothing while the server is busy (LoadRule). Each kind is
-// replayed without a server from recorded tapes (testdata).
+// --verify-indexes; nothing while the server is busy (LoadRule). The kinds
+// that run on pgmedic's one connection are replayed without a server from
+// recorded tapes (testdata/transcripts); those that need concurrent
+// sessions (claim-race, lock-queue, held-lock, concurrency) are tested on
+// lab clusters, where their interleaving is real.
 package verify
 
 import (
