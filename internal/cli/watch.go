@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -44,9 +45,7 @@ func newWatch(_ io.Reader, stdout, stderr io.Writer) *cobra.Command {
 environment) and, every --interval, samples its sessions and locks; every
 --statements-every it reads pg_stat_statements (never resetting it). Both go
 to a ring on disk (--dir, bounded by --keep and --max-size). When a trigger
-fires (a lock queue, more working sessions than cores, PgBouncer clients
-waiting, a transaction its client left idle, a burst of errors or new
-connections, a statement's p95 jumping) it opens an incident; once nothing
+fires (listed below) it opens an incident; once nothing
 has fired for --after, the window from --before ahead of it is written as a
 bundle under --dir/incidents, with its report (check --from BUNDLE reads it
 again). With --targets FILE it watches a fleet from one process, one
@@ -55,7 +54,10 @@ connection per server, each in its own directory.
 It reconnects with back-off through restarts and failovers, stops cleanly on
 SIGTERM or Ctrl-C (an incident in progress is written first), and prints
 what it cost when it stops. Exit codes: 0 stopped, 2 usage or connection
-error.`,
+error.
+
+Triggers:
+` + triggerHelp(),
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dsn := ""
@@ -172,4 +174,13 @@ func runWatch(ctx context.Context, f watchFlags, dsn string, stdout, stderr io.W
 	}
 	fmt.Fprintln(stderr, line)
 	return nil
+}
+
+// triggerHelp lists the triggers, one a line, from watch's table.
+func triggerHelp() string {
+	var b strings.Builder
+	for _, t := range watch.Triggers {
+		fmt.Fprintf(&b, "  %-20s %s\n", t.ID, t.Says)
+	}
+	return strings.TrimRight(b.String(), "\n")
 }

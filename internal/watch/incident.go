@@ -42,9 +42,6 @@ func (i *Incident) Kinds() []string {
 	return out
 }
 
-// sessionKinds are the triggers read from the sampled sessions.
-var sessionKinds = map[string]bool{LockQueue: true, Saturation: true, PoolWaits: true, ClientStall: true}
-
 // Incidents is the state machine that turns firings into incidents. It
 // reads no clock: every call says what time it is, so tests drive it with
 // their own.
@@ -88,7 +85,7 @@ func (m *Incidents) Observe(at time.Time, fired []Firing) (opened, done *Inciden
 		}
 		inc.Firings[f.Kind]++
 		inc.LastFire = at
-		if sessionKinds[f.Kind] {
+		if sessionTrigger(f.Kind) {
 			if inc.SessionsFrom.IsZero() {
 				inc.SessionsFrom = at
 			}

@@ -169,7 +169,7 @@ func (m *Metrics) Write(w io.Writer) error {
 		}
 	}))
 	family("pgmedic_trigger_firing", "gauge", "1 for each incident trigger that fired at the last tick", perTarget(func(l string, t *targetMetrics, emit func(string, float64)) {
-		for _, k := range []string{LockQueue, Saturation, PoolWaits, ClientStall, ErrorBurst, ConnBurst, Slowdown} {
+		for _, k := range TriggerIDs() {
 			emit(l+`,trigger="`+k+`"`, bool01(t.firing[k]))
 		}
 	}))

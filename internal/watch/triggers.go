@@ -11,16 +11,61 @@ import (
 	"github.com/pgmedic/pgmedic/internal/printable"
 )
 
-// Trigger kinds: what opens an incident.
+// Trigger kinds: what opens an incident. Each is a row of Triggers.
 const (
-	LockQueue   = "lock-queue"         // sessions queued on a lock
-	Saturation  = "working-sessions"   // more sessions working than cores
-	PoolWaits   = "pool-waits"         // PgBouncer clients waiting for a server connection
-	ClientStall = "client-stall"       // transactions left idle by their client
-	ErrorBurst  = "error-burst"        // rollbacks, failed and killed sessions, deadlocks
-	ConnBurst   = "connection-burst"   // new connections
-	Slowdown    = "statement-slowdown" // a statement's p95 jumped
+	LockQueue   = "lock-queue"
+	Saturation  = "working-sessions"
+	PoolWaits   = "pool-waits"
+	ClientStall = "client-stall"
+	ErrorBurst  = "error-burst"
+	ConnBurst   = "connection-burst"
+	Slowdown    = "statement-slowdown"
 )
+
+// Trigger is one row of the triggers table: its id, what it means (the
+// help and /metrics say it), whether it reads the sampled sessions (an
+// incident's rules judge the stretch in which those fired), and, for a
+// trigger judged on one tick's sessions, the function that judges it.
+type Trigger struct {
+	ID       string
+	Says     string
+	Sessions bool
+	// tick says why the trigger fires at this tick ("" when it does not);
+	// nil for the triggers judged from counters (bursts) or readings of
+	// pg_stat_statements (slowdowns).
+	tick func(d *Detector, v *tickView) string
+}
+
+// Triggers is every trigger, in the order /metrics lists them: the one
+// table a trigger is added to (its row, its function, its test).
+var Triggers = []Trigger{
+	{LockQueue, "sessions queued on a lock; names the head, the blocker that waits for nothing", true, lockQueue},
+	{Saturation, "more sessions working (on CPU or I/O) than the server has cores", true, saturation},
+	{ClientStall, "a transaction left idle by its client", true, clientStall},
+	{PoolWaits, "PgBouncer clients waiting for a server connection", true, poolWaits},
+	{ErrorBurst, "rollbacks, failed and killed sessions and deadlocks at a multiple of their usual rate", false, nil},
+	{ConnBurst, "new connections at a multiple of their usual rate", false, nil},
+	{Slowdown, "a statement's p95 estimate jumped to a multiple of its usual", false, nil},
+}
+
+// TriggerIDs are the triggers' ids, in the table's order.
+func TriggerIDs() []string {
+	ids := make([]string, len(Triggers))
+	for i, t := range Triggers {
+		ids[i] = t.ID
+	}
+	return ids
+}
+
+// sessionTrigger says whether a kind is judged from the sampled sessions.
+func sessionTrigger(kind string) bool {
+	for _, t := range Triggers {
+		if t.ID == kind {
+			return t.Sessions
+		}
+	}
+	return false
+}
 
 // Firing is one trigger that fired at a tick, with what it saw.
 type Firing struct {
@@ -83,67 +128,108 @@ type counterAt struct {
 	hasSessions bool
 }
 
+// tickView is what one tick's sessions and pools show, read once for
+// every trigger that judges a tick.
+type tickView struct {
+	rec                       Record
+	backends                  []model.Backend
+	waiters, working, stalled int
+	heads                     map[int]int
+	longestIdle               model.Backend
+	poolWaiting               string
+}
+
 // Tick judges one tick; it returns the triggers that fire.
 func (d *Detector) Tick(rec Record) []Firing {
+	v := d.view(rec)
 	var out []Firing
-	fire := func(kind, detail string) { out = append(out, Firing{Kind: kind, At: rec.At, Detail: detail}) }
-	var backends []model.Backend
-	if rec.Sample != nil {
-		backends = rec.Sample.Backends
+	for _, t := range Triggers {
+		if t.tick == nil {
+			continue
+		}
+		if detail := t.tick(d, v); detail != "" {
+			out = append(out, Firing{Kind: t.ID, At: rec.At, Detail: detail})
+		}
 	}
+	return append(out, d.bursts(rec)...)
+}
 
-	waiters, heads := 0, map[int]int{}
-	working := 0
-	stalled := 0
-	var longestIdle model.Backend
-	for _, b := range backends {
+// view reads a tick once for the triggers.
+func (d *Detector) view(rec Record) *tickView {
+	v := &tickView{rec: rec, heads: map[int]int{}}
+	if rec.Sample != nil {
+		v.backends = rec.Sample.Backends
+	}
+	for _, b := range v.backends {
 		if b.WaitType == "Lock" && !b.BlockedByPgmedic {
-			waiters++
+			v.waiters++
 			for _, p := range b.BlockedBy {
-				heads[p]++
+				v.heads[p]++
 			}
 		}
 		if b.State == "active" && isWorking(b) {
-			working++
+			v.working++
 		}
 		if strings.HasPrefix(b.State, "idle in transaction") && b.StateMS >= d.T.IdleMS {
-			stalled++
-			if b.StateMS > longestIdle.StateMS {
-				longestIdle = b
+			v.stalled++
+			if b.StateMS > v.longestIdle.StateMS {
+				v.longestIdle = b
 			}
 		}
 	}
-	d.lockRun = run(d.lockRun, waiters >= d.T.LockWaiters)
-	if d.lockRun >= d.T.LockTicks {
-		fire(LockQueue, fmt.Sprintf("%d sessions waiting for a lock%s", waiters, headText(heads, backends)))
-	}
-	d.satRun = run(d.satRun, d.T.Cores > 0 && working > d.T.Cores)
-	if d.satRun >= d.T.SaturationTicks {
-		fire(Saturation, fmt.Sprintf("%d sessions working on %d cores", working, d.T.Cores))
-	}
-	d.stalls = append(d.stalls, stalled > 0)
-	if len(d.stalls) > d.T.StallWindow {
-		d.stalls = d.stalls[len(d.stalls)-d.T.StallWindow:]
-	}
-	if n := count(d.stalls); stalled > 0 && n >= d.T.StallTicks {
-		fire(ClientStall, fmt.Sprintf("a transaction idle %s in its client (pid %d, %s); %d of the last %d ticks",
-			printable.MS(longestIdle.StateMS), longestIdle.PID, printable.Clip(longestIdle.Query, 60), n, len(d.stalls)))
-	}
-	waiting := ""
 	if rec.Pools != nil {
 		for _, p := range rec.Pools.Pools {
 			if p.ClWaiting > 0 && p.MaxWaitMS >= d.T.PoolWaitMS {
-				waiting = fmt.Sprintf("%d clients of pool %s/%s waiting, the longest %s", p.ClWaiting, p.Database, p.User, printable.MS(p.MaxWaitMS))
+				v.poolWaiting = fmt.Sprintf("%d clients of pool %s/%s waiting, the longest %s", p.ClWaiting, p.Database, p.User, printable.MS(p.MaxWaitMS))
 				break
 			}
 		}
 	}
-	d.poolRun = run(d.poolRun, waiting != "")
-	if d.poolRun >= d.T.PoolTicks {
-		fire(PoolWaits, waiting)
+	return v
+}
+
+// lockQueue: LockWaiters sessions waiting for a lock, LockTicks ticks
+// running.
+func lockQueue(d *Detector, v *tickView) string {
+	d.lockRun = run(d.lockRun, v.waiters >= d.T.LockWaiters)
+	if d.lockRun < d.T.LockTicks {
+		return ""
 	}
-	out = append(out, d.bursts(rec)...)
-	return out
+	return fmt.Sprintf("%d sessions waiting for a lock%s", v.waiters, headText(v.heads, v.backends))
+}
+
+// saturation: more working sessions than cores, SaturationTicks ticks
+// running.
+func saturation(d *Detector, v *tickView) string {
+	d.satRun = run(d.satRun, d.T.Cores > 0 && v.working > d.T.Cores)
+	if d.satRun < d.T.SaturationTicks {
+		return ""
+	}
+	return fmt.Sprintf("%d sessions working on %d cores", v.working, d.T.Cores)
+}
+
+// clientStall: a transaction idle IdleMS in StallTicks of the last
+// StallWindow ticks.
+func clientStall(d *Detector, v *tickView) string {
+	d.stalls = append(d.stalls, v.stalled > 0)
+	if len(d.stalls) > d.T.StallWindow {
+		d.stalls = d.stalls[len(d.stalls)-d.T.StallWindow:]
+	}
+	n := count(d.stalls)
+	if v.stalled == 0 || n < d.T.StallTicks {
+		return ""
+	}
+	return fmt.Sprintf("a transaction idle %s in its client (pid %d, %s); %d of the last %d ticks",
+		printable.MS(v.longestIdle.StateMS), v.longestIdle.PID, printable.Clip(v.longestIdle.Query, 60), n, len(d.stalls))
+}
+
+// poolWaits: a pool's clients waiting PoolWaitMS, PoolTicks ticks running.
+func poolWaits(d *Detector, v *tickView) string {
+	d.poolRun = run(d.poolRun, v.poolWaiting != "")
+	if d.poolRun < d.T.PoolTicks {
+		return ""
+	}
+	return v.poolWaiting
 }
 
 // isWorking says a session is doing work on the server: on CPU, or reading

@@ -256,3 +256,55 @@ func TestIncidents(t *testing.T) {
 		t.Fatalf("stopping with an incident open gave %+v", inc)
 	}
 }
+
+// TestTriggerTable keeps the triggers table the one list: every row has
+// an id and a meaning, ids are unique, /metrics exports each, and each
+// session trigger's function fires on a tick made for it and on no quiet
+// one.
+func TestTriggerTable(t *testing.T) {
+	m := NewMetrics()
+	m.Register(Target{Name: "t"})
+	var b strings.Builder
+	if err := m.Write(&b); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, tr := range Triggers {
+		if tr.ID == "" || tr.Says == "" || seen[tr.ID] {
+			t.Errorf("trigger %+v: an id, unique, and what it means", tr)
+		}
+		seen[tr.ID] = true
+		if !strings.Contains(b.String(), `trigger="`+tr.ID+`"`) {
+			t.Errorf("/metrics does not export trigger %s", tr.ID)
+		}
+		if tr.Sessions != (tr.tick != nil) {
+			t.Errorf("trigger %s: a session trigger judges ticks, and only those do", tr.ID)
+		}
+	}
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	quiet := Record{At: at, Sample: &model.ActivitySample{}}
+	loud := Record{At: at, Sample: &model.ActivitySample{Backends: []model.Backend{
+		{PID: 1, State: "idle in transaction", StateMS: 5000, Query: "UPDATE a"},
+		{PID: 2, State: "active", WaitType: "Lock", BlockedBy: []int{1}},
+		{PID: 3, State: "active", WaitType: "Lock", BlockedBy: []int{1}},
+		{PID: 4, State: "active"}, {PID: 5, State: "active"}, {PID: 6, State: "active"},
+	}}, Pools: &model.PoolSample{Pools: []model.Pool{{Database: "app", User: "app", ClWaiting: 3, MaxWaitMS: 900}}}}
+	for _, tr := range Triggers {
+		if tr.tick == nil {
+			continue
+		}
+		d := &Detector{T: Defaults(2)}
+		for i := 0; i < 10; i++ {
+			if got := tr.tick(d, d.view(quiet)); got != "" {
+				t.Fatalf("%s fired on a quiet tick: %s", tr.ID, got)
+			}
+		}
+		fired := ""
+		for i := 0; i < 10 && fired == ""; i++ {
+			fired = tr.tick(d, d.view(loud))
+		}
+		if fired == "" {
+			t.Errorf("%s never fired on ticks made for it", tr.ID)
+		}
+	}
+}
