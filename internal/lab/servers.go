@@ -11,14 +11,16 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/pgmedic/pgmedic/internal/pgversion"
 )
 
 // ErrNoPostgres is returned when no PostgreSQL server binaries can be found.
 var ErrNoPostgres = errors.New("no PostgreSQL server binaries found (initdb, pg_ctl): install them with `apt-get install postgresql-15 postgresql-contrib`, or point PGMEDIC_PG_BIN at their directory")
 
 // Majors are the PostgreSQL major versions pgmedic supports and its lab
-// can run.
-var Majors = []int{13, 14, 15, 16, 17, 18}
+// can run: pgversion's table.
+var Majors = pgversion.Majors()
 
 // Server is a PostgreSQL build the lab can run: where its binaries are,
 // its version, where it came from, and what it carries besides the core

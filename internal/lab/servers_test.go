@@ -2,6 +2,8 @@ package lab
 
 import (
 	"context"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -75,5 +77,18 @@ func TestRestoreSymlinks(t *testing.T) {
 	write(`not json`)
 	if err := restoreSymlinks(pkg); err == nil {
 		t.Error("a broken list was accepted")
+	}
+}
+
+// TestEveryMajorInstallable: each major of pgversion's table has its
+// locked build for lab install, so adding a major is its row and its
+// package files.
+func TestEveryMajorInstallable(t *testing.T) {
+	for _, m := range Majors {
+		for _, f := range []string{"package.json", "package-lock.json"} {
+			if _, err := fs.Stat(postgresPackages, fmt.Sprintf("postgres/%d/%s", m, f)); err != nil {
+				t.Errorf("PostgreSQL %d: no locked build for lab install (%v)", m, err)
+			}
+		}
 	}
 }

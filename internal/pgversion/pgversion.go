@@ -32,25 +32,41 @@ type Has struct {
 	// AnalyzeBuffers: EXPLAIN ANALYZE reports buffers without being asked
 	// (18), and index scans say how many searches they made.
 	AnalyzeBuffers bool
+	// ICULocale: CREATE DATABASE ... LOCALE_PROVIDER icu ICU_LOCALE (15).
+	ICULocale bool
 }
 
 // Table holds every major version pgmedic supports, oldest first.
 var Table = []Has{
 	{Major: 13},
 	{Major: 14, QueryIDInActivity: true, SessionStats: true},
-	{Major: 15, QueryIDInActivity: true, SessionStats: true, JSONLog: true, PGSSJIT: true},
-	{Major: 16, QueryIDInActivity: true, SessionStats: true, JSONLog: true, PGSSJIT: true, StatIO: true, ExplainGenericPlan: true},
-	{Major: 17, QueryIDInActivity: true, SessionStats: true, JSONLog: true, PGSSJIT: true, StatIO: true, ExplainGenericPlan: true,
+	{Major: 15, QueryIDInActivity: true, SessionStats: true, JSONLog: true, PGSSJIT: true, ICULocale: true},
+	{Major: 16, QueryIDInActivity: true, SessionStats: true, JSONLog: true, PGSSJIT: true, ICULocale: true, StatIO: true, ExplainGenericPlan: true},
+	{Major: 17, QueryIDInActivity: true, SessionStats: true, JSONLog: true, PGSSJIT: true, ICULocale: true, StatIO: true, ExplainGenericPlan: true,
 		PGSSSharedBlkTime: true, Checkpointer: true, ExplainSerialize: true, ExplainMemory: true},
-	{Major: 18, QueryIDInActivity: true, SessionStats: true, JSONLog: true, PGSSJIT: true, StatIO: true, ExplainGenericPlan: true,
+	{Major: 18, QueryIDInActivity: true, SessionStats: true, JSONLog: true, PGSSJIT: true, ICULocale: true, StatIO: true, ExplainGenericPlan: true,
 		PGSSSharedBlkTime: true, Checkpointer: true, ExplainSerialize: true, ExplainMemory: true, AnalyzeBuffers: true},
 }
 
-// Oldest and Newest bound the versions pgmedic supports.
-const (
-	Oldest = 13
-	Newest = 18
+// Oldest and Newest bound the versions pgmedic supports: the table's
+// first and last rows. Adding a major is its row here, and its locked
+// build for the lab (internal/lab/postgres/N).
+var (
+	Oldest = Table[0].Major
+	Newest = Table[len(Table)-1].Major
 )
+
+// Majors are the supported major versions, oldest first.
+func Majors() []int {
+	ms := make([]int, len(Table))
+	for i, h := range Table {
+		ms[i] = h.Major
+	}
+	return ms
+}
+
+// Range says which majors pgmedic supports, for messages: "13 to 18".
+func Range() string { return fmt.Sprintf("%d to %d", Oldest, Newest) }
 
 // Major is the major version of a server_version_num (170004 -> 17).
 func Major(versionNum int) int { return versionNum / 10000 }

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgmedic/pgmedic/internal/envelope"
+	"github.com/pgmedic/pgmedic/internal/pgversion"
 )
 
 // A database's default collation decides how every text column without
@@ -81,7 +82,7 @@ func (l dbLocale) fallbacks(major int) []dbLocale {
 	out := []dbLocale{l}
 	if l.provider != "c" {
 		out = append(out, dbLocale{encoding: l.encoding, collate: "C", ctype: "C", provider: l.provider, locale: l.locale})
-	} else if tag := icuTag(l.collate); tag != "" && major >= 15 {
+	} else if tag := icuTag(l.collate); tag != "" && pgversion.ForMajor(major).ICULocale {
 		out = append(out, dbLocale{encoding: l.encoding, collate: "C", ctype: "C", provider: "i", locale: tag})
 	}
 	return append(out, dbLocale{encoding: l.encoding, collate: "C", ctype: "C", provider: "c"})
