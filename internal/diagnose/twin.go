@@ -13,14 +13,13 @@ import (
 	"github.com/pgmedic/pgmedic/internal/verify"
 )
 
-// onTwin are the experiments that need writes (an index built, a fresh
-// ANALYZE on a copy): with --twin they run on the twin, never on the
-// target. copiesOnTwin read the target as it is and make their copy on
-// the twin (a compact copy of a bloated table, the same keys in order).
-var (
-	onTwin       = []string{model.ExpIndex, model.ExpClaimRace, model.ExpLockQueue, model.ExpHeldLock, model.ExpConcurrency, model.ExpHOTUpdate}
-	copiesOnTwin = []string{model.ExpTableStats, model.ExpIndexStats, model.ExpMisestimate}
-)
+// place is where a kind runs with a twin (verify's table): OnTwin kinds
+// write, so they run there, never on the target; CopiesOnTwin kinds read
+// the target as it is and make their copy on the twin.
+func place(kind string) verify.Place {
+	k, _ := verify.KindOf(kind)
+	return k.Place
+}
 
 // verifyWithTwin runs the experiments with a twin of the tables they
 // need: those that write run there, those that read the target as it is
@@ -38,15 +37,15 @@ func (o Options) verifyWithTwin(ctx context.Context, sess *envelope.Session, sna
 			continue
 		}
 		k := f.Experiment.Kind
-		if slices.Contains(onTwin, k) || slices.Contains(copiesOnTwin, k) {
+		if place(k) != verify.OnTarget {
 			for _, r := range tablesOf(snap, f.Experiment) {
 				if !slices.Contains(refs, r) {
 					refs = append(refs, r)
 				}
-				rowsNeeded[r] = rowsNeeded[r] || k != model.ExpLockQueue
+				rowsNeeded[r] = rowsNeeded[r] || needsRows(snap, f.Experiment)
 			}
 		}
-		if slices.Contains(onTwin, k) {
+		if place(k) == verify.OnTwin {
 			there = append(there, f)
 		} else {
 			here = append(here, f)
@@ -144,10 +143,11 @@ const loadRetries = 5
 // twin: a lock-queue rehearsal needs only their definitions, and a load
 // replay whose statements read no table of the snapshot only the catalogs.
 func needsRows(snap *model.Snapshot, exp *model.Experiment) bool {
-	switch exp.Kind {
-	case model.ExpLockQueue:
+	k, _ := verify.KindOf(exp.Kind)
+	switch k.Rows {
+	case verify.DefinitionsOnly:
 		return false
-	case model.ExpConcurrency:
+	case verify.RowsWhenTables:
 		return len(tablesOf(snap, exp)) > 0
 	}
 	return true

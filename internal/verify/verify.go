@@ -1,8 +1,9 @@
 // Package verify runs the experiments that prove (or refute) findings, one
-// kind per model.Exp* (JIT toggled, an index on a temporary copy or through
-// HypoPG, a cast removed, statistics refreshed, pgstattuple and
-// pgstatindex, a CPU hot spot's statement re-run under perf), inside pgmedic's safety envelope: only SELECTs are
-// executed, each run inside a transaction that is rolled back, under
+// row of Kinds per model.Exp* id (JIT toggled, an index on a temporary
+// copy or through HypoPG, a cast removed, statistics refreshed,
+// pgstattuple and pgstatindex, a CPU hot spot's statement re-run under
+// perf, rehearsals on a twin), inside pgmedic's safety envelope: only
+// SELECTs are executed on a target, each run inside a transaction that is rolled back, under
 // statement_timeout; temporary copies only in the lab or with
 // --verify-indexes; nothing while the server is busy (LoadRule). The kinds
 // that run on pgmedic's one connection are replayed without a server from
@@ -153,10 +154,13 @@ func (e *Engine) Run(ctx context.Context, snap *model.Snapshot, findings []model
 			aggregate(f, findings, results)
 		}
 	}
-	for _, x := range experiments {
+	for _, x := range Kinds {
+		if x.run == nil {
+			continue
+		}
 		for i := range findings {
 			f := &findings[i]
-			if f.Experiment == nil || f.Experiment.Kind != x.kind || ctx.Err() != nil {
+			if f.Experiment == nil || f.Experiment.Kind != x.ID || ctx.Err() != nil {
 				continue
 			}
 			if ran >= e.MaxExperiments {
@@ -171,26 +175,77 @@ func (e *Engine) Run(ctx context.Context, snap *model.Snapshot, findings []model
 	return findings, skipped
 }
 
-// experiments are the experiments that run one finding at a time, in the
-// order they run: the measurements that only read first, the ones on
-// copies after them. (The JIT toggle and its aggregate run before these,
-// since several findings share one statement's measurement.) A new kind
-// is one entry here and its function.
-var experiments = []struct {
-	kind string
-	run  func(e *Engine, ctx context.Context, snap *model.Snapshot, f *model.Finding)
-}{
-	{model.ExpCast, func(e *Engine, ctx context.Context, _ *model.Snapshot, f *model.Finding) { e.castExperiment(ctx, f) }},
-	{model.ExpIndex, (*Engine).indexExperiment},
-	{model.ExpIndexStats, (*Engine).indexStats},
-	{model.ExpTableStats, (*Engine).tableStats},
-	{model.ExpMisestimate, (*Engine).misestimate},
-	{model.ExpHotspot, (*Engine).hotspot},
-	{model.ExpClaimRace, (*Engine).claimRace},
-	{model.ExpLockQueue, (*Engine).lockQueue},
-	{model.ExpHeldLock, (*Engine).heldLock},
-	{model.ExpConcurrency, (*Engine).concurrency},
-	{model.ExpHOTUpdate, (*Engine).hotUpdate},
+// Place is where an experiment kind runs when check has a twin.
+type Place int
+
+const (
+	// OnTarget: read-only re-runs on the target, rolled back; a twin
+	// changes nothing for them.
+	OnTarget Place = iota
+	// CopiesOnTwin: reads the target as it is, and makes its copy (a
+	// compact table, a freshly analysed one) on the twin.
+	CopiesOnTwin
+	// OnTwin: writes or runs concurrent sessions, so with a twin it runs
+	// there, never on the target (and without one only in the lab or
+	// with --verify-indexes where the kind allows).
+	OnTwin
+)
+
+// Rows says whether a kind needs the rows of its tables on the twin.
+type Rows int
+
+const (
+	WithRows Rows = iota
+	// DefinitionsOnly: a lock-queue rehearsal needs the tables'
+	// definitions, not their rows.
+	DefinitionsOnly
+	// RowsWhenTables: a load replay needs rows only when its statements
+	// read a table of the snapshot.
+	RowsWhenTables
+)
+
+// Kind is one row of the experiment kinds table: the kind's id (the
+// model.Exp* constant the rules name it by), where it runs, what the twin
+// copies for it, the transcript that replays it without a server ("" for
+// the kinds that need concurrent sessions, tested on lab clusters), and
+// its function (nil for the JIT toggle and its aggregate, which run first:
+// several findings share one statement's measurement).
+type Kind struct {
+	ID         string
+	Place      Place
+	Rows       Rows
+	Transcript string
+	run        func(e *Engine, ctx context.Context, snap *model.Snapshot, f *model.Finding)
+}
+
+// Kinds are every experiment kind, in the order they run: the
+// measurements that only read first, the ones on copies after them. A new
+// kind is its model.Exp* id, its row here and its function, and a
+// transcript under testdata/transcripts.
+var Kinds = []Kind{
+	{model.ExpJITToggle, OnTarget, WithRows, "jit-toggle", nil},
+	{model.ExpAggregate, OnTarget, WithRows, "jit-toggle", nil},
+	{model.ExpCast, OnTarget, WithRows, "cast", func(e *Engine, ctx context.Context, _ *model.Snapshot, f *model.Finding) { e.castExperiment(ctx, f) }},
+	{model.ExpIndex, OnTwin, WithRows, "index", (*Engine).indexExperiment},
+	{model.ExpIndexStats, CopiesOnTwin, WithRows, "pgstatindex", (*Engine).indexStats},
+	{model.ExpTableStats, CopiesOnTwin, WithRows, "pgstattuple", (*Engine).tableStats},
+	{model.ExpMisestimate, CopiesOnTwin, WithRows, "misestimate", (*Engine).misestimate},
+	{model.ExpHotspot, OnTarget, WithRows, "", (*Engine).hotspot},
+	{model.ExpClaimRace, OnTwin, WithRows, "", (*Engine).claimRace},
+	{model.ExpLockQueue, OnTwin, DefinitionsOnly, "", (*Engine).lockQueue},
+	{model.ExpHeldLock, OnTwin, WithRows, "", (*Engine).heldLock},
+	{model.ExpConcurrency, OnTwin, RowsWhenTables, "", (*Engine).concurrency},
+	{model.ExpHOTUpdate, OnTwin, WithRows, "hot-update", (*Engine).hotUpdate},
+}
+
+// KindOf is the row of a kind; ok is false for a kind not in the table.
+func KindOf(id string) (Kind, bool) {
+	for _, k := range Kinds {
+		if k.ID == id {
+			return k, true
+		}
+	}
+	return Kind{}, false
 }
 
 // busy applies the envelope's load rule: no experiments when active
