@@ -38,7 +38,7 @@ type Env struct {
 }
 
 // Ready is called by a workload that runs during check once its sessions
-// are in the state it reproduces (see signalsReady): check's warm-up
+// are in the state it reproduces (see GoWorkload.SignalsReady): check's warm-up
 // starts from there instead of from the workload's start, however long
 // the machine took to get there.
 func (e *Env) Ready() { e.readyOnce.Do(func() { close(e.ready) }) }

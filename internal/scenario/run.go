@@ -85,7 +85,7 @@ func checkDuring(ctx context.Context, c *lab.Cluster, s Scenario, version string
 	wctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- env.Run(wctx, s) }()
-	if !signalsReady[s.Name] {
+	if !workloads[s.Name].SignalsReady {
 		env.Ready() // its state begins with the workload
 	}
 	// The workload's own sign that its sessions are in place, then the
@@ -115,7 +115,7 @@ func checkDuring(ctx context.Context, c *lab.Cluster, s Scenario, version string
 	if werr := <-done; werr != nil && err == nil {
 		err = &diagnose.InputError{Err: werr}
 	}
-	if measure := afterCheck[s.Name]; measure != nil && err == nil && !o.Twin {
+	if measure := workloads[s.Name].AfterCheck; measure != nil && err == nil && !o.Twin {
 		// Measurements that need the database to themselves, and that
 		// verify findings no experiment on a target can (goodput).
 		if err := measure(ctx, env, rep.Findings); err != nil {

@@ -60,7 +60,7 @@ type Scenario struct {
 	Sample      string `json:"sample,omitempty"`
 	// WarmUp is how long the workload runs before check starts ("1.5s"
 	// when not given), counted from its Env.Ready when it signals one
-	// (signalsReady), else from its start.
+	// (GoWorkload.SignalsReady), else from its start.
 	WarmUp string `json:"warm_up,omitempty"`
 	// PgBouncer, when set, puts a lab PgBouncer in front of the cluster
 	// for the workload (Env.BouncerDSN) and has check sample its pools.
@@ -219,7 +219,7 @@ func Find(name string) (Scenario, error) {
 
 // load reads one scenario folder.
 func load(fsys fs.FS, dir string) (Scenario, error) {
-	s := Scenario{Name: path.Base(dir), Go: workloads[path.Base(dir)]}
+	s := Scenario{Name: path.Base(dir), Go: workloads[path.Base(dir)].Run}
 	fail := func(format string, args ...any) (Scenario, error) {
 		return Scenario{}, fmt.Errorf("scenario %s: "+format, append([]any{s.Name}, args...)...)
 	}

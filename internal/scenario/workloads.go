@@ -10,55 +10,53 @@ import (
 // Workload is a scenario's workload written in Go.
 type Workload func(ctx context.Context, env *Env) error
 
-// workloads registers the Go workloads by scenario name. Only scenarios
-// that need a particular client (asyncpg), sessions racing each other, or
-// figures measured while the workload runs are here; the others are
-// workload.sql or workload.pgbench in their folder.
-var workloads = map[string]Workload{
-	"asyncpg-introspection":    asyncpgIntrospection,
-	"blocked-event-loop":       blockedEventLoop,
-	"blocked-event-loop-fixed": blockedEventLoopFixed,
-	"client-param-types":       clientParamTypes,
-	"client-stall":             clientStall,
-	"connection-burst":         connectionBurst,
-	"connection-storm":         connectionStorm,
-	"pool-saturation":          poolSaturation,
-	"pool-roomy":               poolRoomy,
-	"lock-chain":               lockChain,
-	"migration-lock-queue":     migrationLockQueue,
-	"queue-claim-race":         queueClaimRace,
-	"queue-churn":              queueChurn,
-	"queue-poll":               queuePoll,
-	"random-keys":              randomKeys,
+// GoWorkload is a scenario's row in the table of Go workloads: what the
+// workload runs, and what else about it the lab must know.
+type GoWorkload struct {
+	Run Workload
+	// SignalsReady: the workload calls Env.Ready once its state is in
+	// place, and check's warm-up counts from there (else from the
+	// workload's start).
+	SignalsReady bool
+	// AfterCheck measures, once check is done, what the scenario's
+	// findings are verified from.
+	AfterCheck func(context.Context, *Env, []model.Finding) error
+	// Needs checks what the workload needs that is not PostgreSQL,
+	// before the scenario loads anything: a *MissingClient when it is not
+	// installed (the Node clients are installed here on first use).
+	Needs func(context.Context) error
 }
 
-// signalsReady are the workloads that call Env.Ready once their state is
-// in place; check's warm-up counts from there. For the others it counts
-// from the workload's start.
-var signalsReady = map[string]bool{
-	"connection-storm":     true, // after the quiet calls pg_stat_statements must count
-	"migration-lock-queue": true, // once the readers queue behind the ALTER
+// workloads are the Go workloads by scenario name: the one table a
+// scenario's Go workload is added to. Only scenarios that need a
+// particular client (asyncpg), sessions racing each other, or figures
+// measured while the workload runs are here; the others are workload.sql
+// or workload.pgbench in their folder.
+var workloads = map[string]GoWorkload{
+	"asyncpg-introspection":    {Run: asyncpgIntrospection, Needs: needPython("asyncpg", "python3-asyncpg")},
+	"blocked-event-loop":       {Run: blockedEventLoop, Needs: needNode},
+	"blocked-event-loop-fixed": {Run: blockedEventLoopFixed, Needs: needNode},
+	"client-param-types":       {Run: clientParamTypes, Needs: needPython("psycopg", "python3-psycopg")},
+	"client-stall":             {Run: clientStall},
+	"connection-burst":         {Run: connectionBurst},
+	// Ready after the quiet calls pg_stat_statements must count.
+	"connection-storm": {Run: connectionStorm, SignalsReady: true, AfterCheck: connectionStormGoodput, Needs: needPgBouncer},
+	"pool-saturation":  {Run: poolSaturation, Needs: needPgBouncer},
+	"pool-roomy":       {Run: poolRoomy, Needs: needPgBouncer},
+	"lock-chain":       {Run: lockChain},
+	// Ready once the readers queue behind the ALTER.
+	"migration-lock-queue": {Run: migrationLockQueue, SignalsReady: true, AfterCheck: migrationLockQueueMeasure},
+	"queue-claim-race":     {Run: queueClaimRace},
+	"queue-churn":          {Run: queueChurn},
+	"queue-poll":           {Run: queuePoll},
+	"random-keys":          {Run: randomKeys},
 }
 
-// afterCheck are measurements a scenario makes once check is done, with
-// the findings to verify from them.
-var afterCheck = map[string]func(context.Context, *Env, []model.Finding) error{
-	"connection-storm":     connectionStormGoodput,
-	"migration-lock-queue": migrationLockQueueMeasure,
+func needPython(module, pkg string) func(context.Context) error {
+	return func(context.Context) error { _, err := FindPython(module, pkg); return err }
 }
 
-// needs says what a Go workload needs that is not PostgreSQL, checked
-// before the scenario loads anything: a *MissingClient when it is not
-// installed (the Node clients are installed here on first use).
-var needs = map[string]func(context.Context) error{
-	"asyncpg-introspection":    func(context.Context) error { _, err := FindPython("asyncpg", "python3-asyncpg"); return err },
-	"client-param-types":       func(context.Context) error { _, err := FindPython("psycopg", "python3-psycopg"); return err },
-	"pool-saturation":          needPgBouncer,
-	"pool-roomy":               needPgBouncer,
-	"connection-storm":         needPgBouncer,
-	"blocked-event-loop":       func(ctx context.Context) error { _, _, err := nodeClients(ctx); return err },
-	"blocked-event-loop-fixed": func(ctx context.Context) error { _, _, err := nodeClients(ctx); return err },
-}
+func needNode(ctx context.Context) error { _, _, err := nodeClients(ctx); return err }
 
 func needPgBouncer(context.Context) error {
 	if _, err := lab.FindPgBouncer(); err != nil {
@@ -71,7 +69,7 @@ func needPgBouncer(context.Context) error {
 // lab's Node clients if it is their first use; a *MissingClient says what
 // to install.
 func Needs(ctx context.Context, s Scenario) error {
-	if need := needs[s.Name]; need != nil {
+	if need := workloads[s.Name].Needs; need != nil {
 		return need(ctx)
 	}
 	return nil
