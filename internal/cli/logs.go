@@ -22,7 +22,10 @@ func newLogs(stdin io.Reader, stdout io.Writer) *cobra.Command {
 		Long: `logs reads PostgreSQL's server logs and reports statements by fingerprint with their
 durations (log_min_duration_statement, auto_explain), errors by SQLSTATE, connections, lock
 waits, temporary files, checkpoints and autovacuum, and runs the plan rules on the executed
-plans auto_explain logged. The formats (--format-in): ` + formatList() + `.
+plans auto_explain logged. The formats (--format-in):
+
+` + logs.FormatHelp() + `
+
 The format and the log_line_prefix are detected from each file and said in the report;
 --format-in and --prefix give them when they are not. Every line is counted as read or not
 recognised; a file with more than 1% of its lines not recognised is reported as partly

@@ -47,8 +47,6 @@ func (o Options) prefix() (*Prefix, error) {
 	return CompilePrefix(o.Prefix)
 }
 
-// Formats are the formats --format-in names.
-var Formats = []Format{Stderr, CSV, JSON, Syslog, Logplex, CloudSQL, CloudWatch, Journald, CNPG, Azure, PgBouncer}
 
 // FormatNames are the names --format-in takes, in the order help lists
 // them.

@@ -1,6 +1,7 @@
-// Package logs reads PostgreSQL's server logs (stderr with any
-// log_line_prefix, csvlog, jsonlog, syslog; plain or gzip; whole files in
-// parallel ranges) into entries, leaves pgmedic's own sessions out, and
+// Package logs reads PostgreSQL's server logs (every format of the formats
+// table in formats.go: stderr with any log_line_prefix, csvlog, jsonlog,
+// syslog, the cloud and operator exports, PgBouncer's own; plain or gzip;
+// large files in parallel ranges where the format allows) into entries, leaves pgmedic's own sessions out, and
 // aggregates the rest into a Summary: statements by fingerprint with their
 // durations, auto_explain plans, errors by SQLSTATE, connections, lock
 // waits, temporary files, checkpoints and autovacuum per table. The rules

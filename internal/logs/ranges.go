@@ -18,11 +18,12 @@ var splitMin int64 = 16 << 20
 // their own that can be recognised (a prefix that is not a DETAIL,
 // STATEMENT, ... line; a JSON object), so each worker starts at the first
 // entry at or after its offset and stops at the first entry at or after
-// the next one's. csvlog (quoted fields span lines), syslog (a message's
-// pieces interleave with other processes') and compressed input are read
-// whole.
+// the next one's (the formats whose row says split). csvlog (quoted
+// fields span lines), syslog (a message's pieces interleave with other
+// processes'), the formats that carry stderr lines inside another
+// envelope, and compressed input are read whole.
 func ranges(path string, f Format, p *Prefix, n int) ([][2]int64, bool) {
-	if n < 2 || f == CSV || f == Syslog || path == "" {
+	if n < 2 || !rowOf(f).split || path == "" {
 		return nil, false
 	}
 	fi, err := os.Stat(path)

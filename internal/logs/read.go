@@ -135,26 +135,15 @@ func headLines(head []byte) []string {
 
 // needsPrefix says whether a format carries PostgreSQL's stderr lines,
 // whose log_line_prefix must be known to read them.
-func needsPrefix(f Format) bool {
-	switch f {
-	case Stderr, Syslog, Logplex, CloudSQL, CloudWatch, Journald:
-		return true
-	}
-	return false
-}
+func needsPrefix(f Format) bool { return rowOf(f).texts != nil }
 
 // prefixFor detects the log_line_prefix of a log read as format f (named
 // with --format-in).
 func prefixFor(f Format, head []byte) (*Prefix, error) {
 	first := headLines(head)
-	texts := first
-	switch f {
-	case Syslog:
-		texts, _ = syslogTexts(first)
-	case Logplex:
-		texts, _ = logplexTexts(first)
-	case CloudSQL, CloudWatch, Journald:
-		texts = carriedTexts(f, first)
+	var texts []string
+	if row := rowOf(f); row.texts != nil {
+		texts = row.texts(f, first)
 	}
 	if len(texts) == 0 {
 		return nil, fmt.Errorf("no line of this log reads as %s", f)
@@ -215,26 +204,14 @@ func looksCSV(head []byte) bool {
 // Read parses a whole log of one format, calling fn for each entry once it
 // is complete (its continuation and DETAIL/STATEMENT lines attached).
 func Read(r io.Reader, f Format, p *Prefix, fn func(Entry)) (Stats, error) {
-	switch f {
-	case CSV:
-		return readCSV(r, fn)
-	case JSON, CNPG, Azure:
-		return readJSON(r, fn)
-	case PgBouncer:
-		return readBouncer(r, fn)
+	row := rowOf(f)
+	if row.read == nil {
+		return Stats{}, fmt.Errorf("%q is not a log format pgmedic reads", f)
 	}
-	if p == nil {
+	if row.texts != nil && p == nil {
 		return Stats{}, fmt.Errorf("a %s log needs a log_line_prefix", f)
 	}
-	switch f {
-	case Syslog:
-		return readSyslog(r, p, fn)
-	case Logplex:
-		return readLogplex(r, p, fn)
-	case CloudSQL, CloudWatch, Journald:
-		return readCarried(r, p, fn, unwrapJSON(f))
-	}
-	return readStderr(r, p, fn)
+	return row.read(r, f, p, fn)
 }
 
 // readStderr joins continuation lines (PostgreSQL starts them with a tab)
