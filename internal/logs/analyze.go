@@ -47,7 +47,6 @@ func (o Options) prefix() (*Prefix, error) {
 	return CompilePrefix(o.Prefix)
 }
 
-
 // FormatNames are the names --format-in takes, in the order help lists
 // them.
 func FormatNames() []string {
