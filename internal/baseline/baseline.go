@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/plan"
 	"github.com/pgmedic/pgmedic/internal/printable"
-	"github.com/pgmedic/pgmedic/internal/report"
 )
 
 // Thresholds of a statement change: a mean per call 1.5x apart and at
@@ -43,8 +43,8 @@ type Old struct {
 	Target      model.Target
 	CollectedAt time.Time
 	Findings    []model.Finding
-	Statements  []report.StatementRow
-	Plans       map[string]*report.PlanSummary
+	Statements  []model.StatementRow
+	Plans       map[string]*plan.Flat
 }
 
 // Load reads a report pgmedic wrote as JSON: check's (and the report inside
@@ -65,7 +65,16 @@ func Load(data []byte, path string) (*Old, error) {
 		case map[string]any:
 			if _, ok := x["findings"].([]any); ok {
 				found = true
-				var part report.Report
+				// The fields of a check's report (report.Report) that a
+				// baseline reads; baseline does not import the renderer.
+				var part struct {
+					PGMedic     string                `json:"pgmedic"`
+					Target      model.Target          `json:"target"`
+					CollectedAt time.Time             `json:"collected_at"`
+					Findings    []model.Finding       `json:"findings"`
+					Statements  []model.StatementRow  `json:"statements"`
+					Plans       map[string]*plan.Flat `json:"plans"`
+				}
 				b, _ := json.Marshal(x)
 				if err := json.Unmarshal(b, &part); err != nil {
 					return fmt.Errorf("--baseline %s: its findings cannot be read (%v); was it written by another program?", path, shortErr(err))
@@ -77,7 +86,7 @@ func Load(data []byte, path string) (*Old, error) {
 				}
 				for k, p := range part.Plans {
 					if old.Plans == nil {
-						old.Plans = map[string]*report.PlanSummary{}
+						old.Plans = map[string]*plan.Flat{}
 					}
 					old.Plans[k] = p
 				}
@@ -127,8 +136,8 @@ func shortErr(err error) string {
 // Compare sets the findings and statements of cur against the baseline's.
 // Only findings at or above min count on either side, so a finding the
 // baseline kept at info that is now a warning is NEW at warning.
-func Compare(old *Old, cur []model.Finding, stmts []report.StatementRow, plans map[string]*report.PlanSummary, min model.Severity) *report.BaselineDiff {
-	d := &report.BaselineDiff{Baseline: old.Path, BaselineAt: old.CollectedAt, Findings: []report.FindingChange{}, Statements: []report.StatementChange{}}
+func Compare(old *Old, cur []model.Finding, stmts []model.StatementRow, plans map[string]*plan.Flat, min model.Severity) *Diff {
+	d := &Diff{Baseline: old.Path, BaselineAt: old.CollectedAt, Findings: []FindingChange{}, Statements: []StatementChange{}}
 	before := map[string]model.Finding{}
 	for _, f := range old.Findings {
 		if f.Severity >= min {
@@ -147,7 +156,7 @@ func Compare(old *Old, cur []model.Finding, stmts []report.StatementRow, plans m
 		}
 		seen[f.ID] = true
 		if was, ok := before[f.ID]; ok {
-			c := report.FindingChange{Status: report.StatusPersisting, Finding: f}
+			c := FindingChange{Status: StatusPersisting, Finding: f}
 			if was.Severity != f.Severity {
 				c.Was = was.Severity.String()
 			}
@@ -155,17 +164,17 @@ func Compare(old *Old, cur []model.Finding, stmts []report.StatementRow, plans m
 			d.Counts.Persisting++
 			continue
 		}
-		d.Findings = append(d.Findings, report.FindingChange{Status: report.StatusNew, Finding: f})
+		d.Findings = append(d.Findings, FindingChange{Status: StatusNew, Finding: f})
 		d.Counts.New++
 	}
 	for _, f := range old.Findings {
 		if f.Severity >= min && !seen[f.ID] {
 			seen[f.ID] = true
-			d.Findings = append(d.Findings, report.FindingChange{Status: report.StatusResolved, Finding: f})
+			d.Findings = append(d.Findings, FindingChange{Status: StatusResolved, Finding: f})
 			d.Counts.Resolved++
 		}
 	}
-	order := map[string]int{report.StatusNew: 0, report.StatusPersisting: 1, report.StatusResolved: 2}
+	order := map[string]int{StatusNew: 0, StatusPersisting: 1, StatusResolved: 2}
 	sort.SliceStable(d.Findings, func(i, j int) bool { return order[d.Findings[i].Status] < order[d.Findings[j].Status] })
 	d.Statements = compareStatements(old, stmts, plans)
 	recount(d)
@@ -174,27 +183,27 @@ func Compare(old *Old, cur []model.Finding, stmts []report.StatementRow, plans m
 
 // key matches a statement across reports: its fingerprint and role, or
 // its queryid in a report written before statements had fingerprints.
-func key(r report.StatementRow) string {
+func key(r model.StatementRow) string {
 	if r.Fingerprint != "" {
 		return r.Fingerprint + "\x00" + r.Role
 	}
 	return "queryid:" + r.QueryID
 }
 
-func figures(r report.StatementRow) report.Figures {
-	return report.Figures{Calls: r.Calls, MeanMS: r.MeanMS, BuffersPerCall: r.BuffersPerCall, RowsPerCall: r.RowsPerCall, Plan: r.PlanShape}
+func figures(r model.StatementRow) Figures {
+	return Figures{Calls: r.Calls, MeanMS: r.MeanMS, BuffersPerCall: r.BuffersPerCall, RowsPerCall: r.RowsPerCall, Plan: r.PlanShape}
 }
 
 // compareStatements lists the statements whose figures moved beyond the
 // thresholds, the largest change of time first.
-func compareStatements(old *Old, now []report.StatementRow, plans map[string]*report.PlanSummary) []report.StatementChange {
-	before := map[string]report.StatementRow{}
+func compareStatements(old *Old, now []model.StatementRow, plans map[string]*plan.Flat) []StatementChange {
+	before := map[string]model.StatementRow{}
 	for _, r := range old.Statements {
 		if _, dup := before[key(r)]; !dup {
 			before[key(r)] = r
 		}
 	}
-	out := []report.StatementChange{}
+	out := []StatementChange{}
 	for _, r := range now {
 		b, ok := before[key(r)]
 		if !ok && r.Fingerprint != "" {
@@ -203,18 +212,18 @@ func compareStatements(old *Old, now []report.StatementRow, plans map[string]*re
 		if !ok || b.Calls < MinCalls || r.Calls < MinCalls {
 			continue
 		}
-		c := report.StatementChange{Fingerprint: r.Fingerprint, QueryID: r.QueryID, Query: r.Query, Role: r.Role, Before: figures(b), After: figures(r)}
+		c := StatementChange{Fingerprint: r.Fingerprint, QueryID: r.QueryID, Query: r.Query, Role: r.Role, Before: figures(b), After: figures(r)}
 		if b.MeanMS > 0 {
 			c.Ratio = r.MeanMS / b.MeanMS
 		}
 		slower, faster := judge(&c)
 		switch {
 		case slower:
-			c.Verdict, c.Regression = report.Slower, true
+			c.Verdict, c.Regression = Slower, true
 		case faster:
-			c.Verdict = report.Faster
+			c.Verdict = Faster
 		case len(c.Reasons) > 0:
-			c.Verdict = report.Changed
+			c.Verdict = Changed
 		default:
 			continue
 		}
@@ -228,7 +237,7 @@ func compareStatements(old *Old, now []report.StatementRow, plans map[string]*re
 
 // judge fills the reasons of a statement change and says whether its
 // figures make it slower or faster.
-func judge(c *report.StatementChange) (slower, faster bool) {
+func judge(c *StatementChange) (slower, faster bool) {
 	b, a := c.Before, c.After
 	switch {
 	case b.MeanMS > 0 && a.MeanMS >= TimeRatio*b.MeanMS && a.MeanMS-b.MeanMS >= TimeMinMS:
@@ -260,10 +269,10 @@ func judge(c *report.StatementChange) (slower, faster bool) {
 // the median now at least TimeRatio times the baseline's mean, or, when the
 // baseline's plan could be brought back, the current plan at least
 // TimeRatio times slower than that plan on the same values.
-func Settle(d *report.BaselineDiff, measure func(report.StatementChange) *model.Remeasured) {
+func Settle(d *Diff, measure func(StatementChange) *model.Remeasured) {
 	for i := range d.Statements {
 		c := &d.Statements[i]
-		if c.Verdict != report.Slower || measure == nil {
+		if c.Verdict != Slower || measure == nil {
 			continue
 		}
 		r := measure(*c)
@@ -289,16 +298,16 @@ func Settle(d *report.BaselineDiff, measure func(report.StatementChange) *model.
 	recount(d)
 }
 
-func recount(d *report.BaselineDiff) {
+func recount(d *Diff) {
 	d.Counts.Slower, d.Counts.Regressions, d.Counts.Faster = 0, 0, 0
 	for _, c := range d.Statements {
 		switch c.Verdict {
-		case report.Slower:
+		case Slower:
 			d.Counts.Slower++
 			if c.Regression {
 				d.Counts.Regressions++
 			}
-		case report.Faster:
+		case Faster:
 			d.Counts.Faster++
 		}
 	}

@@ -1,13 +1,10 @@
 package baseline
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/pgmedic/pgmedic/internal/model"
-	"github.com/pgmedic/pgmedic/internal/report"
 )
 
 func finding(rule string, sev model.Severity, name string) model.Finding {
@@ -16,8 +13,8 @@ func finding(rule string, sev model.Severity, name string) model.Finding {
 	return f
 }
 
-func row(fp string, calls int64, mean, buffers, rows float64, plan string) report.StatementRow {
-	return report.StatementRow{QueryID: fp + "-id", Fingerprint: fp, Query: "SELECT " + fp, Calls: calls, MeanMS: mean, BuffersPerCall: buffers, RowsPerCall: rows, PlanShape: plan}
+func row(fp string, calls int64, mean, buffers, rows float64, plan string) model.StatementRow {
+	return model.StatementRow{QueryID: fp + "-id", Fingerprint: fp, Query: "SELECT " + fp, Calls: calls, MeanMS: mean, BuffersPerCall: buffers, RowsPerCall: rows, PlanShape: plan}
 }
 
 func TestFindingStatuses(t *testing.T) {
@@ -46,20 +43,20 @@ func TestFindingStatuses(t *testing.T) {
 			t.Errorf("%s: %s, want %s", k, got[k], v)
 		}
 	}
-	if d.Counts.New != 1 || d.Counts.Persisting != 1 || d.Counts.Resolved != 1 || d.Findings[0].Status != report.StatusNew {
+	if d.Counts.New != 1 || d.Counts.Persisting != 1 || d.Counts.Resolved != 1 || d.Findings[0].Status != StatusNew {
 		t.Errorf("counts %+v, first %s", d.Counts, d.Findings[0].Status)
 	}
 }
 
 func TestStatementChanges(t *testing.T) {
-	old := &Old{Statements: []report.StatementRow{
+	old := &Old{Statements: []model.StatementRow{
 		row("a", 100, 2, 10, 1, "Index Scan using ix on public.t"),
 		row("b", 100, 40, 5000, 1, "Seq Scan on public.t"),
 		row("c", 100, 2, 10, 1, "Index Scan using ix on public.t"),
 		row("d", 100, 0.05, 4, 1, ""),
 		row("e", 2, 1, 10, 1, ""),
 	}}
-	now := []report.StatementRow{
+	now := []model.StatementRow{
 		row("a", 100, 9, 800, 1, "Seq Scan on public.t"),             // slower, more buffers, plan changed
 		row("b", 100, 1.5, 12, 1, "Index Scan using ix on public.t"), // faster
 		row("c", 100, 2.2, 11, 1, "Index Scan using ix on public.t"), // noise
@@ -71,7 +68,7 @@ func TestStatementChanges(t *testing.T) {
 	for _, s := range d.Statements {
 		verdicts[s.Fingerprint] = s.Verdict
 	}
-	if len(verdicts) != 2 || verdicts["a"] != report.Slower || verdicts["b"] != report.Faster {
+	if len(verdicts) != 2 || verdicts["a"] != Slower || verdicts["b"] != Faster {
 		t.Fatalf("verdicts %v", verdicts)
 	}
 	a := d.Statements[0]
@@ -89,10 +86,10 @@ func TestStatementChanges(t *testing.T) {
 }
 
 func TestRemeasureSettlesRegressions(t *testing.T) {
-	old := &Old{Statements: []report.StatementRow{row("a", 100, 2, 10, 1, ""), row("b", 100, 2, 10, 1, "Index Scan using ix on public.t")}}
-	now := []report.StatementRow{row("a", 100, 6, 10, 1, ""), row("b", 100, 6, 10, 1, "Seq Scan on public.t")}
+	old := &Old{Statements: []model.StatementRow{row("a", 100, 2, 10, 1, ""), row("b", 100, 2, 10, 1, "Index Scan using ix on public.t")}}
+	now := []model.StatementRow{row("a", 100, 6, 10, 1, ""), row("b", 100, 6, 10, 1, "Seq Scan on public.t")}
 	d := Compare(old, nil, now, nil, model.Warning)
-	Settle(d, func(c report.StatementChange) *model.Remeasured {
+	Settle(d, func(c StatementChange) *model.Remeasured {
 		if c.Fingerprint == "a" {
 			// A busy minute: re-run, the statement takes what it took.
 			return &model.Remeasured{Runs: 5, MedianMS: 2.1}
@@ -117,18 +114,18 @@ func TestRemeasureSettlesRegressions(t *testing.T) {
 	}
 	// Not re-run (no connection, an unsafe statement): the figures stand.
 	d = Compare(old, nil, now, nil, model.Warning)
-	Settle(d, func(report.StatementChange) *model.Remeasured { return &model.Remeasured{Why: "not re-run: an UPDATE"} })
+	Settle(d, func(StatementChange) *model.Remeasured { return &model.Remeasured{Why: "not re-run: an UPDATE"} })
 	if d.Counts.Regressions != 2 || d.Statements[0].Measured {
 		t.Errorf("unmeasured: %+v", d.Counts)
 	}
 }
 
 func TestGate(t *testing.T) {
-	d := &report.BaselineDiff{Findings: []report.FindingChange{
-		{Status: report.StatusNew, Finding: model.Finding{Severity: model.Warning}},
-		{Status: report.StatusPersisting, Finding: model.Finding{Severity: model.Critical}},
-		{Status: report.StatusResolved, Finding: model.Finding{Severity: model.Critical}},
-	}, Counts: report.BaselineCounts{Regressions: 1}}
+	d := &Diff{Findings: []FindingChange{
+		{Status: StatusNew, Finding: model.Finding{Severity: model.Warning}},
+		{Status: StatusPersisting, Finding: model.Finding{Severity: model.Critical}},
+		{Status: StatusResolved, Finding: model.Finding{Severity: model.Critical}},
+	}, Counts: Counts{Regressions: 1}}
 	cases := []struct {
 		spec string
 		n    int
@@ -148,29 +145,6 @@ func TestGate(t *testing.T) {
 	for _, bad := range []string{"new:urgent", "fresh:warning", "", ","} {
 		if _, err := ParseGate(bad); err == nil {
 			t.Errorf("--fail-on %q accepted", bad)
-		}
-	}
-}
-
-func TestLoad(t *testing.T) {
-	rep := report.New("test", model.Target{Host: "db"}, time.Now(), []model.Finding{finding("table-bloat", model.Warning, "public.jobs")}, nil, 3, model.Info)
-	rep.Statements = []report.StatementRow{row("a", 10, 1, 1, 1, "")}
-	check, _ := json.Marshal(rep)
-	nested, _ := json.Marshal(map[string]any{"results": []any{map[string]any{"scenario": "x", "report": rep}}})
-	for name, data := range map[string][]byte{"check": check, "lab run": nested} {
-		old, err := Load(data, name)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if len(old.Findings) != 1 || len(old.Statements) != 1 || old.Findings[0].ID == "" {
-			t.Errorf("%s: %+v", name, old)
-		}
-	}
-	for _, c := range []struct{ data, want string }{
-		{"", "not JSON"}, {"{", "not JSON"}, {`{"a": 1}`, "holds no findings"}, {`{"findings": [{"severity": "urgent"}]}`, "cannot be read"},
-	} {
-		if _, err := Load([]byte(c.data), "x.json"); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%q: %v", c.data, err)
 		}
 	}
 }

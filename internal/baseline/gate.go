@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/pgmedic/pgmedic/internal/model"
-	"github.com/pgmedic/pgmedic/internal/report"
 )
 
 // DefaultGate is what fails a check with --baseline and no --fail-on: a
@@ -17,7 +16,7 @@ const DefaultGate = "new:warning,regression"
 type Gate []condition
 
 type condition struct {
-	status     string // report.StatusNew, report.StatusPersisting, or "" for any finding
+	status     string // StatusNew, StatusPersisting, or "" for any finding
 	min        model.Severity
 	regression bool
 }
@@ -47,9 +46,9 @@ func ParseGate(spec string) (Gate, error) {
 		}
 		switch which {
 		case "new":
-			g = append(g, condition{status: report.StatusNew, min: min})
+			g = append(g, condition{status: StatusNew, min: min})
 		case "persisting":
-			g = append(g, condition{status: report.StatusPersisting, min: min})
+			g = append(g, condition{status: StatusPersisting, min: min})
 		case "any":
 			g = append(g, condition{min: min})
 		default:
@@ -64,7 +63,7 @@ func ParseGate(spec string) (Gate, error) {
 
 // Failures says, one line each, which conditions the comparison meets;
 // none means the gate passes.
-func (g Gate) Failures(d *report.BaselineDiff) []string {
+func (g Gate) Failures(d *Diff) []string {
 	var out []string
 	for _, c := range g {
 		if c.regression {
@@ -75,7 +74,7 @@ func (g Gate) Failures(d *report.BaselineDiff) []string {
 		}
 		n := 0
 		for _, ch := range d.Findings {
-			if ch.Status == report.StatusResolved || ch.Finding.Severity < c.min {
+			if ch.Status == StatusResolved || ch.Finding.Severity < c.min {
 				continue
 			}
 			if c.status == "" || ch.Status == c.status {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgmedic/pgmedic/internal/baseline"
 	"github.com/pgmedic/pgmedic/internal/lab"
 	"github.com/pgmedic/pgmedic/internal/lab/labtest"
 	"github.com/pgmedic/pgmedic/internal/report"
@@ -71,7 +72,7 @@ func TestCheckBaseline(t *testing.T) {
 		}
 		return code, &rep, errOut
 	}
-	statement := func(d *report.BaselineDiff) *report.StatementChange {
+	statement := func(d *baseline.Diff) *baseline.StatementChange {
 		for i := range d.Statements {
 			if strings.Contains(d.Statements[i].Query, "FROM orders") {
 				return &d.Statements[i]
@@ -109,10 +110,10 @@ func TestCheckBaseline(t *testing.T) {
 	}
 	resolved := false
 	for _, ch := range d.Findings {
-		resolved = resolved || (ch.Status == report.StatusResolved && ch.Finding.Rule == "missing-index")
+		resolved = resolved || (ch.Status == baseline.StatusResolved && ch.Finding.Rule == "missing-index")
 	}
 	st := statement(d)
-	if !resolved || st == nil || st.Verdict != report.Faster || d.Counts.New != 0 {
+	if !resolved || st == nil || st.Verdict != baseline.Faster || d.Counts.New != 0 {
 		t.Fatalf("after the index: missing-index resolved %v, statement %+v, counts %+v", resolved, st, d.Counts)
 	}
 	t.Logf("after the index: %s", strings.Join(st.Reasons, "; "))

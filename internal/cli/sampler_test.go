@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/pgmedic/pgmedic/internal/model"
-	"github.com/pgmedic/pgmedic/internal/report"
 )
 
 // TestSamplerOnAnIdleDatabase: an idle, healthy database sampled for a
@@ -20,8 +19,8 @@ func TestSamplerOnAnIdleDatabase(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	var rep struct {
-		Findings []model.Finding  `json:"findings"`
-		Sessions *report.Sessions `json:"sessions"`
+		Findings []model.Finding `json:"findings"`
+		Sessions *model.Sessions `json:"sessions"`
 	}
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatal(err)

@@ -45,8 +45,8 @@ func FromBundle(dir, version string, o Options, min model.Severity) (*report.Rep
 	rep := report.New(version, meta.Server, snap.CollectedAt, findings, skipped, rules.SnapshotRules(selected), min)
 	rep.Target.Database = meta.Database
 	rep.Unseen = unseen(snap, skipped)
-	rep.Sessions = report.SessionsOf(snap.Sampling)
-	rep.Statements, rep.Plans = report.StatementsOf(snap)
+	rep.Sessions = snap.Sampling.Summary()
+	rep.Statements, rep.Plans = snap.StatementRows()
 	rep.Incident = &report.IncidentHeader{Bundle: filepath.Base(dir), Triggers: meta.Triggers, From: meta.From, To: meta.To}
 	if o.Baseline != nil {
 		d := baseline.Compare(o.Baseline, findings, rep.Statements, rep.Plans, min)

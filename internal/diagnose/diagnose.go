@@ -210,8 +210,8 @@ func Check(ctx context.Context, dsn, version string, o Options, min model.Severi
 	}
 	rep := report.New(version, sess.Target, snap.CollectedAt, findings, skipped, rules.SnapshotRules(selected), min)
 	rep.Unseen = unseen(snap, skipped)
-	rep.Sessions = report.SessionsOf(snap.Sampling)
-	rep.Statements, rep.Plans = report.StatementsOf(snap)
+	rep.Sessions = snap.Sampling.Summary()
+	rep.Statements, rep.Plans = snap.StatementRows()
 	rep.ElapsedS, rep.Envelope = model.Round(time.Since(started).Seconds(), 1), sess.Settings()
 	rep.Twin = twinLine
 	if o.Baseline != nil {
@@ -254,11 +254,11 @@ func (o Options) engine(sess *envelope.Session) *verify.Engine {
 // remeasure runs the statements a baseline comparison found slower again
 // on the target, inside the envelope, so that only a slowdown that stands
 // is called a regression (see baseline.Settle).
-func (o Options) remeasure(ctx context.Context, sess *envelope.Session, snap *model.Snapshot) func(report.StatementChange) *model.Remeasured {
+func (o Options) remeasure(ctx context.Context, sess *envelope.Session, snap *model.Snapshot) func(baseline.StatementChange) *model.Remeasured {
 	eng := o.engine(sess)
 	eng.JIT = snap.Settings["jit"].Value
 	busy := verify.LoadRule(snap.Activity, eng.Cores)
-	return func(c report.StatementChange) *model.Remeasured {
+	return func(c baseline.StatementChange) *model.Remeasured {
 		switch {
 		case o.NoVerify:
 			return &model.Remeasured{Why: "not re-run (--no-verify)"}
@@ -271,7 +271,7 @@ func (o Options) remeasure(ctx context.Context, sess *envelope.Session, snap *mo
 			return &model.Remeasured{Why: "not re-run: check did not read this statement"}
 		}
 		o.logf("re-running a statement that got slower: %s", printable.Shorten(st.Query, 60))
-		r := eng.Remeasure(ctx, *st, c.Before.Plan, report.PlanShape)
+		r := eng.Remeasure(ctx, *st, c.Before.Plan, plan.Shape)
 		return &r
 	}
 }

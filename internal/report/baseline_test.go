@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgmedic/pgmedic/internal/baseline"
 	"github.com/pgmedic/pgmedic/internal/model"
 )
 
@@ -19,18 +20,16 @@ func TestBaselineInEveryFormat(t *testing.T) {
 	gone := model.Finding{Rule: "table-bloat", Severity: model.Critical, Title: "dead rows in public.jobs"}
 	gone.ID = gone.Identity()
 	r := New("test", model.Target{Host: "db", Database: "shop"}, at, []model.Finding{newF}, nil, 3, model.Warning)
-	r.Baseline = &BaselineDiff{Baseline: "main.json", BaselineAt: at.Add(-time.Hour),
-		Findings: []FindingChange{{Status: StatusNew, Finding: newF}, {Status: StatusResolved, Finding: gone}},
-		Statements: []StatementChange{{Query: "SELECT * FROM orders WHERE customer_id = $1", Verdict: Slower, Regression: true, Measured: true,
+	r.Baseline = &baseline.Diff{Baseline: "main.json", BaselineAt: at.Add(-time.Hour),
+		Findings: []baseline.FindingChange{{Status: baseline.StatusNew, Finding: newF}, {Status: baseline.StatusResolved, Finding: gone}},
+		Statements: []baseline.StatementChange{{Query: "SELECT * FROM orders WHERE customer_id = $1", Verdict: baseline.Slower, Regression: true, Measured: true,
 			Reasons: []string{"mean per call 0.016 ms -> 11 ms (688.4x)"}, Remeasured: &model.Remeasured{Runs: 5, MedianMS: 20.4}}},
-		Counts: BaselineCounts{New: 1, Resolved: 1, Slower: 1, Regressions: 1}}
+		Counts: baseline.Counts{New: 1, Resolved: 1, Slower: 1, Regressions: 1}}
 	var text, md, page bytes.Buffer
-	if err := r.Text(&text); err != nil {
-		t.Fatal(err)
-	}
-	Markdown(&md, r.Document())
-	if err := HTML(&page, r.Document()); err != nil {
-		t.Fatal(err)
+	for out, format := range map[*bytes.Buffer]string{&text: "text", &md: "markdown", &page: "html"} {
+		if err := Render(out, r, format); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for name, out := range map[string]string{"text": text.String(), "markdown": md.String(), "html": page.String()} {
 		for _, want := range []string{"main.json", "NEW", "RESOLVED", newF.ID, "dead rows in public.jobs", "FROM orders", "re-run x5 now: median 20.4 ms"} {

@@ -18,51 +18,10 @@ import (
 type PlanReport struct {
 	PGMedic  string          `json:"pgmedic"`
 	Source   string          `json:"source"`
-	Plan     PlanSummary     `json:"plan"`
+	Plan     plan.Flat       `json:"plan"`
 	Findings []model.Finding `json:"findings"`
 	Skipped  []model.Skip    `json:"skipped"`
 	Summary  Summary         `json:"summary"`
-}
-
-// PlanSummary is the plan as a flat list of nodes (parent ids link them).
-type PlanSummary struct {
-	InputFormat string            `json:"input_format"`
-	Analyze     bool              `json:"analyze"`
-	Timing      bool              `json:"timing"`
-	Buffers     bool              `json:"buffers"`
-	PlanningMS  float64           `json:"planning_ms"`
-	ExecutionMS float64           `json:"execution_ms"`
-	JITMS       float64           `json:"jit_ms"`
-	Settings    map[string]string `json:"settings,omitempty"`
-	Nodes       []NodeRow         `json:"nodes"`
-}
-
-// NodeRow is one node with its derived figures.
-type NodeRow struct {
-	ID          int     `json:"id"`
-	Parent      int     `json:"parent"`
-	Depth       int     `json:"depth"`
-	Label       string  `json:"label"`
-	Relation    string  `json:"relationship,omitempty"`
-	Hot         bool    `json:"hot"`
-	Cost        float64 `json:"total_cost"`
-	PlanRows    float64 `json:"plan_rows"`
-	ActualRows  float64 `json:"actual_rows"`
-	Loops       float64 `json:"loops"`
-	InclusiveMS float64 `json:"inclusive_ms"`
-	ExclusiveMS float64 `json:"exclusive_ms"`
-	Share       float64 `json:"share"`
-	Misestimate float64 `json:"misestimate,omitempty"`
-	Direction   string  `json:"estimate,omitempty"` // under or over
-	Removed     float64 `json:"rows_removed,omitempty"`
-	HeapFetches float64 `json:"heap_fetches,omitempty"`
-	SharedHit   int64   `json:"shared_hit,omitempty"`
-	SharedRead  int64   `json:"shared_read,omitempty"`
-	TempBlocks  int64   `json:"temp_blocks,omitempty"`
-	IOms        float64 `json:"io_ms,omitempty"`
-	Spill       string  `json:"spill,omitempty"`
-	Never       bool    `json:"never_executed,omitempty"`
-	Detail      string  `json:"detail,omitempty"` // the node's condition
 }
 
 // NewPlan builds the report of one plan; findings below min are dropped.
@@ -71,7 +30,7 @@ func NewPlan(version, source string, e *plan.Explain, findings []model.Finding, 
 	if r.Skipped == nil {
 		r.Skipped = []model.Skip{}
 	}
-	r.Plan = flattenPlan(e)
+	r.Plan = plan.Flatten(e)
 	r.Summary = summarize(findings, rulesRun)
 	for _, f := range findings {
 		f.Clamp()
@@ -80,62 +39,6 @@ func NewPlan(version, source string, e *plan.Explain, findings []model.Finding, 
 		}
 	}
 	return r
-}
-
-// flattenPlan flattens the plan into the rows the report prints: each node's
-// own time, its share, rows planned and actual, and buffers.
-func flattenPlan(e *plan.Explain) PlanSummary {
-	s := PlanSummary{InputFormat: e.Format, Analyze: e.HasAnalyze, Timing: e.HasTiming, Buffers: e.HasBuffers,
-		PlanningMS: e.PlanningMS, ExecutionMS: e.ExecutionMS, Settings: e.Settings}
-	size := 0
-	e.Plan.Walk(func(*plan.Node, *plan.Node) { size++ })
-	s.Nodes = make([]NodeRow, 0, size)
-	if e.JIT != nil && e.JIT.TimingMS != nil {
-		s.JITMS = e.JIT.TimingMS.Total
-	}
-	hot := e.HotPath()
-	var rec func(n *plan.Node, parent, depth int)
-	rec = func(n *plan.Node, parent, depth int) {
-		f := n.Figures
-		row := NodeRow{ID: f.ID, Parent: parent, Depth: depth, Label: n.Label(), Hot: hot[f.ID], Cost: n.TotalCost,
-			PlanRows: n.PlanRows, ActualRows: n.ActualRows, Loops: n.ActualLoops,
-			InclusiveMS: model.Round(f.InclusiveMS, 3), ExclusiveMS: model.Round(f.ExclusiveMS, 3), Share: model.Round(f.Share, 4),
-			Removed:     (n.RowsRemovedByFilter + n.RowsRemovedByJoinFilter + n.RowsRemovedByIndexRecheck) * max(n.ActualLoops, 1),
-			HeapFetches: n.HeapFetches * max(n.ActualLoops, 1), SharedHit: n.Buffers.SharedHit, SharedRead: n.Buffers.SharedRead,
-			TempBlocks: n.Buffers.TempRead + n.Buffers.TempWritten, IOms: model.Round(n.IO.TotalMS(), 3), Never: n.NeverExecuted}
-		if n.SubplanName != "" {
-			row.Relation = n.SubplanName
-		}
-		if f.Misestimate >= 10 {
-			row.Misestimate = model.Round(f.Misestimate, 3)
-			row.Direction = "over"
-			if f.Under {
-				row.Direction = "under"
-			}
-		}
-		switch {
-		case n.SortSpaceType == "Disk":
-			row.Spill = fmt.Sprintf("sort %s on disk", printable.KB(n.SortSpaceKB))
-		case n.HashBatches > 1:
-			row.Spill = fmt.Sprintf("%.0f hash batches", n.HashBatches)
-		case n.HashAggBatches > 1:
-			row.Spill = fmt.Sprintf("%.0f hashagg batches, %s on disk", n.HashAggBatches, printable.KB(n.DiskUsageKB))
-		case n.LossyHeapBlocks > 0:
-			row.Spill = fmt.Sprintf("%.0f lossy pages", n.LossyHeapBlocks)
-		}
-		for _, c := range []struct{ k, v string }{{"Index Cond", n.IndexCond}, {"Filter", n.Filter}, {"Hash Cond", n.HashCond},
-			{"Join Filter", n.JoinFilter}, {"Merge Cond", n.MergeCond}, {"Recheck Cond", n.RecheckCond}} {
-			if c.v != "" && row.Detail == "" {
-				row.Detail = c.k + ": " + c.v
-			}
-		}
-		s.Nodes = append(s.Nodes, row)
-		for i := range n.Plans {
-			rec(&n.Plans[i], f.ID, depth+1)
-		}
-	}
-	rec(&e.Plan, 0, 0)
-	return s
 }
 
 // Worst is the highest severity reported (-1 when none).
@@ -210,7 +113,7 @@ func (r *PlanReport) Text(w io.Writer) error {
 // cost) and label, then a line of facts and one with its condition. A
 // plan can have thousands of nodes, so the lines are put together by hand
 // rather than through fmt.
-func writeTree(b *strings.Builder, p PlanSummary) {
+func writeTree(b *strings.Builder, p plan.Flat) {
 	maxDepth := 0
 	for _, n := range p.Nodes {
 		maxDepth = max(maxDepth, n.Depth)
@@ -290,7 +193,7 @@ func padLeft(b *strings.Builder, s []byte, width int) {
 }
 
 // nodeFacts is the one-line description of a node in the text report.
-func nodeFacts(n NodeRow, analyze bool) string {
+func nodeFacts(n plan.FlatNode, analyze bool) string {
 	var b strings.Builder
 	part := func(s ...string) {
 		if b.Len() > 0 {

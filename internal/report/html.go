@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/plan"
 	"github.com/pgmedic/pgmedic/internal/printable"
 )
 
@@ -43,7 +44,7 @@ var page = sync.OnceValue(func() *template.Template {
 		"bars":       barsOf,
 		"plural":     func(n int, one, many string) string { return map[bool]string{true: one, false: many}[n == 1] },
 		"unseenText": UnseenText,
-		"hasKey":     func(m map[string]*PlanSummary, k string) bool { return m[k] != nil },
+		"hasKey":     func(m map[string]*plan.Flat, k string) bool { return m[k] != nil },
 		"tree":       treeOf,
 		"div": func(total float64, n int64) float64 {
 			if n == 0 {

@@ -58,13 +58,13 @@ func hostile(t testing.TB) *Report {
 		time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC), findings,
 		[]model.Skip{{Rule: "server log", Reason: "not read: " + evil, Fix: "GRANT pg_read_server_files TO app;"}}, 13, model.Info)
 	r.ElapsedS, r.Envelope = 12.3, []string{"statement_timeout = 5s", "lock_timeout = 100ms", "default_transaction_read_only = on"}
-	p := flattenPlan(e)
-	r.Statements = []StatementRow{
+	p := plan.Flatten(e)
+	r.Statements = []model.StatementRow{
 		{QueryID: "42", Query: "SELECT * FROM t WHERE note = '" + evil + "'", Calls: 16, TotalMS: 11000, MeanMS: 687.5, RowsPerCall: 1, JITShare: 0.98},
 		{QueryID: "7", Query: "SELECT * FROM orders WHERE customer_id = $1", Calls: 500, TotalMS: 21600, MeanMS: 43.2, RowsPerCall: 8, HasPlan: true},
 	}
-	r.Plans = map[string]*PlanSummary{"7": &p}
-	r.Sessions = &Sessions{Seconds: 2, Ticks: 5, IntervalMS: 400}
+	r.Plans = map[string]*plan.Flat{"7": &p}
+	r.Sessions = &model.Sessions{Seconds: 2, Ticks: 5, IntervalMS: 400}
 	for i := 0; i < 5; i++ {
 		s := model.ActivitySample{At: time.Date(2026, 11, 22, 10, 0, i, 0, time.UTC)}
 		for k := 0; k <= i; k++ {

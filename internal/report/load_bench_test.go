@@ -42,21 +42,21 @@ func largeReport(t testing.TB) *Report {
 			Verification: model.Verification{Status: model.Confirmed, Method: "x5", Before: &model.Measure{Value: 100, Unit: "ms"}, After: &model.Measure{Value: 1, Unit: "ms"}}})
 	}
 	r := New("bench", envelope.Target{Host: "db", Port: 5432, Database: "big", User: "app", ServerVersion: "15.20"}, time.Now(), findings, nil, 13, model.Info)
-	r.Plans = map[string]*PlanSummary{}
+	r.Plans = map[string]*plan.Flat{}
 	for i := 0; i < 5000; i++ {
 		id := fmt.Sprint(i)
-		row := StatementRow{QueryID: id, Query: fmt.Sprintf("SELECT a, b, c FROM table_%d WHERE id = $1 AND status = $2 ORDER BY created_at DESC LIMIT 20", i),
+		row := model.StatementRow{QueryID: id, Query: fmt.Sprintf("SELECT a, b, c FROM table_%d WHERE id = $1 AND status = $2 ORDER BY created_at DESC LIMIT 20", i),
 			Calls: int64(10000 - i), TotalMS: float64(50000 - i), MeanMS: 5, RowsPerCall: 1}
 		if i < 50 {
-			p := flattenPlan(small)
+			p := plan.Flatten(small)
 			if i == 0 {
-				p = flattenPlan(big)
+				p = plan.Flatten(big)
 			}
 			r.Plans[id], row.HasPlan = &p, true
 		}
 		r.Statements = append(r.Statements, row)
 	}
-	r.Sessions = &Sessions{Seconds: 10, Ticks: 100}
+	r.Sessions = &model.Sessions{Seconds: 10, Ticks: 100}
 	for i := 0; i < 100; i++ {
 		s := model.ActivitySample{At: time.Unix(int64(1e9+i), 0)}
 		for k := 0; k < 40; k++ {

@@ -34,7 +34,7 @@ func Markdown(w io.Writer, d *Document) error {
 		}
 		mdHeader(b, p)
 		if p.Check != nil && p.Check.Baseline != nil {
-			p.Check.Baseline.markdown(b)
+			baselineMarkdown(b, p.Check.Baseline)
 		}
 		s := v.Summary
 		fmt.Fprintf(b, "**%d critical, %d warning, %d info** · %d confirmed, %d refuted, %d estimated, %d not run\n\n",

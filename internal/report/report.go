@@ -12,7 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pgmedic/pgmedic/internal/baseline"
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/plan"
 	"github.com/pgmedic/pgmedic/internal/printable"
 )
 
@@ -28,21 +30,21 @@ type Report struct {
 	Skipped  []model.Skip    `json:"skipped"`
 	Summary  Summary         `json:"summary"`
 	// Sessions is what check --sample saw; absent when it did not sample.
-	Sessions *Sessions `json:"sessions,omitempty"`
+	Sessions *model.Sessions `json:"sessions,omitempty"`
 	// ElapsedS is how long the check ran; Envelope the session settings
 	// it ran under.
 	ElapsedS float64  `json:"elapsed_s,omitempty"`
 	Envelope []string `json:"envelope,omitempty"`
 	// Statements are the statements check read, the most total time
 	// first, and Plans the plans it read of them, by queryid.
-	Statements []StatementRow          `json:"statements,omitempty"`
-	Plans      map[string]*PlanSummary `json:"plans,omitempty"`
+	Statements []model.StatementRow  `json:"statements,omitempty"`
+	Plans      map[string]*plan.Flat `json:"plans,omitempty"`
 	// Profile is check --profile's CPU profile of the busiest backends.
 	Profile *ProfileReport `json:"profile,omitempty"`
 	// Twin says what check --twin copied, from where, and what it cost.
 	Twin string `json:"twin,omitempty"`
 	// Baseline is the comparison with an earlier report (check --baseline).
-	Baseline *BaselineDiff `json:"baseline,omitempty"`
+	Baseline *baseline.Diff `json:"baseline,omitempty"`
 	// Incident is the watch incident a check --from BUNDLE read.
 	Incident *IncidentHeader `json:"incident,omitempty"`
 }
@@ -205,7 +207,7 @@ func (r *Report) Text(w io.Writer) error {
 		fmt.Fprintf(b, "\nIncident %s, %s to %s: %s\n", safe(r.Incident.Bundle), r.Incident.From.Format(time.RFC3339), r.Incident.To.Format(time.RFC3339), safe(strings.Join(r.Incident.Triggers, "; ")))
 	}
 	if r.Baseline != nil {
-		r.Baseline.text(b)
+		baselineText(b, r.Baseline)
 	}
 	if len(r.Findings) == 0 {
 		if r.Incomplete() {

@@ -23,7 +23,7 @@ var disables = map[string]string{
 // rolled back as every experiment, e.Runs times with the values the
 // application uses (or real values from pg_stats), and reports its median.
 // The caller applies the load rule first (LoadRule).
-// When baselineShape (report.PlanShape of the baseline's plan) differs from
+// When baselineShape (plan.Shape of the baseline's plan) differs from
 // the plan it runs now, the node types only the current plan has are
 // disabled for one more series; if that gives the baseline's shape back,
 // both plans are measured on the same data with the same values.
