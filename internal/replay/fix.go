@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
@@ -12,9 +13,11 @@ import (
 // roleSetting is a fix that sets a parameter for a role (ALTER ROLE app
 // [IN DATABASE shop] SET jit = off): on a replay every session connects as
 // the replay's own role, so the setting is given to side B's sessions.
-var roleSetting = regexp.MustCompile(`(?is)^\s*ALTER\s+(?:ROLE|USER)\s+\S+\s+(?:IN\s+DATABASE\s+\S+\s+)?SET\s+([a-z_.]+)\s*(?:=|TO)\s*'?([^';]*?)'?\s*;?\s*$`)
+var roleSetting = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?is)^\s*ALTER\s+(?:ROLE|USER)\s+\S+\s+(?:IN\s+DATABASE\s+\S+\s+)?SET\s+([a-z_.]+)\s*(?:=|TO)\s*'?([^';]*?)'?\s*;?\s*$`)
+})
 
-var concurrently = regexp.MustCompile(`(?i)\bCONCURRENTLY\s+`)
+var concurrently = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?i)\bCONCURRENTLY\s+`) })
 
 // Change is what a finding's fix changes on side B of a replay, and the
 // pool side A runs through (a pool finding's current pool).
@@ -43,7 +46,7 @@ func ChangeOf(f model.Finding) (Change, error) {
 			return c, fmt.Errorf("the fix of %s does not parse: %w", f.ID, err)
 		}
 		for _, st := range stmts {
-			if m := roleSetting.FindStringSubmatch(st); m != nil {
+			if m := roleSetting().FindStringSubmatch(st); m != nil {
 				c.B.Settings[strings.ToLower(m[1])] = m[2]
 				said = append(said, m[1]+" = "+m[2])
 				continue
@@ -51,7 +54,7 @@ func ChangeOf(f model.Finding) (Change, error) {
 			// CONCURRENTLY waits for every transaction of the copy and
 			// cannot run inside one; on a copy with no one else it only
 			// makes the build slower.
-			st = concurrently.ReplaceAllString(st, "")
+			st = concurrently().ReplaceAllString(st, "")
 			c.B.Apply = append(c.B.Apply, st)
 			said = append(said, strings.Join(strings.Fields(st), " "))
 		}

@@ -45,7 +45,7 @@ func NewPlan(version, source string, e *plan.Explain, findings []model.Finding, 
 func (r *PlanReport) Worst() model.Severity { return worstOf(r.Findings) }
 
 // JSON writes the report as JSON.
-func (r *PlanReport) JSON(w io.Writer) error { return writeJSON(w, r) }
+func (r *PlanReport) JSON(w io.Writer) error { return writePlanJSON(w, r) }
 
 // Text writes the tree (hot path marked with *) and the findings.
 func (r *PlanReport) Text(w io.Writer) error {

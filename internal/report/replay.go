@@ -6,6 +6,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/pgmedic/pgmedic/internal/capture"
 	"github.com/pgmedic/pgmedic/internal/printable"
@@ -270,7 +271,7 @@ func (r *ReplayReport) html(w io.Writer) error {
 	if r.Comparison != nil {
 		verdict = r.Comparison.Verdict
 	}
-	return replayPage.Execute(w, map[string]any{"Title": "pgmedic replay " + strings.Join(r.Logs, " "), "Verdict": verdict, "Text": text.String(), "Hists": hs})
+	return replayPage().Execute(w, map[string]any{"Title": "pgmedic replay " + strings.Join(r.Logs, " "), "Verdict": verdict, "Text": text.String(), "Hists": hs})
 }
 
 // histSVG draws A's and B's histograms on one log-scaled axis.
@@ -301,7 +302,8 @@ func histSVG(s *replay.ShapeChange) template.HTML {
 	return template.HTML(b.String())
 }
 
-var replayPage = template.Must(template.New("replay").Parse(`<!doctype html>
+var replayPage = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("replay").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{{.Title}}</title>
 <style>body{font-family:system-ui,sans-serif;margin:2em;max-width:72em}pre{background:#f6f6f6;padding:1em;overflow-x:auto}
 .verdict{font-size:1.6em;font-weight:bold}.shape{margin:1.2em 0}.q{font-family:monospace;font-size:.9em}
@@ -314,3 +316,4 @@ var replayPage = template.Must(template.New("replay").Parse(`<!doctype html>
 <h2>Report</h2><pre>{{.Text}}</pre>
 </body></html>
 `))
+})

@@ -29,7 +29,9 @@ type Fleet struct {
 	Targets []Target `yaml:"targets"`
 }
 
-var targetName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
+// targetName is compiled when a fleet file is read: its bounded repeat
+// makes a large program, which every command would build at start.
+var targetName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`) })
 
 // ParseFleet reads a --targets file; unknown keys, missing names or DSNs
 // and duplicate names are refused with the target they are in.
@@ -49,7 +51,7 @@ func ParseFleet(data []byte, path string) (*Fleet, error) {
 	seen := map[string]bool{}
 	for i, t := range f.Targets {
 		switch {
-		case !targetName.MatchString(t.Name):
+		case !targetName().MatchString(t.Name):
 			return nil, fmt.Errorf("--targets %s: target %d needs a name of letters, digits, '.', '_' and '-' (it names its directory), not %q", path, i+1, t.Name)
 		case seen[t.Name]:
 			return nil, fmt.Errorf("--targets %s: two targets are named %q", path, t.Name)

@@ -27,7 +27,7 @@ func FuzzParseFleet(f *testing.F) {
 			return
 		}
 		for _, tg := range fl.Targets {
-			if !targetName.MatchString(tg.Name) || tg.DSN == "" {
+			if !targetName().MatchString(tg.Name) || tg.DSN == "" {
 				t.Fatalf("accepted %+v", tg)
 			}
 		}
