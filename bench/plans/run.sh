@@ -7,8 +7,10 @@
 #
 # usage: bench/plans/run.sh [RUNS] (default 21; the median is reported)
 #   PGPLAN     pgplan's binary (default: pgplan on PATH). Build it from its
-#              public source, github.com/JacobArthurs/pgplan (v1.1.1 was
-#              measured), with `go build`; without it its column is empty.
+#              public source, github.com/JacobArthurs/pgplan (commit 31dbd16
+#              was measured), with `go build`; without it its column is empty.
+#   FORMAT     json compares both tools' JSON output (explain --format json,
+#              pgplan analyze -f json); default text.
 #   PEV2=0     skips pev2 (it takes minutes on the deep plan).
 #
 # pgplan reads JSON only: for a TEXT plan it is given the same plan's JSON.
@@ -19,9 +21,12 @@ cd "$(dirname "$0")"
 runs=${1:-21}
 dir=$(mktemp -d /tmp/pgmedic-planbench.XXXX)
 trap 'rm -rf "$dir"' EXIT
-(cd ../.. && go build -o "$dir/pgmedic" ./cmd/pgmedic)
+# pgmedic as it is shipped (static; scripts/build.sh).
+bash ../../scripts/build.sh "$dir/pgmedic"
 pgplan=${PGPLAN:-$(command -v pgplan || true)}
 pev2=${PEV2:-1}
+pgmedic_format="--format ${FORMAT:-text}"
+pgplan_format="-f ${FORMAT:-text}"
 if [ "$pev2" = 1 ] && [ ! -d node_modules/pev2 ]; then
   npm ci --no-audit --no-fund --loglevel=error
 fi
@@ -30,16 +35,16 @@ python3 gen.py "$dir"
 ms() { awk -v us="$1" 'BEGIN {printf "%.1f ms", us/1000}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2fx", a/b}'; }
 
-echo "machine: $(nproc) cores; $(go version | cut -d' ' -f3); median of $runs runs each"
+echo "machine: $(nproc) cores; $(go version | cut -d' ' -f3); median of $runs runs each; output ${FORMAT:-text}"
 [ -n "$pgplan" ] && echo "pgplan: $pgplan" || echo "pgplan: not found (set PGPLAN)"
 printf '%-10s %8s %6s %12s %12s %9s %16s %8s\n' plan size nodes pgmedic pgplan "pgplan/pgmedic" "pev2 (parse)" "pev2/pgmedic"
 for f in small.txt small.json wide.txt wide.json deep.txt deep.json; do
   json="$dir/${f%.*}.json"
   # Medians in microseconds, the tools taking turns (timeit.py).
   if [ -n "$pgplan" ]; then
-    mapfile -t m < <(python3 timeit.py "$runs" "$dir/pgmedic explain $dir/$f" "$pgplan analyze $json")
+    mapfile -t m < <(python3 timeit.py "$runs" "$dir/pgmedic explain $pgmedic_format $dir/$f" "$pgplan analyze $pgplan_format $json")
   else
-    mapfile -t m < <(python3 timeit.py "$runs" "$dir/pgmedic explain $dir/$f")
+    mapfile -t m < <(python3 timeit.py "$runs" "$dir/pgmedic explain $pgmedic_format $dir/$f")
   fi
   a=${m[0]}
   nodes=$(grep -c '"Node Type"' "$json")

@@ -20,8 +20,21 @@ import (
 	"github.com/pgmedic/pgmedic/internal/scenario"
 )
 
-// Version is set at build time (-ldflags "-X ...cli.Version=...").
-var Version = "0.1.0-dev"
+// Version and Commit are set at build time (scripts/build.sh:
+// -ldflags "-X ...cli.Version=... -X ...cli.Commit=...").
+var (
+	Version = "0.1.0-dev"
+	Commit  = ""
+)
+
+// versionText is what --version prints: the version, and the commit it
+// was built from when the build said.
+func versionText() string {
+	if Commit == "" {
+		return Version
+	}
+	return Version + " (commit " + Commit + ")"
+}
 
 // Exit codes: a contract with scripts and CI jobs, documented in README.md.
 const (
@@ -141,7 +154,7 @@ func newRoot(args []string, stdin io.Reader, stdout, stderr io.Writer) *cobra.Co
 	root := &cobra.Command{
 		Use:           "pgmedic",
 		Short:         "find why a PostgreSQL database is slow or failing, prove it, and hand over the fix",
-		Version:       Version,
+		Version:       versionText(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
