@@ -52,8 +52,10 @@ for a slow server.
 A change makes it an A/B: --candidate DSN (another server), --apply SQL (an index, a
 migration, run on B's copy), --set NAME=VALUE (a setting for B's sessions, such as jit=off),
 --pool N (B through PgBouncer with N server connections; --pool-a N for A). Each side is
-replayed --runs times, alternating; on a lab cluster or twin every run starts from a fresh
-copy of the database. The verdict is faster, slower or no measurable change (a change under
+replayed --runs times, alternating, and every run starts from a fresh copy of the database
+(CREATE DATABASE ... TEMPLATE) on any server: the database the DSN names is never written by a
+comparison, which is refused before it writes where the role cannot make the copy (it needs
+CREATEDB and to own the database, or superuser). The verdict is faster, slower or no measurable change (a change under
 10%, or runs that overlap, is not called).
 
 Replays write. pgmedic replays only against a pgmedic lab cluster or twin (pgmedic lab up,

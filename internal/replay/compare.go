@@ -18,6 +18,10 @@ import (
 // connect to it.
 type Side struct {
 	Name string
+	// Fresh: each run opens a fresh copy of the database; NoCopy says
+	// why the side's server cannot make one.
+	Fresh  bool
+	NoCopy string
 	// Open readies a run: a database in its starting state, the change
 	// applied; it returns how to connect sessions (and the lock sampler)
 	// and how to clean up after the run.
@@ -103,6 +107,14 @@ type ShapeChange struct {
 func Compare(ctx context.Context, w *capture.Workload, a, b Side, runs int, o Options) (*Comparison, error) {
 	if runs < 1 {
 		runs = 1
+	}
+	// A comparison writes each run's changes (the side's change, the
+	// workload's own writes): into copies only, never into the database
+	// the DSN names, or it is refused before anything is written.
+	for _, side := range []Side{a, b} {
+		if !side.Fresh {
+			return nil, fmt.Errorf("%s: each run must start from a fresh copy of the database, and this server cannot make one (%s): give the role CREATEDB on a database it owns, or replay against a twin (--twin, pgmedic lab up); nothing was written", side.Name, side.NoCopy)
+		}
 	}
 	sides := []*SideResult{{Name: a.Name}, {Name: b.Name}}
 	for run := 0; run < runs; run++ {

@@ -67,6 +67,77 @@ func TestLab(t *testing.T) {
 	t.Run("errors, deadlocks and aborted transactions replay to the end", func(t *testing.T) { errorsCase(t, c) })
 	t.Run("connection storm: JIT on and off, a pool of 6 and of 2", func(t *testing.T) { stormCase(t, c) })
 	t.Run("a stop ends every session", func(t *testing.T) { stopCase(t, c) })
+	t.Run("an A/B never writes the database it names", func(t *testing.T) { untouchedCase(t, c) })
+}
+
+// untouchedCase: an A/B whose side B adds an index and whose sessions
+// insert and delete rows leaves the database the DSN names as it was:
+// each run replays into a copy. A role that cannot copy the database is
+// refused before anything is written.
+func untouchedCase(t *testing.T, c *lab.Cluster) {
+	ctx := context.Background()
+	labDB(t, c, "untouched", `CREATE TABLE items (id int PRIMARY KEY, v text);
+		INSERT INTO items SELECT g, 'x' FROM generate_series(1, 500) g;
+		CREATE ROLE copier LOGIN CREATEDB; CREATE ROLE plain LOGIN;
+		GRANT ALL ON items TO plain; ALTER TABLE items OWNER TO copier;`)
+	admin, err := pgx.Connect(ctx, c.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "ALTER DATABASE untouched OWNER TO copier"); err != nil {
+		t.Fatal(err)
+	}
+	state := func() string {
+		conn, err := pgx.Connect(ctx, c.DSN("untouched"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		var rows, indexes, tables int
+		var sum int64
+		if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM items), (SELECT coalesce(sum(id), 0) FROM items),
+			(SELECT count(*) FROM pg_indexes WHERE schemaname = 'public'), (SELECT count(*) FROM pg_tables WHERE schemaname = 'public')`).Scan(&rows, &sum, &indexes, &tables); err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("%d rows (ids summing to %d), %d indexes, %d tables", rows, sum, indexes, tables)
+	}
+	before := state()
+	w := &capture.Workload{Duration: time.Second, Shapes: []capture.Shape{{Fingerprint: "w", Query: "INSERT INTO items VALUES ($1, $2)"}}}
+	for i := 0; i < 2; i++ {
+		w.Sessions = append(w.Sessions, &capture.Session{ID: fmt.Sprint(i), User: "copier", End: time.Second, Statements: []capture.Statement{
+			{SQL: fmt.Sprintf("INSERT INTO items VALUES (%d, 'new')", 1000+i)},
+			{At: 100 * time.Millisecond, SQL: fmt.Sprintf("DELETE FROM items WHERE id = %d", 10+i)},
+			{At: 200 * time.Millisecond, SQL: "SELECT count(*) FROM items WHERE v = 'new'"},
+		}})
+	}
+	w.Statements = 6
+	o := replay.Options{Speed: 0, Timeout: time.Minute}
+	for _, role := range []string{"copier", "plain"} {
+		srv, err := replay.OpenServer(ctx, c.UserDSN(role, "untouched"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, _ := srv.Side(replay.SideOptions{Name: "as is"})
+		b, _ := srv.Side(replay.SideOptions{Name: "index", Apply: []string{"CREATE INDEX ON items (v)"}})
+		cmp, err := replay.Compare(ctx, w, a, b, 2, o)
+		switch {
+		case role == "copier" && err != nil:
+			t.Fatalf("a role that may copy the database: %v", err)
+		case role == "copier" && (len(cmp.A.Runs) != 2 || cmp.A.Runs[0].Errors+cmp.B.Runs[0].Errors > 0):
+			t.Fatalf("the replay on copies did not run whole: %+v", cmp.A.Runs)
+		case role == "plain" && (err == nil || !strings.Contains(err.Error(), "CREATEDB") || !strings.Contains(err.Error(), "nothing was written")):
+			t.Fatalf("a role that cannot copy the database was not refused as it should be: %v", err)
+		}
+		if after := state(); after != before {
+			t.Fatalf("as %s, the A/B changed the database it names: %s before, %s after", role, before, after)
+		}
+	}
+	var left int
+	admin.QueryRow(ctx, "SELECT count(*) FROM pg_database WHERE datname LIKE 'pgmedic_replay_%'").Scan(&left)
+	if left != 0 {
+		t.Fatalf("%d copies were left on the server", left)
+	}
 }
 
 // stopCase: four sessions in a long statement; cancelling the replay

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -30,6 +31,11 @@ type Server struct {
 	start     string
 	isLab     bool
 	superuser bool
+	// canCopy: the role may copy the database (CREATE DATABASE ...
+	// TEMPLATE): a superuser, or a role with CREATEDB that owns it (or
+	// it is a template); copyWhy says why not.
+	canCopy bool
+	copyWhy string
 }
 
 // OpenServer connects to a replay's server and learns what it is.
@@ -46,13 +52,24 @@ func OpenServer(ctx context.Context, dsn string) (*Server, error) {
 	defer conn.Close(context.Background())
 	res, err := conn.Exec(ctx, `SELECT current_setting('server_version'), current_setting('cluster_name'), pg_postmaster_start_time()::text,
 		(SELECT rolsuper FROM pg_roles WHERE rolname = current_user)::text,
-		CASE WHEN pg_has_role('pg_read_all_settings', 'member') OR (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN current_setting('data_directory') ELSE '' END`).ReadAll()
+		CASE WHEN pg_has_role('pg_read_all_settings', 'member') OR (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN current_setting('data_directory') ELSE '' END,
+		(SELECT rolcreatedb FROM pg_roles WHERE rolname = current_user)::text,
+		(SELECT datdba = (SELECT oid FROM pg_roles WHERE rolname = current_user) OR datistemplate FROM pg_database WHERE datname = current_database())::text`).ReadAll()
 	if err != nil || len(res) == 0 || len(res[0].Rows) == 0 {
 		return nil, fmt.Errorf("reading what the server is: %s", envelope.Message(err))
 	}
 	row := res[0].Rows[0]
 	version, cluster := string(row[0]), string(row[1])
 	s.start, s.superuser = string(row[2]), string(row[3]) == "true"
+	createdb, owns := string(row[5]) == "true", string(row[6]) == "true"
+	switch {
+	case s.superuser || createdb && owns:
+		s.canCopy = true
+	case !createdb:
+		s.copyWhy = fmt.Sprintf("role %s may not create databases (ALTER ROLE %s CREATEDB)", cfg.User, sqlparse.QuoteIdent(cfg.User))
+	default:
+		s.copyWhy = fmt.Sprintf("role %s does not own database %s, and only its owner may copy it", cfg.User, cfg.Database)
+	}
 	s.isLab = cluster == lab.ClusterName
 	s.Name = "PostgreSQL " + version
 	if s.isLab {
@@ -110,15 +127,18 @@ type SideOptions struct {
 }
 
 // Fresh says whether each run replays into a fresh copy of the database
-// (a lab cluster), rather than into the database as the last run left it.
-func (s *Server) Fresh() bool { return s.Lab != nil && s.superuser }
+// (CREATE DATABASE ... TEMPLATE, where the role may), rather than into
+// the database itself. A comparison needs it: on any server, lab or not,
+// each run of each side starts from the same rows, and the database the
+// DSN names is never written (Compare refuses otherwise).
+func (s *Server) Fresh() bool { return s.canCopy }
 
 // Side makes one side of a comparison on this server.
 func (s *Server) Side(o SideOptions) (Side, error) {
 	if o.Pool > 0 && s.Lab == nil {
 		return Side{}, fmt.Errorf("a pool (--pool) is started only in front of a pgmedic lab cluster or twin whose files this user can reach; %s is not one", s.Name)
 	}
-	return Side{Name: o.Name, Open: func(ctx context.Context, run int) (*Target, error) { return s.open(ctx, o, run) }}, nil
+	return Side{Name: o.Name, Fresh: s.Fresh(), NoCopy: s.copyWhy, Open: func(ctx context.Context, run int) (*Target, error) { return s.open(ctx, o, run) }}, nil
 }
 
 // Target readies one run on this server.
@@ -142,7 +162,8 @@ func (s *Server) open(ctx context.Context, o SideOptions, run int) (_ *Target, e
 	if s.Fresh() {
 		// A copy of the database per run: every run starts from the same
 		// rows, whatever the last one inserted, updated or consumed.
-		copyName := fmt.Sprintf("pgmedic_replay_%d", run)
+		// The process id keeps two replays on one server apart.
+		copyName := fmt.Sprintf("pgmedic_replay_%d_%d", os.Getpid(), run)
 		conn, err := admin(ctx, "postgres")
 		if err != nil {
 			return nil, fmt.Errorf("connecting to make the run's copy: %s", envelope.Message(err))
