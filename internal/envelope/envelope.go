@@ -446,23 +446,17 @@ func Prepare(ctx context.Context, q Conn, name, query string, fallback []string)
 
 // PrepareGuessing is Prepare, saying whether the fallback types were used:
 // then the plan holds pgmedic's guesses, and a cast in it may exist only
-// in pgmedic's copy, not in what the application runs.
+// in pgmedic's copy, not in what the application runs. A failed attempt
+// leaves no ERROR in the server's log (see quietPrepare).
 func PrepareGuessing(ctx context.Context, q Conn, name, query string, fallback []string) (guessed bool, err error) {
-	_, err = q.Exec(ctx, Tag+"PREPARE "+name+" AS "+query)
-	if err == nil || fallback == nil {
-		return false, err
-	}
-	if err2 := PrepareAs(ctx, q, name, fallback, query); err2 != nil {
-		return false, err
-	}
-	return true, nil
+	return quietPrepare(ctx, q, name, nil, query, fallback)
 }
 
 // PrepareAs prepares query under name with its parameters' types
 // declared: the types a client binds, the ones an earlier PREPARE
 // settled on, or fallbacks ("unknown" leaves one to inference).
 func PrepareAs(ctx context.Context, q Conn, name string, types []string, query string) error {
-	_, err := q.Exec(ctx, Tag+"PREPARE "+name+"("+strings.Join(types, ", ")+") AS "+query)
+	_, err := quietPrepare(ctx, q, name, types, query, nil)
 	return err
 }
 

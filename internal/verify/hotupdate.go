@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -185,24 +184,27 @@ func (e *Engine) hotSide(ctx context.Context, relation, update string, indexes [
 				return err
 			}
 		}
+		// The update's time is read from the server's clock before and
+		// after it (clock_timestamp moves within a transaction): the
+		// figure the server answered, so a recorded run replays it.
 		var lsn0 string
 		var idx0 int64
-		if err := e.Conn.QueryRow(ctx, envelope.Tag+"SELECT pg_current_wal_insert_lsn()::text, pg_indexes_size('pgmedic_hot')").Scan(&lsn0, &idx0); err != nil {
+		var t0 float64
+		if err := e.Conn.QueryRow(ctx, envelope.Tag+"SELECT pg_current_wal_insert_lsn()::text, pg_indexes_size('pgmedic_hot'), extract(epoch FROM clock_timestamp())::float8").Scan(&lsn0, &idx0, &t0); err != nil {
 			return err
 		}
-		from := time.Now()
 		tag, err := e.Conn.Exec(ctx, envelope.Tag+update)
 		if err != nil {
 			return err
 		}
-		r.ms = float64(time.Since(from).Microseconds()) / 1000
-		var wal float64
+		var wal, t1 float64
 		var idx1 int64
 		err = e.Conn.QueryRow(ctx, envelope.Tag+`SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::pg_lsn)::float8, pg_indexes_size('pgmedic_hot'),
-			n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables WHERE relid = 'pgmedic_hot'::regclass`, lsn0).Scan(&wal, &idx1, &r.updated, &r.hot)
+			n_tup_upd, n_tup_hot_upd, extract(epoch FROM clock_timestamp())::float8 FROM pg_stat_xact_user_tables WHERE relid = 'pgmedic_hot'::regclass`, lsn0).Scan(&wal, &idx1, &r.updated, &r.hot, &t1)
 		if err != nil {
 			return err
 		}
+		r.ms = max(0, (t1-t0)*1000)
 		if n := tag.RowsAffected(); n > 0 {
 			r.walPerRow, r.indexPerRow = wal/float64(n), float64(idx1-idx0)/float64(n)
 		}

@@ -309,6 +309,9 @@ var (
 	explainRe = regexp.MustCompile(`^EXPLAIN \(([^)]*)\) (.*)$`)
 	prepareRe = regexp.MustCompile(`^PREPARE (\w+)(?:\(.*?\))? AS (.*)$`)
 	executeRe = regexp.MustCompile(`^EXECUTE (\w+)\(`)
+	// quietPrepareRe is envelope's PREPARE inside a PL/pgSQL block that
+	// traps its failure: the name and the query of its first attempt.
+	quietPrepareRe = regexp.MustCompile(`^DO \$pgmedic\d+outer\$BEGIN BEGIN EXECUTE 'PREPARE (\w+)(?:\(.*?\))? AS ' \|\| \$(pgmedic\d+)\$(.*?)\$pgmedic\d+\$`)
 	// relations pgmedic creates inside its rolled-back transactions: the
 	// temporary copies, and pgmedic_hot, a plain table because a temporary
 	// one writes no WAL, which the hot-update experiment measures (it runs
@@ -340,6 +343,15 @@ func envelopeProblems(calls []call) []string {
 			continue
 		case strings.HasPrefix(sql, "COMMIT") || strings.HasPrefix(sql, "END"):
 			problems = append(problems, fmt.Sprintf("call %d commits: %s", n, sql))
+			continue
+		}
+		if m := quietPrepareRe.FindStringSubmatch(sql); m != nil {
+			st, err := sqlparse.Parse(m[3])
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("call %d prepares what does not parse: %v", n, err))
+				continue
+			}
+			prepared[m[1]] = st
 			continue
 		}
 		if m := prepareRe.FindStringSubmatch(sql); m != nil {

@@ -1,0 +1,93 @@
+package envelope
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// pgmedic prepares statements it did not write (pg_stat_statements' texts,
+// with bare $n where literals stood) to plan them. PostgreSQL cannot always
+// infer a parameter's type ("operator is not unique: unknown + unknown"),
+// and a PREPARE that fails is an ERROR line in the server's log: teams
+// alert on those, and the log is evidence pgmedic reads itself. So each
+// attempt runs inside a PL/pgSQL block whose exception handler traps the
+// failure (a trapped error is neither logged nor returned to the client)
+// and leaves its SQLSTATE and message in a setting of the session, which
+// pgmedic then reads. A prepared statement outlives the block (prepared
+// statements are not transactional), so a successful attempt is the
+// PREPARE itself.
+
+// prepareSetting carries the outcome out of the block: "ok", "guessed",
+// or "error:SQLSTATE:message".
+const prepareSetting = "pgmedic.prepare"
+
+// quietPrepare prepares query as name: first with types (nil leaves every
+// parameter to the server), then, if that fails and fallback is not nil,
+// with fallback. It returns whether fallback was used, or the first
+// attempt's error as PostgreSQL gave it (a *pgconn.PgError), without any
+// ERROR reaching the server's log.
+func quietPrepare(ctx context.Context, q Conn, name string, types []string, query string, fallback []string) (guessed bool, err error) {
+	quote, ok := dollarQuote(query)
+	if !ok {
+		return false, fmt.Errorf("the statement's text holds every dollar-quote tag pgmedic would wrap it in")
+	}
+	body := quote("")
+	attempt := func(types []string) string {
+		head := "PREPARE " + name
+		if types != nil {
+			head += "(" + strings.Join(types, ", ") + ")"
+		}
+		return "EXECUTE '" + head + " AS ' || " + body + ";"
+	}
+	// One line, so that transcripts and the server's log show it whole.
+	var b strings.Builder
+	b.WriteString("DO " + quote("outer") + "BEGIN ")
+	b.WriteString("BEGIN " + attempt(types) + " PERFORM set_config('" + prepareSetting + "', 'ok', false); RETURN; ")
+	b.WriteString("EXCEPTION WHEN OTHERS THEN PERFORM set_config('" + prepareSetting + "', 'error:' || SQLSTATE || ':' || SQLERRM, false); END; ")
+	if fallback != nil {
+		// The first attempt's error says more about the statement: a
+		// failed fallback keeps it.
+		b.WriteString("BEGIN " + attempt(fallback) + " PERFORM set_config('" + prepareSetting + "', 'guessed', false); ")
+		b.WriteString("EXCEPTION WHEN OTHERS THEN NULL; END; ")
+	}
+	b.WriteString("END" + quote("outer"))
+	if _, err := q.Exec(ctx, Tag+b.String()); err != nil {
+		return false, err
+	}
+	var outcome string
+	if err := q.QueryRow(ctx, Tag+"SELECT current_setting('"+prepareSetting+"')").Scan(&outcome); err != nil {
+		return false, err
+	}
+	switch {
+	case outcome == "ok":
+		return false, nil
+	case outcome == "guessed":
+		return true, nil
+	case strings.HasPrefix(outcome, "error:"):
+		code, msg, _ := strings.Cut(strings.TrimPrefix(outcome, "error:"), ":")
+		return false, &pgconn.PgError{Severity: "ERROR", Code: code, Message: msg}
+	}
+	return false, fmt.Errorf("preparing the statement left no outcome (%q)", outcome)
+}
+
+// dollarQuote returns a function that writes text between dollar quotes
+// (the query, or with a suffix, the block's own quotes) with tags that
+// the query does not contain; ok is false if it contains every candidate.
+func dollarQuote(query string) (func(suffix string) string, bool) {
+	for i := 0; i < 100; i++ {
+		tag := fmt.Sprintf("pgmedic%d", i)
+		if strings.Contains(query, "$"+tag) {
+			continue
+		}
+		return func(suffix string) string {
+			if suffix == "" {
+				return "$" + tag + "$" + query + "$" + tag + "$"
+			}
+			return "$" + tag + suffix + "$"
+		}, true
+	}
+	return nil, false
+}
