@@ -71,7 +71,7 @@ func tableOIDs(s *model.Snapshot) []uint32 {
 // largest first and at most limit.
 func tables(ctx context.Context, q envelope.Conn, s *model.Snapshot, limit int) error {
 	rows, err := q.Query(ctx, envelope.Tag+`SELECT c.oid, n.nspname, c.relname, c.reltuples::float8, c.relpages::int8,
-		pg_relation_size(c.oid), c.relkind = 'p',
+		CASE WHEN c.oid IN `+exclusivelyLocked+` THEN c.relpages::int8 * current_setting('block_size')::int8 ELSE pg_relation_size(c.oid) END, c.relkind = 'p',
 		NOT EXISTS (SELECT 1 FROM unnest(c.reloptions) o
 		            WHERE lower(o) IN ('autovacuum_enabled=false', 'autovacuum_enabled=off', 'autovacuum_enabled=0', 'autovacuum_enabled=no')),
 		coalesce(st.seq_scan, 0), coalesce(st.seq_tup_read, 0), coalesce(st.idx_scan, 0),
@@ -110,6 +110,16 @@ func tables(ctx context.Context, q envelope.Conn, s *model.Snapshot, limit int) 
 	return nil
 }
 
+// exclusivelyLocked are the relations of this database a session holds
+// or waits for an ACCESS EXCLUSIVE lock on (a schema change, and the queue
+// behind it): measuring one with pg_relation_size would wait behind it
+// until lock_timeout ended the read, an ERROR in the server's log, and
+// the whole list with it. Their size comes from relpages instead, as of
+// the last VACUUM or ANALYZE. The subquery is not correlated: PostgreSQL
+// reads pg_locks once and hashes it.
+const exclusivelyLocked = `(SELECT relation FROM pg_locks WHERE locktype = 'relation' AND mode = 'AccessExclusiveLock'
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))`
+
 // indexes reads the indexes of the tables collected: key columns (names
 // resolved client-side), direction, predicate, method and scans. Only
 // unique indexes are measured with pg_relation_size; the others use relpages.
@@ -118,7 +128,7 @@ func indexes(ctx context.Context, q envelope.Conn, s *model.Snapshot) error {
 	// to names here from the columns already read, and opening an index
 	// to measure it (pg_relation_size) is done only for unique ones.
 	rows, err := q.Query(ctx, envelope.Tag+`SELECT n.nspname, t.relname, i.relname, am.amname, x.indisunique, x.indisprimary, x.indisvalid,
-		CASE WHEN x.indisunique THEN pg_relation_size(i.oid) ELSE i.relpages::int8 * current_setting('block_size')::int8 END,
+		CASE WHEN x.indisunique AND NOT (i.oid IN `+exclusivelyLocked+` OR t.oid IN `+exclusivelyLocked+`) THEN pg_relation_size(i.oid) ELSE i.relpages::int8 * current_setting('block_size')::int8 END,
 		coalesce(pg_stat_get_numscans(i.oid), 0),
 		CASE WHEN x.indexprs IS NOT NULL THEN pg_get_indexdef(i.oid) ELSE '' END,
 		coalesce(pg_get_expr(x.indpred, x.indrelid), ''), x.indnkeyatts::int, x.indkey::int2[], x.indoption::int2[]

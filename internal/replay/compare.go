@@ -26,6 +26,9 @@ type Side struct {
 	// applied; it returns how to connect sessions (and the lock sampler)
 	// and how to clean up after the run.
 	Open func(ctx context.Context, run int) (*Target, error)
+	// OpenCopy readies a run in a fresh copy of the database whatever the
+	// server (a comparison's runs); nil where Open always copies.
+	OpenCopy func(ctx context.Context, run int) (*Target, error)
 }
 
 // Target is one run's database.
@@ -122,7 +125,11 @@ func Compare(ctx context.Context, w *capture.Workload, a, b Side, runs int, o Op
 			if err := ctx.Err(); err != nil {
 				return nil, fmt.Errorf("interrupted: %w", err)
 			}
-			t, err := side.Open(ctx, run)
+			open := side.Open
+			if side.OpenCopy != nil {
+				open = side.OpenCopy
+			}
+			t, err := open(ctx, run)
 			if err != nil {
 				return nil, fmt.Errorf("readying %s for run %d: %w", side.Name, run+1, err)
 			}

@@ -126,11 +126,14 @@ type SideOptions struct {
 	Users []string
 }
 
-// Fresh says whether each run replays into a fresh copy of the database
+// Fresh says whether a run can replay into a fresh copy of the database
 // (CREATE DATABASE ... TEMPLATE, where the role may), rather than into
 // the database itself. A comparison needs it: on any server, lab or not,
 // each run of each side starts from the same rows, and the database the
-// DSN names is never written (Compare refuses otherwise).
+// DSN names is never written (Compare refuses otherwise). A single
+// replay copies on a lab cluster, and on a server --allow-writes-to
+// named replays in place, as the user asked (its sessions may be
+// connected there, which a copy does not allow).
 func (s *Server) Fresh() bool { return s.canCopy }
 
 // Side makes one side of a comparison on this server.
@@ -138,11 +141,13 @@ func (s *Server) Side(o SideOptions) (Side, error) {
 	if o.Pool > 0 && s.Lab == nil {
 		return Side{}, fmt.Errorf("a pool (--pool) is started only in front of a pgmedic lab cluster or twin whose files this user can reach; %s is not one", s.Name)
 	}
-	return Side{Name: o.Name, Fresh: s.Fresh(), NoCopy: s.copyWhy, Open: func(ctx context.Context, run int) (*Target, error) { return s.open(ctx, o, run) }}, nil
+	return Side{Name: o.Name, Fresh: s.Fresh(), NoCopy: s.copyWhy,
+		Open:     func(ctx context.Context, run int) (*Target, error) { return s.open(ctx, o, run, s.Lab != nil && s.canCopy) },
+		OpenCopy: func(ctx context.Context, run int) (*Target, error) { return s.open(ctx, o, run, true) }}, nil
 }
 
 // Target readies one run on this server.
-func (s *Server) open(ctx context.Context, o SideOptions, run int) (_ *Target, err error) {
+func (s *Server) open(ctx context.Context, o SideOptions, run int, copied bool) (_ *Target, err error) {
 	db := s.cfg.Database
 	var cleanups []func()
 	t := &Target{Where: s.Name}
@@ -159,7 +164,7 @@ func (s *Server) open(ctx context.Context, o SideOptions, run int) (_ *Target, e
 	admin := func(ctx context.Context, database string) (*pgconn.PgConn, error) {
 		return envelope.DialLow(ctx, s.cfg, setup(database))
 	}
-	if s.Fresh() {
+	if copied {
 		// A copy of the database per run: every run starts from the same
 		// rows, whatever the last one inserted, updated or consumed.
 		// The process id keeps two replays on one server apart.
@@ -230,7 +235,7 @@ func (s *Server) open(ctx context.Context, o SideOptions, run int) (_ *Target, e
 		t.NoPrepare = true
 		t.Where += fmt.Sprintf(", through PgBouncer (transaction mode, %d server connections)", o.Pool)
 	}
-	fresh := s.Fresh()
+	fresh := copied
 	t.Connect = func(ctx context.Context, sess *capture.Session) (*pgconn.PgConn, error) {
 		// A statement past the client's timeout is cancelled on the
 		// server and the session goes on, as a client's timeout does
