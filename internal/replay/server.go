@@ -142,7 +142,9 @@ func (s *Server) Side(o SideOptions) (Side, error) {
 		return Side{}, fmt.Errorf("a pool (--pool) is started only in front of a pgmedic lab cluster or twin whose files this user can reach; %s is not one", s.Name)
 	}
 	return Side{Name: o.Name, Fresh: s.Fresh(), NoCopy: s.copyWhy,
-		Open:     func(ctx context.Context, run int) (*Target, error) { return s.open(ctx, o, run, s.Lab != nil && s.canCopy) },
+		Open: func(ctx context.Context, run int) (*Target, error) {
+			return s.open(ctx, o, run, s.Lab != nil && s.canCopy)
+		},
 		OpenCopy: func(ctx context.Context, run int) (*Target, error) { return s.open(ctx, o, run, true) }}, nil
 }
 
