@@ -185,6 +185,7 @@ func (w *watcher) snapshot(ctx context.Context, db string, window map[stmtKey]St
 		if err != nil {
 			return nil, fmt.Errorf("reading database %s for the bundle: %w", db, err)
 		}
+		w.own.sessions.Add(1)
 		defer sess.Close()
 	}
 	opts := collect.Defaults()
@@ -203,7 +204,7 @@ func (w *watcher) snapshot(ctx context.Context, db string, window map[stmtKey]St
 		sort.Slice(out, func(i, j int) bool { return out[i].TotalExecMS > out[j].TotalExecMS })
 		return out
 	}
-	snap, err := collect.SnapshotWith(ctx, sess.Conn, time.Now(), opts)
+	snap, err := collect.SnapshotWith(ctx, w.own.counted(sess.Conn), time.Now(), opts)
 	if err != nil {
 		return nil, fmt.Errorf("reading database %s for the bundle: %w", db, err)
 	}

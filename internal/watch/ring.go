@@ -29,6 +29,8 @@ type Record struct {
 	// Hidden counts the sessions of the watched database whose state and
 	// statement the role may not see (without pg_read_all_stats).
 	Hidden int `json:"hidden,omitempty"`
+	// Own is what watch itself had added to the counters by this tick.
+	Own *OwnWork `json:"own,omitempty"`
 	// A reading of pg_stat_statements: what moved since Since.
 	Since      time.Time   `json:"since,omitzero"`
 	Statements []Statement `json:"statements,omitempty"`

@@ -123,9 +123,13 @@ type Detector struct {
 }
 
 type counterAt struct {
-	at          time.Time
-	errors, new int64
-	hasSessions bool
+	at time.Time
+	// errors and new are the counters less watch's own work, never
+	// going down; raw are the server's, which a restart or a reset sends
+	// back.
+	errors, new       int64
+	rawErrors, rawNew int64
+	hasSessions       bool
 }
 
 // tickView is what one tick's sessions and pools show, read once for
@@ -297,14 +301,26 @@ func (d *Detector) bursts(rec Record) []Firing {
 	var c counterAt
 	c.at = rec.At
 	for _, db := range rec.Databases {
-		c.errors += db.Rollbacks + db.SessionsFatal + db.SessionsKilled + db.Deadlocks
-		c.new += db.Sessions
+		c.rawErrors += db.Rollbacks + db.SessionsFatal + db.SessionsKilled + db.Deadlocks
+		c.rawNew += db.Sessions
 		c.hasSessions = c.hasSessions || db.Sessions > 0
 	}
-	if n := len(d.counters); n > 0 && (c.errors < d.counters[n-1].errors || c.new < d.counters[n-1].new) {
+	if n := len(d.counters); n > 0 && (c.rawErrors < d.counters[n-1].rawErrors || c.rawNew < d.counters[n-1].rawNew) {
 		// The counters went back: the server restarted or its statistics
 		// were reset. The history before is of another count.
 		d.counters = d.counters[:0]
+	}
+	// Watch's own rollbacks and sessions are taken off. The server
+	// reports a backend's counters up to 10 s after the fact, so watch
+	// may count its work before the server does: the counters less it
+	// are held where they were until the server's catch up, rather than
+	// going back (which would read as a reset).
+	c.errors, c.new = c.rawErrors, c.rawNew
+	if rec.Own != nil {
+		c.errors, c.new = c.rawErrors-rec.Own.Rollbacks, c.rawNew-rec.Own.Sessions
+	}
+	if n := len(d.counters); n > 0 {
+		c.errors, c.new = max(c.errors, d.counters[n-1].errors), max(c.new, d.counters[n-1].new)
 	}
 	d.counters = append(d.counters, c)
 	// Keep the history and one window.

@@ -308,3 +308,31 @@ func TestTriggerTable(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnWorkIsNoBurst: watch reading an incident's catalogs rolls back
+// dozens of transactions and opens a session. Counted by watch before the
+// server reports them (the server's counters lag), they fire nothing;
+// the same jump that was not watch's fires both bursts.
+func TestOwnWorkIsNoBurst(t *testing.T) {
+	for _, own := range []bool{true, false} {
+		recs := counters(120, 1, 10, 100, 106)
+		var work OwnWork
+		for i := range recs {
+			if own && i == 98 { // watch counts its work two ticks early
+				work = OwnWork{Rollbacks: 6 * 10, Sessions: 6 * 10}
+			}
+			w := work
+			recs[i].Own = &w
+		}
+		d := &Detector{T: Defaults(2)}
+		got := map[string]bool{}
+		for _, r := range recs {
+			for _, f := range d.Tick(r) {
+				got[f.Kind] = true
+			}
+		}
+		if got[ErrorBurst] == own || got[ConnBurst] == own {
+			t.Errorf("own work %v: error burst %v, connection burst %v", own, got[ErrorBurst], got[ConnBurst])
+		}
+	}
+}

@@ -92,6 +92,7 @@ func (c *Config) defaults() {
 
 // watcher is one target's recorder.
 type watcher struct {
+	own     ownCounter
 	t       Target
 	cfg     Config
 	ring    *Ring
@@ -208,6 +209,7 @@ func (w *watcher) connect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	w.own.sessions.Add(1)
 	w.sess, w.target = sess, sess.Target
 	if w.t.PgBouncer != "" && w.bouncer == nil {
 		b, err := envelope.ConnectBouncer(ctx, w.t.PgBouncer, envelope.Options{})
@@ -293,7 +295,7 @@ func (w *watcher) tick(ctx context.Context, at time.Time) error {
 	if w.sess == nil {
 		return errNotConnected
 	}
-	q := w.sess.Conn
+	q := w.own.counted(w.sess.Conn)
 	smp, hidden, err := collect.SampleOnce(ctx, q, w.server.VersionNum, at, w.server.Database, w.cpu, w.lastCPU)
 	if err != nil {
 		return err
@@ -310,7 +312,7 @@ func (w *watcher) tick(ctx context.Context, at time.Time) error {
 			smp.Backends[i].Query = ""
 		}
 	}
-	rec := Record{Kind: "tick", At: at.UTC(), Sample: &smp, Databases: dbs, Hidden: hidden}
+	rec := Record{Kind: "tick", At: at.UTC(), Sample: &smp, Databases: dbs, Hidden: hidden, Own: w.own.work()}
 	if w.bouncer != nil {
 		if ps, err := collect.ShowPools(ctx, w.bouncer.Conn, at); err == nil {
 			rec.Pools = &ps
@@ -412,14 +414,14 @@ type stmtKey struct {
 func (w *watcher) findPgss(ctx context.Context) {
 	w.pgss, w.pgssNote = "", ""
 	var schema string
-	err := w.sess.Conn.QueryRow(ctx, envelope.Tag+`SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pg_stat_statements'`).Scan(&schema)
+	err := w.own.counted(w.sess.Conn).QueryRow(ctx, envelope.Tag+`SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pg_stat_statements'`).Scan(&schema)
 	if err != nil {
 		w.pgssNote = fmt.Sprintf("pg_stat_statements is not installed in database %s: statements are not recorded (CREATE EXTENSION pg_stat_statements there)", w.server.Database)
 		return
 	}
 	w.pgss = sqlparse.QuoteIdent(schema)
 	var jit bool
-	w.sess.Conn.QueryRow(ctx, envelope.Tag+`SELECT count(*) > 0 FROM pg_attribute WHERE attrelid = format('%I.pg_stat_statements', $1::text)::regclass AND attname = 'jit_functions'`, schema).Scan(&jit)
+	w.own.counted(w.sess.Conn).QueryRow(ctx, envelope.Tag+`SELECT count(*) > 0 FROM pg_attribute WHERE attrelid = format('%I.pg_stat_statements', $1::text)::regclass AND attname = 'jit_functions'`, schema).Scan(&jit)
 	w.hasJIT = jit
 }
 
