@@ -36,6 +36,7 @@ type checkFlags struct {
 	logFiles    []string
 	serverLogMB int
 	profile     time.Duration
+	showValues  bool
 	// The twin: check only.
 	twin      bool
 	twinDSN   string
@@ -62,6 +63,7 @@ func (c *checkFlags) register(cmd *cobra.Command) {
 	cmd.Flags().DurationVar(&c.sample, "sample", 10*time.Second, "watch the server's sessions this long (pg_stat_activity, pg_locks, pg_stat_database) for stalled clients, idle transactions, lock queues and connection pressure; 0 turns it off")
 	cmd.Flags().DurationVar(&c.sampleInterval, "sample-interval", 100*time.Millisecond, "time between two samples (one query each)")
 	addPgBouncer(cmd, &c.pgbouncer)
+	cmd.Flags().BoolVar(&c.showValues, "show-values", false, "show in the report the values re-runs took from the database's data (pg_stats' common values, the application's literals); by default a report names where each came from and its type, not the value")
 	cmd.Flags().IntVar(&c.verifyMaxMB, "verify-max-size", 1024, "largest table (MB, with indexes) --verify-indexes copies, and largest relation pgstattuple reads")
 }
 
@@ -150,7 +152,7 @@ func (c checkFlags) options(ids []string, logf func(string, ...any)) diagnose.Op
 		ServerCores: c.serverCores, Runs: c.runs, NoVerify: c.noVerify, VerifyIndexes: c.verifyIndexes,
 		MaxCopyBytes: int64(c.verifyMaxMB) << 20, AllowFunctions: c.allowFunctions,
 		MaxTables: c.maxTables, MaxStatements: c.maxStatements, SampleFor: c.sample, SampleEvery: c.sampleInterval, PgBouncer: c.pgbouncer, Log: logf,
-		LogFiles: c.logFiles, ServerLogBytes: int64(c.serverLogMB) << 20, ProfileFor: c.profile}
+		LogFiles: c.logFiles, ServerLogBytes: int64(c.serverLogMB) << 20, ProfileFor: c.profile, ShowValues: c.showValues}
 }
 
 // findingsReport is what check and explain print: a report in every

@@ -52,7 +52,19 @@ func TestApplicationValuesFromActivity(t *testing.T) {
 			app.Exec(ctx, poll)
 		}
 	}()
-	code, out, errOut := run(t, "check", cluster.DSN("fidelity_literals"), "--format", "json", "--min-severity", "info", "--verify-indexes", "--rules", "missing-index")
+	code, out, errOut := run(t, "check", cluster.DSN("fidelity_literals"), "--format", "json", "--min-severity", "info", "--verify-indexes", "--rules", "missing-index", "--show-values")
+	// Without --show-values, no report carries the application's value,
+	// in any format: not the re-run's parameters, not the sampled
+	// sessions' texts.
+	for _, format := range []string{"json", "text", "markdown", "html"} {
+		code, hidden, errOut := run(t, "check", cluster.DSN("fidelity_literals"), "--format", format, "--min-severity", "info", "--verify-indexes", "--rules", "missing-index", "--sample", "2s")
+		if !checkRan(code) {
+			t.Fatalf("%s: exit %d: %s", format, code, errOut)
+		}
+		if i := strings.Index(hidden, "queued"); i >= 0 {
+			t.Errorf("the %s report carries the application's value without --show-values: ...%s...", format, hidden[max(0, i-150):min(len(hidden), i+50)])
+		}
+	}
 	stop()
 	wg.Wait()
 	if !checkRan(code) {

@@ -46,6 +46,9 @@ func FromBundle(dir, version string, o Options, min model.Severity) (*report.Rep
 	rep.Target.Database = meta.Database
 	rep.Unseen = unseen(snap, skipped)
 	rep.Sessions = snap.Sampling.Summary()
+	if !o.ShowValues {
+		rep.Sessions.HideValues(normalised)
+	}
 	rep.Statements, rep.Plans = snap.StatementRows()
 	rep.Incident = &report.IncidentHeader{Bundle: filepath.Base(dir), Triggers: meta.Triggers, From: meta.From, To: meta.To}
 	if o.Baseline != nil {

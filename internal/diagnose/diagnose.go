@@ -79,6 +79,10 @@ type Options struct {
 	// --baseline): findings NEW, PERSISTING or RESOLVED, statements
 	// slower or faster, slowdowns re-measured.
 	Baseline *baseline.Old
+	// ShowValues shows values taken from the user's data in the report
+	// (--show-values): re-runs' parameters from pg_stats or the
+	// application's literals.
+	ShowValues bool
 	// Sampled, when set, is called once the snapshot and its samples are
 	// collected, before any experiment: the lab ends a scenario's workload
 	// there when the twin shares its machine, as a twin elsewhere would
@@ -211,6 +215,9 @@ func Check(ctx context.Context, dsn, version string, o Options, min model.Severi
 	rep := report.New(version, sess.Target, snap.CollectedAt, findings, skipped, rules.SnapshotRules(selected), min)
 	rep.Unseen = unseen(snap, skipped)
 	rep.Sessions = snap.Sampling.Summary()
+	if !o.ShowValues {
+		rep.Sessions.HideValues(normalised)
+	}
 	rep.Statements, rep.Plans = snap.StatementRows()
 	rep.ElapsedS, rep.Envelope = model.Round(time.Since(started).Seconds(), 1), sess.Settings()
 	rep.Twin = twinLine
@@ -248,7 +255,7 @@ func (o Options) engine(sess *envelope.Session) *verify.Engine {
 	return &verify.Engine{Conn: sess.Conn, Runs: o.Runs, Cores: serverCores(o.ServerCores, sess.Target.Host),
 		StatementTimeoutText: o.StatementTimeout.String(), Log: o.Log,
 		Lab: o.Lab, VerifyIndexes: o.VerifyIndexes, MaxCopyBytes: o.MaxCopyBytes,
-		AllowFunctions: o.AllowFunctions, CopyTimeout: o.CopyTimeout}
+		AllowFunctions: o.AllowFunctions, CopyTimeout: o.CopyTimeout, ShowValues: o.ShowValues}
 }
 
 // remeasure runs the statements a baseline comparison found slower again
@@ -438,4 +445,10 @@ func Logs(ctx context.Context, sources []logs.Source, opt logs.Options, ruleIDs 
 		}
 	}
 	return s, kept, skipped, nil
+}
+
+// normalised is a statement's text with its literals replaced by $n.
+func normalised(q string) string {
+	_, n := sqlparse.Fingerprint(q)
+	return n
 }

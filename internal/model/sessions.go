@@ -161,3 +161,40 @@ func (c textCounts) add(q string) {
 	}
 	c.n[n]++
 }
+
+// HideValues replaces every statement text the sampler saw (with the
+// literals the application sent: names, e-mail addresses, ids) by its
+// normalised form, for a report that is pasted into tickets and pull
+// requests; check --show-values keeps them. normalise is called once per
+// distinct text.
+func (s *Sessions) HideValues(normalise func(string) string) {
+	if s == nil {
+		return
+	}
+	seen := map[string]string{}
+	hide := func(q *string) {
+		if *q == "" {
+			return
+		}
+		n, ok := seen[*q]
+		if !ok {
+			n = normalise(*q)
+			seen[*q] = n
+		}
+		*q = n
+	}
+	for i := range s.Samples {
+		for j := range s.Samples[i].Backends {
+			hide(&s.Samples[i].Backends[j].Query)
+		}
+	}
+	for i := range s.Longest {
+		hide(&s.Longest[i].Query)
+	}
+	for i := range s.Blocking {
+		hide(&s.Blocking[i].Query)
+	}
+	for i := range s.ByQuery {
+		hide(&s.ByQuery[i].Key)
+	}
+}

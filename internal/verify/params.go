@@ -30,10 +30,11 @@ func (e *Engine) parameterValues(ctx context.Context, cols map[int][]sqlparse.Co
 		if lit, ok := seen[n]; ok {
 			// The application's own value, as SQL: used as it is.
 			values[i] = "(" + lit + ")::" + typ
-			desc = append(desc, fmt.Sprintf("$%d = %s (the application's value, from pg_stat_activity)", n, shorten(lit, 40)))
+			desc = append(desc, e.valueText(n, lit, typ, "the application's value, from pg_stat_activity", true))
 			continue
 		}
 		var v, from string
+		userData := false
 		if l, ok := limits[n]; ok {
 			v, from = fmt.Sprint(l), "rows per call in pg_stat_statements"
 		}
@@ -42,7 +43,7 @@ func (e *Engine) parameterValues(ctx context.Context, cols map[int][]sqlparse.Co
 				break
 			}
 			if sv, ok := e.statsValue(ctx, c); ok {
-				v, from = sv, "pg_stats "+c.Table+"."+c.Column
+				v, from, userData = sv, "pg_stats "+c.Table+"."+c.Column, true
 				break
 			}
 		}
@@ -58,9 +59,22 @@ func (e *Engine) parameterValues(ctx context.Context, cols map[int][]sqlparse.Co
 		} else {
 			values[i] = literal(v) + "::" + typ
 		}
-		desc = append(desc, fmt.Sprintf("$%d = %s (%s)", n, shorten(v, 40), from))
+		desc = append(desc, e.valueText(n, v, typ, from, userData))
 	}
 	return values, desc, ""
+}
+
+// valueText describes a re-run's parameter for the report. A value taken
+// from the user's data (pg_stats' common values and histogram bounds, the
+// literals an application sent) is named by where it came from and its
+// type, not shown: reports are pasted into tickets and pull requests.
+// --show-values (ShowValues) shows it. A count or a value of the type's
+// own domain is pgmedic's, and shown.
+func (e *Engine) valueText(n int, v, typ, from string, userData bool) string {
+	if userData && !e.ShowValues {
+		return fmt.Sprintf("$%d = a %s value (%s; --show-values shows it)", n, typ, from)
+	}
+	return fmt.Sprintf("$%d = %s (%s)", n, shorten(v, 40), from)
 }
 
 // statsValue reads a representative value for a column from pg_stats.

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/pgmedic/pgmedic/internal/plan"
@@ -58,5 +59,23 @@ func TestBlocksTouchedCountsLocalBuffers(t *testing.T) {
 	}
 	if got := blocksTouched(ex.Plan.Buffers); got != 109 {
 		t.Fatalf("blocksTouched = %d, want 109 (3+1 shared, 100+5 local)", got)
+	}
+}
+
+// TestValuesHiddenByDefault: a value re-runs took from the user's data
+// (pg_stats, the application's literals) is named by its source and type
+// in the report, never shown, unless --show-values; pgmedic's own counts
+// and domain values are shown.
+func TestValuesHiddenByDefault(t *testing.T) {
+	const planted = "person29@example.com"
+	for _, show := range []bool{false, true} {
+		e := &Engine{ShowValues: show}
+		got := e.valueText(1, planted, "text", "pg_stats customers.email", true)
+		if strings.Contains(got, planted) != show || !strings.Contains(got, "pg_stats customers.email") {
+			t.Errorf("show %v: %q", show, got)
+		}
+		if got := e.valueText(2, "100", "bigint", "rows per call in pg_stat_statements", false); !strings.Contains(got, "100") {
+			t.Errorf("a count of pgmedic's was hidden: %q", got)
+		}
 	}
 }

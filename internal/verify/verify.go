@@ -76,6 +76,9 @@ type Engine struct {
 	// CPU samples pgmedic's own backend while a CPU hot spot's statement
 	// is re-run (perf on the database server); nil when there is none.
 	CPU profile.CPU
+	// ShowValues shows, in the report, the values a re-run took from the
+	// user's data (--show-values); by default their source and type only.
+	ShowValues bool
 
 	// columnType types the parameters PostgreSQL cannot infer (the
 	// snapshot's ColumnType).
