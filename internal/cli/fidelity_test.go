@@ -91,3 +91,63 @@ func TestApplicationValuesFromActivity(t *testing.T) {
 	}
 	t.Fatalf("no missing-index finding on jobs:\n%s", out)
 }
+
+// TestSampledValuesHidden: a transaction left idle after writing a
+// planted value, and a session queued behind it. Their statements, as
+// pg_stat_activity shows them, carry the value; without --show-values no
+// report format does (the findings' titles and objects, the sessions
+// section), and with it the report shows what the sessions ran.
+func TestSampledValuesHidden(t *testing.T) {
+	needCluster(t)
+	const planted = "planted-7f3a91"
+	freshDB(t, "fidelity_sampled",
+		`CREATE TABLE accounts (id int PRIMARY KEY, note text)`,
+		`INSERT INTO accounts VALUES (1, 'x')`)
+	ctx := context.Background()
+	cfg, err := pgx.ParseConfig(cluster.DSN("fidelity_sampled"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	holder, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(ctx)
+	waiter, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer waiter.Close(ctx)
+	if _, err := holder.Exec(ctx, "BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.Exec(ctx, "UPDATE accounts SET note = '"+planted+"' WHERE id = 1"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		waiter.Exec(ctx, "UPDATE accounts SET note = 'then "+planted+"' WHERE id = 1")
+	}()
+	defer func() {
+		holder.Exec(ctx, "ROLLBACK")
+		<-done
+	}()
+	for _, c := range []struct {
+		format string
+		show   bool
+	}{{"json", false}, {"text", false}, {"markdown", false}, {"html", false}, {"text", true}} {
+		args := []string{"check", cluster.DSN("fidelity_sampled"), "--format", c.format, "--min-severity", "info", "--no-verify", "--sample", "2s"}
+		if c.show {
+			args = append(args, "--show-values")
+		}
+		code, out, errOut := run(t, args...)
+		if !checkRan(code) {
+			t.Fatalf("%s: exit %d: %s", c.format, code, errOut)
+		}
+		if i := strings.Index(out, planted); (i >= 0) != c.show {
+			t.Errorf("%s, --show-values %v: the planted value is there: %v ...%s...", c.format, c.show, i >= 0, out[max(0, i-150):max(0, min(len(out), i+50))])
+		}
+	}
+}

@@ -32,6 +32,7 @@ func FromBundle(dir, version string, o Options, min model.Severity) (*report.Rep
 		snap.Missing = map[string]model.Skip{}
 	}
 	snap.ServerCores, snap.CoresGuessed = meta.ServerCores, meta.CoresGuessed
+	snap.ShowValues = o.ShowValues
 	findings, skipped := rules.Run(snap, selected)
 	why := fmt.Sprintf("read from the incident bundle %s, with no server to re-run on: pgmedic check on %s measures it", filepath.Base(dir), meta.Server)
 	for i := range findings {

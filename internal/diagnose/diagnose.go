@@ -189,6 +189,7 @@ func Check(ctx context.Context, dsn, version string, o Options, min model.Severi
 	}
 	snap.ServerCores = serverCores(o.ServerCores, sess.Target.Host)
 	snap.CoresGuessed = o.ServerCores <= 0 && !local(sess.Target.Host)
+	snap.ShowValues = o.ShowValues
 	findings, skipped := rules.Run(snap, selected)
 	if ok, why := pgversion.Supported(sess.Target.ServerVersionNum); !ok {
 		skipped = append(skipped, model.Skip{Rule: "version", Reason: why,

@@ -82,6 +82,9 @@ const (
 
 // Snapshot is everything the collectors learned about one database.
 type Snapshot struct {
+	// ShowValues: reports may show the application's values (literal
+	// texts sampled from pg_stat_activity); see Shown.
+	ShowValues bool `json:"-"`
 	CollectedAt time.Time
 	Server      Server
 	Database    string

@@ -61,3 +61,14 @@ func (snap *Snapshot) StatementRows() ([]StatementRow, map[string]*plan.Flat) {
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].TotalMS > rows[j].TotalMS })
 	return rows, plans
 }
+
+// Shown is a sampled statement's text as a report shows it: normalised
+// (its literals, the application's values, replaced by $n) unless the
+// user asked for values (check --show-values, ShowValues).
+func (s *Snapshot) Shown(q string) string {
+	if s.ShowValues || q == "" {
+		return q
+	}
+	_, n := sqlparse.Fingerprint(q)
+	return n
+}

@@ -245,7 +245,7 @@ func lockContention(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	title := fmt.Sprintf("lock waits took %s of the sampled session time; at the worst moment %s waited", pct(share), sessionsWord(worst))
 	headText := "the head of the chain was not visible (another database, or a role pgmedic may not see)"
 	if headWaiters > 0 {
-		headText = fmt.Sprintf("%s, %s for %s, running %q", who(head), head.State, sec(head.StateMS), printable.Shorten(head.Query, 100))
+		headText = fmt.Sprintf("%s, %s for %s, running %q", who(head), head.State, sec(head.StateMS), printable.Shorten(s.Shown(head.Query), 100))
 		title += fmt.Sprintf(" behind %s (%s)", who(head), head.State)
 	}
 	f := model.Finding{
@@ -387,7 +387,7 @@ func ddlQueue(s *model.Snapshot, smp model.ActivitySample, byPID map[int]model.B
 	var blockers []string
 	for _, p := range ddl.BlockedBy {
 		if b, ok := byPID[p]; ok {
-			blockers = append(blockers, fmt.Sprintf("%s, %s for %s, running %q", who(b), b.State, sec(b.StateMS), printable.Shorten(b.Query, 80)))
+			blockers = append(blockers, fmt.Sprintf("%s, %s for %s, running %q", who(b), b.State, sec(b.StateMS), printable.Shorten(s.Shown(b.Query), 80)))
 		} else {
 			blockers = append(blockers, fmt.Sprintf("pid %d (not visible to pgmedic's role)", p))
 		}
@@ -400,14 +400,14 @@ func ddlQueue(s *model.Snapshot, smp model.ActivitySample, byPID map[int]model.B
 	heads := pidsOf(ddl.BlockedBy)
 	for i, p := range ddl.BlockedBy {
 		if b, ok := byPID[p]; ok {
-			heads[i] = fmt.Sprintf("%s running %q", who(b), printable.Shorten(b.Query, 60))
+			heads[i] = fmt.Sprintf("%s running %q", who(b), printable.Shorten(s.Shown(b.Query), 60))
 		}
 	}
 	summary, sql := ddlFix(d, ddl.Query)
-	title := fmt.Sprintf("schema change %q has held %s on %s for %s; %s queued behind it", printable.Shorten(ddl.Query, 80), mode, rel, sec(ddl.StateMS), sessionsWord(queued))
+	title := fmt.Sprintf("schema change %q has held %s on %s for %s; %s queued behind it", printable.Shorten(s.Shown(ddl.Query), 80), mode, rel, sec(ddl.StateMS), sessionsWord(queued))
 	impact := fmt.Sprintf("the %s of %s holds %s while it runs, and %s waits behind it", d.Command, who(ddl), mode, what)
 	if waiting {
-		title = fmt.Sprintf("schema change %q waited %s for %s on %s behind %s; %s queued behind it", printable.Shorten(ddl.Query, 80), sec(ddl.StateMS), mode, rel,
+		title = fmt.Sprintf("schema change %q waited %s for %s on %s behind %s; %s queued behind it", printable.Shorten(s.Shown(ddl.Query), 80), sec(ddl.StateMS), mode, rel,
 			strings.Join(heads, ", "), sessionsWord(queued))
 		impact = fmt.Sprintf("the %s of %s waits for %s, and %s waits behind it. It waits for %s", d.Command, who(ddl), mode, what, strings.Join(blockers, "; "))
 		if len(ddl.BlockedBy) > 0 {
@@ -417,7 +417,7 @@ func ddlQueue(s *model.Snapshot, smp model.ActivitySample, byPID map[int]model.B
 	return model.Finding{
 		Rule: LockContentionID, Title: title,
 		Experiment: lockQueueExperiment(d, ddl, byPID, behind),
-		Object:     model.Object{Kind: "statement", Name: printable.Shorten(ddl.Query, 200), Role: ddl.User, Database: s.Database},
+		Object:     model.Object{Kind: "statement", Name: printable.Shorten(s.Shown(ddl.Query), 200), Role: ddl.User, Database: s.Database},
 		Evidence: []model.Evidence{
 			ev("sessions queued behind the schema change", float64(queued), ""),
 			ev("the schema change has been running", ddl.StateMS, "ms"),
@@ -889,7 +889,7 @@ func jitNote(st *model.Statement) string {
 // fingerprint of its statement, not its pid, is what names it from one
 // run to the next.
 func sessionObject(s *model.Snapshot, pid int, b model.Backend) model.Object {
-	o := model.Object{Kind: "session", Name: fmt.Sprintf("pid %d: %s", pid, printable.Shorten(b.Query, 80)), Role: b.User, Database: s.Database}
+	o := model.Object{Kind: "session", Name: fmt.Sprintf("pid %d: %s", pid, printable.Shorten(s.Shown(b.Query), 80)), Role: b.User, Database: s.Database}
 	if strings.TrimSpace(b.Query) != "" {
 		o.Fingerprint, _ = sqlparse.Fingerprint(b.Query)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/printable"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
 // Trigger kinds: what opens an incident. Each is a row of Triggers.
@@ -224,7 +225,7 @@ func clientStall(d *Detector, v *tickView) string {
 		return ""
 	}
 	return fmt.Sprintf("a transaction idle %s in its client (pid %d, %s); %d of the last %d ticks",
-		printable.MS(v.longestIdle.StateMS), v.longestIdle.PID, printable.Clip(v.longestIdle.Query, 60), n, len(d.stalls))
+		printable.MS(v.longestIdle.StateMS), v.longestIdle.PID, printable.Clip(normalised(v.longestIdle.Query), 60), n, len(d.stalls))
 }
 
 // poolWaits: a pool's clients waiting PoolWaitMS, PoolTicks ticks running.
@@ -286,7 +287,7 @@ func headText(heads map[int]int, backends []model.Backend) string {
 		return ""
 	}
 	if b, ok := byPID[best]; ok {
-		return fmt.Sprintf(", %d behind pid %d (%s: %s)", n, best, b.State, printable.Clip(b.Query, 60))
+		return fmt.Sprintf(", %d behind pid %d (%s: %s)", n, best, b.State, printable.Clip(normalised(b.Query), 60))
 	}
 	return fmt.Sprintf(", %d behind pid %d", n, best)
 }
@@ -402,4 +403,16 @@ func P95(st Statement) float64 {
 	mean := st.TotalExecMS / n
 	variance := math.Max(0, st.SumSqMS/n-mean*mean)
 	return mean + 1.645*math.Sqrt(variance)
+}
+
+// normalised is a sampled statement with its literals (the application's
+// values) replaced by $n: a trigger's detail goes to watch's log, to
+// /metrics' consumers and into the bundle's report, which are read by
+// people the data is not for. The ring keeps the text as sampled.
+func normalised(q string) string {
+	if q == "" {
+		return q
+	}
+	_, n := sqlparse.Fingerprint(q)
+	return n
 }
