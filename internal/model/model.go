@@ -84,7 +84,7 @@ const (
 type Snapshot struct {
 	// ShowValues: reports may show the application's values (literal
 	// texts sampled from pg_stat_activity); see Shown.
-	ShowValues bool `json:"-"`
+	ShowValues  bool `json:"-"`
 	CollectedAt time.Time
 	Server      Server
 	Database    string
