@@ -11,7 +11,9 @@ package baseline
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"sort"
 	"time"
@@ -55,7 +57,7 @@ func Load(data []byte, path string) (*Old, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	if err := dec.Decode(&top); err != nil {
-		return nil, fmt.Errorf("--baseline %s is not JSON (%v): give a report written by pgmedic check --format json", path, shortErr(err))
+		return nil, fmt.Errorf("--baseline %s is not JSON (%s): give a report written by pgmedic check --format json", path, notJSON(data, err))
 	}
 	old := &Old{Path: path}
 	found := false
@@ -123,6 +125,30 @@ func Load(data []byte, path string) (*Old, error) {
 		old.Findings[i].ID = old.Findings[i].Identity()
 	}
 	return old, nil
+}
+
+// notJSON says what a file that is not JSON looks like instead, in a
+// person's words rather than the decoder's ("invalid character 'a' in
+// literal null"): empty, cut short, or text of another kind. None of its
+// content is quoted: it may be data.
+func notJSON(data []byte, err error) string {
+	trimmed := bytes.TrimSpace(data)
+	var syntax *json.SyntaxError
+	switch {
+	case len(trimmed) == 0:
+		return "it is empty"
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+		return "it ends before its first value does: cut short?"
+	case trimmed[0] != '{' && trimmed[0] != '[':
+		line, _, _ := bytes.Cut(trimmed, []byte("\n"))
+		if bytes.Count(line, []byte(",")) >= 2 || bytes.Count(line, []byte(";")) >= 2 {
+			return "it reads as a table of comma- or semicolon-separated values, a CSV"
+		}
+		return "its first character is not the { or [ a JSON report starts with"
+	case errors.As(err, &syntax):
+		return fmt.Sprintf("it stops being JSON at byte %d", syntax.Offset)
+	}
+	return shortErr(err)
 }
 
 func shortErr(err error) string {

@@ -30,7 +30,7 @@ func TestLoad(t *testing.T) {
 		}
 	}
 	for _, c := range []struct{ data, want string }{
-		{"", "not JSON"}, {"{", "not JSON"}, {`{"a": 1}`, "holds no findings"}, {`{"findings": [{"severity": "urgent"}]}`, "cannot be read"},
+		{"", "not JSON"}, {"{", "cut short"}, {"rule,severity,title\nmissing-index,warning,x\n", "a CSV"}, {`{"a": 1}`, "holds no findings"}, {`{"findings": [{"severity": "urgent"}]}`, "cannot be read"},
 	} {
 		if _, err := baseline.Load([]byte(c.data), "x.json"); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q: %v", c.data, err)

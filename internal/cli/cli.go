@@ -70,7 +70,7 @@ var errFindings = &exitError{code: ExitFindings, err: errors.New("findings at or
 
 // errIncomplete is a check that found nothing in what it could see, while
 // it could not see part of the database (exit 4).
-var errIncomplete = &exitError{code: ExitIncomplete, err: errors.New("pgmedic could not see all of the database")}
+var errIncomplete = &exitError{code: ExitIncomplete, err: errors.New("could not see all of the database: the report's first lines say what, and the grant that shows it")}
 
 // Run executes pgmedic with args (without the program name) and returns the
 // process exit code.

@@ -126,7 +126,7 @@ func (f watchFlags) targetsOf(dsn string) ([]watch.Target, error) {
 		if f.shard != "" {
 			return nil, usageErr("--shard needs --targets")
 		}
-		return []watch.Target{{Name: "target", DSN: dsn, PgBouncer: f.pgbouncer, ServerCores: f.serverCores}}, nil
+		return []watch.Target{{Name: watch.NameOf(dsn), DSN: dsn, PgBouncer: f.pgbouncer, ServerCores: f.serverCores}}, nil
 	}
 	if dsn != "" || f.pgbouncer != "" {
 		return nil, usageErr("--targets names every server: drop the DSN and --pgbouncer (put pgbouncer: in the target's entry)")

@@ -277,9 +277,15 @@ func statements(ctx context.Context, q envelope.Conn, s *model.Snapshot, limit i
 	var schema string
 	err := q.QueryRow(ctx, envelope.Tag+`SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pg_stat_statements'`).Scan(&schema)
 	if errors.Is(err, pgx.ErrNoRows) {
+		fix := "CREATE EXTENSION pg_stat_statements; (it also needs shared_preload_libraries = 'pg_stat_statements' and a restart)"
+		// pg_settings shows shared_preload_libraries to roles that may
+		// read it (and leaves it out for the others, without an error).
+		if pre, ok := s.Settings["shared_preload_libraries"]; ok && strings.Contains(pre.Value, "pg_stat_statements") {
+			fix = "CREATE EXTENSION pg_stat_statements; (the server already preloads it: no restart needed)"
+		}
 		s.Missing[model.SrcStatements] = model.Skip{
 			Reason: fmt.Sprintf("the pg_stat_statements extension is not installed in database %q", s.Database),
-			Fix:    "CREATE EXTENSION pg_stat_statements; (it also needs shared_preload_libraries = 'pg_stat_statements' and a restart)",
+			Fix:    fix,
 		}
 		return
 	}

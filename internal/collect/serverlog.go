@@ -45,7 +45,7 @@ func ReadServerLog(ctx context.Context, q envelope.Conn, role string, maxBytes i
 	if role != "" {
 		r = sqlparse.QuoteIdent(role)
 	}
-	orFile := "; or give the log with --log FILE"
+	orFile := " (or give the log with --log FILE)"
 	var collector string
 	if err := q.QueryRow(ctx, envelope.Tag+"SELECT current_setting('logging_collector')").Scan(&collector); err != nil {
 		return skip("server log not read: "+envelope.Message(err), "give the log with --log FILE")

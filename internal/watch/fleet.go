@@ -161,3 +161,15 @@ func yamlError(err error) string {
 	return strings.NewReplacer("[]watch.Target", "a list of targets", "watch.Target", "a target (name, dsn, pgbouncer, labels, server_cores)",
 		"watch.Fleet", "the file (its top level is targets:)", "map[string]string", "labels (key: value)").Replace(msg)
 }
+
+// NameOf names a single target after the server and database its DSN
+// reaches ("db.example.com:5432/shop"; the libpq environment's when the
+// DSN is empty), never its user or password; "target" when it does not
+// parse (connecting then says why).
+func NameOf(dsn string) string {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return "target"
+	}
+	return fmt.Sprintf("%s:%d/%s", cfg.Host, cfg.Port, cfg.Database)
+}

@@ -175,3 +175,17 @@ func TestShardsSplitTheFleet(t *testing.T) {
 		}
 	}
 }
+
+// TestNameOf: a single target is named by its server and database, never
+// its user or password.
+func TestNameOf(t *testing.T) {
+	if got := NameOf("postgres://app:s3cret@db.example.com:6543/shop"); got != "db.example.com:6543/shop" {
+		t.Errorf("NameOf = %q", got)
+	}
+	if got := NameOf("host=db.example.com dbname=shop user=app password=s3cret"); strings.Contains(got, "s3cret") || !strings.Contains(got, "db.example.com") {
+		t.Errorf("NameOf = %q", got)
+	}
+	if got := NameOf("postgres://%zz"); got != "target" {
+		t.Errorf("NameOf of a DSN that does not parse = %q", got)
+	}
+}
