@@ -147,7 +147,7 @@ const sampleSize = 2048
 
 var (
 	lockWaitRe = sync.OnceValue(func() *regexp.Regexp {
-		return regexp.MustCompile(`^process \d+ (?:still waiting|acquired) for \w+ on .* after ([0-9.]+) ms`)
+		return regexp.MustCompile(`^process \d+ (?:still waiting|acquired) for (\w+) on (\w+) .* after ([0-9.]+) ms`)
 	})
 	tempRe     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^temporary file: path ".*", size (\d+)`) })
 	ckptRe     = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^checkpoint starting: (.*)$`) })
@@ -368,8 +368,14 @@ func (s *Summary) addMaintenanceLine(e Entry, min *Minute) {
 	switch {
 	case strings.HasPrefix(msg, "process "):
 		if m := lockWaitRe().FindStringSubmatch(msg); m != nil && strings.Contains(msg, "still waiting") {
-			ms, _ := strconv.ParseFloat(m[1], 64)
+			ms, _ := strconv.ParseFloat(m[3], 64)
 			s.Events["lock waits"]++
+			// A wait on a relation's lock is a schema change's queue: the
+			// change waiting for ACCESS EXCLUSIVE, or the sessions queued
+			// behind it. A wait on a transaction or a tuple is for a row.
+			if m[2] == "relation" {
+				s.Events["lock waits on a relation"]++
+			}
 			s.LockWaitMS += ms
 			min.LockWaits++
 		}
@@ -905,7 +911,7 @@ func (c *Checkpoints) finish() {
 // LogEvents is what the session rules judge from the log.
 func (s *Summary) LogEvents() model.LogEvents {
 	ev := model.LogEvents{Connections: s.Events["connections"], TooManyClients: s.Events["too many clients"],
-		LockWaits: s.Events["lock waits"], LockWaitMS: s.LockWaitMS, Deadlocks: s.Events["deadlocks"],
+		LockWaits: s.Events["lock waits"], RelationLockWaits: s.Events["lock waits on a relation"], LockWaitMS: s.LockWaitMS, Deadlocks: s.Events["deadlocks"],
 		ClientsLost: s.Events["client connections lost"], DuplicateKeys: s.Events["duplicate keys"],
 		StatementTimeouts: s.Events["statement timeouts"], CancelledByClients: s.Events["cancelled by the client"],
 		PoolWaitTimeouts: s.Events["pgbouncer query_wait_timeout"], PoolLogins: s.Events["pgbouncer logins"]}

@@ -137,11 +137,14 @@ func (b Backend) InTransaction() bool {
 // LogEvents is what a server log counted that the session rules judge
 // the same way they judge sampled sessions (pgmedic logs).
 type LogEvents struct {
-	Seconds            float64 // the span the log covers
-	Connections        int64
-	PeakPerMinute      int64 // connections in the busiest minute
-	TooManyClients     int64
-	LockWaits          int64
+	Seconds        float64 // the span the log covers
+	Connections    int64
+	PeakPerMinute  int64 // connections in the busiest minute
+	TooManyClients int64
+	LockWaits      int64
+	// RelationLockWaits are the lock waits on a relation (a schema
+	// change's queue), not on a row's transaction.
+	RelationLockWaits  int64
 	LockWaitMS         float64
 	Deadlocks          int64
 	ClientsLost        int64 // connection to client lost, unexpected EOF, connection reset

@@ -220,6 +220,19 @@ func TestFromLogEvents(t *testing.T) {
 	}
 }
 
+// TestLogLockWaitsName: waits on a relation's lock (a schema change and
+// the queue behind it) get the schema change's fix, not the row locks'.
+func TestLogLockWaitsName(t *testing.T) {
+	ddl := runLog(LogInput{Events: model.LogEvents{LockWaits: 6, RelationLockWaits: 5, LockWaitMS: 9000}, Name: "shop"})
+	rows := runLog(LogInput{Events: model.LogEvents{LockWaits: 6, RelationLockWaits: 1, LockWaitMS: 9000}, Name: "shop"})
+	if len(ddl) != 1 || !strings.Contains(ddl[0].Fix.Summary, "lock_timeout") || strings.Contains(ddl[0].Fix.Summary, "SKIP LOCKED") {
+		t.Errorf("waits on a relation's lock: %+v", ddl)
+	}
+	if len(rows) != 1 || !strings.Contains(rows[0].Fix.Summary, "SKIP LOCKED") {
+		t.Errorf("waits on rows: %+v", rows)
+	}
+}
+
 // runLog runs every rule that reads a log, through the registry.
 func runLog(in LogInput) []model.Finding {
 	fs, _ := RunLog(in, nil)

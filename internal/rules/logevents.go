@@ -88,13 +88,21 @@ func lockContentionLog(in LogInput) []model.Finding {
 	if le.Deadlocks == 0 && (le.LockWaits == 0 || le.LockWaitMS < 1000) {
 		return nil
 	}
+	fix := "shorten the transactions that hold the locks (commit before other work), take row locks in a consistent order, use FOR UPDATE SKIP LOCKED for queues"
+	impact := "sessions waited for locks held by others; the DETAIL lines name the processes holding them"
+	if le.RelationLockWaits*2 > le.LockWaits && le.Deadlocks == 0 {
+		// Most waits were for a relation's lock: a schema change waiting
+		// for ACCESS EXCLUSIVE, and the sessions queued behind it.
+		fix = "run schema changes with a short lock_timeout and retries (SET lock_timeout = '2s'), so a change that cannot get its lock gives up instead of queuing every statement on the table behind it; use the forms that take lighter locks (CREATE INDEX CONCURRENTLY, ADD CONSTRAINT ... NOT VALID then VALIDATE CONSTRAINT)"
+		impact = "sessions waited for a relation's lock: a schema change waited for ACCESS EXCLUSIVE behind a transaction on the table, and every statement on the table queued behind the change; the DETAIL lines name the processes"
+	}
 	return []model.Finding{{Rule: LockContentionID, Severity: model.Warning,
-		Title:  fmt.Sprintf("%d lock waits past deadlock_timeout and %d deadlocks in the log", le.LockWaits, le.Deadlocks),
+		Title:  fmt.Sprintf("%d lock waits past deadlock_timeout (%d on a relation's lock) and %d deadlocks in the log", le.LockWaits, le.RelationLockWaits, le.Deadlocks),
 		Object: logObject(in),
 		Evidence: []model.Evidence{ev2("lock waits logged (log_lock_waits)", le.LockWaits), ev("lock wait reported", le.LockWaitMS, "ms"),
 			ev2("deadlocks", le.Deadlocks)},
-		Impact:       model.Impact{Summary: "sessions waited for locks held by others; the DETAIL lines name the processes holding them"},
-		Fix:          model.Fix{Summary: "shorten the transactions that hold the locks (commit before other work), take row locks in a consistent order, use FOR UPDATE SKIP LOCKED for queues"},
+		Impact:       model.Impact{Summary: impact},
+		Fix:          model.Fix{Summary: fix},
 		Verification: loggedVerification, Docs: docsPath(LockContentionID)}}
 }
 
