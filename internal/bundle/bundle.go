@@ -94,6 +94,13 @@ func Read(dir string) (*Meta, *model.Snapshot, error) {
 	case !fi.IsDir():
 		return nil, nil, fmt.Errorf("--from %s is a file: give the bundle's directory (the one holding %s)", dir, MetaFile)
 	}
+	if segs, _ := filepath.Glob(filepath.Join(dir, "seg-*.jsonl")); len(segs) > 0 {
+		return nil, nil, fmt.Errorf("--from %s is watch's ring (the minutes it recorded), not an incident bundle: give a directory under %s",
+			dir, filepath.Join(filepath.Dir(filepath.Clean(dir)), "incidents"))
+	}
+	if incs, _ := filepath.Glob(filepath.Join(dir, "incidents", "*", MetaFile)); len(incs) > 0 {
+		return nil, nil, fmt.Errorf("--from %s is watch's directory: give one of the bundles under its incidents/, such as the latest, %s", dir, filepath.Dir(incs[len(incs)-1]))
+	}
 	var meta Meta
 	if err := readJSON(filepath.Join(dir, MetaFile), &meta); err != nil {
 		return nil, nil, err
