@@ -9,18 +9,22 @@ import (
 
 // Stats is what the log holds for a replay.
 type Stats struct {
-	Sessions     int            `json:"sessions"`
-	Statements   int            `json:"statements"`
-	Transactions int            `json:"transactions"`
-	Extended     int            `json:"extended_protocol"`
-	Failed       int            `json:"failed_at_capture"`
-	Shapes       int            `json:"shapes"`
-	DurationS    float64        `json:"duration_s"`
-	Start        string         `json:"start"`
-	Databases    map[string]int `json:"databases"`
-	Skipped      []Skip         `json:"not_replayable"`
-	Notes        []string       `json:"notes,omitempty"`
-	Files        []FileLine     `json:"files"`
+	Sessions     int `json:"sessions"`
+	Statements   int `json:"statements"`
+	Transactions int `json:"transactions"`
+	Extended     int `json:"extended_protocol"`
+	// Failed is every statement that failed at capture, as the
+	// application saw it; FailedLeftOut those of them the replay leaves
+	// out (the log kept no values for them).
+	Failed        int            `json:"failed_at_capture"`
+	FailedLeftOut int            `json:"failed_left_out,omitempty"`
+	Shapes        int            `json:"shapes"`
+	DurationS     float64        `json:"duration_s"`
+	Start         string         `json:"start"`
+	Databases     map[string]int `json:"databases"`
+	Skipped       []Skip         `json:"not_replayable"`
+	Notes         []string       `json:"notes,omitempty"`
+	Files         []FileLine     `json:"files"`
 	// Top are the busiest shapes by statements, for a dry run.
 	Top []ShapeCount `json:"top_shapes"`
 }
@@ -45,6 +49,12 @@ func (w *Workload) Stats() Stats {
 	c := Stats{Sessions: len(w.Sessions), Statements: w.Statements, Transactions: w.Transactions, Extended: w.Extended,
 		Failed: w.Failed, Shapes: len(w.Shapes), DurationS: model.Round(w.Duration.Seconds(), 2), Databases: w.Databases,
 		Skipped: w.Skipped, Notes: w.Notes, Start: w.Start.Format("2006-01-02 15:04:05.000 MST")}
+	for _, sk := range w.Skipped {
+		if sk.Reason == skipNoParams {
+			c.FailedLeftOut += sk.Count
+		}
+	}
+	c.Failed += c.FailedLeftOut
 	if c.Skipped == nil {
 		c.Skipped = []Skip{}
 	}

@@ -77,8 +77,8 @@ func (r *ReplayReport) captureText(b *strings.Builder) {
 		}
 		b.WriteString("\n")
 	}
-	fmt.Fprintf(b, "CAPTURE: %d sessions, %s statements (%s extended protocol, %d transactions, %d failed at capture), %d shapes, over %.2f s from %s\n",
-		c.Sessions, printable.Count(float64(c.Statements)), printable.Count(float64(c.Extended)), c.Transactions, c.Failed, c.Shapes, c.DurationS, c.Start)
+	fmt.Fprintf(b, "CAPTURE: %d sessions, %s statements (%s extended protocol, %d transactions, %s), %d shapes, over %.2f s from %s\n",
+		c.Sessions, printable.Count(float64(c.Statements)), printable.Count(float64(c.Extended)), c.Transactions, failedText(c), c.Shapes, c.DurationS, c.Start)
 	for _, s := range c.Skipped {
 		fmt.Fprintf(b, "  not replayable: %d %s", s.Count, s.Reason)
 		if s.Example != "" {
@@ -204,7 +204,7 @@ func (r *ReplayReport) Document() *Document {
 // markdown writes the report for a pull request or a ticket.
 func (r *ReplayReport) markdown(b *strings.Builder) {
 	c := r.Capture
-	fmt.Fprintf(b, "Captured: **%d sessions, %d statements** (%d transactions, %d failed at capture) over %.2f s.\n\n", c.Sessions, c.Statements, c.Transactions, c.Failed, c.DurationS)
+	fmt.Fprintf(b, "Captured: **%d sessions, %d statements** (%d transactions, %s) over %.2f s.\n\n", c.Sessions, c.Statements, c.Transactions, failedText(c), c.DurationS)
 	for _, s := range c.Skipped {
 		fmt.Fprintf(b, "- not replayable: %d %s\n", s.Count, mdText(s.Reason))
 	}
@@ -317,3 +317,13 @@ var replayPage = sync.OnceValue(func() *template.Template {
 </body></html>
 `))
 })
+
+// failedText counts the statements that failed at capture as the
+// application saw them, saying how many the replay leaves out.
+func failedText(c capture.Stats) string {
+	s := fmt.Sprintf("%d failed at capture", c.Failed)
+	if c.FailedLeftOut > 0 {
+		s += fmt.Sprintf(", %d of them left out of the replay: the log kept no values for them", c.FailedLeftOut)
+	}
+	return s
+}
