@@ -206,7 +206,43 @@ func Run(s *model.Snapshot, rs []Rule) ([]model.Finding, []model.Skip) {
 	}
 	Fingerprint(s, findings)
 	Sort(findings)
-	return findings, skipped
+	return Merge(findings), skipped
+}
+
+// Merge makes one finding of each problem: findings that are the same
+// (one id: two sessions running one statement) and missing-index findings
+// that propose the same index (a plan node's, its statement's, other
+// statements the index serves) are one. The first of them, the most
+// severe (Sort put it first), stands for all and counts the others in
+// its evidence; a CI gate then counts one problem once.
+func Merge(fs []model.Finding) []model.Finding {
+	key := func(f model.Finding) string {
+		if f.Rule == MissingIndexID && f.Experiment != nil && f.Experiment.Proposal != nil {
+			p := f.Experiment.Proposal
+			return "index\x00" + p.Table.Schema + "." + p.Table.Name + p.Tail()
+		}
+		return "id\x00" + f.Identity()
+	}
+	first := map[string]int{}
+	extra := map[int]int{}
+	out := fs[:0:0]
+	for _, f := range fs {
+		k := key(f)
+		if i, ok := first[k]; ok {
+			extra[i]++
+			continue
+		}
+		first[k] = len(out)
+		out = append(out, f)
+	}
+	for i, n := range extra {
+		label := "the same problem seen in more places (merged into this finding)"
+		if out[i].Rule == MissingIndexID {
+			label = "more plan nodes or statements the same index serves (merged into this finding)"
+		}
+		out[i].Evidence = append(out[i].Evidence, model.Evidence{Label: label, Value: float64(n)})
+	}
+	return out
 }
 
 // Fingerprint names each finding about one of the snapshot's statements

@@ -239,3 +239,36 @@ func TestQuoteIdent(t *testing.T) {
 		}
 	}
 }
+
+// TestMerge: one problem is one finding. Two sessions running one
+// statement (one id) are one; a plan node's and its statement's
+// missing-index findings that propose the same index are one, the first
+// counting the other; a different index stays apart.
+func TestMerge(t *testing.T) {
+	prop := func(cols ...string) *model.Experiment {
+		p := &model.IndexProposal{Table: model.RelRef{Schema: "public", Name: "orders"}}
+		for _, c := range cols {
+			p.Keys = append(p.Keys, model.IndexKey{Column: c})
+		}
+		return &model.Experiment{Kind: model.ExpIndex, Proposal: p}
+	}
+	stall := model.Finding{Rule: ClientStallID, Object: model.Object{Kind: "session", Name: "pid 1: INSERT", Fingerprint: "fp"}}
+	stall2 := stall
+	stall2.Object.Name = "pid 2: INSERT"
+	fs := []model.Finding{
+		{Rule: MissingIndexID, Title: "statement", Object: model.Object{Kind: "statement", Name: "SELECT a"}, Experiment: prop("customer_id", "status")},
+		{Rule: MissingIndexID, Title: "plan node", Object: model.Object{Kind: "plan", Name: "Seq Scan on orders"}, Experiment: prop("customer_id", "status")},
+		{Rule: MissingIndexID, Title: "another index", Object: model.Object{Kind: "statement", Name: "SELECT b"}, Experiment: prop("created_at")},
+		stall, stall2,
+	}
+	out := Merge(fs)
+	if len(out) != 3 || out[0].Title != "statement" || out[1].Title != "another index" {
+		t.Fatalf("merged into %d: %+v", len(out), out)
+	}
+	if ev := out[0].Evidence; len(ev) != 1 || ev[0].Value != 1 {
+		t.Errorf("the standing finding does not count the merged one: %+v", ev)
+	}
+	if len(out[1].Evidence) != 0 || len(out[2].Evidence) != 1 {
+		t.Errorf("evidence: %+v / %+v", out[1].Evidence, out[2].Evidence)
+	}
+}
