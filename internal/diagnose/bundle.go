@@ -51,7 +51,7 @@ func FromBundle(dir, version string, o Options, min model.Severity) (*report.Rep
 		rep.Sessions.HideValues(normalised)
 	}
 	rep.Statements, rep.Plans = snap.StatementRows()
-	rep.Incident = &report.IncidentHeader{Bundle: filepath.Base(dir), Triggers: meta.Triggers, From: meta.From, To: meta.To}
+	rep.Incident = &report.IncidentHeader{Bundle: filepath.Base(dir), Triggers: meta.Triggers, From: meta.From, To: meta.To, Gaps: meta.Gaps}
 	if o.Baseline != nil {
 		d := baseline.Compare(o.Baseline, findings, rep.Statements, rep.Plans, min)
 		baseline.Settle(d, nil)

@@ -62,6 +62,12 @@ func mdHeader(b *strings.Builder, p Part) {
 		b.WriteString(".\n\n")
 		if c.Incident != nil {
 			fmt.Fprintf(b, "Incident `%s`, %s to %s: %s.\n\n", mdCode(c.Incident.Bundle), c.Incident.From.Format("15:04:05"), c.Incident.To.Format("15:04:05 MST"), mdText(strings.Join(c.Incident.Triggers, "; ")))
+			for _, g := range c.Incident.Gaps {
+				fmt.Fprintf(b, "- **gap**: %s; nothing was sampled then\n", mdText(g))
+			}
+			if len(c.Incident.Gaps) > 0 {
+				b.WriteString("\n")
+			}
 		}
 		if len(c.Unseen) > 0 {
 			b.WriteString("**pgmedic could not see all of this database; what follows covers only what it saw:**\n\n")

@@ -55,6 +55,9 @@ type IncidentHeader struct {
 	Triggers []string  `json:"triggers"`
 	From     time.Time `json:"from"`
 	To       time.Time `json:"to"`
+	// Gaps are the stretches of the window watch was not connected (a
+	// restart, an outage): nothing was sampled there.
+	Gaps []string `json:"gaps,omitempty"`
 }
 
 // Summary counts findings by severity and verification status.
@@ -205,6 +208,9 @@ func (r *Report) Text(w io.Writer) error {
 	}
 	if r.Incident != nil {
 		fmt.Fprintf(b, "\nIncident %s, %s to %s: %s\n", safe(r.Incident.Bundle), r.Incident.From.Format(time.RFC3339), r.Incident.To.Format(time.RFC3339), safe(strings.Join(r.Incident.Triggers, "; ")))
+		for _, g := range r.Incident.Gaps {
+			fmt.Fprintf(b, "  GAP: %s; nothing was sampled then\n", safe(g))
+		}
 	}
 	if r.Baseline != nil {
 		baselineText(b, r.Baseline)

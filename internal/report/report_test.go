@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,5 +106,23 @@ func TestUnseenHeadsEveryFormat(t *testing.T) {
 	r.Unseen = r.Unseen[1:]
 	if r.Incomplete() {
 		t.Error("the server log alone makes the report incomplete")
+	}
+}
+
+// TestIncidentGapsSaid: a bundle's window that holds an outage says so
+// at the head of the report, in text and Markdown.
+func TestIncidentGapsSaid(t *testing.T) {
+	at := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	r := New("test", model.Target{Host: "db"}, at, nil, nil, 3, model.Warning)
+	r.Incident = &IncidentHeader{Bundle: "b", Triggers: []string{"lock-queue: 3 waiting"}, From: at, To: at.Add(time.Minute),
+		Gaps: []string{"not connected from 10:00:10 to 10:00:27: the server restarted"}}
+	for _, format := range []string{"text", "markdown"} {
+		var b strings.Builder
+		if err := Render(&b, r, format); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), "10:00:27: the server restarted") || !strings.Contains(strings.ToLower(b.String()), "gap") {
+			t.Errorf("%s does not say the gap:\n%s", format, b.String())
+		}
 	}
 }
