@@ -96,11 +96,13 @@ type ShapeChange struct {
 	AP95, BP95  float64  `json:"-"`
 	AP99, BP99  float64  `json:"-"`
 	// Ratio is B's median over A's, with its interval.
-	Ratio              Estimate `json:"ratio"`
-	AErrors, BErrors   int      `json:"-"`
-	ALockMS, BLockMS   float64  `json:"-"`
-	Verdict            string   `json:"verdict"`
-	AHist, BHist       []int    `json:"-"`
+	Ratio            Estimate `json:"ratio"`
+	AErrors, BErrors int      `json:"-"`
+	ALockMS, BLockMS float64  `json:"-"`
+	Verdict          string   `json:"verdict"`
+	// Why says which test of shapeVerdict failed when it calls no change.
+	Why                string `json:"why,omitempty"`
+	AHist, BHist       []int  `json:"-"`
 	HistEdges          []float64
 	aRunMean, bRunMean []float64
 }
@@ -216,25 +218,36 @@ func judge(w *capture.Workload, a, b *SideResult) *Comparison {
 // runs which vary by a fifth among themselves do not make a change of a
 // tenth.
 func measured(a, b []float64, higher bool) int {
+	v, _ := measuredWhy(a, b, higher)
+	return v
+}
+
+// measuredWhy is measured, saying which of its tests failed when it calls
+// no change.
+func measuredWhy(a, b []float64, higher bool) (int, string) {
 	ma, mb := mean(a), mean(b)
-	if (ma == 0 && mb == 0) || len(a) < 2 || len(b) < 2 {
+	switch {
+	case ma == 0 && mb == 0:
+		return 0, "both sides are 0"
+	case len(a) < 2 || len(b) < 2:
 		// One run a side shows no spread to judge a difference by.
-		return 0
+		return 0, "one run a side shows no spread to judge by (--runs 2 or more)"
 	}
 	rel := (mb - ma) / math.Max(math.Abs(ma), 1e-9)
 	if !higher {
 		rel = -rel
 	}
-	if !beyondSpread(a, b) {
-		return 0
-	}
 	switch {
+	case math.Abs(rel) <= MinEffect:
+		return 0, fmt.Sprintf("the means differ by %.0f%%, under %.0f%%", 100*math.Abs(rel), 100*MinEffect)
+	case !beyondSpread(a, b):
+		return 0, "the means differ by less than a side's own spread, its best run to its worst"
 	case rel > MinEffect && sep(a, b, higher):
-		return 1
+		return 1, ""
 	case rel < -MinEffect && sep(b, a, higher):
-		return -1
+		return -1, ""
 	}
-	return 0
+	return 0, "the runs overlap: not every run of one side beats every run of the other"
 }
 
 // beyondSpread says the means differ by more than either side's spread.
@@ -297,6 +310,9 @@ func mean(xs []float64) float64 {
 
 func describe(what, unit string, a, b []float64, v int, higher bool) string {
 	call := "no measurable change"
+	if _, why := measuredWhy(a, b, higher); v == 0 && why != "" {
+		call += " (" + why + ")"
+	}
 	switch v {
 	case 1:
 		call = "better"
@@ -395,14 +411,8 @@ func shapeChanges(w *capture.Workload, a, b *SideResult) []*ShapeChange {
 			c.Ratio = Estimate{Value: c.B.Value / c.A.Value, Low: c.B.Low / math.Max(c.A.High, 1e-9), High: c.B.High / math.Max(c.A.Low, 1e-9)}
 		}
 		c.HistEdges, c.AHist, c.BHist = histograms(xa, xb)
-		switch measured(c.aRunMean, c.bRunMean, false) {
-		case 1:
-			c.Verdict = Faster
-		case -1:
-			c.Verdict = Slower
-		default:
-			c.Verdict = NoChange
-		}
+		c.Verdict, c.Why = shapeVerdict(c.Ratio, c.A.Value > 0 && c.B.Value > 0)
+
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		return mean(out[i].aRunMean)*float64(out[i].Calls) > mean(out[j].aRunMean)*float64(out[j].Calls)
@@ -438,4 +448,23 @@ func histograms(a, b []float64) ([]float64, []int, []int) {
 		return h
 	}
 	return edges, count(a), count(b)
+}
+
+// shapeVerdict calls a statement shape from the ratio printed beside it
+// (B's median over A's, with its 95% interval), so the two never disagree:
+// faster when the whole interval is below 1 and the median moved by more
+// than MinEffect, slower likewise above 1, and otherwise no change, with
+// the test that failed.
+func shapeVerdict(r Estimate, both bool) (string, string) {
+	switch {
+	case !both:
+		return NoChange, "one side ran no call of it"
+	case r.High < 1 && r.Value <= 1-MinEffect:
+		return Faster, ""
+	case r.Low > 1 && r.Value >= 1+MinEffect:
+		return Slower, ""
+	case r.Low <= 1 && r.High >= 1:
+		return NoChange, "its interval holds 1"
+	}
+	return NoChange, fmt.Sprintf("a change under %.0f%%", 100*MinEffect)
 }

@@ -1,6 +1,9 @@
 package replay
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestMeasured: what the verdict calls a change, and what it does not.
 func TestMeasured(t *testing.T) {
@@ -24,5 +27,32 @@ func TestMeasured(t *testing.T) {
 		if got := measured(c.a, c.b, c.higher); got != c.want {
 			t.Errorf("%s: %d, want %d", c.name, got, c.want)
 		}
+	}
+}
+
+// TestShapeVerdictFollowsItsInterval: a shape is called from the ratio
+// printed beside it, so the two agree (the cases a report contradicted),
+// and a no change says which test failed.
+func TestShapeVerdictFollowsItsInterval(t *testing.T) {
+	for _, c := range []struct {
+		r    Estimate
+		want string
+		why  string
+	}{
+		{Estimate{0.878, 0.765, 1.006}, NoChange, "holds 1"},
+		{Estimate{1.248, 1.112, 1.410}, Slower, ""},
+		{Estimate{1.428, 1.313, 1.619}, Slower, ""},
+		{Estimate{0.5, 0.4, 0.6}, Faster, ""},
+		{Estimate{1.05, 1.01, 1.09}, NoChange, "under 10%"},
+	} {
+		got, why := shapeVerdict(c.r, true)
+		if got != c.want || !strings.Contains(why, c.why) {
+			t.Errorf("%+v: %s (%s), want %s (%s)", c.r, got, why, c.want, c.why)
+		}
+	}
+	// Runs that do not overlap, 67% apart, but a side that spreads more
+	// than that: no change, and the reason says so.
+	if v, why := measuredWhy([]float64{1, 1.05, 3}, []float64{3.1, 3.2, 3.3}, false); v != 0 || !strings.Contains(why, "spread") {
+		t.Errorf("%d, %q", v, why)
 	}
 }

@@ -178,6 +178,9 @@ func compareText(b *strings.Builder, c *replay.Comparison, speed float64) {
 		if s.ALockMS+s.BLockMS > 0 {
 			fmt.Fprintf(b, "  lock wait %.0f -> %.0f ms", s.ALockMS, s.BLockMS)
 		}
+		if s.Why != "" {
+			fmt.Fprintf(b, "  (%s)", s.Why)
+		}
 		fmt.Fprintf(b, "\n      %s\n", safe(printable.Clip(oneLineText(s.Query), 100)))
 	}
 }
@@ -239,7 +242,11 @@ func (r *ReplayReport) markdown(b *strings.Builder) {
 			if i == 15 {
 				break
 			}
-			fmt.Fprintf(b, "| %s | %d | %s → %s | %.2f → %.2f | %.2f → %.2f | %.2f [%.2f–%.2f] | %d → %d | %s |\n", s.Verdict, s.Calls/max(1, len(cm.A.Runs)),
+			verdict := s.Verdict
+			if s.Why != "" {
+				verdict += " (" + s.Why + ")"
+			}
+			fmt.Fprintf(b, "| %s | %d | %s → %s | %.2f → %.2f | %.2f → %.2f | %.2f [%.2f–%.2f] | %d → %d | %s |\n", mdText(verdict), s.Calls/max(1, len(cm.A.Runs)),
 				short(s.A.Value), short(s.B.Value), s.AP95, s.BP95, s.AP99, s.BP99, s.Ratio.Value, s.Ratio.Low, s.Ratio.High, s.AErrors, s.BErrors,
 				mdCode(printable.Clip(oneLineText(s.Query), 90)))
 		}
