@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/pgmedic/pgmedic/internal/envelope"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -57,10 +58,10 @@ func ParseFleet(data []byte, path string) (*Fleet, error) {
 			return nil, fmt.Errorf("--targets %s: two targets are named %q", path, t.Name)
 		case strings.TrimSpace(t.DSN) == "":
 			return nil, fmt.Errorf("--targets %s: target %q has no dsn", path, t.Name)
-		case !parses(t.DSN):
-			return nil, fmt.Errorf("--targets %s: the dsn of target %q does not parse: give postgres://user@host:port/dbname or key=value pairs", path, t.Name)
-		case t.PgBouncer != "" && !parses(t.PgBouncer):
-			return nil, fmt.Errorf("--targets %s: the pgbouncer dsn of target %q does not parse: give postgres://user@host:6432/pgbouncer", path, t.Name)
+		case dsnProblem(t.DSN) != "":
+			return nil, fmt.Errorf("--targets %s: the dsn of target %q does not parse (%s): give postgres://user@host:port/dbname or key=value pairs", path, t.Name, dsnProblem(t.DSN))
+		case t.PgBouncer != "" && dsnProblem(t.PgBouncer) != "":
+			return nil, fmt.Errorf("--targets %s: the pgbouncer dsn of target %q does not parse (%s): give postgres://user@host:6432/pgbouncer", path, t.Name, dsnProblem(t.PgBouncer))
 		case t.ServerCores < 0:
 			return nil, fmt.Errorf("--targets %s: target %q: server_cores must be positive", path, t.Name)
 		}
@@ -136,11 +137,24 @@ func WatchAll(ctx context.Context, ts []Target, cfg Config) map[string]Stats {
 	return out
 }
 
-// parses says a connection string parses (its error, which may quote the
-// string and so a password, is not shown).
-func parses(dsn string) bool {
-	_, err := pgx.ParseConfig(dsn)
-	return err == nil
+// dsnProblem says which part of a connection string does not parse ("" when
+// it parses), in the envelope's words, which never quote a password.
+func dsnProblem(dsn string) string {
+	_, err := envelope.WorkConfig(dsn, envelope.Work{})
+	var ce *envelope.ConnectError
+	if err == nil {
+		return ""
+	}
+	if !errors.As(err, &ce) {
+		return "it does not parse"
+	}
+	if inner, ok := strings.CutPrefix(ce.Cause, "invalid connection string ("); ok {
+		return strings.TrimSuffix(inner, ")")
+	}
+	if ce.Fix != "" {
+		return ce.Fix
+	}
+	return ce.Cause
 }
 
 // yamlError says what the YAML reader refused, on one line, without the
