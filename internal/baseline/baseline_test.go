@@ -148,3 +148,20 @@ func TestGate(t *testing.T) {
 		}
 	}
 }
+
+// TestRegressionsSayHowJudged: the gate's line never says "re-run" of a
+// regression judged on the two reports' figures.
+func TestRegressionsSayHowJudged(t *testing.T) {
+	d := &Diff{Counts: Counts{Regressions: 2}, Statements: []StatementChange{
+		{Verdict: Slower, Regression: true, Measured: true},
+		{Verdict: Slower, Regression: true, Measured: false},
+	}}
+	g, err := ParseGate("regression")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(g.Failures(d), "; ")
+	if !strings.Contains(got, "1 got slower and stayed slower when re-run") || !strings.Contains(got, "1 got slower by the two reports' figures (not re-run") {
+		t.Fatalf("%q", got)
+	}
+}

@@ -68,7 +68,7 @@ func (g Gate) Failures(d *Diff) []string {
 	for _, c := range g {
 		if c.regression {
 			if d.Counts.Regressions > 0 {
-				out = append(out, fmt.Sprintf("%d statement(s) got slower and stayed slower when re-run", d.Counts.Regressions))
+				out = append(out, regressionsText(d))
 			}
 			continue
 		}
@@ -90,4 +90,29 @@ func (g Gate) Failures(d *Diff) []string {
 		}
 	}
 	return out
+}
+
+// regressionsText says how each regression was judged: re-run and still
+// slower, or on the two reports' figures where it could not be re-run (a
+// write, no server, --no-verify). Never "re-run" for what was not.
+func regressionsText(d *Diff) string {
+	rerun, figures := 0, 0
+	for _, s := range d.Statements {
+		if !s.Regression {
+			continue
+		}
+		if s.Measured {
+			rerun++
+		} else {
+			figures++
+		}
+	}
+	var parts []string
+	if rerun > 0 {
+		parts = append(parts, fmt.Sprintf("%d got slower and stayed slower when re-run", rerun))
+	}
+	if figures > 0 {
+		parts = append(parts, fmt.Sprintf("%d got slower by the two reports' figures (not re-run: a write, or nothing could run)", figures))
+	}
+	return fmt.Sprintf("%d statement(s) regressed: %s", rerun+figures, strings.Join(parts, "; "))
 }
