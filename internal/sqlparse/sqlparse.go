@@ -676,6 +676,36 @@ func (s *Statement) argumentTypes(set func(int, string)) {
 	})
 }
 
+// ArgumentParams are the parameters given directly as a function's
+// arguments: each with the function's name (lower case, unqualified) and
+// its place among the arguments (0 the first).
+func (s *Statement) ArgumentParams() map[int]FuncArg {
+	out := map[int]FuncArg{}
+	s.walk(func(m proto.Message) bool {
+		f, ok := m.(*pg_query.FuncCall)
+		if !ok {
+			return true
+		}
+		name := strings.ToLower(funcName(f))
+		if i := strings.LastIndexByte(name, '.'); i >= 0 {
+			name = name[i+1:]
+		}
+		for i, a := range f.Args {
+			if p := a.GetParamRef(); p != nil {
+				out[int(p.Number)] = FuncArg{Func: name, Arg: i}
+			}
+		}
+		return true
+	})
+	return out
+}
+
+// FuncArg is a function and an argument's place in its call.
+type FuncArg struct {
+	Func string
+	Arg  int
+}
+
 // SideEffect names a function the statement calls that acts outside its
 // transaction (see sideEffectFuncs), or "" when there is none.
 func (s *Statement) SideEffect() string {

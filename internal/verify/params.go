@@ -20,7 +20,7 @@ import (
 // cost are the ones the application gets. Otherwise it comes from the type's
 // domain. It returns SQL expressions for EXECUTE, a description of each for the
 // report, and a reason when no safe value exists.
-func (e *Engine) parameterValues(ctx context.Context, cols map[int][]sqlparse.Column, seen map[int]string, limits map[int]int64, types []string) ([]string, []string, string) {
+func (e *Engine) parameterValues(ctx context.Context, cols map[int][]sqlparse.Column, seen map[int]string, limits map[int]int64, args map[int]sqlparse.FuncArg, types []string) ([]string, []string, string) {
 	values := make([]string, len(types))
 	var desc []string
 	for i, typ := range types {
@@ -45,6 +45,15 @@ func (e *Engine) parameterValues(ctx context.Context, cols map[int][]sqlparse.Co
 			if sv, ok := e.statsValue(ctx, c); ok {
 				v, from, userData = sv, "pg_stats "+c.Table+"."+c.Column, true
 				break
+			}
+		}
+		if a, ok := args[n]; ok && from == "" {
+			// A function's argument may take only words from a list (a
+			// field, a unit, a format), not any value of its type:
+			// date_trunc('a', ...) fails. For those functions, a word
+			// each takes.
+			if fv, known := argumentValue(a); known {
+				v, from = fv, fmt.Sprintf("a value %s() takes", a.Func)
 			}
 		}
 		if from == "" {
@@ -188,3 +197,19 @@ func arrayElem(v string) string {
 
 // shorten cuts a parameter's value at n bytes, never inside a character.
 func shorten(s string, n int) string { return printable.Trim(s, n, "...") }
+
+// argumentValue is a value a function is known to take at an argument,
+// for the functions whose text arguments are words from a fixed list (a
+// field, a unit, a format); other functions take any value of their
+// argument's type, and get the type's.
+func argumentValue(a sqlparse.FuncArg) (string, bool) {
+	switch {
+	case (a.Func == "date_trunc" || a.Func == "date_part" || a.Func == "extract") && a.Arg == 0:
+		return "day", true
+	case (a.Func == "to_char" || a.Func == "to_date" || a.Func == "to_timestamp") && a.Arg == 1:
+		return "YYYY-MM-DD", true
+	case a.Func == "date_bin" && a.Arg == 0:
+		return "1 day", true
+	}
+	return "", false
+}

@@ -1,11 +1,13 @@
 package verify
 
 import (
+	"context"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/pgmedic/pgmedic/internal/plan"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
 func TestParseArray(t *testing.T) {
@@ -77,5 +79,23 @@ func TestValuesHiddenByDefault(t *testing.T) {
 		if got := e.valueText(2, "100", "bigint", "rows per call in pg_stat_statements", false); !strings.Contains(got, "100") {
 			t.Errorf("a count of pgmedic's was hidden: %q", got)
 		}
+	}
+}
+
+// TestFunctionArgumentValues: a parameter given to date_trunc as its
+// unit gets a unit date_trunc takes, not the text type's placeholder.
+func TestFunctionArgumentValues(t *testing.T) {
+	st, err := sqlparse.Parse("SELECT date_trunc($1, created_at), count(*) FROM orders WHERE lower(email) = lower($2) GROUP BY 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := st.ArgumentParams()
+	if args[1] != (sqlparse.FuncArg{Func: "date_trunc", Arg: 0}) || args[2].Func != "lower" {
+		t.Fatalf("argument params: %+v", args)
+	}
+	e := &Engine{}
+	values, desc, why := e.parameterValues(context.Background(), nil, nil, nil, args, []string{"text", "text"})
+	if why != "" || values[0] != "'day'::text" || values[1] != "'a'::text" {
+		t.Fatalf("values %v, %v (%s)", values, desc, why)
 	}
 }

@@ -472,7 +472,7 @@ func (e *Engine) bindAs(ctx context.Context, stmt *sqlparse.Statement, exp *mode
 	if exp != nil && e.literals[exp.QueryID] != "" {
 		seen, _ = sqlparse.Literals(stmt.Text(), e.literals[exp.QueryID])
 	}
-	values, desc, why := e.parameterValues(ctx, stmt.ParamColumns(), seen, limits, b.types)
+	values, desc, why := e.parameterValues(ctx, stmt.ParamColumns(), seen, limits, stmt.ArgumentParams(), b.types)
 	if why != "" {
 		b.cleanup()
 		return nil, why
