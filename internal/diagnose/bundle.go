@@ -10,6 +10,7 @@ import (
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/report"
 	"github.com/pgmedic/pgmedic/internal/rules"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
 // FromBundle is check on a watch incident bundle: the rules judge the
@@ -48,7 +49,7 @@ func FromBundle(dir, version string, o Options, min model.Severity) (*report.Rep
 	rep.Unseen = unseen(snap, skipped)
 	rep.Sessions = snap.Sampling.Summary()
 	if !o.ShowValues {
-		rep.Sessions.HideValues(normalised)
+		rep.Sessions.HideValues(sqlparse.Normalised)
 	}
 	rep.Statements, rep.Plans = snap.StatementRows()
 	rep.Incident = &report.IncidentHeader{Bundle: filepath.Base(dir), Triggers: meta.Triggers, From: meta.From, To: meta.To, Gaps: meta.Gaps}

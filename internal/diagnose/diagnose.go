@@ -217,7 +217,7 @@ func Check(ctx context.Context, dsn, version string, o Options, min model.Severi
 	rep.Unseen = unseen(snap, skipped)
 	rep.Sessions = snap.Sampling.Summary()
 	if !o.ShowValues {
-		rep.Sessions.HideValues(normalised)
+		rep.Sessions.HideValues(sqlparse.Normalised)
 	}
 	rep.Statements, rep.Plans = snap.StatementRows()
 	rep.ElapsedS, rep.Envelope = model.Round(time.Since(started).Seconds(), 1), sess.Settings()
@@ -446,10 +446,4 @@ func Logs(ctx context.Context, sources []logs.Source, opt logs.Options, ruleIDs 
 		}
 	}
 	return s, kept, skipped, nil
-}
-
-// normalised is a statement's text with its literals replaced by $n.
-func normalised(q string) string {
-	_, n := sqlparse.Fingerprint(q)
-	return n
 }

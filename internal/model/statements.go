@@ -66,9 +66,8 @@ func (snap *Snapshot) StatementRows() ([]StatementRow, map[string]*plan.Flat) {
 // (its literals, the application's values, replaced by $n) unless the
 // user asked for values (check --show-values, ShowValues).
 func (s *Snapshot) Shown(q string) string {
-	if s.ShowValues || q == "" {
+	if s.ShowValues {
 		return q
 	}
-	_, n := sqlparse.Fingerprint(q)
-	return n
+	return sqlparse.Normalised(q)
 }

@@ -834,6 +834,17 @@ func Fingerprint(sql string) (fingerprint, normalised string) {
 	return fp, normaliseUtility(norm)
 }
 
+// Normalised is a statement's text with its literals (an application's
+// values) replaced by $n, for a report that must not show them; "" stays
+// "".
+func Normalised(sql string) string {
+	if sql == "" {
+		return ""
+	}
+	_, n := Fingerprint(sql)
+	return n
+}
+
 // dmlStart are the first words of the statements pg_query's Normalize
 // replaces every constant of.
 var dmlStart = map[string]bool{"SELECT": true, "INSERT": true, "UPDATE": true, "DELETE": true, "MERGE": true, "WITH": true, "VALUES": true, "TABLE": true, "(": true}

@@ -193,6 +193,10 @@ func (d *Detector) view(rec Record) *tickView {
 	return v
 }
 
+// The triggers' details show sampled statements normalised: they go to
+// watch's log, to /metrics' consumers and into the bundle's report, read
+// by people the data is not for (the ring keeps the text as sampled).
+
 // lockQueue: LockWaiters sessions waiting for a lock, LockTicks ticks
 // running.
 func lockQueue(d *Detector, v *tickView) string {
@@ -225,7 +229,7 @@ func clientStall(d *Detector, v *tickView) string {
 		return ""
 	}
 	return fmt.Sprintf("a transaction idle %s in its client (pid %d, %s); %d of the last %d ticks",
-		printable.MS(v.longestIdle.StateMS), v.longestIdle.PID, printable.Clip(normalised(v.longestIdle.Query), 60), n, len(d.stalls))
+		printable.MS(v.longestIdle.StateMS), v.longestIdle.PID, printable.Clip(sqlparse.Normalised(v.longestIdle.Query), 60), n, len(d.stalls))
 }
 
 // poolWaits: a pool's clients waiting PoolWaitMS, PoolTicks ticks running.
@@ -287,7 +291,7 @@ func headText(heads map[int]int, backends []model.Backend) string {
 		return ""
 	}
 	if b, ok := byPID[best]; ok {
-		return fmt.Sprintf(", %d behind pid %d (%s: %s)", n, best, b.State, printable.Clip(normalised(b.Query), 60))
+		return fmt.Sprintf(", %d behind pid %d (%s: %s)", n, best, b.State, printable.Clip(sqlparse.Normalised(b.Query), 60))
 	}
 	return fmt.Sprintf(", %d behind pid %d", n, best)
 }
@@ -403,16 +407,4 @@ func P95(st Statement) float64 {
 	mean := st.TotalExecMS / n
 	variance := math.Max(0, st.SumSqMS/n-mean*mean)
 	return mean + 1.645*math.Sqrt(variance)
-}
-
-// normalised is a sampled statement with its literals (the application's
-// values) replaced by $n: a trigger's detail goes to watch's log, to
-// /metrics' consumers and into the bundle's report, which are read by
-// people the data is not for. The ring keeps the text as sampled.
-func normalised(q string) string {
-	if q == "" {
-		return q
-	}
-	_, n := sqlparse.Fingerprint(q)
-	return n
 }
