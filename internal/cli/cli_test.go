@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgmedic/pgmedic/internal/lab"
+	"github.com/pgmedic/pgmedic/internal/lab/labtest"
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/scenario"
 	"github.com/pgmedic/pgmedic/internal/testkit"
@@ -58,6 +59,12 @@ func run(t *testing.T, args ...string) (int, string, string) {
 	// about sampling (sampler_test.go is), so a second is enough.
 	if len(args) > 0 && args[0] == "check" && !strings.Contains(strings.Join(args, " "), "--sample") {
 		args = append(args, "--sample", "1s")
+	}
+	// Whatever check does on the shared cluster (sampling, a twin, a
+	// profile, re-runs), its sessions must leave no ERROR or FATAL line
+	// in the server's log.
+	if cluster != nil && len(args) > 0 && args[0] == "check" {
+		defer labtest.NoOwnErrors(t, cluster, labtest.LogSize(cluster))
 	}
 	var out, errOut bytes.Buffer
 	code := Run(context.Background(), args, strings.NewReader(""), &out, &errOut)

@@ -395,19 +395,22 @@ type Conn interface {
 }
 
 // Explain runs EXPLAIN (options, FORMAT JSON) on target, tagged, and parses
-// what the server printed. The server's error comes back as it is, so a
-// caller can tell a statement_timeout (SQLSTATE 57014) from other
-// failures; reading the output fails with a wrapped error.
+// what the server printed. It runs quietly (quietExplain): a statement
+// that cannot be planned or run (a privilege pgmedic's role lacks, a
+// relation gone since pg_stat_statements saw it) leaves no ERROR line in
+// the server's log. The server's error comes back as a *pgconn.PgError,
+// so a caller can tell a statement_timeout (SQLSTATE 57014, never trapped)
+// from other failures; reading the output fails with a wrapped error.
 func Explain(ctx context.Context, q Conn, options, target string) (*plan.Explain, error) {
 	opts := "FORMAT JSON"
 	if options != "" {
 		opts = options + ", FORMAT JSON"
 	}
-	var out []byte
-	if err := q.QueryRow(ctx, Tag+"EXPLAIN ("+opts+") "+target).Scan(&out); err != nil {
+	out, err := quietExplain(ctx, q, "EXPLAIN ("+opts+") "+target)
+	if err != nil {
 		return nil, err
 	}
-	ex, err := plan.ParseJSON(out)
+	ex, err := plan.ParseJSON([]byte(out))
 	if err != nil {
 		return nil, fmt.Errorf("reading the EXPLAIN output: %w", err)
 	}

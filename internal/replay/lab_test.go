@@ -63,6 +63,9 @@ func captureOf(t *testing.T, c *lab.Cluster, db string, from int64, sessions int
 
 func TestLab(t *testing.T) {
 	c := labtest.Cluster(t, lab.Options{Config: captureConfig})
+	// The application's statements may fail as they failed at capture;
+	// pgmedic's own (the copies, the guards, the resets) never do.
+	defer labtest.NoOwnErrors(t, c, labtest.LogSize(c))
 	t.Run("queue poll before and after its partial index", func(t *testing.T) { queueCase(t, c) })
 	t.Run("errors, deadlocks and aborted transactions replay to the end", func(t *testing.T) { errorsCase(t, c) })
 	t.Run("connection storm: JIT on and off, a pool of 6 and of 2", func(t *testing.T) { stormCase(t, c) })

@@ -2,8 +2,6 @@ package scenario
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -12,11 +10,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgmedic/pgmedic/internal/diagnose"
-	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/lab"
 	"github.com/pgmedic/pgmedic/internal/lab/labtest"
 	"github.com/pgmedic/pgmedic/internal/model"
-	"github.com/pgmedic/pgmedic/internal/printable"
 	"github.com/pgmedic/pgmedic/internal/testkit"
 )
 
@@ -131,9 +127,7 @@ func TestScenarios(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if own := ownErrors(t, c, from); len(own) > 0 {
-				t.Errorf("pgmedic's sessions left %d ERROR or FATAL lines in the server's log:\n%s", len(own), strings.Join(own, "\n"))
-			}
+			labtest.NoOwnErrors(t, c, from)
 			if !res.Passed() {
 				t.Fatalf("missing %v, unexpected %v", res.Missing, res.Unexpected)
 			}
@@ -180,36 +174,4 @@ func ownStatementsSafe(t *testing.T, dsn string) {
 	if maxMS >= 5000 {
 		t.Errorf("a pgmedic statement ran %.0f ms, past the 5s statement_timeout", maxMS)
 	}
-}
-
-// ownErrors are the ERROR and FATAL lines of the cluster's log from byte
-// from on whose statement is pgmedic's (tagged): teams alert on such
-// lines, and pgmedic reads the log as evidence, so it must leave none.
-func ownErrors(t *testing.T, c *lab.Cluster, from int64) []string {
-	b, err := os.ReadFile(filepath.Join(c.Dir, "server.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(string(b[min(int(from), len(b)):]), "\n")
-	var own []string
-	for i, l := range lines {
-		level := strings.Index(l, " ERROR:  ")
-		if level < 0 {
-			level = strings.Index(l, " FATAL:  ")
-		}
-		pid := l[strings.IndexByte(l, '[')+1:]
-		if level < 0 || strings.IndexByte(pid, ']') < 0 {
-			continue
-		}
-		pid = "[" + pid[:strings.IndexByte(pid, ']')+1]
-		for _, next := range lines[i+1 : min(i+8, len(lines))] {
-			if strings.Contains(next, pid) && strings.Contains(next, "STATEMENT:  ") {
-				if strings.Contains(next, strings.TrimSpace(envelope.Tag)) {
-					own = append(own, l+"\n    "+printable.Clip(next[strings.Index(next, "STATEMENT:  "):], 200))
-				}
-				break
-			}
-		}
-	}
-	return own
 }

@@ -312,6 +312,9 @@ var (
 	// quietPrepareRe is envelope's PREPARE inside a PL/pgSQL block that
 	// traps its failure: the name and the query of its first attempt.
 	quietPrepareRe = regexp.MustCompile(`^DO \$pgmedic\d+outer\$BEGIN BEGIN EXECUTE 'PREPARE (\w+)(?:\(.*?\))? AS ' \|\| \$(pgmedic\d+)\$(.*?)\$pgmedic\d+\$`)
+	// quietExplainRe is envelope's EXPLAIN inside a PL/pgSQL block that
+	// traps its failure: the EXPLAIN it runs.
+	quietExplainRe = regexp.MustCompile(`^DO \$pgmedic\d+outer\$DECLARE .*? BEGIN EXECUTE \$(pgmedic\d+)\$(EXPLAIN .*?)\$pgmedic\d+\$ INTO`)
 	// relations pgmedic creates inside its rolled-back transactions: the
 	// temporary copies, and pgmedic_hot, a plain table because a temporary
 	// one writes no WAL, which the hot-update experiment measures (it runs
@@ -362,6 +365,9 @@ func envelopeProblems(calls []call) []string {
 			}
 			prepared[m[1]] = st
 			continue
+		}
+		if m := quietExplainRe.FindStringSubmatch(sql); m != nil {
+			sql = m[2]
 		}
 		if why := writes(sql, prepared); why != "" {
 			problems = append(problems, fmt.Sprintf("call %d %s: %s", n, why, sql))

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,14 +50,24 @@ func TestWatchAcrossIncidents(t *testing.T) {
 		t.Skip("runs three scenarios")
 	}
 	c := labtest.Cluster(t, lab.Options{})
+	from := labtest.LogSize(c)
+	defer labtest.NoOwnErrors(t, c, from)
 	release := labtest.CPUHeavy(t) // a connection storm, first
 	ctx := context.Background()
+	// Each bundle is named after the triggers that opened it: those the
+	// scenario's problem fires, never one set off by pgmedic's own work
+	// between incidents.
 	type run struct {
-		name string
-		env  *scenario.Env
-		s    scenario.Scenario
+		name     string
+		triggers []string
+		env      *scenario.Env
+		s        scenario.Scenario
 	}
-	runs := []*run{{name: "connection-storm"}, {name: "lock-chain"}, {name: "blocked-event-loop"}}
+	runs := []*run{
+		{name: "connection-storm", triggers: []string{watch.ConnBurst, watch.PoolWaits, watch.Saturation}},
+		{name: "lock-chain", triggers: []string{watch.LockQueue, watch.ClientStall}},
+		{name: "blocked-event-loop", triggers: []string{watch.ClientStall}},
+	}
 	var bouncer *lab.Bouncer
 	for _, r := range runs {
 		s, err := scenario.Find(r.name)
@@ -157,6 +168,12 @@ func TestWatchAcrossIncidents(t *testing.T) {
 		case b := <-bundles:
 			got[r.name] = b
 			t.Logf("%s: bundle %s: %v", r.name, filepath.Base(b.dir), b.inc.Kinds())
+			named := strings.SplitN(b.inc.ID, "-", 2)[1]
+			for _, k := range strings.Split(named, "+") {
+				if !slices.Contains(r.triggers, k) {
+					t.Errorf("%s: bundle %s is named after %s, which is not the scenario's (%v)", r.name, b.inc.ID, k, r.triggers)
+				}
+			}
 		case <-time.After(time.Minute):
 			t.Fatalf("%s: no bundle a minute after the workload ended", r.name)
 		}

@@ -16,7 +16,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/lab"
+	"github.com/pgmedic/pgmedic/internal/printable"
 	"github.com/pgmedic/pgmedic/internal/testkit"
 )
 
@@ -172,4 +174,47 @@ func CPUHeavy(t testing.TB) (release func()) {
 	release = func() { once.Do(func() { f.Close() }) } // closing the file releases the lock
 	t.Cleanup(release)
 	return release
+}
+
+// OwnErrors are the ERROR and FATAL lines of the cluster's log from byte
+// from on whose statement is pgmedic's (it carries envelope's tag): teams
+// alert on such lines, and pgmedic reads the log as evidence, so it must
+// leave none.
+func OwnErrors(t testing.TB, c *lab.Cluster, from int64) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(c.Dir, "server.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(b[min(int(from), len(b)):]), "\n")
+	var own []string
+	for i, l := range lines {
+		level := strings.Index(l, " ERROR:  ")
+		if level < 0 {
+			level = strings.Index(l, " FATAL:  ")
+		}
+		pid := l[strings.IndexByte(l, '[')+1:]
+		if level < 0 || strings.IndexByte(pid, ']') < 0 {
+			continue
+		}
+		pid = "[" + pid[:strings.IndexByte(pid, ']')+1]
+		for _, next := range lines[i+1 : min(i+8, len(lines))] {
+			if strings.Contains(next, pid) && strings.Contains(next, "STATEMENT:  ") {
+				if strings.Contains(next, strings.TrimSpace(envelope.Tag)) {
+					own = append(own, l+"\n    "+printable.Clip(next[strings.Index(next, "STATEMENT:  "):], 200))
+				}
+				break
+			}
+		}
+	}
+	return own
+}
+
+// NoOwnErrors fails the test when pgmedic's sessions left an ERROR or
+// FATAL line in the cluster's log from byte from on.
+func NoOwnErrors(t testing.TB, c *lab.Cluster, from int64) {
+	t.Helper()
+	if own := OwnErrors(t, c, from); len(own) > 0 {
+		t.Errorf("pgmedic's sessions left %d ERROR or FATAL lines in the server's log:\n%s", len(own), strings.Join(own, "\n"))
+	}
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// pgmedic prepares statements it did not write (pg_stat_statements' texts,
+// pgmedic prepares and explains statements it did not write (pg_stat_statements' texts,
 // with bare $n where literals stood) to plan them. PostgreSQL cannot always
 // infer a parameter's type ("operator is not unique: unknown + unknown"),
 // and a PREPARE that fails is an ERROR line in the server's log: teams
@@ -71,6 +71,57 @@ func quietPrepare(ctx context.Context, q Conn, name string, types []string, quer
 		return false, &pgconn.PgError{Severity: "ERROR", Code: code, Message: msg}
 	}
 	return false, fmt.Errorf("preparing the statement left no outcome (%q)", outcome)
+}
+
+// explainSetting carries an EXPLAIN's output, or its failure, out of the
+// block that runs it quietly.
+const explainSetting = "pgmedic.explain"
+
+// fieldSep separates SQLSTATE, message, detail and hint in a trapped
+// failure: a control character no message holds.
+const fieldSep = "\x1f"
+
+// quietExplain runs explain (an EXPLAIN statement with FORMAT JSON, without
+// the tag) inside a PL/pgSQL block that traps its failure, as
+// quietPrepare does, and returns what it printed. EXPLAIN checks the
+// privileges the statement needs and evaluates what ANALYZE runs, so a
+// statement pgmedic's role may not read or call would otherwise be an
+// ERROR in the log. A cancel (statement_timeout, Ctrl-C) is not trapped:
+// WHEN OTHERS leaves query_canceled alone, so it ends the block as it
+// ends any statement. The setting is emptied as it is read, so a large
+// plan does not stay in the session.
+func quietExplain(ctx context.Context, q Conn, explain string) (string, error) {
+	quote, ok := dollarQuote(explain)
+	if !ok {
+		return "", fmt.Errorf("the statement's text holds every dollar-quote tag pgmedic would wrap it in")
+	}
+	var b strings.Builder
+	b.WriteString("DO " + quote("outer") + "DECLARE out text; st text; msg text; det text; hnt text; BEGIN ")
+	b.WriteString("EXECUTE " + quote("") + " INTO out; PERFORM set_config('" + explainSetting + "', 'ok:' || out, false); ")
+	b.WriteString("EXCEPTION WHEN OTHERS THEN GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT; ")
+	b.WriteString("PERFORM set_config('" + explainSetting + "', concat_ws(chr(31), 'error', st, msg, coalesce(det, ''), coalesce(hnt, '')), false); ")
+	b.WriteString("END" + quote("outer"))
+	if _, err := q.Exec(ctx, Tag+b.String()); err != nil {
+		return "", err
+	}
+	var outcome, cleared string
+	if err := q.QueryRow(ctx, Tag+"SELECT current_setting('"+explainSetting+"'), set_config('"+explainSetting+"', '', false)").Scan(&outcome, &cleared); err != nil {
+		return "", err
+	}
+	if out, ok := strings.CutPrefix(outcome, "ok:"); ok {
+		return out, nil
+	}
+	if f := strings.Split(outcome, fieldSep); len(f) >= 3 && f[0] == "error" {
+		e := &pgconn.PgError{Severity: "ERROR", Code: f[1], Message: f[2]}
+		if len(f) > 3 {
+			e.Detail = f[3]
+		}
+		if len(f) > 4 {
+			e.Hint = f[4]
+		}
+		return "", e
+	}
+	return "", fmt.Errorf("EXPLAIN left no outcome (%q)", outcome)
 }
 
 // dollarQuote returns a function that writes text between dollar quotes
