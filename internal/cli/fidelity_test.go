@@ -3,13 +3,19 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/testkit"
+	"github.com/pgmedic/pgmedic/internal/watch"
 )
 
 // TestApplicationValuesFromActivity: a client that sends its values as
@@ -130,10 +136,15 @@ func TestSampledValuesHidden(t *testing.T) {
 		defer close(done)
 		waiter.Exec(ctx, "UPDATE accounts SET note = 'then "+planted+"' WHERE id = 1")
 	}()
-	defer func() {
-		holder.Exec(ctx, "ROLLBACK")
-		<-done
-	}()
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			holder.Exec(ctx, "ROLLBACK")
+			<-done
+		}
+	}
+	defer release()
 	for _, c := range []struct {
 		format string
 		show   bool
@@ -148,6 +159,107 @@ func TestSampledValuesHidden(t *testing.T) {
 		}
 		if i := strings.Index(out, planted); (i >= 0) != c.show {
 			t.Errorf("%s, --show-values %v: the planted value is there: %v ...%s...", c.format, c.show, i >= 0, out[max(0, i-150):max(0, min(len(out), i+50))])
+		}
+	}
+	// The same stall seen by watch: its bundle keeps the texts, values
+	// included, for its owner only; its report and check --from's leave
+	// them out.
+	dir := t.TempDir()
+	opened, bundled := make(chan bool, 1), make(chan string, 1)
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	wcfg := watch.Config{Dir: dir, Interval: 200 * time.Millisecond, StatementsEvery: 2 * time.Second, Before: 2 * time.Second, After: 2 * time.Second,
+		Keep: time.Minute, MaxIncident: time.Minute, Version: "test", Log: t.Logf,
+		Opened:  func(watch.Target, *watch.Incident) { opened <- true },
+		Bundled: func(_ watch.Target, dir string, _ *watch.Incident) { bundled <- dir }}
+	go watch.Watch(wctx, watch.Target{Name: "planted", DSN: cluster.DSN("fidelity_sampled")}, wcfg)
+	select {
+	case <-opened:
+	case <-time.After(time.Minute):
+		t.Fatal("watch opened no incident on a transaction idle for a minute")
+	}
+	release()
+	var bundle string
+	select {
+	case bundle = <-bundled:
+	case <-time.After(time.Minute):
+		t.Fatal("watch wrote no bundle a minute after the stall ended")
+	}
+	stop()
+	kept := false
+	filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, _ := d.Info()
+		if path != dir && info.Mode().Perm()&0o077 != 0 {
+			t.Errorf("%s is %v: others may read what it holds", path, info.Mode().Perm())
+		}
+		if b, _ := os.ReadFile(path); !d.IsDir() && strings.Contains(string(b), planted) {
+			kept = kept || strings.Contains(path, "incidents")
+			if strings.HasPrefix(filepath.Base(path), "report") {
+				t.Errorf("watch's %s carries the planted value", filepath.Base(path))
+			}
+		}
+		return nil
+	})
+	if !kept {
+		t.Errorf("the bundle does not hold the sessions' texts (no planted value in %s): the test proves nothing", bundle)
+	}
+	for _, c := range []struct {
+		format string
+		show   bool
+	}{{"json", false}, {"text", false}, {"markdown", false}, {"html", false}, {"text", true}} {
+		args := []string{"check", "--from", bundle, "--format", c.format, "--min-severity", "info"}
+		if c.show {
+			args = append(args, "--show-values")
+		}
+		code, out, errOut := run(t, args...)
+		if !checkRan(code) {
+			t.Fatalf("check --from, %s: exit %d: %s", c.format, code, errOut)
+		}
+		if i := strings.Index(out, planted); (i >= 0) != c.show {
+			t.Errorf("check --from, %s, --show-values %v: the planted value is there: %v ...%s...", c.format, c.show, i >= 0, out[max(0, i-150):max(0, min(len(out), i+50))])
+		}
+	}
+}
+
+// TestLogValuesHidden: a server log carrying one planted value in every
+// place a log holds the application's data (a statement's literals, bind
+// parameters, a unique violation's key, a failing row, an auto_explain
+// plan's filter, a lock waiter's statement). No report of logs, replay
+// --dry-run or check --log carries it, in any format.
+func TestLogValuesHidden(t *testing.T) {
+	const log = "testdata/planted.log"
+	const planted, region = "planted7f3a", "PLANTREGION"
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), planted); n < 7 {
+		t.Fatalf("the log holds the planted value %d times: the test proves nothing", n)
+	}
+	runs := [][]string{{"logs"}, {"replay", "--dry-run"}}
+	if cluster != nil {
+		runs = append(runs, []string{"check", cluster.DSN("postgres"), "--sample", "0", "--no-verify", "--min-severity", "info", "--log"})
+	} else if testkit.InCI() {
+		needCluster(t)
+	}
+	for _, args := range runs {
+		for _, format := range []string{"json", "text", "markdown", "html"} {
+			code, out, errOut := run(t, append(args, log, "--format", format)...)
+			if code == ExitInput || code == ExitInternal {
+				t.Fatalf("%v, %s: exit %d: %s", args[:1], format, code, errOut)
+			}
+			if !strings.Contains(out, "customers") && !strings.Contains(out, "orders") {
+				t.Errorf("%v, %s: the report names none of the log's tables: it read nothing", args[:1], format)
+			}
+			for _, v := range []string{planted, region} {
+				if i := strings.Index(out+errOut, v); i >= 0 {
+					all := out + errOut
+					t.Errorf("%v, %s: the report carries %s: ...%s...", args[:1], format, v, all[max(0, i-150):min(len(all), i+50)])
+				}
+			}
 		}
 	}
 }

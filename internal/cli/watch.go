@@ -51,6 +51,12 @@ bundle under --dir/incidents, with its report (check --from BUNDLE reads it
 again). With --targets FILE it watches a fleet from one process, one
 connection per server, each in its own directory.
 
+The ring and the bundles hold the sessions' statements as the server showed
+them, values included (a client that sends literals puts them in
+pg_stat_activity): they are written readable by their owner only (0600 in
+0700 directories). The reports written beside them leave the values out, as
+every report does unless --show-values is given to check --from.
+
 It reconnects with back-off through restarts and failovers, stops cleanly on
 SIGTERM or Ctrl-C (an incident in progress is written first), and prints
 what it cost when it stops. Exit codes: 0 stopped, 2 usage or connection

@@ -103,6 +103,9 @@ func LogsReport(ctx context.Context, version string, sources []logs.Source, opt 
 	if !s.Parsed() {
 		return nil, inputErrf("nothing could be parsed (%s)", whyUnparsed(s))
 	}
+	for i := range findings {
+		findings[i].Clamp() // its id, as check's findings have
+	}
 	return &report.LogsReport{PGMedic: version, Summary: s, Findings: findings, Skipped: skipped}, nil
 }
 

@@ -126,7 +126,9 @@ func (w *watcher) writeBundle(ctx context.Context, inc *Incident) error {
 		return fmt.Errorf("creating the incidents directory: %w", err)
 	}
 	return bundle.Write(dir, meta, snap, func(path string) error {
-		f, err := os.Create(path)
+		// The window holds the sessions' texts, values included: its
+		// owner's only, as the rest of the bundle and the ring are.
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 		if err != nil {
 			return err
 		}
