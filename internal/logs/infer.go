@@ -9,7 +9,7 @@ import (
 // levelAt finds where the severity starts in a stderr line: what comes
 // before it is the line's prefix.
 var levelAt = sync.OnceValue(func() *regexp.Regexp {
-	return regexp.MustCompile(`(?:DEBUG[1-5]?|LOG|INFO|NOTICE|WARNING|ERROR|FATAL|PANIC|DETAIL|HINT|CONTEXT|STATEMENT):  `)
+	return regexp.MustCompile(`\b(?:DEBUG[1-5]?|LOG|INFO|NOTICE|WARNING|ERROR|FATAL|PANIC|DETAIL|HINT|CONTEXT|STATEMENT): `)
 })
 
 // prefixTokens turn the values a prefix printed back into its escapes,
@@ -26,7 +26,7 @@ var prefixTokens = sync.OnceValue(func() []prefixToken {
 		{regexp.MustCompile(`^\[\d+-\d+\]`), "[%p-%l]"},
 		{regexp.MustCompile(`^(?:user|usr|u)=[^ ,@\]]*`), "user=%u"},
 		{regexp.MustCompile(`^(?:db|database)=[^ ,@\]]*`), "db=%d"},
-		{regexp.MustCompile(`^(?:app|application|appname|application_name)=[^,\]]*?(?:,|\]| |$)`), ""},
+		{regexp.MustCompile(`^(?:app|appli|application|appname|application_name)=[^,\]]*?(?:,|\]| |$)`), ""},
 		{regexp.MustCompile(`^(?:client|host|remote|client_addr)=(?:\[local\]|[^ ,\]]*)`), "client=%h"},
 		{regexp.MustCompile(`^(?:queryid|query_id|qid)=-?\d+`), "queryid=%Q"},
 		{regexp.MustCompile(`^sql_error_code = [0-9A-Z]{5}`), "sql_error_code = %e"},
@@ -119,6 +119,8 @@ func prefixOf(text string) (string, bool) {
 					esc = key + "=" + esc[strings.Index(esc, "=")+1:]
 				} else if esc == "[%p-%l]" && pid {
 					esc = "[%l-%l]" // pgBadger's [%l-1] after the pid
+				} else if esc == "[%p]" && pid {
+					esc = "[%x]" // a number in brackets after the pid: the transaction id
 				}
 				pid = pid || strings.Contains(esc, "%p")
 				b.WriteString(esc)

@@ -119,13 +119,15 @@ func CompilePrefix(p string) (*Prefix, error) {
 	return &Prefix{Text: p, head: re, names: re.SubexpNames(), fast: compileFast(p)}, nil
 }
 
-// splitLevel finds the severity after the prefix: the first "WORD:  "
-// whose word is a severity. It returns where the word starts, the word,
-// and where the message starts.
+// splitLevel finds the severity after the prefix: the first "WORD:" whose
+// word is a severity, standing alone (not the end of a longer word), and
+// followed by the two spaces PostgreSQL prints, or one: some carriers and
+// pgBadger's own samples of RDS logs squeeze them. It returns where the
+// word starts, the word, and where the message starts.
 func splitLevel(line string) (start int, level string, msg int, ok bool) {
 	from := 0
 	for {
-		i := strings.Index(line[from:], ":  ")
+		i := strings.Index(line[from:], ": ")
 		if i < 0 {
 			return 0, "", 0, false
 		}
@@ -134,10 +136,15 @@ func splitLevel(line string) (start int, level string, msg int, ok bool) {
 		for j > 0 && line[j-1] >= 'A' && line[j-1] <= 'Z' || j > 0 && line[j-1] >= '1' && line[j-1] <= '5' {
 			j--
 		}
-		if levels[line[j:i]] {
-			return j, line[j:i], i + 3, true
+		alone := j == 0 || !(line[j-1] >= 'a' && line[j-1] <= 'z' || line[j-1] >= 'A' && line[j-1] <= 'Z' || line[j-1] == '_')
+		if alone && levels[line[j:i]] {
+			msg = i + 2
+			if msg < len(line) && line[msg] == ' ' {
+				msg++
+			}
+			return j, line[j:i], msg, true
 		}
-		from = i + 3
+		from = i + 2
 	}
 }
 
@@ -158,11 +165,28 @@ func (p *Prefix) parse(line string) (e Entry, ok bool) {
 		return e, false
 	}
 	if p.fast != nil && p.fast.match(line[:start], &e, p.times) {
-		e.Level, e.Message = level, line[msg:]
+		e.Level, e.Message = level, twoSpaces(line[msg:])
 		return e, true
 	}
 	e = Entry{}
-	return p.parseRegexp(line, start, level, msg)
+	e, ok = p.parseRegexp(line, start, level, msg)
+	e.Message = twoSpaces(e.Message)
+	return e, ok
+}
+
+// twoSpaces puts back the two spaces PostgreSQL prints between a
+// duration and what it timed ("duration: 1.2 ms  statement: ..."), where
+// a carrier squeezed them into one: every reader of durations looks for
+// the server's own form.
+func twoSpaces(msg string) string {
+	if !strings.HasPrefix(msg, "duration: ") {
+		return msg
+	}
+	i := strings.Index(msg, " ms ")
+	if i < 0 || strings.HasPrefix(msg[i+4:], " ") || strings.IndexByte(msg[len("duration: "):i], ' ') >= 0 {
+		return msg
+	}
+	return msg[:i] + " ms  " + msg[i+4:]
 }
 
 // parseRegexp is parse by the prefix's regexp.

@@ -316,6 +316,20 @@ func (a *assembler) flush(pid int) {
 	}
 }
 
+// serverTool says whether a line is the output of a program that starts
+// or stops the server into the same file (pg_ctl -l writes its own
+// messages there; so do pg_ctlcluster and initdb when a script redirects
+// them): not the server's, so not a line pgmedic failed to read.
+func serverTool(line string) bool {
+	for _, p := range []string{"pg_ctl: ", "pg_ctlcluster: ", "initdb: ", "postgres: ", "waiting for server to ", "server started", "server stopped",
+		"server starting", "stopped waiting", "Examine the log output.", "done", " done"} {
+		if strings.HasPrefix(line, p) {
+			return true
+		}
+	}
+	return false
+}
+
 // line takes one line; at and pid stand in for what a prefix without %m
 // or %p does not say (syslog's own header says it).
 func (a *assembler) line(line string, at time.Time, pid int) {
@@ -332,7 +346,10 @@ func (a *assembler) line(line string, at time.Time, pid int) {
 			a.last.continueWith(a.lastLevel, line)
 			return
 		}
-		if strings.TrimSpace(line) != "" {
+		switch {
+		case serverTool(line):
+			a.st.Other++
+		case strings.TrimSpace(line) != "":
 			a.st.unrecognised(line)
 		}
 		return

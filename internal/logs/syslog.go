@@ -21,16 +21,19 @@ const Syslog Format = "syslog"
 // PID, and PostgreSQL's "[message-chunk]" numbers (syslog_sequence_numbers,
 // on by default), before the text with its log_line_prefix.
 var syslogRe = sync.OnceValue(func() *regexp.Regexp {
-	return regexp.MustCompile(`^([A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?) \S+ [^\s\[]+\[(\d+)\]: (?:\[(\d+)-(\d+)\] )?(.*)$`)
+	return regexp.MustCompile(`^([A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?) \S+ ([^\s\[]+)\[(\d+)\]: (?:\[(\d+)-(\d+)\] )?(.*)$`)
 })
 
 // syslogLine is one line of a syslog file.
 type syslogLine struct {
-	at    time.Time
-	pid   int
-	seq   string
-	chunk int // 0 when sequence numbers are off
-	text  string
+	// program is the syslog tag's name: PostgreSQL's syslog_ident, or
+	// another program writing to the same file.
+	program string
+	at      time.Time
+	pid     int
+	seq     string
+	chunk   int // 0 when sequence numbers are off
+	text    string
 }
 
 func parseSyslog(line string, now time.Time) (syslogLine, bool) {
@@ -38,9 +41,9 @@ func parseSyslog(line string, now time.Time) (syslogLine, bool) {
 	if m == nil {
 		return syslogLine{}, false
 	}
-	l := syslogLine{seq: m[3], text: m[5]}
-	l.pid, _ = strconv.Atoi(m[2])
-	l.chunk, _ = strconv.Atoi(m[4])
+	l := syslogLine{program: m[2], seq: m[4], text: m[6]}
+	l.pid, _ = strconv.Atoi(m[3])
+	l.chunk, _ = strconv.Atoi(m[5])
 	l.at = syslogTime(m[1], now)
 	// rsyslog writes control characters as #ooo: PostgreSQL starts each
 	// continuation line with a tab.
@@ -105,12 +108,21 @@ func readSyslog(r io.Reader, p *Prefix, fn func(Entry)) (Stats, error) {
 func readSyslogAt(r io.Reader, p *Prefix, fn func(Entry), now time.Time) (Stats, error) {
 	return readCarried(r, p, fn, func(raw string) (syslogLine, lineKind) {
 		l, ok := parseSyslog(raw, now)
-		if !ok {
+		switch {
+		case !ok:
 			return l, notRecognised
+		case systemPrograms[l.program]:
+			return l, other
 		}
 		return l, carries
 	})
 }
+
+// systemPrograms write to the same syslog file as PostgreSQL on most
+// systems (systemd says when it starts the cluster): their lines are not
+// the server's, so not lines pgmedic failed to read.
+var systemPrograms = map[string]bool{"systemd": true, "kernel": true, "CRON": true, "cron": true, "sshd": true, "rsyslogd": true,
+	"sudo": true, "systemd-journald": true, "systemd-logind": true, "pg_ctl": true, "pg_ctlcluster": true}
 
 // lineKind is what a physical line of a log that carries PostgreSQL's
 // lines inside another format (syslog, a cloud's JSON) turned out to be.
