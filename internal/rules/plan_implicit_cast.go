@@ -109,6 +109,10 @@ func implicitCastStatements(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 			if s.GuessedTypes[st.QueryID] {
 				guessedCast(s, st, &f)
 			}
+			if why := castCannotCost(s, st, f); why != "" {
+				f.Severity, f.Experiment = model.Info, nil
+				f.Verification = model.NotRunBecause(why)
+			}
 			if f.Experiment != nil {
 				f.Experiment.QueryID, f.Experiment.Role = st.QueryID, st.Role
 			} else if f.Severity < model.Warning {
@@ -121,6 +125,43 @@ func implicitCastStatements(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		}
 	}
 	return out, nil
+}
+
+// scanMSPerPage bounds what reading one page of a table from memory and
+// filtering its rows through a cast costs: tens of microseconds on any
+// server. A statement's whole scan of a table costs at most the table's
+// pages times this; the rest of its time is not the cast's.
+const scanMSPerPage = 0.05
+
+// castMinMS is the least a cast must be able to cost per call to be a
+// warning: below it, a scan of the whole table is as cheap as the index.
+const castMinMS = 1.0
+
+// castCannotCost says why a cast cannot be what makes a statement slow,
+// or "": its table is so small that a scan of all of it through the
+// cast costs under castMinMS, whatever the statement's mean time says
+// (that time went to waiting: for a lock, for I/O, for the client).
+func castCannotCost(s *model.Snapshot, st model.Statement, f model.Finding) string {
+	if f.Experiment == nil || f.Severity < model.Warning {
+		return ""
+	}
+	t := s.Table(f.Experiment.Table)
+	if t == nil {
+		return ""
+	}
+	pages := max(t.RelPages, t.HeapBytes/8192)
+	if pages <= 0 {
+		return ""
+	}
+	bound := float64(pages) * scanMSPerPage
+	if bound >= castMinMS {
+		return ""
+	}
+	why := fmt.Sprintf("%s.%s has %d pages: reading all of them through the cast takes under %s a call, as little as the index would", t.Schema, t.Name, pages, ms(bound))
+	if mean := st.MeanExecMS(); mean > 10*bound {
+		why += fmt.Sprintf("; the statement's mean of %s went to something else (waiting for a lock, for I/O or for the client)", ms(mean))
+	}
+	return why
 }
 
 // guessedMinShare is the part of a table's pages the application's own
