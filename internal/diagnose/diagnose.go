@@ -420,7 +420,7 @@ func Logs(ctx context.Context, sources []logs.Source, opt logs.Options, ruleIDs 
 		findings = append(findings, fs...)
 		for _, m := range rules.ScanMisestimates(ex) {
 			m.Fingerprint, m.Query, m.LogHours = p.Fingerprint, p.Query, events.Seconds/3600
-			m.Analyzes = analyzesOf(events.Tables, m.Table)
+			m.Analyzes, m.Unlogged = analyzesOf(events.Tables, m.Table), len(events.Tables) == 0
 			misestimates = append(misestimates, m)
 		}
 	}
