@@ -279,7 +279,7 @@ func explainGeneric(ctx context.Context, q envelope.Conn, stmt *sqlparse.Stateme
 	n := stmt.ParamCount()
 	ex, err = generic(ctx, q, query, n, func() error {
 		var err error
-		guessed, err = envelope.PrepareGuessing(ctx, q, planStmt, query, stmt.FallbackParamTypes(n, columnType))
+		guessed, err = envelope.PrepareGuessing(ctx, q, planStmt, query, stmt.FallbackCandidates(n, columnType))
 		return err
 	})
 	return ex, guessed, err

@@ -439,10 +439,10 @@ func RolledBack(ctx context.Context, q Conn, mode string, fn func() error) error
 
 // Prepare prepares query under name, outside any transaction. When
 // PostgreSQL cannot infer every parameter's type (pg_stat_statements puts
-// bare $n where literals stood), it tries again declaring fallback types;
-// if that fails too, the first error is returned, which says more about
-// the statement.
-func Prepare(ctx context.Context, q Conn, name, query string, fallback []string) error {
+// bare $n where literals stood), it tries again with each list of
+// fallback types in turn; if they all fail, the first error is returned,
+// which says more about the statement.
+func Prepare(ctx context.Context, q Conn, name, query string, fallback [][]string) error {
 	_, err := PrepareGuessing(ctx, q, name, query, fallback)
 	return err
 }
@@ -451,7 +451,7 @@ func Prepare(ctx context.Context, q Conn, name, query string, fallback []string)
 // then the plan holds pgmedic's guesses, and a cast in it may exist only
 // in pgmedic's copy, not in what the application runs. A failed attempt
 // leaves no ERROR in the server's log (see quietPrepare).
-func PrepareGuessing(ctx context.Context, q Conn, name, query string, fallback []string) (guessed bool, err error) {
+func PrepareGuessing(ctx context.Context, q Conn, name, query string, fallback [][]string) (guessed bool, err error) {
 	return quietPrepare(ctx, q, name, nil, query, fallback)
 }
 

@@ -25,11 +25,11 @@ import (
 const prepareSetting = "pgmedic.prepare"
 
 // quietPrepare prepares query as name: first with types (nil leaves every
-// parameter to the server), then, if that fails and fallback is not nil,
-// with fallback. It returns whether fallback was used, or the first
+// parameter to the server), then, if that fails, with each list of
+// fallback types in turn. It returns whether a fallback was used, or the first
 // attempt's error as PostgreSQL gave it (a *pgconn.PgError), without any
 // ERROR reaching the server's log.
-func quietPrepare(ctx context.Context, q Conn, name string, types []string, query string, fallback []string) (guessed bool, err error) {
+func quietPrepare(ctx context.Context, q Conn, name string, types []string, query string, fallback [][]string) (guessed bool, err error) {
 	quote, ok := dollarQuote(query)
 	if !ok {
 		return false, fmt.Errorf("the statement's text holds every dollar-quote tag pgmedic would wrap it in")
@@ -47,10 +47,11 @@ func quietPrepare(ctx context.Context, q Conn, name string, types []string, quer
 	b.WriteString("DO " + quote("outer") + "BEGIN ")
 	b.WriteString("BEGIN " + attempt(types) + " PERFORM set_config('" + prepareSetting + "', 'ok', false); RETURN; ")
 	b.WriteString("EXCEPTION WHEN OTHERS THEN PERFORM set_config('" + prepareSetting + "', 'error:' || SQLSTATE || ':' || SQLERRM, false); END; ")
-	if fallback != nil {
+	for _, f := range fallback {
 		// The first attempt's error says more about the statement: a
-		// failed fallback keeps it.
-		b.WriteString("BEGIN " + attempt(fallback) + " PERFORM set_config('" + prepareSetting + "', 'guessed', false); ")
+		// failed fallback keeps it. The first fallback that prepares
+		// ends the block.
+		b.WriteString("BEGIN " + attempt(f) + " PERFORM set_config('" + prepareSetting + "', 'guessed', false); RETURN; ")
 		b.WriteString("EXCEPTION WHEN OTHERS THEN NULL; END; ")
 	}
 	b.WriteString("END" + quote("outer"))

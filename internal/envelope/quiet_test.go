@@ -33,15 +33,19 @@ func TestQuietLeavesNoError(t *testing.T) {
 	from := labtest.LogSize(c)
 	for _, tc := range []struct {
 		query    string
-		fallback []string
+		fallback [][]string
 		want     string // "" prepared, "guessed", or a part of the error
 	}{
 		{"SELECT relname FROM pg_class WHERE oid = $1", nil, ""},
 		{"SELECT $1 + $2", nil, "operator is not unique"},
-		{"SELECT $1 + $2", []string{"integer", "integer"}, "guessed"},
-		{"SELECT $1 + $2", []string{"unknown", "unknown"}, "operator is not unique"},
-		{"SELECT * FROM no_such_table WHERE id = $1", []string{"integer"}, "does not exist"},
+		{"SELECT $1 + $2", [][]string{{"integer", "integer"}}, "guessed"},
+		{"SELECT $1 + $2", [][]string{{"unknown", "unknown"}}, "operator is not unique"},
+		{"SELECT * FROM no_such_table WHERE id = $1", [][]string{{"integer"}}, "does not exist"},
 		{"SELECT '$pgmedic0$' || $1::text", nil, ""},
+		// round(numeric, numeric) does not exist: the second list works;
+		// when none does, the error is the untyped attempt's.
+		{"SELECT round(1.5, $1 + $2)", [][]string{{"numeric", "numeric"}, {"integer", "integer"}, {"text", "text"}}, "guessed"},
+		{"SELECT round(1.5, $1 + $2)", [][]string{{"numeric", "numeric"}, {"date", "date"}}, "operator is not unique"},
 	} {
 		guessed, err := envelope.PrepareGuessing(ctx, sess.Conn, "pgmedic_test", tc.query, tc.fallback)
 		switch {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -553,6 +554,9 @@ func eachChild(m protoreflect.Message, fn func(protoreflect.Message) bool) bool 
 //   - a parameter compared with a column (directly, in IN or ANY
 //     (ARRAY[...]), inside coalesce, greatest or least) gets the column's
 //     type from columnType, when it knows the column;
+//   - parameters in arithmetic compared with a column of a number type
+//     ($2 + $3 = id) get the column's type, so that the column is never
+//     the side cast;
 //   - one standing bare in a select list is integer (a counter or flag
 //     pg_stat_statements normalised);
 //   - two parameters side by side get numeric for arithmetic, text for any
@@ -583,6 +587,7 @@ func (s *Statement) FallbackParamTypes(n int, columnType func(Column) string) []
 				}
 			}
 		}
+		s.arithmeticTypes(columnType, set)
 		s.insertSelectTypes(columnType, set)
 		for p, typ := range s.valuesParamTypes(columnType) {
 			set(p, typ)
@@ -597,6 +602,127 @@ func (s *Statement) FallbackParamTypes(n int, columnType func(Column) string) []
 		return nil
 	}
 	return types
+}
+
+// FallbackCandidates are the type lists to try, in order, when PostgreSQL
+// cannot infer every $n: FallbackParamTypes' list first, then the same
+// with its arithmetic guesses as integer (round(x, $1) takes an integer
+// where numeric has no such function) and as double precision, and with
+// what it left unknown as text. Nil when there is nothing to declare.
+func (s *Statement) FallbackCandidates(n int, columnType func(Column) string) [][]string {
+	first := s.FallbackParamTypes(n, columnType)
+	if first == nil {
+		if n <= 0 || n > MaxParams {
+			return nil
+		}
+		first = make([]string, n)
+		for i := range first {
+			first[i] = "unknown"
+		}
+	}
+	swap := func(from, to string) []string {
+		out := slices.Clone(first)
+		for i, t := range out {
+			if t == from {
+				out[i] = to
+			}
+		}
+		return out
+	}
+	var out [][]string
+	for _, c := range [][]string{first, swap("numeric", "integer"), swap("numeric", "double precision"), swap("unknown", "text")} {
+		// A list of unknowns declares nothing: the first attempt was that.
+		fresh := slices.ContainsFunc(c, func(t string) bool { return t != "unknown" })
+		for _, prev := range out {
+			fresh = fresh && !slices.Equal(prev, c)
+		}
+		if fresh {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// numberTypes are the column types whose values arithmetic on parameters
+// can stand for without casting the column.
+var numberTypes = map[string]bool{"smallint": true, "integer": true, "bigint": true, "numeric": true, "real": true, "double precision": true}
+
+// arithmeticTypes types the parameters of arithmetic compared with a
+// column of a number type: in id = $2 + $3 both are the column's type.
+// Typed numeric, an integer column would be cast to numeric (in
+// pgmedic's copy only) and its index left unused.
+func (s *Statement) arithmeticTypes(columnType func(Column) string, set func(int, string)) {
+	resolve := s.columnResolver()
+	s.walk(func(m proto.Message) bool {
+		e, ok := m.(*pg_query.A_Expr)
+		if !ok || len(e.Name) != 1 {
+			return true
+		}
+		var sides [][2]*pg_query.Node
+		switch {
+		case e.Kind == pg_query.A_Expr_Kind_AEXPR_OP && comparison[e.Name[0].GetString_().GetSval()]:
+			sides = [][2]*pg_query.Node{{e.Lexpr, e.Rexpr}, {e.Rexpr, e.Lexpr}}
+		case e.Kind == pg_query.A_Expr_Kind_AEXPR_BETWEEN || e.Kind == pg_query.A_Expr_Kind_AEXPR_NOT_BETWEEN:
+			for _, bound := range e.Rexpr.GetList().GetItems() {
+				sides = append(sides, [2]*pg_query.Node{e.Lexpr, bound})
+			}
+		}
+		for _, side := range sides {
+			cr := unwrapColumn(side[0])
+			if cr == nil {
+				continue
+			}
+			typ := ""
+			for _, c := range resolve(cr) {
+				if t := columnType(c); t != "" {
+					typ = t
+					break
+				}
+			}
+			if !numberTypes[typ] {
+				continue
+			}
+			for _, p := range arithmeticParams(side[1]) {
+				set(p, typ)
+			}
+		}
+		return true
+	})
+}
+
+// comparison are the operators that compare two values of one type.
+var comparison = map[string]bool{"=": true, "<>": true, "!=": true, "<": true, "<=": true, ">": true, ">=": true}
+
+// arithmeticParams are the parameters of an arithmetic expression made of
+// parameters and constants only ($2 + $3, $1 * 2); nil for anything else.
+func arithmeticParams(n *pg_query.Node) []int {
+	e := n.GetAExpr()
+	if e == nil || e.Kind != pg_query.A_Expr_Kind_AEXPR_OP || len(e.Name) != 1 {
+		return nil
+	}
+	switch e.Name[0].GetString_().GetSval() {
+	case "+", "-", "*", "/", "%":
+	default:
+		return nil
+	}
+	var out []int
+	for _, side := range []*pg_query.Node{e.Lexpr, e.Rexpr} {
+		switch {
+		case side == nil:
+		case side.GetParamRef() != nil:
+			out = append(out, int(side.GetParamRef().Number))
+		case side.GetAConst() != nil:
+		case side.GetAExpr() != nil:
+			inner := arithmeticParams(side)
+			if inner == nil {
+				return nil
+			}
+			out = append(out, inner...)
+		default:
+			return nil
+		}
+	}
+	return out
 }
 
 // insertSelectTypes types INSERT ... SELECT $1, $2: each item is the value

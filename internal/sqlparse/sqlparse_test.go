@@ -90,6 +90,7 @@ func FuzzParse(f *testing.F) {
 	f.Add("SELECT \"new\nline\".a, 'x\x1b]0;t\x07' FROM \"new\nline\", public.reset_stats() r WHERE a OPERATOR(public.===) 1")
 	f.Add("SELECT * FROM \"user\" u JOIN \"Order\" o ON true, v")
 	f.Add("SELECT extract($1 FROM d) FROM t WHERE d > date $2 + interval $3 day AND x = ANY(ARRAY[$4, $5]) LIMIT $6")
+	f.Add("SELECT round(avg(x), $1) FROM t WHERE id BETWEEN $2 - $3 AND $2 + 1 AND n > ($4 + $5) * 2")
 	f.Fuzz(func(t *testing.T, sql string) {
 		s, err := Parse(sql)
 		if err != nil {
@@ -101,6 +102,7 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 		s.FallbackParamTypes(s.ParamCount(), func(Column) string { return "integer" })
+		s.FallbackCandidates(s.ParamCount(), func(Column) string { return "bigint" })
 		s.LimitParams()
 		s.SafeToAnalyze()
 		s.ParamColumns()
@@ -374,11 +376,38 @@ func TestFallbackParamTypes(t *testing.T) {
 		"UPDATE t SET x = v.x FROM (VALUES ($1, $2)) AS v(id, x) WHERE t.id = v.id":                                                       "bigint numeric",
 		"SELECT $1 AS depth":           "integer",
 		"SELECT a FROM t WHERE b = $1": "",
+		// Arithmetic compared with a number column takes its type: the
+		// column is never the side cast.
+		"UPDATE inventory SET qty = qty + $1 WHERE inventory.qty > $2 + $3": "integer integer integer",
+		"SELECT * FROM t WHERE id BETWEEN $1 - $2 AND $1 + $2":               "bigint bigint",
+		"SELECT * FROM events WHERE kind = $1 || $2":                         "text text",
 	} {
 		st := mustParse(t, sql)
 		got := strings.Join(st.FallbackParamTypes(st.ParamCount(), col), " ")
 		if got != want {
 			t.Errorf("%s:\n got %q\nwant %q", sql, got, want)
+		}
+	}
+}
+
+// TestFallbackCandidates: the type lists tried in order: the first guess,
+// then its arithmetic as integer and as double precision, then its
+// unknowns as text; no list twice, none of unknowns only.
+func TestFallbackCandidates(t *testing.T) {
+	for sql, want := range map[string]string{
+		"SELECT round(avg(x), $1) FROM t": "numeric | integer | double precision",
+		"SELECT $1 AS depth":              "integer",
+		"SELECT a FROM t WHERE b = $1":    "text",
+		"SELECT $1 + $2, $3":              "numeric numeric integer | integer integer integer | double precision double precision integer",
+		"SELECT $1 + $2 FROM t WHERE $3":  "numeric numeric unknown | integer integer unknown | double precision double precision unknown | numeric numeric text",
+	} {
+		st := mustParse(t, sql)
+		var got []string
+		for _, c := range st.FallbackCandidates(st.ParamCount(), nil) {
+			got = append(got, strings.Join(c, " "))
+		}
+		if g := strings.Join(got, " | "); g != want {
+			t.Errorf("%s:\n got %q\nwant %q", sql, g, want)
 		}
 	}
 }

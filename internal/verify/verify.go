@@ -449,7 +449,7 @@ func (e *Engine) bindAs(ctx context.Context, stmt *sqlparse.Statement, exp *mode
 	if types != nil {
 		err = envelope.PrepareAs(ctx, e.Conn, stmtName, types, query)
 	} else {
-		err = envelope.Prepare(ctx, e.Conn, stmtName, query, stmt.FallbackParamTypes(n, e.columnType))
+		err = envelope.Prepare(ctx, e.Conn, stmtName, query, stmt.FallbackCandidates(n, e.columnType))
 	}
 	if err != nil {
 		return nil, "cannot prepare the statement to re-run it: " + envelope.Message(err)
