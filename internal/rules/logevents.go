@@ -298,7 +298,7 @@ func staleStatisticsLog(in LogInput) []model.Finding {
 				m.Node, count(m.Estimated), count(m.Actual), m.Factor, m.Table)
 		}
 		out = append(out, model.Finding{Rule: StaleStatisticsID, Severity: sev,
-			Title: title,
+			Title:  title,
 			Object: model.Object{Kind: "statement (log)", Name: printable.Shorten(m.Query, 80), QueryID: m.Fingerprint, Fingerprint: m.Fingerprint},
 			Evidence: []model.Evidence{ev("rows estimated", m.Estimated, "rows"), ev("rows read", m.Actual, "rows"), ev("estimate off by", m.Factor, "x"),
 				ev2("autoanalyze runs of the table in the log", m.Analyzes)},

@@ -379,8 +379,8 @@ func TestFallbackParamTypes(t *testing.T) {
 		// Arithmetic compared with a number column takes its type: the
 		// column is never the side cast.
 		"UPDATE inventory SET qty = qty + $1 WHERE inventory.qty > $2 + $3": "integer integer integer",
-		"SELECT * FROM t WHERE id BETWEEN $1 - $2 AND $1 + $2":               "bigint bigint",
-		"SELECT * FROM events WHERE kind = $1 || $2":                         "text text",
+		"SELECT * FROM t WHERE id BETWEEN $1 - $2 AND $1 + $2":              "bigint bigint",
+		"SELECT * FROM events WHERE kind = $1 || $2":                        "text text",
 	} {
 		st := mustParse(t, sql)
 		got := strings.Join(st.FallbackParamTypes(st.ParamCount(), col), " ")
