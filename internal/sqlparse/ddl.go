@@ -197,3 +197,55 @@ var lockModes = map[int32]string{
 	1: "AccessShareLock", 2: "RowShareLock", 3: "RowExclusiveLock", 4: "ShareUpdateExclusiveLock",
 	5: "ShareLock", 6: "ShareRowExclusiveLock", 7: "ExclusiveLock", 8: "AccessExclusiveLock",
 }
+
+// Undo is what takes a table back to how it was before the change, for
+// the forms that add something by name: ALTER TABLE ... ADD COLUMN c
+// (DROP COLUMN IF EXISTS c), ADD CONSTRAINT n (DROP CONSTRAINT IF EXISTS
+// n) and CREATE INDEX n (DROP INDEX IF EXISTS n). A copy of a table taken
+// after such a change went through already has what it adds, and the
+// change fails there ("already exists"); undone, it can be rehearsed as
+// it ran. Nil when the statement has nothing Undo can take back, or
+// anything it cannot (an ALTER TABLE that also changes a column's type).
+func (s *Statement) Undo() []string {
+	if s == nil || s.root == nil {
+		return nil
+	}
+	if ix := s.root.GetIndexStmt(); ix != nil {
+		if ix.Idxname == "" {
+			return nil
+		}
+		return []string{"DROP INDEX IF EXISTS " + QuoteQualified(ix.Relation.GetSchemaname(), ix.Idxname)}
+	}
+	a := s.root.GetAlterTableStmt()
+	if a == nil || a.Relation == nil {
+		return nil
+	}
+	table := QuoteQualified(a.Relation.Schemaname, a.Relation.Relname)
+	var out []string
+	for _, c := range a.Cmds {
+		cmd := c.GetAlterTableCmd()
+		if cmd == nil {
+			return nil
+		}
+		switch cmd.Subtype {
+		case pg_query.AlterTableType_AT_AddColumn:
+			col := cmd.GetDef().GetColumnDef()
+			if col == nil {
+				return nil
+			}
+			out = append(out, "ALTER TABLE "+table+" DROP COLUMN IF EXISTS "+QuoteIdent(col.Colname))
+		case pg_query.AlterTableType_AT_AddConstraint:
+			con := cmd.GetDef().GetConstraint()
+			if con == nil || con.Conname == "" {
+				return nil
+			}
+			out = append(out, "ALTER TABLE "+table+" DROP CONSTRAINT IF EXISTS "+QuoteIdent(con.Conname))
+		case pg_query.AlterTableType_AT_ColumnDefault, pg_query.AlterTableType_AT_SetNotNull, pg_query.AlterTableType_AT_ValidateConstraint,
+			pg_query.AlterTableType_AT_SetStatistics:
+			// Running these again is harmless: nothing to take back.
+		default:
+			return nil
+		}
+	}
+	return out
+}

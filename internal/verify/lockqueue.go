@@ -52,6 +52,11 @@ func (e *Engine) lockQueue(ctx context.Context, _ *model.Snapshot, f *model.Find
 		f.Verification = model.NotRunBecause("the waiting read: " + why)
 		return
 	}
+	undone, err := e.undoOnTwin(ctx, exp.Query)
+	if err != nil {
+		f.Verification = model.NotRunBecause("the rehearsal on the twin failed: " + envelope.Message(err))
+		return
+	}
 	var worst [2]float64
 	var reads [2]int
 	for side, retry := range []bool{false, true} {
@@ -70,12 +75,55 @@ func (e *Engine) lockQueue(ctx context.Context, _ *model.Snapshot, f *model.Find
 		model.Evidence{Label: "longest read while the change queues as written (rehearsal)", Value: worst[0], Unit: "ms"},
 		model.Evidence{Label: "longest read with lock_timeout and retries (rehearsal)", Value: worst[1], Unit: "ms"})
 	f.Verification = model.Verification{
-		Method: fmt.Sprintf("rehearsed: a session held %s on %s for %s as the head did, the change queued behind it, and %d sessions ran the waiting read in a loop (%d and %d reads); then the same with SET lock_timeout = '%s' and a retry every %s; the change rolled back each time",
-			exp.HeadLock, table, queueHold, queueReaders, reads[0], reads[1], queueLockTimeout, queueRetry),
+		Method: fmt.Sprintf("%srehearsed: a session held %s on %s for %s as the head did, the change queued behind it, and %d sessions ran the waiting read in a loop (%d and %d reads); then the same with SET lock_timeout = '%s' and a retry every %s; the change rolled back each time",
+			undone, exp.HeadLock, table, queueHold, queueReaders, reads[0], reads[1], queueLockTimeout, queueRetry),
 		Parameters: read.params,
 		Before:     &model.Measure{Value: worst[0], Unit: "ms longest read"}, After: &model.Measure{Value: worst[1], Unit: "ms longest read"}}
 	judge(f, worst[0], worst[1])
 }
+
+// undoOnTwin takes the twin's table back to before the change when the
+// change had gone through on the target by the time the twin copied it:
+// the change is tried once (rolled back), and if it fails because what it
+// adds already exists, what it added is dropped on the twin, so the
+// rehearsal runs the change as the target first ran it. It says what it
+// did, "" when nothing was needed.
+func (e *Engine) undoOnTwin(ctx context.Context, ddl string) (string, error) {
+	conns, closeAll, err := e.openWorkers(ctx, 1)
+	defer closeAll()
+	if err != nil {
+		return "", err
+	}
+	c := conns[0]
+	if _, err := c.Exec(ctx, "BEGIN"); err != nil {
+		return "", err
+	}
+	_, tried := c.Exec(ctx, ddl)
+	c.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+	var pgErr *pgconn.PgError
+	if !errors.As(tried, &pgErr) || !alreadyThere[pgErr.Code] {
+		return "", nil // it runs, or fails for a reason the rehearsal will report
+	}
+	st, err := sqlparse.Parse(ddl)
+	if err != nil {
+		return "", err
+	}
+	undo := st.Undo()
+	if len(undo) == 0 {
+		return "", fmt.Errorf("the change had gone through before the twin copied the table (%s), and pgmedic cannot take it back to rehearse it", pgErr.Message)
+	}
+	for _, u := range undo {
+		if _, err := c.Exec(ctx, u); err != nil {
+			return "", fmt.Errorf("taking the twin's table back to before the change (%s): %w", u, err)
+		}
+	}
+	return fmt.Sprintf("the change had gone through on the target before the twin copied the table (%s), so the twin was taken back first (%s); then ", pgErr.Message, strings.Join(undo, "; ")), nil
+}
+
+// alreadyThere are the SQLSTATEs of a change that adds what exists:
+// duplicate_column, duplicate_object (a constraint), duplicate_table (an
+// index's name).
+var alreadyThere = map[string]bool{"42701": true, "42710": true, "42P07": true}
 
 // rehearse runs one side and returns the readers' latencies (ms).
 func (e *Engine) rehearse(ctx context.Context, exp *model.Experiment, table string, read sessionStmt, retry bool) ([]float64, error) {

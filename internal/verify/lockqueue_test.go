@@ -1,0 +1,55 @@
+package verify_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgmedic/pgmedic/internal/envelope"
+	"github.com/pgmedic/pgmedic/internal/lab"
+	"github.com/pgmedic/pgmedic/internal/lab/labtest"
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/verify"
+)
+
+// TestLockQueueAfterTheChange: the twin was copied after the queued
+// change had gone through on the target, so the column it adds is
+// already there. The rehearsal takes the twin's table back to before the
+// change and measures the queue as it was, instead of failing on
+// "column already exists".
+func TestLockQueueAfterTheChange(t *testing.T) {
+	c := labtest.Cluster(t, lab.Options{})
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, c.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	for _, q := range []string{"CREATE TABLE ledger (id int PRIMARY KEY, amount numeric)",
+		"INSERT INTO ledger SELECT g, g FROM generate_series(1, 5000) g",
+		"ALTER TABLE ledger ADD COLUMN note text"} {
+		if _, err := admin.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sess, err := envelope.Connect(ctx, c.DSN("postgres"), envelope.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	e := &verify.Engine{Conn: sess.Conn, Runs: 5, Cores: 2, StatementTimeoutText: "5s", Lab: true, InPlace: true,
+		Workers: func(ctx context.Context) (*pgx.Conn, error) { return pgx.Connect(ctx, c.DSN("postgres")) }}
+	f := model.Finding{Rule: "lock-contention", Severity: model.Warning, Title: "a schema change queued",
+		Experiment: &model.Experiment{Kind: model.ExpLockQueue, Query: "ALTER TABLE ledger ADD COLUMN note text",
+			Table: model.RelRef{Schema: "public", Name: "ledger"}, Waiter: "SELECT amount FROM ledger WHERE id = 42", HeadLock: "ACCESS SHARE"}}
+	out, _ := e.Run(ctx, &model.Snapshot{Database: "postgres", Tables: []model.Table{{Schema: "public", Name: "ledger"}}}, []model.Finding{f})
+	v := out[0].Verification
+	if v.Before == nil || v.After == nil || v.Before.Value < 1000 || !strings.Contains(v.Method, "taken back") {
+		t.Fatalf("the rehearsal: %s: %s (%s)", v.Status, v.Reason, v.Method)
+	}
+	if v.Status != model.Confirmed {
+		t.Errorf("the queue as written %.0f ms, with lock_timeout %.0f ms: %s", v.Before.Value, v.After.Value, v.Status)
+	}
+}
