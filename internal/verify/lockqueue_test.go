@@ -53,3 +53,48 @@ func TestLockQueueAfterTheChange(t *testing.T) {
 		t.Errorf("the queue as written %.0f ms, with lock_timeout %.0f ms: %s", v.Before.Value, v.After.Value, v.Status)
 	}
 }
+
+// TestHeldLockOnARowTheTwinHolds: the waiters sent UPDATE ... WHERE id =
+// $2 through the extended protocol, so their values are unknown, and the
+// table has no statistics to take one from: the value bind falls back to
+// (1) matches no row, the head locks nothing and nobody waits. The
+// rehearsal then takes one row the twin holds for the head and the
+// waiters, and measures the wait.
+func TestHeldLockOnARowTheTwinHolds(t *testing.T) {
+	c := labtest.Cluster(t, lab.Options{})
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, c.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	for _, q := range []string{"CREATE TABLE accounts (id int PRIMARY KEY, balance int) WITH (autovacuum_enabled = off)",
+		"INSERT INTO accounts SELECT g, 0 FROM generate_series(1000, 1100) g"} {
+		if _, err := admin.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sess, err := envelope.Connect(ctx, c.DSN("postgres"), envelope.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	e := &verify.Engine{Conn: sess.Conn, Runs: 5, Cores: 2, StatementTimeoutText: "5s", Lab: true, InPlace: true,
+		Workers: func(ctx context.Context) (*pgx.Conn, error) { return pgx.Connect(ctx, c.DSN("postgres")) }}
+	const write = "UPDATE accounts SET balance = balance + $1 WHERE id = $2"
+	f := model.Finding{Rule: "idle-in-transaction", Severity: model.Warning, Title: "a transaction left idle holds a row",
+		Experiment: &model.Experiment{Kind: model.ExpHeldLock, Query: write, Waiter: write, Table: model.RelRef{Schema: "public", Name: "accounts"}}}
+	snap := &model.Snapshot{Database: "postgres", Tables: []model.Table{{Schema: "public", Name: "accounts"}},
+		Columns: []model.Column{{Schema: "public", Table: "accounts", Name: "id", Type: "integer"}, {Schema: "public", Table: "accounts", Name: "balance", Type: "integer"}}}
+	out, _ := e.Run(ctx, snap, []model.Finding{f})
+	v := out[0].Verification
+	if v.Before == nil || v.After == nil || v.Before.Value < 600 {
+		t.Fatalf("the rehearsal: %s: %s (%s)", v.Status, v.Reason, v.Method)
+	}
+	if !strings.Contains(v.Method, "one row") || !strings.Contains(strings.Join(v.Parameters, " "), "a row of accounts") {
+		t.Errorf("the method and values do not say the row was the twin's: %s %v", v.Method, v.Parameters)
+	}
+	if strings.Contains(strings.Join(v.Parameters, " "), "1000") {
+		t.Errorf("the row's value is shown without --show-values: %v", v.Parameters)
+	}
+}

@@ -2,12 +2,14 @@ package verify
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
@@ -25,6 +27,11 @@ type sessionStmt struct {
 	prepare, run, query string
 	params, values      []string
 	writes              bool
+	// name and types are the prepared statement's, for binding other
+	// values (onARow).
+	name  string
+	types []string
+	stmt  *sqlparse.Statement
 }
 
 func (e *Engine) forSessions(ctx context.Context, text, name string) (sessionStmt, string) {
@@ -52,7 +59,72 @@ func (e *Engine) forSessions(ctx context.Context, text, name string) (sessionStm
 		params:  b.desc,
 		values:  b.values,
 		writes:  writes,
+		name:    name,
+		types:   b.types,
+		stmt:    st,
 	}, ""
+}
+
+// onARow binds the statement's parameters compared with columns of one
+// table to the values of one row of that table on the twin, where the
+// values bind chose (pg_stats' common values, a histogram bound) may
+// match no row the twin holds: a write that matches nothing locks
+// nothing, and no session queues behind it. ok is false when no
+// parameter is compared with a column, or the table has no row.
+func (e *Engine) onARow(ctx context.Context, s sessionStmt) (sessionStmt, bool) {
+	if s.stmt == nil || s.name == "" {
+		return s, false
+	}
+	type param struct {
+		n   int
+		col sqlparse.Column
+	}
+	var ps []param
+	var table sqlparse.Column
+	for n, cols := range s.stmt.ParamColumns() {
+		for _, c := range cols {
+			if table.Table == "" {
+				table = c
+			}
+			if c.Schema == table.Schema && c.Table == table.Table {
+				ps = append(ps, param{n, c})
+				break
+			}
+		}
+	}
+	if len(ps) == 0 || len(ps) > len(s.values) {
+		return s, false
+	}
+	var sel []string
+	for _, p := range ps {
+		sel = append(sel, "quote_nullable("+sqlparse.QuoteIdent(p.col.Column)+"::text)")
+	}
+	row := make([]string, len(ps))
+	dest := make([]any, len(ps))
+	for i := range row {
+		dest[i] = &row[i]
+	}
+	q := envelope.Tag + "SELECT " + strings.Join(sel, ", ") + " FROM " + sqlparse.QuoteQualified(table.Schema, table.Table) + " LIMIT 1"
+	if err := e.Conn.QueryRow(ctx, q).Scan(dest...); err != nil {
+		return s, false
+	}
+	out := s
+	out.values = slices.Clone(s.values)
+	out.params = slices.Clone(s.params)
+	for i, p := range ps {
+		if p.n < 1 || p.n > len(out.values) {
+			return s, false
+		}
+		out.values[p.n-1] = row[i] + "::" + s.types[p.n-1]
+		desc := e.valueText(p.n, strings.Trim(row[i], "'"), s.types[p.n-1], "a row of "+table.Table+" on the twin", true)
+		if len(out.params) == len(out.values) {
+			out.params[p.n-1] = desc
+		} else {
+			out.params = append(out.params, desc)
+		}
+	}
+	out.run = "EXECUTE " + s.name + "(" + strings.Join(out.values, ", ") + ")"
+	return out, true
 }
 
 // prepareOn prepares q on each session ("" prepares nothing).
