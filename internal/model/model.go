@@ -544,6 +544,12 @@ const (
 	// sessions running the waiting statement, as it happened and with
 	// idle_in_transaction_session_timeout (on a twin only).
 	ExpHeldLock = "held-lock"
+	// ExpDDLHold rehearses statements queued behind a schema change that
+	// holds its lock while it runs (a CREATE INDEX blocking writes): a
+	// session holding the change's lock for a while and sessions running
+	// the waiting statement, then the same with the lock the fix takes
+	// (CONCURRENTLY's SHARE UPDATE EXCLUSIVE) (on a twin only).
+	ExpDDLHold = "ddl-hold"
 	// ExpConcurrency replays the sampled statement mix at the observed
 	// concurrency as the clients ran it and through a pool of the
 	// proposed size, measuring goodput and p95 (on a twin only).
@@ -654,6 +660,9 @@ type Experiment struct {
 	// are never reported.
 	Waiter   string `json:"-"`
 	HeadLock string `json:"-"`
+	// FixLock is the lock mode the fixed change takes instead of
+	// HeadLock (a ddl-hold rehearsal's second side), in LOCK TABLE's words.
+	FixLock string `json:"-"`
 	// Mix is the statement mix a concurrency experiment replays (texts as
 	// the sampler saw them, repeated as often as they were seen), Clients
 	// the sessions that ran it, Pool the server connections the fix

@@ -416,7 +416,7 @@ func ddlQueue(s *model.Snapshot, smp model.ActivitySample, byPID map[int]model.B
 	}
 	return model.Finding{
 		Rule: LockContentionID, Title: title,
-		Experiment: lockQueueExperiment(d, ddl, byPID, behind),
+		Experiment: queueExperiment(d, ddl, waiting, byPID, behind),
 		Object:     model.Object{Kind: "statement", Name: printable.Shorten(s.Shown(ddl.Query), 200), Role: ddl.User, Database: s.Database},
 		Evidence: []model.Evidence{
 			ev("sessions queued behind the schema change", float64(queued), ""),
@@ -428,6 +428,54 @@ func ddlQueue(s *model.Snapshot, smp model.ActivitySample, byPID map[int]model.B
 		Verification: model.NotRunBecause("observed while sampling; no read queued behind the change that pgmedic could rehearse (check --twin rehearses a queue that has one, with and without lock_timeout)"),
 		Docs:         docsPath(LockContentionID),
 	}, true
+}
+
+// queueExperiment is the rehearsal of what queues behind a schema change:
+// a change that waits for its lock (lockQueueExperiment), or one that
+// holds its lock while it runs and has a form that takes a weaker one
+// (ddlHoldExperiment).
+func queueExperiment(d *sqlparse.DDL, ddl model.Backend, waiting bool, byPID map[int]model.Backend, behind map[int]map[int]bool) *model.Experiment {
+	if !waiting {
+		if exp := ddlHoldExperiment(d, ddl, byPID, behind); exp != nil {
+			return exp
+		}
+	}
+	return lockQueueExperiment(d, ddl, byPID, behind)
+}
+
+// fixLocks are the lock a change's fixed form takes, for the changes that
+// hold a lock blocking writes for as long as they run: CONCURRENTLY
+// builds and rebuilds an index under SHARE UPDATE EXCLUSIVE, which
+// blocks no read or write.
+var fixLocks = map[string]string{"CREATE INDEX": "SHARE UPDATE EXCLUSIVE", "REINDEX": "SHARE UPDATE EXCLUSIVE"}
+
+// ddlHoldExperiment is the rehearsal of statements queued behind a
+// change that holds its lock while it runs: the change's lock held, then
+// its fixed form's, with one of the queued statements (a read or a
+// write, run rolled back on the twin) in a loop. Nil when the change has
+// no form with a weaker lock, or nothing it can rehearse queued.
+func ddlHoldExperiment(d *sqlparse.DDL, ddl model.Backend, byPID map[int]model.Backend, behind map[int]map[int]bool) *model.Experiment {
+	fix := fixLocks[d.Command]
+	if fix == "" || d.Concurrently {
+		return nil
+	}
+	held := strings.ToUpper(strings.Join(capitalised().FindAllString(strings.TrimSuffix(ddlLock(d), "Lock"), -1), " "))
+	for _, p := range slices.Sorted(maps.Keys(behind[ddl.PID])) {
+		b, ok := byPID[p]
+		if !ok || b.PID == ddl.PID {
+			continue
+		}
+		st, err := sqlparse.Parse(b.Query)
+		if err != nil || st.DDL() != nil {
+			continue
+		}
+		switch st.Shape().Command {
+		case "SELECT", "INSERT", "UPDATE", "DELETE":
+			return &model.Experiment{Kind: model.ExpDDLHold, Query: ddl.Query, Table: model.RelRef{Schema: d.Table.Schema, Name: d.Table.Name},
+				Waiter: b.Query, HeadLock: held, FixLock: fix}
+		}
+	}
+	return nil
 }
 
 // lockQueueExperiment is the rehearsal of a schema change's queue: the

@@ -237,6 +237,7 @@ var Kinds = []Kind{
 	{model.ExpClaimRace, OnTwin, WithRows, "", (*Engine).claimRace},
 	{model.ExpLockQueue, OnTwin, DefinitionsOnly, "", (*Engine).lockQueue},
 	{model.ExpHeldLock, OnTwin, WithRows, "", (*Engine).heldLock},
+	{model.ExpDDLHold, OnTwin, DefinitionsOnly, "", (*Engine).ddlHold},
 	{model.ExpConcurrency, OnTwin, RowsWhenTables, "", (*Engine).concurrency},
 	{model.ExpHOTUpdate, OnTwin, WithRows, "hot-update", (*Engine).hotUpdate},
 }
