@@ -261,6 +261,38 @@ func TestCheckTwinIndexBuild(t *testing.T) {
 	}
 }
 
+// TestCheckTwinCheckpointWAL: a log whose checkpoints WAL volume started,
+// read by check --twin on a database whose busiest table it copies: the
+// finding is measured, the WAL per row a batch of updates writes right
+// after a checkpoint (every page whole) against with none between.
+func TestCheckTwinCheckpointWAL(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	_, db := freshDatabase(t, "twin_ckpt")
+	if _, err := db.Exec(ctx, `CREATE TABLE events (id int PRIMARY KEY, payload text);
+		INSERT INTO events SELECT g, md5(g::text) FROM generate_series(1, 30000) g;
+		UPDATE events SET payload = payload WHERE id <= 100;
+		ANALYZE events`); err != nil {
+		t.Fatal(err)
+	}
+	// The writes reach pg_stat_user_tables when the session reports them.
+	db.Exec(ctx, "SELECT pg_stat_force_next_flush()")
+	code, out, errOut := run(t, "check", cluster.DSN("twin_ckpt"), "--format", "json", "--rules", "checkpoint-pressure", "--sample", "0",
+		"--log", "../logs/testdata/lab/maintenance.log", "--twin")
+	var rep struct{ Findings []model.Finding }
+	json.Unmarshal([]byte(out), &rep)
+	if !checkRan(code) || len(rep.Findings) != 1 {
+		t.Fatalf("exit %d: %s %s", code, out, errOut)
+	}
+	v := rep.Findings[0].Verification
+	// WAL is counted in bytes, not timed: a row updated right after a
+	// checkpoint carries its share of its 8 kB page, on any machine.
+	if v.Status != model.Confirmed || v.Before == nil || v.After == nil || v.Before.Value < 1.2*v.After.Value || !strings.Contains(v.Method, "public.events") {
+		t.Errorf("the measurement: %+v (before %v, after %v)", v, v.Before, v.After)
+	}
+	t.Logf("WAL per row: %.1f bytes right after a checkpoint, %.1f with none between (%s)", v.Before.Value, v.After.Value, v.Method)
+}
+
 // waitFor polls cond until it holds, for up to a minute.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()

@@ -195,18 +195,32 @@ func Check(ctx context.Context, dsn, version string, o Options, min model.Severi
 		skipped = append(skipped, model.Skip{Rule: "version", Reason: why,
 			Fix: fmt.Sprintf("pgmedic reads PostgreSQL %d to %d; what it could read is above", pgversion.Oldest, pgversion.Newest)})
 	}
+	// The logs' findings join before the experiments: one whose fix an
+	// experiment can measure on this database (a checkpoint's cost to the
+	// writes after it) is verified with the others.
+	fromLogs, logSkips, err := o.checkLogs(ctx, sess, snap.User, findings)
+	if err != nil {
+		return nil, err
+	}
+	// The others keep what they say (read from the executed plan, counted
+	// in the log): their statements are texts without values.
+	var logged []model.Finding
+	for _, f := range fromLogs {
+		if f.Rule == rules.CheckpointPressureID {
+			rules.CheckpointExperiment(snap, &f)
+			findings = append(findings, f)
+			continue
+		}
+		logged = append(logged, f)
+	}
+	skipped = append(skipped, logSkips...)
 	var twinLine string
 	if !o.NoVerify {
 		var more []model.Skip
 		findings, more, twinLine = o.verify(ctx, sess, dsn, snap, findings)
 		skipped = append(skipped, more...)
-		rules.Sort(findings)
 	}
-	fromLogs, logSkips, err := o.checkLogs(ctx, sess, snap.User, findings)
-	if err != nil {
-		return nil, err
-	}
-	findings, skipped = append(findings, fromLogs...), append(skipped, logSkips...)
+	findings = append(findings, logged...)
 	hot, hotSkips, prof := o.checkProfile(ctx, sess)
 	findings, skipped = append(findings, hot...), append(skipped, hotSkips...)
 	rules.Sort(findings)

@@ -550,6 +550,11 @@ const (
 	// the waiting statement, then the same with the lock the fix takes
 	// (CONCURRENTLY's SHARE UPDATE EXCLUSIVE) (on a twin only).
 	ExpDDLHold = "ddl-hold"
+	// ExpCheckpointWAL measures what a checkpoint costs the writes after
+	// it: the WAL of one batch of updates to a table's rows right after a
+	// CHECKPOINT (every page written whole again, full_page_writes)
+	// against the same batch with no checkpoint between (on a twin only).
+	ExpCheckpointWAL = "checkpoint-wal"
 	// ExpConcurrency replays the sampled statement mix at the observed
 	// concurrency as the clients ran it and through a pool of the
 	// proposed size, measuring goodput and p95 (on a twin only).

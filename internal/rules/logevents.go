@@ -161,6 +161,32 @@ func tableBloatLog(in LogInput) []model.Finding {
 	return out
 }
 
+// CheckpointExperiment gives a checkpoint-pressure finding from the log
+// its experiment when check also read the database: the table with the
+// most rows written (inserted, updated, deleted) since the statistics
+// were reset, whose pages a write after each checkpoint logs whole again.
+// The finding is left as it is when no table has had writes.
+func CheckpointExperiment(s *model.Snapshot, f *model.Finding) {
+	if f.Rule != CheckpointPressureID || s == nil {
+		return
+	}
+	var best *model.Table
+	for i := range s.Tables {
+		t := &s.Tables[i]
+		if t.Partitioned || t.RelPages == 0 {
+			continue
+		}
+		if w := t.Inserted + t.Updated + t.Deleted; w > 0 && (best == nil || w > best.Inserted+best.Updated+best.Deleted) {
+			best = t
+		}
+	}
+	if best == nil {
+		return
+	}
+	f.Experiment = &model.Experiment{Kind: model.ExpCheckpointWAL, Table: model.RelRef{Schema: best.Schema, Name: best.Name}}
+	f.Verification = model.NotRunBecause("counted in the server log; check --twin measures, on a copy of " + best.Schema + "." + best.Name + " (the table with the most writes), the WAL a batch of its updates writes right after a checkpoint and with none between")
+}
+
 // checkpointFinding says how often WAL volume started checkpoints and how
 // large max_wal_size would need to be for checkpoint_timeout to start
 // them instead.

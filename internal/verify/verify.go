@@ -238,6 +238,7 @@ var Kinds = []Kind{
 	{model.ExpLockQueue, OnTwin, DefinitionsOnly, "", (*Engine).lockQueue},
 	{model.ExpHeldLock, OnTwin, WithRows, "", (*Engine).heldLock},
 	{model.ExpDDLHold, OnTwin, DefinitionsOnly, "", (*Engine).ddlHold},
+	{model.ExpCheckpointWAL, OnTwin, WithRows, "", (*Engine).checkpointWAL},
 	{model.ExpConcurrency, OnTwin, RowsWhenTables, "", (*Engine).concurrency},
 	{model.ExpHOTUpdate, OnTwin, WithRows, "hot-update", (*Engine).hotUpdate},
 }
