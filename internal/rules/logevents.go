@@ -59,7 +59,8 @@ func connectionPressureLog(in LogInput) []model.Finding {
 		Evidence:     []model.Evidence{ev2("connections", le.Connections), ev2("connections in the busiest minute", le.PeakPerMinute), ev2("refused: too many clients", le.TooManyClients)},
 		Impact:       model.Impact{Summary: "each new connection costs the server a process; a storm of them queues work and exhausts max_connections"},
 		Fix:          model.Fix{Summary: "put a pool in front (PgBouncer in transaction mode, or the application's pool) and reuse connections; find what opens them (a retry loop, an autoscaler)"},
-		Verification: loggedVerification, Docs: docsPath(ConnectionPressureID)}}
+		Verification: model.NotRunBecause("counted in the server log; a log that also holds the sessions' statements (log_min_duration_statement = 0, log_connections) measures the pool: pgmedic replay LOG --dsn DSN --pool N replays them on a copy as they connected and through a pool of N"),
+		Docs:         docsPath(ConnectionPressureID)}}
 }
 
 // poolSaturationLog: clients PgBouncer closed after they waited longer
@@ -81,7 +82,8 @@ func poolSaturationLog(in LogInput) []model.Finding {
 			ev("the log's span", math.Round(le.Seconds), "s")},
 		Impact:       model.Impact{Summary: "every server connection of the pool stayed busy longer than the clients would wait: their requests failed without reaching PostgreSQL, and clients that retry add to the queue"},
 		Fix:          model.Fix{Summary: "find what holds the server connections (slow statements, transactions left open, in SHOW POOLS and pg_stat_activity); make those cheaper first, then size the pool to the server's cores (2 x cores) rather than to the clients; check --pgbouncer samples the pools while it happens"},
-		Verification: loggedVerification, Docs: docsPath(PoolSaturationID)}}
+		Verification: model.NotRunBecause("counted in PgBouncer's log, which does not say what the server connections ran; check --pgbouncer --twin, while it happens, samples the pools and replays the sampled statements through a pool of the proposed size"),
+		Docs:         docsPath(PoolSaturationID)}}
 }
 
 // lockContentionLog: lock waits past deadlock_timeout and deadlocks.
@@ -123,7 +125,8 @@ func clientStallLog(in LogInput) []model.Finding {
 			ev2("statement timeouts", le.StatementTimeouts), ev2("statements cancelled by clients", le.CancelledByClients)},
 		Impact:       model.Impact{Summary: "a client that times out and retries a write the database already did duplicates it; with a unique key, the retry fails instead"},
 		Fix:          model.Fix{Summary: "keep statement_timeout below the client's timeout, make retried writes idempotent (ON CONFLICT DO NOTHING with a key), retry with backoff and a budget"},
-		Verification: loggedVerification, Docs: docsPath(ClientStallID)}}
+		Verification: model.NotRunBecause("counted in the server log; the fix is in the client's code (its timeouts and retries), which no experiment on the database stands in for"),
+		Docs:         docsPath(ClientStallID)}}
 }
 
 // checkpointPressureLog: checkpoints that WAL volume forces.
