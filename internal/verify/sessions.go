@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -81,8 +82,9 @@ func (e *Engine) onARow(ctx context.Context, s sessionStmt) (sessionStmt, bool) 
 	}
 	var ps []param
 	var table sqlparse.Column
-	for n, cols := range s.stmt.ParamColumns() {
-		for _, c := range cols {
+	pc := s.stmt.ParamColumns()
+	for _, n := range slices.Sorted(maps.Keys(pc)) {
+		for _, c := range pc[n] {
 			if table.Table == "" {
 				table = c
 			}
@@ -167,6 +169,7 @@ func loopTimed(ctx context.Context, conns []*pgx.Conn, run func(context.Context,
 				if err != nil {
 					return
 				}
+				Sleep(lctx, loopPace)
 			}
 		}()
 	}
@@ -176,6 +179,12 @@ func loopTimed(ctx context.Context, conns []*pgx.Conn, run func(context.Context,
 		return lat, first
 	}
 }
+
+// loopPace is the pause between one session's runs in loopTimed: an
+// application's sessions send statements at a pace, and sessions running
+// flat out would take the cores from the server they measure (on a small
+// machine, its longest run then measures the scheduler, not the lock).
+const loopPace = 5 * time.Millisecond
 
 // Sleep waits d, or until ctx ends.
 func Sleep(ctx context.Context, d time.Duration) {
