@@ -10,6 +10,8 @@
 # out findings whose fix is in client code (client-stall).
 #
 #   bash bench/proof/run.sh [SECONDS_OF_SAMPLING]     # default 5
+#   ONLY="library wiki" KEEP=/tmp/proof bash bench/proof/run.sh
+#                       # some workloads only; keep their reports in KEEP
 #
 # Run from the repository root; the lab cluster is removed at the end.
 set -euo pipefail
@@ -29,9 +31,10 @@ results="$dir/results.jsonl"
 # migration that queues behind the read).
 workload() {
   local name=$1 setup=$2 script=$3 clients=$4 hold=${5:-} blocked=${6:-}
+  if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then return; fi
   psql -c "CREATE DATABASE $name" >/dev/null
   local db="$base/$name?sslmode=disable"
-  command psql "$db" -X -q -v ON_ERROR_STOP=1 -c "CREATE EXTENSION pg_stat_statements" -c "$setup" >/dev/null
+  printf 'CREATE EXTENSION pg_stat_statements;\n%s;\n' "$setup" | command psql "$db" -X -q -v ON_ERROR_STOP=1 >/dev/null
   printf '%s\n' "$script" >"$dir/$name.sql"
   local holder=""
   if [ -n "$hold" ]; then
@@ -55,6 +58,7 @@ workload() {
   command psql "$dsn" -X -q -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '$name' AND pid <> pg_backend_pid()" >/dev/null
   for p in $holder $blocker; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
   command psql "$dsn" -X -q -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '$name' AND pid <> pg_backend_pid()" >/dev/null
+  if [ -n "${KEEP:-}" ]; then mkdir -p "$KEEP" && cp "$dir/$name.json" "$dir/$name.err" "$dir/$name.pgbench" "$KEEP/"; fi
   python3 - "$name" "$dir/$name.json" >>"$results" <<'PY'
 import json, sys
 name, path = sys.argv[1], sys.argv[2]
@@ -77,20 +81,20 @@ workload library "CREATE TABLE loans (id bigserial PRIMARY KEY, member_id int NO
 INSERT INTO loans (member_id, book_id, due_on, returned_at) SELECT g % 9000, g % 40000, date '2026-01-01' + (g % 300), CASE WHEN g % 10 > 0 THEN now() END FROM generate_series(1, 400000) g;
 VACUUM ANALYZE loans" \
 '\set d random(0, 299)
-SELECT count(*) FROM loans WHERE due_on = date '"'"'2026-01-01'"'"' + :d AND returned_at IS NULL;' 4
+SELECT count(*) FROM loans WHERE due_on = date '"'"'2026-01-01'"'"' + :d::int AND returned_at IS NULL;' 4
 
 workload telemetry "CREATE TABLE readings (id bigserial PRIMARY KEY, device_id int NOT NULL, at timestamptz NOT NULL, value float8 NOT NULL);
 INSERT INTO readings (device_id, at, value) SELECT g % 5000, now() - g * interval '1 s', random() FROM generate_series(1, 400000) g;
 CREATE INDEX ON readings (device_id); VACUUM ANALYZE readings" \
 '\set dev random(1, 4999)
-SELECT avg(value) FROM readings WHERE device_id = :dev.0;' 4
+SELECT avg(value) FROM readings WHERE device_id = :dev::numeric;' 4
 
 workload warehouse "CREATE TABLE stock (id bigserial PRIMARY KEY, sku text NOT NULL, bin text NOT NULL, qty int NOT NULL) WITH (autovacuum_enabled = off);
 CREATE INDEX ON stock (bin);
 INSERT INTO stock (sku, bin, qty) SELECT 'sku' || g, 'A' || (g % 50), g % 7 FROM generate_series(1, 2000) g;
 ANALYZE stock;
 INSERT INTO stock (sku, bin, qty) SELECT 'sku' || g, 'Z1', 1 FROM generate_series(1, 300000) g" \
-'SELECT sum(qty) FROM stock s1 JOIN stock s2 USING (sku) WHERE s1.bin = '"'"'Z1'"'"' AND s2.qty > 0;' 2
+'SELECT sum(s1.qty) FROM stock s1 JOIN stock s2 USING (sku) WHERE s1.bin = '"'"'Z1'"'"' AND s2.qty > 0;' 2
 
 workload tickets "CREATE TABLE seats (id bigserial PRIMARY KEY, section text NOT NULL, held_by int, held_at timestamptz);
 INSERT INTO seats (section) SELECT 'S' || (g % 20) FROM generate_series(1, 200000) g;

@@ -121,6 +121,11 @@ func (o Options) verifyWithTwin(ctx context.Context, sess *envelope.Session, sna
 			here = append(here, f)
 			continue
 		}
+		if locked := lockedOut(snap, tw, f.Experiment); locked != "" {
+			f.Verification = model.NotRunBecause(locked)
+			here = append(here, f)
+			continue
+		}
 		copied = append(copied, f)
 	}
 	eng := o.engine(sess)
@@ -132,6 +137,21 @@ func (o Options) verifyWithTwin(ctx context.Context, sess *envelope.Session, sna
 		}
 	}
 	return append(here, copied...), append(skipped, more...), tw.Summary()
+}
+
+// lockedOut says why an experiment that needs rows cannot have them: a
+// table it reads was behind a lock on the target when the twin copied it
+// (a schema change queued on it), so the twin holds its definition only.
+func lockedOut(snap *model.Snapshot, tw *twin.Twin, exp *model.Experiment) string {
+	if !needsRows(snap, exp) {
+		return ""
+	}
+	for _, r := range tablesOf(snap, exp) {
+		if why := tw.Locked(r); why != "" {
+			return "the twin has no rows of " + r.Name + ": " + why
+		}
+	}
+	return ""
 }
 
 // loadRetries is how many times, a second apart, a busy target's load is
@@ -149,6 +169,8 @@ func needsRows(snap *model.Snapshot, exp *model.Experiment) bool {
 		return false
 	case verify.RowsWhenTables:
 		return len(tablesOf(snap, exp)) > 0
+	case verify.RowsForRowLocks:
+		return exp.HeadLock == ""
 	}
 	return true
 }

@@ -665,6 +665,10 @@ type Experiment struct {
 	// are never reported.
 	Waiter   string `json:"-"`
 	HeadLock string `json:"-"`
+	// Change is a schema change queued between a held lock's head and its
+	// waiters (an ALTER waiting behind an idle transaction, reads queued
+	// behind the ALTER): a held-lock rehearsal queues it the same way.
+	Change string `json:"-"`
 	// FixLock is the lock mode the fixed change takes instead of
 	// HeadLock (a ddl-hold rehearsal's second side), in LOCK TABLE's words.
 	FixLock string `json:"-"`

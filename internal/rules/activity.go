@@ -261,6 +261,12 @@ func lockContention(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	if headWaiters == 0 {
 		f.Fix.SQL = ""
 		f.Verification = model.NotRunBecause("observed while sampling; the head of the chain was not visible, so there is nothing to rehearse")
+	} else if claimChain(head, behind[head.PID], byPID) {
+		// Workers taking the same queue row: one problem, the claim
+		// race, whose experiment measures the claim with SKIP LOCKED.
+		f.Severity = model.Info
+		f.Title += ": workers claiming the same queue row (see queue-claim-race)"
+		f.Verification = model.NotRunBecause("the chain is the queue's claim race: its sessions wait for the row the head claimed with the same statement, and queue-claim-race's experiment measures the claim with FOR UPDATE SKIP LOCKED")
 	} else if strings.HasPrefix(head.State, "idle in transaction") {
 		if f.Experiment = heldLockExperiment(s, head, behind[head.PID]); f.Experiment == nil {
 			f.Verification = model.NotRunBecause("observed while sampling; no statement waiting in the chain could be replayed on a twin")
@@ -346,6 +352,28 @@ func queuedBehind(smp model.ActivitySample) map[int]map[int]bool {
 		}
 	}
 	return out
+}
+
+// claimChain says whether a chain is workers claiming the same queue row:
+// the head runs a claim that waits for locked rows (no SKIP LOCKED), and
+// the sessions behind it run the same statement.
+func claimChain(head model.Backend, behind map[int]bool, byPID map[int]model.Backend) bool {
+	st, err := sqlparse.Parse(head.Query)
+	if err != nil || len(behind) == 0 {
+		return false
+	}
+	c := st.Shape().Claim
+	if c == nil || c.Wait == sqlparse.WaitSkipLocked || c.Wait == sqlparse.WaitNoWait {
+		return false
+	}
+	key, _ := sqlparse.Fingerprint(head.Query)
+	same := 0
+	for p := range behind {
+		if fp, _ := sqlparse.Fingerprint(byPID[p].Query); fp == key {
+			same++
+		}
+	}
+	return 2*same >= len(behind)
 }
 
 // ddlQueue finds a schema change with sessions queued behind it: waiting

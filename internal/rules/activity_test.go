@@ -437,3 +437,35 @@ func TestStaleStatisticsFromTheLog(t *testing.T) {
 		}
 	}
 }
+
+// TestClaimChainIsTheClaimRace: workers running one queue claim (no SKIP
+// LOCKED) queue behind the worker that claimed the row first. That chain
+// is queue-claim-race's problem, not a second one: lock-contention says
+// so at info; a chain of other statements behind a running head stays a
+// warning.
+func TestClaimChainIsTheClaimRace(t *testing.T) {
+	const claim = "UPDATE seats SET held_by = $1 WHERE id = (SELECT id FROM seats WHERE held_by IS NULL ORDER BY id LIMIT $2) RETURNING id"
+	chain := func(head, waiter string) []model.Backend {
+		out := []model.Backend{{PID: 10, State: "active", Query: head, XactMS: 50, StateMS: 50}}
+		for i := 0; i < 4; i++ {
+			out = append(out, model.Backend{PID: 20 + i, State: "active", WaitType: "Lock", Wait: "transactionid", BlockedBy: []int{10}, Query: waiter})
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name         string
+		head, waiter string
+		want         model.Severity
+	}{
+		{"the claim behind the claim", claim, claim, model.Info},
+		{"writers behind a running transfer", "UPDATE accounts SET balance = balance - 1 WHERE id = 1", "UPDATE accounts SET balance = balance + 1 WHERE id = 1", model.Warning},
+	} {
+		fs, _ := lockContention(sampledSnapshot(10, chain(c.head, c.waiter)...))
+		if len(fs) != 1 {
+			t.Fatalf("%s: %d findings", c.name, len(fs))
+		}
+		if fs[0].Severity < c.want || (c.want == model.Info && fs[0].Severity != model.Info) {
+			t.Errorf("%s: %s, want %s: %s", c.name, fs[0].Severity, c.want, fs[0].Title)
+		}
+	}
+}

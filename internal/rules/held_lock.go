@@ -16,6 +16,9 @@ import (
 // statement; then the same with idle_in_transaction_session_timeout on
 // the head's session. nil when no waiter's statement can be replayed.
 func heldLockExperiment(s *model.Snapshot, head model.Backend, waiters map[int]bool) *model.Experiment {
+	if exp := changeBehind(s, head, waiters); exp != nil {
+		return exp
+	}
 	for _, pid := range slices.Sorted(maps.Keys(waiters)) {
 		w, ok := lastSeen(s, pid)
 		if !ok || w.WaitType != "Lock" {
@@ -35,6 +38,44 @@ func heldLockExperiment(s *model.Snapshot, head model.Backend, waiters map[int]b
 			exp.Query = head.Query
 		}
 		return exp
+	}
+	return nil
+}
+
+// changeBehind is the rehearsal of a chain with a schema change in its
+// middle: the idle head holds a lock the change needs, the change waits
+// for it, and the application's statements queue behind the change
+// (they would not wait for the head alone). The rehearsal queues the
+// change the same way; nil when no change waits directly for the head,
+// or nothing behind it can be replayed.
+func changeBehind(s *model.Snapshot, head model.Backend, waiters map[int]bool) *model.Experiment {
+	for _, pid := range slices.Sorted(maps.Keys(waiters)) {
+		c, ok := lastSeen(s, pid)
+		if !ok || c.WaitType != "Lock" || !slices.Contains(c.BlockedBy, head.PID) {
+			continue
+		}
+		cst, err := sqlparse.Parse(c.Query)
+		if err != nil {
+			continue
+		}
+		d := cst.DDL()
+		if d == nil || d.Concurrently {
+			continue
+		}
+		mode := heldMode(head.Locks, d.Table.Name)
+		if mode == "" {
+			mode = "ACCESS SHARE"
+		}
+		for _, wp := range slices.Sorted(maps.Keys(waiters)) {
+			w, ok := lastSeen(s, wp)
+			if !ok || w.PID == c.PID || w.WaitType != "Lock" {
+				continue
+			}
+			if st, table, ok := replayable(s, w.Query); ok {
+				return &model.Experiment{Kind: model.ExpHeldLock, Table: table, Waiter: w.Query, QueryID: w.QueryID, Stmt: st,
+					HeadLock: mode, Change: c.Query}
+			}
+		}
 	}
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/lab"
@@ -68,6 +69,10 @@ type Table struct {
 	// definition only).
 	Fraction float64
 	Empty    bool
+	// Locked says why rows were wanted and none copied: the table was
+	// behind a lock (a schema change queued on it), and pgmedic's read
+	// gave up at its lock_timeout rather than join the queue.
+	Locked string
 }
 
 // Twin is a built twin: a connection to its database and what it holds.
@@ -134,6 +139,15 @@ func (t *Twin) find(ref model.RelRef) *Table {
 	return nil
 }
 
+// Locked says why the twin holds no rows of a table it wanted them for
+// (the table was behind a lock on the target), "" otherwise.
+func (t *Twin) Locked(ref model.RelRef) string {
+	if tb := t.find(ref); tb != nil {
+		return tb.Locked
+	}
+	return ""
+}
+
 // Sampled says whether any table is a sample rather than a full copy.
 func (t *Twin) Sampled() bool {
 	for _, tb := range t.Tables {
@@ -174,6 +188,8 @@ func (t *Twin) Summary() string {
 	for _, tb := range t.Tables {
 		n := name(tb.Ref)
 		switch {
+		case tb.Locked != "":
+			n += " (definition only: its rows were behind a lock)"
 		case tb.Empty:
 			n += " (definition only)"
 		case tb.Fraction < 1:
@@ -449,9 +465,22 @@ func (tw *Twin) copyRows(ctx context.Context, target *pgx.Conn, defs []*definiti
 			if fraction < 1 {
 				src += fmt.Sprintf(" TABLESAMPLE SYSTEM (%.6f)", 100*fraction)
 			}
+			// A savepoint per table: a table behind a lock costs its rows,
+			// not the whole twin.
+			if _, err := target.Exec(ctx, envelope.Tag+"SAVEPOINT pgmedic_copy"); err != nil {
+				return fmt.Errorf("copying %s: %s", name(d.ref), envelope.Message(err))
+			}
 			n, rows, err := pipe(ctx, target, tw.Conn,
 				envelope.Tag+"COPY ("+src+") TO STDOUT (FORMAT binary)",
 				"COPY "+d.qualified()+" ("+d.columnList()+") FROM STDIN (FORMAT binary)")
+			if errors.Is(err, errLocked) {
+				if _, rerr := target.Exec(ctx, envelope.Tag+"ROLLBACK TO SAVEPOINT pgmedic_copy"); rerr != nil {
+					return fmt.Errorf("copying %s: %s", name(d.ref), envelope.Message(rerr))
+				}
+				tw.Tables = append(tw.Tables, Table{Ref: d.ref, Fraction: 1, Empty: true,
+					Locked: "reading its rows would have queued behind a lock on it (pgmedic's lock_timeout gave up), so the twin holds its definition only"})
+				continue
+			}
 			if err != nil {
 				return fmt.Errorf("copying %s: %w", name(d.ref), err)
 			}
@@ -460,6 +489,9 @@ func (tw *Twin) copyRows(ctx context.Context, target *pgx.Conn, defs []*definiti
 		return nil
 	})
 }
+
+// errLocked is a read of the target that gave up at lock_timeout.
+var errLocked = errors.New("reading the target: canceling statement due to lock timeout")
 
 // pipe runs COPY TO on from and COPY FROM on to, streaming between them;
 // it returns the bytes streamed and the rows written.
@@ -477,6 +509,10 @@ func pipe(ctx context.Context, from, to *pgx.Conn, out, in string) (int64, int64
 		pr.CloseWithError(err)
 	}
 	if rerr := <-done; rerr != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(rerr, &pgErr) && pgErr.Code == "55P03" { // lock_not_available
+			return counted.n, 0, errLocked
+		}
 		return counted.n, 0, fmt.Errorf("reading the target: %s", envelope.Message(rerr))
 	}
 	if err != nil {

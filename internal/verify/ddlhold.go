@@ -35,7 +35,7 @@ func (e *Engine) ddlHold(ctx context.Context, _ *model.Snapshot, f *model.Findin
 	var runs [2]int
 	for side, mode := range []string{exp.HeadLock, exp.FixLock} {
 		hold := sessionStmt{run: "LOCK TABLE " + table + " IN " + mode + " MODE"}
-		lat, err := e.rehearseIdle(ctx, hold, wait, false)
+		lat, err := e.rehearseIdle(ctx, hold, wait, "", false)
 		if err != nil {
 			f.Verification = model.NotRunBecause("the rehearsal on the twin failed: " + envelope.Message(err))
 			return

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/printable"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
@@ -41,6 +42,14 @@ func (e *Engine) heldLock(ctx context.Context, _ *model.Snapshot, f *model.Findi
 		f.Verification = model.NotRunBecause("the waiting statement: " + why)
 		return
 	}
+	undone := ""
+	if exp.Change != "" {
+		var err error
+		if undone, err = e.undoOnTwin(ctx, exp.Change); err != nil {
+			f.Verification = model.NotRunBecause("the rehearsal on the twin failed: " + envelope.Message(err))
+			return
+		}
+	}
 	// The head takes its locks with its own last statement when it can be
 	// replayed, else with the waiters' statement and values: the same
 	// rows, so the same row locks.
@@ -56,7 +65,7 @@ func (e *Engine) heldLock(ctx context.Context, _ *model.Snapshot, f *model.Findi
 			take, how = t, "its own last statement"
 		}
 	}
-	worst, runs, err := e.idleSides(ctx, take, wait)
+	worst, runs, err := e.idleSides(ctx, take, wait, exp.Change)
 	if err != nil {
 		f.Verification = model.NotRunBecause("the rehearsal on the twin failed: " + envelope.Message(err))
 		return
@@ -67,7 +76,7 @@ func (e *Engine) heldLock(ctx context.Context, _ *model.Snapshot, f *model.Findi
 	// shared the rows the head had locked.
 	if reproduced := worst[0] >= float64(idleHold.Milliseconds())/2; !reproduced && take.run == wait.run && wait.prepare != "" {
 		if onRow, ok := e.onARow(ctx, wait); ok {
-			if w, r, err := e.idleSides(ctx, onRow, onRow); err == nil {
+			if w, r, err := e.idleSides(ctx, onRow, onRow, exp.Change); err == nil {
 				worst, runs, take, wait = w, r, onRow, onRow
 				how = "the waiting statement itself, on one row of the table both it and the head took"
 			}
@@ -83,18 +92,27 @@ func (e *Engine) heldLock(ctx context.Context, _ *model.Snapshot, f *model.Findi
 		model.Evidence{Label: "longest wait behind the idle transaction (rehearsal)", Value: worst[0], Unit: "ms"},
 		model.Evidence{Label: "longest wait with idle_in_transaction_session_timeout (rehearsal)", Value: worst[1], Unit: "ms"})
 	f.Verification = model.Verification{
-		Method: fmt.Sprintf("rehearsed: a session took the head's locks with %s and sat idle in its transaction for %s (the incident's idle time scaled down), while %d sessions ran the waiting statement in a loop (%d and %d runs); then the same with SET idle_in_transaction_session_timeout = '%s' on the head's session; every transaction rolled back",
-			how, idleHold, idleWaiters, runs[0], runs[1], idleTimeout),
+		Method: fmt.Sprintf("%srehearsed: a session took the head's locks with %s and sat idle in its transaction for %s (the incident's idle time scaled down), %swhile %d sessions ran the waiting statement in a loop (%d and %d runs); then the same with SET idle_in_transaction_session_timeout = '%s' on the head's session; every transaction rolled back",
+			undone, how, idleHold, changeNote(exp.Change), idleWaiters, runs[0], runs[1], idleTimeout),
 		Parameters: wait.params,
 		Before:     &model.Measure{Value: worst[0], Unit: "ms longest wait"}, After: &model.Measure{Value: worst[1], Unit: "ms longest wait"}}
 	judge(f, worst[0], worst[1])
 }
 
+// changeNote says, in a held-lock rehearsal's method, that a schema change
+// queued behind the head.
+func changeNote(change string) string {
+	if change == "" {
+		return ""
+	}
+	return fmt.Sprintf("the schema change %q queued behind it as on the target, ", printable.Shorten(change, 60))
+}
+
 // idleSides rehearses both sides, without and with the timeout, and
 // returns each side's longest wait (ms) and how many runs it timed.
-func (e *Engine) idleSides(ctx context.Context, take, wait sessionStmt) (worst [2]float64, runs [2]int, err error) {
+func (e *Engine) idleSides(ctx context.Context, take, wait sessionStmt, change string) (worst [2]float64, runs [2]int, err error) {
 	for side, timeout := range []bool{false, true} {
-		lat, err := e.rehearseIdle(ctx, take, wait, timeout)
+		lat, err := e.rehearseIdle(ctx, take, wait, change, timeout)
 		if err != nil {
 			return worst, runs, err
 		}
@@ -111,13 +129,17 @@ func (e *Engine) idleSides(ctx context.Context, take, wait sessionStmt) (worst [
 // (with the timeout, the server ends its session), the waiters run the
 // statement in rolled-back transactions until the head is gone. It
 // returns the waiters' latencies (ms).
-func (e *Engine) rehearseIdle(ctx context.Context, take, wait sessionStmt, timeout bool) ([]float64, error) {
-	conns, closeAll, err := e.openWorkers(ctx, 1+idleWaiters)
+func (e *Engine) rehearseIdle(ctx context.Context, take, wait sessionStmt, change string, timeout bool) ([]float64, error) {
+	extra := 0
+	if change != "" {
+		extra = 1
+	}
+	conns, closeAll, err := e.openWorkers(ctx, 1+extra+idleWaiters)
 	defer closeAll()
 	if err != nil {
 		return nil, err
 	}
-	head, waiters := conns[0], conns[1:]
+	head, waiters := conns[0], conns[1+extra:]
 	if err := prepareOn(ctx, conns[:1], take.prepare); err != nil {
 		return nil, fmt.Errorf("preparing the statements: %w", err)
 	}
@@ -136,6 +158,16 @@ func (e *Engine) rehearseIdle(ctx context.Context, take, wait sessionStmt, timeo
 		head.Exec(ctx, "ROLLBACK")
 		return nil, fmt.Errorf("taking the head's locks: %w", err)
 	}
+	// A schema change in the chain queues for the head's lock before the
+	// waiters come, as it did on the target; it is rolled back once it
+	// has its lock.
+	changed := make(chan error, 1)
+	if change != "" {
+		go func() { changed <- runChange(ctx, conns[1], change, false) }()
+		Sleep(ctx, queueLag)
+	} else {
+		changed <- nil
+	}
 	finish := loopTimed(ctx, waiters, func(ctx context.Context, c *pgx.Conn) (float64, error) {
 		return rolledBackRun(ctx, c, wait.run)
 	})
@@ -144,8 +176,12 @@ func (e *Engine) rehearseIdle(ctx context.Context, take, wait sessionStmt, timeo
 	// ROLLBACK fails on a closed connection, as the client's would.
 	Sleep(ctx, idleHold)
 	head.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+	changeErr := <-changed
 	Sleep(ctx, queueRetry)
 	lat, waitErr := finish()
+	if changeErr != nil {
+		return nil, fmt.Errorf("the schema change: %w", changeErr)
+	}
 	if waitErr != nil {
 		return nil, fmt.Errorf("the waiting statement: %w", waitErr)
 	}

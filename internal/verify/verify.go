@@ -205,6 +205,10 @@ const (
 	// RowsWhenTables: a load replay needs rows only when its statements
 	// read a table of the snapshot.
 	RowsWhenTables
+	// RowsForRowLocks: a held-lock rehearsal needs rows when the head's
+	// locks are taken on rows (its statement, the waiters'); a head that
+	// held a table lock (LOCK TABLE in its mode) needs the definition only.
+	RowsForRowLocks
 )
 
 // Kind is one row of the experiment kinds table: the kind's id (the
@@ -236,7 +240,7 @@ var Kinds = []Kind{
 	{model.ExpHotspot, OnTarget, WithRows, "", (*Engine).hotspot},
 	{model.ExpClaimRace, OnTwin, WithRows, "", (*Engine).claimRace},
 	{model.ExpLockQueue, OnTwin, DefinitionsOnly, "", (*Engine).lockQueue},
-	{model.ExpHeldLock, OnTwin, WithRows, "", (*Engine).heldLock},
+	{model.ExpHeldLock, OnTwin, RowsForRowLocks, "", (*Engine).heldLock},
 	{model.ExpDDLHold, OnTwin, DefinitionsOnly, "", (*Engine).ddlHold},
 	{model.ExpCheckpointWAL, OnTwin, WithRows, "", (*Engine).checkpointWAL},
 	{model.ExpConcurrency, OnTwin, RowsWhenTables, "", (*Engine).concurrency},
