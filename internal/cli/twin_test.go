@@ -365,3 +365,68 @@ func TestCheckTwinIdleChain(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckTwinLockedTable: a table behind a lock queue when the twin is
+// built (a read holds it, an ALTER waits, reads queue behind the ALTER),
+// whose updates are never HOT. The twin's read of the rows gives up at
+// pgmedic's lock_timeout: the twin keeps the table's definition, the
+// queue is still rehearsed, and the HOT experiment says why it has no
+// rows, instead of the whole twin failing.
+func TestCheckTwinLockedTable(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	root, db := freshDatabase(t, "twin_locked")
+	if _, err := db.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_stat_statements;
+		CREATE TABLE ledger (id int PRIMARY KEY, owner text, amount numeric);
+		CREATE INDEX ON ledger (owner);
+		INSERT INTO ledger SELECT g, 'o' || g, g FROM generate_series(1, 50000) g`); err != nil {
+		t.Fatal(err)
+	}
+	// Updates of an indexed column: never HOT, the table-bloat rule's
+	// finding, whose experiment needs the table's rows on the twin.
+	for i := 0; i < 4; i++ {
+		if _, err := db.Exec(ctx, "UPDATE ledger SET owner = owner || 'x' WHERE id % 4 = $1", i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Exec(ctx, "SELECT pg_stat_force_next_flush()")
+	head, change := admin(t, "twin_locked"), admin(t, "twin_locked")
+	if _, err := head.Exec(ctx, "BEGIN; SELECT count(*) FROM ledger"); err != nil {
+		t.Fatal(err)
+	}
+	defer root.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = 'twin_locked' AND pid <> pg_backend_pid()")
+	go change.Exec(ctx, "ALTER TABLE ledger ADD COLUMN note text")
+	waitFor(t, func() bool {
+		var n int
+		root.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = 'twin_locked' AND wait_event_type = 'Lock' AND query LIKE 'ALTER TABLE ledger%'").Scan(&n)
+		return n == 1
+	})
+	for i := 0; i < 3; i++ {
+		r := admin(t, "twin_locked")
+		go r.Exec(ctx, "SELECT amount FROM ledger WHERE id = 42")
+	}
+	waitFor(t, func() bool {
+		var n int
+		root.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = 'twin_locked' AND wait_event_type = 'Lock' AND query LIKE 'SELECT amount FROM ledger WHERE id%'").Scan(&n)
+		return n == 3
+	})
+	code, out, errOut := run(t, "check", cluster.DSN("twin_locked"), "--format", "json", "--rules", "lock-contention,table-bloat", "--sample", "1s", "--twin")
+	var rep struct {
+		Findings []model.Finding
+		Twin     string
+	}
+	json.Unmarshal([]byte(out), &rep)
+	if !checkRan(code) {
+		t.Fatalf("exit %d: %s %s", code, out, errOut)
+	}
+	seen := map[string]model.Verification{}
+	for _, f := range rep.Findings {
+		seen[f.Rule] = f.Verification
+	}
+	if v := seen["lock-contention"]; v.Status != model.Confirmed {
+		t.Errorf("the queue was not rehearsed: %+v", v)
+	}
+	if v, ok := seen["table-bloat"]; !ok || v.Status != model.NotRun || !strings.Contains(v.Reason, "behind a lock") {
+		t.Errorf("the HOT experiment on the locked table: %+v (findings %v)", v, rep.Findings)
+	}
+}

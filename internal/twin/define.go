@@ -29,6 +29,12 @@ type definition struct {
 	partitionBy string
 	partitions  []partition
 	bytes       int64
+	// locked says the table had an ACCESS EXCLUSIVE lock held or queued
+	// on it when it was defined: its indexes (pg_get_indexdef opens
+	// them) and rows are not read, since the read would wait in the
+	// queue until pgmedic's lock_timeout cancelled it, an ERROR in the
+	// target's log.
+	locked bool
 }
 
 type partition struct {
@@ -113,6 +119,13 @@ func define(ctx context.Context, q envelope.Conn, t *model.Table) (*definition, 
 	if d.constraints, err = strings1(ctx, q, `SELECT format('ALTER TABLE %s ADD CONSTRAINT %I %s', $2::text, conname, pg_get_constraintdef(oid))
 		FROM pg_constraint WHERE conrelid = $1::oid AND contype IN ('p', 'u', 'c') ORDER BY contype DESC, conname`, t.OID, d.qualified()); err != nil {
 		return nil, "reading its constraints: " + envelope.Message(err)
+	}
+	if err := q.QueryRow(ctx, envelope.Tag+`SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'relation' AND relation = $1::oid
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND mode = 'AccessExclusiveLock')`, t.OID).Scan(&d.locked); err != nil {
+		return nil, "reading its locks: " + envelope.Message(err)
+	}
+	if d.locked {
+		return d, ""
 	}
 	// A partitioned table's index reads "ON ONLY parent" (the leaves'
 	// indexes are attached one by one); on the twin, built on the parent

@@ -465,6 +465,10 @@ func (tw *Twin) copyRows(ctx context.Context, target *pgx.Conn, defs []*definiti
 			if fraction < 1 {
 				src += fmt.Sprintf(" TABLESAMPLE SYSTEM (%.6f)", 100*fraction)
 			}
+			if d.locked {
+				tw.Tables = append(tw.Tables, Table{Ref: d.ref, Fraction: 1, Empty: true, Locked: lockedWhy})
+				continue
+			}
 			// A savepoint per table: a table behind a lock costs its rows,
 			// not the whole twin.
 			if _, err := target.Exec(ctx, envelope.Tag+"SAVEPOINT pgmedic_copy"); err != nil {
@@ -477,8 +481,7 @@ func (tw *Twin) copyRows(ctx context.Context, target *pgx.Conn, defs []*definiti
 				if _, rerr := target.Exec(ctx, envelope.Tag+"ROLLBACK TO SAVEPOINT pgmedic_copy"); rerr != nil {
 					return fmt.Errorf("copying %s: %s", name(d.ref), envelope.Message(rerr))
 				}
-				tw.Tables = append(tw.Tables, Table{Ref: d.ref, Fraction: 1, Empty: true,
-					Locked: "reading its rows would have queued behind a lock on it (pgmedic's lock_timeout gave up), so the twin holds its definition only"})
+				tw.Tables = append(tw.Tables, Table{Ref: d.ref, Fraction: 1, Empty: true, Locked: lockedWhy})
 				continue
 			}
 			if err != nil {
@@ -489,6 +492,10 @@ func (tw *Twin) copyRows(ctx context.Context, target *pgx.Conn, defs []*definiti
 		return nil
 	})
 }
+
+// lockedWhy is why the twin holds a table's definition only when it wanted
+// its rows.
+const lockedWhy = "an ACCESS EXCLUSIVE lock was held or queued on it (a schema change), and reading its rows would have queued behind a lock on it, so the twin holds its definition only, without its secondary indexes"
 
 // errLocked is a read of the target that gave up at lock_timeout.
 var errLocked = errors.New("reading the target: canceling statement due to lock timeout")

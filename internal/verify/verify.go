@@ -170,12 +170,49 @@ func (e *Engine) Run(ctx context.Context, snap *model.Snapshot, findings []model
 				f.Verification = model.NotRunBecause(fmt.Sprintf("experiment budget of %d used up by findings with more impact", e.MaxExperiments))
 				continue
 			}
+			if why := e.behindALock(ctx, f.Experiment); why != "" {
+				f.Verification = model.NotRunBecause(why)
+				continue
+			}
 			ran++
 			e.Log("verifying %s: %s", f.Rule, f.Object.Name)
 			x.run(e, ctx, snap, f)
 		}
 	}
 	return findings, skipped
+}
+
+// behindALock says why an experiment is not run on the target now: a
+// table it reads has an ACCESS EXCLUSIVE lock held or queued on it (a
+// schema change), so its first read would wait in that queue until
+// pgmedic's lock_timeout cancelled it, an ERROR line in the target's log,
+// and a wait the application's sessions share. On a twin (InPlace) the
+// tables are pgmedic's own.
+func (e *Engine) behindALock(ctx context.Context, exp *model.Experiment) string {
+	if e.InPlace {
+		return ""
+	}
+	var names []string
+	if exp.Table.Name != "" {
+		names = append(names, sqlparse.QuoteQualified(exp.Table.Schema, exp.Table.Name))
+	}
+	if st, err := statement(exp); err == nil && exp.Query != "" {
+		for _, r := range st.Relations() {
+			names = append(names, sqlparse.QuoteQualified(r.Schema, r.Name))
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	var locked string
+	err := e.Conn.QueryRow(ctx, envelope.Tag+`SELECT coalesce(string_agg(DISTINCT l.relation::regclass::text, ', '), '') FROM pg_locks l
+		WHERE l.locktype = 'relation' AND l.mode = 'AccessExclusiveLock'
+		AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		AND l.relation = ANY (SELECT to_regclass(n)::oid FROM unnest($1::text[]) n)`, names).Scan(&locked)
+	if err != nil || locked == "" {
+		return ""
+	}
+	return "not run now: " + locked + " has an ACCESS EXCLUSIVE lock held or queued on it (a schema change), and reading it would queue behind that lock; run check again once the change is through"
 }
 
 // Place is where an experiment kind runs when check has a twin.
