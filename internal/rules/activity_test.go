@@ -469,3 +469,20 @@ func TestClaimChainIsTheClaimRace(t *testing.T) {
 		}
 	}
 }
+
+// TestHeldLockWithAChangeBehind: an idle transaction holds ACCESS SHARE
+// (it read the table), an ALTER waits for it, reads queue behind the
+// ALTER. The reads would not wait for the idle transaction alone: the
+// rehearsal queues the ALTER between them.
+func TestHeldLockWithAChangeBehind(t *testing.T) {
+	s := sampledSnapshot(5,
+		model.Backend{PID: 1, State: "idle in transaction", Query: "SELECT count(*) FROM orders", Locks: []string{"public.orders (AccessShareLock)"}},
+		model.Backend{PID: 2, State: "active", WaitType: "Lock", Wait: "relation", BlockedBy: []int{1}, Query: "ALTER TABLE orders ADD COLUMN note text"},
+		model.Backend{PID: 3, State: "active", WaitType: "Lock", Wait: "relation", BlockedBy: []int{2}, Query: "SELECT total FROM orders WHERE id = $1"})
+	s.Tables = []model.Table{{Schema: "public", Name: "orders"}}
+	head := s.Sampling.Samples[0].Backends[0]
+	exp := heldLockExperiment(s, head, map[int]bool{2: true, 3: true})
+	if exp == nil || exp.Change != "ALTER TABLE orders ADD COLUMN note text" || exp.Waiter != "SELECT total FROM orders WHERE id = $1" || exp.HeadLock != "ACCESS SHARE" {
+		t.Fatalf("the experiment: %+v", exp)
+	}
+}

@@ -98,3 +98,36 @@ func TestHeldLockOnARowTheTwinHolds(t *testing.T) {
 		t.Errorf("the row's value is shown without --show-values: %v", v.Parameters)
 	}
 }
+
+// TestHeldLockWithAChangeBehind: a transaction left idle after reading
+// the table, an ALTER queued behind it, reads queued behind the ALTER.
+// The rehearsal queues the ALTER between the head and the reads: as
+// written the reads wait out the head's idle time, with the idle timeout
+// a fraction of it.
+func TestHeldLockWithAChangeBehind(t *testing.T) {
+	c := labtest.Cluster(t, lab.Options{})
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, c.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "CREATE TABLE orders (id int PRIMARY KEY, total numeric); INSERT INTO orders SELECT g, g FROM generate_series(1, 1000) g"); err != nil {
+		t.Fatal(err)
+	}
+	sess, err := envelope.Connect(ctx, c.DSN("postgres"), envelope.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	e := &verify.Engine{Conn: sess.Conn, Runs: 5, Cores: 2, StatementTimeoutText: "5s", Lab: true, InPlace: true,
+		Workers: func(ctx context.Context) (*pgx.Conn, error) { return pgx.Connect(ctx, c.DSN("postgres")) }}
+	f := model.Finding{Rule: "idle-in-transaction", Severity: model.Warning, Title: "a transaction left idle",
+		Experiment: &model.Experiment{Kind: model.ExpHeldLock, Table: model.RelRef{Schema: "public", Name: "orders"}, HeadLock: "ACCESS SHARE",
+			Change: "ALTER TABLE orders ADD COLUMN note text", Waiter: "SELECT total FROM orders WHERE id = 7"}}
+	out, _ := e.Run(ctx, &model.Snapshot{Database: "postgres", Tables: []model.Table{{Schema: "public", Name: "orders"}}}, []model.Finding{f})
+	v := out[0].Verification
+	if v.Status != model.Confirmed || v.Before == nil || v.Before.Value < 1000 || !strings.Contains(v.Method, "ALTER TABLE orders") {
+		t.Fatalf("the rehearsal: %s: %s (%s) %v %v", v.Status, v.Reason, v.Method, v.Before, v.After)
+	}
+}
