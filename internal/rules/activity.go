@@ -155,7 +155,10 @@ func idleInTransaction(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		sev := model.Info
 		if len(x.waiters) > 0 {
 			sev = model.Warning
-			if len(x.waiters) >= 3 || x.idleMS >= idleCriticalMS {
+			// The chain behind it is this finding's (lock-contention
+			// defers to it): as severe as that chain's share of the time.
+			busy, waiting, _, _ := countLockWaits(s)
+			if len(x.waiters) >= 3 || x.idleMS >= idleCriticalMS || (busy > 0 && float64(waiting)/float64(busy) >= 0.5) {
 				sev = model.Critical
 			}
 		}
@@ -267,6 +270,13 @@ func lockContention(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		f.Severity = model.Info
 		f.Title += ": workers claiming the same queue row (see queue-claim-race)"
 		f.Verification = model.NotRunBecause("the chain is the queue's claim race: its sessions wait for the row the head claimed with the same statement, and queue-claim-race's experiment measures the claim with FOR UPDATE SKIP LOCKED")
+	} else if x, ok := sessions(s)[head.PID]; ok && strings.HasPrefix(head.State, "idle in transaction") && x.idleMS >= idleMinMS && x.idleSamples > 0 && len(x.waiters) > 0 {
+		// The head is a transaction its client left idle: one problem,
+		// idle-in-transaction's, which names the session and rehearses
+		// the chain with idle_in_transaction_session_timeout.
+		f.Severity = model.Info
+		f.Title += ": its head is a transaction left idle (see idle-in-transaction)"
+		f.Verification = model.NotRunBecause("the chain is idle-in-transaction's: its head is a transaction left idle, and that finding's experiment rehearses the chain with and without idle_in_transaction_session_timeout")
 	} else if strings.HasPrefix(head.State, "idle in transaction") {
 		if f.Experiment = heldLockExperiment(s, head, behind[head.PID]); f.Experiment == nil {
 			f.Verification = model.NotRunBecause("observed while sampling; no statement waiting in the chain could be replayed on a twin")

@@ -40,7 +40,7 @@ func TestScenariosOnTwin(t *testing.T) {
 		MaxCopyBytes: 1 << 30, MaxTables: 200000, MaxStatements: 10000, Twin: true, Log: t.Logf}
 	want := map[string][]string{
 		"pool-saturation": {"pool-saturation"},
-		"lock-chain":      {"lock-contention", "idle-in-transaction"},
+		"lock-chain":      {"idle-in-transaction"},
 		"pool-roomy":      nil,
 	}
 	for _, name := range []string{"pool-saturation", "lock-chain", "pool-roomy"} {
