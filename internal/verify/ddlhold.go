@@ -3,7 +3,6 @@ package verify
 import (
 	"context"
 	"fmt"
-	"sort"
 
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
@@ -31,20 +30,16 @@ func (e *Engine) ddlHold(ctx context.Context, _ *model.Snapshot, f *model.Findin
 		return
 	}
 	table := sqlparse.QuoteQualified(exp.Table.Schema, exp.Table.Name)
-	var worst [2]float64
-	var runs [2]int
-	for side, mode := range []string{exp.HeadLock, exp.FixLock} {
-		hold := sessionStmt{run: "LOCK TABLE " + table + " IN " + mode + " MODE"}
-		lat, err := e.rehearseIdle(ctx, hold, wait, "", false)
-		if err != nil {
-			f.Verification = model.NotRunBecause("the rehearsal on the twin failed: " + envelope.Message(err))
-			return
+	worst, runs, err := bothSides(func(fixed bool) ([]float64, error) {
+		mode := exp.HeadLock
+		if fixed {
+			mode = exp.FixLock
 		}
-		sort.Float64s(lat)
-		if len(lat) > 0 {
-			worst[side] = model.Round(lat[len(lat)-1], 1)
-		}
-		runs[side] = len(lat)
+		return e.rehearseIdle(ctx, sessionStmt{run: "LOCK TABLE " + table + " IN " + mode + " MODE"}, wait, "", false)
+	})
+	if err != nil {
+		f.Verification = model.NotRunBecause("the rehearsal on the twin failed: " + envelope.Message(err))
+		return
 	}
 	if worst[0] < float64(idleHold.Milliseconds())/2 {
 		f.Verification = model.NotRunBecause(fmt.Sprintf("the rehearsal did not reproduce the queue: the queued statement's longest run was %.1f ms while %s was held for %s (it does not conflict with that lock)", worst[0], exp.HeadLock, idleHold))

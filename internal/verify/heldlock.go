@@ -3,7 +3,6 @@ package verify
 import (
 	"context"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -108,21 +107,9 @@ func changeNote(change string) string {
 	return fmt.Sprintf("the schema change %q queued behind it as on the target, ", printable.Shorten(change, 60))
 }
 
-// idleSides rehearses both sides, without and with the timeout, and
-// returns each side's longest wait (ms) and how many runs it timed.
+// idleSides rehearses both sides, without and with the timeout.
 func (e *Engine) idleSides(ctx context.Context, take, wait sessionStmt, change string) (worst [2]float64, runs [2]int, err error) {
-	for side, timeout := range []bool{false, true} {
-		lat, err := e.rehearseIdle(ctx, take, wait, change, timeout)
-		if err != nil {
-			return worst, runs, err
-		}
-		sort.Float64s(lat)
-		if len(lat) > 0 {
-			worst[side] = model.Round(lat[len(lat)-1], 1)
-		}
-		runs[side] = len(lat)
-	}
-	return worst, runs, nil
+	return bothSides(func(timeout bool) ([]float64, error) { return e.rehearseIdle(ctx, take, wait, change, timeout) })
 }
 
 // rehearseIdle runs one side: the head takes its locks and sits idle

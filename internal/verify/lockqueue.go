@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -57,19 +56,10 @@ func (e *Engine) lockQueue(ctx context.Context, _ *model.Snapshot, f *model.Find
 		f.Verification = model.NotRunBecause("the rehearsal on the twin failed: " + envelope.Message(err))
 		return
 	}
-	var worst [2]float64
-	var reads [2]int
-	for side, retry := range []bool{false, true} {
-		lat, err := e.rehearse(ctx, exp, table, read, retry)
-		if err != nil {
-			f.Verification = model.NotRunBecause("the rehearsal on the twin failed: " + envelope.Message(err))
-			return
-		}
-		sort.Float64s(lat)
-		if len(lat) > 0 {
-			worst[side] = model.Round(lat[len(lat)-1], 1)
-		}
-		reads[side] = len(lat)
+	worst, reads, err := bothSides(func(retry bool) ([]float64, error) { return e.rehearse(ctx, exp, table, read, retry) })
+	if err != nil {
+		f.Verification = model.NotRunBecause("the rehearsal on the twin failed: " + envelope.Message(err))
+		return
 	}
 	f.Evidence = append(f.Evidence,
 		model.Evidence{Label: "longest read while the change queues as written (rehearsal)", Value: worst[0], Unit: "ms"},

@@ -20,27 +20,11 @@ import (
 // change and measures the queue as it was, instead of failing on
 // "column already exists".
 func TestLockQueueAfterTheChange(t *testing.T) {
-	c := labtest.Cluster(t, lab.Options{})
 	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, c.DSN("postgres"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(ctx)
-	for _, q := range []string{"CREATE TABLE ledger (id int PRIMARY KEY, amount numeric)",
+	e := onATwin(t,
+		"CREATE TABLE ledger (id int PRIMARY KEY, amount numeric)",
 		"INSERT INTO ledger SELECT g, g FROM generate_series(1, 5000) g",
-		"ALTER TABLE ledger ADD COLUMN note text"} {
-		if _, err := admin.Exec(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	sess, err := envelope.Connect(ctx, c.DSN("postgres"), envelope.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Close()
-	e := &verify.Engine{Conn: sess.Conn, Runs: 5, Cores: 2, StatementTimeoutText: "5s", Lab: true, InPlace: true,
-		Workers: func(ctx context.Context) (*pgx.Conn, error) { return pgx.Connect(ctx, c.DSN("postgres")) }}
+		"ALTER TABLE ledger ADD COLUMN note text")
 	f := model.Finding{Rule: "lock-contention", Severity: model.Warning, Title: "a schema change queued",
 		Experiment: &model.Experiment{Kind: model.ExpLockQueue, Query: "ALTER TABLE ledger ADD COLUMN note text",
 			Table: model.RelRef{Schema: "public", Name: "ledger"}, Waiter: "SELECT amount FROM ledger WHERE id = 42", HeadLock: "ACCESS SHARE"}}
@@ -61,26 +45,10 @@ func TestLockQueueAfterTheChange(t *testing.T) {
 // rehearsal then takes one row the twin holds for the head and the
 // waiters, and measures the wait.
 func TestHeldLockOnARowTheTwinHolds(t *testing.T) {
-	c := labtest.Cluster(t, lab.Options{})
 	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, c.DSN("postgres"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(ctx)
-	for _, q := range []string{"CREATE TABLE accounts (id int PRIMARY KEY, balance int) WITH (autovacuum_enabled = off)",
-		"INSERT INTO accounts SELECT g, 0 FROM generate_series(1000, 1100) g"} {
-		if _, err := admin.Exec(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	sess, err := envelope.Connect(ctx, c.DSN("postgres"), envelope.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Close()
-	e := &verify.Engine{Conn: sess.Conn, Runs: 5, Cores: 2, StatementTimeoutText: "5s", Lab: true, InPlace: true,
-		Workers: func(ctx context.Context) (*pgx.Conn, error) { return pgx.Connect(ctx, c.DSN("postgres")) }}
+	e := onATwin(t,
+		"CREATE TABLE accounts (id int PRIMARY KEY, balance int) WITH (autovacuum_enabled = off)",
+		"INSERT INTO accounts SELECT g, 0 FROM generate_series(1000, 1100) g")
 	const write = "UPDATE accounts SET balance = balance + $1 WHERE id = $2"
 	f := model.Finding{Rule: "idle-in-transaction", Severity: model.Warning, Title: "a transaction left idle holds a row",
 		Experiment: &model.Experiment{Kind: model.ExpHeldLock, Query: write, Waiter: write, Table: model.RelRef{Schema: "public", Name: "accounts"}}}
@@ -105,23 +73,9 @@ func TestHeldLockOnARowTheTwinHolds(t *testing.T) {
 // written the reads wait out the head's idle time, with the idle timeout
 // a fraction of it.
 func TestHeldLockWithAChangeBehind(t *testing.T) {
-	c := labtest.Cluster(t, lab.Options{})
 	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, c.DSN("postgres"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, "CREATE TABLE orders (id int PRIMARY KEY, total numeric); INSERT INTO orders SELECT g, g FROM generate_series(1, 1000) g"); err != nil {
-		t.Fatal(err)
-	}
-	sess, err := envelope.Connect(ctx, c.DSN("postgres"), envelope.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Close()
-	e := &verify.Engine{Conn: sess.Conn, Runs: 5, Cores: 2, StatementTimeoutText: "5s", Lab: true, InPlace: true,
-		Workers: func(ctx context.Context) (*pgx.Conn, error) { return pgx.Connect(ctx, c.DSN("postgres")) }}
+	e := onATwin(t,
+		"CREATE TABLE orders (id int PRIMARY KEY, total numeric); INSERT INTO orders SELECT g, g FROM generate_series(1, 1000) g")
 	f := model.Finding{Rule: "idle-in-transaction", Severity: model.Warning, Title: "a transaction left idle",
 		Experiment: &model.Experiment{Kind: model.ExpHeldLock, Table: model.RelRef{Schema: "public", Name: "orders"}, HeadLock: "ACCESS SHARE",
 			Change: "ALTER TABLE orders ADD COLUMN note text", Waiter: "SELECT total FROM orders WHERE id = 7"}}
@@ -130,4 +84,29 @@ func TestHeldLockWithAChangeBehind(t *testing.T) {
 	if v.Status != model.Confirmed || v.Before == nil || v.Before.Value < 1000 || !strings.Contains(v.Method, "ALTER TABLE orders") {
 		t.Fatalf("the rehearsal: %s: %s (%s) %v %v", v.Status, v.Reason, v.Method, v.Before, v.After)
 	}
+}
+
+// onATwin is an engine on a throwaway lab cluster standing in for a twin
+// (its tables are pgmedic's to write), after the setup statements ran.
+func onATwin(t *testing.T, setup ...string) *verify.Engine {
+	t.Helper()
+	c := labtest.Cluster(t, lab.Options{})
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, c.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	for _, q := range setup {
+		if _, err := admin.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sess, err := envelope.Connect(ctx, c.DSN("postgres"), envelope.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sess.Close)
+	return &verify.Engine{Conn: sess.Conn, Runs: 5, Cores: 2, StatementTimeoutText: "5s", Lab: true, InPlace: true,
+		Workers: func(ctx context.Context) (*pgx.Conn, error) { return pgx.Connect(ctx, c.DSN("postgres")) }}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgmedic/pgmedic/internal/envelope"
+	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
@@ -178,6 +179,24 @@ func loopTimed(ctx context.Context, conns []*pgx.Conn, run func(context.Context,
 		wg.Wait()
 		return lat, first
 	}
+}
+
+// bothSides runs a rehearsal's two sides, as it happened and with the
+// fix, and returns each side's longest run (ms: the incident is in the
+// few runs a lock held up, among thousands it did not) and how many runs
+// it timed.
+func bothSides(run func(fixed bool) ([]float64, error)) (worst [2]float64, runs [2]int, err error) {
+	for side, fixed := range []bool{false, true} {
+		lat, err := run(fixed)
+		if err != nil {
+			return worst, runs, err
+		}
+		if len(lat) > 0 {
+			worst[side] = model.Round(slices.Max(lat), 1)
+		}
+		runs[side] = len(lat)
+	}
+	return worst, runs, nil
 }
 
 // loopPace is the pause between one session's runs in loopTimed: an
