@@ -555,6 +555,11 @@ const (
 	// CHECKPOINT (every page written whole again, full_page_writes)
 	// against the same batch with no checkpoint between (on a twin only).
 	ExpCheckpointWAL = "checkpoint-wal"
+	// ExpIndexWrites measures what indexes cost the table's writes: rows
+	// of the table inserted into a copy with all its indexes and without
+	// the named ones, WAL and time per row (on a twin or a lab database
+	// only).
+	ExpIndexWrites = "index-writes"
 	// ExpConcurrency replays the sampled statement mix at the observed
 	// concurrency as the clients ran it and through a pool of the
 	// proposed size, measuring goodput and p95 (on a twin only).

@@ -176,7 +176,15 @@ func judge(w *capture.Workload, a, b *SideResult) *Comparison {
 	}
 	c.Shapes = shapeChanges(w, a, b)
 	time := measured(a.TotalS, b.TotalS, false)
-	good := measured(a.Goodput, b.Goodput, true)
+	good, goodWhy := 0, ""
+	// Goodput is called, as failures are, only when the statements that
+	// succeeded differ by more than a few a run: 2 of 48 calls that
+	// timed out on a busy machine are chance, not the change.
+	if d, floor := math.Abs(succeeded(a)-succeeded(b)), math.Max(2, 0.05*float64(w.Statements)); d > floor {
+		good = measured(a.Goodput, b.Goodput, true)
+	} else {
+		goodWhy = fmt.Sprintf("the statements that succeeded differ by %.1f a run, not more than %.1f", d, floor)
+	}
 	errs := func(xs []int) []float64 {
 		var out []float64
 		for _, x := range xs {
@@ -187,14 +195,16 @@ func judge(w *capture.Workload, a, b *SideResult) *Comparison {
 	errA, errB := errs(a.Errors), errs(b.Errors)
 	// Fewer failures is better, called as the others are, and only for a
 	// difference of more than one statement a run.
-	errors := 0
-	if math.Abs(mean(errA)-mean(errB)) > 1 {
+	errors, errWhy := 0, ""
+	if d := math.Abs(mean(errA) - mean(errB)); d > 1 {
 		errors = measured(errA, errB, false)
+	} else {
+		errWhy = fmt.Sprintf("the failures differ by %.1f a run, not more than 1", d)
 	}
 	c.Why = append(c.Why,
-		describe("time of all statements", "s", a.TotalS, b.TotalS, time, false),
-		describe("goodput", "statements/s", a.Goodput, b.Goodput, good, true),
-		describe("failed statements", "", errA, errB, errors, true))
+		describe("time of all statements", "s", a.TotalS, b.TotalS, time, false, ""),
+		describe("goodput", "statements/s", a.Goodput, b.Goodput, good, true, goodWhy),
+		describe("failed statements", "", errA, errB, errors, true, errWhy))
 	better := time > 0 || good > 0 || errors > 0
 	worse := time < 0 || good < 0 || errors < 0
 	switch {
@@ -207,6 +217,19 @@ func judge(w *capture.Workload, a, b *SideResult) *Comparison {
 		c.Verdict = NoChange
 	}
 	return c
+}
+
+// succeeded is the statements a side's runs completed without an error,
+// a run's mean.
+func succeeded(s *SideResult) float64 {
+	if len(s.Runs) == 0 {
+		return 0
+	}
+	n := 0
+	for _, r := range s.Runs {
+		n += r.Statements - r.Errors
+	}
+	return float64(n) / float64(len(s.Runs))
 }
 
 // measured compares per-run figures: +1 when B is better, -1 when worse,
@@ -308,9 +331,13 @@ func mean(xs []float64) float64 {
 	return s / float64(len(xs))
 }
 
-func describe(what, unit string, a, b []float64, v int, higher bool) string {
+func describe(what, unit string, a, b []float64, v int, higher bool, floor string) string {
 	call := "no measurable change"
-	if _, why := measuredWhy(a, b, higher); v == 0 && why != "" {
+	why := floor
+	if why == "" {
+		_, why = measuredWhy(a, b, higher)
+	}
+	if v == 0 && why != "" {
 		call += " (" + why + ")"
 	}
 	switch v {

@@ -3,6 +3,9 @@ package replay
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/pgmedic/pgmedic/internal/capture"
 )
 
 // TestMeasured: what the verdict calls a change, and what it does not.
@@ -54,5 +57,27 @@ func TestShapeVerdictFollowsItsInterval(t *testing.T) {
 	// than that: no change, and the reason says so.
 	if v, why := measuredWhy([]float64{1, 1.05, 3}, []float64{3.1, 3.2, 3.3}, false); v != 0 || !strings.Contains(why, "spread") {
 		t.Errorf("%d, %q", v, why)
+	}
+}
+
+// TestFewSucceededIsNoChange: a busy machine where nearly every call of
+// both sides timed out; one side completed a statement or two more a
+// run. That is chance, not the change: no verdict on goodput, and the
+// reason says so. A side that completed many more is still better.
+func TestFewSucceededIsNoChange(t *testing.T) {
+	w := &capture.Workload{Statements: 48}
+	side := func(errors ...int) *SideResult {
+		s := &SideResult{}
+		for _, e := range errors {
+			s.Runs = append(s.Runs, &Result{Statements: 48, Errors: e, Wall: 9600 * time.Millisecond})
+		}
+		return s
+	}
+	c := judge(w, side(46, 47), side(48, 48))
+	if c.Verdict != NoChange || !strings.Contains(strings.Join(c.Why, "; "), "succeeded differ by 1.5") {
+		t.Errorf("1.5 statements a run: %s %v", c.Verdict, c.Why)
+	}
+	if c := judge(w, side(40, 41), side(2, 3)); c.Verdict != Faster {
+		t.Errorf("38 more statements a run: %s %v", c.Verdict, c.Why)
 	}
 }

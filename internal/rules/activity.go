@@ -608,9 +608,19 @@ func clientStall(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 			side = "the client: the server had the results and waited for the client to read them (ClientWrite)"
 		}
 		sev := model.Warning
+		verification := model.NotRunBecause(fmt.Sprintf("observed in %d of %d samples: the server's own time against the transaction's. The fix is in the client's code (what it does between statements, how fast it reads results); a twin runs the statements, not the client, so no experiment there stands in for it", x.clientRead+x.clientWrite, len(s.Sampling.Samples)))
 		if len(x.waiters) > 0 {
 			title += fmt.Sprintf("; %s waited behind it", sessionsWord(len(x.waiters)))
 			sev = model.Critical
+			if stalledRead && x.idleMS >= idleMinMS && x.idleSamples > 0 {
+				// The same session left idle in its transaction with
+				// others waiting behind it: one problem, idle-in-
+				// transaction's, which rehearses the chain; this names
+				// the client's side of it.
+				sev = model.Info
+				title += " (see idle-in-transaction)"
+				verification = model.NotRunBecause("the session is idle-in-transaction's finding, which rehearses the sessions waiting behind it with and without idle_in_transaction_session_timeout; what keeps the client from its next command is in its code")
+			}
 		}
 		evs := []model.Evidence{
 			ev("server time of its last statement", b.LastMS, "ms"),
@@ -628,7 +638,7 @@ func clientStall(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 			Impact:   model.Impact{Summary: "the slow side is " + side + ". A client that times out and retries a request the database already did duplicates its work (and its rows, without an idempotency key)"},
 			Fix: model.Fix{Summary: "find what blocks the client between its statements (a blocked event loop, CPU work, a remote call inside the transaction); keep statement_timeout below the client's own timeout so the server gives up first; make retried writes idempotent (a key with ON CONFLICT DO NOTHING); retry with backoff and a budget; let the server notice clients that went away",
 				SQL: "ALTER SYSTEM SET client_connection_check_interval = '10s'; SELECT pg_reload_conf();\n-- and for the application's role: ALTER ROLE app SET idle_in_transaction_session_timeout = '30s';"},
-			Verification: model.NotRunBecause(fmt.Sprintf("observed in %d of %d samples: the server's own time against the transaction's. The fix is in the client's code (what it does between statements, how fast it reads results); a twin runs the statements, not the client, so no experiment there stands in for it", x.clientRead+x.clientWrite, len(s.Sampling.Samples))),
+			Verification: verification,
 			Docs:         docsPath(ClientStallID),
 		})
 	}

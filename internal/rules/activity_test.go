@@ -87,7 +87,7 @@ func TestSessionRules(t *testing.T) {
 		titleHas map[string]string
 	}{
 		{"a client idle in its transaction with a queue behind it", sampledSnapshot(5, holder, waiter(11), waiter(12)),
-			map[string]model.Severity{IdleInTransactionID: model.Critical, LockContentionID: model.Info, ClientStallID: model.Critical},
+			map[string]model.Severity{IdleInTransactionID: model.Critical, LockContentionID: model.Info, ClientStallID: model.Info},
 			map[string]string{IdleInTransactionID: "pid 10 (application worker, user app) sat idle in a transaction for 4.0 s holding locks on public.accounts (RowExclusiveLock); 2 sessions waited",
 				LockContentionID: "behind pid 10", ClientStallID: "the database answered pid 10 (application worker, user app) in 2.0 ms; the client then kept the transaction open 4.1 s"}},
 		{"a client that does not read its results", sampledSnapshot(4, model.Backend{PID: 20, State: "active", WaitType: "Client", Wait: "ClientWrite", StateMS: 2500, Query: "SELECT * FROM big"}),

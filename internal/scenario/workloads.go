@@ -50,6 +50,8 @@ var workloads = map[string]GoWorkload{
 	"queue-churn":          {Run: queueChurn},
 	"queue-poll":           {Run: queuePoll},
 	"random-keys":          {Run: randomKeys},
+	// A concurrent build that must fail, which SQL files cannot run.
+	"unread-indexes": {Run: unreadIndexes},
 }
 
 func needPython(module, pkg string) func(context.Context) error {

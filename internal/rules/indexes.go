@@ -1,0 +1,213 @@
+package rules
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
+)
+
+// Rule ids of the indexes nobody reads: never scanned, covered by
+// another, or left invalid by a failed build.
+const (
+	UnusedIndexID    = "unused-index"
+	DuplicateIndexID = "duplicate-index"
+	InvalidIndexID   = "invalid-index"
+)
+
+const (
+	// unusedMinWrites is how many rows a table must have written since the
+	// statistics were reset for an index nothing read to be a warning:
+	// every one of them wrote the index too.
+	unusedMinWrites = 10000
+	// unusedMinWindow is the least stretch of statistics a warning rests
+	// on: an index read once a day (a nightly report) looks unused after
+	// an hour.
+	unusedMinWindow = 24 * time.Hour
+)
+
+// statsWindow says over what stretch pg_stat_user_indexes counted, as
+// words, and whether it is too short to call an index unused.
+func statsWindow(s *model.Snapshot) (string, bool) {
+	reset := s.DatabaseStats.StatsReset
+	if reset == nil {
+		return "since statistics began (they were never reset)", false
+	}
+	age := s.CollectedAt.Sub(*reset)
+	return fmt.Sprintf("since statistics were reset %s ago", printDuration(age)), age < unusedMinWindow
+}
+
+func printDuration(d time.Duration) string {
+	switch {
+	case d >= 48*time.Hour:
+		return fmt.Sprintf("%.0f days", d.Hours()/24)
+	case d >= 2*time.Hour:
+		return fmt.Sprintf("%.0f hours", d.Hours())
+	}
+	return d.Round(time.Minute).String()
+}
+
+// enforces says whether an index enforces a constraint (a primary key, a
+// unique key): dropping it changes what the table accepts, whatever reads
+// it.
+func enforces(ix model.Index) bool { return ix.Primary || ix.Unique }
+
+// tableWrites is the rows a table wrote since the statistics were reset:
+// each insert, update and delete, every one of which wrote each of its
+// indexes (an update that stays on the page, HOT, writes none).
+func tableWrites(t *model.Table) int64 {
+	return t.Inserted + (t.Updated - t.HOTUpdated) + t.Deleted
+}
+
+// unusedIndex finds indexes never scanned while their table was written:
+// they cost every insert and every update that is not HOT a descent and
+// a leaf write, and WAL, and serve no read.
+func unusedIndex(s *model.Snapshot) ([]model.Finding, []model.Skip) {
+	window, short := statsWindow(s)
+	var out []model.Finding
+	for _, ix := range s.Indexes {
+		t := s.Table(model.RelRef{Schema: ix.Schema, Name: ix.Table})
+		// A covered index is duplicate-index's: one problem, one finding.
+		if ix.Scans > 0 || enforces(ix) || !ix.Valid || t == nil || t.Partitioned || coveredBy(s, ix) != nil {
+			continue
+		}
+		writes := tableWrites(t)
+		if writes <= 0 {
+			continue
+		}
+		sev := model.Warning
+		why := ""
+		switch {
+		case writes < unusedMinWrites:
+			sev, why = model.Info, fmt.Sprintf("; the table wrote only %s rows in that time", count(float64(writes)))
+		case short:
+			sev, why = model.Info, "; a day of statistics at least is needed before an index is called unused (a nightly report reads it once)"
+		}
+		name := sqlparse.QuoteQualified(ix.Schema, ix.Name)
+		f := model.Finding{Rule: UnusedIndexID, Severity: sev,
+			Title:  fmt.Sprintf("index %s on %s.%s has not been scanned %s, while the table wrote %s rows, each of which wrote it%s", ix.Name, ix.Schema, ix.Table, window, count(float64(writes)), why),
+			Object: model.Object{Kind: "index", Name: ix.Schema + "." + ix.Name, Database: s.Database},
+			Evidence: []model.Evidence{ev("scans of the index", 0, ""), ev("rows the table wrote (inserted, updated not HOT, deleted)", float64(writes), ""),
+				ev("index size", float64(ix.Bytes)/(1<<20), "MB")},
+			Impact: model.Impact{Summary: "every insert and every update that is not HOT writes this index (a B-tree descent, a leaf page, its WAL), and no statement read it in that time"},
+			Fix: model.Fix{Summary: "drop it without blocking writes; scans on standbys are not counted here, so check pg_stat_user_indexes on each standby first, and keep its definition to build it again if a rare job needs it",
+				SQL: fmt.Sprintf("DROP INDEX CONCURRENTLY %s;", name)},
+			Verification: model.NotRunBecause("read from pg_stat_user_indexes; check --twin measures what it costs the writes: rows inserted into a copy of the table with and without it"),
+			Docs:         docsPath(UnusedIndexID),
+		}
+		if sev >= model.Warning {
+			f.Experiment = &model.Experiment{Kind: model.ExpIndexWrites, Table: model.RelRef{Schema: ix.Schema, Name: ix.Table}, Indexes: []string{ix.Name}}
+		}
+		out = append(out, f)
+	}
+	Sort(out)
+	return out, nil
+}
+
+// coveredBy is the index of the same table that covers ix: a valid
+// B-tree with the same predicate whose key ix's key columns lead, in
+// order and direction (of two with the same columns, the one whose name
+// sorts first is the covered one, unless the other enforces a
+// constraint). Nil when none does, or when ix enforces one itself.
+func coveredBy(s *model.Snapshot, ix model.Index) *model.Index {
+	if ix.Method != "btree" || enforces(ix) || !ix.Valid || len(ix.Columns) == 0 || slices.Contains(ix.Columns, "") || len(ix.Include) > 0 {
+		return nil
+	}
+	for i, b := range s.Indexes {
+		if b.Name == ix.Name || b.Schema != ix.Schema || b.Table != ix.Table || b.Method != "btree" || !b.Valid || b.Predicate != ix.Predicate ||
+			!leads(ix, b) || (len(b.Columns) == len(ix.Columns) && b.Name < ix.Name && !enforces(b)) {
+			continue
+		}
+		return &s.Indexes[i]
+	}
+	return nil
+}
+
+// duplicateIndex finds B-tree indexes whose key columns lead another
+// B-tree index of the same table, with the same predicate: every read the
+// shorter one serves, the longer serves too, and every write pays both.
+// An index that enforces a constraint is never the one to drop.
+func duplicateIndex(s *model.Snapshot) ([]model.Finding, []model.Skip) {
+	var out []model.Finding
+	for _, a := range s.Indexes {
+		b := coveredBy(s, a)
+		if b == nil {
+			continue
+		}
+		t := s.Table(model.RelRef{Schema: a.Schema, Name: a.Table})
+		writes := int64(0)
+		if t != nil {
+			writes = tableWrites(t)
+		}
+		covered := "the same columns"
+		if len(b.Columns) > len(a.Columns) {
+			covered = "its columns as a prefix (" + strings.Join(b.Columns, ", ") + ")"
+		}
+		f := model.Finding{Rule: DuplicateIndexID, Severity: model.Warning,
+			Title:  fmt.Sprintf("index %s on %s.%s (%s) is covered by %s, which has %s", a.Name, a.Schema, a.Table, strings.Join(a.Columns, ", "), b.Name, covered),
+			Object: model.Object{Kind: "index", Name: a.Schema + "." + a.Name, Database: s.Database},
+			Evidence: []model.Evidence{ev("scans of the covered index", float64(a.Scans), ""), ev("scans of the covering index", float64(b.Scans), ""),
+				ev("size of the covered index", float64(a.Bytes)/(1<<20), "MB"), ev("rows the table wrote (inserted, updated not HOT, deleted)", float64(writes), "")},
+			Impact: model.Impact{Summary: fmt.Sprintf("every read %s serves, %s serves too (a B-tree reads a prefix of its key as well as the whole); every write pays for both", a.Name, b.Name)},
+			Fix: model.Fix{Summary: fmt.Sprintf("drop %s without blocking writes; the planner uses %s for the same conditions (a wider key is a little larger to read, rarely measurable)", a.Name, b.Name),
+				SQL: fmt.Sprintf("DROP INDEX CONCURRENTLY %s;", sqlparse.QuoteQualified(a.Schema, a.Name))},
+			Verification: model.NotRunBecause("read from the catalog (pg_index); check --twin measures what it costs the writes: rows inserted into a copy of the table with and without it"),
+			Docs:         docsPath(DuplicateIndexID),
+		}
+		if writes > 0 {
+			f.Experiment = &model.Experiment{Kind: model.ExpIndexWrites, Table: model.RelRef{Schema: a.Schema, Name: a.Table}, Indexes: []string{a.Name}}
+		}
+		out = append(out, f)
+	}
+	Sort(out)
+	return out, nil
+}
+
+// leads says whether a's key columns, in order and direction, begin b's.
+func leads(a, b model.Index) bool {
+	if len(a.Columns) > len(b.Columns) {
+		return false
+	}
+	for i, c := range a.Columns {
+		if b.Columns[i] != c || desc(a, i) != desc(b, i) {
+			return false
+		}
+	}
+	return true
+}
+
+func desc(ix model.Index, i int) bool { return i < len(ix.Desc) && ix.Desc[i] }
+
+// invalidIndex finds indexes marked invalid: what CREATE INDEX
+// CONCURRENTLY or REINDEX CONCURRENTLY leaves when it fails (a duplicate
+// key for a unique index, a cancel, a deadlock). The planner never uses
+// one, but writes still maintain it.
+func invalidIndex(s *model.Snapshot) ([]model.Finding, []model.Skip) {
+	var out []model.Finding
+	for _, ix := range s.Indexes {
+		if ix.Valid {
+			continue
+		}
+		name := sqlparse.QuoteQualified(ix.Schema, ix.Name)
+		f := model.Finding{Rule: InvalidIndexID, Severity: model.Warning,
+			Title:  fmt.Sprintf("index %s on %s.%s is invalid: a CREATE INDEX CONCURRENTLY or REINDEX CONCURRENTLY that failed left it; no query uses it, every write still maintains it", ix.Name, ix.Schema, ix.Table),
+			Object: model.Object{Kind: "index", Name: ix.Schema + "." + ix.Name, Database: s.Database},
+			Evidence: []model.Evidence{ev("pg_index.indisvalid = false", 1, ""), ev("index size", float64(ix.Bytes)/(1<<20), "MB"),
+				ev("scans of the index", float64(ix.Scans), "")},
+			Impact: model.Impact{Summary: "the planner never chooses an invalid index, so whatever it was built for still reads the table without it, while inserts and updates keep writing it"},
+			Fix: model.Fix{Summary: "drop it and build it again concurrently, once what made the build fail is fixed (for a unique index: the duplicate keys); REINDEX INDEX CONCURRENTLY rebuilds it in one step",
+				SQL: fmt.Sprintf("DROP INDEX CONCURRENTLY %s;\n-- then, once the cause is fixed, CREATE INDEX CONCURRENTLY with its definition (pg_get_indexdef), or in one step:\n-- REINDEX INDEX CONCURRENTLY %s;", name, name)},
+			Verification: model.NotRunBecause("a fact of the catalog (pg_index.indisvalid): decisive without an experiment"),
+			Docs:         docsPath(InvalidIndexID),
+		}
+		if t := s.Table(model.RelRef{Schema: ix.Schema, Name: ix.Table}); t != nil && tableWrites(t) > 0 {
+			f.Experiment = &model.Experiment{Kind: model.ExpIndexWrites, Table: model.RelRef{Schema: ix.Schema, Name: ix.Table}, Indexes: []string{ix.Name}}
+		}
+		out = append(out, f)
+	}
+	Sort(out)
+	return out, nil
+}
