@@ -282,28 +282,28 @@ func stormCase(t *testing.T, c *lab.Cluster) {
 		t.Fatal(err)
 	}
 	t.Logf("pool 6 -> 2: %s; %v", pc.Verdict, pc.Why)
-	// A pool of the cores' number runs fewer compilations at once, so
-	// fewer clients time out and the goodput the storm took is given
-	// back. That holds while two calls at a time still fit in the
-	// timeout: when the machine is so busy (other tests beside this one)
-	// that calls through the pool of 2 time out too, no pool can give
-	// anything back, and the comparison must only not call it slower.
-	if pc.Verdict == replay.Slower {
-		t.Fatalf("pool 6 -> 2 called slower: %v", pc.Why)
-	}
 	for _, r := range append(pc.A.Runs, pc.B.Runs...) {
 		if r.Stopped != "" || r.Statements+r.NotRun != w.Statements {
 			t.Fatalf("a pooled run did not account for every statement: %d sent, %d not run of %d (%s)", r.Statements, r.NotRun, w.Statements, r.Stopped)
 		}
 	}
-	// A run of the pool of 2 that lost a fifth of its calls was slowed by
-	// the machine, not by the pool: with two runs a side, one such run
-	// spreads that side too widely for any verdict.
+	// A pool of the cores' number runs fewer compilations at once, so
+	// fewer clients time out and the goodput the storm took is given
+	// back. That holds while two calls at a time still fit in the
+	// timeout. A run of the pool of 2 that lost a fifth of its calls was
+	// slowed by the machine (other tests beside this one), not by the
+	// pool: then its clients queue behind two busy connections past
+	// their timeout, which a pool of 6 on the same busy machine partly
+	// escapes, and no verdict, "slower" included, says anything about
+	// the pool.
 	for _, n := range pc.B.Errors {
 		if n*5 > w.Statements {
-			t.Logf("the machine was too busy for a pool of 2 to keep up in a run (%v of %d failed): no verdict required", pc.B.Errors, w.Statements)
+			t.Logf("the machine was too busy for a pool of 2 to keep up in a run (%v of %d failed): no verdict required (%s)", pc.B.Errors, w.Statements, pc.Verdict)
 			return
 		}
+	}
+	if pc.Verdict == replay.Slower {
+		t.Fatalf("pool 6 -> 2 called slower: %v", pc.Why)
 	}
 	// The timeout was calibrated on the machine as it was at the start.
 	// A run of the pool of 6 with half the pool of 2's goodput had no

@@ -4,51 +4,19 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
-// Rule ids of the indexes nobody reads: never scanned, covered by
-// another, or left invalid by a failed build.
+// Rule ids of the indexes nobody reads: covered by another, or left
+// invalid by a failed build. (An index never scanned is not judged yet:
+// pg_stat_user_indexes cannot tell an index built a minute ago, after
+// the table's writes, from one that took them all.)
 const (
-	UnusedIndexID    = "unused-index"
 	DuplicateIndexID = "duplicate-index"
 	InvalidIndexID   = "invalid-index"
 )
-
-const (
-	// unusedMinWrites is how many rows a table must have written since the
-	// statistics were reset for an index nothing read to be a warning:
-	// every one of them wrote the index too.
-	unusedMinWrites = 10000
-	// unusedMinWindow is the least stretch of statistics a warning rests
-	// on: an index read once a day (a nightly report) looks unused after
-	// an hour.
-	unusedMinWindow = 24 * time.Hour
-)
-
-// statsWindow says over what stretch pg_stat_user_indexes counted, as
-// words, and whether it is too short to call an index unused.
-func statsWindow(s *model.Snapshot) (string, bool) {
-	reset := s.DatabaseStats.StatsReset
-	if reset == nil {
-		return "since statistics began (they were never reset)", false
-	}
-	age := s.CollectedAt.Sub(*reset)
-	return fmt.Sprintf("since statistics were reset %s ago", printDuration(age)), age < unusedMinWindow
-}
-
-func printDuration(d time.Duration) string {
-	switch {
-	case d >= 48*time.Hour:
-		return fmt.Sprintf("%.0f days", d.Hours()/24)
-	case d >= 2*time.Hour:
-		return fmt.Sprintf("%.0f hours", d.Hours())
-	}
-	return d.Round(time.Minute).String()
-}
 
 // enforces says whether an index enforces a constraint (a primary key, a
 // unique key): dropping it changes what the table accepts, whatever reads
@@ -60,51 +28,6 @@ func enforces(ix model.Index) bool { return ix.Primary || ix.Unique }
 // indexes (an update that stays on the page, HOT, writes none).
 func tableWrites(t *model.Table) int64 {
 	return t.Inserted + (t.Updated - t.HOTUpdated) + t.Deleted
-}
-
-// unusedIndex finds indexes never scanned while their table was written:
-// they cost every insert and every update that is not HOT a descent and
-// a leaf write, and WAL, and serve no read.
-func unusedIndex(s *model.Snapshot) ([]model.Finding, []model.Skip) {
-	window, short := statsWindow(s)
-	var out []model.Finding
-	for _, ix := range s.Indexes {
-		t := s.Table(model.RelRef{Schema: ix.Schema, Name: ix.Table})
-		// A covered index is duplicate-index's: one problem, one finding.
-		if ix.Scans > 0 || enforces(ix) || !ix.Valid || t == nil || t.Partitioned || coveredBy(s, ix) != nil {
-			continue
-		}
-		writes := tableWrites(t)
-		if writes <= 0 {
-			continue
-		}
-		sev := model.Warning
-		why := ""
-		switch {
-		case writes < unusedMinWrites:
-			sev, why = model.Info, fmt.Sprintf("; the table wrote only %s rows in that time", count(float64(writes)))
-		case short:
-			sev, why = model.Info, "; a day of statistics at least is needed before an index is called unused (a nightly report reads it once)"
-		}
-		name := sqlparse.QuoteQualified(ix.Schema, ix.Name)
-		f := model.Finding{Rule: UnusedIndexID, Severity: sev,
-			Title:  fmt.Sprintf("index %s on %s.%s has not been scanned %s, while the table wrote %s rows, each of which wrote it%s", ix.Name, ix.Schema, ix.Table, window, count(float64(writes)), why),
-			Object: model.Object{Kind: "index", Name: ix.Schema + "." + ix.Name, Database: s.Database},
-			Evidence: []model.Evidence{ev("scans of the index", 0, ""), ev("rows the table wrote (inserted, updated not HOT, deleted)", float64(writes), ""),
-				ev("index size", float64(ix.Bytes)/(1<<20), "MB")},
-			Impact: model.Impact{Summary: "every insert and every update that is not HOT writes this index (a B-tree descent, a leaf page, its WAL), and no statement read it in that time"},
-			Fix: model.Fix{Summary: "drop it without blocking writes; scans on standbys are not counted here, so check pg_stat_user_indexes on each standby first, and keep its definition to build it again if a rare job needs it",
-				SQL: fmt.Sprintf("DROP INDEX CONCURRENTLY %s;", name)},
-			Verification: model.NotRunBecause("read from pg_stat_user_indexes; check --twin measures what it costs the writes: rows inserted into a copy of the table with and without it"),
-			Docs:         docsPath(UnusedIndexID),
-		}
-		if sev >= model.Warning {
-			f.Experiment = &model.Experiment{Kind: model.ExpIndexWrites, Table: model.RelRef{Schema: ix.Schema, Name: ix.Table}, Indexes: []string{ix.Name}}
-		}
-		out = append(out, f)
-	}
-	Sort(out)
-	return out, nil
 }
 
 // coveredBy is the index of the same table that covers ix: a valid

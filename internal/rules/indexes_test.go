@@ -29,7 +29,6 @@ func indexSnapshot(writes int64, resetAgo time.Duration, ixs ...model.Index) *mo
 // enforces a constraint.
 func TestIndexesNobodyReads(t *testing.T) {
 	pkey := model.Index{Name: "audit_pkey", Columns: []string{"id"}, Primary: true, Unique: true, Valid: true}
-	at := model.Index{Name: "audit_at_idx", Columns: []string{"at"}, Valid: true}
 	used := model.Index{Name: "audit_actor_action_idx", Columns: []string{"actor", "action"}, Valid: true, Scans: 40}
 	actor := model.Index{Name: "audit_actor_idx", Columns: []string{"actor"}, Valid: true, Scans: 3}
 	actorDesc := model.Index{Name: "audit_actor_desc_idx", Columns: []string{"actor"}, Desc: []bool{true}, Valid: true, Scans: 3}
@@ -42,10 +41,6 @@ func TestIndexesNobodyReads(t *testing.T) {
 		rule func(*model.Snapshot) ([]model.Finding, []model.Skip)
 		want map[string]model.Severity // object -> severity
 	}{
-		{"never scanned, written, never reset", indexSnapshot(50000, 0, pkey, at), unusedIndex, map[string]model.Severity{"public.audit_at_idx": model.Warning}},
-		{"never scanned, statistics reset an hour ago", indexSnapshot(50000, time.Hour, pkey, at), unusedIndex, map[string]model.Severity{"public.audit_at_idx": model.Info}},
-		{"never scanned, few writes", indexSnapshot(500, 72*time.Hour, pkey, at), unusedIndex, map[string]model.Severity{"public.audit_at_idx": model.Info}},
-		{"an invalid index is the other rule's", indexSnapshot(50000, 0, invalid), unusedIndex, map[string]model.Severity{}},
 		{"a prefix of a used index", indexSnapshot(50000, 0, actor, used), duplicateIndex, map[string]model.Severity{"public.audit_actor_idx": model.Warning}},
 		{"another direction is no duplicate", indexSnapshot(50000, 0, actorDesc, used), duplicateIndex, map[string]model.Severity{}},
 		{"a partial index is no duplicate", indexSnapshot(50000, 0, partial, used), duplicateIndex, map[string]model.Severity{}},
