@@ -280,7 +280,7 @@ var Kinds = []Kind{
 	{model.ExpHeldLock, OnTwin, RowsForRowLocks, "", (*Engine).heldLock},
 	{model.ExpDDLHold, OnTwin, DefinitionsOnly, "", (*Engine).ddlHold},
 	{model.ExpCheckpointWAL, OnTwin, WithRows, "", (*Engine).checkpointWAL},
-	{model.ExpIndexWrites, OnTwin, WithRows, "", (*Engine).indexWrites},
+	{model.ExpIndexWrites, OnTwin, WithRows, "index-writes", (*Engine).indexWrites},
 	{model.ExpConcurrency, OnTwin, RowsWhenTables, "", (*Engine).concurrency},
 	{model.ExpHOTUpdate, OnTwin, WithRows, "hot-update", (*Engine).hotUpdate},
 }
