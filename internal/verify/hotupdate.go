@@ -91,13 +91,9 @@ func (e *Engine) hotUpdate(ctx context.Context, _ *model.Snapshot, f *model.Find
 		params = b.desc
 	}
 	relation := sqlparse.QuoteQualified(exp.Table.Schema, exp.Table.Name)
-	all, kept, err := e.indexDefs(ctx, relation, exp.Indexes)
-	if err != nil {
-		f.Verification = model.NotRunBecause("reading the table's indexes: " + envelope.Message(err))
-		return
-	}
-	if len(kept) == len(all) {
-		f.Verification = model.NotRunBecause("none of the indexes the finding names is on the table any more")
+	all, kept, why := e.withAndWithout(ctx, relation, exp.Indexes, "none of the indexes the finding names is on the table any more")
+	if why != "" {
+		f.Verification = model.NotRunBecause(why)
 		return
 	}
 	var sides [2]hotSideResult
@@ -139,6 +135,20 @@ func (e *Engine) hotUpdate(ctx context.Context, _ *model.Snapshot, f *model.Find
 		f.Verification.Reason = fmt.Sprintf("without those indexes the update was still HOT for only %.0f%% of the rows: another index or the rows' width keeps it off the page", 100*after.share())
 		f.Severity = model.Info
 	}
+}
+
+// withAndWithout is indexDefs for an experiment's two sides, or why there
+// are not two: the indexes could not be read, or (gone) none the finding
+// names is on the table any more.
+func (e *Engine) withAndWithout(ctx context.Context, relation string, drop []string, gone string) (all, kept []string, why string) {
+	all, kept, err := e.indexDefs(ctx, relation, drop)
+	switch {
+	case err != nil:
+		return nil, nil, "reading the table's indexes: " + envelope.Message(err)
+	case len(kept) == len(all):
+		return nil, nil, gone
+	}
+	return all, kept, ""
 }
 
 // indexDefs are the table's index definitions: all of them, and those

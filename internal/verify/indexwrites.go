@@ -30,17 +30,14 @@ func (e *Engine) indexWrites(ctx context.Context, _ *model.Snapshot, f *model.Fi
 		return
 	}
 	relation := sqlparse.QuoteQualified(exp.Table.Schema, exp.Table.Name)
-	all, kept, err := e.indexDefs(ctx, relation, exp.Indexes)
-	if err != nil {
-		f.Verification = model.NotRunBecause("reading the table's indexes: " + envelope.Message(err))
-		return
-	}
-	if len(kept) == len(all) {
-		f.Verification = model.NotRunBecause("the index the finding names is not on the table any more")
+	all, kept, why := e.withAndWithout(ctx, relation, exp.Indexes, "the index the finding names is not on the table any more")
+	if why != "" {
+		f.Verification = model.NotRunBecause(why)
 		return
 	}
 	var sides [2]insertCost
 	for i, defs := range [][]string{all, kept} {
+		var err error
 		if sides[i], err = e.insertSide(ctx, relation, defs); err != nil {
 			f.Verification = model.NotRunBecause("inserting into a copy failed: " + envelope.Message(err))
 			return
