@@ -116,10 +116,10 @@ func invalidIndex(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		}
 		name := sqlparse.QuoteQualified(ix.Schema, ix.Name)
 		f := model.Finding{Rule: InvalidIndexID, Severity: model.Warning,
-			Title:  fmt.Sprintf("index %s on %s.%s is invalid: a CREATE INDEX CONCURRENTLY or REINDEX CONCURRENTLY that failed left it; no query uses it, every write still maintains it", ix.Name, ix.Schema, ix.Table),
-			Object: model.Object{Kind: "index", Name: ix.Schema + "." + ix.Name, Database: s.Database},
+			Title:    fmt.Sprintf("index %s on %s.%s is invalid: a CREATE INDEX CONCURRENTLY or REINDEX CONCURRENTLY that failed left it; no query uses it, every write still maintains it", ix.Name, ix.Schema, ix.Table),
+			Object:   model.Object{Kind: "index", Name: ix.Schema + "." + ix.Name, Database: s.Database},
 			Evidence: []model.Evidence{ev("pg_index.indisvalid = false", 1, ""), ev("scans of the index", float64(ix.Scans), "")},
-			Impact: model.Impact{Summary: "the planner never chooses an invalid index, so whatever it was built for still reads the table without it, while inserts and updates keep writing it"},
+			Impact:   model.Impact{Summary: "the planner never chooses an invalid index, so whatever it was built for still reads the table without it, while inserts and updates keep writing it"},
 			Fix: model.Fix{Summary: "drop it and build it again concurrently, once what made the build fail is fixed (for a unique index: the duplicate keys); REINDEX INDEX CONCURRENTLY rebuilds it in one step",
 				SQL: fmt.Sprintf("DROP INDEX CONCURRENTLY %s;\n-- then, once the cause is fixed, CREATE INDEX CONCURRENTLY with its definition (pg_get_indexdef), or in one step:\n-- REINDEX INDEX CONCURRENTLY %s;", name, name)},
 			Verification: model.NotRunBecause("a fact of the catalog (pg_index.indisvalid): decisive without an experiment"),
