@@ -97,6 +97,7 @@ func SnapshotWith(ctx context.Context, q envelope.Conn, now time.Time, opts Opti
 		return nil, err
 	}
 	plans(ctx, q, s, opts.PlanTop)
+	horizon(ctx, q, s)
 	sample(ctx, q, s, opts)
 	return s, nil
 }

@@ -257,6 +257,7 @@ listen_addresses = '127.0.0.1'
 port = %d
 unix_socket_directories = ''
 max_connections = 100
+max_prepared_transactions = 10
 shared_buffers = 128MB
 fsync = off
 synchronous_commit = off

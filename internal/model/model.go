@@ -74,6 +74,7 @@ const (
 	SrcPlans      = "plans"
 	SrcLocks      = "lock waits"
 	SrcCasts      = "casts"
+	SrcHorizon    = "xmin holders"
 	// Partial reads of very large databases (--max-tables,
 	// --max-statements): what was left out, and the flag that includes it.
 	SrcTablesCut     = "tables beyond --max-tables"
@@ -136,6 +137,10 @@ type Snapshot struct {
 	Activity      Activity
 	// LockWaits are backends seen waiting on locks while sampling activity.
 	LockWaits []LockWait
+	// Holders are what keeps the xmin horizon back: transactions and
+	// prepared transactions with an xmin or xid, replication slots,
+	// standbys' feedback (every database's; see XminHolder.HoldsDatabase).
+	Holders []XminHolder
 	// ServerCores is the server's CPU count as check knows it (--server-cores,
 	// or this machine's for a local server).
 	ServerCores int
@@ -569,6 +574,11 @@ const (
 	// are in, counting HOT updates and WAL per row (on a twin or a lab
 	// database only).
 	ExpHOTUpdate = "hot-update"
+	// ExpHorizon counts the dead rows VACUUM can remove from rows of a
+	// table updated once while another session holds a snapshot taken
+	// before the update, and once with none held (on a twin or a lab
+	// database only).
+	ExpHorizon = "vacuum-horizon"
 )
 
 // IndexProposal is an index a rule proposes, as fields rather than SQL

@@ -195,16 +195,16 @@ func (s *Server) open(ctx context.Context, o SideOptions, run int, copied bool) 
 		// CREATE DATABASE ... TEMPLATE copies the rows, not the
 		// database's own settings (ALTER DATABASE ... SET): they are
 		// carried over, since they are part of how the application runs.
-		res, err := conn.Exec(ctx, "SELECT unnest(setconfig) FROM pg_db_role_setting s JOIN pg_database d ON d.oid = s.setdatabase WHERE s.setrole = 0 AND d.datname = "+quoteLiteral(db)).ReadAll()
+		res, err := conn.Exec(ctx, "SELECT unnest(setconfig) FROM pg_db_role_setting s JOIN pg_database d ON d.oid = s.setdatabase WHERE s.setrole = 0 AND d.datname = "+sqlparse.QuoteLiteral(db)).ReadAll()
 		if err == nil && len(res) > 0 {
 			for _, row := range res[0].Rows {
 				if k, v, ok := strings.Cut(string(row[0]), "="); ok {
-					q(fmt.Sprintf("ALTER DATABASE %s SET %s = %s", sqlparse.QuoteIdent(copyName), sqlparse.QuoteIdent(k), quoteLiteral(v)))
+					q(fmt.Sprintf("ALTER DATABASE %s SET %s = %s", sqlparse.QuoteIdent(copyName), sqlparse.QuoteIdent(k), sqlparse.QuoteLiteral(v)))
 				}
 			}
 		}
 		for _, k := range sortedKeys(o.Settings) {
-			if err := q(fmt.Sprintf("ALTER DATABASE %s SET %s = %s", sqlparse.QuoteIdent(copyName), sqlparse.QuoteIdent(k), quoteLiteral(o.Settings[k]))); err != nil {
+			if err := q(fmt.Sprintf("ALTER DATABASE %s SET %s = %s", sqlparse.QuoteIdent(copyName), sqlparse.QuoteIdent(k), sqlparse.QuoteLiteral(o.Settings[k]))); err != nil {
 				return nil, fmt.Errorf("setting %s = %s: %s", k, o.Settings[k], envelope.Message(err))
 			}
 		}
@@ -268,8 +268,6 @@ func sortedKeys(m map[string]string) []string {
 	sort.Strings(ks)
 	return ks
 }
-
-func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // setup is how a replay's own set-up connections differ from its sessions:
 // their name, and the database they work in ("" keeps the DSN's).

@@ -75,6 +75,8 @@ var Registry = []Rule{
 		Check: duplicateIndex},
 	{ID: InvalidIndexID, Title: "indexes left invalid by a failed concurrent build", Needs: []string{model.SrcTables, model.SrcTablesCut, model.SrcIndexes},
 		Check: invalidIndex},
+	{ID: XminHorizonID, Title: "what keeps VACUUM from removing dead rows (the xmin horizon)", Needs: []string{model.SrcHorizon, model.SrcTables, model.SrcTablesCut},
+		Check: xminHorizon},
 	{ID: CheckpointPressureID, Title: "checkpoints that WAL volume forces (from the server log)", Log: checkpointPressureLog},
 	{ID: CPUHotspotID, Title: "CPU hot spots in the backends' profile", Profile: cpuHotspot},
 }

@@ -152,6 +152,12 @@ func (e *Env) createDatabase(ctx context.Context) error {
 		return fmt.Errorf("connecting to the lab cluster: %w", err)
 	}
 	defer admin.Close(context.Background())
+	// A prepared transaction an earlier run left (a run that was killed)
+	// keeps its database from being dropped, even WITH (FORCE).
+	var prepared int
+	if err := admin.QueryRow(ctx, "SELECT count(*) FROM pg_prepared_xacts WHERE database = $1", e.DB).Scan(&prepared); err == nil && prepared > 0 {
+		rollbackPrepared(e)
+	}
 	err = execAll(ctx, admin,
 		fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", e.DB),
 		fmt.Sprintf("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '%s') THEN CREATE ROLE %s LOGIN; END IF; END $$", AppRole, AppRole),

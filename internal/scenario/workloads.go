@@ -52,6 +52,9 @@ var workloads = map[string]GoWorkload{
 	"random-keys":          {Run: randomKeys},
 	// A concurrent build that must fail, which SQL files cannot run.
 	"unread-indexes": {Run: unreadIndexes},
+	// A prepared transaction outlives its session: ready once VACUUM has
+	// run behind it.
+	"vacuum-held-back": {Run: vacuumHeldBack, SignalsReady: true},
 }
 
 func needPython(module, pkg string) func(context.Context) error {

@@ -20,26 +20,7 @@ func QuoteIdent(s string) string {
 	// Escapes are written per character; a name that is not valid UTF-8
 	// (possible only in a non-UTF8 database) keeps its bytes as they are.
 	if needsEscape(s) && utf8.ValidString(s) {
-		var b strings.Builder
-		b.WriteString(`U&"`)
-		for _, r := range s {
-			switch {
-			case r == '"':
-				b.WriteString(`""`)
-			case r == '\\':
-				b.WriteString(`\\`)
-			case printable.IsControl(r):
-				if r > 0xFFFF {
-					fmt.Fprintf(&b, `\+%06x`, r)
-				} else {
-					fmt.Fprintf(&b, `\%04x`, r)
-				}
-			default:
-				b.WriteRune(r)
-			}
-		}
-		b.WriteString(`"`)
-		return b.String()
+		return unicodeEscaped(s, '"')
 	}
 	if plain(s) && !keyword(s) {
 		return s
@@ -161,4 +142,41 @@ func escapeString(s string) string {
 
 func isIdentByte(c byte) bool {
 	return c == '_' || c == '$' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c >= 0x80
+}
+
+// QuoteLiteral writes s as a string constant: in single quotes, with
+// quotes doubled; a value holding a control character is written with
+// Unicode escapes (U&'...'), so the SQL pgmedic prints stays on one line.
+func QuoteLiteral(s string) string {
+	if needsEscape(s) && utf8.ValidString(s) {
+		return unicodeEscaped(s, '\'')
+	}
+	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
+}
+
+// unicodeEscaped writes s in quote (" for an identifier, ' for a
+// constant) after U&, with its control characters as Unicode escapes.
+func unicodeEscaped(s string, quote rune) string {
+	var b strings.Builder
+	b.WriteString("U&")
+	b.WriteRune(quote)
+	for _, r := range s {
+		switch {
+		case r == quote:
+			b.WriteRune(quote)
+			b.WriteRune(quote)
+		case r == '\\':
+			b.WriteString(`\\`)
+		case printable.IsControl(r):
+			if r > 0xFFFF {
+				fmt.Fprintf(&b, `\+%06x`, r)
+			} else {
+				fmt.Fprintf(&b, `\%04x`, r)
+			}
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteRune(quote)
+	return b.String()
 }

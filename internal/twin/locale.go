@@ -9,6 +9,7 @@ import (
 
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/pgversion"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
 // A database's default collation decides how every text column without
@@ -62,12 +63,12 @@ func (l dbLocale) same(o dbLocale) bool {
 
 // createOptions are CREATE DATABASE's options for this locale.
 func (l dbLocale) createOptions() string {
-	s := fmt.Sprintf(" TEMPLATE template0 ENCODING %s LC_COLLATE %s LC_CTYPE %s", literal(l.encoding), literal(l.collate), literal(l.ctype))
+	s := fmt.Sprintf(" TEMPLATE template0 ENCODING %s LC_COLLATE %s LC_CTYPE %s", sqlparse.QuoteLiteral(l.encoding), sqlparse.QuoteLiteral(l.collate), sqlparse.QuoteLiteral(l.ctype))
 	switch l.provider {
 	case "i":
-		s += " LOCALE_PROVIDER icu ICU_LOCALE " + literal(l.locale)
+		s += " LOCALE_PROVIDER icu ICU_LOCALE " + sqlparse.QuoteLiteral(l.locale)
 	case "b":
-		s += " LOCALE_PROVIDER builtin BUILTIN_LOCALE " + literal(l.locale)
+		s += " LOCALE_PROVIDER builtin BUILTIN_LOCALE " + sqlparse.QuoteLiteral(l.locale)
 	}
 	return s
 }
@@ -134,5 +135,3 @@ func localeDiffers(target, twin dbLocale, why error) string {
 	}
 	return s
 }
-
-func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

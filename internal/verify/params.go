@@ -64,9 +64,9 @@ func (e *Engine) parameterValues(ctx context.Context, cols map[int][]sqlparse.Co
 			v, from = dv, "type "+typ
 		}
 		if isArray {
-			values[i] = literal("{"+arrayElem(v)+"}") + "::" + typ
+			values[i] = sqlparse.QuoteLiteral("{"+arrayElem(v)+"}") + "::" + typ
 		} else {
-			values[i] = literal(v) + "::" + typ
+			values[i] = sqlparse.QuoteLiteral(v) + "::" + typ
 		}
 		desc = append(desc, e.valueText(n, v, typ, from, userData))
 	}

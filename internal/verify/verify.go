@@ -283,6 +283,7 @@ var Kinds = []Kind{
 	{model.ExpIndexWrites, OnTwin, WithRows, "index-writes", (*Engine).indexWrites},
 	{model.ExpConcurrency, OnTwin, RowsWhenTables, "", (*Engine).concurrency},
 	{model.ExpHOTUpdate, OnTwin, WithRows, "hot-update", (*Engine).hotUpdate},
+	{model.ExpHorizon, OnTwin, WithRows, "", (*Engine).vacuumHorizon},
 }
 
 // KindOf is the row of a kind; ok is false for a kind not in the table.
@@ -539,7 +540,7 @@ func (e *Engine) once(ctx context.Context, target, jit string, settings map[stri
 		sort.Strings(names)
 		for _, k := range names {
 			if k != "jit" {
-				sets = append(sets, fmt.Sprintf("SELECT set_config(%s, %s, true)", literal(k), literal(settings[k])))
+				sets = append(sets, fmt.Sprintf("SELECT set_config(%s, %s, true)", sqlparse.QuoteLiteral(k), sqlparse.QuoteLiteral(settings[k])))
 			}
 		}
 		sets = append(sets, "SET LOCAL jit = "+onOff(jit))
@@ -667,6 +668,3 @@ func median(xs []float64) float64 {
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
-
-// literal quotes a string as an SQL literal.
-func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

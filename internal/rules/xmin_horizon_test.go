@@ -1,0 +1,80 @@
+package rules
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgmedic/pgmedic/internal/model"
+)
+
+// horizonSnapshot is the database "shop" at a fixed time, with a table
+// vacuumed vacuumedAgo before collection that VACUUM left dead rows in,
+// and the holders given.
+func horizonSnapshot(dead int64, vacuumedAgo time.Duration, hs ...model.XminHolder) *model.Snapshot {
+	now := time.Unix(1_800_000_000, 0)
+	vac := now.Add(-vacuumedAgo)
+	return &model.Snapshot{CollectedAt: now, Database: "shop", Holders: hs,
+		Tables: []model.Table{
+			{Schema: "public", Name: "carts", Live: 50000, Dead: dead, Updated: 90000, LastVacuum: &vac},
+			{Schema: "public", Name: "countries", Live: 200},
+		}}
+}
+
+func ago(d time.Duration) *time.Time {
+	t := time.Unix(1_800_000_000, 0).Add(-d)
+	return &t
+}
+
+// TestXminHorizon: each kind of holder is reported with its object and
+// the statement that releases it, at the severity its age and cost give;
+// holders of another database, young ones, a short transaction and a
+// logical slot's catalog_xmin are not.
+func TestXminHorizon(t *testing.T) {
+	prepared := model.XminHolder{Kind: model.HolderPrepared, Name: "tx-42", Database: "shop", User: "app", XminAge: 5000, Since: ago(10 * time.Minute)}
+	idle := model.XminHolder{Kind: model.HolderSession, Name: "901", PID: 901, Database: "shop", User: "web", State: "idle in transaction", XminAge: 40000, Since: ago(2 * time.Hour)}
+	for _, c := range []struct {
+		name    string
+		s       *model.Snapshot
+		want    model.Severity // -1: no finding
+		object  string
+		fix     string
+		retains bool
+	}{
+		{"an orphaned prepared transaction", horizonSnapshot(3000, time.Minute, prepared), model.Warning, "tx-42", "ROLLBACK PREPARED 'tx-42'", true},
+		{"a prepared transaction of another database", horizonSnapshot(3000, time.Minute, func() model.XminHolder { h := prepared; h.Database = "billing"; return h }()), -1, "", "", false},
+		{"a young prepared transaction (a coordinator at work)", horizonSnapshot(0, time.Minute, func() model.XminHolder { h := prepared; h.XminAge = 3; return h }()), -1, "", "", false},
+		{"vacuumed before it began: nothing it kept", horizonSnapshot(3000, time.Hour, prepared), model.Warning, "tx-42", "ROLLBACK PREPARED", false},
+		{"a session idle in its transaction for hours", horizonSnapshot(20000, time.Minute, idle), model.Warning, "pid 901", "pg_terminate_backend(901)", true},
+		{"a 20-second transaction is no holder", horizonSnapshot(20000, time.Second, func() model.XminHolder { h := idle; h.Since = ago(20 * time.Second); return h }()), -1, "", "", false},
+		{"a long report, nothing kept", horizonSnapshot(0, time.Minute, model.XminHolder{Kind: model.HolderSession, Name: "77", PID: 77, Database: "shop", State: "active", XminAge: 2000, Since: ago(5 * time.Minute)}), model.Info, "pid 77", "pg_cancel_backend(77)", false},
+		{"an inactive physical slot", horizonSnapshot(1_500_000, 10*time.Minute, model.XminHolder{Kind: model.HolderSlot, Name: "standby_b", XminAge: 150_000_000, RetainedWAL: 40 << 30}), model.Critical, "standby_b", "pg_drop_replication_slot('standby_b')", true},
+		{"a logical slot holds the catalogs only", horizonSnapshot(0, time.Minute, model.XminHolder{Kind: model.HolderSlot, Name: "cdc", Database: "shop", CatalogOnly: true, XminAge: 9_000_000}), -1, "", "", false},
+		{"a standby's feedback far behind", horizonSnapshot(0, time.Minute, model.XminHolder{Kind: model.HolderStandby, Name: "replica1", Active: true, XminAge: 2_000_000}), model.Warning, "replica1", "hot_standby_feedback", false},
+	} {
+		fs, _ := xminHorizon(c.s)
+		if c.want < 0 {
+			if len(fs) != 0 {
+				t.Errorf("%s: want no finding, got %q", c.name, fs[0].Title)
+			}
+			continue
+		}
+		if len(fs) != 1 {
+			t.Fatalf("%s: want one finding, got %d", c.name, len(fs))
+		}
+		f := fs[0]
+		if f.Severity != c.want || !strings.Contains(f.Object.Name, c.object) || !strings.Contains(f.Fix.SQL, c.fix) {
+			t.Errorf("%s: got %s on %q with fix %q", c.name, f.Severity, f.Object.Name, f.Fix.SQL)
+		}
+		kept := false
+		for _, e := range f.Evidence {
+			kept = kept || strings.HasPrefix(e.Label, "dead rows VACUUM left")
+		}
+		if kept != c.retains {
+			t.Errorf("%s: evidence of dead rows kept = %v, want %v: %+v", c.name, kept, c.retains, f.Evidence)
+		}
+		if f.Experiment == nil || f.Experiment.Kind != model.ExpHorizon || f.Experiment.Table.Name != "carts" {
+			t.Errorf("%s: experiment %+v, want vacuum-horizon on carts", c.name, f.Experiment)
+		}
+	}
+}
