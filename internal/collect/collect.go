@@ -98,7 +98,11 @@ func SnapshotWith(ctx context.Context, q envelope.Conn, now time.Time, opts Opti
 	}
 	plans(ctx, q, s, opts.PlanTop)
 	horizon(ctx, q, s)
+	seqAt := sequences(ctx, q, s)
 	sample(ctx, q, s, opts)
+	if s.Sampling != nil {
+		sequencesAfter(ctx, q, s, seqAt)
+	}
 	return s, nil
 }
 

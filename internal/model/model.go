@@ -75,6 +75,7 @@ const (
 	SrcLocks      = "lock waits"
 	SrcCasts      = "casts"
 	SrcHorizon    = "xmin holders"
+	SrcSequences  = "pg_sequences"
 	// Partial reads of very large databases (--max-tables,
 	// --max-statements): what was left out, and the flag that includes it.
 	SrcTablesCut     = "tables beyond --max-tables"
@@ -141,6 +142,8 @@ type Snapshot struct {
 	// prepared transactions with an xmin or xid, replication slots,
 	// standbys' feedback (every database's; see XminHolder.HoldsDatabase).
 	Holders []XminHolder
+	// Sequences are the database's sequences with the columns they feed.
+	Sequences []Sequence
 	// ServerCores is the server's CPU count as check knows it (--server-cores,
 	// or this machine's for a local server).
 	ServerCores int

@@ -302,3 +302,30 @@ func (s *Snapshot) ColumnType(c sqlparse.Column) string {
 	}
 	return ""
 }
+
+// Sequence is one sequence (pg_sequences) with the column it feeds, when
+// a serial or identity column owns it: the column's type may end the
+// numbers sooner than the sequence's own maximum.
+type Sequence struct {
+	Schema string `json:"schema"`
+	Name   string `json:"name"`
+	Type   string `json:"type"` // smallint, integer, bigint
+	// Last is the last value handed out; nil when the sequence was never
+	// used or pgmedic's role may not read it (see Hidden).
+	Last      *int64 `json:"last_value,omitempty"`
+	Hidden    bool   `json:"hidden,omitempty"`
+	Min       int64  `json:"min_value"`
+	Max       int64  `json:"max_value"`
+	Increment int64  `json:"increment_by"`
+	Cycle     bool   `json:"cycle,omitempty"`
+	// Table, Column and ColumnType are the column that owns it.
+	Table      RelRef `json:"table"`
+	Column     string `json:"column,omitempty"`
+	ColumnType string `json:"column_type,omitempty"`
+	Identity   bool   `json:"identity,omitempty"`
+	// LastAfter is Last at the end of check's sampling window and
+	// Seconds the server's time between the two readings: the rate at
+	// which the application takes numbers.
+	LastAfter *int64  `json:"last_value_after,omitempty"`
+	Seconds   float64 `json:"seconds,omitempty"`
+}

@@ -77,6 +77,8 @@ var Registry = []Rule{
 		Check: invalidIndex},
 	{ID: XminHorizonID, Title: "what keeps VACUUM from removing dead rows (the xmin horizon)", Needs: []string{model.SrcHorizon, model.SrcTables, model.SrcTablesCut},
 		Check: xminHorizon},
+	{ID: SequenceExhaustionID, Title: "sequences and key columns near the end of their numbers", Needs: []string{model.SrcSequences},
+		Check: sequenceExhaustion},
 	{ID: CheckpointPressureID, Title: "checkpoints that WAL volume forces (from the server log)", Log: checkpointPressureLog},
 	{ID: CPUHotspotID, Title: "CPU hot spots in the backends' profile", Profile: cpuHotspot},
 }

@@ -3,6 +3,7 @@ package scenario
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -69,4 +70,33 @@ func randomKeys(ctx context.Context, env *Env) error {
 		env.Record(t.name+": WAL full-page images per inserted row", model.Round(fpi/rows, 4))
 	}
 	return nil
+}
+
+// idsRunningOut is the sensors reporting: readings inserted in small
+// batches, one transaction each, until check has sampled them, and an
+// alert now and then.
+func idsRunningOut(ctx context.Context, env *Env) error {
+	conn, err := pgx.Connect(ctx, env.AppDSN())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	for i := 0; ; i++ {
+		if _, err := conn.Exec(ctx, "INSERT INTO readings (device_id, value) SELECT 1 + (g + $1) % 400, random() FROM generate_series(1, 20) g", i); err != nil {
+			return err
+		}
+		if i%50 == 0 {
+			if _, err := conn.Exec(ctx, "INSERT INTO alerts (device_id, kind) VALUES ($1, 'threshold')", 1+i%400); err != nil {
+				return err
+			}
+		}
+		if i == 20 {
+			env.Ready()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
