@@ -131,7 +131,8 @@ func indexes(ctx context.Context, q envelope.Conn, s *model.Snapshot) error {
 		CASE WHEN x.indisunique AND NOT (i.oid IN `+exclusivelyLocked+` OR t.oid IN `+exclusivelyLocked+`) THEN pg_relation_size(i.oid) ELSE i.relpages::int8 * current_setting('block_size')::int8 END,
 		coalesce(pg_stat_get_numscans(i.oid), 0),
 		CASE WHEN x.indexprs IS NOT NULL THEN pg_get_indexdef(i.oid) ELSE '' END,
-		coalesce(pg_get_expr(x.indpred, x.indrelid), ''), x.indnkeyatts::int, x.indkey::int2[], x.indoption::int2[]
+		coalesce(pg_get_expr(x.indpred, x.indrelid), ''), x.indnkeyatts::int, x.indkey::int2[], x.indoption::int2[],
+		age(i.xmin)::int8, EXISTS (SELECT FROM pg_constraint fk WHERE fk.conrelid = x.indrelid AND fk.contype = 'f' AND fk.conkey[1] = x.indkey[0])
 		FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid
 		JOIN pg_namespace n ON n.oid = t.relnamespace JOIN pg_am am ON am.oid = i.relam
 		JOIN unnest($1::oid[]) AS kept(oid) ON kept.oid = x.indrelid`, tableOIDs(s))
@@ -152,7 +153,7 @@ func indexes(ctx context.Context, q envelope.Conn, s *model.Snapshot) error {
 		var nkey int
 		var keys, options []int16
 		if err := rows.Scan(&ix.Schema, &ix.Table, &ix.Name, &ix.Method, &ix.Unique, &ix.Primary, &ix.Valid,
-			&ix.Bytes, &ix.Scans, &ix.Def, &ix.Predicate, &nkey, &keys, &options); err != nil {
+			&ix.Bytes, &ix.Scans, &ix.Def, &ix.Predicate, &nkey, &keys, &options, &ix.AgeXacts, &ix.ForeignKey); err != nil {
 			return err
 		}
 		cols := make([]string, len(keys))

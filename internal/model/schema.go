@@ -61,6 +61,13 @@ type Index struct {
 	Bytes int64
 	Scans int64
 	Def   string // pg_get_indexdef, for expression indexes only
+	// AgeXacts is how many transactions the server has started since the
+	// index's catalog row was written (its CREATE INDEX, or the REINDEX
+	// that last rebuilt it): how long its scan counter has had to count.
+	AgeXacts int64
+	// ForeignKey says its first key column is a foreign key's first
+	// column: the checks of a parent row's delete or key change read it.
+	ForeignKey bool
 }
 
 // Column is one column of a user table with its planner statistics.

@@ -35,6 +35,7 @@ func TestIndexesNobodyReads(t *testing.T) {
 	partial := model.Index{Name: "audit_actor_open_idx", Columns: []string{"actor"}, Predicate: "(closed IS NULL)", Valid: true, Scans: 3}
 	uniqueActor := model.Index{Name: "audit_actor_key", Columns: []string{"actor"}, Unique: true, Valid: true, Scans: 3}
 	invalid := model.Index{Name: "audit_target_uniq", Columns: []string{"target"}, Unique: true, Valid: false}
+	unused := model.Index{Name: "audit_detail_idx", Columns: []string{"detail"}, Valid: true, AgeXacts: 90000}
 	for _, c := range []struct {
 		name string
 		s    *model.Snapshot
@@ -48,6 +49,13 @@ func TestIndexesNobodyReads(t *testing.T) {
 		{"the same columns twice: one reported", indexSnapshot(50000, 0, actor, actorDesc, model.Index{Name: "audit_actor_idx2", Columns: []string{"actor"}, Valid: true}), duplicateIndex,
 			map[string]model.Severity{"public.audit_actor_idx": model.Warning}},
 		{"invalid", indexSnapshot(50000, 0, pkey, invalid), invalidIndex, map[string]model.Severity{"public.audit_target_uniq": model.Warning}},
+		{"never scanned, old, on a written table", indexSnapshot(50000, 30*24*time.Hour, pkey, used, unused), unusedIndex, map[string]model.Severity{"public.audit_detail_idx": model.Warning}},
+		{"never scanned but built a moment ago", indexSnapshot(50000, 0, func() model.Index { ix := unused; ix.AgeXacts = 40; return ix }()), unusedIndex, map[string]model.Severity{}},
+		{"never scanned, so old its age wrapped", indexSnapshot(50000, 0, func() model.Index { ix := unused; ix.AgeXacts = -5; return ix }()), unusedIndex, map[string]model.Severity{"public.audit_detail_idx": model.Warning}},
+		{"never scanned on a table nobody writes", indexSnapshot(200, 0, unused), unusedIndex, map[string]model.Severity{}},
+		{"a foreign key's index waits for a parent's delete", indexSnapshot(50000, 0, func() model.Index { ix := unused; ix.ForeignKey = true; return ix }()), unusedIndex, map[string]model.Severity{"public.audit_detail_idx": model.Info}},
+		{"unscanned but covered or invalid: the other rules'", indexSnapshot(50000, 0, used, func() model.Index { ix := actor; ix.Scans, ix.AgeXacts = 0, 90000; return ix }(), func() model.Index { ix := invalid; ix.AgeXacts = 90000; return ix }()), unusedIndex, map[string]model.Severity{}},
+		{"a primary key is never unused", indexSnapshot(50000, 0, func() model.Index { ix := pkey; ix.AgeXacts = 90000; return ix }()), unusedIndex, map[string]model.Severity{}},
 	} {
 		fs, _ := c.rule(c.s)
 		got := map[string]model.Severity{}

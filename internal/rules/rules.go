@@ -71,6 +71,8 @@ var Registry = []Rule{
 	{ID: LossyBitmapID, Title: "bitmap heap scans that went lossy", Plan: lossyBitmap, PlanNeedsAnalyze: true},
 	{ID: LargeOffsetID, Title: "OFFSET that reads and discards rows", Plan: largeOffset, PlanNeedsAnalyze: true},
 	{ID: HeapFetchesID, Title: "index-only scans that visit the heap", Plan: heapFetches, PlanNeedsAnalyze: true},
+	{ID: UnusedIndexID, Title: "indexes never scanned on tables that are written", Needs: []string{model.SrcTables, model.SrcTablesCut, model.SrcIndexes},
+		Check: unusedIndex},
 	{ID: DuplicateIndexID, Title: "indexes another index of the table covers", Needs: []string{model.SrcTables, model.SrcTablesCut, model.SrcIndexes},
 		Check: duplicateIndex},
 	{ID: InvalidIndexID, Title: "indexes left invalid by a failed concurrent build", Needs: []string{model.SrcTables, model.SrcTablesCut, model.SrcIndexes},
