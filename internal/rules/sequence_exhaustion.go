@@ -151,8 +151,13 @@ func seqFix(sq model.Sequence) model.Fix {
 		widen = fmt.Sprintf("ALTER SEQUENCE %s AS bigint;\n", seq)
 	}
 	if sq.Column == "" || sq.ColumnType == "bigint" {
-		return model.Fix{Summary: "widen the sequence to bigint (a catalog change, no rewrite), and check that whatever stores its values holds a bigint",
-			SQL: strings.TrimSuffix(widen+fmt.Sprintf("ALTER SEQUENCE %s MAXVALUE 9223372036854775807;", seq), "\n")}
+		// AS bigint also moves a maximum that was the old type's own to
+		// bigint's; a bigint sequence was given a lower one by hand.
+		sql := strings.TrimSuffix(widen, "\n")
+		if sq.Type == "bigint" {
+			sql = fmt.Sprintf("ALTER SEQUENCE %s MAXVALUE 9223372036854775807;", seq)
+		}
+		return model.Fix{Summary: "widen the sequence to bigint (a catalog change, no rewrite), and check that whatever stores its values holds a bigint", SQL: sql}
 	}
 	tbl := sqlparse.QuoteQualified(sq.Table.Schema, sq.Table.Name)
 	col := sqlparse.QuoteIdent(sq.Column)

@@ -79,6 +79,12 @@ func holderMatters(s *model.Snapshot, h model.XminHolder, r retained) bool {
 	}
 	switch h.Kind {
 	case model.HolderSession:
+		// Another role's session shows its xmin but not when its
+		// transaction began (pg_read_all_stats): its age in transactions
+		// must speak for it.
+		if h.Since == nil {
+			return h.XminAge >= horizonWarnAge || r.dead >= horizonWarnDead
+		}
 		return h.HeldFor(s.CollectedAt) >= horizonSessionMin
 	case model.HolderSlot:
 		return !h.CatalogOnly && (!h.Active || h.XminAge >= horizonWarnAge)
@@ -93,12 +99,16 @@ func holderMatters(s *model.Snapshot, h model.XminHolder, r retained) bool {
 // left since it began, and the statement that releases it.
 func xminHorizon(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	var out []model.Finding
+	hidden, hiddenAge := 0, int64(0)
 	for _, h := range s.Holders {
 		if !h.HoldsDatabase(s.Database) {
 			continue
 		}
 		r := retainedBy(s, h)
 		if !holderMatters(s, h, r) {
+			if h.Kind == model.HolderSession && h.Since == nil && h.XminAge >= horizonMinAge {
+				hidden, hiddenAge = hidden+1, max(hiddenAge, h.XminAge)
+			}
 			continue
 		}
 		sev := model.Info
@@ -139,7 +149,13 @@ func xminHorizon(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		out = append(out, f)
 	}
 	Sort(out)
-	return out, nil
+	var skips []model.Skip
+	if hidden > 0 {
+		skips = append(skips, model.Skip{Rule: XminHorizonID,
+			Reason: fmt.Sprintf("could not see since when %d sessions of other roles hold back the horizon (the oldest is %s transactions behind): pg_stat_activity hides their transaction's start from pgmedic's role", hidden, printable.Count(float64(hiddenAge))),
+			Fix:    fmt.Sprintf("GRANT pg_read_all_stats TO %s;", sqlparse.QuoteIdent(orUnknown(s.User)))})
+	}
+	return out, skips
 }
 
 // horizonTable is the table the experiment updates and vacuums: the one

@@ -47,6 +47,7 @@ func TestXminHorizon(t *testing.T) {
 		{"vacuumed before it began: nothing it kept", horizonSnapshot(3000, time.Hour, prepared), model.Warning, "tx-42", "ROLLBACK PREPARED", false},
 		{"a session idle in its transaction for hours", horizonSnapshot(20000, time.Minute, idle), model.Warning, "pid 901", "pg_terminate_backend(901)", true},
 		{"a 20-second transaction is no holder", horizonSnapshot(20000, time.Second, func() model.XminHolder { h := idle; h.Since = ago(20 * time.Second); return h }()), -1, "", "", false},
+		{"another role's session, far behind, start unseen", horizonSnapshot(0, time.Minute, model.XminHolder{Kind: model.HolderSession, Name: "88", PID: 88, Database: "shop", XminAge: 3_000_000}), model.Warning, "pid 88", "pg_cancel_backend(88)", false},
 		{"a long report, nothing kept", horizonSnapshot(0, time.Minute, model.XminHolder{Kind: model.HolderSession, Name: "77", PID: 77, Database: "shop", State: "active", XminAge: 2000, Since: ago(5 * time.Minute)}), model.Info, "pid 77", "pg_cancel_backend(77)", false},
 		{"an inactive physical slot", horizonSnapshot(1_500_000, 10*time.Minute, model.XminHolder{Kind: model.HolderSlot, Name: "standby_b", XminAge: 150_000_000, RetainedWAL: 40 << 30}), model.Critical, "standby_b", "pg_drop_replication_slot('standby_b')", true},
 		{"a logical slot holds the catalogs only", horizonSnapshot(0, time.Minute, model.XminHolder{Kind: model.HolderSlot, Name: "cdc", Database: "shop", CatalogOnly: true, XminAge: 9_000_000}), -1, "", "", false},
@@ -76,5 +77,16 @@ func TestXminHorizon(t *testing.T) {
 		if f.Experiment == nil || f.Experiment.Kind != model.ExpHorizon || f.Experiment.Table.Name != "carts" {
 			t.Errorf("%s: experiment %+v, want vacuum-horizon on carts", c.name, f.Experiment)
 		}
+	}
+}
+
+// TestXminHorizonUnseen: a role that cannot see when another role's
+// transaction began is told so, with the grant, instead of silence.
+func TestXminHorizonUnseen(t *testing.T) {
+	s := horizonSnapshot(0, time.Minute, model.XminHolder{Kind: model.HolderSession, Name: "88", PID: 88, Database: "shop", XminAge: 40_000})
+	s.User = "monitor"
+	fs, skips := xminHorizon(s)
+	if len(fs) != 0 || len(skips) != 1 || !strings.Contains(skips[0].Fix, "pg_read_all_stats TO monitor") {
+		t.Errorf("findings %+v, skips %+v", fs, skips)
 	}
 }
