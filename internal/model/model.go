@@ -582,6 +582,10 @@ const (
 	// before the update, and once with none held (on a twin or a lab
 	// database only).
 	ExpHorizon = "vacuum-horizon"
+	// ExpIndexRebuild measures an index as it is (its size, pgstatindex's
+	// leaf density where installed) and a fresh build of it on a copy of
+	// the table's rows: what REINDEX would leave.
+	ExpIndexRebuild = "index-rebuild"
 )
 
 // IndexProposal is an index a rule proposes, as fields rather than SQL

@@ -77,6 +77,8 @@ var Registry = []Rule{
 		Check: duplicateIndex},
 	{ID: InvalidIndexID, Title: "indexes left invalid by a failed concurrent build", Needs: []string{model.SrcTables, model.SrcTablesCut, model.SrcIndexes},
 		Check: invalidIndex},
+	{ID: IndexBloatID, Title: "B-tree indexes far larger than their rows need", Needs: []string{model.SrcTables, model.SrcTablesCut, model.SrcIndexes, model.SrcColumns},
+		Check: indexBloat},
 	{ID: XminHorizonID, Title: "what keeps VACUUM from removing dead rows (the xmin horizon)", Needs: []string{model.SrcHorizon, model.SrcTables, model.SrcTablesCut},
 		Check: xminHorizon},
 	{ID: SequenceExhaustionID, Title: "sequences and key columns near the end of their numbers", Needs: []string{model.SrcSequences},

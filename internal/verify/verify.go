@@ -284,6 +284,7 @@ var Kinds = []Kind{
 	{model.ExpConcurrency, OnTwin, RowsWhenTables, "", (*Engine).concurrency},
 	{model.ExpHOTUpdate, OnTwin, WithRows, "hot-update", (*Engine).hotUpdate},
 	{model.ExpHorizon, OnTwin, WithRows, "", (*Engine).vacuumHorizon},
+	{model.ExpIndexRebuild, CopiesOnTwin, WithRows, "index-rebuild", (*Engine).indexRebuild},
 }
 
 // KindOf is the row of a kind; ok is false for a kind not in the table.
