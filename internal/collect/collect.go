@@ -98,6 +98,7 @@ func SnapshotWith(ctx context.Context, q envelope.Conn, now time.Time, opts Opti
 	}
 	plans(ctx, q, s, opts.PlanTop)
 	horizon(ctx, q, s)
+	checkpoints(ctx, q, s)
 	seqAt := sequences(ctx, q, s)
 	sample(ctx, q, s, opts)
 	if s.Sampling != nil {

@@ -76,6 +76,7 @@ const (
 	SrcCasts      = "casts"
 	SrcHorizon    = "xmin holders"
 	SrcSequences  = "pg_sequences"
+	SrcCheckpoint = "checkpoint counters"
 	// Partial reads of very large databases (--max-tables,
 	// --max-statements): what was left out, and the flag that includes it.
 	SrcTablesCut     = "tables beyond --max-tables"
@@ -144,6 +145,9 @@ type Snapshot struct {
 	Holders []XminHolder
 	// Sequences are the database's sequences with the columns they feed.
 	Sequences []Sequence
+	// Checkpoints are the server's checkpoint and WAL counters; nil when
+	// they could not be read (see Missing).
+	Checkpoints *Checkpoints
 	// ServerCores is the server's CPU count as check knows it (--server-cores,
 	// or this machine's for a local server).
 	ServerCores int

@@ -16,6 +16,9 @@ type Has struct {
 	// SessionStats: pg_stat_database.sessions, sessions_abandoned,
 	// sessions_fatal, sessions_killed (14).
 	SessionStats bool
+	// StatWAL: the pg_stat_wal view, WAL bytes and full-page images since
+	// its reset (14).
+	StatWAL bool
 	// JSONLog: log_destination = 'jsonlog' (15).
 	JSONLog bool
 	// PGSSJIT: pg_stat_statements' jit_* columns (15); PGSSSharedBlkTime:
@@ -39,12 +42,12 @@ type Has struct {
 // Table holds every major version pgmedic supports, oldest first.
 var Table = []Has{
 	{Major: 13},
-	{Major: 14, QueryIDInActivity: true, SessionStats: true},
-	{Major: 15, QueryIDInActivity: true, SessionStats: true, JSONLog: true, PGSSJIT: true, ICULocale: true},
-	{Major: 16, QueryIDInActivity: true, SessionStats: true, JSONLog: true, PGSSJIT: true, ICULocale: true, StatIO: true, ExplainGenericPlan: true},
-	{Major: 17, QueryIDInActivity: true, SessionStats: true, JSONLog: true, PGSSJIT: true, ICULocale: true, StatIO: true, ExplainGenericPlan: true,
+	{Major: 14, QueryIDInActivity: true, SessionStats: true, StatWAL: true},
+	{Major: 15, QueryIDInActivity: true, SessionStats: true, StatWAL: true, JSONLog: true, PGSSJIT: true, ICULocale: true},
+	{Major: 16, QueryIDInActivity: true, SessionStats: true, StatWAL: true, JSONLog: true, PGSSJIT: true, ICULocale: true, StatIO: true, ExplainGenericPlan: true},
+	{Major: 17, QueryIDInActivity: true, SessionStats: true, StatWAL: true, JSONLog: true, PGSSJIT: true, ICULocale: true, StatIO: true, ExplainGenericPlan: true,
 		PGSSSharedBlkTime: true, Checkpointer: true, ExplainSerialize: true, ExplainMemory: true},
-	{Major: 18, QueryIDInActivity: true, SessionStats: true, JSONLog: true, PGSSJIT: true, ICULocale: true, StatIO: true, ExplainGenericPlan: true,
+	{Major: 18, QueryIDInActivity: true, SessionStats: true, StatWAL: true, JSONLog: true, PGSSJIT: true, ICULocale: true, StatIO: true, ExplainGenericPlan: true,
 		PGSSSharedBlkTime: true, Checkpointer: true, ExplainSerialize: true, ExplainMemory: true, AnalyzeBuffers: true},
 }
 

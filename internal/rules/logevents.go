@@ -176,7 +176,7 @@ func CheckpointExperiment(s *model.Snapshot, f *model.Finding) {
 	var best *model.Table
 	for i := range s.Tables {
 		t := &s.Tables[i]
-		if t.Partitioned || t.RelPages == 0 {
+		if t.Partitioned || (t.RelPages == 0 && t.HeapBytes == 0) {
 			continue
 		}
 		if w := t.Inserted + t.Updated + t.Deleted; w > 0 && (best == nil || w > best.Inserted+best.Updated+best.Deleted) {
@@ -187,7 +187,11 @@ func CheckpointExperiment(s *model.Snapshot, f *model.Finding) {
 		return
 	}
 	f.Experiment = &model.Experiment{Kind: model.ExpCheckpointWAL, Table: model.RelRef{Schema: best.Schema, Name: best.Name}}
-	f.Verification = model.NotRunBecause("counted in the server log; check --twin measures, on a copy of " + best.Schema + "." + best.Name + " (the table with the most writes), the WAL a batch of its updates writes right after a checkpoint and with none between")
+	counted := "counted in the server log"
+	if f.Object.Kind == "server" {
+		counted = "counted by the server (its checkpoint and WAL statistics)"
+	}
+	f.Verification = model.NotRunBecause(counted + "; check --twin measures, on a copy of " + best.Schema + "." + best.Name + " (the table with the most writes), the WAL a batch of its updates writes right after a checkpoint and with none between")
 }
 
 // checkpointFinding says how often WAL volume started checkpoints and how
@@ -215,20 +219,24 @@ func checkpointFinding(le model.LogEvents, logged model.Verification) model.Find
 			SQL: "ALTER SYSTEM SET max_wal_size = '<size>';\nSELECT pg_reload_conf();"},
 		Verification: logged, Docs: docsPath(CheckpointPressureID)}
 	if le.WALKBPerSecond > 0 && le.CheckpointMeanDistanceKB > 0 {
-		// A checkpoint starts when the WAL since the last one reaches
-		// max_wal_size / (1 + checkpoint_completion_target): so the
-		// setting now is about the distance times 1.9, and one that lets
-		// checkpoint_timeout (5 minutes by default) start them holds 5
-		// minutes of WAL at the log's rate. A log shorter than that (a
-		// burst) says no more than the WAL it holds.
-		nowKB := le.CheckpointMeanDistanceKB * (1 + completionTarget)
-		perTimeout := math.Min(le.WALKBPerSecond*defaultCkptTimeoutS, le.WALKBPerSecond*le.CheckpointSpanS)
-		size := walSize(math.Max(perTimeout*(1+completionTarget), 2*nowKB))
-		f.Fix.Summary = fmt.Sprintf("raise max_wal_size from about %s (a checkpoint every %.0f MB of WAL) to %s: at the %.1f MB/s the log's checkpoints wrote, that lets checkpoint_timeout start them; if the writes are a bulk load, batch it or raise max_wal_size for its duration",
-			walSize(nowKB), le.CheckpointMeanDistanceKB/1024, size, le.WALKBPerSecond/1024)
-		f.Fix.SQL = fmt.Sprintf("ALTER SYSTEM SET max_wal_size = '%s';\nSELECT pg_reload_conf();", size)
+		proposeMaxWAL(&f, le.CheckpointMeanDistanceKB*(1+completionTarget), le.CheckpointMeanDistanceKB, le.WALKBPerSecond, le.CheckpointSpanS, "the log's checkpoints wrote")
 	}
 	return f
+}
+
+// proposeMaxWAL writes the fix of a checkpoint-pressure finding. A
+// checkpoint starts when the WAL since the last one reaches max_wal_size
+// / (1 + checkpoint_completion_target), so nowKB is the setting (read, or
+// worked out from the distance), and one that lets checkpoint_timeout (5
+// minutes by default) start checkpoints holds 5 minutes of WAL at the
+// rate seen. A window shorter than that (a burst) says no more than the
+// WAL it holds.
+func proposeMaxWAL(f *model.Finding, nowKB, distanceKB, rateKBps, spanS float64, seen string) {
+	perTimeout := math.Min(rateKBps*defaultCkptTimeoutS, rateKBps*spanS)
+	size := walSize(math.Max(perTimeout*(1+completionTarget), 2*nowKB))
+	f.Fix.Summary = fmt.Sprintf("raise max_wal_size from about %s (a checkpoint every %.0f MB of WAL) to %s: at the %.1f MB/s %s, that lets checkpoint_timeout start them; if the writes are a bulk load, batch it or raise max_wal_size for its duration",
+		walSize(nowKB), distanceKB/1024, size, rateKBps/1024, seen)
+	f.Fix.SQL = fmt.Sprintf("ALTER SYSTEM SET max_wal_size = '%s';\nSELECT pg_reload_conf();", size)
 }
 
 // walSize rounds kilobytes to the nearest power of two in MB or GB (at

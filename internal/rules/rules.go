@@ -83,7 +83,8 @@ var Registry = []Rule{
 		Check: xminHorizon},
 	{ID: SequenceExhaustionID, Title: "sequences and key columns near the end of their numbers", Needs: []string{model.SrcSequences},
 		Check: sequenceExhaustion},
-	{ID: CheckpointPressureID, Title: "checkpoints that WAL volume forces (from the server log)", Log: checkpointPressureLog},
+	{ID: CheckpointPressureID, Title: "checkpoints that WAL volume forces", Needs: []string{model.SrcCheckpoint},
+		Check: checkpointPressure, Log: checkpointPressureLog},
 	{ID: CPUHotspotID, Title: "CPU hot spots in the backends' profile", Profile: cpuHotspot},
 }
 

@@ -31,6 +31,7 @@ import (
 
 	"github.com/pgmedic/pgmedic/internal/lab"
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/pgversion"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
@@ -66,7 +67,7 @@ type Scenario struct {
 	// for the workload (Env.BouncerDSN) and has check sample its pools.
 	PgBouncer *BouncerSpec `json:"pgbouncer,omitempty"`
 	// Needs lists what the scenario needs of the server beyond its core:
-	// "jit" (a build with LLVM) or "hypopg". Where the lab's build lacks
+	// "jit" (a build with LLVM), "hypopg" or "pg_stat_wal" (14+). Where the lab's build lacks
 	// one, the scenario is not run, and says so.
 	Needs []string `json:"needs,omitempty"`
 	// Setup holds the statements of setup.sql.
@@ -97,7 +98,7 @@ type Expect struct {
 	Object string `json:"object,omitempty"`
 	// MinRatio, when set, requires before/after of at least this much.
 	MinRatio float64 `json:"min_ratio,omitempty"`
-	// Needs, when set ("jit", "hypopg"), holds the expectation only on a
+	// Needs, when set ("jit", "hypopg", "pg_stat_wal"), holds the expectation only on a
 	// build that has it; elsewhere it is left out, and the result says so.
 	Needs string `json:"needs,omitempty"`
 }
@@ -275,8 +276,8 @@ func load(fsys fs.FS, dir string) (Scenario, error) {
 		}
 	}
 	for _, n := range needs {
-		if n != "jit" && n != "hypopg" {
-			return fail("expect.json: needs %q: want jit or hypopg", n)
+		if n != "jit" && n != "hypopg" && n != "pg_stat_wal" {
+			return fail("expect.json: needs %q: want jit, hypopg or pg_stat_wal", n)
 		}
 	}
 	if s.PgBouncer != nil && !s.DuringCheck {
@@ -378,6 +379,8 @@ func lacks(c *lab.Cluster, need string) string {
 		return fmt.Sprintf("needs JIT, and this PostgreSQL %s (%s) was built without LLVM; run it on a build with JIT (Debian's postgresql-15)", srv.Version, srv.Source)
 	case need == "hypopg" && !c.HypoPG:
 		return fmt.Sprintf("needs HypoPG, which is not installed for this PostgreSQL %s (%s); apt-get install postgresql-%d-hypopg", srv.Version, srv.Source, srv.Major)
+	case need == "pg_stat_wal" && !pgversion.Of(c.Major*10000).StatWAL:
+		return fmt.Sprintf("needs pg_stat_wal, new in PostgreSQL 14; this is %s", srv.Version)
 	}
 	return ""
 }

@@ -22,9 +22,10 @@ import (
 // a copy (fresh-changes), and the health classes' catalog reads: a failed
 // concurrent build (unread-indexes), a prepared transaction VACUUM works
 // behind (vacuum-held-back), sequences read twice (ids-running-out), an
-// index rebuilt on a copy (sparse-index).
+// index rebuilt on a copy (sparse-index), checkpoint counters where the
+// view moved in 17 (wal-pressure).
 var representative = []string{"healthy", "lock-chain", "migration-lock-queue", "queue-poll", "implicit-casts", "bloated-scan", "queue-churn", "fresh-changes",
-	"unread-indexes", "vacuum-held-back", "ids-running-out", "sparse-index"}
+	"unread-indexes", "vacuum-held-back", "ids-running-out", "sparse-index", "wal-pressure"}
 
 // TestEveryVersion runs the representative scenarios on a lab cluster of
 // each PostgreSQL major version from 13 to 18 (`pgmedic lab install N`

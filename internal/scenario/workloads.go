@@ -50,6 +50,8 @@ var workloads = map[string]GoWorkload{
 	"queue-churn":          {Run: queueChurn},
 	"queue-poll":           {Run: queuePoll},
 	"random-keys":          {Run: randomKeys},
+	// Changes a server setting for its run and restores it after check.
+	"wal-pressure": {Run: walPressure, SignalsReady: true},
 	// Inserts while check reads the sequences twice.
 	"ids-running-out": {Run: idsRunningOut, SignalsReady: true},
 	// A concurrent build that must fail, which SQL files cannot run.

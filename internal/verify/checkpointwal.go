@@ -9,9 +9,9 @@ import (
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
-// ckptPages bounds the pages of the table one batch updates: enough for
-// the full-page images to dominate, little enough for a check.
-const ckptPages = 2000
+// ckptRows bounds the rows one batch updates: enough pages for the
+// full-page images to dominate, little enough for a check.
+const ckptRows = 50000
 
 // checkpointWAL measures what a checkpoint costs the writes that follow
 // it. With full_page_writes (the default) the first change to a page
@@ -19,7 +19,7 @@ const ckptPages = 2000
 // before the next checkpoint write only the change. So the closer the
 // checkpoints (a small max_wal_size for the write rate), the more of the
 // WAL is whole pages. On a twin's copy of the table with the most writes,
-// one batch updates every row of its first pages (each column set to
+// one batch updates the first rows a scan meets (each column set to
 // itself, rolled back) with no checkpoint since the pages were last
 // written, then the same batch right after a CHECKPOINT: the WAL of each,
 // per row. The two are the writes between close checkpoints and between
@@ -57,7 +57,10 @@ func (e *Engine) checkpointWAL(ctx context.Context, snap *model.Snapshot, f *mod
 		return
 	}
 	rel := sqlparse.QuoteQualified(t.Schema, t.Name)
-	update := fmt.Sprintf("UPDATE %s SET %s = %s WHERE ctid < '(%d,0)'", rel, sqlparse.QuoteIdent(col), sqlparse.QuoteIdent(col), ckptPages)
+	// The first rows a sequential scan meets, by their ctid: the pages
+	// that hold rows (after a purge or a rewrite the table's first pages
+	// may hold none).
+	update := fmt.Sprintf("UPDATE %s SET %s = %s WHERE ctid = ANY (ARRAY(SELECT ctid FROM %s LIMIT %d))", rel, sqlparse.QuoteIdent(col), sqlparse.QuoteIdent(col), rel, batchRows(snap, t))
 	conns, closeAll, err := e.openWorkers(ctx, 1)
 	defer closeAll()
 	if err != nil {
@@ -92,7 +95,16 @@ func (e *Engine) checkpointWAL(ctx context.Context, snap *model.Snapshot, f *mod
 		f.Verification = model.NotRunBecause("updating the copy failed: " + envelope.Message(err))
 		return
 	}
+	// A checkpoint that starts during the batch makes it pay for whole
+	// pages as if none had been far: it can only raise the figure, so of
+	// up to three batches the lowest is the one no checkpoint reached.
 	far, rows, err := batch()
+	for try := 1; try < 3 && err == nil; try++ {
+		again, _, aerr := batch()
+		if err = aerr; err == nil {
+			far = min(far, again)
+		}
+	}
 	if err == nil {
 		_, err = c.Exec(ctx, "CHECKPOINT")
 	}
@@ -113,8 +125,21 @@ func (e *Engine) checkpointWAL(ctx context.Context, snap *model.Snapshot, f *mod
 		model.Evidence{Label: "WAL per row updated right after a checkpoint (measured)", Value: perRow(near), Unit: "bytes"},
 		model.Evidence{Label: "WAL per row updated with no checkpoint since its page was written (measured)", Value: perRow(far), Unit: "bytes"})
 	f.Verification = model.Verification{
-		Method: fmt.Sprintf("measured on a copy of %s: %d rows of its first %d pages updated (each %s set to itself, rolled back) right after a CHECKPOINT, and with no checkpoint since the same pages were last written; the WAL each batch wrote (pg_current_wal_insert_lsn)", rel, rows, ckptPages, col),
+		Method: fmt.Sprintf("measured on a copy of %s: its first %d rows updated (each %s set to itself, rolled back) right after a CHECKPOINT, and with no checkpoint since the same pages were last written; the WAL each batch wrote (pg_current_wal_insert_lsn)", rel, rows, col),
 		Before: &model.Measure{Value: perRow(near), Unit: "bytes of WAL per row, checkpoints close"},
 		After:  &model.Measure{Value: perRow(far), Unit: "bytes of WAL per row, checkpoints far apart"}}
 	judge(f, near, far)
+}
+
+// batchRows is how many rows a batch updates: ckptRows, or fewer on a
+// server whose max_wal_size would start a checkpoint within a batch (the
+// lab's, when that is the problem check found): the pages a batch
+// touches write at most a twentieth of the WAL that starts one.
+func batchRows(snap *model.Snapshot, t *model.Table) int {
+	maxWAL, ok := snap.SettingKB("max_wal_size")
+	if !ok || t.RelPages <= 0 || t.Reltuples <= 0 {
+		return ckptRows
+	}
+	pages := maxWAL / (1 + 0.9) / 20 / 8
+	return int(max(100, min(float64(ckptRows), pages*t.Reltuples/float64(t.RelPages))))
 }

@@ -1,0 +1,55 @@
+package rules
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgmedic/pgmedic/internal/model"
+)
+
+// TestCheckpointPressure: requested checkpoints with about max_wal_size's
+// trigger of WAL between them are WAL's (warning; critical when many and
+// under 30 s apart); requested ones with little WAL between (CHECKPOINT
+// commands, DROP DATABASE) and timed ones are not; without pg_stat_wal
+// (13) the rule says what it could not tell.
+func TestCheckpointPressure(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	snap := func(timed, req int64, walMB float64, ago time.Duration, hasWAL bool) *model.Snapshot {
+		r := now.Add(-ago)
+		return &model.Snapshot{CollectedAt: now,
+			Settings:    map[string]model.Setting{"max_wal_size": {Name: "max_wal_size", Value: "1024", Unit: "MB"}, "checkpoint_completion_target": {Value: "0.9"}},
+			Tables:      []model.Table{{Schema: "public", Name: "events", RelPages: 100, Inserted: 9000}},
+			Checkpoints: &model.Checkpoints{Timed: timed, Requested: req, Reset: &r, HasWAL: hasWAL, WALBytes: int64(walMB * (1 << 20)), FPI: 1000, WALReset: &r}}
+	}
+	for _, c := range []struct {
+		name  string
+		s     *model.Snapshot
+		want  model.Severity // -1: none
+		skips int
+	}{
+		{"WAL starts them", snap(10, 40, 50*500, 5*time.Hour, true), model.Warning, 0},
+		{"WAL starts them every few seconds", snap(0, 200, 200*500, 15*time.Minute, true), model.Critical, 0},
+		{"timed, mostly", snap(100, 20, 120*200, 10*time.Hour, true), -1, 0},
+		{"requested with little WAL between: commands and drops", snap(2, 60, 62*20, 5*time.Hour, true), -1, 0},
+		{"13: no WAL counted", snap(2, 60, 0, 5*time.Hour, false), -1, 1},
+	} {
+		fs, skips := checkpointPressure(c.s)
+		if len(skips) != c.skips {
+			t.Errorf("%s: skips %+v", c.name, skips)
+		}
+		if c.want < 0 {
+			if len(fs) != 0 {
+				t.Errorf("%s: want none, got %q", c.name, fs[0].Title)
+			}
+			continue
+		}
+		if len(fs) != 1 || fs[0].Severity != c.want {
+			t.Fatalf("%s: got %+v", c.name, fs)
+		}
+		f := fs[0]
+		if !strings.Contains(f.Fix.SQL, "max_wal_size = '") || strings.Contains(f.Fix.SQL, "<size>") || f.Experiment == nil || f.Experiment.Kind != model.ExpCheckpointWAL {
+			t.Errorf("%s: fix %q, experiment %+v", c.name, f.Fix.SQL, f.Experiment)
+		}
+	}
+}
