@@ -13,7 +13,7 @@ import (
 // own time. pg_sequence_last_value reads the sequence itself (no lock
 // that blocks nextval); it is asked only where the role may read it, and
 // never of another session's temporary sequence, which it cannot read.
-const sequencesSQL = `SELECT n.nspname, c.relname, format_type(s.seqtypid, NULL),
+const sequencesSQL = `SELECT s.seqrelid, n.nspname, c.relname, format_type(s.seqtypid, NULL),
 		CASE WHEN has_sequence_privilege(c.oid, 'SELECT,USAGE') THEN pg_sequence_last_value(c.oid) END,
 		NOT has_sequence_privilege(c.oid, 'SELECT,USAGE'),
 		s.seqmin, s.seqmax, s.seqincrement, s.seqcycle,
@@ -28,26 +28,41 @@ const sequencesSQL = `SELECT n.nspname, c.relname, format_type(s.seqtypid, NULL)
 	LEFT JOIN pg_namespace tn ON tn.oid = t.relnamespace
 	LEFT JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = d.refobjsubid
 	WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_toast%' AND NOT pg_is_other_temp_schema(n.oid)
-	ORDER BY 1, 2`
+		AND s.seqrelid > $1
+	ORDER BY s.seqrelid
+	LIMIT $2`
 
-// readSequences reads the sequences and the server's time of the reading.
+// readSequences reads the sequences, a page at a time (a database with
+// a serial key per table of a schema per tenant has as many sequences as
+// tables, and each last value is read from the sequence itself), and the
+// server's time of the last page.
 func readSequences(ctx context.Context, q envelope.Conn) ([]model.Sequence, float64, error) {
-	rows, err := q.Query(ctx, envelope.Tag+sequencesSQL)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer rows.Close()
 	var out []model.Sequence
 	var at float64
-	for rows.Next() {
-		var sq model.Sequence
-		if err := rows.Scan(&sq.Schema, &sq.Name, &sq.Type, &sq.Last, &sq.Hidden, &sq.Min, &sq.Max, &sq.Increment, &sq.Cycle,
-			&sq.Table.Schema, &sq.Table.Name, &sq.Column, &sq.ColumnType, &sq.Identity, &at); err != nil {
+	for after := uint32(0); ; {
+		rows, err := q.Query(ctx, envelope.Tag+sequencesSQL, after, catalogPage)
+		if err != nil {
 			return nil, 0, err
 		}
-		out = append(out, sq)
+		n := 0
+		for rows.Next() {
+			var sq model.Sequence
+			if err := rows.Scan(&after, &sq.Schema, &sq.Name, &sq.Type, &sq.Last, &sq.Hidden, &sq.Min, &sq.Max, &sq.Increment, &sq.Cycle,
+				&sq.Table.Schema, &sq.Table.Name, &sq.Column, &sq.ColumnType, &sq.Identity, &at); err != nil {
+				rows.Close()
+				return nil, 0, err
+			}
+			out = append(out, sq)
+			n++
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, 0, err
+		}
+		if n < catalogPage {
+			return out, at, nil
+		}
 	}
-	return out, at, rows.Err()
 }
 
 // sequences reads the sequences once, before sampling; sequencesAfter

@@ -49,12 +49,15 @@ func coveredBy(s *model.Snapshot, ix model.Index) *model.Index {
 	if ix.Method != "btree" || enforces(ix) || !ix.Valid || len(ix.Columns) == 0 || slices.Contains(ix.Columns, "") || len(ix.Include) > 0 {
 		return nil
 	}
-	for i, b := range s.Indexes {
-		if b.Name == ix.Name || b.Schema != ix.Schema || b.Table != ix.Table || b.Method != "btree" || !b.Valid || b.Predicate != ix.Predicate ||
+	// The table's own indexes: a database of a million relations has
+	// hundreds of thousands of indexes, and each is asked about.
+	same := s.TableIndexes(&model.Table{Schema: ix.Schema, Name: ix.Table})
+	for i, b := range same {
+		if b.Name == ix.Name || b.Method != "btree" || !b.Valid || b.Predicate != ix.Predicate ||
 			!leads(ix, b) || (len(b.Columns) == len(ix.Columns) && b.Name < ix.Name && !enforces(b)) {
 			continue
 		}
-		return &s.Indexes[i]
+		return &same[i]
 	}
 	return nil
 }

@@ -557,6 +557,23 @@ func (e *Engine) indexStats(ctx context.Context, snap *model.Snapshot, f *model.
 	}
 }
 
+// mayCopy says whether t may be copied for f's experiment; when not, it
+// sets f's verification to the notes so far and why (hint: what check
+// --twin or --verify-indexes would copy).
+func (e *Engine) mayCopy(f *model.Finding, t *model.Table, notes []string, hint string) bool {
+	why := ""
+	switch {
+	case !e.copyAllowed():
+		why = hint
+	case t.HeapBytes > e.maxCopy():
+		why = "the table is over --verify-max-size"
+	default:
+		return true
+	}
+	f.Verification = model.NotRunBecause(strings.Join(append(notes, why), "; "))
+	return false
+}
+
 // inTempTransaction runs fn in a read-write transaction on conn that is
 // always rolled back; callers create only temporary objects in it.
 func (e *Engine) inTempTransaction(ctx context.Context, conn envelope.Conn, fn func() error) error {
@@ -594,12 +611,7 @@ func (e *Engine) tableStats(ctx context.Context, snap *model.Snapshot, f *model.
 	} else {
 		notes = append(notes, "pgstattuple is not installed (CREATE EXTENSION pgstattuple) or the table is over --verify-max-size")
 	}
-	if !e.copyAllowed() {
-		f.Verification = model.NotRunBecause(strings.Join(append(notes, copyHint+" of the live rows"), "; "))
-		return
-	}
-	if t.HeapBytes > e.maxCopy() {
-		f.Verification = model.NotRunBecause(strings.Join(append(notes, "the table is over --verify-max-size"), "; "))
+	if !e.mayCopy(f, t, notes, copyHint+" of the live rows") {
 		return
 	}
 	var now, compact int64

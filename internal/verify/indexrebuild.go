@@ -46,12 +46,7 @@ func (e *Engine) indexRebuild(ctx context.Context, snap *model.Snapshot, f *mode
 			notes = append(notes, fmt.Sprintf("pgstatindex measured its leaves %.0f%% full", density))
 		}
 	}
-	if !e.copyAllowed() {
-		f.Verification = model.NotRunBecause(strings.Join(append(notes, copyHint+" and the index built fresh on it"), "; "))
-		return
-	}
-	if t.HeapBytes > e.maxCopy() {
-		f.Verification = model.NotRunBecause(strings.Join(append(notes, "the table is over --verify-max-size"), "; "))
+	if !e.mayCopy(f, t, notes, copyHint+" and the index built fresh on it") {
 		return
 	}
 	// The definition with the copy in place of the table: everything
