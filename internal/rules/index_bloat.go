@@ -75,7 +75,12 @@ func indexBloat(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		if ix.Predicate != "" {
 			continue
 		}
-		est := btreeEstimate(t.Reltuples, w)
+		// Rows now: reltuples is as of the last VACUUM or ANALYZE, and a
+		// table that grew since holds more keys than it says. Dead rows
+		// keep their keys until VACUUM: those entries are table-bloat's
+		// (VACUUM's), not a rebuild's.
+		rows := max(t.Reltuples, float64(t.Live+t.Dead))
+		est := btreeEstimate(rows, w)
 		ratio := float64(ix.Bytes) / est
 		if ratio < indexBloatRatio {
 			continue
@@ -88,11 +93,11 @@ func indexBloat(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		wasted := float64(ix.Bytes) - est
 		out = append(out, model.Finding{Rule: IndexBloatID, Severity: sev,
 			Title: fmt.Sprintf("index %s on %s.%s (%s) is %.1fx the size its %s rows need: about %.0f MB of its %.0f MB is empty space in its pages",
-				ix.Name, ix.Schema, ix.Table, indexKey(ix), ratio, printable.Count(t.Reltuples), wasted/(1<<20), float64(ix.Bytes)/(1<<20)),
+				ix.Name, ix.Schema, ix.Table, indexKey(ix), ratio, printable.Count(rows), wasted/(1<<20), float64(ix.Bytes)/(1<<20)),
 			Object: model.Object{Kind: "index", Name: ix.Schema + "." + ix.Name, Database: s.Database},
 			Evidence: []model.Evidence{ev("index size", float64(ix.Bytes)/(1<<20), "MB"),
 				ev("size of a fresh build, estimated from the rows and key widths", est/(1<<20), "MB"),
-				ev("rows in the table (reltuples)", t.Reltuples, ""),
+				ev("rows in the table (the larger of reltuples and live plus dead rows)", rows, ""),
 				ev("average key width (pg_stats)", float64(w), "bytes")},
 			Impact: model.Impact{Summary: "every scan of a key range reads more pages than the keys fill, the index takes cache from the data, and each write to it may touch a page that is mostly empty"},
 			Fix: model.Fix{Summary: "rebuild it without blocking reads or writes (PostgreSQL 12+); then find what leaves it sparse (deletes or updates scattered over the key range, a purge that keeps one row in ten) and whether a partial index or partitioning fits the pattern better",

@@ -124,8 +124,15 @@ func Setup(ctx context.Context, c *lab.Cluster, s Scenario, logf func(string, ..
 		time.Sleep(100 * time.Millisecond)
 	}
 	time.Sleep(200 * time.Millisecond)
-	if err := execAll(ctx, db, "ANALYZE",
-		"SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = current_database()), 0)"); err != nil {
+	// The load's WAL is not the workload's either: the checkpoints it
+	// started are counted from here (the server's counters are shared by
+	// every database of the lab).
+	_, resets, err := checkpointResets(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	if err := execAll(ctx, db, append([]string{"ANALYZE",
+		"SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = current_database()), 0)"}, resets...)...); err != nil {
 		return nil, fmt.Errorf("analyzing and resetting statement statistics after setup: %w", err)
 	}
 	logf("%s: setup took %s", s.Name, time.Since(start).Round(time.Millisecond))

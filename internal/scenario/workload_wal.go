@@ -21,16 +21,9 @@ func walPressure(ctx context.Context, env *Env) error {
 		return err
 	}
 	defer admin.Close(context.Background())
-	var v int
-	if err := admin.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&v); err != nil {
+	v, resets, err := checkpointResets(ctx, admin)
+	if err != nil {
 		return err
-	}
-	resets := []string{"SELECT pg_stat_reset_shared('bgwriter')"}
-	if v >= 170000 {
-		resets = append(resets, "SELECT pg_stat_reset_shared('checkpointer')")
-	}
-	if v >= 140000 {
-		resets = append(resets, "SELECT pg_stat_reset_shared('wal')")
 	}
 	defer func() {
 		bg := context.Background()
@@ -92,4 +85,22 @@ func importCatalogue(ctx context.Context, env *Env) error {
 	}
 	// The import's own last step, as its job runs it.
 	return execAll(ctx, conn, "UPDATE catalogue_items SET price_cents = price_cents + 1, updated_at = now()", "VACUUM ANALYZE catalogue_items")
+}
+
+// checkpointResets are the statements that reset the server's checkpoint
+// and WAL counters on its version (pg_stat_checkpointer from 17,
+// pg_stat_wal from 14), and the version.
+func checkpointResets(ctx context.Context, admin *pgx.Conn) (int, []string, error) {
+	var v int
+	if err := admin.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&v); err != nil {
+		return 0, nil, err
+	}
+	resets := []string{"SELECT pg_stat_reset_shared('bgwriter')"}
+	if v >= 170000 {
+		resets = append(resets, "SELECT pg_stat_reset_shared('checkpointer')")
+	}
+	if v >= 140000 {
+		resets = append(resets, "SELECT pg_stat_reset_shared('wal')")
+	}
+	return v, resets, nil
 }
