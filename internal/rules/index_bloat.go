@@ -59,7 +59,9 @@ func keyWidth(s *model.Snapshot, t *model.Table, ix model.Index) (int, bool) {
 func indexBloat(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	var out []model.Finding
 	for _, ix := range s.Indexes {
-		if ix.Method != "btree" || !ix.Valid || ix.Bytes < indexBloatMinBytes {
+		// An index nobody reads is to be dropped, not rebuilt
+		// (unused-index says so).
+		if ix.Method != "btree" || !ix.Valid || ix.Bytes < indexBloatMinBytes || unusedOn(s, ix) != nil {
 			continue
 		}
 		t := s.Table(model.RelRef{Schema: ix.Schema, Name: ix.Table})

@@ -34,6 +34,11 @@ func TestIndexBloat(t *testing.T) {
 		{"partial", snap(est*10, func(ix *model.Index) { ix.Predicate = "(kwh > 0)" }), -1},
 		{"an expression key", snap(est*10, func(ix *model.Index) { ix.Columns = []string{"", "taken_at"} }), -1},
 		{"not a B-tree", snap(est*10, func(ix *model.Index) { ix.Method = "gin" }), -1},
+		{"never read: dropped, not rebuilt", func() *model.Snapshot {
+			s := snap(est*10, func(ix *model.Index) { ix.Primary, ix.Unique, ix.Name, ix.AgeXacts = false, false, "samples_meter_taken", 90000 })
+			s.Tables[0].Inserted = 500000
+			return s
+		}(), -1},
 		{"small, however empty", func() *model.Snapshot {
 			s := snap(float64(indexBloatMinBytes)-1, nil)
 			s.Tables[0].Reltuples = 1000

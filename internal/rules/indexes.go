@@ -111,11 +111,8 @@ func duplicateIndex(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 func unusedIndex(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	var out []model.Finding
 	for _, ix := range s.Indexes {
-		if ix.Scans > 0 || enforces(ix) || !ix.Valid || coveredBy(s, ix) != nil || (ix.AgeXacts >= 0 && ix.AgeXacts < unusedMinAge) {
-			continue
-		}
-		t := s.Table(model.RelRef{Schema: ix.Schema, Name: ix.Table})
-		if t == nil || tableWrites(t) < unusedMinWrites {
+		t := unusedOn(s, ix)
+		if t == nil {
 			continue
 		}
 		name := sqlparse.QuoteQualified(ix.Schema, ix.Name)
@@ -154,6 +151,21 @@ func unusedIndex(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	}
 	Sort(out)
 	return out, nil
+}
+
+// unusedOn is the written table an index nobody scans slows down, or nil
+// when the index is read, enforces a constraint, is invalid or covered
+// (the other rules'), is too young for its zero to mean anything, or its
+// table is barely written.
+func unusedOn(s *model.Snapshot, ix model.Index) *model.Table {
+	if ix.Scans > 0 || enforces(ix) || !ix.Valid || coveredBy(s, ix) != nil || (ix.AgeXacts >= 0 && ix.AgeXacts < unusedMinAge) {
+		return nil
+	}
+	t := s.Table(model.RelRef{Schema: ix.Schema, Name: ix.Table})
+	if t == nil || tableWrites(t) < unusedMinWrites {
+		return nil
+	}
+	return t
 }
 
 // indexKey writes an index's key columns ("expression" for one that is).
