@@ -35,7 +35,9 @@ func TestIndexBloat(t *testing.T) {
 		{"an expression key", snap(est*10, func(ix *model.Index) { ix.Columns = []string{"", "taken_at"} }), -1},
 		{"not a B-tree", snap(est*10, func(ix *model.Index) { ix.Method = "gin" }), -1},
 		{"never read: dropped, not rebuilt", func() *model.Snapshot {
-			s := snap(est*10, func(ix *model.Index) { ix.Primary, ix.Unique, ix.Name, ix.AgeXacts = false, false, "samples_meter_taken", 90000 })
+			s := snap(est*10, func(ix *model.Index) {
+				ix.Primary, ix.Unique, ix.Name, ix.AgeXacts = false, false, "samples_meter_taken", 90000
+			})
 			s.Tables[0].Inserted = 500000
 			return s
 		}(), -1},
