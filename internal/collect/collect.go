@@ -99,10 +99,17 @@ func SnapshotWith(ctx context.Context, q envelope.Conn, now time.Time, opts Opti
 	plans(ctx, q, s, opts.PlanTop)
 	horizon(ctx, q, s)
 	checkpoints(ctx, q, s)
+	databases(ctx, q, s)
 	seqAt := sequences(ctx, q, s)
+	xid0, xidAt, xidErr := nextXID(ctx, q)
 	sample(ctx, q, s, opts)
 	if s.Sampling != nil {
 		sequencesAfter(ctx, q, s, seqAt)
+		// The rate at which transaction ids go, across the window: the
+		// time wraparound leaves is counted at it.
+		if xid1, at, err := nextXID(ctx, q); err == nil && xidErr == nil && at > xidAt {
+			s.XIDs = &model.XIDClock{Before: xid0, After: xid1, Seconds: at - xidAt}
+		}
 	}
 	return s, nil
 }

@@ -77,6 +77,7 @@ const (
 	SrcHorizon    = "xmin holders"
 	SrcSequences  = "pg_sequences"
 	SrcCheckpoint = "checkpoint counters"
+	SrcDatabases  = "pg_database"
 	// Partial reads of very large databases (--max-tables,
 	// --max-statements): what was left out, and the flag that includes it.
 	SrcTablesCut     = "tables beyond --max-tables"
@@ -148,6 +149,11 @@ type Snapshot struct {
 	// Checkpoints are the server's checkpoint and WAL counters; nil when
 	// they could not be read (see Missing).
 	Checkpoints *Checkpoints
+	// Databases are every database's frozen ages (wraparound is the
+	// server's, whatever database check reads), and XIDs the rate at
+	// which transaction ids are consumed across the sample.
+	Databases []DatabaseAge
+	XIDs      *XIDClock
 	// ServerCores is the server's CPU count as check knows it (--server-cores,
 	// or this machine's for a local server).
 	ServerCores int

@@ -36,6 +36,13 @@ type Table struct {
 	LastAnalyze       *time.Time // the later of manual and auto analyze
 	VacuumCount       int64
 	AnalyzeCount      int64
+	// FrozenAge and MxidAge are how many transactions (multixacts) old
+	// its oldest unfrozen row can be: age(relfrozenxid), of the table or
+	// its TOAST table, whichever is older, and mxid_age(relminmxid).
+	FrozenAge, MxidAge int64
+	// FreezeMaxAge is its own autovacuum_freeze_max_age (reloptions); 0
+	// when it has none and the server's applies.
+	FreezeMaxAge int64
 }
 
 // QualifiedName is schema.name, quoted where needed by the caller.

@@ -144,7 +144,7 @@ func xminHorizon(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		if t := horizonTable(s, r); t != nil {
 			f.Experiment = &model.Experiment{Kind: model.ExpHorizon, Table: model.RelRef{Schema: t.Schema, Name: t.Name}}
 		} else {
-			f.Verification = model.NotRunBecause("no table of this database has rows that are written: there is nothing to update and vacuum on a twin")
+			f.Verification = model.NotRunBecause("no table of this database has rows: there is nothing to update and vacuum on a twin")
 		}
 		out = append(out, f)
 	}
@@ -159,18 +159,21 @@ func xminHorizon(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 }
 
 // horizonTable is the table the experiment updates and vacuums: the one
-// holding most of the dead rows the holder kept, else the table with the
-// most updates and deletes (where dead rows come from).
+// holding most of the dead rows the holder kept.
 func horizonTable(s *model.Snapshot, r retained) *model.Table {
 	if r.top != nil && r.top.Live > 0 {
 		return r.top
 	}
+	// Else the table with the most updates and deletes, and where none
+	// has any, the one with the most rows: the experiment updates its own
+	// copy of them either way.
 	var best *model.Table
 	for i, t := range s.Tables {
-		if t.Partitioned || t.Live == 0 || t.Updated+t.Deleted == 0 {
+		if t.Partitioned || t.Live == 0 {
 			continue
 		}
-		if best == nil || t.Updated+t.Deleted > best.Updated+best.Deleted {
+		if best == nil || t.Updated+t.Deleted > best.Updated+best.Deleted ||
+			(t.Updated+t.Deleted == best.Updated+best.Deleted && t.Live > best.Live) {
 			best = &s.Tables[i]
 		}
 	}

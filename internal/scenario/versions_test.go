@@ -23,9 +23,10 @@ import (
 // concurrent build (unread-indexes), a prepared transaction VACUUM works
 // behind (vacuum-held-back), sequences read twice (ids-running-out), an
 // index rebuilt on a copy (sparse-index), checkpoint counters where the
-// view moved in 17 (wal-pressure).
+// view moved in 17 (wal-pressure), frozen ages and the transaction-id
+// clock (freeze-held-back).
 var representative = []string{"healthy", "lock-chain", "migration-lock-queue", "queue-poll", "implicit-casts", "bloated-scan", "queue-churn", "fresh-changes",
-	"unread-indexes", "vacuum-held-back", "ids-running-out", "sparse-index", "wal-pressure"}
+	"unread-indexes", "vacuum-held-back", "ids-running-out", "sparse-index", "wal-pressure", "freeze-held-back"}
 
 // TestEveryVersion runs the representative scenarios on a lab cluster of
 // each PostgreSQL major version from 13 to 18 (`pgmedic lab install N`

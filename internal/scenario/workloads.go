@@ -50,6 +50,9 @@ var workloads = map[string]GoWorkload{
 	"queue-churn":          {Run: queueChurn},
 	"queue-poll":           {Run: queuePoll},
 	"random-keys":          {Run: randomKeys},
+	// A prepared transaction, and transaction ids consumed while check
+	// samples them.
+	"freeze-held-back": {Run: freezeHeldBack, SignalsReady: true},
 	// Changes a server setting for its run and restores it after check.
 	"wal-pressure": {Run: walPressure, SignalsReady: true},
 	// Inserts while check reads the sequences twice.

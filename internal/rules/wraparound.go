@@ -1,0 +1,188 @@
+package rules
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/printable"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
+)
+
+// WraparoundID is the rule id of transaction-id (and multixact) ages
+// closing on the server's limits.
+const WraparoundID = "wraparound"
+
+// Transaction ids are 32 bits: a row's xmin is compared with the next id
+// modulo 2^31, so no row may be older than about 2.1 billion transactions
+// unless VACUUM has frozen it. PostgreSQL warns 40 million before that
+// limit and refuses new transaction ids 3 million before it (1 million
+// before 16); anti-wraparound autovacuums start at autovacuum_freeze_max_age
+// (200 million by default, per table when its reloptions set one lower).
+// The same holds for multixact ids with autovacuum_multixact_freeze_max_age.
+const (
+	wrapStop           = math.MaxInt32 - 3_000_000
+	wrapCriticalAge    = 1_000_000_000 // half-way: a vacuum that must catch up now reads every page of every table it froze least
+	wrapOverdue        = 1.5           // a table at this many times its freeze_max_age: the anti-wraparound vacuum due long ago has not done its work
+	wrapWarnDays       = 30
+	wrapCriticalDays   = 7
+	defaultFreezeMax   = 200_000_000
+	defaultMxFreezeMax = 400_000_000
+)
+
+// settingInt reads an integer setting, or def.
+func settingInt(s *model.Snapshot, name string, def int64) int64 {
+	if v, err := strconv.ParseInt(s.Settings[name].Value, 10, 64); err == nil {
+		return v
+	}
+	return def
+}
+
+// wraparound finds this database's tables, and any database of the
+// server, whose oldest unfrozen transaction ids (or multixacts) are far
+// past the age at which anti-wraparound vacuums should have frozen them,
+// or close to the limit at the rate this server consumes transaction ids,
+// and what keeps freezing from advancing.
+func wraparound(s *model.Snapshot) ([]model.Finding, []model.Skip) {
+	freezeMax := settingInt(s, "autovacuum_freeze_max_age", defaultFreezeMax)
+	mxFreezeMax := settingInt(s, "autovacuum_multixact_freeze_max_age", defaultMxFreezeMax)
+	rate := s.XIDs.Rate()
+	var out []model.Finding
+	judge := func(xidAge, mxAge, ownMax int64) (model.Severity, float64, bool) {
+		eff := freezeMax
+		if ownMax > 0 && ownMax < eff {
+			eff = ownMax
+		}
+		days := math.Inf(1)
+		if rate > 0 {
+			days = float64(wrapStop-xidAge) / rate / 86400
+		}
+		// The days left count only once the anti-wraparound vacuum is
+		// due: before that, autovacuum's freezing is what the rate meets.
+		due := xidAge >= eff
+		switch {
+		case xidAge >= wrapCriticalAge || mxAge >= wrapCriticalAge || (due && days < wrapCriticalDays):
+			return model.Critical, days, true
+		case float64(xidAge) >= wrapOverdue*float64(eff) || float64(mxAge) >= wrapOverdue*float64(mxFreezeMax) || (due && days < wrapWarnDays):
+			return model.Warning, days, true
+		}
+		return 0, days, false
+	}
+	holder := oldestHolder(s)
+	for _, t := range s.Tables {
+		sev, days, bad := judge(t.FrozenAge, t.MxidAge, t.FreezeMaxAge)
+		if !bad {
+			continue
+		}
+		eff := freezeMax
+		if t.FreezeMaxAge > 0 && t.FreezeMaxAge < eff {
+			eff = t.FreezeMaxAge
+		}
+		name := sqlparse.QuoteQualified(t.Schema, t.Name)
+		f := model.Finding{Rule: WraparoundID, Severity: sev,
+			Title: fmt.Sprintf("table %s has rows %s transactions old that VACUUM has not frozen: %.1fx the age (%s) at which an anti-wraparound vacuum should have frozen them",
+				name, printable.Count(float64(t.FrozenAge)), float64(t.FrozenAge)/float64(eff), printable.Count(float64(eff))),
+			Object:       model.Object{Kind: "table", Name: t.Schema + "." + t.Name, Database: s.Database},
+			Evidence:     wrapEvidence(t.FrozenAge, t.MxidAge, eff, rate, days),
+			Impact:       model.Impact{Summary: "at about 2.1 billion transactions the server stops assigning transaction ids to protect its data: every write fails until the oldest tables are vacuumed, in single-user mode if it comes to that"},
+			Docs:         docsPath(WraparoundID),
+			Verification: model.NotRunBecause("nothing to run: the ages are the catalog's (age(relfrozenxid), mxid_age(relminmxid)), and the rate is two readings of the next transaction id on the server's clock"),
+		}
+		if t.MxidAge > 0 && float64(t.MxidAge) >= wrapOverdue*float64(mxFreezeMax) {
+			f.Title += fmt.Sprintf("; its multixacts are %s old", printable.Count(float64(t.MxidAge)))
+		}
+		why, fix := wrapCause(s, t, holder, eff)
+		if why != "" {
+			f.Title += "; " + why
+		}
+		f.Fix = model.Fix{Summary: fix + "; then freeze the table now rather than wait for autovacuum, and watch its progress in pg_stat_progress_vacuum",
+			SQL: fmt.Sprintf("VACUUM (FREEZE, VERBOSE) %s;", name)}
+		if holder != nil && holder.XminAge >= eff {
+			f.Fix.SQL = horizonFix(s, *holder).SQL + "\n" + f.Fix.SQL
+		}
+		out = append(out, f)
+	}
+	// Other databases: check reads one, the limit is the server's.
+	for _, d := range s.Databases {
+		if d.Name == s.Database {
+			continue
+		}
+		sev, days, bad := judge(d.FrozenAge, d.MxidAge, 0)
+		if !bad {
+			continue
+		}
+		out = append(out, model.Finding{Rule: WraparoundID, Severity: sev,
+			Title:    fmt.Sprintf("database %s has rows %s transactions old that VACUUM has not frozen (its datfrozenxid): the server's wraparound limit counts every database", d.Name, printable.Count(float64(d.FrozenAge))),
+			Object:   model.Object{Kind: "database", Name: d.Name},
+			Evidence: wrapEvidence(d.FrozenAge, d.MxidAge, freezeMax, rate, days),
+			Impact:   model.Impact{Summary: "at about 2.1 billion transactions the server stops assigning transaction ids, in every database"},
+			Fix: model.Fix{Summary: fmt.Sprintf("run pgmedic check on %s to name its oldest tables and what holds them back; freeze them with vacuumdb, oldest first", d.Name),
+				SQL: fmt.Sprintf("-- from a shell:\nvacuumdb --freeze --min-xid-age=%d --dbname=%s --verbose", freezeMax, sqlparse.QuoteIdent(d.Name))},
+			Docs:         docsPath(WraparoundID),
+			Verification: model.NotRunBecause("nothing to run: the ages are the catalog's (pg_database.datfrozenxid), and the rate is two readings of the next transaction id"),
+		})
+	}
+	Sort(out)
+	return out, nil
+}
+
+func wrapEvidence(xidAge, mxAge, eff int64, rate, days float64) []model.Evidence {
+	evs := []model.Evidence{
+		ev("age of its oldest unfrozen transaction id", float64(xidAge), "transactions"),
+		ev("age at which an anti-wraparound vacuum starts (autovacuum_freeze_max_age)", float64(eff), "transactions"),
+		ev("transactions left before the server stops assigning them", float64(wrapStop-xidAge), ""),
+		ev("age of its oldest multixact", float64(mxAge), "multixacts"),
+	}
+	if rate > 0 {
+		evs = append(evs, ev("transaction ids consumed per second (measured across the sample)", rate, "/s"),
+			ev("days left at that rate", days, "days"))
+	}
+	return evs
+}
+
+// oldestHolder is the oldest holder of this database's xmin horizon, or
+// nil: freezing cannot pass it.
+func oldestHolder(s *model.Snapshot) *model.XminHolder {
+	var best *model.XminHolder
+	for i, h := range s.Holders {
+		if h.HoldsDatabase(s.Database) && (best == nil || h.XminAge > best.XminAge) {
+			best = &s.Holders[i]
+		}
+	}
+	return best
+}
+
+// wrapCause says what keeps a table's freezing from advancing, and the
+// fix for it.
+func wrapCause(s *model.Snapshot, t model.Table, h *model.XminHolder, eff int64) (why, fix string) {
+	var parts []string
+	fix = "let the anti-wraparound vacuum finish"
+	if h != nil && h.XminAge >= eff {
+		parts = append(parts, fmt.Sprintf("%s %s has held its snapshot for %s transactions, and VACUUM cannot freeze rows newer than it", holderWord(h.Kind), h.Name, printable.Count(float64(h.XminAge))))
+		fix = fmt.Sprintf("release the %s %s first (the statement below; xmin-horizon says what it costs)", holderWord(h.Kind), h.Name)
+	}
+	if !t.AutovacuumEnabled {
+		parts = append(parts, "autovacuum is off for this table (anti-wraparound vacuums still run, late and all at once)")
+		if h == nil || h.XminAge < eff {
+			fix = "turn autovacuum back on for the table (ALTER TABLE ... RESET (autovacuum_enabled))"
+		}
+	}
+	if t.LastVacuum == nil {
+		parts = append(parts, "no VACUUM of it is on record since the statistics were reset")
+	}
+	return strings.Join(parts, "; "), fix
+}
+
+func holderWord(kind string) string {
+	switch kind {
+	case model.HolderPrepared:
+		return "prepared transaction"
+	case model.HolderSlot:
+		return "replication slot"
+	case model.HolderStandby:
+		return "standby"
+	}
+	return "session"
+}
