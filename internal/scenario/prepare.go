@@ -80,6 +80,37 @@ func Prepare(ctx context.Context, c *lab.Cluster, s Scenario, logf func(string, 
 	return env, nil
 }
 
+// statsCaughtUp waits, on 13 and 14, until the statistics collector has
+// written a file newer than the setup's last statement: a backend there
+// reads a stats file up to half a second old, so a check right after the
+// setup would see the table counts from before its VACUUM. From 15 the
+// counters are in shared memory, read as they are.
+func statsCaughtUp(ctx context.Context, db *pgx.Conn) error {
+	var v int
+	var done time.Time
+	if err := db.QueryRow(ctx, "SELECT current_setting('server_version_num')::int, clock_timestamp()").Scan(&v, &done); err != nil || v >= 150000 {
+		return err
+	}
+	for deadline := time.Now().Add(time.Minute); ; {
+		var at time.Time
+		if _, err := db.Exec(ctx, "SELECT pg_stat_clear_snapshot()"); err != nil {
+			return err
+		}
+		// Any read of the statistics loads the file; its timestamp says
+		// when the collector wrote it.
+		if err := db.QueryRow(ctx, "SELECT pg_stat_get_snapshot_timestamp() FROM (SELECT pg_stat_get_db_xact_commit(0)) x").Scan(&at); err != nil {
+			return err
+		}
+		if at.After(done) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the statistics collector wrote nothing newer than the setup within a minute")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // Setup is Prepare without the workload.
 func Setup(ctx context.Context, c *lab.Cluster, s Scenario, logf func(string, ...any)) (*Env, error) {
 	if logf == nil {
@@ -134,6 +165,9 @@ func Setup(ctx context.Context, c *lab.Cluster, s Scenario, logf func(string, ..
 	if err := execAll(ctx, db, append([]string{"ANALYZE",
 		"SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = current_database()), 0)"}, resets...)...); err != nil {
 		return nil, fmt.Errorf("analyzing and resetting statement statistics after setup: %w", err)
+	}
+	if err := statsCaughtUp(ctx, db); err != nil {
+		return nil, err
 	}
 	logf("%s: setup took %s", s.Name, time.Since(start).Round(time.Millisecond))
 	return env, nil
