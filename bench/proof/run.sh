@@ -2,7 +2,8 @@
 # Measures how much of what check --twin finds it proves, on workloads
 # that are not the lab's: each is a small application in another domain
 # (a library, telemetry, a warehouse, ticketing, a wiki, payments, a
-# ledger report, a migration), written for this script, with one problem
+# ledger report, a migration; for the health classes a settlement
+# service, a CRM, a chat and a bank), written for this script, with one problem
 # planted the way such an application plants it, driven by pgbench
 # (extended protocol, several clients) while check samples it. For every
 # finding at warning or above it prints the rule and the verification,
@@ -129,6 +130,49 @@ VACUUM ANALYZE orders" \
 '\set o random(1, 100000)
 SELECT total FROM orders WHERE id = :o;' 3 \
 "BEGIN; SELECT count(*) FROM orders;" "ALTER TABLE orders ADD COLUMN note text"
+
+# The health classes: a settlement service whose two-phase coordinator
+# left a transaction prepared; a CRM whose identity key nears its integer
+# limit and whose table carries an index nothing reads; a chat whose
+# retention purge left its indexes sparse; and, last (it changes a server
+# setting), a bank's TPC-B-like load on a small max_wal_size.
+workload settlement "CREATE TABLE transfers (id bigserial PRIMARY KEY, src int NOT NULL, dst int NOT NULL, cents bigint NOT NULL, state text NOT NULL);
+INSERT INTO transfers (src, dst, cents, state) SELECT g % 500, (g * 7) % 500, g % 10000, 'done' FROM generate_series(1, 100000) g;
+VACUUM ANALYZE transfers;
+BEGIN; UPDATE transfers SET state = 'held' WHERE id = 77; PREPARE TRANSACTION 'xfer-77-node-b'" \
+'\set t random(1, 100000)
+UPDATE transfers SET state = '"'"'done'"'"' WHERE id = :t;' 4
+
+workload crm "CREATE TABLE contacts (contact_no int GENERATED ALWAYS AS IDENTITY PRIMARY KEY, account int NOT NULL, email text NOT NULL, phone text, notes text);
+ALTER TABLE contacts ALTER COLUMN contact_no RESTART WITH 1980000000;
+CREATE INDEX contacts_phone ON contacts (phone);
+INSERT INTO contacts (account, email, phone, notes) SELECT g % 2000, 'c' || g || '@example.org', '555-' || g, repeat('x', 60) FROM generate_series(1, 20000) g;
+VACUUM ANALYZE contacts" \
+'\set a random(1, 2000)
+INSERT INTO contacts (account, email, phone, notes) VALUES (:a, '"'"'n'"'"' || :a || '"'"'@example.org'"'"', '"'"'555-0'"'"' || :a, '"'"'new'"'"');' 4
+
+workload chat "CREATE TABLE messages (id bigserial PRIMARY KEY, room text NOT NULL, sent_at timestamptz NOT NULL, body text NOT NULL);
+CREATE INDEX messages_room_sent ON messages (room, sent_at);
+INSERT INTO messages (room, sent_at, body) SELECT 'room-' || (g % 800), timestamptz '2026-06-01' + g * interval '3 seconds', repeat('hi ', 20) FROM generate_series(1, 300000) g;
+DELETE FROM messages WHERE id % 5 <> 0;
+SELECT pg_sleep(0.6);
+VACUUM ANALYZE messages" \
+'\set r random(0, 799)
+SELECT id, body FROM messages WHERE room = '"'"'room-'"'"' || :r AND sent_at > timestamptz '"'"'2026-06-05'"'"' ORDER BY sent_at LIMIT 20;' 4
+
+workload bank "ALTER SYSTEM SET max_wal_size = '64MB';
+SELECT pg_reload_conf();
+CREATE TABLE branches (bid int PRIMARY KEY, bbalance int NOT NULL);
+CREATE TABLE accounts (aid int PRIMARY KEY, bid int NOT NULL, abalance int NOT NULL, filler char(84));
+INSERT INTO branches SELECT g, 0 FROM generate_series(1, 20) g;
+INSERT INTO accounts SELECT g, 1 + g % 20, 0, '' FROM generate_series(1, 1000000) g;
+VACUUM ANALYZE accounts, branches;
+SELECT pg_stat_reset_shared(CASE WHEN current_setting('server_version_num')::int >= 170000 THEN 'checkpointer' ELSE 'bgwriter' END);
+SELECT pg_stat_reset_shared('wal')" \
+'\set aid random(1, 1000000)
+\set delta random(-5000, 5000)
+UPDATE accounts SET abalance = abalance + :delta WHERE aid = :aid;
+UPDATE branches SET bbalance = bbalance + :delta WHERE bid = 1 + :aid % 20;' 4
 
 python3 - "$results" <<'PY'
 import json, sys
