@@ -261,7 +261,18 @@ func lockContention(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		Verification: model.NotRunBecause("observed while sampling; the head of the chain was running a statement, not idle: shortening its transaction is a change to the application, and no rehearsal stands in for it"),
 		Docs:         docsPath(LockContentionID),
 	}
-	if headWaiters == 0 {
+	if gids := preparedHeads(s, blocks); headWaiters == 0 && len(gids) > 0 {
+		// pg_blocking_pids names a prepared transaction's locks as pid
+		// 0: no session holds them, and none will release them.
+		f.Title += fmt.Sprintf(" behind prepared transaction %s: no session holds its locks, they stay until COMMIT PREPARED or ROLLBACK PREPARED", strings.Join(gids, ", "))
+		f.Impact.Summary = "the head of the chain: prepared transaction " + strings.Join(gids, ", ") + ", which belongs to no session"
+		f.Fix = horizonFix(s, model.XminHolder{Kind: model.HolderPrepared, Name: strings.Trim(gids[0], "'"), Database: s.Database})
+		f.Verification = model.NotRunBecause("the head is a prepared transaction: ending it is the fix, and there is no wait to rehearse without it")
+		if preparedReported(s) {
+			f.Severity = model.Info
+			f.Title += " (see xmin-horizon)"
+		}
+	} else if headWaiters == 0 {
 		f.Fix.SQL = ""
 		f.Verification = model.NotRunBecause("observed while sampling; the head of the chain was not visible, so there is nothing to rehearse")
 	} else if claimChain(head, behind[head.PID], byPID) {
@@ -283,6 +294,33 @@ func lockContention(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		}
 	}
 	return []model.Finding{f}, nil
+}
+
+// preparedHeads are this database's prepared transactions, quoted, when
+// sessions were blocked by pid 0 (a prepared transaction's locks).
+func preparedHeads(s *model.Snapshot, blocks map[int]int) []string {
+	if blocks[0] == 0 {
+		return nil
+	}
+	var gids []string
+	for _, h := range s.Holders {
+		if h.Kind == model.HolderPrepared && h.Database == s.Database {
+			gids = append(gids, sqlparse.QuoteLiteral(h.Name))
+		}
+	}
+	return gids
+}
+
+// preparedReported says whether xmin-horizon reports one of this
+// database's prepared transactions: the chain behind it is then that
+// finding's.
+func preparedReported(s *model.Snapshot) bool {
+	for _, h := range s.Holders {
+		if h.Kind == model.HolderPrepared && h.HoldsDatabase(s.Database) && holderMatters(s, h, retainedBy(s, h)) {
+			return true
+		}
+	}
+	return false
 }
 
 // countLockWaits counts the database's session-samples that were busy

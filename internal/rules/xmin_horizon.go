@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -138,6 +139,11 @@ func xminHorizon(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 				ev("dead rows VACUUM left in tables it vacuumed since", float64(r.dead), "rows"),
 				ev("tables vacuumed since, with dead rows left", float64(r.tables), ""))
 		}
+		if n := waitersOnPrepared(s); h.Kind == model.HolderPrepared && n > 0 {
+			f.Evidence = append(f.Evidence, ev("sessions seen waiting for a prepared transaction's locks (most at once)", float64(n), ""))
+			f.Impact.Summary += "; and the rows it locked stay locked: sessions queued behind it while check sampled"
+			f.Title += fmt.Sprintf("; %s waited for its locks", sessionsWord(n))
+		}
 		if h.Kind == model.HolderSlot && h.RetainedWAL > 0 {
 			f.Evidence = append(f.Evidence, ev("WAL the slot keeps on disk", float64(h.RetainedWAL)/(1<<20), "MB"))
 		}
@@ -270,4 +276,24 @@ func heldText(d time.Duration) string {
 		return fmt.Sprintf("%.0f min", d.Minutes())
 	}
 	return fmt.Sprintf("%.0f s", d.Seconds())
+}
+
+// waitersOnPrepared is the most sessions of this database seen at once
+// waiting for a prepared transaction's locks (pg_blocking_pids names
+// their holder pid 0).
+func waitersOnPrepared(s *model.Snapshot) int {
+	if s.Sampling == nil {
+		return 0
+	}
+	most := 0
+	for _, smp := range s.Sampling.Samples {
+		n := 0
+		for _, b := range smp.Backends {
+			if b.Database == s.Database && slices.Contains(b.BlockedBy, 0) {
+				n++
+			}
+		}
+		most = max(most, n)
+	}
+	return most
 }

@@ -90,3 +90,28 @@ func TestXminHorizonUnseen(t *testing.T) {
 		t.Errorf("findings %+v, skips %+v", fs, skips)
 	}
 }
+
+// TestPreparedHeadsAChain: sessions blocked by pid 0 wait for a prepared
+// transaction's locks. xmin-horizon's finding on it counts them, and the
+// lock chain names it and defers to that finding (one problem, one
+// finding at warning).
+func TestPreparedHeadsAChain(t *testing.T) {
+	s := horizonSnapshot(0, time.Minute, model.XminHolder{Kind: model.HolderPrepared, Name: "xfer-77", Database: "shop", User: "app", XminAge: 8000, Since: ago(time.Minute)})
+	s.Sampling = &model.Sampling{}
+	for i := 0; i < 5; i++ {
+		s.Sampling.Samples = append(s.Sampling.Samples, model.ActivitySample{Backends: []model.Backend{
+			{PID: 10, Database: "shop", State: "active", WaitType: "Lock", Wait: "transactionid", BlockedBy: []int{0}, Query: "UPDATE transfers SET state = $1 WHERE id = $2"},
+			{PID: 11, Database: "shop", State: "active", WaitType: "Lock", Wait: "transactionid", BlockedBy: []int{0}, Query: "UPDATE transfers SET state = $1 WHERE id = $2"},
+			{PID: 12, Database: "shop", State: "active"},
+		}})
+	}
+	hs, _ := xminHorizon(s)
+	if len(hs) != 1 || !strings.Contains(hs[0].Title, "2 sessions waited for its locks") {
+		t.Fatalf("xmin-horizon: %+v", hs)
+	}
+	ls, _ := lockContention(s)
+	if len(ls) != 1 || ls[0].Severity != model.Info || !strings.Contains(ls[0].Title, "prepared transaction 'xfer-77'") ||
+		!strings.Contains(ls[0].Fix.SQL, "ROLLBACK PREPARED 'xfer-77'") {
+		t.Fatalf("lock-contention: %+v", ls)
+	}
+}
