@@ -315,12 +315,8 @@ func preparedHeads(s *model.Snapshot, blocks map[int]int) []string {
 // database's prepared transactions: the chain behind it is then that
 // finding's.
 func preparedReported(s *model.Snapshot) bool {
-	for _, h := range s.Holders {
-		if h.Kind == model.HolderPrepared && h.HoldsDatabase(s.Database) && holderMatters(s, h, retainedBy(s, h)) {
-			return true
-		}
-	}
-	return false
+	h := reportedHolder(s)
+	return h != nil && h.Kind == model.HolderPrepared
 }
 
 // countLockWaits counts the database's session-samples that were busy

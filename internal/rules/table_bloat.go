@@ -76,6 +76,12 @@ func deadTupleFinding(s *model.Snapshot, t *model.Table) model.Finding {
 		ev = append(ev, model.Evidence{Label: "hours since the last vacuum", Value: model.Round(s.CollectedAt.Sub(*t.LastVacuum).Hours(), 2)})
 	}
 	ev = append(ev, churn(s, t)...)
+	// Dead rows kept by a holder of the xmin horizon are not VACUUM's to
+	// remove: the problem is the holder's (one problem, one finding).
+	if h := reportedHolder(s); h != nil {
+		sev = model.Info
+		why += fmt.Sprintf("; no VACUUM can remove those that died after %s %s began (see xmin-horizon)", holderWord(h.Kind), h.Name)
+	}
 	return model.Finding{
 		Rule:         TableBloatID,
 		Severity:     sev,

@@ -164,6 +164,22 @@ func xminHorizon(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	return out, skips
 }
 
+// reportedHolder is the oldest holder of this database's horizon that
+// xmin-horizon reports (a prepared transaction first), or nil.
+func reportedHolder(s *model.Snapshot) *model.XminHolder {
+	var best *model.XminHolder
+	for i, h := range s.Holders {
+		if !h.HoldsDatabase(s.Database) || !holderMatters(s, h, retainedBy(s, h)) {
+			continue
+		}
+		if best == nil || (h.Kind == model.HolderPrepared) != (best.Kind == model.HolderPrepared) && h.Kind == model.HolderPrepared ||
+			(h.Kind == model.HolderPrepared) == (best.Kind == model.HolderPrepared) && h.XminAge > best.XminAge {
+			best = &s.Holders[i]
+		}
+	}
+	return best
+}
+
 // horizonTable is the table the experiment updates and vacuums: the one
 // holding most of the dead rows the holder kept.
 func horizonTable(s *model.Snapshot, r retained) *model.Table {

@@ -115,3 +115,20 @@ func TestPreparedHeadsAChain(t *testing.T) {
 		t.Fatalf("lock-contention: %+v", ls)
 	}
 }
+
+// TestDeadRowsHeldAreTheHolders: dead rows a reported holder keeps are
+// not VACUUM's to remove; table-bloat says so, at info, and points to
+// xmin-horizon.
+func TestDeadRowsHeldAreTheHolders(t *testing.T) {
+	s := horizonSnapshot(200000, time.Minute)
+	s.Tables[0].Live = 50000
+	fs, _ := tableBloat(s)
+	if len(fs) == 0 || fs[0].Severity < model.Warning {
+		t.Fatalf("without a holder: %+v", fs)
+	}
+	s.Holders = []model.XminHolder{{Kind: model.HolderPrepared, Name: "tx-1", Database: "shop", XminAge: 9000, Since: ago(time.Hour)}}
+	fs, _ = tableBloat(s)
+	if len(fs) == 0 || fs[0].Severity != model.Info || !strings.Contains(fs[0].Title, "see xmin-horizon") {
+		t.Fatalf("with a prepared transaction holding the horizon: %+v", fs)
+	}
+}
