@@ -115,6 +115,11 @@ func unusedIndex(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		if t == nil {
 			continue
 		}
+		// The updates it keeps from being HOT: table-bloat's finding
+		// names it and measures it (one index, one finding).
+		if f := nonHOTFinding(s, t); f != nil && slices.Contains(f.Experiment.Indexes, ix.Name) {
+			continue
+		}
 		name := sqlparse.QuoteQualified(ix.Schema, ix.Name)
 		since := "since statistics began (this database has never had them reset)"
 		if r := s.DatabaseStats.StatsReset; r != nil {

@@ -166,11 +166,19 @@ func nonHOTFinding(s *model.Snapshot, t *model.Table) *model.Finding {
 	}
 	hotShare := float64(t.HOTUpdated) / float64(t.Updated)
 	nidx := len(s.TableIndexes(t))
+	// An index the updates write and nothing reads is the one to drop:
+	// this finding says so, and unused-index leaves it to this one.
+	var drops []string
+	for _, ix := range s.TableIndexes(t) {
+		if contains(indexes, ix.Name) && unusedOn(s, ix) != nil {
+			drops = append(drops, ix.Name)
+		}
+	}
 	ev := append([]model.Evidence{
 		{Label: "HOT updates", Value: model.Round(hotShare*100, 2), Unit: "%"},
 		{Label: "indexes written by every non-HOT update", Value: float64(nidx)},
 	}, churn(s, t)...)
-	return &model.Finding{
+	f := &model.Finding{
 		Rule:     TableBloatID,
 		Severity: model.Warning,
 		Title:    fmt.Sprintf("updates of %s are never HOT (%.0f%%): %s", t.Schema+"."+t.Name, hotShare*100, strings.Join(parts, "; ")),
@@ -186,4 +194,12 @@ func nonHOTFinding(s *model.Snapshot, t *model.Table) *model.Finding {
 			Role: busiest.Role, Calls: busiest.Calls, Rows: busiest.Rows, Table: model.RelRef{Schema: t.Schema, Name: t.Name}, Indexes: indexes},
 		Docs: docsPath(TableBloatID),
 	}
+	if len(drops) > 0 {
+		f.Title += fmt.Sprintf("; %s never scanned", strings.Join(drops, ", "))
+		f.Fix.Summary = fmt.Sprintf("%s: no statement scanned it since the statistics began, so drop it and the updates stay on their page (HOT); ", strings.Join(drops, ", ")) + f.Fix.Summary
+		for _, d := range drops {
+			f.Fix.SQL += fmt.Sprintf("\nDROP INDEX CONCURRENTLY %s;", sqlparse.QuoteQualified(t.Schema, d))
+		}
+	}
+	return f
 }
