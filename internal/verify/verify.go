@@ -2,14 +2,16 @@
 // row of Kinds per model.Exp* id (JIT toggled, an index on a temporary
 // copy or through HypoPG, a cast removed, statistics refreshed,
 // pgstattuple and pgstatindex, a CPU hot spot's statement re-run under
-// perf, rehearsals on a twin), inside pgmedic's safety envelope: only
+// perf, rehearsals on a twin, an index rebuilt on a copy, VACUUM behind a
+// held snapshot), inside pgmedic's safety envelope: only
 // SELECTs are executed on a target, each run inside a transaction that is rolled back, under
 // statement_timeout; temporary copies only in the lab or with
 // --verify-indexes; nothing while the server is busy (LoadRule). The kinds
 // that run on pgmedic's one connection are replayed without a server from
 // recorded tapes (testdata/transcripts); those that need concurrent
-// sessions (claim-race, lock-queue, held-lock, concurrency) are tested on
-// lab clusters, where their interleaving is real.
+// sessions (claim-race, lock-queue, held-lock, ddl-hold, checkpoint-wal,
+// concurrency, vacuum-horizon) are tested on lab clusters, where their
+// interleaving is real.
 package verify
 
 import (
