@@ -71,8 +71,8 @@ func tableOIDs(s *model.Snapshot) []uint32 {
 // catalogPage is how many tables one catalog read covers. A database of
 // a million relations (schema per tenant) is read in pages keyed by oid,
 // each well within the statement timeout, instead of one statement that
-// joins every relation at once.
-const catalogPage = 20000
+// joins every relation at once. (A variable: a test reads in pages of two.)
+var catalogPage = 20000
 
 // tablesSQL reads one page of tables with their statistics, through the
 // functions pg_stat_user_tables is built on: the view groups every
