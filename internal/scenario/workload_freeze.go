@@ -2,7 +2,6 @@ package scenario
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -17,15 +16,8 @@ const freezeGID = "settle-20261127-0042"
 // prepared transaction is rolled back when the workload ends.
 func freezeHeldBack(ctx context.Context, env *Env) error {
 	defer rollbackPrepared(env)
-	coord, err := pgx.Connect(ctx, env.AppDSN())
-	if err != nil {
+	if err := leavePrepared(ctx, env, freezeGID, "INSERT INTO ledger_entries (account, cents) VALUES (42, -1999)"); err != nil {
 		return err
-	}
-	err = execAll(ctx, coord, "BEGIN", "INSERT INTO ledger_entries (account, cents) VALUES (42, -1999)",
-		fmt.Sprintf("PREPARE TRANSACTION '%s'", freezeGID))
-	coord.Close(context.Background())
-	if err != nil {
-		return fmt.Errorf("preparing the settlement (the lab sets max_prepared_transactions): %w", err)
 	}
 	app, err := pgx.Connect(ctx, env.AppDSN())
 	if err != nil {

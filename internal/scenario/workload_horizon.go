@@ -20,15 +20,8 @@ const heldBackGID = "pay-4711-coordinator-2"
 // the workload ends.
 func vacuumHeldBack(ctx context.Context, env *Env) error {
 	defer rollbackPrepared(env)
-	coord, err := pgx.Connect(ctx, env.AppDSN())
-	if err != nil {
+	if err := leavePrepared(ctx, env, heldBackGID, "UPDATE payments SET state = 'reserved' WHERE id = 4711"); err != nil {
 		return err
-	}
-	err = execAll(ctx, coord, "BEGIN", "UPDATE payments SET state = 'reserved' WHERE id = 4711",
-		fmt.Sprintf("PREPARE TRANSACTION '%s'", heldBackGID))
-	coord.Close(context.Background())
-	if err != nil {
-		return fmt.Errorf("preparing the payment's transaction (the lab sets max_prepared_transactions): %w", err)
 	}
 	app, err := pgx.Connect(ctx, env.AppDSN())
 	if err != nil {
@@ -47,6 +40,21 @@ func vacuumHeldBack(ctx context.Context, env *Env) error {
 	env.Ready()
 	<-ctx.Done()
 	return ctx.Err()
+}
+
+// leavePrepared runs stmt in a transaction it prepares as gid and then
+// closes its session, as a two-phase coordinator that crashed after
+// PREPARE TRANSACTION does: the transaction outlives every session.
+func leavePrepared(ctx context.Context, env *Env, gid, stmt string) error {
+	coord, err := pgx.Connect(ctx, env.AppDSN())
+	if err != nil {
+		return err
+	}
+	defer coord.Close(context.Background())
+	if err := execAll(ctx, coord, "BEGIN", stmt, fmt.Sprintf("PREPARE TRANSACTION '%s'", gid)); err != nil {
+		return fmt.Errorf("preparing transaction %s (the lab sets max_prepared_transactions): %w", gid, err)
+	}
+	return nil
 }
 
 // rollbackPrepared rolls back the scenario's prepared transactions, which
