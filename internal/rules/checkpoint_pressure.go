@@ -2,7 +2,6 @@ package rules
 
 import (
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/pgmedic/pgmedic/internal/model"
@@ -44,8 +43,8 @@ func checkpointPressure(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		return nil, nil
 	}
 	target := completionTarget
-	if v, err := strconv.ParseFloat(s.Settings["checkpoint_completion_target"].Value, 64); err == nil {
-		target = v
+	if v, ok := s.Settings["checkpoint_completion_target"]; ok {
+		target = v.Float()
 	}
 	total := c.Requested + c.Timed
 	distKB := float64(c.WALBytes) / 1024 / float64(total)

@@ -110,6 +110,7 @@ func duplicateIndex(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 // rules' (or no one's) business.
 func unusedIndex(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	var out []model.Finding
+	nonHOT := map[*model.Table]*model.Finding{}
 	for _, ix := range s.Indexes {
 		t := unusedOn(s, ix)
 		if t == nil {
@@ -117,7 +118,10 @@ func unusedIndex(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		}
 		// The updates it keeps from being HOT: table-bloat's finding
 		// names it and measures it (one index, one finding).
-		if f := nonHOTFinding(s, t); f != nil && slices.Contains(f.Experiment.Indexes, ix.Name) {
+		if _, ok := nonHOT[t]; !ok {
+			nonHOT[t] = nonHOTFinding(s, t) // once per table: it reads every statement
+		}
+		if f := nonHOT[t]; f != nil && slices.Contains(f.Experiment.Indexes, ix.Name) {
 			continue
 		}
 		name := sqlparse.QuoteQualified(ix.Schema, ix.Name)

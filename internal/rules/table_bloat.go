@@ -28,13 +28,15 @@ const (
 // column, including a partial index's predicate column, changes.
 func tableBloat(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	var out []model.Finding
+	// Asked once: each holder's cost reads every table.
+	held := reportedHolder(s)
 	for i := range s.Tables {
 		t := &s.Tables[i]
 		if t.Partitioned {
 			continue
 		}
 		if t.Dead >= bloatMinDead && float64(t.Dead) >= bloatDeadRatio*float64(t.Live) {
-			out = append(out, deadTupleFinding(s, t))
+			out = append(out, deadTupleFinding(s, t, held))
 		}
 		if f := nonHOTFinding(s, t); f != nil {
 			out = append(out, *f)
@@ -44,8 +46,9 @@ func tableBloat(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 }
 
 // deadTupleFinding reports a table whose dead rows are a large share of its
-// rows, with when it was last vacuumed and the pgstattuple experiment.
-func deadTupleFinding(s *model.Snapshot, t *model.Table) model.Finding {
+// rows, with when it was last vacuumed and the pgstattuple experiment;
+// held is the xmin holder xmin-horizon reports, if any.
+func deadTupleFinding(s *model.Snapshot, t *model.Table, held *model.XminHolder) model.Finding {
 	ratio := float64(t.Dead) / math.Max(float64(t.Live), 1)
 	sev := model.Warning
 	if ratio >= bloatCritical {
@@ -78,7 +81,7 @@ func deadTupleFinding(s *model.Snapshot, t *model.Table) model.Finding {
 	ev = append(ev, churn(s, t)...)
 	// Dead rows kept by a holder of the xmin horizon are not VACUUM's to
 	// remove: the problem is the holder's (one problem, one finding).
-	if h := reportedHolder(s); h != nil {
+	if h := held; h != nil {
 		sev = model.Info
 		why += fmt.Sprintf("; no VACUUM can remove those that died after %s %s began (see xmin-horizon)", holderWord(h.Kind), h.Name)
 	}

@@ -3,7 +3,6 @@ package rules
 import (
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 
 	"github.com/pgmedic/pgmedic/internal/model"
@@ -32,10 +31,10 @@ const (
 	defaultMxFreezeMax = 400_000_000
 )
 
-// settingInt reads an integer setting, or def.
+// settingInt reads an integer setting, or def when it is not there.
 func settingInt(s *model.Snapshot, name string, def int64) int64 {
-	if v, err := strconv.ParseInt(s.Settings[name].Value, 10, 64); err == nil {
-		return v
+	if v := s.Settings[name].Float(); v > 0 {
+		return int64(v)
 	}
 	return def
 }

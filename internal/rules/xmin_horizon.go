@@ -229,13 +229,8 @@ func horizonTitle(s *model.Snapshot, h model.XminHolder, r retained) string {
 }
 
 func horizonObject(s *model.Snapshot, h model.XminHolder) model.Object {
-	o := model.Object{Kind: h.Kind, Name: h.Name, Role: h.User, Database: h.Database}
-	switch h.Kind {
-	case model.HolderPrepared:
-		o.Kind = "prepared transaction"
-	case model.HolderSlot:
-		o.Kind = "replication slot"
-	case model.HolderSession:
+	o := model.Object{Kind: holderWord(h.Kind), Name: h.Name, Role: h.User, Database: h.Database}
+	if h.Kind == model.HolderSession {
 		o.Name = fmt.Sprintf("pid %d: %s", h.PID, printable.Shorten(s.Shown(h.Query), 80))
 		if strings.TrimSpace(h.Query) != "" {
 			o.Fingerprint, _ = sqlparse.Fingerprint(h.Query)
