@@ -38,3 +38,26 @@ func FuzzParseSetConfig(f *testing.F) {
 		}
 	})
 }
+
+// TestVacuumOptions: a table's autovacuum_vacuum_* storage parameters
+// are kept by the rest of their name, numbers only.
+func TestVacuumOptions(t *testing.T) {
+	got := vacuumOptions([]string{"autovacuum_vacuum_cost_delay=100", "autovacuum_vacuum_scale_factor=0.01", "autovacuum_enabled=off", "autovacuum_vacuum_cost_limit=x", "fillfactor=70"})
+	if len(got) != 2 || got["cost_delay"] != 100 || got["scale_factor"] != 0.01 {
+		t.Errorf("got %v", got)
+	}
+	if vacuumOptions(nil) != nil {
+		t.Error("a table without options gets a map")
+	}
+}
+
+func FuzzVacuumOptions(f *testing.F) {
+	f.Add("autovacuum_vacuum_cost_delay=20", "autovacuum_vacuum_threshold=50")
+	f.Fuzz(func(t *testing.T, a, b string) {
+		for k, v := range vacuumOptions([]string{a, b}) {
+			if strings.ContainsRune(k, '=') || v != v {
+				t.Fatalf("bad option %q = %v", k, v)
+			}
+		}
+	})
+}

@@ -91,7 +91,8 @@ const tablesSQL = `SELECT c.oid, n.nspname, c.relname, c.reltuples::float8, c.re
 		pg_stat_get_vacuum_count(c.oid) + pg_stat_get_autovacuum_count(c.oid), pg_stat_get_analyze_count(c.oid) + pg_stat_get_autoanalyze_count(c.oid),
 		CASE WHEN c.relkind = 'p' THEN 0 ELSE greatest(age(c.relfrozenxid), (SELECT age(x.relfrozenxid) FROM pg_class x WHERE x.oid = c.reltoastrelid)) END::int8,
 		CASE WHEN c.relkind = 'p' THEN 0 ELSE mxid_age(c.relminmxid) END::int8,
-		coalesce((SELECT substr(o, 27)::int8 FROM unnest(c.reloptions) o WHERE o LIKE 'autovacuum\_freeze\_max\_age=%' LIMIT 1), 0)
+		coalesce((SELECT substr(o, 27)::int8 FROM unnest(c.reloptions) o WHERE o LIKE 'autovacuum\_freeze\_max\_age=%' LIMIT 1), 0),
+		ARRAY(SELECT o FROM unnest(c.reloptions) o WHERE o LIKE 'autovacuum\_vacuum\_%' ORDER BY o)
 	FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 	WHERE c.relkind IN ('r', 'p', 'm') AND ` + userSchemas + ` AND c.oid > $1
 	ORDER BY c.oid
@@ -142,12 +143,14 @@ func tablesPage(ctx context.Context, q envelope.Conn, after uint32, all *[]model
 	n := 0
 	for rows.Next() {
 		var t model.Table
+		var opts []string
 		if err := rows.Scan(&t.OID, &t.Schema, &t.Name, &t.Reltuples, &t.RelPages, &t.HeapBytes, &t.Partitioned,
 			&t.AutovacuumEnabled, &t.SeqScan, &t.SeqTupRead, &t.IdxScan, &t.Inserted, &t.Updated, &t.HOTUpdated, &t.Deleted,
 			&t.Live, &t.Dead, &t.ModSinceAnalyze, &t.LastVacuum, &t.LastAnalyze, &t.VacuumCount, &t.AnalyzeCount,
-			&t.FrozenAge, &t.MxidAge, &t.FreezeMaxAge); err != nil {
+			&t.FrozenAge, &t.MxidAge, &t.FreezeMaxAge, &opts); err != nil {
 			return n, err
 		}
+		t.VacuumOptions = vacuumOptions(opts)
 		*all = append(*all, t)
 		n++
 	}

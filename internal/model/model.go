@@ -78,6 +78,7 @@ const (
 	SrcSequences  = "pg_sequences"
 	SrcCheckpoint = "checkpoint counters"
 	SrcDatabases  = "pg_database"
+	SrcAutovacuum = "autovacuum workers"
 	// Partial reads of very large databases (--max-tables,
 	// --max-statements): what was left out, and the flag that includes it.
 	SrcTablesCut     = "tables beyond --max-tables"
@@ -154,6 +155,10 @@ type Snapshot struct {
 	// which transaction ids are consumed across the sample.
 	Databases []DatabaseAge
 	XIDs      *XIDClock
+	// Autovacuum is what the server's autovacuum workers were doing, read
+	// before the sessions are sampled and again after (one reading when
+	// check does not sample); nil when it could not be read (see Missing).
+	Autovacuum []AutovacuumReading
 	// ServerCores is the server's CPU count as check knows it (--server-cores,
 	// or this machine's for a local server).
 	ServerCores int
@@ -596,6 +601,12 @@ const (
 	// leaf density where installed) and a fresh build of it on a copy of
 	// the table's rows: what REINDEX would leave.
 	ExpIndexRebuild = "index-rebuild"
+	// ExpVacuumThrottle times VACUUM on two identical copies of a table's
+	// rows with a third of them deleted: one at the throttle autovacuum
+	// runs it at now (AppSettings: vacuum_cost_delay, vacuum_cost_limit),
+	// one at the proposed throttle (FixSettings) (on a twin or a lab
+	// database only).
+	ExpVacuumThrottle = "vacuum-throttle"
 )
 
 // IndexProposal is an index a rule proposes, as fields rather than SQL
@@ -660,6 +671,9 @@ type Experiment struct {
 	// Settings to apply (SET LOCAL) for the "as the application runs it"
 	// side, e.g. the role's own jit thresholds.
 	AppSettings map[string]string
+	// FixSettings are the settings of the fixed side, where the fix is a
+	// setting (a vacuum throttle).
+	FixSettings map[string]string `json:",omitempty"`
 	// Calls weights a statement in an aggregate; Rows/Calls is what the
 	// statement returns per call, the value a LIMIT $n is re-run with.
 	Calls int64

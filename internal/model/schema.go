@@ -43,6 +43,10 @@ type Table struct {
 	// FreezeMaxAge is its own autovacuum_freeze_max_age (reloptions); 0
 	// when it has none and the server's applies.
 	FreezeMaxAge int64
+	// VacuumOptions are its own autovacuum_vacuum_* storage parameters,
+	// keyed by what follows that prefix (cost_delay in ms, cost_limit,
+	// threshold, scale_factor, max_threshold); nil when it has none.
+	VacuumOptions map[string]float64 `json:",omitempty"`
 }
 
 // QualifiedName is schema.name, quoted where needed by the caller.
@@ -121,6 +125,7 @@ type (
 // not modified after collection.
 type lookup struct {
 	byName  map[string][]int // table name -> positions in Tables
+	byOID   map[uint32]int
 	indexes map[[2]string][]Index
 	columns map[[3]string]int
 }
@@ -130,9 +135,12 @@ func (s *Snapshot) index() *lookup {
 	if s.lookup != nil {
 		return s.lookup
 	}
-	l := &lookup{byName: map[string][]int{}, indexes: map[[2]string][]Index{}, columns: map[[3]string]int{}}
+	l := &lookup{byName: map[string][]int{}, byOID: map[uint32]int{}, indexes: map[[2]string][]Index{}, columns: map[[3]string]int{}}
 	for i, t := range s.Tables {
 		l.byName[t.Name] = append(l.byName[t.Name], i)
+		if t.OID != 0 {
+			l.byOID[t.OID] = i
+		}
 	}
 	for _, ix := range s.Indexes {
 		k := [2]string{ix.Schema, ix.Table}
@@ -145,9 +153,17 @@ func (s *Snapshot) index() *lookup {
 	return l
 }
 
-// Table finds a table by a reference as written in SQL. An unqualified name
-// resolves to the table in "public" if there is one, else to the only table
-// of that name (search_path is not known to the rules).
+// TableByOID is the table with that oid, or nil (0 is no table).
+func (s *Snapshot) TableByOID(oid uint32) *Table {
+	if oid == 0 {
+		return nil
+	}
+	if i, ok := s.index().byOID[oid]; ok {
+		return &s.Tables[i]
+	}
+	return nil
+}
+
 // BloatedShare is the part of a table's heap that is not live rows from
 // which a scan's time is the bloat's as much as the plan's.
 const BloatedShare = 0.5
@@ -201,6 +217,9 @@ func (s *Snapshot) BloatShare(t *Table) float64 {
 // time measured on it is the bloat's as much as the plan's.
 func (s *Snapshot) Bloated(t *Table) bool { return s.BloatShare(t) >= BloatedShare }
 
+// Table finds a table by a reference as written in SQL. An unqualified name
+// resolves to the table in "public" if there is one, else to the only table
+// of that name (search_path is not known to the rules).
 func (s *Snapshot) Table(r RelRef) *Table {
 	var found *Table
 	n := 0

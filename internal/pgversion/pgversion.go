@@ -37,6 +37,12 @@ type Has struct {
 	AnalyzeBuffers bool
 	// ICULocale: CREATE DATABASE ... LOCALE_PROVIDER icu ICU_LOCALE (15).
 	ICULocale bool
+	// VacuumReloadsCost: a running autovacuum worker takes a reloaded
+	// cost limit or delay at once (16); before, at its next table.
+	VacuumReloadsCost bool
+	// WorkerSlots: autovacuum_max_workers changes with a reload, up to
+	// autovacuum_worker_slots (18); before, a restart.
+	WorkerSlots bool
 }
 
 // Table holds every major version pgmedic supports, oldest first.
@@ -44,11 +50,12 @@ var Table = []Has{
 	{Major: 13},
 	{Major: 14, QueryIDInActivity: true, SessionStats: true, StatWAL: true},
 	{Major: 15, QueryIDInActivity: true, SessionStats: true, StatWAL: true, JSONLog: true, PGSSJIT: true, ICULocale: true},
-	{Major: 16, QueryIDInActivity: true, SessionStats: true, StatWAL: true, JSONLog: true, PGSSJIT: true, ICULocale: true, StatIO: true, ExplainGenericPlan: true},
+	{Major: 16, QueryIDInActivity: true, SessionStats: true, StatWAL: true, JSONLog: true, PGSSJIT: true, ICULocale: true, StatIO: true, ExplainGenericPlan: true,
+		VacuumReloadsCost: true},
 	{Major: 17, QueryIDInActivity: true, SessionStats: true, StatWAL: true, JSONLog: true, PGSSJIT: true, ICULocale: true, StatIO: true, ExplainGenericPlan: true,
-		PGSSSharedBlkTime: true, Checkpointer: true, ExplainSerialize: true, ExplainMemory: true},
+		PGSSSharedBlkTime: true, Checkpointer: true, ExplainSerialize: true, ExplainMemory: true, VacuumReloadsCost: true},
 	{Major: 18, QueryIDInActivity: true, SessionStats: true, StatWAL: true, JSONLog: true, PGSSJIT: true, ICULocale: true, StatIO: true, ExplainGenericPlan: true,
-		PGSSSharedBlkTime: true, Checkpointer: true, ExplainSerialize: true, ExplainMemory: true, AnalyzeBuffers: true},
+		PGSSSharedBlkTime: true, Checkpointer: true, ExplainSerialize: true, ExplainMemory: true, AnalyzeBuffers: true, VacuumReloadsCost: true, WorkerSlots: true},
 }
 
 // Oldest and Newest bound the versions pgmedic supports: the table's

@@ -85,6 +85,8 @@ var Registry = []Rule{
 		Check: wraparound},
 	{ID: SequenceExhaustionID, Title: "sequences and key columns near the end of their numbers", Needs: []string{model.SrcSequences},
 		Check: sequenceExhaustion},
+	{ID: AutovacuumLagID, Title: "autovacuum that does not get to the tables that need it: off, every worker busy, throttled", Needs: []string{model.SrcTables, model.SrcTablesCut},
+		Check: autovacuumLag},
 	{ID: CheckpointPressureID, Title: "checkpoints that WAL volume forces", Needs: []string{model.SrcCheckpoint},
 		Check: checkpointPressure, Log: checkpointPressureLog},
 	{ID: CPUHotspotID, Title: "CPU hot spots in the backends' profile", Profile: cpuHotspot},

@@ -17,10 +17,10 @@ const (
 	staleRatio   = 1.0 // rows modified since ANALYZE per row counted at ANALYZE
 )
 
-// autovacuumLag is how long autovacuum may take to get to a table that
+// autoanalyzeDelay is how long autovacuum may take to get to a table that
 // crossed its analyze threshold: autovacuum_naptime, plus a minute for the
 // run that analyzes it.
-func autovacuumLag(s *model.Snapshot) time.Duration {
+func autoanalyzeDelay(s *model.Snapshot) time.Duration {
 	naptime := s.Settings["autovacuum_naptime"].Float() // seconds
 	if naptime <= 0 {
 		naptime = 60
@@ -61,7 +61,7 @@ func staleStatistics(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		// same position. Only a measured misestimate (verify raises the
 		// severity) or autovacuum being off makes either a warning.
 		severity := model.Warning
-		lag := autovacuumLag(s)
+		lag := autoanalyzeDelay(s)
 		switch {
 		case !t.AutovacuumEnabled:
 		case t.LastAnalyze == nil:

@@ -30,13 +30,14 @@ func tableBloat(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	var out []model.Finding
 	// Asked once: each holder's cost reads every table.
 	held := reportedHolder(s)
+	av := autovacuumState(s)
 	for i := range s.Tables {
 		t := &s.Tables[i]
 		if t.Partitioned {
 			continue
 		}
-		if t.Dead >= bloatMinDead && float64(t.Dead) >= bloatDeadRatio*float64(t.Live) {
-			out = append(out, deadTupleFinding(s, t, held))
+		if deadRowsReported(t) {
+			out = append(out, deadTupleFinding(s, t, held, av))
 		}
 		if f := nonHOTFinding(s, t); f != nil {
 			out = append(out, *f)
@@ -47,8 +48,9 @@ func tableBloat(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 
 // deadTupleFinding reports a table whose dead rows are a large share of its
 // rows, with when it was last vacuumed and the pgstattuple experiment;
-// held is the xmin holder xmin-horizon reports, if any.
-func deadTupleFinding(s *model.Snapshot, t *model.Table, held *model.XminHolder) model.Finding {
+// held is the xmin holder xmin-horizon reports, if any, and av what
+// autovacuum-lag makes of the server's autovacuum.
+func deadTupleFinding(s *model.Snapshot, t *model.Table, held *model.XminHolder, av *avState) model.Finding {
 	ratio := float64(t.Dead) / math.Max(float64(t.Live), 1)
 	sev := model.Warning
 	if ratio >= bloatCritical {
@@ -62,8 +64,11 @@ func deadTupleFinding(s *model.Snapshot, t *model.Table, held *model.XminHolder)
 	case !t.AutovacuumEnabled:
 		why = "autovacuum is switched off for this table (autovacuum_enabled = off)"
 		sql += fmt.Sprintf("\nALTER TABLE %s RESET (autovacuum_enabled);", qt)
-	case strings.EqualFold(s.Settings["autovacuum"].Value, "off"):
-		why = "autovacuum is off for the whole server"
+	case av.covers(s, t) != "":
+		// Why autovacuum does not get to it is autovacuum-lag's finding;
+		// the dead rows are this one's, as information.
+		why = av.covers(s, t)
+		sev = model.Info
 	default:
 		why = fmt.Sprintf("autovacuum has not kept up: %s dead rows against a trigger of about %s", count(float64(t.Dead)), count(trigger))
 		sql += fmt.Sprintf("\n-- queue tables churn: vacuum them sooner\nALTER TABLE %s SET (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);", qt)

@@ -59,6 +59,8 @@ var workloads = map[string]GoWorkload{
 	"ids-running-out": {Run: idsRunningOut, SignalsReady: true},
 	// A concurrent build that must fail, which SQL files cannot run.
 	"unread-indexes": {Run: unreadIndexes},
+	// Throttles the server's autovacuum for its run, restores it after.
+	"vacuum-falls-behind": {Run: vacuumFallsBehind, SignalsReady: true},
 	// A prepared transaction outlives its session: ready once VACUUM has
 	// run behind it.
 	"vacuum-held-back": {Run: vacuumHeldBack, SignalsReady: true},

@@ -287,6 +287,7 @@ var Kinds = []Kind{
 	{model.ExpHOTUpdate, OnTwin, WithRows, "hot-update", (*Engine).hotUpdate},
 	{model.ExpHorizon, OnTwin, WithRows, "", (*Engine).vacuumHorizon},
 	{model.ExpIndexRebuild, CopiesOnTwin, WithRows, "index-rebuild", (*Engine).indexRebuild},
+	{model.ExpVacuumThrottle, OnTwin, WithRows, "", (*Engine).vacuumThrottle},
 }
 
 // KindOf is the row of a kind; ok is false for a kind not in the table.
