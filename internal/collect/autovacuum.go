@@ -12,15 +12,17 @@ import (
 
 // autovacuumSQL reads every autovacuum worker of the server with the
 // progress of its VACUUM (none for an ANALYZE). A role without
-// pg_read_all_stats sees the workers but not their query nor their
-// table: they are counted, and marked hidden.
+// pg_read_all_stats sees neither the backend type, nor the query, nor the
+// table of another role's process, but still its database and its role
+// (a client's) or none (a background worker's): a worker of a database
+// with no role is an autovacuum worker, counted and marked hidden.
 const autovacuumSQL = `SELECT a.pid, coalesce(a.datname, ''), coalesce(a.query, ''),
 	coalesce(extract(epoch FROM clock_timestamp() - coalesce(a.query_start, a.xact_start, a.backend_start)), 0)::float8,
 	CASE WHEN a.datname = current_database() THEN coalesce(p.relid, 0) ELSE 0 END::int8,
 	coalesce(p.phase, ''), coalesce(p.heap_blks_total, 0)::int8, coalesce(p.heap_blks_scanned, 0)::int8,
 	extract(epoch FROM clock_timestamp())::float8
 	FROM pg_stat_activity a LEFT JOIN pg_stat_progress_vacuum p ON p.pid = a.pid
-	WHERE a.backend_type = 'autovacuum worker'
+	WHERE a.backend_type = 'autovacuum worker' OR (a.backend_type IS NULL AND a.usesysid IS NULL AND a.datid IS NOT NULL)
 	ORDER BY a.pid`
 
 // autovacuum appends one reading of the autovacuum workers to the

@@ -18,8 +18,10 @@ import (
 // who blocks it, the lock it waits for (relation and mode), and for a
 // session inside a transaction the relations it holds locks on. It runs outside any transaction and takes no lock.
 // Sessions of other roles, for a role without pg_read_all_stats, show
-// every column NULL but their pid (backend_type too), and the query as
-// "<insufficient privilege>": they are kept, and counted as hidden.
+// every column NULL but their pid, database and role (backend_type too),
+// and the query as "<insufficient privilege>": they are kept, and counted
+// as hidden. A background process (an autovacuum worker) shows no role
+// either, and is left out: it is no client's session.
 func sampleSQL(h pgversion.Has) string {
 	queryID := "coalesce(a.query_id, 0)"
 	if !h.QueryIDInActivity {
@@ -41,7 +43,7 @@ const sampleColumns = `SELECT a.pid, coalesce(a.datname, ''), coalesce(a.usename
 	CASE WHEN a.wait_event_type = 'Lock' THEN coalesce((SELECT coalesce(l.relation::regclass::text, l.locktype) || ' (' || l.mode || ')'
 		FROM pg_locks l WHERE l.pid = a.pid AND NOT l.granted LIMIT 1), '') ELSE '' END
 	FROM pg_stat_activity a
-	WHERE (a.backend_type = 'client backend' OR a.backend_type IS NULL) AND a.pid <> pg_backend_pid()`
+	WHERE (a.backend_type = 'client backend' OR (a.backend_type IS NULL AND a.usesysid IS NOT NULL)) AND a.pid <> pg_backend_pid()`
 
 // deltaSQL reads the counters whose change over the window the rules
 // judge; a server without session counters reads them as 0.

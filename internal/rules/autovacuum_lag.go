@@ -58,7 +58,10 @@ type avState struct {
 	// balanced is how many workers of the last reading share the server's
 	// cost limit (those on tables without a throttle of their own).
 	balanced int
-	hidden   int
+	// hidden are the workers whose tables the role may not see, and
+	// hiddenHere those of them in this database: as many of the tables
+	// past their trigger may have a worker after all.
+	hidden, hiddenHere int
 }
 
 func autovacuumState(s *model.Snapshot) *avState {
@@ -82,6 +85,9 @@ func autovacuumState(s *model.Snapshot) *avState {
 		for _, w := range st.last {
 			if w.Hidden {
 				st.hidden++
+				if w.Database == s.Database {
+					st.hiddenHere++
+				}
 			}
 			if t := s.TableByOID(w.TableOID); t == nil || !ownThrottle(s, t) {
 				st.balanced++
@@ -158,7 +164,7 @@ func (st *avState) serverLags(s *model.Snapshot) bool {
 	if st.off != "" || len(st.last) == 0 || st.balanced == 0 {
 		return false
 	}
-	return (st.saturated && len(st.waiting) > 0) || len(st.slowRuns(s)) > 0
+	return (st.saturated && len(st.waiting) > st.hiddenHere) || len(st.slowRuns(s)) > 0
 }
 
 // slowRuns are the workers of the last reading on the server's throttle
@@ -273,7 +279,11 @@ func serverLagFinding(s *model.Snapshot, st *avState) *model.Finding {
 	for _, w := range slow {
 		parts = append(parts, fmt.Sprintf("the worker on %s scans %s heap pages a second: %s left", w.Table, paceText(st.paces[w.PID]), hoursText(hoursLeft(w, st.paces[w.PID]))))
 	}
-	if st.saturated && len(st.waiting) > 0 {
+	switch {
+	case st.saturated && st.hiddenHere > 0:
+		parts = append(parts, fmt.Sprintf("%s are past the trigger (%s) and at most %d of them have a worker (which, pgmedic's role could not see)",
+			tablesWord(len(st.waiting)), waitingList(st.waiting), st.hiddenHere))
+	case st.saturated && len(st.waiting) > 0:
 		verb := "wait"
 		if len(st.waiting) == 1 {
 			verb = "waits"

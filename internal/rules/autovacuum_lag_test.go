@@ -187,6 +187,25 @@ func TestAutovacuumLagHidden(t *testing.T) {
 	if len(skips) != 1 || !strings.Contains(skips[0].Fix, "GRANT pg_read_all_stats TO monitor") {
 		t.Errorf("skips %+v", skips)
 	}
+	// Three hidden workers of this database: as many tables past their
+	// trigger may be theirs; a fourth waits.
+	hidden := func(n int) []model.AutovacuumWorker {
+		var ws []model.AutovacuumWorker
+		for i := range n {
+			ws = append(ws, model.AutovacuumWorker{PID: 10 + i, Database: "helpdesk", Hidden: true})
+		}
+		return ws
+	}
+	s := avSnapshot(20000, model.AutovacuumReading{At: 0, Workers: hidden(3)}, model.AutovacuumReading{At: 10, Workers: hidden(3)})
+	s.Settings["autovacuum_vacuum_cost_limit"] = model.Setting{Value: "10"}
+	fs, _ := autovacuumLag(s)
+	if len(fs) != 1 || !strings.Contains(fs[0].Title, "at most 3 of them have a worker") {
+		t.Errorf("four tables past their trigger, three hidden workers: %+v", fs)
+	}
+	s.Tables = s.Tables[:3]
+	if fs, _ := autovacuumLag(s); len(fs) != 0 {
+		t.Errorf("three tables past their trigger may be the three hidden workers': %q", fs[0].Title)
+	}
 }
 
 func TestParseAutovacuumQuery(t *testing.T) {
