@@ -22,9 +22,11 @@ const (
 	// avMinDead: a table past its trigger with fewer dead rows than this
 	// is not worth a line, whatever its trigger says.
 	avMinDead = 1000
-	// avSlowHours: a run whose measured pace leaves this many hours of
-	// heap to scan is too slow for any table that is written.
-	avSlowHours = 1.0
+	// avSlowHours: a run whose measured pace makes its table's heap a
+	// scan of this many hours or more is too slow for a table that is
+	// written (at the default throttle a VACUUM dirtying every page gets
+	// through some 35 MB a second: half an hour is a 60 GB heap).
+	avSlowHours = 0.5
 	// avOwnShare: a table's own throttle that allows this share of the
 	// server's cost a second, or less, is a crawl.
 	avOwnShare = 0.25
@@ -179,11 +181,19 @@ func (st *avState) slowRuns(s *model.Snapshot) []model.AutovacuumWorker {
 		if t := s.TableByOID(w.TableOID); t != nil && ownThrottle(s, t) {
 			continue
 		}
-		if hoursLeft(w, pace) >= avSlowHours {
+		if heapHours(w, pace) >= avSlowHours && hoursLeft(w, pace) > 0 {
 			out = append(out, w)
 		}
 	}
 	return out
+}
+
+// heapHours is how long the worker's whole heap scan takes at pace.
+func heapHours(w model.AutovacuumWorker, pace float64) float64 {
+	if pace <= 0 {
+		return math.Inf(1)
+	}
+	return float64(w.HeapTotal) / pace / 3600
 }
 
 func hoursLeft(w model.AutovacuumWorker, pace float64) float64 {
@@ -277,7 +287,8 @@ func serverLagFinding(s *model.Snapshot, st *avState) *model.Finding {
 		parts = append(parts, fmt.Sprintf("all %d autovacuum workers were busy at every look (%s)", st.maxWorkers, readingsWord(st.readings)))
 	}
 	for _, w := range slow {
-		parts = append(parts, fmt.Sprintf("the worker on %s scans %s heap pages a second: %s left", w.Table, paceText(st.paces[w.PID]), hoursText(hoursLeft(w, st.paces[w.PID]))))
+		parts = append(parts, fmt.Sprintf("the worker on %s scans %s heap pages a second: %s for its %s pages, %s left", w.Table, paceText(st.paces[w.PID]),
+			hoursText(heapHours(w, st.paces[w.PID])), printable.Count(float64(w.HeapTotal)), hoursText(hoursLeft(w, st.paces[w.PID]))))
 	}
 	switch {
 	case st.saturated && st.hiddenHere > 0:
@@ -304,13 +315,24 @@ func serverLagFinding(s *model.Snapshot, st *avState) *model.Finding {
 	}
 	f.Evidence = append(f.Evidence, pastEvidence(s, st.waiting)...)
 	f.Impact = model.Impact{Summary: "tables wait for a worker while their dead rows pile up: scans read them, tables and indexes grow, and the waiting lengthens as the queue does"}
+	if !st.saturated || len(st.waiting) == 0 {
+		f.Impact.Summary = "the table's dead rows stay until its slow vacuum is through, and its worker is not free for any other table all that time"
+	}
 	sql := ""
 	if throttled {
 		f.Object = model.Object{Kind: "setting", Name: "autovacuum_vacuum_cost_limit"}
 		parts = append(parts, fmt.Sprintf("the workers share autovacuum_vacuum_cost_limit = %s, about %s each, and sleep %s ms whenever they spend it", settingText(st.server.Limit), settingText(math.Round(perWorker.Limit)), settingText(st.server.DelayMS)))
 		sql = fmt.Sprintf("ALTER SYSTEM SET autovacuum_vacuum_cost_limit = %d;\nSELECT pg_reload_conf();\n", avProposedLimit)
 		if !pgversion.Of(s.Server.VersionNum).VacuumReloadsCost {
-			sql += "-- before 16 a running worker keeps its limit until its table is done: vacuum the waiting tables now\n"
+			if len(slow) > 0 {
+				sql += "-- before 16 a running worker keeps its limit until its table is done: cancel the slow one, the next run takes the new limit\n"
+				for _, w := range slow {
+					sql += fmt.Sprintf("SELECT pg_cancel_backend(%d); -- %s\n", w.PID, w.Table)
+				}
+			}
+			if st.saturated && len(st.waiting) > 0 {
+				sql += "-- and vacuum the waiting tables now\n"
+			}
 		}
 		f.Fix = model.Fix{Summary: fmt.Sprintf("let autovacuum work faster: raise autovacuum_vacuum_cost_limit to %d (a reload; the limit is shared by the busy workers, so more workers alone would not go faster)", avProposedLimit)}
 	} else {
@@ -324,7 +346,10 @@ func serverLagFinding(s *model.Snapshot, st *avState) *model.Finding {
 		}
 		f.Fix = model.Fix{Summary: "the workers are not throttled and still do not keep up: give autovacuum more workers, and let the busiest tables trigger earlier (a lower autovacuum_vacuum_scale_factor on them) so each run is shorter"}
 	}
-	f.Fix.SQL = sql + waitingSQL(st.waiting)
+	f.Fix.SQL = sql
+	if st.saturated {
+		f.Fix.SQL += waitingSQL(st.waiting)
+	}
 	f.Title = "autovacuum does not keep up: " + strings.Join(parts, "; ")
 	if t := biggestLagging(s, st); t != nil && throttled {
 		proposed := model.VacuumThrottle{DelayMS: st.server.DelayMS, Limit: avProposedLimit / float64(max(st.balanced, 1))}

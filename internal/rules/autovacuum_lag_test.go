@@ -60,7 +60,7 @@ func TestAutovacuumLag(t *testing.T) {
 			return s
 		}, "autovacuum_max_workers", "all 3 autovacuum workers were busy", "autovacuum_max_workers = 6", false},
 		{"a worker free", func() *model.Snapshot {
-			return avSnapshot(20000, busy(0, 100, 100, 101), busy(10, 110, 100, 101))
+			return avSnapshot(20000, busy(0, 100, 100, 101), busy(10, 1100, 100, 101))
 		}, "", "", "", false},
 		{"busy, nothing waits", func() *model.Snapshot {
 			return avSnapshot(5000, busy(0, 1000, 100, 101, 102), busy(10, 1900, 100, 101, 102))
@@ -69,7 +69,7 @@ func TestAutovacuumLag(t *testing.T) {
 			s := avSnapshot(20000, busy(0, 100, 100), busy(10, 101, 100))
 			s.Tables[0].HeapBytes = 2000 * 8192
 			return s
-		}, "autovacuum_vacuum_cost_limit", "0.1 heap pages a second", "autovacuum_vacuum_cost_limit = 2000", true},
+		}, "autovacuum_vacuum_cost_limit", "0.1 heap pages a second", "pg_cancel_backend(100)", true},
 		{"one run, minutes left", func() *model.Snapshot {
 			return avSnapshot(20000, busy(0, 100, 100), busy(10, 1100, 100))
 		}, "", "", "", false},
