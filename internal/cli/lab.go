@@ -112,6 +112,7 @@ func (l *labCmd) stateDir() string {
 
 // up starts a cluster that stays, or adopts one a killed pgmedic left.
 func (l *labCmd) up() *cobra.Command {
+	var standby bool
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "start a lab cluster that stays up until `pgmedic lab down`",
@@ -137,14 +138,18 @@ func (l *labCmd) up() *cobra.Command {
 					return inputErr(err)
 				}
 			}
-			c, err := lab.Create(cmd.Context(), lab.Options{Dir: d, Major: l.major, Log: progress(l.stderr)})
+			c, err := lab.Create(cmd.Context(), lab.Options{Dir: d, Major: l.major, Log: progress(l.stderr), Standby: standby})
 			if err != nil {
 				return inputErr(err)
 			}
 			fmt.Fprintf(l.stdout, "lab cluster up: %s\n%s\n", c.Server().Describe(), c.DSN(""))
+			if c.Standby != nil {
+				fmt.Fprintf(l.stdout, "streaming standby (%s): %s\n", lab.StandbyName, c.Standby.DSN(""))
+			}
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&standby, "standby", false, "also start a streaming standby of the cluster (hot standby, on a port of its own), stopped and removed with it")
 	return cmd
 }
 
@@ -170,6 +175,9 @@ func (l *labCmd) status() *cobra.Command {
 			fmt.Fprintf(l.stdout, "lab cluster %s in %s\n", c.Describe(), c.Dir)
 			if c.Complete() {
 				fmt.Fprintf(l.stdout, "%s\n%s\n", c.Server().Describe(), c.DSN(""))
+				if c.Standby != nil {
+					fmt.Fprintf(l.stdout, "streaming standby (%s): %s\n", lab.StandbyName, c.Standby.DSN(""))
+				}
 			} else {
 				fmt.Fprintf(l.stdout, "remove it with `pgmedic lab down --dir %s`, or run `pgmedic lab up` to replace it\n", c.Dir)
 			}

@@ -103,11 +103,14 @@ func SnapshotWith(ctx context.Context, q envelope.Conn, now time.Time, opts Opti
 	seqAt := sequences(ctx, q, s)
 	xid0, xidAt, xidErr := nextXID(ctx, q)
 	autovacuum(ctx, q, s)
+	replication(ctx, q, s)
 	sample(ctx, q, s, opts)
 	if s.Sampling != nil {
 		sequencesAfter(ctx, q, s, seqAt)
-		// A second look at the workers: which stayed busy, and their pace.
+		// A second look at the workers (which stayed busy, their pace)
+		// and at replication (what replay and the WAL did meanwhile).
 		autovacuum(ctx, q, s)
+		replication(ctx, q, s)
 		// The rate at which transaction ids go, across the window: the
 		// time wraparound leaves is counted at it.
 		if xid1, at, err := nextXID(ctx, q); err == nil && xidErr == nil && at > xidAt {

@@ -53,6 +53,9 @@ type Cluster struct {
 	OwnerPID int `json:"owner_pid"`
 	// Throwaway clusters are removed by the command that made them.
 	Throwaway bool `json:"throwaway"`
+	// Standby is the cluster's streaming standby (Options.Standby), in
+	// the standby directory inside Dir; nil for none.
+	Standby *Cluster `json:"standby,omitempty"`
 
 	owner *osUser // OS account that owns and runs the cluster; nil = ourselves
 }
@@ -80,6 +83,8 @@ type Options struct {
 	// Config is added to the lab's postgresql.conf (tests that need, say,
 	// the logging collector).
 	Config string
+	// Standby gives the cluster a streaming standby of its own.
+	Standby bool
 
 	// afterStart lets tests fail setup half-way.
 	afterStart func(*Cluster) error
@@ -150,11 +155,24 @@ func Create(ctx context.Context, opts Options) (c *Cluster, err error) {
 		"--encoding=UTF8", "--locale=C", "--no-sync"); err != nil {
 		return c, fmt.Errorf("initdb failed: %w", err)
 	}
-	if err = c.startOnFreePort(ctx, opts.Config, logf); err != nil {
+	config := opts.Config
+	if opts.Standby {
+		logf("copying the data directory for a standby")
+		if c.Standby, err = c.copyForStandby(); err != nil {
+			return c, err
+		}
+		config += primaryConfig
+	}
+	if err = c.startOnFreePort(ctx, config, logf); err != nil {
 		return c, err
 	}
 	if c.Version, err = c.serverVersion(); err != nil {
 		return c, err
+	}
+	if c.Standby != nil {
+		if err = c.startStandby(ctx, c.Standby, logf); err != nil {
+			return c, err
+		}
 	}
 	if opts.afterStart != nil {
 		if err = opts.afterStart(c); err != nil {
@@ -287,7 +305,7 @@ log_line_prefix = '%%m [%%p] %%q%%u@%%d '
 	}
 	// Trust for everyone on loopback, except the role PasswordRole, which
 	// must authenticate: it lets tests exercise wrong-password handling.
-	hba := fmt.Sprintf("host all %s 127.0.0.1/32 scram-sha-256\nhost all all 127.0.0.1/32 trust\n", PasswordRole)
+	hba := fmt.Sprintf("host all %s 127.0.0.1/32 scram-sha-256\nhost all all 127.0.0.1/32 trust\nhost replication all 127.0.0.1/32 trust\n", PasswordRole)
 	hbaPath := filepath.Join(c.dataDir(), "pg_hba.conf")
 	if err := os.WriteFile(hbaPath, []byte(hba), 0o600); err != nil {
 		return fmt.Errorf("writing pg_hba.conf: %w", err)
@@ -349,6 +367,13 @@ func (c *Cluster) Stop(ctx context.Context) error {
 // working in the directory, and removes it.
 func (c *Cluster) Destroy(ctx context.Context) error {
 	c.stopBouncer()
+	if s := c.Standby; s != nil {
+		// Its directory is inside the primary's: stopped first, and any
+		// of its processes ended, before the tree goes.
+		s.owner = c.owner
+		_ = s.Stop(ctx)
+		s.killStragglers()
+	}
 	halfMade := !c.Complete()
 	stopErr := c.Stop(ctx)
 	// A server whose start was under way when its pgmedic was killed can

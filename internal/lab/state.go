@@ -67,6 +67,9 @@ func Load(dir string) (*Cluster, error) {
 	if c.owner, err = serverOwner(); err != nil {
 		return nil, err
 	}
+	if c.Standby != nil {
+		c.Standby.owner = c.owner
+	}
 	if c.Port == 0 {
 		c.Port = c.pidFilePort()
 	}

@@ -64,21 +64,22 @@ func (s *Severity) UnmarshalJSON(b []byte) error {
 // Sources the collectors read. One that cannot be read is recorded in
 // Snapshot.Missing under its name, and every rule that needs it says so.
 const (
-	SrcStatements = "pg_stat_statements"
-	SrcRoleSets   = "pg_db_role_setting"
-	SrcDBStats    = "pg_stat_database"
-	SrcActivity   = "pg_stat_activity"
-	SrcTables     = "pg_stat_user_tables"
-	SrcIndexes    = "pg_index"
-	SrcColumns    = "pg_stats"
-	SrcPlans      = "plans"
-	SrcLocks      = "lock waits"
-	SrcCasts      = "casts"
-	SrcHorizon    = "xmin holders"
-	SrcSequences  = "pg_sequences"
-	SrcCheckpoint = "checkpoint counters"
-	SrcDatabases  = "pg_database"
-	SrcAutovacuum = "autovacuum workers"
+	SrcStatements  = "pg_stat_statements"
+	SrcRoleSets    = "pg_db_role_setting"
+	SrcDBStats     = "pg_stat_database"
+	SrcActivity    = "pg_stat_activity"
+	SrcTables      = "pg_stat_user_tables"
+	SrcIndexes     = "pg_index"
+	SrcColumns     = "pg_stats"
+	SrcPlans       = "plans"
+	SrcLocks       = "lock waits"
+	SrcCasts       = "casts"
+	SrcHorizon     = "xmin holders"
+	SrcSequences   = "pg_sequences"
+	SrcCheckpoint  = "checkpoint counters"
+	SrcDatabases   = "pg_database"
+	SrcAutovacuum  = "autovacuum workers"
+	SrcReplication = "replication"
 	// Partial reads of very large databases (--max-tables,
 	// --max-statements): what was left out, and the flag that includes it.
 	SrcTablesCut     = "tables beyond --max-tables"
@@ -159,6 +160,9 @@ type Snapshot struct {
 	// before the sessions are sampled and again after (one reading when
 	// check does not sample); nil when it could not be read (see Missing).
 	Autovacuum []AutovacuumReading
+	// Replication is the server's streaming replication, seen from a
+	// primary or from a standby; nil when it could not be read.
+	Replication *Replication
 	// ServerCores is the server's CPU count as check knows it (--server-cores,
 	// or this machine's for a local server).
 	ServerCores int

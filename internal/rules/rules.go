@@ -87,6 +87,8 @@ var Registry = []Rule{
 		Check: sequenceExhaustion},
 	{ID: AutovacuumLagID, Title: "autovacuum that does not get to the tables that need it: off, every worker busy, throttled", Needs: []string{model.SrcTables, model.SrcTablesCut},
 		Check: autovacuumLag},
+	{ID: ReplicationLagID, Title: "standbys behind their primary, slots that keep WAL, replay waiting for queries", Needs: []string{model.SrcReplication},
+		Check: replicationLag},
 	{ID: CheckpointPressureID, Title: "checkpoints that WAL volume forces", Needs: []string{model.SrcCheckpoint},
 		Check: checkpointPressure, Log: checkpointPressureLog},
 	{ID: CPUHotspotID, Title: "CPU hot spots in the backends' profile", Profile: cpuHotspot},

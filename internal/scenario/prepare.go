@@ -54,6 +54,16 @@ func (e *Env) Record(name string, value float64) {
 	e.Metrics[name] = value
 }
 
+// StandbyDSN is the scenario database on the cluster's standby (the
+// superuser's: a standby takes no writes, and its settings change with
+// ALTER SYSTEM); "" when the cluster has none.
+func (e *Env) StandbyDSN() string {
+	if e.Cluster.Standby == nil {
+		return ""
+	}
+	return e.Cluster.Standby.DSN(e.DB)
+}
+
 // AppDSN is the workload's connection string.
 func (e *Env) AppDSN() string { return e.Cluster.UserDSN(e.Role, e.DB) }
 

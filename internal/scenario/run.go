@@ -136,6 +136,14 @@ func Run(ctx context.Context, c *lab.Cluster, s Scenario, version string, o diag
 	}
 	s, leftOut := s.On(c)
 	began := time.Now()
+	if s.Standby && c.Standby == nil {
+		pair, err := lab.Create(ctx, lab.Options{BinDir: c.BinDir, Standby: true, Log: o.Log})
+		if err != nil {
+			return nil, &diagnose.InputError{Err: fmt.Errorf("scenario %s: starting a cluster with a standby for it: %w", s.Name, err)}
+		}
+		defer pair.Destroy(context.Background())
+		c = pair
+	}
 	// With o.Twin the database is checked as a production target would
 	// be: no experiment writes to it, those that must write run on a twin.
 	o.Lab = !o.Twin

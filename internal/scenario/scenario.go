@@ -66,6 +66,11 @@ type Scenario struct {
 	// PgBouncer, when set, puts a lab PgBouncer in front of the cluster
 	// for the workload (Env.BouncerDSN) and has check sample its pools.
 	PgBouncer *BouncerSpec `json:"pgbouncer,omitempty"`
+	// Standby: the scenario needs a streaming standby of the server
+	// (Env.StandbyDSN). On a lab cluster without one (lab up without
+	// --standby, demo's) it runs on a cluster pair of its own, of the same
+	// build, made for it and removed after.
+	Standby bool `json:"standby,omitempty"`
 	// Needs lists what the scenario needs of the server beyond its core:
 	// "jit" (a build with LLVM), "hypopg" or "pg_stat_wal" (14+). Where the lab's build lacks
 	// one, the scenario is not run, and says so.

@@ -25,9 +25,10 @@ import (
 // index rebuilt on a copy (sparse-index), checkpoint counters where the
 // view moved in 17 (wal-pressure), frozen ages and the transaction-id
 // clock (freeze-held-back), autovacuum's workers read twice and a VACUUM
-// timed at two throttles (vacuum-falls-behind).
+// timed at two throttles (vacuum-falls-behind), a standby made from a copy
+// of the data directory and its replay held by a report (replica-report-stalls).
 var representative = []string{"healthy", "lock-chain", "migration-lock-queue", "queue-poll", "implicit-casts", "bloated-scan", "queue-churn", "fresh-changes",
-	"unread-indexes", "vacuum-held-back", "ids-running-out", "sparse-index", "wal-pressure", "freeze-held-back", "vacuum-falls-behind"}
+	"unread-indexes", "vacuum-held-back", "ids-running-out", "sparse-index", "wal-pressure", "freeze-held-back", "vacuum-falls-behind", "replica-report-stalls"}
 
 // provedOnTwin are the representative scenarios checked with a twin on
 // every major, and the rule each must have confirmed there: their

@@ -59,6 +59,8 @@ var workloads = map[string]GoWorkload{
 	"ids-running-out": {Run: idsRunningOut, SignalsReady: true},
 	// A concurrent build that must fail, which SQL files cannot run.
 	"unread-indexes": {Run: unreadIndexes},
+	// A report on the standby holds replay while the primary writes.
+	"replica-report-stalls": {Run: replicaReportStalls, SignalsReady: true},
 	// Throttles the server's autovacuum for its run, restores it after.
 	"vacuum-falls-behind": {Run: vacuumFallsBehind, SignalsReady: true},
 	// A prepared transaction outlives its session: ready once VACUUM has
