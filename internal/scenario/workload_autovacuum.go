@@ -21,9 +21,9 @@ var vacuumThrottleSettings = []string{
 // vacuumFallsBehind throttles autovacuum for the whole server, then
 // changes half the rows of each of the helpdesk's four busiest tables at
 // once. It is ready when every autovacuum worker is on a table of this
-// database (a worker another database's table needs is there for a moment
-// only: the lab's other databases have nothing for autovacuum to do for
-// long), the fourth table waiting; when it ends it restores the settings and
+// database, the fourth table waiting (the lab's other databases are
+// vacuumed and analysed first, so that the throttled workers have nothing
+// to do there: the workers are the server's); when it ends it restores the settings and
 // ends the crawling workers of its database, so that the scenarios after
 // it find autovacuum as PostgreSQL ships it.
 func vacuumFallsBehind(ctx context.Context, env *Env) error {
@@ -40,6 +40,9 @@ func vacuumFallsBehind(ctx context.Context, env *Env) error {
 			env.Log("restoring autovacuum's settings: %v", err)
 		}
 	}()
+	if err := quietOtherDatabases(ctx, env, admin); err != nil {
+		return err
+	}
 	if err := execAll(ctx, admin, vacuumThrottleSettings...); err != nil {
 		return fmt.Errorf("throttling autovacuum: %w", err)
 	}
@@ -92,4 +95,30 @@ func helpdeskHour(ctx context.Context, env *Env) error {
 		"UPDATE sla_timers SET due_at = due_at + interval '1 hour' WHERE ticket_id % 2 = 0",
 		"UPDATE agent_presence SET state = 'away', seen_at = now() WHERE session_id % 2 = 0",
 		"UPDATE ticket_views SET views = views + 1, last_at = now() WHERE ticket_id % 2 = 0")
+}
+
+// quietOtherDatabases vacuums and analyses every other database of the
+// lab (the scenarios before this one leave dead rows and changed tables),
+// so that autovacuum, once throttled, has work in this database only.
+func quietOtherDatabases(ctx context.Context, env *Env, admin *pgx.Conn) error {
+	rows, err := admin.Query(ctx, "SELECT datname FROM pg_database WHERE datallowconn AND datname <> current_database()")
+	if err != nil {
+		return err
+	}
+	dbs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	for _, db := range dbs {
+		c, err := pgx.Connect(ctx, env.Cluster.DSN(db))
+		if err != nil {
+			return fmt.Errorf("connecting to %s to vacuum it: %w", db, err)
+		}
+		_, err = c.Exec(ctx, "VACUUM ANALYZE")
+		c.Close(context.Background())
+		if err != nil {
+			return fmt.Errorf("vacuuming %s: %w", db, err)
+		}
+	}
+	return nil
 }
