@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/pgmedic/pgmedic/internal/envelope"
 )
 
 // StandbyName is the application_name the lab's standby streams under:
@@ -63,7 +63,7 @@ func (c *Cluster) startStandby(ctx context.Context, s *Cluster, logf func(string
 		s.Version = c.Version
 	}
 	s.Phase = PhaseRunning
-	conn, err := pgx.Connect(ctx, c.DSN(""))
+	conn, err := envelope.Dial(ctx, c.DSN(""), envelope.Work{})
 	if err != nil {
 		return fmt.Errorf("connecting to the primary: %w", err)
 	}
