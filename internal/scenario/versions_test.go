@@ -38,7 +38,10 @@ var provedOnTwin = map[string]string{"vacuum-held-back": "xmin-horizon", "vacuum
 
 // TestEveryVersion runs the representative scenarios on a lab cluster of
 // each PostgreSQL major version from 13 to 18 (`pgmedic lab install N`
-// fetches those Debian does not have).
+// fetches those Debian does not have). The majors run side by side, as
+// many at once as go test's -parallel allows (the cores): each has its own
+// cluster, and every expectation is judged on what the experiments
+// measured, not on how fast the machine was.
 func TestEveryVersion(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster of every major version")
@@ -46,12 +49,13 @@ func TestEveryVersion(t *testing.T) {
 	full, _ := lab.FindServer("", 0)
 	ctx := context.Background()
 	opts := diagnose.Options{Runs: 5, StatementTimeout: 5 * time.Second, CopyTimeout: 2 * time.Minute,
-		MaxCopyBytes: 1 << 30, MaxTables: 200000, MaxStatements: 10000, Log: t.Logf}
+		MaxCopyBytes: 1 << 30, MaxTables: 200000, MaxStatements: 10000}
 	for _, major := range lab.Majors {
 		t.Run(fmt.Sprintf("pg%d", major), func(t *testing.T) {
 			if major == full.Major {
 				t.Skip("TestScenarios runs every scenario on this server")
 			}
+			t.Parallel()
 			if _, err := lab.FindServer("", major); err != nil {
 				testkit.Missing(t, fmt.Sprintf("PostgreSQL %d server binaries (pgmedic lab install %d)", major, major), err)
 			}
@@ -69,6 +73,7 @@ func TestEveryVersion(t *testing.T) {
 					t.Fatal(err)
 				}
 				o := opts
+				o.Log = t.Logf
 				rule, proved := provedOnTwin[name]
 				o.Twin = proved
 				res, err := Run(ctx, c, s, "test", o, model.Info)
