@@ -72,6 +72,55 @@ func autovacuumReading(ctx context.Context, q envelope.Conn) (model.AutovacuumRe
 	return r, err
 }
 
+// storageOptions reads what the rules need of a table's storage
+// parameters (pg_class.reloptions, "name=value" as the user wrote them):
+// whether autovacuum is switched off for it, its own freeze age, and its
+// autovacuum_vacuum_* settings. Reading them here rather than with a
+// sub-select per table keeps the table pages of a million-relation
+// database within their time.
+func storageOptions(t *model.Table, opts []string) {
+	t.AutovacuumEnabled = true
+	t.VacuumOptions = vacuumOptions(opts)
+	for _, o := range opts {
+		k, v, _ := strings.Cut(o, "=")
+		switch strings.ToLower(strings.TrimSpace(k)) {
+		case "autovacuum_enabled":
+			if on, ok := parseBool(v); ok {
+				t.AutovacuumEnabled = on
+			}
+		case "autovacuum_freeze_max_age":
+			if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && n > 0 {
+				t.FreezeMaxAge = n
+			}
+		}
+	}
+}
+
+// parseBool reads a boolean as PostgreSQL does (parse_bool): true, false,
+// yes, no, on, off, 1, 0, or any unambiguous prefix of the words ("t",
+// "of"), in any case; ok is false for anything else.
+func parseBool(v string) (value, ok bool) {
+	v = strings.ToLower(strings.TrimSpace(v))
+	switch v {
+	case "1", "on":
+		return true, true
+	case "0":
+		return false, true
+	}
+	if v == "" || v == "o" {
+		return false, false
+	}
+	for _, w := range []struct {
+		word  string
+		value bool
+	}{{"true", true}, {"yes", true}, {"false", false}, {"no", false}, {"off", false}} {
+		if strings.HasPrefix(w.word, v) && (w.word != "off" || len(v) >= 2) {
+			return w.value, true
+		}
+	}
+	return false, false
+}
+
 // vacuumOptions keeps a table's autovacuum_vacuum_* storage parameters
 // ("autovacuum_vacuum_cost_delay=20") by the rest of their name; values
 // that are not numbers are left out.

@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/pgmedic/pgmedic/internal/model"
 )
 
 func TestParseSetConfig(t *testing.T) {
@@ -59,5 +61,35 @@ func FuzzVacuumOptions(f *testing.F) {
 				t.Fatalf("bad option %q = %v", k, v)
 			}
 		}
+		var tb model.Table
+		storageOptions(&tb, []string{a, b})
+		if tb.FreezeMaxAge < 0 {
+			t.Fatalf("a negative freeze age from %q, %q", a, b)
+		}
 	})
+}
+
+// TestStorageOptions: a table's reloptions as PostgreSQL takes them.
+func TestStorageOptions(t *testing.T) {
+	for _, c := range []struct {
+		opts    []string
+		enabled bool
+		freeze  int64
+	}{
+		{nil, true, 0},
+		{[]string{"autovacuum_enabled=false"}, false, 0},
+		{[]string{"autovacuum_enabled=OFF", "autovacuum_freeze_max_age=100000"}, false, 100000},
+		{[]string{"autovacuum_enabled=of"}, false, 0},
+		{[]string{"autovacuum_enabled=f"}, false, 0},
+		{[]string{"autovacuum_enabled=n"}, false, 0},
+		{[]string{"autovacuum_enabled=on"}, true, 0},
+		{[]string{"autovacuum_enabled=o"}, true, 0}, // ambiguous: PostgreSQL refuses it
+		{[]string{"fillfactor=70", "autovacuum_enabled=true"}, true, 0},
+	} {
+		var tb model.Table
+		storageOptions(&tb, c.opts)
+		if tb.AutovacuumEnabled != c.enabled || tb.FreezeMaxAge != c.freeze {
+			t.Errorf("%v: enabled %v, freeze max age %d", c.opts, tb.AutovacuumEnabled, tb.FreezeMaxAge)
+		}
+	}
 }

@@ -80,8 +80,6 @@ var catalogPage = 20000
 // million relations takes longer than a statement timeout.
 const tablesSQL = `SELECT c.oid, n.nspname, c.relname, c.reltuples::float8, c.relpages::int8,
 		CASE WHEN c.oid IN ` + exclusivelyLocked + ` THEN c.relpages::int8 * current_setting('block_size')::int8 ELSE pg_relation_size(c.oid) END, c.relkind = 'p',
-		NOT EXISTS (SELECT 1 FROM unnest(c.reloptions) o
-		            WHERE lower(o) IN ('autovacuum_enabled=false', 'autovacuum_enabled=off', 'autovacuum_enabled=0', 'autovacuum_enabled=no')),
 		pg_stat_get_numscans(c.oid), pg_stat_get_tuples_returned(c.oid),
 		coalesce((SELECT sum(pg_stat_get_numscans(i.indexrelid)) FROM pg_index i WHERE i.indrelid = c.oid), 0)::int8,
 		pg_stat_get_tuples_inserted(c.oid), pg_stat_get_tuples_updated(c.oid), pg_stat_get_tuples_hot_updated(c.oid), pg_stat_get_tuples_deleted(c.oid),
@@ -91,8 +89,7 @@ const tablesSQL = `SELECT c.oid, n.nspname, c.relname, c.reltuples::float8, c.re
 		pg_stat_get_vacuum_count(c.oid) + pg_stat_get_autovacuum_count(c.oid), pg_stat_get_analyze_count(c.oid) + pg_stat_get_autoanalyze_count(c.oid),
 		CASE WHEN c.relkind = 'p' THEN 0 ELSE greatest(age(c.relfrozenxid), (SELECT age(x.relfrozenxid) FROM pg_class x WHERE x.oid = c.reltoastrelid)) END::int8,
 		CASE WHEN c.relkind = 'p' THEN 0 ELSE mxid_age(c.relminmxid) END::int8,
-		coalesce((SELECT substr(o, 27)::int8 FROM unnest(c.reloptions) o WHERE o LIKE 'autovacuum\_freeze\_max\_age=%' LIMIT 1), 0),
-		ARRAY(SELECT o FROM unnest(c.reloptions) o WHERE o LIKE 'autovacuum\_vacuum\_%' ORDER BY o)
+		c.reloptions
 	FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 	WHERE c.relkind IN ('r', 'p', 'm') AND ` + userSchemas + ` AND c.oid > $1
 	ORDER BY c.oid
@@ -145,12 +142,12 @@ func tablesPage(ctx context.Context, q envelope.Conn, after uint32, all *[]model
 		var t model.Table
 		var opts []string
 		if err := rows.Scan(&t.OID, &t.Schema, &t.Name, &t.Reltuples, &t.RelPages, &t.HeapBytes, &t.Partitioned,
-			&t.AutovacuumEnabled, &t.SeqScan, &t.SeqTupRead, &t.IdxScan, &t.Inserted, &t.Updated, &t.HOTUpdated, &t.Deleted,
+			&t.SeqScan, &t.SeqTupRead, &t.IdxScan, &t.Inserted, &t.Updated, &t.HOTUpdated, &t.Deleted,
 			&t.Live, &t.Dead, &t.ModSinceAnalyze, &t.LastVacuum, &t.LastAnalyze, &t.VacuumCount, &t.AnalyzeCount,
-			&t.FrozenAge, &t.MxidAge, &t.FreezeMaxAge, &opts); err != nil {
+			&t.FrozenAge, &t.MxidAge, &opts); err != nil {
 			return n, err
 		}
-		t.VacuumOptions = vacuumOptions(opts)
+		storageOptions(&t, opts)
 		*all = append(*all, t)
 		n++
 	}

@@ -128,6 +128,9 @@ func autovacuumState(s *model.Snapshot) *avState {
 // ownThrottle says t's own storage parameters throttle its autovacuum to
 // a crawl: avOwnShare of the server's cost a second or less.
 func ownThrottle(s *model.Snapshot, t *model.Table) bool {
+	if len(t.VacuumOptions) == 0 {
+		return false // most tables: nothing to parse the server's settings for
+	}
 	th, own := s.TableThrottle(t)
 	if !own || th.DelayMS <= 0 {
 		return false
@@ -370,8 +373,13 @@ func tableLagFinding(s *model.Snapshot, st *avState, t *model.Table) *model.Find
 	if t.Partitioned || st.off != "" {
 		return nil
 	}
-	past := float64(t.Dead) > s.VacuumTrigger(t) && t.Dead >= avMinDead
+	past := t.Dead >= avMinDead && float64(t.Dead) > s.VacuumTrigger(t)
 	w := st.worker(t)
+	// Decided before anything is built: this runs for every table.
+	off := !t.AutovacuumEnabled && past && !deadRowsReported(t)
+	if !off && (!ownThrottle(s, t) || !t.AutovacuumEnabled || (!past && w == nil)) {
+		return nil
+	}
 	qt := sqlparse.QuoteQualified(t.Schema, t.Name)
 	f := model.Finding{Rule: AutovacuumLagID, Severity: model.Warning, Docs: docsPath(AutovacuumLagID),
 		Object: model.Object{Kind: "table", Name: t.QualifiedName(), Database: s.Database}}
@@ -384,16 +392,13 @@ func tableLagFinding(s *model.Snapshot, st *avState, t *model.Table) *model.Find
 	if t.LastVacuum != nil {
 		f.Evidence = append(f.Evidence, ev("hours since its last vacuum", model.Round(s.CollectedAt.Sub(*t.LastVacuum).Hours(), 2), "h"))
 	}
-	switch {
-	case !t.AutovacuumEnabled && past && !deadRowsReported(t):
+	if off {
 		f.Title = fmt.Sprintf("autovacuum is switched off for %s (autovacuum_enabled = off) and it is past its trigger: %s dead rows against %s", t.QualifiedName(), printable.Count(float64(t.Dead)), printable.Count(math.Round(trigger)))
 		f.Impact = model.Impact{Summary: "its dead rows are never removed and its rows never frozen but by the emergency anti-wraparound runs: it and its indexes grow with every update and delete"}
 		f.Fix = model.Fix{Summary: "let autovacuum look after it again, and vacuum it now",
 			SQL: fmt.Sprintf("ALTER TABLE %s RESET (autovacuum_enabled);\nVACUUM (VERBOSE) %s;", qt, qt)}
 		f.Verification = model.NotRunBecause("nothing to measure: autovacuum does not run on it at all")
 		return &f
-	case !ownThrottle(s, t) || !t.AutovacuumEnabled || (!past && w == nil):
-		return nil
 	}
 	th, _ := s.TableThrottle(t)
 	srv := s.AutovacuumThrottle()
