@@ -45,10 +45,16 @@ func (r *Result) Passed() bool {
 }
 
 // warmUp is how long a workload that runs during check runs before check
-// starts, so that its sessions are in the state it reproduces.
+// starts, so that its sessions are in the state it reproduces: 1.5 s from
+// its start, or half a second from its Env.Ready when it signals one (it
+// says its state is in place; the half second lets the statistics of what
+// it did reach the views check reads).
 func (s Scenario) warmUp() time.Duration {
 	if d, err := time.ParseDuration(s.WarmUp); err == nil && s.WarmUp != "" {
 		return d
+	}
+	if workloads[s.Name].SignalsReady {
+		return 500 * time.Millisecond
 	}
 	return 1500 * time.Millisecond
 }
@@ -136,13 +142,13 @@ func Run(ctx context.Context, c *lab.Cluster, s Scenario, version string, o diag
 	}
 	s, leftOut := s.On(c)
 	began := time.Now()
-	if s.Standby && c.Standby == nil {
-		pair, err := lab.Create(ctx, lab.Options{BinDir: c.BinDir, Standby: true, Log: o.Log})
+	if s.OwnCluster || s.Standby && c.Standby == nil {
+		own, err := lab.Create(ctx, lab.Options{BinDir: c.BinDir, Standby: s.Standby, Log: o.Log})
 		if err != nil {
-			return nil, &diagnose.InputError{Err: fmt.Errorf("scenario %s: starting a cluster with a standby for it: %w", s.Name, err)}
+			return nil, &diagnose.InputError{Err: fmt.Errorf("scenario %s: starting a cluster of its own: %w", s.Name, err)}
 		}
-		defer pair.Destroy(context.Background())
-		c = pair
+		defer own.Destroy(context.Background())
+		c = own
 	}
 	// With o.Twin the database is checked as a production target would
 	// be: no experiment writes to it, those that must write run on a twin.

@@ -59,9 +59,9 @@ type Scenario struct {
 	// scenario checked after its workload is not sampled).
 	DuringCheck bool   `json:"during_check,omitempty"`
 	Sample      string `json:"sample,omitempty"`
-	// WarmUp is how long the workload runs before check starts ("1.5s"
-	// when not given), counted from its Env.Ready when it signals one
-	// (GoWorkload.SignalsReady), else from its start.
+	// WarmUp is how long the workload runs before check starts, counted
+	// from its Env.Ready when it signals one (GoWorkload.SignalsReady;
+	// "0.5s" when not given), else from its start ("1.5s").
 	WarmUp string `json:"warm_up,omitempty"`
 	// PgBouncer, when set, puts a lab PgBouncer in front of the cluster
 	// for the workload (Env.BouncerDSN) and has check sample its pools.
@@ -71,6 +71,11 @@ type Scenario struct {
 	// --standby, demo's) it runs on a cluster pair of its own, of the same
 	// build, made for it and removed after.
 	Standby bool `json:"standby,omitempty"`
+	// OwnCluster: the scenario changes what is the whole server's (its
+	// autovacuum workers, their settings) and must not meet the other
+	// scenarios' databases there: it runs on a cluster of its own, of the
+	// same build, made for it and removed after.
+	OwnCluster bool `json:"own_cluster,omitempty"`
 	// Needs lists what the scenario needs of the server beyond its core:
 	// "jit" (a build with LLVM), "hypopg" or "pg_stat_wal" (14+). Where the lab's build lacks
 	// one, the scenario is not run, and says so.

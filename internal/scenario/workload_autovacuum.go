@@ -21,9 +21,9 @@ var vacuumThrottleSettings = []string{
 // vacuumFallsBehind throttles autovacuum for the whole server, then
 // changes half the rows of each of the helpdesk's four busiest tables at
 // once. It is ready when every autovacuum worker is on a table of this
-// database, the fourth table waiting (the lab's other databases are
-// vacuumed and analysed first, so that the throttled workers have nothing
-// to do there: the workers are the server's); when it ends it restores the settings and
+// database, the fourth table waiting (the scenario has a cluster of its
+// own: the workers are the server's, and another database's tables would
+// hold them); when it ends it restores the settings and
 // ends the crawling workers of its database, so that the scenarios after
 // it find autovacuum as PostgreSQL ships it.
 func vacuumFallsBehind(ctx context.Context, env *Env) error {
@@ -40,9 +40,6 @@ func vacuumFallsBehind(ctx context.Context, env *Env) error {
 			env.Log("restoring autovacuum's settings: %v", err)
 		}
 	}()
-	if err := quietOtherDatabases(ctx, env, admin); err != nil {
-		return err
-	}
 	if err := execAll(ctx, admin, vacuumThrottleSettings...); err != nil {
 		return fmt.Errorf("throttling autovacuum: %w", err)
 	}
@@ -60,7 +57,7 @@ func vacuumFallsBehind(ctx context.Context, env *Env) error {
 	for deadline := time.Now().Add(90 * time.Second); ; {
 		var busy, ours, slots, counted int
 		if err := admin.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE datname = current_database() AND query LIKE 'autovacuum: VACUUM%'),
-			current_setting('autovacuum_max_workers')::int, (SELECT count(*) FROM pg_stat_user_tables WHERE n_dead_tup >= 10000)
+			current_setting('autovacuum_max_workers')::int, (SELECT count(*) FROM pg_stat_user_tables WHERE n_dead_tup >= 5000)
 			FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'`).Scan(&busy, &ours, &slots, &counted); err != nil {
 			return err
 		}
@@ -95,49 +92,4 @@ func helpdeskHour(ctx context.Context, env *Env) error {
 		"UPDATE sla_timers SET due_at = due_at + interval '1 hour' WHERE ticket_id % 2 = 0",
 		"UPDATE agent_presence SET state = 'away', seen_at = now() WHERE session_id % 2 = 0",
 		"UPDATE ticket_views SET views = views + 1, last_at = now() WHERE ticket_id % 2 = 0")
-}
-
-// quietOtherDatabases vacuums and analyses, in every other database of
-// the lab, the tables (catalogs included) with dead rows or changes since
-// their last ANALYZE: what autovacuum would otherwise go there for once
-// throttled, holding a worker for minutes. The scenarios before this one
-// leave such tables; the others are left alone.
-func quietOtherDatabases(ctx context.Context, env *Env, admin *pgx.Conn) error {
-	rows, err := admin.Query(ctx, "SELECT datname FROM pg_database WHERE datallowconn AND datname <> current_database()")
-	if err != nil {
-		return err
-	}
-	dbs, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return err
-	}
-	for _, db := range dbs {
-		if err := quietDatabase(ctx, env.Cluster.DSN(db)); err != nil {
-			return fmt.Errorf("vacuuming %s: %w", db, err)
-		}
-	}
-	return nil
-}
-
-func quietDatabase(ctx context.Context, dsn string) error {
-	c, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return err
-	}
-	defer c.Close(context.Background())
-	rows, err := c.Query(ctx, `SELECT format('%I.%I', schemaname, relname) FROM pg_stat_all_tables
-		WHERE n_dead_tup > 0 OR n_mod_since_analyze > 0 OR n_ins_since_vacuum > 0 OR (last_analyze IS NULL AND last_autoanalyze IS NULL AND n_live_tup > 0)`)
-	if err != nil {
-		return err
-	}
-	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return err
-	}
-	for _, t := range tables {
-		if _, err := c.Exec(ctx, "VACUUM ANALYZE "+t); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -24,7 +24,7 @@ const (
 	throttleTarget = 1500 * time.Millisecond
 	throttleLimit  = 15 * time.Second
 	// The copies are this many heap pages at least and at most.
-	throttleMinPages = 32
+	throttleMinPages = 16
 	throttleMaxPages = 2000
 )
 
