@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -138,15 +139,50 @@ func runScenarios(ctx context.Context, list []scenario.Scenario, lo lab.Options,
 	defer c.Destroy(context.Background())
 	o.Log("lab server: %s", c.Server().Describe())
 	var notRun []string
-	for _, sc := range list {
-		res, err := scenario.Run(ctx, c, sc, Version, o, min)
+	results := make([]*scenario.Result, len(list))
+	errs := make([]error, len(list))
+	missed := make([]bool, len(list))
+	run := func(i int) {
+		res, err := scenario.Run(ctx, c, list[i], Version, o, min)
 		var missing *scenario.MissingClient
 		if errors.As(err, &missing) && ctx.Err() == nil {
-			res, err = &scenario.Result{Scenario: sc.Name, NotRun: missing.Error()}, nil
-			notRun = append(notRun, sc.Name)
+			res, err, missed[i] = &scenario.Result{Scenario: list[i].Name, NotRun: missing.Error()}, nil, true
 		}
-		if err != nil {
-			return doc, nil, err
+		results[i], errs[i] = res, err
+	}
+	// The scenarios on the lab's cluster one after another (their
+	// measurements share its cores); those on clusters of their own two
+	// at a time beside each other, once the others are done.
+	var isolated []int
+	for i, sc := range list {
+		if sc.Isolated(c) {
+			isolated = append(isolated, i)
+			continue
+		}
+		if run(i); errs[i] != nil {
+			return doc, nil, errs[i]
+		}
+	}
+	for len(isolated) > 0 {
+		n := 2
+		if len(isolated) < n {
+			n = len(isolated)
+		}
+		batch := isolated[:n]
+		isolated = isolated[len(batch):]
+		var wg sync.WaitGroup
+		for _, i := range batch {
+			wg.Add(1)
+			go func() { defer wg.Done(); run(i) }()
+		}
+		wg.Wait()
+	}
+	for i, res := range results {
+		if errs[i] != nil {
+			return doc, nil, errs[i]
+		}
+		if missed[i] {
+			notRun = append(notRun, res.Scenario)
 		}
 		doc.Passed = doc.Passed && (res.Passed() || res.Skipped != "")
 		doc.Scenarios = append(doc.Scenarios, res)

@@ -142,7 +142,7 @@ func Run(ctx context.Context, c *lab.Cluster, s Scenario, version string, o diag
 	}
 	s, leftOut := s.On(c)
 	began := time.Now()
-	if s.OwnCluster || s.Standby && c.Standby == nil {
+	if s.Isolated(c) {
 		own, err := lab.Create(ctx, lab.Options{BinDir: c.BinDir, Standby: s.Standby, Log: o.Log})
 		if err != nil {
 			return nil, &diagnose.InputError{Err: fmt.Errorf("scenario %s: starting a cluster of its own: %w", s.Name, err)}

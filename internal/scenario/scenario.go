@@ -394,3 +394,10 @@ func lacks(c *lab.Cluster, need string) string {
 	}
 	return ""
 }
+
+// Isolated says the scenario runs on a cluster of its own when c is the
+// lab's (OwnCluster, or a standby c does not have): nothing it does meets
+// the scenarios that run on c, so it may run beside another isolated one.
+func (s Scenario) Isolated(c *lab.Cluster) bool {
+	return s.OwnCluster || s.Standby && c.Standby == nil
+}
