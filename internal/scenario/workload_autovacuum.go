@@ -54,24 +54,15 @@ func vacuumFallsBehind(ctx context.Context, env *Env) error {
 	}
 	// The launcher starts a worker per database every naptime; a bound
 	// for a stalled machine, not a measure of speed.
-	for deadline := time.Now().Add(90 * time.Second); ; {
+	err = waitUntil(ctx, 90*time.Second, func() (bool, string, error) {
 		var busy, ours, slots, counted int
-		if err := admin.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE datname = current_database() AND query LIKE 'autovacuum: VACUUM%'),
+		err := admin.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE datname = current_database() AND query LIKE 'autovacuum: VACUUM%'),
 			current_setting('autovacuum_max_workers')::int, (SELECT count(*) FROM pg_stat_user_tables WHERE n_dead_tup >= 5000)
-			FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'`).Scan(&busy, &ours, &slots, &counted); err != nil {
-			return err
-		}
-		if ours >= slots && counted == 4 {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("autovacuum had %d of %d workers busy, %d on this database, and the statistics counted the dead rows of %d of 4 tables, 90 s after the updates", busy, slots, ours, counted)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
+			FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'`).Scan(&busy, &ours, &slots, &counted)
+		return ours >= slots && counted == 4, fmt.Sprintf("autovacuum had %d of %d workers busy, %d on this database, and the statistics counted the dead rows of %d of 4 tables", busy, slots, ours, counted), err
+	})
+	if err != nil {
+		return err
 	}
 	env.Ready()
 	<-ctx.Done()

@@ -109,16 +109,24 @@ func replicated(ctx context.Context, dsn string) (*pgx.Conn, error) {
 // pollUntil asks a yes-or-no question until the answer is yes (a bound of
 // a minute for a stalled machine, not a measure of speed).
 func pollUntil(ctx context.Context, c *pgx.Conn, question string) error {
-	for deadline := time.Now().Add(time.Minute); ; {
+	return waitUntil(ctx, time.Minute, func() (bool, string, error) {
 		var yes bool
-		if err := c.QueryRow(ctx, question).Scan(&yes); err != nil {
+		err := c.QueryRow(ctx, question).Scan(&yes)
+		return yes, "still no: " + question, err
+	})
+}
+
+// waitUntil calls done every 100 ms until it says yes, an error, or limit
+// has passed (a bound for a stalled machine, not a measure of speed: the
+// error then says what was seen, in done's words).
+func waitUntil(ctx context.Context, limit time.Duration, done func() (ok bool, seen string, err error)) error {
+	for deadline := time.Now().Add(limit); ; {
+		ok, seen, err := done()
+		if err != nil || ok {
 			return err
 		}
-		if yes {
-			return nil
-		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("still no after a minute: %s", question)
+			return fmt.Errorf("after %s: %s", limit, seen)
 		}
 		select {
 		case <-ctx.Done():
