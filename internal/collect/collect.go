@@ -249,6 +249,13 @@ var pgssColumns = []struct {
 	{"jit_optimization_time", []string{"jit_optimization_time"}},
 	{"jit_emission_count", []string{"jit_emission_count"}},
 	{"jit_emission_time", []string{"jit_emission_time"}},
+	{"temp_blks_written", []string{"temp_blks_written"}},
+	{"min_exec_time", []string{"min_exec_time", "min_time"}},
+	{"max_exec_time", []string{"max_exec_time", "max_time"}},
+	{"stddev_exec_time", []string{"stddev_exec_time", "stddev_time"}},
+	// PG18 counts the calls that ran a generic plan and a custom one.
+	{"generic_plan_calls", []string{"generic_plan_calls"}},
+	{"custom_plan_calls", []string{"custom_plan_calls"}},
 }
 
 // PgssSelect builds the select list for the columns the installed
@@ -257,8 +264,11 @@ func PgssSelect(schema string, have map[string]bool) (sql string, hasJIT bool) {
 	var cols []string
 	for _, c := range pgssColumns {
 		expr := "0"
-		if c.field == "query" {
+		switch c.field {
+		case "query":
 			expr = "''"
+		case "generic_plan_calls", "custom_plan_calls":
+			expr = "-1" // not counted by this version: unknown, not none
 		}
 		for _, cand := range c.candidates {
 			if have[cand] {
@@ -340,15 +350,17 @@ func statements(ctx context.Context, q envelope.Conn, s *model.Snapshot, limit i
 	var all, seen int64
 	for rows.Next() {
 		var st model.Statement
-		var calls, nrows, hit, read, fpi, jf, ic, oc, ec float64
+		var calls, nrows, hit, read, fpi, jf, ic, oc, ec, temp, generic, custom float64
 		if err := rows.Scan(&st.QueryID, &st.Query, &st.UserID, &calls, &st.TotalExecMS, &st.TotalPlanMS, &nrows, &hit, &read, &fpi,
-			&jf, &st.JIT.GenerationMS, &ic, &st.JIT.InliningMS, &oc, &st.JIT.OptimizationMS, &ec, &st.JIT.EmissionMS, &all); err != nil {
+			&jf, &st.JIT.GenerationMS, &ic, &st.JIT.InliningMS, &oc, &st.JIT.OptimizationMS, &ec, &st.JIT.EmissionMS,
+			&temp, &st.MinExecMS, &st.MaxExecMS, &st.StddevExecMS, &generic, &custom, &all); err != nil {
 			s.Missing[model.SrcStatements] = skipFor(s, "cannot read pg_stat_statements", err)
 			return
 		}
 		st.Calls, st.Rows, st.SharedBlksHit, st.SharedBlksRead, st.WALFPI = int64(calls), int64(nrows), int64(hit), int64(read), int64(fpi)
 		st.JIT.Functions, st.JIT.InliningCount, st.JIT.OptimizationCount, st.JIT.EmissionCount = int64(jf), int64(ic), int64(oc), int64(ec)
 		st.JIT.Available = hasJIT
+		st.TempBlksWritten, st.GenericPlans, st.CustomPlans = int64(temp), int64(generic), int64(custom)
 		st.Role = s.Roles[st.UserID]
 		seen++
 		if envelope.Own(st.Query) {

@@ -247,7 +247,16 @@ type Statement struct {
 	SharedBlksHit  int64
 	SharedBlksRead int64
 	WALFPI         int64
-	JIT            JITStats
+	// TempBlksWritten are the 8 kB blocks the statement wrote to
+	// temporary files: sorts, hashes and materialisations past work_mem.
+	TempBlksWritten int64
+	// The spread of one call's execution time.
+	MinExecMS, MaxExecMS, StddevExecMS float64
+	// GenericPlans and CustomPlans count the calls that ran the generic
+	// plan of a prepared statement and those that ran a custom plan
+	// (PostgreSQL 18); -1 where the server does not count them.
+	GenericPlans, CustomPlans int64
+	JIT                       JITStats
 	// Parsed is Query parsed once by collect; nil when it does not parse
 	// (truncated text, another dialect).
 	Parsed *sqlparse.Statement `json:"-"`
@@ -611,6 +620,10 @@ const (
 	// one at the proposed throttle (FixSettings) (on a twin or a lab
 	// database only).
 	ExpVacuumThrottle = "vacuum-throttle"
+	// ExpWorkMem re-runs a statement that spills to disk with work_mem as
+	// its role has it and at the size the spill asks for (FixSettings),
+	// read-only and rolled back.
+	ExpWorkMem = "work-mem"
 )
 
 // IndexProposal is an index a rule proposes, as fields rather than SQL

@@ -175,16 +175,7 @@ func relName(n *plan.Node) string {
 
 // workMemFor suggests a work_mem that holds kb kilobytes, rounded up to
 // a power of two megabytes (at least 4MB, PostgreSQL's default).
-func workMemFor(kb float64) string {
-	mb := 4.0
-	for mb*1024 < kb {
-		mb *= 2
-	}
-	if mb >= 1024 {
-		return fmt.Sprintf("%.0fGB", mb/1024)
-	}
-	return fmt.Sprintf("%.0fMB", mb)
-}
+func workMemFor(kb float64) string { return model.MemorySetting(kb) }
 
 // maxWorkMemKB is the largest work_mem PostgreSQL accepts (MAX_KILOBYTES
 // on 64-bit builds: INT_MAX kB, about 2 TB).

@@ -108,6 +108,11 @@ type Expect struct {
 	Object string `json:"object,omitempty"`
 	// MinRatio, when set, requires before/after of at least this much.
 	MinRatio float64 `json:"min_ratio,omitempty"`
+	// Measured requires the experiment's two numbers, whichever way they
+	// go: the finding counts confirmed (at its severity) or refuted (at
+	// info). For a fix whose worth depends on the machine (more memory
+	// for a spill whose temporary files sit in the page cache).
+	Measured bool `json:"measured,omitempty"`
 	// Needs, when set ("jit", "hypopg", "pg_stat_wal"), holds the expectation only on a
 	// build that has it; elsewhere it is left out, and the result says so.
 	Needs string `json:"needs,omitempty"`
@@ -118,6 +123,9 @@ func (e Expect) String() string {
 	s := e.Rule
 	if e.Object != "" {
 		s += " on " + e.Object
+	}
+	if e.Measured {
+		s += " (measured, either way)"
 	}
 	if e.Confirmed {
 		s += " (confirmed"
@@ -136,6 +144,12 @@ func (e Expect) matches(f model.Finding) bool {
 	}
 	if e.Object != "" && !strings.Contains(f.Object.Name, e.Object) {
 		return false
+	}
+	if e.Measured {
+		v := f.Verification
+		if (v.Status != model.Confirmed && v.Status != model.Refuted) || v.Before == nil || v.After == nil {
+			return false
+		}
 	}
 	if e.Confirmed {
 		v := f.Verification
@@ -156,7 +170,7 @@ func (s Scenario) Evaluate(findings []model.Finding) (missing, unexpected []stri
 	for _, e := range s.Expect {
 		found := false
 		for _, f := range findings {
-			if f.Severity >= model.Warning && e.matches(f) {
+			if (f.Severity >= model.Warning || e.Measured) && e.matches(f) {
 				found = true
 				break
 			}

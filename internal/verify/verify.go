@@ -288,6 +288,7 @@ var Kinds = []Kind{
 	{model.ExpHorizon, OnTwin, WithRows, "", (*Engine).vacuumHorizon},
 	{model.ExpIndexRebuild, CopiesOnTwin, WithRows, "index-rebuild", (*Engine).indexRebuild},
 	{model.ExpVacuumThrottle, OnTwin, WithRows, "", (*Engine).vacuumThrottle},
+	{model.ExpWorkMem, OnTarget, WithRows, "work-mem", (*Engine).workMem},
 }
 
 // KindOf is the row of a kind; ok is false for a kind not in the table.

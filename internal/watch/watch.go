@@ -439,7 +439,7 @@ func (w *watcher) readStatements(ctx context.Context, at time.Time) ([]Statement
 		jit = "jit_functions, jit_generation_time, jit_inlining_count, jit_inlining_time, jit_optimization_count, jit_optimization_time, jit_emission_count, jit_emission_time"
 	}
 	rows, err := w.sess.Conn.Query(ctx, envelope.Tag+`SELECT d.datname, s.userid, coalesce(s.queryid, 0), s.calls, s.total_exec_time, s.total_plan_time,
-		s.rows, s.shared_blks_hit, s.shared_blks_read, s.wal_fpi, s.stddev_exec_time, s.mean_exec_time, `+jit+`
+		s.rows, s.shared_blks_hit, s.shared_blks_read, s.wal_fpi, s.temp_blks_written, s.stddev_exec_time, s.mean_exec_time, `+jit+`
 		FROM `+w.pgss+`.pg_stat_statements(false) s JOIN pg_database d ON d.oid = s.dbid`)
 	if err != nil {
 		if w.lost(err) {
@@ -452,9 +452,9 @@ func (w *watcher) readStatements(ctx context.Context, at time.Time) ([]Statement
 	now := map[stmtKey]Statement{}
 	for rows.Next() {
 		var st Statement
-		var calls, nrows, hit, read, fpi, sd, mean float64
+		var calls, nrows, hit, read, fpi, temp, sd, mean float64
 		var jf, ic, oc, ec float64
-		if err := rows.Scan(&st.Database, &st.UserID, &st.QueryID, &calls, &st.TotalExecMS, &st.TotalPlanMS, &nrows, &hit, &read, &fpi, &sd, &mean,
+		if err := rows.Scan(&st.Database, &st.UserID, &st.QueryID, &calls, &st.TotalExecMS, &st.TotalPlanMS, &nrows, &hit, &read, &fpi, &temp, &sd, &mean,
 			&jf, &st.JIT.GenerationMS, &ic, &st.JIT.InliningMS, &oc, &st.JIT.OptimizationMS, &ec, &st.JIT.EmissionMS); err != nil {
 			rows.Close()
 			return nil, err
@@ -462,6 +462,7 @@ func (w *watcher) readStatements(ctx context.Context, at time.Time) ([]Statement
 		st.Calls, st.Rows, st.SharedBlksHit, st.SharedBlksRead, st.WALFPI = int64(calls), int64(nrows), int64(hit), int64(read), int64(fpi)
 		st.JIT.Functions, st.JIT.InliningCount, st.JIT.OptimizationCount, st.JIT.EmissionCount = int64(jf), int64(ic), int64(oc), int64(ec)
 		st.JIT.Available = w.hasJIT
+		st.TempBlksWritten, st.GenericPlans, st.CustomPlans = int64(temp), -1, -1
 		st.SumSqMS = calls * (sd*sd + mean*mean)
 		k := stmtKey{st.Database, st.UserID, st.QueryID}
 		if prev, ok := now[k]; ok { // top-level and nested entries of one statement
@@ -541,6 +542,7 @@ func sumStatements(a, b Statement, sign float64) Statement {
 	a.SharedBlksHit += s * b.SharedBlksHit
 	a.SharedBlksRead += s * b.SharedBlksRead
 	a.WALFPI += s * b.WALFPI
+	a.TempBlksWritten += s * b.TempBlksWritten
 	a.SumSqMS += sign * b.SumSqMS
 	a.JIT.Functions += s * b.JIT.Functions
 	a.JIT.GenerationMS += sign * b.JIT.GenerationMS
