@@ -248,7 +248,7 @@ func columns(ctx context.Context, q envelope.Conn, s *model.Snapshot) error {
 		for rows.Next() {
 			var c model.Column
 			if err := rows.Scan(&c.Schema, &c.Table, &c.Name, &c.Num, &c.Type, &c.NotNull, &c.Default, &c.Identity,
-				&c.HasStats, &c.NullFrac, &c.NDistinct, &c.Correlation, &c.AvgWidth, &c.MostCommonFreqSum); err != nil {
+				&c.HasStats, &c.NullFrac, &c.NDistinct, &c.Correlation, &c.AvgWidth, &c.MostCommonFreqSum, &c.MostCommonFreqMax); err != nil {
 				return err
 			}
 			s.Columns = append(s.Columns, c)
@@ -262,7 +262,8 @@ const columnsSQL = `SELECT n.nspname, c.relname, a.attname, a.attnum::int, forma
 		coalesce(pg_get_expr(d.adbin, d.adrelid), ''), a.attidentity <> '',
 		st.null_frac IS NOT NULL, coalesce(st.null_frac, 0)::float8, coalesce(st.n_distinct, 0)::float8,
 		coalesce(st.correlation, 0)::float8, coalesce(st.avg_width, 0),
-		coalesce((SELECT sum(f) FROM unnest(st.most_common_freqs) f), 0)::float8
+		coalesce((SELECT sum(f) FROM unnest(st.most_common_freqs) f), 0)::float8,
+		coalesce(st.most_common_freqs[1], 0)::float8
 		FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
 		LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
 		LEFT JOIN pg_stats st ON st.schemaname = n.nspname AND st.tablename = c.relname AND st.attname = a.attname

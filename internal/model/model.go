@@ -254,7 +254,8 @@ type Statement struct {
 	MinExecMS, MaxExecMS, StddevExecMS float64
 	// GenericPlans and CustomPlans count the calls that ran the generic
 	// plan of a prepared statement and those that ran a custom plan
-	// (PostgreSQL 18); -1 where the server does not count them.
+	// (pg_stat_statements after PostgreSQL 18); -1 where it does not
+	// count them (13 to 18).
 	GenericPlans, CustomPlans int64
 	JIT                       JITStats
 	// Parsed is Query parsed once by collect; nil when it does not parse
@@ -624,6 +625,11 @@ const (
 	// its role has it and at the size the spill asks for (FixSettings),
 	// read-only and rolled back.
 	ExpWorkMem = "work-mem"
+	// ExpGenericPlan runs a prepared statement under its generic plan and
+	// under custom plans (plan_cache_mode, SET LOCAL) for the most common
+	// values of the skewed column it compares Param with, and a few
+	// others, read-only and rolled back.
+	ExpGenericPlan = "generic-plan"
 )
 
 // IndexProposal is an index a rule proposes, as fields rather than SQL
@@ -700,6 +706,8 @@ type Experiment struct {
 	// buffers: what the application's calls cost, beside what a copy shows.
 	MeanMS    float64 `json:",omitempty"`
 	ReadShare float64 `json:",omitempty"`
+	// MaxMS is the statement's slowest call in pg_stat_statements.
+	MaxMS float64 `json:",omitempty"`
 	// Table is the table an index, key or bloat experiment looks at.
 	Table RelRef
 	// Proposal is the index an index experiment tries.

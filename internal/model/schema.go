@@ -101,6 +101,25 @@ type Column struct {
 	// MostCommon are the most common values' frequencies (sum), used to tell
 	// how selective an equality is.
 	MostCommonFreqSum float64
+	// MostCommonFreqMax is the frequency of the most common value (the
+	// first of pg_stats' most_common_freqs): with NDistinct, how skewed
+	// the column is.
+	MostCommonFreqMax float64
+}
+
+// Skew is how many times more rows the column's most common value holds
+// than a value would if every distinct value held as many (1 for a
+// uniform column; 0 without statistics). rows is the table's row count,
+// for a NDistinct given as a fraction of the rows.
+func (c Column) Skew(rows float64) float64 {
+	nd := c.NDistinct
+	if nd < 0 {
+		nd = -nd * rows
+	}
+	if !c.HasStats || nd <= 0 {
+		return 0
+	}
+	return c.MostCommonFreqMax * nd
 }
 
 // LockWait is one sampled backend waiting on a lock.

@@ -93,6 +93,8 @@ var Registry = []Rule{
 		Check: replicationLag},
 	{ID: CheckpointPressureID, Title: "checkpoints that WAL volume forces", Needs: []string{model.SrcCheckpoint},
 		Check: checkpointPressure, Log: checkpointPressureLog},
+	{ID: GenericPlanID, Title: "prepared statements whose generic plan is far slower than custom plans for the values they get", Needs: []string{model.SrcStatements, model.SrcStatementsCut, model.SrcTables, model.SrcColumns},
+		Check: genericPlan},
 	{ID: CPUHotspotID, Title: "CPU hot spots in the backends' profile", Profile: cpuHotspot},
 }
 

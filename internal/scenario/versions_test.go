@@ -26,9 +26,13 @@ import (
 // view moved in 17 (wal-pressure), frozen ages and the transaction-id
 // clock (freeze-held-back), autovacuum's workers read twice and a VACUUM
 // timed at two throttles (vacuum-falls-behind), a standby made from a copy
-// of the data directory and its replay held by a report (replica-report-stalls).
+// of the data directory and its replay held by a report (replica-report-stalls);
+// and the plan classes' re-runs: work_mem raised for a spill
+// (report-spills), a prepared statement's generic and custom plans
+// (generic-plan-skew, where 18 counts the generic plans).
 var representative = []string{"healthy", "lock-chain", "migration-lock-queue", "queue-poll", "implicit-casts", "bloated-scan", "queue-churn", "fresh-changes",
-	"unread-indexes", "vacuum-held-back", "ids-running-out", "sparse-index", "wal-pressure", "freeze-held-back", "vacuum-falls-behind", "replica-report-stalls"}
+	"unread-indexes", "vacuum-held-back", "ids-running-out", "sparse-index", "wal-pressure", "freeze-held-back", "vacuum-falls-behind", "replica-report-stalls",
+	"report-spills", "generic-plan-skew"}
 
 // provedOnTwin are the representative scenarios checked with a twin on
 // every major, and the rule each must have confirmed there: their

@@ -53,6 +53,8 @@ var workloads = map[string]GoWorkload{
 	// A prepared transaction, and transaction ids consumed while check
 	// samples them.
 	"freeze-held-back": {Run: freezeHeldBack, SignalsReady: true},
+	// A driver's prepared statement, which plain SQL files cannot send.
+	"generic-plan-skew": {Run: genericPlanSkew},
 	// Changes a server setting for its run and restores it after check.
 	"wal-pressure": {Run: walPressure, SignalsReady: true},
 	// Inserts while check reads the sequences twice.

@@ -289,6 +289,7 @@ var Kinds = []Kind{
 	{model.ExpIndexRebuild, CopiesOnTwin, WithRows, "index-rebuild", (*Engine).indexRebuild},
 	{model.ExpVacuumThrottle, OnTwin, WithRows, "", (*Engine).vacuumThrottle},
 	{model.ExpWorkMem, OnTarget, WithRows, "work-mem", (*Engine).workMem},
+	{model.ExpGenericPlan, OnTarget, WithRows, "generic-plan", (*Engine).genericPlan},
 }
 
 // KindOf is the row of a kind; ok is false for a kind not in the table.

@@ -1,0 +1,21 @@
+-- pgmedic: repeat 2
+SELECT a.plan, count(*), max(e.created_at) FROM events e JOIN accounts a ON a.id = e.account_id WHERE e.tenant_id = 1 GROUP BY a.plan;
+SELECT a.plan, count(*), max(e.created_at) FROM events e JOIN accounts a ON a.id = e.account_id WHERE e.tenant_id = 77 GROUP BY a.plan;
+SELECT a.plan, count(*), max(e.created_at) FROM events e JOIN accounts a ON a.id = e.account_id WHERE e.tenant_id = 1 GROUP BY a.plan;
+SELECT a.plan, count(*), max(e.created_at) FROM events e JOIN accounts a ON a.id = e.account_id WHERE e.tenant_id = 500 GROUP BY a.plan;
+SELECT a.plan, count(*), max(e.created_at) FROM events e JOIN accounts a ON a.id = e.account_id WHERE e.tenant_id = 1 GROUP BY a.plan;
+SELECT a.plan, count(*), max(e.created_at) FROM events e JOIN accounts a ON a.id = e.account_id WHERE e.tenant_id = 3 GROUP BY a.plan;
+SELECT a.plan, count(*), max(e.created_at) FROM events e JOIN accounts a ON a.id = e.account_id WHERE e.tenant_id = 1 GROUP BY a.plan;
+SELECT a.plan, count(*), max(e.created_at) FROM events e JOIN accounts a ON a.id = e.account_id WHERE e.tenant_id = 1200 GROUP BY a.plan;
+SELECT a.plan, count(*), max(e.created_at) FROM events e JOIN accounts a ON a.id = e.account_id WHERE e.tenant_id = 1 GROUP BY a.plan;
+SELECT a.plan, count(*), max(e.created_at) FROM events e JOIN accounts a ON a.id = e.account_id WHERE e.tenant_id = 940 GROUP BY a.plan;
+SELECT a.plan, count(*), max(e.created_at) FROM events e JOIN accounts a ON a.id = e.account_id WHERE e.tenant_id = 1 GROUP BY a.plan;
+SELECT a.plan, count(*), max(e.created_at) FROM events e JOIN accounts a ON a.id = e.account_id WHERE e.tenant_id = 18 GROUP BY a.plan;
+SELECT a.plan, count(*), max(e.created_at) FROM events e JOIN accounts a ON a.id = e.account_id WHERE e.tenant_id = 1 GROUP BY a.plan;
+SELECT a.plan, count(*), max(e.created_at) FROM events e JOIN accounts a ON a.id = e.account_id WHERE e.tenant_id = 1999 GROUP BY a.plan;
+SELECT a.plan, count(*), max(e.created_at) FROM events e JOIN accounts a ON a.id = e.account_id WHERE e.tenant_id = 1 GROUP BY a.plan;
+SELECT a.plan, count(*), max(e.created_at) FROM events e JOIN accounts a ON a.id = e.account_id WHERE e.tenant_id = 250 GROUP BY a.plan;
+SELECT a.plan, count(*), max(e.created_at) FROM events e JOIN accounts a ON a.id = e.account_id WHERE e.tenant_id = 1 GROUP BY a.plan;
+SELECT a.plan, count(*), max(e.created_at) FROM events e JOIN accounts a ON a.id = e.account_id WHERE e.tenant_id = 640 GROUP BY a.plan;
+SELECT a.plan, count(*), max(e.created_at) FROM events e JOIN accounts a ON a.id = e.account_id WHERE e.tenant_id = 1 GROUP BY a.plan;
+SELECT a.plan, count(*), max(e.created_at) FROM events e JOIN accounts a ON a.id = e.account_id WHERE e.tenant_id = 1033 GROUP BY a.plan;

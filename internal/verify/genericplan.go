@@ -1,0 +1,156 @@
+package verify
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/pgmedic/pgmedic/internal/envelope"
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
+)
+
+// genericScreenRuns are the runs per plan and value that pick the value
+// to measure; the verdict's value is then run e.Runs times each way.
+const genericScreenRuns = 2
+
+// genericPlan measures a prepared statement under its generic plan and
+// under custom plans, for values of the skewed column its parameter is
+// compared with: pg_stats' three most common values, and two values of
+// the histogram (rows that are not among the common ones). The value on
+// which the generic plan loses most is measured Runs times each way,
+// alternating. The generic plan is what the application got when its
+// slowest calls (max_exec_time) reached the generic plan's time for that
+// value; when they never came near it, the application does not send
+// that value to a generic plan, and the finding is refuted with both
+// numbers.
+func (e *Engine) genericPlan(ctx context.Context, _ *model.Snapshot, f *model.Finding) {
+	exp := f.Experiment
+	b, why := e.runnable(ctx, exp)
+	if why != "" {
+		f.Verification = model.NotRunBecause(why)
+		return
+	}
+	defer b.cleanup()
+	if exp.Param < 1 || exp.Param > len(b.values) {
+		f.Verification = model.NotRunBecause("the statement has no parameter $" + fmt.Sprint(exp.Param))
+		return
+	}
+	candidates, err := e.columnValues(ctx, exp.Table, exp.Column)
+	if err != nil || len(candidates) == 0 {
+		f.Verification = model.NotRunBecause("pg_stats has no values of " + exp.Table.Name + "." + exp.Column + " to plan the statement for")
+		return
+	}
+	typ := b.types[exp.Param-1]
+	target := func(v string) string {
+		vals := slices.Clone(b.values)
+		vals[exp.Param-1] = sqlparse.QuoteLiteral(v) + "::" + typ
+		return "EXECUTE " + stmtName + "(" + strings.Join(vals, ", ") + ")"
+	}
+	run := func(v, mode string, n int) ([]float64, error) {
+		var ms []float64
+		for range n {
+			ex, err := e.once(ctx, target(v), e.jitSetting(), exp.AppSettings, mode)
+			if err != nil {
+				return nil, err
+			}
+			ms = append(ms, ex.PlanningMS+ex.ExecutionMS)
+		}
+		return ms, nil
+	}
+	worst, worstRatio := -1, 0.0
+	for i, v := range candidates {
+		// One untimed run each way first: the cache warm for both plans.
+		g, err := run(v, genericPlan, genericScreenRuns+1)
+		if err != nil {
+			f.Verification = model.NotRunBecause(err.Error())
+			return
+		}
+		c, err := run(v, customPlan, genericScreenRuns+1)
+		if err != nil {
+			f.Verification = model.NotRunBecause(err.Error())
+			return
+		}
+		if r := median(g[1:]) / max(median(c[1:]), 0.001); r > worstRatio {
+			worst, worstRatio = i, r
+		}
+	}
+	v := candidates[worst]
+	var generic, custom []float64
+	for i := range e.Runs {
+		for j := range 2 {
+			mode := genericPlan
+			if (i+j)%2 == 1 {
+				mode = customPlan
+			}
+			ms, err := run(v, mode, 1)
+			if err != nil {
+				f.Verification = model.NotRunBecause(err.Error())
+				return
+			}
+			if mode == genericPlan {
+				generic = append(generic, ms[0])
+			} else {
+				custom = append(custom, ms[0])
+			}
+		}
+	}
+	before, after := median(generic), median(custom)
+	valueDesc := e.valueText(exp.Param, v, typ, fmt.Sprintf("pg_stats %s.%s, the value among %d tried on which the generic plan loses most", exp.Table.Name, exp.Column, len(candidates)), true)
+	params := []string{valueDesc}
+	for _, d := range b.desc {
+		if !strings.HasPrefix(d, fmt.Sprintf("$%d ", exp.Param)) {
+			params = append(params, d)
+		}
+	}
+	f.Evidence = append(f.Evidence,
+		model.Evidence{Label: "measured with the generic plan (median)", Value: model.Round(before, 3), Unit: "ms"},
+		model.Evidence{Label: "measured with a custom plan for the same values (median)", Value: model.Round(after, 3), Unit: "ms"})
+	f.Verification = model.Verification{
+		Method:     fmt.Sprintf("EXECUTE of the statement prepared once, x%d with SET LOCAL plan_cache_mode = force_generic_plan and x%d with force_custom_plan, alternating, in rolled-back read-only transactions, for the value of $%d (of %d from pg_stats) on which the generic plan lost most in a first pass; medians of planning + execution time", e.Runs, e.Runs, exp.Param, len(candidates)),
+		Parameters: params,
+		Before:     &model.Measure{Value: model.Round(before, 3), Unit: "ms"}, After: &model.Measure{Value: model.Round(after, 3), Unit: "ms"}}
+	if !judge(f, before, after) {
+		f.Title = fmt.Sprintf("generic plan re-measured: no slower than custom plans for the values tried (%.2f ms generic, %.2f ms custom)", before, after)
+		f.Fix = model.Fix{Summary: "keep the prepared statement as it is"}
+		return
+	}
+	if exp.MaxMS > 0 && exp.MaxMS < before/2 {
+		// The plan is slower for that value, but the application's calls
+		// never took that long: they do not run it with that value.
+		f.Verification.Status = model.Refuted
+		f.Severity = model.Info
+		f.Title = fmt.Sprintf("the generic plan is slower for a value the application's calls do not seem to get (%.2f ms generic, %.2f ms custom; its slowest call took %.2f ms)", before, after, exp.MaxMS)
+		return
+	}
+	f.Title = fmt.Sprintf("the generic plan is %.0fx slower than a custom plan for a common value of %s.%s (%.2f ms against %.2f ms)", before/max(after, 0.001), exp.Table.Name, exp.Column, before, after)
+}
+
+// columnValues are the values of a column a skewed parameter is tried
+// with: the three most common, then two from the histogram.
+func (e *Engine) columnValues(ctx context.Context, t model.RelRef, column string) ([]string, error) {
+	rel := sqlparse.QuoteIdent(t.Name)
+	if t.Schema != "" {
+		rel = sqlparse.QuoteIdent(t.Schema) + "." + rel
+	}
+	var mcv, hist *string
+	if err := e.Conn.QueryRow(ctx, envelope.Tag+`SELECT s.most_common_vals::text, s.histogram_bounds::text
+		FROM pg_stats s JOIN pg_namespace n ON n.nspname = s.schemaname
+		JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = s.tablename
+		WHERE c.oid = to_regclass($1) AND s.attname = $2
+		ORDER BY s.inherited DESC LIMIT 1`, rel, column).Scan(&mcv, &hist); err != nil {
+		return nil, err
+	}
+	var out []string
+	if mcv != nil {
+		vals := ParseArray(*mcv)
+		out = append(out, vals[:min(3, len(vals))]...)
+	}
+	if hist != nil {
+		if vals := ParseArray(*hist); len(vals) > 2 {
+			out = append(out, vals[len(vals)/4], vals[3*len(vals)/4])
+		}
+	}
+	return out, nil
+}
