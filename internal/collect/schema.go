@@ -89,7 +89,11 @@ const tablesSQL = `SELECT c.oid, n.nspname, c.relname, c.reltuples::float8, c.re
 		pg_stat_get_vacuum_count(c.oid) + pg_stat_get_autovacuum_count(c.oid), pg_stat_get_analyze_count(c.oid) + pg_stat_get_autoanalyze_count(c.oid),
 		CASE WHEN c.relkind = 'p' THEN 0 ELSE greatest(age(c.relfrozenxid), (SELECT age(x.relfrozenxid) FROM pg_class x WHERE x.oid = c.reltoastrelid)) END::int8,
 		CASE WHEN c.relkind = 'p' THEN 0 ELSE mxid_age(c.relminmxid) END::int8,
-		c.reloptions
+		c.reloptions,
+		CASE WHEN c.relkind = 'p' THEN (SELECT coalesce(array_agg(a.attname::text ORDER BY k.ord), '{}')
+			FROM pg_partitioned_table pt CROSS JOIN LATERAL unnest(pt.partattrs::int2[]) WITH ORDINALITY AS k(attnum, ord)
+			JOIN pg_attribute a ON a.attrelid = pt.partrelid AND a.attnum = k.attnum WHERE pt.partrelid = c.oid) ELSE '{}' END,
+		CASE WHEN c.relkind = 'p' THEN (SELECT count(*) FROM pg_partition_tree(c.oid) p WHERE p.isleaf) ELSE 0 END
 	FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 	WHERE c.relkind IN ('r', 'p', 'm') AND ` + userSchemas + ` AND c.oid > $1
 	ORDER BY c.oid
@@ -144,7 +148,7 @@ func tablesPage(ctx context.Context, q envelope.Conn, after uint32, all *[]model
 		if err := rows.Scan(&t.OID, &t.Schema, &t.Name, &t.Reltuples, &t.RelPages, &t.HeapBytes, &t.Partitioned,
 			&t.SeqScan, &t.SeqTupRead, &t.IdxScan, &t.Inserted, &t.Updated, &t.HOTUpdated, &t.Deleted,
 			&t.Live, &t.Dead, &t.ModSinceAnalyze, &t.LastVacuum, &t.LastAnalyze, &t.VacuumCount, &t.AnalyzeCount,
-			&t.FrozenAge, &t.MxidAge, &opts); err != nil {
+			&t.FrozenAge, &t.MxidAge, &opts, &t.PartitionKey, &t.Partitions); err != nil {
 			return n, err
 		}
 		storageOptions(&t, opts)

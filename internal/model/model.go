@@ -630,6 +630,11 @@ const (
 	// values of the skewed column it compares Param with, and a few
 	// others, read-only and rolled back.
 	ExpGenericPlan = "generic-plan"
+	// ExpPartitionPruning runs a statement on a partitioned table as
+	// written and with its predicate on the key rewritten as a range
+	// (Rewrite), counting the partitions each scans, read-only and
+	// rolled back.
+	ExpPartitionPruning = "partition-pruning"
 )
 
 // IndexProposal is an index a rule proposes, as fields rather than SQL

@@ -20,6 +20,11 @@ type Table struct {
 	// Partitioned is true for a partitioned parent, whose rows live in its
 	// partitions.
 	Partitioned bool
+	// PartitionKey are a partitioned table's key columns, in order (none
+	// for a key that is an expression); Partitions counts its leaf
+	// partitions.
+	PartitionKey []string `json:",omitempty"`
+	Partitions   int64    `json:",omitempty"`
 	// AutovacuumEnabled is false when reloptions say autovacuum_enabled=off.
 	AutovacuumEnabled bool
 	SeqScan           int64

@@ -95,6 +95,8 @@ var Registry = []Rule{
 		Check: checkpointPressure, Log: checkpointPressureLog},
 	{ID: GenericPlanID, Title: "prepared statements whose generic plan is far slower than custom plans for the values they get", Needs: []string{model.SrcStatements, model.SrcStatementsCut, model.SrcTables, model.SrcColumns},
 		Check: genericPlan},
+	{ID: PartitionPruningID, Title: "statements that scan every partition because the predicate hides the partition key", Needs: []string{model.SrcStatements, model.SrcStatementsCut, model.SrcTables, model.SrcTablesCut},
+		Check: partitionPruning},
 	{ID: CPUHotspotID, Title: "CPU hot spots in the backends' profile", Profile: cpuHotspot},
 }
 

@@ -104,6 +104,12 @@ func EscapeControls(sql string) string {
 		default:
 			continue
 		}
+		if t.Token == pg_query.Token_SCONST && start > last && (sql[start-1] == 'n' || sql[start-1] == 'N') && (start == 1 || !isIdentByte(sql[start-2])) {
+			// N'...' is a national character constant: the parser casts
+			// it to bpchar, and so does its escaped form.
+			start--
+			repl += "::pg_catalog.bpchar"
+		}
 		b.WriteString(sql[last:start])
 		// U&"..." and E'...' start with letters: keep them apart from a
 		// keyword written right before the quote (SELECT"x").

@@ -91,6 +91,7 @@ func FuzzParse(f *testing.F) {
 	f.Add("SELECT * FROM \"user\" u JOIN \"Order\" o ON true, v")
 	f.Add("SELECT extract($1 FROM d) FROM t WHERE d > date $2 + interval $3 day AND x = ANY(ARRAY[$4, $5]) LIMIT $6")
 	f.Add("SELECT round(avg(x), $1) FROM t WHERE id BETWEEN $2 - $3 AND $2 + 1 AND n > ($4 + $5) * 2")
+	f.Add("SELECT count(*) FROM r WHERE date_trunc('day', a) = $1 OR a::date BETWEEN $2 AND $3 OR extract(year FROM a) = 2 OR a > clock_timestamp()")
 	f.Fuzz(func(t *testing.T, sql string) {
 		s, err := Parse(sql)
 		if err != nil {
@@ -108,6 +109,14 @@ func FuzzParse(f *testing.F) {
 		s.ParamColumns()
 		s.BareTargetParams()
 		s.SideEffect()
+		for _, col := range []string{"a", "taken_at"} {
+			s.HiddenKeys(col)
+			if out, n, err := s.PruneOnKey(col); err == nil && n > 0 {
+				if _, err := Parse(out.Text()); err != nil {
+					t.Errorf("the range on %s %q does not parse: %v", col, out.Text(), err)
+				}
+			}
+		}
 		s.DDL()
 		_ = s.Kind()
 		sh := s.Shape()

@@ -290,6 +290,7 @@ var Kinds = []Kind{
 	{model.ExpVacuumThrottle, OnTwin, WithRows, "", (*Engine).vacuumThrottle},
 	{model.ExpWorkMem, OnTarget, WithRows, "work-mem", (*Engine).workMem},
 	{model.ExpGenericPlan, OnTarget, WithRows, "generic-plan", (*Engine).genericPlan},
+	{model.ExpPartitionPruning, OnTarget, WithRows, "partition-pruning", (*Engine).partitionPruning},
 }
 
 // KindOf is the row of a kind; ok is false for a kind not in the table.
@@ -536,6 +537,12 @@ func (e *Engine) bindAs(ctx context.Context, stmt *sqlparse.Statement, exp *mode
 // once runs EXPLAIN ANALYZE of target in a read-only transaction that is
 // rolled back, with jit and the other settings applied.
 func (e *Engine) once(ctx context.Context, target, jit string, settings map[string]string, mode string) (*plan.Explain, error) {
+	return e.onceWith(ctx, "ANALYZE, TIMING OFF", target, jit, settings, mode)
+}
+
+// onceWith is once with other EXPLAIN options ("ANALYZE, BUFFERS, TIMING
+// OFF" to count the blocks each node read).
+func (e *Engine) onceWith(ctx context.Context, options, target, jit string, settings map[string]string, mode string) (*plan.Explain, error) {
 	var ex *plan.Explain
 	err := e.readOnly(ctx, func() error {
 		sets := []string{"SET LOCAL plan_cache_mode = " + mode}
@@ -556,7 +563,7 @@ func (e *Engine) once(ctx context.Context, target, jit string, settings map[stri
 			}
 		}
 		var err error
-		ex, err = envelope.Explain(ctx, e.Conn, "ANALYZE, TIMING OFF", target)
+		ex, err = envelope.Explain(ctx, e.Conn, options, target)
 		var pgErr *pgconn.PgError
 		switch {
 		case errors.As(err, &pgErr) && pgErr.Code == "57014":

@@ -1,0 +1,351 @@
+package sqlparse
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+
+	pg_query "github.com/pganalyze/pg_query_go/v6"
+	"google.golang.org/protobuf/proto"
+)
+
+// HiddenKey is a predicate on a partition key that the planner cannot
+// prune partitions with: the key inside a function or a cast, or compared
+// with a volatile function's value.
+type HiddenKey struct {
+	Predicate string // the comparison, deparsed
+	Why       string
+	// Fixable: PruneOnKey rewrites it as a range on the bare key.
+	Fixable bool
+}
+
+// volatileNow are the volatile functions a partition key is compared
+// with in place of now(): PostgreSQL evaluates them per row, so neither
+// the planner nor the executor's start can prune with them.
+var volatileNow = map[string]bool{"clock_timestamp": true, "timeofday": true, "random": true}
+
+// HiddenKeys lists the comparisons of column that hide it from partition
+// pruning; none when the statement also compares the bare column with a
+// value pruning can use (it is pruned on that one).
+func (s *Statement) HiddenKeys(column string) []HiddenKey {
+	var out []HiddenKey
+	bare := false
+	s.walk(func(m proto.Message) bool {
+		e, ok := m.(*pg_query.A_Expr)
+		if !ok {
+			return true
+		}
+		h, isBare, ok := classifyKeyComparison(e, column)
+		switch {
+		case !ok:
+		case isBare:
+			bare = true
+		default:
+			h.Predicate = exprText(&pg_query.Node{Node: &pg_query.Node_AExpr{AExpr: e}})
+			out = append(out, h)
+		}
+		return true
+	})
+	if bare {
+		return nil
+	}
+	return out
+}
+
+// PruneOnKey rewrites the comparisons HiddenKeys found fixable as ranges
+// on the bare key: "taken_at::date = $1" becomes "taken_at >= $1::date
+// AND taken_at < $1::date + 1", "date_trunc('day', taken_at) = $1"
+// becomes "taken_at >= $1 AND taken_at < $1 + interval '1 day'",
+// "extract(year FROM taken_at) = $1" a range of make_date, and a
+// clock_timestamp() compared with the key now(). It returns the
+// statement and how many comparisons changed.
+func (s *Statement) PruneOnKey(column string) (*Statement, int, error) {
+	var failed error
+	st, n, err := s.rewrite("rewriting the predicates on "+column, func(c *Statement) int {
+		n := 0
+		// One comparison per walk: the walk stops where the tree changed.
+		for replaced := true; replaced && failed == nil; {
+			replaced = false
+			c.walk(func(m proto.Message) bool {
+				w, ok := m.(*pg_query.Node)
+				if !ok {
+					return true
+				}
+				e := w.GetAExpr()
+				if e == nil {
+					return true
+				}
+				h, isBare, ok := classifyKeyComparison(e, column)
+				if !ok || isBare || !h.Fixable {
+					return true
+				}
+				repl, err := rangeFor(e, column)
+				if err != nil {
+					failed = err
+					return false
+				}
+				w.Node = repl.Node
+				replaced = true
+				n++
+				return false
+			})
+		}
+		return n
+	})
+	if failed != nil {
+		return nil, 0, failed
+	}
+	if err == nil && n > 0 {
+		// The deparser does not give back every tree it is given as SQL
+		// that parses (odd input); such a rewrite is no rewrite.
+		if _, perr := Parse(st.Text()); perr != nil {
+			return nil, 0, fmt.Errorf("rewriting the predicates on %s gave SQL that does not parse: %w", column, perr)
+		}
+	}
+	return st, n, err
+}
+
+// classifyKeyComparison reads one comparison: ok when it compares column
+// with something that names no column; bare when pruning can use it.
+func classifyKeyComparison(e *pg_query.A_Expr, column string) (h HiddenKey, bare, ok bool) {
+	op := opName(e)
+	switch {
+	case e.Kind == pg_query.A_Expr_Kind_AEXPR_OP && (op == "=" || op == "<" || op == "<=" || op == ">" || op == ">="):
+	case e.Kind == pg_query.A_Expr_Kind_AEXPR_BETWEEN, e.Kind == pg_query.A_Expr_Kind_AEXPR_IN, e.Kind == pg_query.A_Expr_Kind_AEXPR_OP_ANY:
+	default:
+		return h, false, false
+	}
+	for _, side := range [][2]*pg_query.Node{{e.Lexpr, e.Rexpr}, {e.Rexpr, e.Lexpr}} {
+		key, val := side[0], side[1]
+		if key == nil || val == nil || mentionsColumn(val, "") {
+			continue
+		}
+		if cr := key.GetColumnRef(); cr != nil && lastField(cr) == column {
+			if f := volatileCall(val); f != "" {
+				return HiddenKey{Why: fmt.Sprintf("%s is compared with %s(), which is volatile: no partition can be left out for it", column, f), Fixable: f == "clock_timestamp"}, false, true
+			}
+			return h, true, true
+		}
+		if !mentionsColumn(key, column) {
+			continue
+		}
+		switch {
+		case isDateOf(key, column):
+			return HiddenKey{Why: fmt.Sprintf("%s is cast to date, and a partition's bounds are on %s itself", column, column), Fixable: e.Kind == pg_query.A_Expr_Kind_AEXPR_OP || e.Kind == pg_query.A_Expr_Kind_AEXPR_BETWEEN}, false, true
+		case truncUnit(key, column) != "" && op == "=":
+			return HiddenKey{Why: fmt.Sprintf("%s is inside date_trunc(), and a partition's bounds are on %s itself", column, column), Fixable: true}, false, true
+		case isYearOf(key, column) && op == "=":
+			return HiddenKey{Why: fmt.Sprintf("the year of %s is compared, and a partition's bounds are on %s itself", column, column), Fixable: true}, false, true
+		}
+		return HiddenKey{Why: fmt.Sprintf("%s is inside an expression (%s), and a partition's bounds are on %s itself", column, exprText(key), column)}, false, true
+	}
+	return h, false, false
+}
+
+// rangeFor is the range on the bare key that replaces a fixable
+// comparison, built from a template whose pgmedic_key and pgmedic_val*
+// stand for the key and the compared values.
+func rangeFor(e *pg_query.A_Expr, column string) (*pg_query.Node, error) {
+	key, val := e.Lexpr, e.Rexpr
+	op := opName(e)
+	if !mentionsColumn(key, column) || mentionsColumn(val, "") {
+		key, val = val, key
+		op = map[string]string{"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "="}[op]
+	}
+	vals := []*pg_query.Node{val}
+	if l := val.GetList(); l != nil {
+		vals = l.Items
+	}
+	var tmpl string
+	switch {
+	case key.GetColumnRef() != nil: // compared with clock_timestamp()
+		return nowFor(e), nil
+	case isDateOf(key, column) && e.Kind == pg_query.A_Expr_Kind_AEXPR_BETWEEN && len(vals) == 2:
+		tmpl = "pgmedic_key >= (pgmedic_val0)::date AND pgmedic_key < (pgmedic_val1)::date + 1"
+	case isDateOf(key, column):
+		tmpl = map[string]string{
+			"=":  "pgmedic_key >= (pgmedic_val0)::date AND pgmedic_key < (pgmedic_val0)::date + 1",
+			">=": "pgmedic_key >= (pgmedic_val0)::date", ">": "pgmedic_key >= (pgmedic_val0)::date + 1",
+			"<": "pgmedic_key < (pgmedic_val0)::date", "<=": "pgmedic_key < (pgmedic_val0)::date + 1"}[op]
+	case truncUnit(key, column) != "":
+		tmpl = "pgmedic_key >= pgmedic_val0 AND pgmedic_key < pgmedic_val0 + interval '1 " + truncUnit(key, column) + "'"
+	case isYearOf(key, column):
+		tmpl = "pgmedic_key >= make_date((pgmedic_val0)::int, 1, 1) AND pgmedic_key < make_date((pgmedic_val0)::int + 1, 1, 1)"
+	}
+	if tmpl == "" {
+		return nil, fmt.Errorf("no range on %s replaces %s", column, exprText(&pg_query.Node{Node: &pg_query.Node_AExpr{AExpr: e}}))
+	}
+	tree, err := pg_query.Parse("SELECT 1 WHERE " + tmpl)
+	if err != nil {
+		return nil, err
+	}
+	where := tree.Stmts[0].Stmt.GetSelectStmt().WhereClause
+	bareKey := columnIn(key, column)
+	t := &Statement{root: where}
+	t.walk(func(m proto.Message) bool {
+		w, ok := m.(*pg_query.Node)
+		if !ok {
+			return true
+		}
+		cr := w.GetColumnRef()
+		if cr == nil {
+			return true
+		}
+		switch name := lastField(cr); {
+		case name == "pgmedic_key":
+			w.Node = proto.Clone(bareKey).(*pg_query.Node).Node
+		case strings.HasPrefix(name, "pgmedic_val"):
+			i := int(name[len(name)-1] - '0')
+			w.Node = proto.Clone(vals[i]).(*pg_query.Node).Node
+		}
+		return true
+	})
+	return where, nil
+}
+
+// nowFor is the comparison with its clock_timestamp() calls made now().
+func nowFor(e *pg_query.A_Expr) *pg_query.Node {
+	c := proto.Clone(e).(*pg_query.A_Expr)
+	t := &Statement{root: &pg_query.Node{Node: &pg_query.Node_AExpr{AExpr: c}}}
+	t.walk(func(m proto.Message) bool {
+		if f, ok := m.(*pg_query.FuncCall); ok && funcName(f) == "clock_timestamp" {
+			f.Funcname = []*pg_query.Node{pg_query.MakeStrNode("now")}
+		}
+		return true
+	})
+	return t.root
+}
+
+func opName(e *pg_query.A_Expr) string {
+	if len(e.Name) == 0 {
+		return ""
+	}
+	if s := e.Name[len(e.Name)-1].GetString_(); s != nil {
+		return s.Sval
+	}
+	return ""
+}
+
+func lastField(cr *pg_query.ColumnRef) string {
+	if len(cr.Fields) == 0 {
+		return ""
+	}
+	if s := cr.Fields[len(cr.Fields)-1].GetString_(); s != nil {
+		return s.Sval
+	}
+	return ""
+}
+
+// mentionsColumn says whether n references column ("" for any column).
+func mentionsColumn(n *pg_query.Node, column string) bool {
+	found := false
+	t := &Statement{root: n}
+	t.walk(func(m proto.Message) bool {
+		if cr, ok := m.(*pg_query.ColumnRef); ok && (column == "" || lastField(cr) == column) {
+			found = true
+		}
+		return !found
+	})
+	return found
+}
+
+// columnIn is the ColumnRef of column inside n.
+func columnIn(n *pg_query.Node, column string) *pg_query.Node {
+	var out *pg_query.Node
+	t := &Statement{root: n}
+	t.walk(func(m proto.Message) bool {
+		if w, ok := m.(*pg_query.Node); ok && out == nil {
+			if cr := w.GetColumnRef(); cr != nil && lastField(cr) == column {
+				out = w
+			}
+		}
+		return out == nil
+	})
+	return out
+}
+
+// volatileCall names the first volatile clock or random function in n.
+func volatileCall(n *pg_query.Node) string {
+	name := ""
+	t := &Statement{root: n}
+	t.walk(func(m proto.Message) bool {
+		if f, ok := m.(*pg_query.FuncCall); ok && volatileNow[funcName(f)] {
+			name = funcName(f)
+		}
+		return name == ""
+	})
+	return name
+}
+
+// isDateOf: column::date, CAST(column AS date) or date(column).
+func isDateOf(n *pg_query.Node, column string) bool {
+	if tc := n.GetTypeCast(); tc != nil && tc.TypeName != nil && len(tc.TypeName.Names) > 0 {
+		last := tc.TypeName.Names[len(tc.TypeName.Names)-1].GetString_()
+		cr := tc.Arg.GetColumnRef()
+		return last != nil && last.Sval == "date" && cr != nil && lastField(cr) == column
+	}
+	if f := n.GetFuncCall(); f != nil && funcName(f) == "date" && len(f.Args) == 1 {
+		cr := f.Args[0].GetColumnRef()
+		return cr != nil && lastField(cr) == column
+	}
+	return false
+}
+
+// truncUnit is the unit of date_trunc('unit', column), "" for anything else.
+func truncUnit(n *pg_query.Node, column string) string {
+	f := n.GetFuncCall()
+	if f == nil || funcName(f) != "date_trunc" || len(f.Args) != 2 {
+		return ""
+	}
+	if cr := f.Args[1].GetColumnRef(); cr == nil || lastField(cr) != column {
+		return ""
+	}
+	return timeUnit(f.Args[0])
+}
+
+// isYearOf: extract(year FROM column) or date_part('year', column).
+func isYearOf(n *pg_query.Node, column string) bool {
+	f := n.GetFuncCall()
+	if f == nil || (funcName(f) != "extract" && funcName(f) != "date_part") || len(f.Args) != 2 {
+		return false
+	}
+	cr := f.Args[1].GetColumnRef()
+	return cr != nil && lastField(cr) == column && timeUnit(f.Args[0]) == "year"
+}
+
+// timeUnit is a constant field name such as 'day' or 'year', lower case;
+// "" when it is not a plain word.
+func timeUnit(n *pg_query.Node) string {
+	c := n.GetAConst()
+	if c == nil || c.GetSval() == nil {
+		return ""
+	}
+	u := strings.ToLower(c.GetSval().Sval)
+	for _, r := range u {
+		if r < 'a' || r > 'z' {
+			return ""
+		}
+	}
+	return u
+}
+
+// exprText deparses one expression.
+func exprText(n *pg_query.Node) string {
+	sel := &pg_query.SelectStmt{TargetList: []*pg_query.Node{{Node: &pg_query.Node_ResTarget{ResTarget: &pg_query.ResTarget{Val: n}}}}}
+	tree := &pg_query.ParseResult{Version: parserVersion(), Stmts: []*pg_query.RawStmt{{Stmt: &pg_query.Node{Node: &pg_query.Node_SelectStmt{SelectStmt: sel}}}}}
+	out, err := pg_query.Deparse(tree)
+	if err != nil {
+		return "?"
+	}
+	return strings.TrimPrefix(out, "SELECT ")
+}
+
+// parserVersion is the parse tree version Deparse expects of a tree built
+// by hand.
+var parserVersion = sync.OnceValue(func() int32 {
+	t, err := pg_query.Parse("SELECT 1")
+	if err != nil {
+		return 0
+	}
+	return t.Version
+})

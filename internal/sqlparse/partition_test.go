@@ -1,0 +1,69 @@
+package sqlparse
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestHiddenKeysAndPruneOnKey(t *testing.T) {
+	for _, c := range []struct {
+		sql, want string // want: the rewrite ("" when none), or "-" when nothing is hidden
+		fixable       bool
+	}{
+		{"SELECT count(*) FROM readings WHERE taken_at::date = $1", "taken_at >= $1::date AND taken_at < ($1::date + 1)", true},
+		{"SELECT count(*) FROM readings WHERE date(taken_at) = '2026-03-01' AND sensor = 4", "(taken_at >= '2026-03-01'::date AND taken_at < ('2026-03-01'::date + 1)) AND sensor = 4", true},
+		{"SELECT count(*) FROM readings r WHERE $1 <= CAST(r.taken_at AS date)", "r.taken_at >= $1::date", true},
+		{"SELECT * FROM readings WHERE taken_at::date BETWEEN $1 AND $2", "taken_at >= $1::date AND taken_at < ($2::date + 1)", true},
+		{"SELECT avg(v) FROM readings WHERE date_trunc('day', taken_at) = $1", "taken_at >= $1 AND taken_at < ($1 + '1 day'::interval)", true},
+		{"SELECT avg(v) FROM readings WHERE extract(year FROM taken_at) = $1", "taken_at >= make_date($1::int, 1, 1) AND taken_at < make_date($1::int + 1, 1, 1)", true},
+		{"SELECT avg(v) FROM readings WHERE date_part('year', taken_at) = 2025", "taken_at >= make_date(2025::int, 1, 1)", true},
+		{"SELECT * FROM readings WHERE taken_at > clock_timestamp() - interval '1 hour'", "taken_at > (now() - '1 hour'::interval)", true},
+		{"SELECT * FROM readings WHERE to_char(taken_at, 'YYYY-MM') = $1", "", false},
+		{"SELECT * FROM readings WHERE taken_at + interval '1 day' > $1", "", false},
+		// pruned on the bare comparison, whatever else it says
+		{"SELECT * FROM readings WHERE taken_at >= $1 AND taken_at < $2 AND taken_at::date <> $3", "-", false},
+		{"SELECT * FROM readings WHERE taken_at > now() - interval '1 day'", "-", false},
+		{"SELECT * FROM readings WHERE sensor = $1", "-", false},
+		// a comparison of two columns is no value to prune with
+		{"SELECT * FROM readings r JOIN alarms a ON a.at::date = r.taken_at::date", "-", false},
+	} {
+		st, err := Parse(c.sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hidden := st.HiddenKeys("taken_at")
+		if c.want == "-" {
+			if len(hidden) > 0 {
+				t.Errorf("%s: hidden %+v", c.sql, hidden)
+			}
+			continue
+		}
+		if len(hidden) == 0 {
+			t.Errorf("%s: nothing hidden", c.sql)
+			continue
+		}
+		if hidden[0].Fixable != c.fixable || hidden[0].Why == "" || hidden[0].Predicate == "" || strings.Contains(hidden[0].Predicate+hidden[0].Why, "?") {
+			t.Errorf("%s: %+v", c.sql, hidden[0])
+		}
+		fixed, n, err := st.PruneOnKey("taken_at")
+		if err != nil {
+			t.Errorf("%s: %v", c.sql, err)
+			continue
+		}
+		if c.want == "" {
+			if n != 0 {
+				t.Errorf("%s: rewritten to %s", c.sql, fixed.Text())
+			}
+			continue
+		}
+		if n == 0 || !strings.Contains(fixed.Text(), c.want) {
+			t.Errorf("%s:\n got %s\nwant %s", c.sql, fixed.Text(), c.want)
+		}
+		if _, err := Parse(fixed.Text()); err != nil {
+			t.Errorf("%s: the rewrite does not parse: %v", c.sql, err)
+		}
+		if again := mustParse(t, fixed.Text()).HiddenKeys("taken_at"); len(again) > 0 {
+			t.Errorf("%s: the rewrite still hides the key: %+v", c.sql, again)
+		}
+	}
+}
