@@ -8,7 +8,7 @@ import (
 func TestHiddenKeysAndPruneOnKey(t *testing.T) {
 	for _, c := range []struct {
 		sql, want string // want: the rewrite ("" when none), or "-" when nothing is hidden
-		fixable       bool
+		fixable   bool
 	}{
 		{"SELECT count(*) FROM readings WHERE taken_at::date = $1", "taken_at >= $1::date AND taken_at < ($1::date + 1)", true},
 		{"SELECT count(*) FROM readings WHERE date(taken_at) = '2026-03-01' AND sensor = 4", "(taken_at >= '2026-03-01'::date AND taken_at < ('2026-03-01'::date + 1)) AND sensor = 4", true},

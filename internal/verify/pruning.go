@@ -85,7 +85,7 @@ func (e *Engine) partitionPruning(ctx context.Context, _ *model.Snapshot, f *mod
 		model.Evidence{Label: "measured as written (median)", Value: model.Round(before, 3), Unit: "ms"},
 		model.Evidence{Label: "measured with the range on the key (median)", Value: model.Round(after, 3), Unit: "ms"})
 	f.Verification = model.Verification{
-		Method: fmt.Sprintf("EXPLAIN (ANALYZE, BUFFERS) x%d as written and x%d with the predicate rewritten as a range on the key, the same values, alternating, in rolled-back read-only transactions; partitions counted as the leaf partitions whose scans ran; medians of planning + execution time", e.Runs, e.Runs),
+		Method:     fmt.Sprintf("EXPLAIN (ANALYZE, BUFFERS) x%d as written and x%d with the predicate rewritten as a range on the key, the same values, alternating, in rolled-back read-only transactions; partitions counted as the leaf partitions whose scans ran; medians of planning + execution time", e.Runs, e.Runs),
 		Parameters: b.desc,
 		Before:     &model.Measure{Value: model.Round(before, 3), Unit: "ms"}, After: &model.Measure{Value: model.Round(after, 3), Unit: "ms"}}
 	if scannedFixed >= scanned {
