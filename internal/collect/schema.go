@@ -209,7 +209,7 @@ func indexes(ctx context.Context, q envelope.Conn, s *model.Snapshot) error {
 			var nkey int
 			var keys, options []int16
 			if err := rows.Scan(&ix.Schema, &ix.Table, &ix.Name, &ix.Method, &ix.Unique, &ix.Primary, &ix.Valid,
-				&ix.Bytes, &ix.Scans, &ix.Def, &ix.Predicate, &nkey, &keys, &options, &ix.AgeXacts, &ix.ForeignKey); err != nil {
+				&ix.Bytes, &ix.Scans, &ix.Def, &ix.Predicate, &nkey, &keys, &options, &ix.AgeXacts, &ix.ForeignKey, &ix.PrefixKeys, &ix.KeyClasses); err != nil {
 				return err
 			}
 			cols := make([]string, len(keys))
@@ -229,13 +229,30 @@ func indexes(ctx context.Context, q envelope.Conn, s *model.Snapshot) error {
 	})
 }
 
+// cLikeCollation is SQL that says whether the collation of the
+// pg_collation row alias compares strings byte by byte, as "C" does: only
+// then can a B-tree of the default operator class serve LIKE 'abc%'.
+// "default" is the database's: libc's C or POSIX, or the builtin
+// provider of 17 (its C and C.UTF-8 sort by code point).
+func cLikeCollation(alias string) string {
+	return `(` + alias + `.collname IN ('C', 'POSIX', 'ucs_basic', 'pg_c_utf8') OR (` + alias + `.collname = 'default' AND
+		(SELECT (d.datcollate IN ('C', 'POSIX') AND coalesce(to_jsonb(d) ->> 'datlocprovider', 'c') = 'c') OR to_jsonb(d) ->> 'datlocprovider' = 'b'
+		FROM pg_database d WHERE d.datname = current_database())))`
+}
+
 // indexesSQL reads the indexes of a page of tables.
-const indexesSQL = `SELECT n.nspname, t.relname, i.relname, am.amname, x.indisunique, x.indisprimary, x.indisvalid,
+var indexesSQL = `SELECT n.nspname, t.relname, i.relname, am.amname, x.indisunique, x.indisprimary, x.indisvalid,
 		CASE WHEN x.indisunique AND NOT (i.oid IN ` + exclusivelyLocked + ` OR t.oid IN ` + exclusivelyLocked + `) THEN pg_relation_size(i.oid) ELSE i.relpages::int8 * current_setting('block_size')::int8 END,
 		coalesce(pg_stat_get_numscans(i.oid), 0),
 		CASE WHEN x.indexprs IS NOT NULL THEN pg_get_indexdef(i.oid) ELSE '' END,
 		coalesce(pg_get_expr(x.indpred, x.indrelid), ''), x.indnkeyatts::int, x.indkey::int2[], x.indoption::int2[],
-		age(i.xmin)::int8, EXISTS (SELECT FROM pg_constraint fk WHERE fk.conrelid = x.indrelid AND fk.contype = 'f' AND fk.conkey[1] = x.indkey[0])
+		age(i.xmin)::int8, EXISTS (SELECT FROM pg_constraint fk WHERE fk.conrelid = x.indrelid AND fk.contype = 'f' AND fk.conkey[1] = x.indkey[0]),
+		ARRAY(SELECT oc.opcname LIKE '%pattern_ops' OR coalesce(`+cLikeCollation("co")+`, false)
+			FROM unnest(x.indclass::oid[], x.indcollation::oid[]) WITH ORDINALITY AS k(cls, coll, ord)
+			JOIN pg_opclass oc ON oc.oid = k.cls LEFT JOIN pg_collation co ON co.oid = k.coll ORDER BY k.ord),
+		ARRAY(SELECT oc.opcname || coalesce(' ' || co.collname, '')
+			FROM unnest(x.indclass::oid[], x.indcollation::oid[]) WITH ORDINALITY AS k(cls, coll, ord)
+			JOIN pg_opclass oc ON oc.oid = k.cls LEFT JOIN pg_collation co ON co.oid = k.coll ORDER BY k.ord)
 		FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid
 		JOIN pg_namespace n ON n.oid = t.relnamespace JOIN pg_am am ON am.oid = i.relam
 		JOIN unnest($1::oid[]) AS kept(oid) ON kept.oid = x.indrelid`
@@ -252,7 +269,8 @@ func columns(ctx context.Context, q envelope.Conn, s *model.Snapshot) error {
 		for rows.Next() {
 			var c model.Column
 			if err := rows.Scan(&c.Schema, &c.Table, &c.Name, &c.Num, &c.Type, &c.NotNull, &c.Default, &c.Identity,
-				&c.HasStats, &c.NullFrac, &c.NDistinct, &c.Correlation, &c.AvgWidth, &c.MostCommonFreqSum, &c.MostCommonFreqMax); err != nil {
+				&c.HasStats, &c.NullFrac, &c.NDistinct, &c.Correlation, &c.AvgWidth, &c.MostCommonFreqSum, &c.MostCommonFreqMax,
+				&c.Collation, &c.CLike); err != nil {
 				return err
 			}
 			s.Columns = append(s.Columns, c)
@@ -262,13 +280,14 @@ func columns(ctx context.Context, q envelope.Conn, s *model.Snapshot) error {
 }
 
 // columnsSQL reads the columns of a page of tables.
-const columnsSQL = `SELECT n.nspname, c.relname, a.attname, a.attnum::int, format_type(a.atttypid, a.atttypmod), a.attnotnull,
+var columnsSQL = `SELECT n.nspname, c.relname, a.attname, a.attnum::int, format_type(a.atttypid, a.atttypmod), a.attnotnull,
 		coalesce(pg_get_expr(d.adbin, d.adrelid), ''), a.attidentity <> '',
 		st.null_frac IS NOT NULL, coalesce(st.null_frac, 0)::float8, coalesce(st.n_distinct, 0)::float8,
 		coalesce(st.correlation, 0)::float8, coalesce(st.avg_width, 0),
 		coalesce((SELECT sum(f) FROM unnest(st.most_common_freqs) f), 0)::float8,
-		coalesce(st.most_common_freqs[1], 0)::float8
-		FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+		coalesce(st.most_common_freqs[1], 0)::float8,
+		coalesce(co.collname, ''), coalesce(`+cLikeCollation("co")+`, true)
+		FROM pg_attribute a LEFT JOIN pg_collation co ON co.oid = a.attcollation JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
 		LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
 		LEFT JOIN pg_stats st ON st.schemaname = n.nspname AND st.tablename = c.relname AND st.attname = a.attname
 		     AND st.inherited = (c.relkind = 'p')

@@ -670,6 +670,9 @@ func (p IndexProposal) Tail() string {
 	cols := make([]string, len(p.Keys))
 	for i, k := range p.Keys {
 		cols[i] = sqlparse.QuoteIdent(k.Column)
+		if k.Opclass != "" {
+			cols[i] += " " + k.Opclass
+		}
 		if k.Desc {
 			cols[i] += " DESC"
 		}
@@ -685,6 +688,10 @@ func (p IndexProposal) Tail() string {
 type IndexKey struct {
 	Column string
 	Desc   bool `json:",omitempty"`
+	// Opclass is the key's operator class when it is not the type's
+	// default (text_pattern_ops, for LIKE 'abc%' under a collation
+	// that is not C).
+	Opclass string `json:",omitempty"`
 }
 
 // Experiment describes the test that can prove a finding.

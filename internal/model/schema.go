@@ -84,6 +84,14 @@ type Index struct {
 	// ForeignKey says its first key column is a foreign key's first
 	// column: the checks of a parent row's delete or key change read it.
 	ForeignKey bool
+	// PrefixKeys says, per key column, whether the index can serve
+	// LIKE 'abc%' on it: a pattern operator class (text_pattern_ops), or
+	// a collation that compares as C does.
+	PrefixKeys []bool `json:",omitempty"`
+	// KeyClasses are, per key column, its operator class and collation
+	// ("text_ops en-x-icu", "text_pattern_ops default"): two indexes on
+	// the same columns with different ones serve different comparisons.
+	KeyClasses []string `json:",omitempty"`
 }
 
 // Column is one column of a user table with its planner statistics.
@@ -110,6 +118,12 @@ type Column struct {
 	// first of pg_stats' most_common_freqs): with NDistinct, how skewed
 	// the column is.
 	MostCommonFreqMax float64
+	// Collation is the column's collation ("default" for the database's,
+	// "" for a type that has none); CLike says it compares as C does (or
+	// has none), so a B-tree of the default operator class serves
+	// LIKE 'abc%' on it.
+	Collation string
+	CLike     bool
 }
 
 // Skew is how many times more rows the column's most common value holds

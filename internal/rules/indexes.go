@@ -195,11 +195,21 @@ func leads(a, b model.Index) bool {
 		return false
 	}
 	for i, c := range a.Columns {
-		if b.Columns[i] != c || desc(a, i) != desc(b, i) {
+		if b.Columns[i] != c || desc(a, i) != desc(b, i) || keyClass(a, i) != keyClass(b, i) {
 			return false
 		}
 	}
 	return true
+}
+
+// keyClass is a key column's operator class and collation ("" when not
+// collected): a text_pattern_ops index does not order by the column's
+// collation, so it covers no index that does.
+func keyClass(ix model.Index, i int) string {
+	if i < len(ix.KeyClasses) {
+		return ix.KeyClasses[i]
+	}
+	return ""
 }
 
 func desc(ix model.Index, i int) bool { return i < len(ix.Desc) && ix.Desc[i] }

@@ -97,6 +97,8 @@ var Registry = []Rule{
 		Check: genericPlan},
 	{ID: PartitionPruningID, Title: "statements that scan every partition because the predicate hides the partition key", Needs: []string{model.SrcStatements, model.SrcStatementsCut, model.SrcTables, model.SrcTablesCut},
 		Check: partitionPruning},
+	{ID: CollationPrefixID, Title: "LIKE 'abc%' on text whose collation no default B-tree can bound", Needs: []string{model.SrcStatements, model.SrcStatementsCut, model.SrcTables, model.SrcTablesCut, model.SrcIndexes, model.SrcColumns},
+		Check: collationPrefix},
 	{ID: CPUHotspotID, Title: "CPU hot spots in the backends' profile", Profile: cpuHotspot},
 }
 

@@ -1,6 +1,7 @@
 package sqlparse
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -64,6 +65,25 @@ func TestHiddenKeysAndPruneOnKey(t *testing.T) {
 		}
 		if again := mustParse(t, fixed.Text()).HiddenKeys("taken_at"); len(again) > 0 {
 			t.Errorf("%s: the rewrite still hides the key: %+v", c.sql, again)
+		}
+	}
+}
+
+func TestLikePrefixes(t *testing.T) {
+	for sql, want := range map[string]string{
+		"SELECT id FROM products p WHERE p.name LIKE $1 ORDER BY name LIMIT $2": "products.name $1",
+		"SELECT id FROM products WHERE name LIKE 'Cedar%'":                     "products.name $0",
+		"SELECT id FROM products WHERE name LIKE '%dar'":                        "",
+		"SELECT id FROM products WHERE name ILIKE $1":                           "",
+		"SELECT id FROM products WHERE name NOT LIKE $1":                        "",
+		"SELECT id FROM products WHERE lower(name) LIKE $1":                     "",
+	} {
+		got := ""
+		for _, l := range mustParse(t, sql).LikePrefixes() {
+			got = fmt.Sprintf("%s.%s $%d", l.Column.Table, l.Column.Column, l.Param)
+		}
+		if got != want {
+			t.Errorf("%s: got %q, want %q", sql, got, want)
 		}
 	}
 }

@@ -20,7 +20,7 @@ import (
 // cost are the ones the application gets. Otherwise it comes from the type's
 // domain. It returns SQL expressions for EXECUTE, a description of each for the
 // report, and a reason when no safe value exists.
-func (e *Engine) parameterValues(ctx context.Context, cols map[int][]sqlparse.Column, seen map[int]string, limits map[int]int64, args map[int]sqlparse.FuncArg, types []string) ([]string, []string, string) {
+func (e *Engine) parameterValues(ctx context.Context, cols map[int][]sqlparse.Column, seen map[int]string, limits map[int]int64, patterns map[int]bool, args map[int]sqlparse.FuncArg, types []string) ([]string, []string, string) {
 	values := make([]string, len(types))
 	var desc []string
 	for i, typ := range types {
@@ -44,6 +44,9 @@ func (e *Engine) parameterValues(ctx context.Context, cols map[int][]sqlparse.Co
 			}
 			if sv, ok := e.statsValue(ctx, c); ok {
 				v, from, userData = sv, "pg_stats "+c.Table+"."+c.Column, true
+				if patterns[n] {
+					v, from = likePrefix(sv), "the first third of a value in pg_stats "+c.Table+"."+c.Column+", then %"
+				}
 				break
 			}
 		}
@@ -71,6 +74,16 @@ func (e *Engine) parameterValues(ctx context.Context, cols map[int][]sqlparse.Co
 		desc = append(desc, e.valueText(n, v, typ, from, userData))
 	}
 	return values, desc, ""
+}
+
+// likePrefix is a LIKE pattern matching the values that start as v does:
+// its first third (three characters at least), its own wildcards
+// escaped, then %.
+func likePrefix(v string) string {
+	r := []rune(v)
+	n := min(len(r), max(3, len(r)/3))
+	p := strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(string(r[:n]))
+	return p + "%"
 }
 
 // valueText describes a re-run's parameter for the report. A value taken

@@ -94,8 +94,16 @@ func TestFunctionArgumentValues(t *testing.T) {
 		t.Fatalf("argument params: %+v", args)
 	}
 	e := &Engine{}
-	values, desc, why := e.parameterValues(context.Background(), nil, nil, nil, args, []string{"text", "text"})
+	values, desc, why := e.parameterValues(context.Background(), nil, nil, nil, nil, args, []string{"text", "text"})
 	if why != "" || values[0] != "'day'::text" || values[1] != "'a'::text" {
 		t.Fatalf("values %v, %v (%s)", values, desc, why)
+	}
+}
+
+func TestLikePrefix(t *testing.T) {
+	for in, want := range map[string]string{"Cedar 1a2b3c4d5e": "Cedar%", "ab": "ab%", "50%_off_x": `50\%%`, "Ünïcode-x": "Ünï%"} {
+		if got := likePrefix(in); got != want {
+			t.Errorf("likePrefix(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

@@ -524,7 +524,11 @@ func (e *Engine) bindAs(ctx context.Context, stmt *sqlparse.Statement, exp *mode
 	if exp != nil && e.literals[exp.QueryID] != "" {
 		seen, _ = sqlparse.Literals(stmt.Text(), e.literals[exp.QueryID])
 	}
-	values, desc, why := e.parameterValues(ctx, stmt.ParamColumns(), seen, limits, stmt.ArgumentParams(), b.types)
+	patterns := map[int]bool{}
+	for _, l := range stmt.LikePrefixes() {
+		patterns[l.Param] = l.Param > 0
+	}
+	values, desc, why := e.parameterValues(ctx, stmt.ParamColumns(), seen, limits, patterns, stmt.ArgumentParams(), b.types)
 	if why != "" {
 		b.cleanup()
 		return nil, why
