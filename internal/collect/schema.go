@@ -247,7 +247,7 @@ var indexesSQL = `SELECT n.nspname, t.relname, i.relname, am.amname, x.indisuniq
 		CASE WHEN x.indexprs IS NOT NULL THEN pg_get_indexdef(i.oid) ELSE '' END,
 		coalesce(pg_get_expr(x.indpred, x.indrelid), ''), x.indnkeyatts::int, x.indkey::int2[], x.indoption::int2[],
 		age(i.xmin)::int8, EXISTS (SELECT FROM pg_constraint fk WHERE fk.conrelid = x.indrelid AND fk.contype = 'f' AND fk.conkey[1] = x.indkey[0]),
-		ARRAY(SELECT oc.opcname LIKE '%pattern_ops' OR coalesce(`+cLikeCollation("co")+`, false)
+		ARRAY(SELECT oc.opcname LIKE '%pattern_ops' OR coalesce(` + cLikeCollation("co") + `, false)
 			FROM unnest(x.indclass::oid[], x.indcollation::oid[]) WITH ORDINALITY AS k(cls, coll, ord)
 			JOIN pg_opclass oc ON oc.oid = k.cls LEFT JOIN pg_collation co ON co.oid = k.coll ORDER BY k.ord),
 		ARRAY(SELECT oc.opcname || coalesce(' ' || co.collname, '')
@@ -286,7 +286,7 @@ var columnsSQL = `SELECT n.nspname, c.relname, a.attname, a.attnum::int, format_
 		coalesce(st.correlation, 0)::float8, coalesce(st.avg_width, 0),
 		coalesce((SELECT sum(f) FROM unnest(st.most_common_freqs) f), 0)::float8,
 		coalesce(st.most_common_freqs[1], 0)::float8,
-		coalesce(co.collname, ''), coalesce(`+cLikeCollation("co")+`, true)
+		coalesce(co.collname, ''), coalesce(` + cLikeCollation("co") + `, true)
 		FROM pg_attribute a LEFT JOIN pg_collation co ON co.oid = a.attcollation JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
 		LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
 		LEFT JOIN pg_stats st ON st.schemaname = n.nspname AND st.tablename = c.relname AND st.attname = a.attname

@@ -72,7 +72,7 @@ func TestHiddenKeysAndPruneOnKey(t *testing.T) {
 func TestLikePrefixes(t *testing.T) {
 	for sql, want := range map[string]string{
 		"SELECT id FROM products p WHERE p.name LIKE $1 ORDER BY name LIMIT $2": "products.name $1",
-		"SELECT id FROM products WHERE name LIKE 'Cedar%'":                     "products.name $0",
+		"SELECT id FROM products WHERE name LIKE 'Cedar%'":                      "products.name $0",
 		"SELECT id FROM products WHERE name LIKE '%dar'":                        "",
 		"SELECT id FROM products WHERE name ILIKE $1":                           "",
 		"SELECT id FROM products WHERE name NOT LIKE $1":                        "",
