@@ -93,7 +93,10 @@ const tablesSQL = `SELECT c.oid, n.nspname, c.relname, c.reltuples::float8, c.re
 		CASE WHEN c.relkind = 'p' THEN (SELECT coalesce(array_agg(a.attname::text ORDER BY k.ord), '{}')
 			FROM pg_partitioned_table pt CROSS JOIN LATERAL unnest(pt.partattrs::int2[]) WITH ORDINALITY AS k(attnum, ord)
 			JOIN pg_attribute a ON a.attrelid = pt.partrelid AND a.attnum = k.attnum WHERE pt.partrelid = c.oid) ELSE '{}' END,
-		CASE WHEN c.relkind = 'p' THEN (SELECT count(*) FROM pg_partition_tree(c.oid) p WHERE p.isleaf) ELSE 0 END
+		CASE WHEN c.relkind = 'p' THEN (SELECT count(*) FROM pg_partition_tree(c.oid) p WHERE p.isleaf) ELSE 0 END,
+		ARRAY(SELECT array_to_string(ARRAY(SELECT a.attname::text FROM unnest(e.stxkeys::int2[]) AS k(n)
+			JOIN pg_attribute a ON a.attrelid = e.stxrelid AND a.attnum = k.n ORDER BY a.attname), ',')
+			FROM pg_statistic_ext e WHERE e.stxrelid = c.oid)
 	FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 	WHERE c.relkind IN ('r', 'p', 'm') AND ` + userSchemas + ` AND c.oid > $1
 	ORDER BY c.oid
@@ -148,7 +151,7 @@ func tablesPage(ctx context.Context, q envelope.Conn, after uint32, all *[]model
 		if err := rows.Scan(&t.OID, &t.Schema, &t.Name, &t.Reltuples, &t.RelPages, &t.HeapBytes, &t.Partitioned,
 			&t.SeqScan, &t.SeqTupRead, &t.IdxScan, &t.Inserted, &t.Updated, &t.HOTUpdated, &t.Deleted,
 			&t.Live, &t.Dead, &t.ModSinceAnalyze, &t.LastVacuum, &t.LastAnalyze, &t.VacuumCount, &t.AnalyzeCount,
-			&t.FrozenAge, &t.MxidAge, &opts, &t.PartitionKey, &t.Partitions); err != nil {
+			&t.FrozenAge, &t.MxidAge, &opts, &t.PartitionKey, &t.Partitions, &t.ExtendedStats); err != nil {
 			return n, err
 		}
 		storageOptions(&t, opts)

@@ -635,6 +635,11 @@ const (
 	// (Rewrite), counting the partitions each scans, read-only and
 	// rolled back.
 	ExpPartitionPruning = "partition-pruning"
+	// ExpExtendedStats runs a statement on a freshly analysed copy of a
+	// table (on the twin, or a temporary one) before and after CREATE
+	// STATISTICS (dependencies, ndistinct, mcv) on StatColumns: the row
+	// estimate at the table's scans and the time, both ways.
+	ExpExtendedStats = "extended-statistics"
 )
 
 // IndexProposal is an index a rule proposes, as fields rather than SQL
@@ -720,6 +725,8 @@ type Experiment struct {
 	ReadShare float64 `json:",omitempty"`
 	// MaxMS is the statement's slowest call in pg_stat_statements.
 	MaxMS float64 `json:",omitempty"`
+	// StatColumns are the columns extended statistics are built on.
+	StatColumns []string `json:",omitempty"`
 	// Table is the table an index, key or bloat experiment looks at.
 	Table RelRef
 	// Proposal is the index an index experiment tries.

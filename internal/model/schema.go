@@ -25,6 +25,9 @@ type Table struct {
 	// partitions.
 	PartitionKey []string `json:",omitempty"`
 	Partitions   int64    `json:",omitempty"`
+	// ExtendedStats are the column sets of its CREATE STATISTICS objects,
+	// each sorted and joined by commas ("city,zip").
+	ExtendedStats []string `json:",omitempty"`
 	// AutovacuumEnabled is false when reloptions say autovacuum_enabled=off.
 	AutovacuumEnabled bool
 	SeqScan           int64

@@ -99,6 +99,8 @@ var Registry = []Rule{
 		Check: partitionPruning},
 	{ID: CollationPrefixID, Title: "LIKE 'abc%' on text whose collation no default B-tree can bound", Needs: []string{model.SrcStatements, model.SrcStatementsCut, model.SrcTables, model.SrcTablesCut, model.SrcIndexes, model.SrcColumns},
 		Check: collationPrefix},
+	{ID: ExtendedStatisticsID, Title: "row estimates multiplied over correlated columns", Needs: []string{model.SrcStatements, model.SrcStatementsCut, model.SrcTables, model.SrcTablesCut, model.SrcColumns},
+		Check: extendedStatistics},
 	{ID: CPUHotspotID, Title: "CPU hot spots in the backends' profile", Profile: cpuHotspot},
 }
 

@@ -31,10 +31,11 @@ import (
 // (report-spills), a prepared statement's generic and custom plans
 // (generic-plan-skew), a partition key's range beside its cast
 // (partition-scan-all, pg_partition_tree), an operator class and an ICU
-// collation read from the catalog (like-prefix-scan).
+// collation read from the catalog (like-prefix-scan), and CREATE
+// STATISTICS on a copy (correlated-filter).
 var representative = []string{"healthy", "lock-chain", "migration-lock-queue", "queue-poll", "implicit-casts", "bloated-scan", "queue-churn", "fresh-changes",
 	"unread-indexes", "vacuum-held-back", "ids-running-out", "sparse-index", "wal-pressure", "freeze-held-back", "vacuum-falls-behind", "replica-report-stalls",
-	"report-spills", "generic-plan-skew", "partition-scan-all", "like-prefix-scan"}
+	"report-spills", "generic-plan-skew", "partition-scan-all", "like-prefix-scan", "correlated-filter"}
 
 // provedOnTwin are the representative scenarios checked with a twin on
 // every major, and the rule each must have confirmed there: their

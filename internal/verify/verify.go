@@ -291,6 +291,7 @@ var Kinds = []Kind{
 	{model.ExpWorkMem, OnTarget, WithRows, "work-mem", (*Engine).workMem},
 	{model.ExpGenericPlan, OnTarget, WithRows, "generic-plan", (*Engine).genericPlan},
 	{model.ExpPartitionPruning, OnTarget, WithRows, "partition-pruning", (*Engine).partitionPruning},
+	{model.ExpExtendedStats, CopiesOnTwin, WithRows, "extended-statistics", (*Engine).extendedStats},
 }
 
 // KindOf is the row of a kind; ok is false for a kind not in the table.

@@ -1,0 +1,64 @@
+package rules
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/plan"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
+)
+
+func TestExtendedStatistics(t *testing.T) {
+	const q = "SELECT id FROM shipments s WHERE s.carrier = $1 AND s.depot = $2 ORDER BY id DESC LIMIT $3"
+	limited := &plan.Explain{Plan: plan.Node{NodeType: "Limit", Plans: []plan.Node{{NodeType: "Index Scan", RelationName: "shipments", PlanRows: 463}}}}
+	looped := &plan.Explain{Plan: plan.Node{NodeType: "Nested Loop", Plans: []plan.Node{{NodeType: "Index Scan", RelationName: "shipments", PlanRows: 1}, {NodeType: "Seq Scan", RelationName: "orders", PlanRows: 50000}}}}
+	hashed := &plan.Explain{Plan: plan.Node{NodeType: "Hash Join", Plans: []plan.Node{{NodeType: "Seq Scan", RelationName: "orders"}, {NodeType: "Hash", Plans: []plan.Node{{NodeType: "Index Scan", RelationName: "shipments", PlanRows: 1}}}}}}
+	cols := []model.Column{{Schema: "public", Table: "shipments", Name: "carrier", HasStats: true}, {Schema: "public", Table: "shipments", Name: "depot", HasStats: true}, {Schema: "public", Table: "shipments", Name: "id", HasStats: true}}
+	for _, c := range []struct {
+		name  string
+		query string
+		plan  *plan.Explain
+		stats []string
+		mean  float64
+		fires bool
+	}{
+		{name: "two equalities under a LIMIT", query: q, plan: limited, mean: 8, fires: true},
+		{name: "two equalities feeding a nested loop", query: q, plan: looped, mean: 8, fires: true},
+		{name: "without a plan, the experiment decides", query: q, mean: 8, fires: true},
+		{name: "a hash join does not care how many rows", query: q, plan: hashed, mean: 8},
+		{name: "statistics already cover the columns", query: q, plan: limited, stats: []string{"carrier,depot,weight"}, mean: 8},
+		{name: "statistics on other columns", query: q, plan: limited, stats: []string{"carrier,weight"}, mean: 8, fires: true},
+		{name: "one column", query: "SELECT id FROM shipments WHERE carrier = $1 ORDER BY id LIMIT 5", plan: limited, mean: 8},
+		{name: "a fast statement", query: q, plan: limited, mean: 0.2},
+		{name: "a range is not an equality", query: "SELECT id FROM shipments WHERE carrier = $1 AND depot > $2 LIMIT 5", plan: limited, mean: 8},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			parsed, err := sqlparse.Parse(c.query)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := model.Statement{QueryID: 9, Query: c.query, Parsed: parsed, Role: "app", Calls: 10, TotalExecMS: 10 * c.mean}
+			s := &model.Snapshot{Statements: []model.Statement{st}, Plans: map[int64]*plan.Explain{},
+				Tables: []model.Table{{Schema: "public", Name: "shipments", Live: 200000, ExtendedStats: c.stats}}, Columns: cols}
+			if c.plan != nil {
+				s.Plans[9] = c.plan
+			}
+			fs, _ := extendedStatistics(s)
+			if !c.fires {
+				if len(fs) > 0 {
+					t.Fatalf("fired: %s", fs[0].Title)
+				}
+				return
+			}
+			if len(fs) != 1 {
+				t.Fatalf("%d findings", len(fs))
+			}
+			f := fs[0]
+			if f.Severity != model.Info || f.Experiment == nil || f.Experiment.Kind != model.ExpExtendedStats ||
+				strings.Join(f.Experiment.StatColumns, ",") != "carrier,depot" || !strings.Contains(f.Fix.SQL, "(dependencies, ndistinct, mcv) ON carrier, depot FROM public.shipments") {
+				t.Errorf("%v %+v %s", f.Severity, f.Experiment, f.Fix.SQL)
+			}
+		})
+	}
+}
