@@ -640,6 +640,10 @@ const (
 	// STATISTICS (dependencies, ndistinct, mcv) on StatColumns: the row
 	// estimate at the table's scans and the time, both ways.
 	ExpExtendedStats = "extended-statistics"
+	// ExpBatch times a lookup by key run Calls times, one round trip
+	// each, against one run of Rewrite (the key = ANY($n) form) with the
+	// same keys, read-only and rolled back.
+	ExpBatch = "batch"
 )
 
 // IndexProposal is an index a rule proposes, as fields rather than SQL

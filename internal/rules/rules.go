@@ -101,6 +101,8 @@ var Registry = []Rule{
 		Check: collationPrefix},
 	{ID: ExtendedStatisticsID, Title: "row estimates multiplied over correlated columns", Needs: []string{model.SrcStatements, model.SrcStatementsCut, model.SrcTables, model.SrcTablesCut, model.SrcColumns},
 		Check: extendedStatistics},
+	{ID: NPlusOneID, Title: "the same lookup by key run hundreds of times in one transaction (N+1)", Needs: []string{model.SrcStatements, model.SrcStatementsCut},
+		Check: nPlusOne},
 	{ID: CPUHotspotID, Title: "CPU hot spots in the backends' profile", Profile: cpuHotspot},
 }
 

@@ -53,6 +53,9 @@ var workloads = map[string]GoWorkload{
 	// A prepared transaction, and transaction ids consumed while check
 	// samples them.
 	"freeze-held-back": {Run: freezeHeldBack, SignalsReady: true},
+	// Round trips in a loop, timed by the client, while check samples.
+	"n-plus-one":         {Run: exportLines(false)},
+	"n-plus-one-batched": {Run: exportLines(true)},
 	// A driver's prepared statement, which plain SQL files cannot send.
 	"generic-plan-skew": {Run: genericPlanSkew},
 	// Changes a server setting for its run and restores it after check.

@@ -87,3 +87,22 @@ func TestLikePrefixes(t *testing.T) {
 		}
 	}
 }
+
+func TestBatched(t *testing.T) {
+	for sql, want := range map[string]string{
+		"SELECT id, sku FROM order_lines WHERE id = $1":                                     "SELECT id, sku FROM order_lines WHERE id = ANY($1)",
+		"SELECT c.name FROM customers c WHERE $1 = c.id":                                    "SELECT c.name FROM customers c WHERE c.id = ANY($1)",
+		"SELECT id FROM t WHERE a = $1 AND b = $2":                                          "",
+		"SELECT id FROM t WHERE a > $1":                                                     "",
+		"SELECT id FROM t WHERE a = $1 OR b = $1":                                           "",
+		"SELECT p.name FROM products p JOIN stock s ON s.product_id = p.id WHERE p.id = $1": "SELECT p.name FROM products p JOIN stock s ON s.product_id = p.id WHERE p.id = ANY($1)",
+	} {
+		out, _, _, err := mustParse(t, sql).Batched()
+		switch {
+		case want == "" && err == nil:
+			t.Errorf("%s: batched to %s", sql, out.Text())
+		case want != "" && (err != nil || out.Text() != want):
+			t.Errorf("%s: got %v %v, want %s", sql, out, err, want)
+		}
+	}
+}

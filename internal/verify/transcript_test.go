@@ -126,7 +126,11 @@ func replay(t *testing.T, c tcase, tp *tape) string {
 		f.Experiment = tf.Experiment
 		findings = append(findings, f)
 	}
-	out, skipped := engine(c, rp).Run(context.Background(), snap, findings)
+	eng := engine(c, rp)
+	// The clock of the kinds timed from pgmedic's side: a millisecond
+	// per call sent, so a replayed loop of round trips takes what it sent.
+	eng.Now = func() time.Time { return time.Unix(0, 0).Add(time.Duration(rp.Sent()) * time.Millisecond) }
+	out, skipped := eng.Run(context.Background(), snap, findings)
 	switch {
 	case c.busy && rp.Sent() != 0:
 		t.Fatalf("%s: the engine sent %d statements to a busy server", c.tape, rp.Sent())
@@ -189,12 +193,30 @@ func (r *recording) record(t *testing.T, c tcase) *tape {
 	if r.err != nil {
 		t.Fatalf("recording needs a PostgreSQL 15 cluster: %v", r.err)
 	}
+	s, err := scenario.Find(c.scenario)
+	if err != nil {
+		t.Fatal(err)
+	}
 	env := r.envs[c.scenario]
-	if env == nil {
-		s, err := scenario.Find(c.scenario)
-		if err != nil {
+	// A workload that runs while check samples (an N+1 loop) runs while
+	// the snapshot is collected, and stops before the experiment.
+	stopWorkload := func() {}
+	switch {
+	case s.DuringCheck:
+		if env, err = scenario.Setup(ctx, r.cluster, s, t.Logf); err != nil {
 			t.Fatal(err)
 		}
+		wctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- env.Run(wctx, s) }()
+		stopWorkload = func() {
+			cancel()
+			if err := <-done; err != nil && wctx.Err() == nil {
+				t.Fatal(err)
+			}
+		}
+		defer func() { stopWorkload() }()
+	case env == nil:
 		if env, err = scenario.Prepare(ctx, r.cluster, s, t.Logf); err != nil {
 			t.Fatal(err)
 		}
@@ -223,6 +245,8 @@ func (r *recording) record(t *testing.T, c tcase) *tape {
 	if err != nil {
 		t.Fatal(err)
 	}
+	stopWorkload()
+	stopWorkload = func() {}
 	selected, _ := rules.Select(nil)
 	all, _ := rules.Run(snap, selected)
 	tp := &tape{Scenario: c.scenario, Snapshot: trim(snap)}

@@ -81,6 +81,10 @@ type Engine struct {
 	// ShowValues shows, in the report, the values a re-run took from the
 	// user's data (--show-values); by default their source and type only.
 	ShowValues bool
+	// Now is the clock of the experiments timed from pgmedic's side (a
+	// loop of round trips); nil is the wall clock. A transcript's replay
+	// gives one that counts the calls sent.
+	Now func() time.Time
 
 	// columnType types the parameters PostgreSQL cannot infer (the
 	// snapshot's ColumnType).
@@ -292,6 +296,7 @@ var Kinds = []Kind{
 	{model.ExpGenericPlan, OnTarget, WithRows, "generic-plan", (*Engine).genericPlan},
 	{model.ExpPartitionPruning, OnTarget, WithRows, "partition-pruning", (*Engine).partitionPruning},
 	{model.ExpExtendedStats, CopiesOnTwin, WithRows, "extended-statistics", (*Engine).extendedStats},
+	{model.ExpBatch, OnTarget, WithRows, "batch", (*Engine).batch},
 }
 
 // KindOf is the row of a kind; ok is false for a kind not in the table.
