@@ -3,6 +3,7 @@ package verify
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -22,9 +23,9 @@ const genericScreenRuns = 2
 // which the generic plan loses most is measured Runs times each way,
 // alternating. The generic plan is what the application got when its
 // slowest calls (max_exec_time) reached the generic plan's time for that
-// value; when they never came near it, the application does not send
-// that value to a generic plan, and the finding is refuted with both
-// numbers.
+// value (nearer it than the custom plan's, on a geometric scale); when
+// they stayed near the custom plan's, the application does not send that
+// value to a generic plan, and the finding is refuted with both numbers.
 func (e *Engine) genericPlan(ctx context.Context, _ *model.Snapshot, f *model.Finding) {
 	exp := f.Experiment
 	b, why := e.runnable(ctx, exp)
@@ -116,9 +117,13 @@ func (e *Engine) genericPlan(ctx context.Context, _ *model.Snapshot, f *model.Fi
 		f.Fix = model.Fix{Summary: "keep the prepared statement as it is"}
 		return
 	}
-	if exp.MaxMS > 0 && exp.MaxMS < before/2 {
-		// The plan is slower for that value, but the application's calls
-		// never took that long: they do not run it with that value.
+	if mid := math.Sqrt(before * after); exp.MaxMS > 0 && exp.MaxMS < mid {
+		// The plan is slower for that value, but the application's
+		// slowest call stayed nearer the custom plan's time than the
+		// generic plan's (the geometric middle, so that a machine busier
+		// now than when the calls ran, or the other way round, moves
+		// neither side across it first): it does not run that value on
+		// the generic plan.
 		f.Verification.Status = model.Refuted
 		f.Severity = model.Info
 		f.Title = fmt.Sprintf("the generic plan is slower for a value the application's calls do not seem to get (%.2f ms generic, %.2f ms custom; its slowest call took %.2f ms)", before, after, exp.MaxMS)
