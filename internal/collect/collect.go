@@ -401,6 +401,11 @@ func pgssError(s *model.Snapshot, err error) model.Skip {
 
 // databaseStats reads this database's pg_stat_database row.
 func databaseStats(ctx context.Context, q envelope.Conn, s *model.Snapshot) {
+	d := &s.DatabaseStats
+	if err := q.QueryRow(ctx, envelope.Tag+`SELECT blks_hit, blks_read, blk_read_time FROM pg_stat_database WHERE datname = current_database()`).
+		Scan(&d.BlksHit, &d.BlksRead, &d.BlkReadMS); err == nil {
+		d.BlocksKnown = true
+	}
 	if h := pgversion.Of(s.Server.VersionNum); !h.SessionStats {
 		s.Missing[model.SrcDBStats] = model.Skip{Reason: h.Lacks("session counters in pg_stat_database", 14)}
 		return

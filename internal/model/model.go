@@ -299,6 +299,13 @@ type DatabaseStats struct {
 	Sessions          int64
 	SessionsAbandoned int64
 	StatsReset        *time.Time
+	// Blocks found in shared buffers and read from outside them (the
+	// page cache or the disk), and the time those reads took when
+	// track_io_timing is on (every version): what a page read costs on
+	// this server. BlocksKnown is false when they could not be read.
+	BlocksKnown       bool
+	BlksHit, BlksRead int64
+	BlkReadMS         float64
 }
 
 // Activity is a sample of pg_stat_activity, used to judge load.
@@ -644,6 +651,10 @@ const (
 	// each, against one run of Rewrite (the key = ANY($n) form) with the
 	// same keys, read-only and rolled back.
 	ExpBatch = "batch"
+	// ExpPlannerSetting plans the top statements with the planner
+	// settings as they are and with FixSettings (SET LOCAL), and times
+	// those whose plan changes both ways, read-only and rolled back.
+	ExpPlannerSetting = "planner-setting"
 )
 
 // IndexProposal is an index a rule proposes, as fields rather than SQL
@@ -727,8 +738,10 @@ type Experiment struct {
 	// buffers: what the application's calls cost, beside what a copy shows.
 	MeanMS    float64 `json:",omitempty"`
 	ReadShare float64 `json:",omitempty"`
-	// MaxMS is the statement's slowest call in pg_stat_statements.
-	MaxMS float64 `json:",omitempty"`
+	// MaxMS is the statement's slowest call in pg_stat_statements, and
+	// BuffersPerCall the shared blocks its calls touched on average.
+	MaxMS          float64 `json:",omitempty"`
+	BuffersPerCall float64 `json:",omitempty"`
 	// StatColumns are the columns extended statistics are built on.
 	StatColumns []string `json:",omitempty"`
 	// Table is the table an index, key or bloat experiment looks at.

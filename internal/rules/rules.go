@@ -103,6 +103,8 @@ var Registry = []Rule{
 		Check: extendedStatistics},
 	{ID: NPlusOneID, Title: "the same lookup by key run hundreds of times in one transaction (N+1)", Needs: []string{model.SrcStatements, model.SrcStatementsCut},
 		Check: nPlusOne},
+	{ID: PlannerSettingsID, Title: "planner cost settings this server's reads contradict (random_page_cost)", Needs: []string{model.SrcStatements, model.SrcStatementsCut},
+		Check: plannerSettings},
 	{ID: CPUHotspotID, Title: "CPU hot spots in the backends' profile", Profile: cpuHotspot},
 }
 

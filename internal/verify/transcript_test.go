@@ -436,6 +436,14 @@ func writes(sql string, prepared map[string]*sqlparse.Statement) string {
 		return ""
 	case strings.HasPrefix(sql, "CREATE TABLE pgmedic_hot "):
 		return ""
+	case strings.HasPrefix(sql, "CREATE STATISTICS "):
+		// Extended statistics on a copy: the object lives in pg_temp
+		// and reads the copy only.
+		from := strings.Fields(sql[strings.LastIndex(sql, " FROM ")+len(" FROM "):])
+		if !strings.HasPrefix(sql, "CREATE STATISTICS pg_temp.") || len(from) != 1 || !temporary[from[0]] {
+			return "creates statistics outside pgmedic's temporary copies"
+		}
+		return ""
 	case strings.HasPrefix(sql, "CREATE INDEX ON "), strings.HasPrefix(sql, "CREATE UNIQUE INDEX ON "):
 		name := strings.Fields(strings.SplitN(sql, " ON ", 2)[1])[0]
 		if !temporary[name] {
@@ -449,11 +457,15 @@ func writes(sql string, prepared map[string]*sqlparse.Statement) string {
 		}
 		return ""
 	}
+	executed := sql
 	if m := explainRe.FindStringSubmatch(sql); m != nil {
 		if !strings.Contains(m[1], "ANALYZE") {
 			return "" // planned, not executed
 		}
-		if e := executeRe.FindStringSubmatch(m[2]); e != nil {
+		executed = m[2]
+	}
+	{
+		if e := executeRe.FindStringSubmatch(executed); e != nil {
 			st := prepared[e[1]]
 			if st == nil {
 				return "executes an unknown prepared statement " + e[1]
@@ -463,7 +475,7 @@ func writes(sql string, prepared map[string]*sqlparse.Statement) string {
 			}
 			return ""
 		}
-		sql = m[2]
+		sql = executed
 	}
 	st, err := sqlparse.Parse(sql)
 	if err != nil {
@@ -491,8 +503,11 @@ func TestEnvelopeProblemsFound(t *testing.T) {
 		"analyze update": {tag + "BEGIN READ ONLY", tag + "EXPLAIN (ANALYZE, FORMAT JSON) UPDATE orders SET a = 1", tag + "ROLLBACK"},
 		"prepared update": {tag + "PREPARE pgmedic_verify(integer) AS UPDATE orders SET a = $1", tag + "BEGIN READ ONLY",
 			tag + "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE pgmedic_verify(1)", tag + "ROLLBACK"},
-		"temp outside": {tag + "CREATE TEMP TABLE pgmedic_copy (LIKE orders)", tag + "INSERT INTO pgmedic_copy SELECT * FROM orders"},
-		"other temp":   {tag + "BEGIN READ WRITE", tag + "CREATE TEMP TABLE audit (LIKE orders)", tag + "ROLLBACK"},
+		"temp outside":               {tag + "CREATE TEMP TABLE pgmedic_copy (LIKE orders)", tag + "INSERT INTO pgmedic_copy SELECT * FROM orders"},
+		"other temp":                 {tag + "BEGIN READ WRITE", tag + "CREATE TEMP TABLE audit (LIKE orders)", tag + "ROLLBACK"},
+		"statistics on a real table": {tag + "BEGIN READ WRITE", tag + "CREATE STATISTICS pg_temp.pgmedic_stats (mcv) ON a, b FROM orders", tag + "ROLLBACK"},
+		"executed update": {tag + "PREPARE pgmedic_verify(integer) AS UPDATE orders SET a = $1", tag + "BEGIN READ ONLY",
+			tag + "EXECUTE pgmedic_verify(1)", tag + "ROLLBACK"},
 	} {
 		var cs []call
 		for _, q := range calls {

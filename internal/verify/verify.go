@@ -297,6 +297,7 @@ var Kinds = []Kind{
 	{model.ExpPartitionPruning, OnTarget, WithRows, "partition-pruning", (*Engine).partitionPruning},
 	{model.ExpExtendedStats, CopiesOnTwin, WithRows, "extended-statistics", (*Engine).extendedStats},
 	{model.ExpBatch, OnTarget, WithRows, "batch", (*Engine).batch},
+	{model.ExpPlannerSetting, OnTarget, WithRows, "planner-setting", (*Engine).plannerSetting},
 }
 
 // KindOf is the row of a kind; ok is false for a kind not in the table.

@@ -1,0 +1,155 @@
+package verify
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sort"
+	"strings"
+
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/plan"
+	"github.com/pgmedic/pgmedic/internal/printable"
+)
+
+// Bounds of the planner-setting experiment: the top statements it plans
+// both ways, and the runs of each side for those whose plan changes.
+const (
+	settingTopStatements = 10
+	settingRuns          = 3
+)
+
+// plannerSetting tries a planner setting (exp.FixSettings) on the top
+// statements by time: each is planned (EXPLAIN, nothing run) with the
+// settings as they are and with the proposed ones, SET LOCAL; those whose
+// plan changes are run both ways, settingRuns times each after a warm-up,
+// alternating, read-only and rolled back. The setting is proposed only
+// when a statement gets faster and none gets slower (by the verdict's 20%):
+// the sums, weighted by each statement's calls, are the two numbers.
+func (e *Engine) plannerSetting(ctx context.Context, snap *model.Snapshot, f *model.Finding) {
+	exp := f.Experiment
+	app := maps.Clone(exp.AppSettings)
+	if app == nil {
+		app = map[string]string{}
+	}
+	fixed := maps.Clone(app)
+	maps.Copy(fixed, exp.FixSettings)
+	top := append([]model.Statement(nil), snap.Statements...)
+	sort.SliceStable(top, func(i, j int) bool { return top[i].TotalExecMS > top[j].TotalExecMS })
+	var planned, changed int
+	var before, after float64
+	var faster, slower []string
+	for _, st := range top {
+		if planned == settingTopStatements || ctx.Err() != nil {
+			break
+		}
+		if st.Parsed == nil || st.Parsed.Kind() != "SelectStmt" {
+			continue
+		}
+		x := &model.Experiment{Query: st.Query, Stmt: st.Parsed, QueryID: st.QueryID, Calls: st.Calls, Rows: st.Rows}
+		b, why := e.runnable(ctx, x)
+		if why != "" {
+			continue
+		}
+		planned++
+		m0, m1, moved, err := e.settingSides(ctx, b.target, app, fixed)
+		b.cleanup()
+		if err != nil {
+			f.Verification = model.NotRunBecause(err.Error())
+			return
+		}
+		if !moved {
+			continue
+		}
+		changed++
+		calls := float64(max(st.Calls, 1))
+		before += calls * m0
+		after += calls * m1
+		name := fmt.Sprintf("%s (%.2f -> %.2f ms)", printable.Shorten(st.Query, 60), m0, m1)
+		switch {
+		case m1 > m0/helpedRatio:
+			slower = append(slower, name)
+		case m1 <= m0*helpedRatio:
+			faster = append(faster, name)
+		}
+	}
+	what := settingsText(exp.FixSettings)
+	method := fmt.Sprintf("the top %d statements planned with the settings as they are and with SET LOCAL %s (EXPLAIN, nothing run); the %d whose plan changed run x%d each way, alternating, in rolled-back read-only transactions; medians, summed weighted by calls", planned, what, changed, settingRuns)
+	if planned == 0 {
+		f.Verification = model.NotRunBecause("none of the top statements can be re-run (pgmedic only runs SELECTs it can bind values to)")
+		return
+	}
+	if changed == 0 {
+		f.Verification = model.Verification{Status: model.NotRun, Method: method,
+			Reason: fmt.Sprintf("no plan of the top %d statements changes with %s: nothing to measure, and nothing it would change today", planned, what)}
+		return
+	}
+	f.Evidence = append(f.Evidence,
+		model.Evidence{Label: "top statements planned both ways", Value: float64(planned)},
+		model.Evidence{Label: "statements whose plan changes", Value: float64(changed)},
+		model.Evidence{Label: "faster with it: " + strings.Join(faster, "; "), Value: float64(len(faster))},
+		model.Evidence{Label: "slower with it: " + strings.Join(slower, "; "), Value: float64(len(slower))})
+	f.Verification = model.Verification{Method: method,
+		Before: &model.Measure{Value: model.Round(before, 2), Unit: "ms"}, After: &model.Measure{Value: model.Round(after, 2), Unit: "ms"}}
+	if len(slower) > 0 {
+		f.Verification.Status, f.Severity = model.Refuted, model.Info
+		f.Title = fmt.Sprintf("%s would make %d of the top statements slower: keep the setting as it is", what, len(slower))
+		return
+	}
+	if len(faster) > 0 && judge(f, before, after) {
+		f.Severity = model.Warning
+		return
+	}
+	f.Verification.Status, f.Severity = model.Refuted, model.Info
+}
+
+// settingSides plans target both ways and, when the plans differ, runs
+// it both ways; the medians and whether the plan moved.
+func (e *Engine) settingSides(ctx context.Context, target string, app, fixed map[string]string) (m0, m1 float64, moved bool, err error) {
+	p0, err := e.onceWith(ctx, "", target, e.jitSetting(), app, customPlan)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	p1, err := e.onceWith(ctx, "", target, e.jitSetting(), fixed, customPlan)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	if plan.Shape(p0) == plan.Shape(p1) {
+		return 0, 0, false, nil
+	}
+	var a, b []float64
+	for i := range settingRuns + 1 {
+		for j := range 2 {
+			set, side := app, &a
+			if (i+j)%2 == 1 {
+				set, side = fixed, &b
+			}
+			ex, err := e.once(ctx, target, e.jitSetting(), set, customPlan)
+			if err != nil {
+				return 0, 0, false, err
+			}
+			if i > 0 {
+				*side = append(*side, ex.PlanningMS+ex.ExecutionMS)
+			}
+		}
+	}
+	return median(a), median(b), true, nil
+}
+
+// settingsText is "random_page_cost = 1.1" for a map of settings.
+func settingsText(m map[string]string) string {
+	var parts []string
+	for _, k := range sortedKeys(m) {
+		parts = append(parts, k+" = "+m[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
