@@ -58,7 +58,7 @@ func plannerSettings(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	}
 	why := fmt.Sprintf("%.1f%% of this database's block reads are found in shared buffers", 100*hit)
 	if timed && d.BlksRead > 0 {
-		why += fmt.Sprintf(", and a read from outside them takes %.3f ms on average (track_io_timing)", readMS)
+		why += fmt.Sprintf(", and a read from outside them takes %s on average (track_io_timing)", readTime(readMS))
 	}
 	ev := []model.Evidence{
 		{Label: fmt.Sprintf("random_page_cost (%s)", orDefaultSetting(source)), Value: r},
@@ -86,4 +86,13 @@ func plannerSettings(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 			AppSettings: roleSettingsFor(s, "", "random_page_cost", "seq_page_cost", "search_path"),
 			FixSettings: map[string]string{"random_page_cost": plannerProposedPageCost}},
 	}}, nil
+}
+
+// readTime writes a block read's mean time; the page cache answers in
+// microseconds, which track_io_timing may round to nothing.
+func readTime(ms float64) string {
+	if ms < 0.001 {
+		return "under a microsecond"
+	}
+	return fmt.Sprintf("%.3f ms", ms)
 }

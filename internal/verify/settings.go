@@ -43,10 +43,10 @@ func (e *Engine) plannerSetting(ctx context.Context, snap *model.Snapshot, f *mo
 		if planned == settingTopStatements || ctx.Err() != nil {
 			break
 		}
-		if st.Parsed == nil || st.Parsed.Kind() != "SelectStmt" {
+		x := &model.Experiment{Query: st.Query, Stmt: st.Parsed, QueryID: st.QueryID, Calls: st.Calls, Rows: st.Rows}
+		if parsed, err := statement(x); err != nil || parsed.Kind() != "SelectStmt" {
 			continue
 		}
-		x := &model.Experiment{Query: st.Query, Stmt: st.Parsed, QueryID: st.QueryID, Calls: st.Calls, Rows: st.Rows}
 		b, why := e.runnable(ctx, x)
 		if why != "" {
 			continue
@@ -87,8 +87,8 @@ func (e *Engine) plannerSetting(ctx context.Context, snap *model.Snapshot, f *mo
 	f.Evidence = append(f.Evidence,
 		model.Evidence{Label: "top statements planned both ways", Value: float64(planned)},
 		model.Evidence{Label: "statements whose plan changes", Value: float64(changed)},
-		model.Evidence{Label: "faster with it: " + strings.Join(faster, "; "), Value: float64(len(faster))},
-		model.Evidence{Label: "slower with it: " + strings.Join(slower, "; "), Value: float64(len(slower))})
+		model.Evidence{Label: "faster with it" + listed(faster), Value: float64(len(faster))},
+		model.Evidence{Label: "slower with it" + listed(slower), Value: float64(len(slower))})
 	f.Verification = model.Verification{Method: method,
 		Before: &model.Measure{Value: model.Round(before, 2), Unit: "ms"}, After: &model.Measure{Value: model.Round(after, 2), Unit: "ms"}}
 	if len(slower) > 0 {
@@ -152,4 +152,12 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// listed is ": a; b" for a list, "" for none.
+func listed(xs []string) string {
+	if len(xs) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(xs, "; ")
 }

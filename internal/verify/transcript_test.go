@@ -249,7 +249,7 @@ func (r *recording) record(t *testing.T, c tcase) *tape {
 	stopWorkload = func() {}
 	selected, _ := rules.Select(nil)
 	all, _ := rules.Run(snap, selected)
-	tp := &tape{Scenario: c.scenario, Snapshot: trim(snap)}
+	tp := &tape{Scenario: c.scenario, Snapshot: trim(snap, c.kinds)}
 	for _, f := range all {
 		if f.Experiment == nil || !c.kinds[f.Experiment.Kind] {
 			continue
@@ -284,13 +284,17 @@ func (r *recording) record(t *testing.T, c tcase) *tape {
 }
 
 // trim keeps what the engine reads of a snapshot: tables, indexes,
-// columns, extensions, activity and the jit settings.
-func trim(s *model.Snapshot) *model.Snapshot {
+// columns, extensions, activity, the jit and work_mem settings, and for
+// a planner setting tried on the top statements, the statements.
+func trim(s *model.Snapshot, kinds map[string]bool) *model.Snapshot {
 	out := &model.Snapshot{CollectedAt: s.CollectedAt, Server: s.Server, Database: s.Database, User: s.User,
 		Tables: s.Tables, Indexes: s.Indexes, Columns: s.Columns, Extensions: s.Extensions, Activity: s.Activity,
 		Settings: map[string]model.Setting{}}
+	if kinds[model.ExpPlannerSetting] {
+		out.Statements = s.Statements
+	}
 	for k, v := range s.Settings {
-		if strings.HasPrefix(k, "jit") {
+		if strings.HasPrefix(k, "jit") || k == "work_mem" {
 			out.Settings[k] = v
 		}
 	}
