@@ -10,7 +10,7 @@ import (
 func TestPlannerSettings(t *testing.T) {
 	base := func(rpc string, hit, read int64, readMS float64, timing string) *model.Snapshot {
 		return &model.Snapshot{Database: "shop", Statements: []model.Statement{{QueryID: 1, Query: "SELECT 1", Calls: 10}},
-			Settings: map[string]model.Setting{"random_page_cost": {Value: rpc, Source: "default"}, "seq_page_cost": {Value: "1"}, "track_io_timing": {Value: timing}},
+			Settings:      map[string]model.Setting{"random_page_cost": {Value: rpc, Source: "default"}, "seq_page_cost": {Value: "1"}, "track_io_timing": {Value: timing}},
 			DatabaseStats: model.DatabaseStats{BlocksKnown: true, BlksHit: hit, BlksRead: read, BlkReadMS: readMS}}
 	}
 	for _, c := range []struct {

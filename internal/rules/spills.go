@@ -64,13 +64,21 @@ func spillStatements(s *model.Snapshot, rule string) ([]model.Finding, []model.S
 }
 
 // spillKind says which rule a spilling statement belongs to: its plan's
-// sorts or hashes, or, without a plan, whether the statement sorts.
+// sorts or hashes, or, without a plan, whether the statement sorts or
+// joins. A statement whose temporary files come from neither (a function
+// scan's or a CTE's rows kept in a tuplestore, a materialisation) is
+// neither rule's: "".
 func spillKind(e *plan.Explain, st *sqlparse.Statement) string {
 	if e == nil {
-		if st != nil && st.SortKeys() == 0 && len(st.Relations()) > 1 {
+		switch {
+		case st == nil:
+			return ""
+		case st.SortKeys() > 0:
+			return SortSpillID
+		case len(st.Relations()) > 1:
 			return HashBatchesID
 		}
-		return SortSpillID
+		return ""
 	}
 	var sorts, hashes int
 	e.Plan.Walk(func(n, _ *plan.Node) {
@@ -81,10 +89,13 @@ func spillKind(e *plan.Explain, st *sqlparse.Statement) string {
 			hashes++
 		}
 	})
-	if hashes > 0 && sorts == 0 {
+	switch {
+	case sorts > 0:
+		return SortSpillID
+	case hashes > 0:
 		return HashBatchesID
 	}
-	return SortSpillID
+	return ""
 }
 
 // spillFinding is one spilling statement, with the work_mem that would

@@ -31,6 +31,8 @@ func TestSpillStatements(t *testing.T) {
 		{name: "under a megabyte a call is not a spill worth memory", blocks: 10 * 100, execMS: 900, plan: sorted, query: "SELECT 1", wantSort: -1, wantHash: -1},
 		{name: "without a plan, a join without ORDER BY is a hash", blocks: 10 * 1200, execMS: 900, query: "SELECT * FROM a JOIN b USING (id)", wantSort: -1, wantHash: model.Warning},
 		{name: "without a plan, ORDER BY is a sort", blocks: 10 * 1200, execMS: 900, query: "SELECT * FROM a ORDER BY x", wantSort: model.Warning, wantHash: -1},
+		{name: "without a plan, neither a sort nor a join is neither rule's", blocks: 10 * 1200, execMS: 900, query: "SELECT count(*) FROM generate_series(1, $1) g", wantSort: -1, wantHash: -1},
+		{name: "a function scan's tuplestore is neither rule's", blocks: 10 * 1200, execMS: 900, plan: &plan.Explain{Plan: plan.Node{NodeType: "Aggregate", Strategy: "Plain", Plans: []plan.Node{{NodeType: "Function Scan"}}}}, query: "SELECT count(*) FROM generate_series(1, $1) g", wantSort: -1, wantHash: -1},
 		{name: "a small share of the time is info", blocks: 10 * 200, execMS: 1, plan: sorted, query: "SELECT * FROM a ORDER BY x", wantSort: model.Info, wantHash: -1},
 		{name: "a gigabyte written is a warning whatever its time", blocks: 140000, execMS: 1, plan: sorted, query: "SELECT * FROM a ORDER BY x", wantSort: model.Warning, wantHash: -1},
 		{name: "hidden statements are said, not ignored", blocks: 0, execMS: 1, plan: sorted, query: "SELECT 1", hidden: 3, wantSort: -1, wantHash: -1},
