@@ -8,7 +8,6 @@ import (
 
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/printable"
-	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
 // CollationPrefixID is the stable id of the rule.
@@ -36,12 +35,7 @@ var patternOps = map[string]string{"text": "text_pattern_ops", "character varyin
 // one with COLLATE "C") serves it; the experiment builds it.
 func collationPrefix(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	var out []model.Finding
-	var skipped []model.Skip
-	if s.StatementsHidden > 0 {
-		skipped = append(skipped, model.Skip{Rule: CollationPrefixID,
-			Reason: fmt.Sprintf("could not see %d statements of other roles (%.0f ms of execution): whether they search text by prefix is unknown", s.StatementsHidden, s.StatementsHiddenMS),
-			Fix:    "GRANT pg_read_all_stats TO " + sqlparse.QuoteIdent(s.User) + ";"})
-	}
+	skipped := hiddenStatements(s, CollationPrefixID, "whether they search text by prefix is unknown")
 	dbTotal := totalExecMS(s)
 	for _, st := range s.Statements {
 		if st.Parsed == nil || st.Calls < prefixMinCalls {

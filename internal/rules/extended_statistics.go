@@ -38,12 +38,7 @@ const (
 // (the finding is info until it is measured).
 func extendedStatistics(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	var out []model.Finding
-	var skipped []model.Skip
-	if s.StatementsHidden > 0 {
-		skipped = append(skipped, model.Skip{Rule: ExtendedStatisticsID,
-			Reason: fmt.Sprintf("could not see %d statements of other roles (%.0f ms of execution): whether they filter on correlated columns is unknown", s.StatementsHidden, s.StatementsHiddenMS),
-			Fix:    "GRANT pg_read_all_stats TO " + sqlparse.QuoteIdent(s.User) + ";"})
-	}
+	skipped := hiddenStatements(s, ExtendedStatisticsID, "whether they filter on correlated columns is unknown")
 	dbTotal := totalExecMS(s)
 	for _, st := range s.Statements {
 		if st.Parsed == nil || st.Calls < extMinCalls || st.MeanExecMS() < extMinMeanMS {

@@ -38,12 +38,7 @@ const (
 // few others.
 func genericPlan(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	var out []model.Finding
-	var skipped []model.Skip
-	if s.StatementsHidden > 0 {
-		skipped = append(skipped, model.Skip{Rule: GenericPlanID,
-			Reason: fmt.Sprintf("could not see %d statements of other roles (%.0f ms of execution): whether their generic plans are slower is unknown", s.StatementsHidden, s.StatementsHiddenMS),
-			Fix:    "GRANT pg_read_all_stats TO " + sqlparse.QuoteIdent(s.User) + ";"})
-	}
+	skipped := hiddenStatements(s, GenericPlanID, "whether their generic plans are slower is unknown")
 	dbTotal := totalExecMS(s)
 	for _, st := range s.Statements {
 		if f, ok := genericPlanStatement(s, st, dbTotal); ok {

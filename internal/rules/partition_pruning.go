@@ -29,12 +29,7 @@ const (
 // key, which the experiment runs beside the statement as written.
 func partitionPruning(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	var out []model.Finding
-	var skipped []model.Skip
-	if s.StatementsHidden > 0 {
-		skipped = append(skipped, model.Skip{Rule: PartitionPruningID,
-			Reason: fmt.Sprintf("could not see %d statements of other roles (%.0f ms of execution): whether they scan every partition is unknown", s.StatementsHidden, s.StatementsHiddenMS),
-			Fix:    "GRANT pg_read_all_stats TO " + sqlparse.QuoteIdent(s.User) + ";"})
-	}
+	skipped := hiddenStatements(s, PartitionPruningID, "whether they scan every partition is unknown")
 	dbTotal := totalExecMS(s)
 	for _, st := range s.Statements {
 		if st.Parsed == nil || st.Calls < pruningMinCalls {

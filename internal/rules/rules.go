@@ -406,3 +406,16 @@ func ratioText(a, b float64) string {
 	}
 	return fmt.Sprintf("%.1fx", r)
 }
+
+// hiddenStatements is the "could not see" line of a statement rule: the
+// statements of other roles pg_stat_statements hides from pgmedic's role
+// (without pg_read_all_stats), how much time they took, and what about
+// them is therefore unknown (what).
+func hiddenStatements(s *model.Snapshot, rule, what string) []model.Skip {
+	if s.StatementsHidden == 0 {
+		return nil
+	}
+	return []model.Skip{{Rule: rule,
+		Reason: fmt.Sprintf("could not see %d statements of other roles (%.0f ms of execution): %s", s.StatementsHidden, s.StatementsHiddenMS, what),
+		Fix:    "GRANT pg_read_all_stats TO " + sqlparse.QuoteIdent(s.User) + ";"}}
+}

@@ -43,12 +43,7 @@ func hashBatchesStatements(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 
 func spillStatements(s *model.Snapshot, rule string) ([]model.Finding, []model.Skip) {
 	var out []model.Finding
-	var skipped []model.Skip
-	if s.StatementsHidden > 0 {
-		skipped = append(skipped, model.Skip{Rule: rule,
-			Reason: fmt.Sprintf("could not see %d statements of other roles (%.0f ms of execution): whether they spill to disk is unknown", s.StatementsHidden, s.StatementsHiddenMS),
-			Fix:    "GRANT pg_read_all_stats TO " + sqlparse.QuoteIdent(s.User) + ";"})
-	}
+	skipped := hiddenStatements(s, rule, "whether they spill to disk is unknown")
 	dbTotal := totalExecMS(s)
 	for _, st := range s.Statements {
 		if st.Calls < spillMinCalls || st.TempBlksWritten < spillMinBlocksPerCall*st.Calls {

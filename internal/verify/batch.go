@@ -100,25 +100,16 @@ func (e *Engine) batch(ctx context.Context, _ *model.Snapshot, f *model.Finding)
 // columnKeys are up to n distinct values of a column from pg_stats (its
 // histogram's bounds, then its common values).
 func (e *Engine) columnKeys(ctx context.Context, t model.RelRef, column string, n int) ([]string, error) {
-	var mcv, hist *string
-	if err := e.Conn.QueryRow(ctx, envelope.Tag+`SELECT s.most_common_vals::text, s.histogram_bounds::text
-		FROM pg_stats s JOIN pg_namespace n ON n.nspname = s.schemaname
-		JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = s.tablename
-		WHERE c.oid = to_regclass($1) AND s.attname = $2
-		ORDER BY s.inherited DESC LIMIT 1`, sqlparse.QuoteQualified(t.Schema, t.Name), column).Scan(&mcv, &hist); err != nil {
+	mcv, hist, err := e.columnStats(ctx, t, column)
+	if err != nil {
 		return nil, err
 	}
 	var out []string
 	seen := map[string]bool{}
-	for _, a := range []*string{hist, mcv} {
-		if a == nil {
-			continue
-		}
-		for _, v := range ParseArray(*a) {
-			if len(out) < n && !seen[v] {
-				seen[v] = true
-				out = append(out, v)
-			}
+	for _, v := range append(hist, mcv...) {
+		if len(out) < n && !seen[v] {
+			seen[v] = true
+			out = append(out, v)
 		}
 	}
 	return out, nil

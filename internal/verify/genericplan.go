@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
@@ -140,27 +139,13 @@ func (e *Engine) genericPlan(ctx context.Context, _ *model.Snapshot, f *model.Fi
 // columnValues are the values of a column a skewed parameter is tried
 // with: the three most common, then two from the histogram.
 func (e *Engine) columnValues(ctx context.Context, t model.RelRef, column string) ([]string, error) {
-	rel := sqlparse.QuoteIdent(t.Name)
-	if t.Schema != "" {
-		rel = sqlparse.QuoteIdent(t.Schema) + "." + rel
-	}
-	var mcv, hist *string
-	if err := e.Conn.QueryRow(ctx, envelope.Tag+`SELECT s.most_common_vals::text, s.histogram_bounds::text
-		FROM pg_stats s JOIN pg_namespace n ON n.nspname = s.schemaname
-		JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = s.tablename
-		WHERE c.oid = to_regclass($1) AND s.attname = $2
-		ORDER BY s.inherited DESC LIMIT 1`, rel, column).Scan(&mcv, &hist); err != nil {
+	mcv, hist, err := e.columnStats(ctx, t, column)
+	if err != nil {
 		return nil, err
 	}
-	var out []string
-	if mcv != nil {
-		vals := ParseArray(*mcv)
-		out = append(out, vals[:min(3, len(vals))]...)
-	}
-	if hist != nil {
-		if vals := ParseArray(*hist); len(vals) > 2 {
-			out = append(out, vals[len(vals)/4], vals[3*len(vals)/4])
-		}
+	out := mcv[:min(3, len(mcv))]
+	if len(hist) > 2 {
+		out = append(out, hist[len(hist)/4], hist[3*len(hist)/4])
 	}
 	return out, nil
 }

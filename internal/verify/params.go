@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/pgmedic/pgmedic/internal/envelope"
+	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/printable"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
@@ -104,30 +105,38 @@ func (e *Engine) statsValue(ctx context.Context, c sqlparse.Column) (string, boo
 	if c.Table == "" || c.Column == "" {
 		return "", false
 	}
-	rel := sqlparse.QuoteIdent(c.Table)
-	if c.Schema != "" {
-		rel = sqlparse.QuoteIdent(c.Schema) + "." + rel
-	}
-	var mcv, hist *string
-	err := e.Conn.QueryRow(ctx, envelope.Tag+`SELECT s.most_common_vals::text, s.histogram_bounds::text
-		FROM pg_stats s JOIN pg_namespace n ON n.nspname = s.schemaname
-		JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = s.tablename
-		WHERE c.oid = to_regclass($1) AND s.attname = $2
-		ORDER BY s.inherited DESC LIMIT 1`, rel, c.Column).Scan(&mcv, &hist)
+	mcv, hist, err := e.columnStats(ctx, model.RelRef{Schema: c.Schema, Name: c.Table}, c.Column)
 	if err != nil {
 		return "", false
 	}
-	if mcv != nil {
-		if vals := ParseArray(*mcv); len(vals) > 0 {
-			return vals[0], true
-		}
+	if len(mcv) > 0 {
+		return mcv[0], true
 	}
-	if hist != nil {
-		if vals := ParseArray(*hist); len(vals) > 0 {
-			return vals[len(vals)/2], true
-		}
+	if len(hist) > 0 {
+		return hist[len(hist)/2], true
 	}
 	return "", false
+}
+
+// columnStats reads a column's most common values and histogram bounds
+// from pg_stats, as text (the parent's, inherited, for a partitioned
+// table).
+func (e *Engine) columnStats(ctx context.Context, t model.RelRef, column string) (mcv, hist []string, err error) {
+	var m, h *string
+	if err := e.Conn.QueryRow(ctx, envelope.Tag+`SELECT s.most_common_vals::text, s.histogram_bounds::text
+		FROM pg_stats s JOIN pg_namespace n ON n.nspname = s.schemaname
+		JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = s.tablename
+		WHERE c.oid = to_regclass($1) AND s.attname = $2
+		ORDER BY s.inherited DESC LIMIT 1`, sqlparse.QuoteQualified(t.Schema, t.Name), column).Scan(&m, &h); err != nil {
+		return nil, nil, err
+	}
+	if m != nil {
+		mcv = ParseArray(*m)
+	}
+	if h != nil {
+		hist = ParseArray(*h)
+	}
+	return mcv, hist, nil
 }
 
 // domainValue is a valid value of a type when no statistics say better.
