@@ -329,7 +329,10 @@ func (s *Summary) Add(e Entry) {
 		min.Connections++
 	case strings.HasPrefix(msg, "disconnection: "):
 		s.Events["disconnections"]++
-	case strings.Contains(msg, "too many clients already") || e.SQLState == "53300":
+	// 53300 is too_many_connections: max_connections reached ("sorry, too
+	// many clients already"), or only the slots reserved for superusers
+	// (and, from 16, for pg_use_reserved_connections) left.
+	case strings.Contains(msg, "too many clients already") || strings.HasPrefix(msg, "remaining connection slots are reserved") || e.SQLState == "53300":
 		s.Events["too many clients"]++
 	case strings.HasPrefix(msg, "canceling statement due to statement timeout"):
 		s.Events["statement timeouts"]++

@@ -217,6 +217,24 @@ WHERE id = 7",,,,,,,,,"web","client backend",,-123456789
 	}
 }
 
+// TestRefusedConnections: every wording of SQLSTATE 53300 counts as a
+// refused connection, with or without the code in the line.
+func TestRefusedConnections(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "pg.log")
+	log := `2026-11-27 10:00:00.001 UTC [4101] app@shop FATAL:  sorry, too many clients already
+2026-11-27 10:00:00.002 UTC [4102] app@shop FATAL:  remaining connection slots are reserved for non-replication superuser connections
+2026-11-27 10:00:00.003 UTC [4103] app@shop FATAL:  remaining connection slots are reserved for roles with the SUPERUSER attribute
+2026-11-27 10:00:00.004 UTC [4104] app@shop FATAL:  remaining connection slots are reserved for roles with privileges of the "pg_use_reserved_connections" role
+2026-11-27 10:00:00.005 UTC [4105] app@shop LOG:  connection authorized: user=app database=shop
+`
+	if err := os.WriteFile(path, []byte(log), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if s := analyze(t, path); s.Events["too many clients"] != 4 || s.Events["connections"] != 1 {
+		t.Errorf("refused %d (want 4), connections %d: %v", s.Events["too many clients"], s.Events["connections"], s.Events)
+	}
+}
+
 // TestUnknownJSON: JSON lines of a kind pgmedic does not know are said to
 // be so, not read as an empty log.
 func TestUnknownJSON(t *testing.T) {
