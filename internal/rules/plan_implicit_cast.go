@@ -328,6 +328,17 @@ func castFinding(in PlanInput, n, scan *plan.Node, c castOnColumn) (model.Findin
 		f.Verification.Reason = "catalog: no index leads with " + c.column
 		return f, true
 	}
+	if truncates(colInfo.BaseType, c.toType) {
+		// Not an accident of types: the statement means the column's day
+		// (or whole number). Comparing the bare column with the value
+		// would select other rows; a range on the column keeps them and
+		// lets the index serve it.
+		f.Title = fmt.Sprintf("%s.%s (%s) is truncated to %s in the %s, so index %s is not used", tbl, col, colInfo.Type, c.toType, c.where, usable.Name)
+		f.Fix.Summary = fmt.Sprintf("compare %s itself with the range the truncated value stands for (for a day: %s >= $1::date AND %s < $1::date + 1), which %s serves; dropping the cast would select other rows",
+			col, col, col, usable.Name)
+		f.Verification.Reason = fmt.Sprintf("catalog: %s leads with %s (%s); the cast to %s drops part of each value, so pgmedic does not re-run the statement without it", usable.Name, c.column, colInfo.Type, c.toType)
+		return f, true
+	}
 	accepts := false
 	for _, t := range usable.Accepts {
 		if t == c.toType {
@@ -353,4 +364,16 @@ func castFinding(in PlanInput, n, scan *plan.Node, c castOnColumn) (model.Findin
 	f.Experiment = &model.Experiment{Kind: model.ExpCast, Table: model.RelRef{Schema: scan.Schema, Name: scan.RelationName},
 		Column: c.column, ColumnType: colInfo.Type, CastType: c.toType, Index: usable.Name, KeepValue: accepts, Query: in.Query, Stmt: in.Stmt}
 	return f, true
+}
+
+// truncates says whether a cast from one type to another drops part of
+// each value on purpose (a timestamp's time of day, a number's fraction):
+// the statement means the truncated value, and the bare column is not the
+// same comparison.
+func truncates(from, to string) bool {
+	timestamps := map[string]bool{"timestamp without time zone": true, "timestamp with time zone": true}
+	times := map[string]bool{"date": true, "time without time zone": true, "time with time zone": true}
+	fractions := map[string]bool{"numeric": true, "double precision": true, "real": true}
+	integers := map[string]bool{"smallint": true, "integer": true, "bigint": true}
+	return (timestamps[from] && times[to]) || (fractions[from] && integers[to])
 }
