@@ -337,6 +337,7 @@ func castFinding(in PlanInput, n, scan *plan.Node, c castOnColumn) (model.Findin
 		f.Fix.Summary = fmt.Sprintf("compare %s itself with the range the truncated value stands for (for a day: %s >= $1::date AND %s < $1::date + 1), which %s serves; dropping the cast would select other rows",
 			col, col, col, usable.Name)
 		f.Verification.Reason = fmt.Sprintf("catalog: %s leads with %s (%s); the cast to %s drops part of each value, so pgmedic does not re-run the statement without it", usable.Name, c.column, colInfo.Type, c.toType)
+		f.Severity = max(f.Severity, model.Warning)
 		return f, true
 	}
 	accepts := false

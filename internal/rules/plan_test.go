@@ -238,3 +238,21 @@ func TestGuessedTypesCast(t *testing.T) {
 		}
 	}
 }
+
+func TestTruncatingCasts(t *testing.T) {
+	for _, c := range []struct {
+		from, to string
+		want     bool
+	}{
+		{"timestamp with time zone", "date", true},
+		{"timestamp without time zone", "time without time zone", true},
+		{"numeric", "integer", true},
+		{"timestamp without time zone", "timestamp with time zone", false},
+		{"integer", "numeric", false},
+		{"character", "text", false},
+	} {
+		if got := truncates(c.from, c.to); got != c.want {
+			t.Errorf("truncates(%s, %s) = %v", c.from, c.to, got)
+		}
+	}
+}
