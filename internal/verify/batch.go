@@ -23,9 +23,8 @@ const batchStmtName = "pgmedic_verify_batch"
 // column from pg_stats' histogram: real keys, no table read.
 func (e *Engine) batch(ctx context.Context, _ *model.Snapshot, f *model.Finding) {
 	exp := f.Experiment
-	b, why := e.runnable(ctx, exp)
-	if why != "" {
-		f.Verification = model.NotRunBecause(why)
+	b := e.rerunnable(ctx, f)
+	if b == nil {
 		return
 	}
 	defer b.cleanup()

@@ -27,9 +27,8 @@ const genericScreenRuns = 2
 // value to a generic plan, and the finding is refuted with both numbers.
 func (e *Engine) genericPlan(ctx context.Context, _ *model.Snapshot, f *model.Finding) {
 	exp := f.Experiment
-	b, why := e.runnable(ctx, exp)
-	if why != "" {
-		f.Verification = model.NotRunBecause(why)
+	b := e.rerunnable(ctx, f)
+	if b == nil {
 		return
 	}
 	defer b.cleanup()

@@ -21,9 +21,8 @@ const fixedStmtName = "pgmedic_verify_fixed"
 // medians of its time.
 func (e *Engine) partitionPruning(ctx context.Context, _ *model.Snapshot, f *model.Finding) {
 	exp := f.Experiment
-	b, why := e.runnable(ctx, exp)
-	if why != "" {
-		f.Verification = model.NotRunBecause(why)
+	b := e.rerunnable(ctx, f)
+	if b == nil {
 		return
 	}
 	defer b.cleanup()

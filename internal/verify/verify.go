@@ -487,6 +487,17 @@ func (e *Engine) runnable(ctx context.Context, exp *model.Experiment) (*bound, s
 	return e.bind(ctx, stmt, exp)
 }
 
+// rerunnable is runnable for a finding's experiment: the bound statement,
+// or nil with the finding's verification saying why it is not re-run.
+func (e *Engine) rerunnable(ctx context.Context, f *model.Finding) *bound {
+	b, why := e.runnable(ctx, f.Experiment)
+	if why != "" {
+		f.Verification = model.NotRunBecause(why)
+		return nil
+	}
+	return b
+}
+
 // bind prepares a statement with $n parameters and picks their values
 // (see parameterValues); a statement without parameters is used as is.
 func (e *Engine) bind(ctx context.Context, stmt *sqlparse.Statement, exp *model.Experiment) (*bound, string) {

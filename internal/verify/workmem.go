@@ -24,9 +24,8 @@ const maxTriedWorkMemKB = 1 << 20
 // in-memory sort): then the finding is refuted, with both medians.
 func (e *Engine) workMem(ctx context.Context, snap *model.Snapshot, f *model.Finding) {
 	exp := f.Experiment
-	b, why := e.runnable(ctx, exp)
-	if why != "" {
-		f.Verification = model.NotRunBecause(why)
+	b := e.rerunnable(ctx, f)
+	if b == nil {
 		return
 	}
 	defer b.cleanup()
