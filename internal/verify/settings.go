@@ -15,7 +15,7 @@ import (
 // Bounds of the planner-setting experiment: the top statements it plans
 // both ways, and the runs of each side for those whose plan changes.
 const (
-	settingTopStatements = 10
+	settingTopStatements = 5
 	settingRuns          = 3
 	settingMinMeanMS     = 1.0
 )

@@ -1,4 +1,4 @@
--- pgmedic: repeat 4
+-- pgmedic: repeat 2
 SELECT id, name, price FROM products WHERE name LIKE 'Cedar 1a%' ORDER BY name LIMIT 20;
 SELECT id, name, price FROM products WHERE name LIKE 'Falcon 0f%' ORDER BY name LIMIT 20;
 SELECT id, name, price FROM products WHERE name LIKE 'Brook 9c%' ORDER BY name LIMIT 20;

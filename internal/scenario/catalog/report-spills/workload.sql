@@ -1,3 +1,3 @@
--- pgmedic: repeat 6
+-- pgmedic: repeat 3
 SELECT id, queue, subject, body FROM tickets ORDER BY opened_at DESC LIMIT 4000;
 SELECT o.customer, o.placed_at, l.sku, l.amount FROM order_lines l JOIN orders o ON o.id = l.order_id;
