@@ -77,10 +77,7 @@ func servesPrefix(indexes []model.Index, column string) bool {
 }
 
 func prefixFinding(s *model.Snapshot, st model.Statement, t *model.Table, col *model.Column, opclass string, blocks, dbTotal float64) model.Finding {
-	share := 0.0
-	if dbTotal > 0 {
-		share = st.TotalExecMS / dbTotal
-	}
+	share := timeShare(st, dbTotal)
 	sev := model.Info
 	if share >= prefixWarnShare || st.MeanExecMS() >= prefixWarnMeanMS {
 		sev = model.Warning

@@ -147,10 +147,7 @@ func misestimateBites(e *plan.Explain, table string) (rows float64, bites bool) 
 }
 
 func extStatsFinding(s *model.Snapshot, st model.Statement, t *model.Table, cols []string, planned float64, hasPlan bool, dbTotal float64) model.Finding {
-	share := 0.0
-	if dbTotal > 0 {
-		share = st.TotalExecMS / dbTotal
-	}
+	share := timeShare(st, dbTotal)
 	name := t.Name + "_" + strings.Join(cols, "_") + "_stats"
 	quoted := make([]string, len(cols))
 	for i, c := range cols {

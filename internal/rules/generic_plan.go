@@ -62,10 +62,7 @@ func genericPlanStatement(s *model.Snapshot, st model.Statement, dbTotal float64
 	if col == nil {
 		return model.Finding{}, false
 	}
-	share := 0.0
-	if dbTotal > 0 {
-		share = st.TotalExecMS / dbTotal
-	}
+	share := timeShare(st, dbTotal)
 	sev := model.Info
 	if share >= genericWarnShare {
 		sev = model.Warning

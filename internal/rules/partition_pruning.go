@@ -53,10 +53,7 @@ func partitionPruning(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 }
 
 func pruningFinding(s *model.Snapshot, st model.Statement, t *model.Table, key string, hidden []sqlparse.HiddenKey, dbTotal float64) model.Finding {
-	share := 0.0
-	if dbTotal > 0 {
-		share = st.TotalExecMS / dbTotal
-	}
+	share := timeShare(st, dbTotal)
 	sev := model.Info
 	if share >= pruningWarnShare || st.MeanExecMS() >= pruningWarnMeanMS {
 		sev = model.Warning

@@ -419,3 +419,12 @@ func hiddenStatements(s *model.Snapshot, rule, what string) []model.Skip {
 		Reason: fmt.Sprintf("could not see %d statements of other roles (%.0f ms of execution): %s", s.StatementsHidden, s.StatementsHiddenMS, what),
 		Fix:    "GRANT pg_read_all_stats TO " + sqlparse.QuoteIdent(s.User) + ";"}}
 }
+
+// timeShare is a statement's share of the database's statement time (0
+// when there is none).
+func timeShare(st model.Statement, dbTotal float64) float64 {
+	if dbTotal <= 0 {
+		return 0
+	}
+	return st.TotalExecMS / dbTotal
+}

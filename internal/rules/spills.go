@@ -107,10 +107,7 @@ func spillFinding(s *model.Snapshot, st model.Statement, rule string, dbTotal fl
 	}
 	proposed := workMemFor(need)
 	current, source := effective(s, st.Role, "work_mem")
-	share := 0.0
-	if dbTotal > 0 {
-		share = st.TotalExecMS / dbTotal
-	}
+	share := timeShare(st, dbTotal)
 	sev := model.Info
 	if share >= spillWarnShare || st.TempBlksWritten >= spillWarnTotalBlocks {
 		sev = model.Warning
