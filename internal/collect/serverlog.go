@@ -106,8 +106,11 @@ func currentLogFile(ctx context.Context, q envelope.Conn) (string, error) {
 		var file *string
 		err := q.QueryRow(ctx, envelope.Tag+"SELECT pg_current_logfile($1)", format).Scan(&file)
 		if err != nil && !denied(err) {
-			// PostgreSQL before 15 does not know jsonlog.
-			if strings.Contains(err.Error(), "not recognized") || strings.Contains(err.Error(), "not valid") {
+			// PostgreSQL before 15 does not know jsonlog: 22023
+			// (invalid_parameter_value), "log format "jsonlog" is not
+			// supported".
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) && pe.Code == "22023" {
 				continue
 			}
 			return "", err

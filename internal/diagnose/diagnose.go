@@ -190,18 +190,23 @@ func Check(ctx context.Context, dsn, version string, o Options, min model.Severi
 	snap.ServerCores = serverCores(o.ServerCores, sess.Target.Host)
 	snap.CoresGuessed = o.ServerCores <= 0 && !local(sess.Target.Host)
 	snap.ShowValues = o.ShowValues
+	// The logs are read before the rules: connection-pressure joins the
+	// connections the log says were refused to the sessions sampled.
+	fromLogs, events, logSkips, err := o.checkLogs(ctx, sess, snap.User)
+	if err != nil {
+		return nil, err
+	}
+	snap.Logged = events
 	findings, skipped := rules.Run(snap, selected)
 	if ok, why := pgversion.Supported(sess.Target.ServerVersionNum); !ok {
 		skipped = append(skipped, model.Skip{Rule: "version", Reason: why,
 			Fix: fmt.Sprintf("pgmedic reads PostgreSQL %d to %d; what it could read is above", pgversion.Oldest, pgversion.Newest)})
 	}
-	// The logs' findings join before the experiments: one whose fix an
-	// experiment can measure on this database (a checkpoint's cost to the
-	// writes after it) is verified with the others.
-	fromLogs, logSkips, err := o.checkLogs(ctx, sess, snap.User, findings)
-	if err != nil {
-		return nil, err
-	}
+	// The logs' findings the check did not make join before the
+	// experiments: one whose fix an experiment can measure on this database
+	// (a checkpoint's cost to the writes after it) is verified with the
+	// others.
+	fromLogs = newFindings(fromLogs, findings, o.Rules)
 	// The others keep what they say (read from the executed plan, counted
 	// in the log): their statements are texts without values.
 	var logged []model.Finding

@@ -16,11 +16,12 @@ import (
 )
 
 // checkLogs reads the logs a check was given (--log) and the end of the
-// server's own log when the role may read it, and returns what they add to
-// the check's findings: the executed plans' findings (a cast only the
-// plan shows, JIT per execution) and the log's events. A finding the
-// check made itself is not repeated.
-func (o Options) checkLogs(ctx context.Context, sess *envelope.Session, user string, have []model.Finding) ([]model.Finding, []model.Skip, error) {
+// server's own log when the role may read it, and returns their findings
+// (the executed plans' (a cast only the plan shows, JIT per execution) and
+// the log's events') and the events themselves, which the snapshot's rules
+// read too (connections refused are seen only in the log). newFindings
+// keeps those the check did not make itself.
+func (o Options) checkLogs(ctx context.Context, sess *envelope.Session, user string) ([]model.Finding, *model.LogEvents, []model.Skip, error) {
 	var sources []logs.Source
 	for _, f := range o.LogFiles {
 		sources = append(sources, logs.FileSource(f, nil))
@@ -39,11 +40,11 @@ func (o Options) checkLogs(ctx context.Context, sess *envelope.Session, user str
 		}
 	}
 	if len(sources) == 0 {
-		return nil, skipped, nil
+		return nil, nil, skipped, nil
 	}
 	s, found, more, err := Logs(ctx, sources, logs.Options{}, nil)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	skipped = append(skipped, more...)
 	for _, f := range s.Files {
@@ -59,10 +60,15 @@ func (o Options) checkLogs(ctx context.Context, sess *envelope.Session, user str
 			continue
 		}
 		// A file the user named must be read: say so and stop.
-		return nil, nil, inputErrf("--log %s: %s", f.Name, why)
+		return nil, nil, nil, inputErrf("--log %s: %s", f.Name, why)
 	}
 	o.logf("the logs gave %d findings", len(found))
-	return newFindings(found, have, o.Rules), skipped, nil
+	var events *model.LogEvents
+	if s.Parsed() {
+		ev := s.LogEvents()
+		events = &ev
+	}
+	return found, events, skipped, nil
 }
 
 // newFindings keeps the log's findings that the check did not make: not

@@ -130,6 +130,13 @@ func (o Options) verifyWithTwin(ctx context.Context, sess *envelope.Session, sna
 	}
 	eng := o.engine(sess)
 	eng.Conn, eng.Lab, eng.InPlace, eng.Workers, eng.Pool = tw.Conn, true, true, tw.Connect, tw.Pool
+	eng.Admit = func(ctx context.Context, limit int) (*verify.Admitted, error) {
+		connect, pool, drop, err := tw.Admit(ctx, limit)
+		if err != nil {
+			return nil, err
+		}
+		return &verify.Admitted{Connect: connect, Pool: pool, Close: drop}, nil
+	}
 	copied, more := eng.Run(ctx, twSnap, copied)
 	for i := range copied {
 		if copied[i].Experiment != nil {

@@ -172,6 +172,10 @@ type Snapshot struct {
 	// Sampling is the sessions sampled over check's window; nil when
 	// sampling was off (--sample 0).
 	Sampling *Sampling
+	// Logged is what the server's log said over its span, when check read
+	// one (--log, or the server's own over the connection); nil otherwise.
+	// Connections the server refused are seen only there.
+	Logged *LogEvents `json:",omitempty"`
 	// Literals are statements as pg_stat_activity showed them while
 	// sampling, by queryid: for clients that send literals (the simple
 	// protocol), the values the application really used.
@@ -791,6 +795,13 @@ type Experiment struct {
 	PoolNow   int      `json:",omitempty"`
 	Cores     int      `json:",omitempty"`
 	Reconnect bool     `json:",omitempty"`
+	// Slots are the connections the server admitted the clients of a
+	// held-connections replay (max_connections less the reserved ones),
+	// and ThinkMS how long each client sat idle between its statements:
+	// such a replay holds a session per client, as they did, against a
+	// pool.
+	Slots   int     `json:",omitempty"`
+	ThinkMS float64 `json:",omitempty"`
 	// Hotspot is the kind of CPU hot spot a hotspot experiment measures
 	// (one of the cpu-hotspot rule's kinds: jit, timezone, ...).
 	Hotspot string `json:",omitempty"`

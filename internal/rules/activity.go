@@ -793,7 +793,23 @@ func connectionPressure(s *model.Snapshot) (found []model.Finding, skipped []mod
 	}
 	j := judgeRunQueue(s, q, cores, ticks)
 	why, sev := j.why, j.severity
-	if maxConn > 0 && avgTotal >= 0.8*float64(maxConn) {
+	// Connections refused are seen only in the server's log; connections
+	// held idle near the limit are why they are refused.
+	h := heldConnections(s)
+	var refused int64
+	if s.Logged != nil {
+		refused = s.Logged.TooManyClients
+	}
+	if refused > 0 {
+		why = append(why, fmt.Sprintf("the server refused %d connections in the log read (SQLSTATE 53300: too many clients, or only reserved slots left)", refused))
+		sev = model.Critical
+	}
+	heldIdle := h.isHeld(maxConn)
+	if heldIdle {
+		why = append(why, fmt.Sprintf("%d of max_connections=%d connections were open at the peak and %d of them sat idle (a median %s since their last statement), held by %s",
+			h.peak, maxConn, h.idle, sec(h.idleMedianMS), h.holders))
+		sev = max(sev, model.Warning)
+	} else if maxConn > 0 && avgTotal >= 0.8*float64(maxConn) {
 		why = append(why, fmt.Sprintf("%.0f of max_connections=%d connections were open", avgTotal, maxConn))
 		sev = max(sev, model.Warning)
 	}
@@ -831,10 +847,34 @@ func connectionPressure(s *model.Snapshot) (found []model.Finding, skipped []mod
 		Verification: j.verification,
 		Docs:         docsPath(ConnectionPressureID),
 	}
+	if heldIdle || refused > 0 {
+		slots := clientSlots(s)
+		pool = min(pool, max(slots-1, 1))
+		f.Evidence = append(f.Evidence,
+			ev2("connections refused in the log (SQLSTATE 53300)", refused),
+			ev("connections open at the peak", float64(h.peak), ""),
+			ev("of them idle, outside a transaction", float64(h.idle), ""),
+			ev("median time idle since their last statement", h.idleMedianMS, "ms"),
+			ev("most sessions busy at once (active or in a transaction)", float64(h.busyPeak), ""),
+			ev("connections max_connections leaves to ordinary roles", float64(slots), ""))
+		f.Impact.Summary = "every connection a client holds open is a server process and one of max_connections' slots, busy or not: clients that keep theirs idle fill the slots, and past them the server refuses new connections outright (the request fails at once, and clients that retry add to the storm)"
+		f.Fix.Summary = heldFix(h, pool, slots, refused)
+		if !heldIdle {
+			f.Fix.Summary += fmt.Sprintf("; when it happened the refusals were in the log, not in the %d samples: check --sample while it happens measures the pool on a twin", ticks)
+		}
+	}
 	// The replay on a twin: the clients as they ran, directly (or a new
 	// session per request when they churned), against the same clients
-	// through a pool of the proposed size.
-	if clients > pool {
+	// through a pool of the proposed size; clients that held their
+	// sessions idle, more of them than the server admits, against the
+	// same clients through a pool.
+	if heldIdle {
+		if f.Experiment = heldExperiment(s, h, pool, cores); f.Experiment == nil {
+			f.Verification = model.NotRunBecause("observed while sampling; none of the statements the held sessions ran can be replayed on a twin")
+		} else {
+			f.Verification = model.NotRunBecause("observed while sampling")
+		}
+	} else if clients > pool {
 		if f.Experiment = concurrencyExperiment(s, s.Database, clients, 0, pool, cores, churn >= churnPerSecond); f.Experiment == nil && f.Verification.Status == model.NotRun {
 			f.Verification.Reason += "; none of the sampled statements can be replayed on a twin"
 		}

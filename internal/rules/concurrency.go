@@ -41,10 +41,16 @@ func concurrencyExperiment(s *model.Snapshot, db string, clients, poolNow, pool,
 // replay keeps the proportions), limited to the most frequent texts that
 // can be replayed on a twin.
 func sampledMix(s *model.Snapshot, db string) []string {
+	return sessionMix(s, db, func(b model.Backend) bool { return b.State == "active" })
+}
+
+// sessionMix is sampledMix over the sessions keep selects: an idle
+// session's query is the last statement it ran.
+func sessionMix(s *model.Snapshot, db string, keep func(model.Backend) bool) []string {
 	seen := map[string]int{}
 	for _, smp := range s.Sampling.Samples {
 		for _, b := range smp.Backends {
-			if b.Database == db && b.State == "active" && b.Query != "" {
+			if b.Database == db && keep(b) && b.Query != "" {
 				seen[b.Query]++
 			}
 		}

@@ -3,6 +3,8 @@ package scenario
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/pgmedic/pgmedic/internal/diagnose"
@@ -143,12 +145,19 @@ func Run(ctx context.Context, c *lab.Cluster, s Scenario, version string, o diag
 	s, leftOut := s.On(c)
 	began := time.Now()
 	if s.Isolated(c) {
-		own, err := lab.Create(ctx, lab.Options{BinDir: c.BinDir, Standby: s.Standby, Log: o.Log})
+		own, err := lab.Create(ctx, lab.Options{BinDir: c.BinDir, Standby: s.Standby, Log: o.Log, Config: strings.Join(s.ServerConfig, "\n")})
 		if err != nil {
 			return nil, &diagnose.InputError{Err: fmt.Errorf("scenario %s: starting a cluster of its own: %w", s.Name, err)}
 		}
 		defer own.Destroy(context.Background())
 		c = own
+		// A cluster of its own that logs through the collector: check
+		// reads its log over the connection, as on a production server
+		// (the lab's shared cluster logs to a file of its own, which
+		// check does not read).
+		if slices.ContainsFunc(s.ServerConfig, func(l string) bool { return strings.ReplaceAll(l, " ", "") == "logging_collector=on" }) && o.ServerLogBytes == 0 {
+			o.ServerLogBytes = 16 << 20
+		}
 	}
 	// With o.Twin the database is checked as a production target would
 	// be: no experiment writes to it, those that must write run on a twin.

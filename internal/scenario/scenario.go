@@ -76,6 +76,10 @@ type Scenario struct {
 	// scenarios' databases there: it runs on a cluster of its own, of the
 	// same build, made for it and removed after.
 	OwnCluster bool `json:"own_cluster,omitempty"`
+	// ServerConfig are postgresql.conf lines ("max_connections = 20") of
+	// the scenario's own cluster: a limit the scenario runs into, a log
+	// check reads over the connection.
+	ServerConfig []string `json:"server_config,omitempty"`
 	// Needs lists what the scenario needs of the server beyond its core:
 	// "jit" (a build with LLVM), "hypopg" or "pg_stat_wal" (14+). Where the lab's build lacks
 	// one, the scenario is not run, and says so.
@@ -106,6 +110,9 @@ type Expect struct {
 	Confirmed bool `json:"confirmed,omitempty"`
 	// Object, when set, must be a substring of the finding's object name.
 	Object string `json:"object,omitempty"`
+	// Title, when set, must be a substring of the finding's title (a
+	// figure only one source gives, as the refusals a server logged).
+	Title string `json:"title,omitempty"`
 	// MinRatio, when set, requires before/after of at least this much.
 	MinRatio float64 `json:"min_ratio,omitempty"`
 	// Measured requires the experiment's two numbers, whichever way they
@@ -123,6 +130,9 @@ func (e Expect) String() string {
 	s := e.Rule
 	if e.Object != "" {
 		s += " on " + e.Object
+	}
+	if e.Title != "" {
+		s += fmt.Sprintf(" saying %q", e.Title)
 	}
 	if e.Measured {
 		s += " (measured, either way)"
@@ -143,6 +153,9 @@ func (e Expect) matches(f model.Finding) bool {
 		return false
 	}
 	if e.Object != "" && !strings.Contains(f.Object.Name, e.Object) {
+		return false
+	}
+	if e.Title != "" && !strings.Contains(f.Title, e.Title) {
 		return false
 	}
 	if e.Measured {
@@ -302,6 +315,14 @@ func load(fsys fs.FS, dir string) (Scenario, error) {
 	for _, n := range needs {
 		if n != "jit" && n != "hypopg" && n != "pg_stat_wal" {
 			return fail("expect.json: needs %q: want jit, hypopg or pg_stat_wal", n)
+		}
+	}
+	if len(s.ServerConfig) > 0 && !s.OwnCluster {
+		return fail("server_config sets the server of a cluster of its own: set own_cluster")
+	}
+	for _, line := range s.ServerConfig {
+		if name, _, ok := strings.Cut(line, "="); !ok || strings.TrimSpace(name) == "" || strings.ContainsAny(line, "\n#") {
+			return fail("expect.json: server_config %q: want a line name = value", line)
 		}
 	}
 	if s.PgBouncer != nil && !s.DuringCheck {

@@ -34,10 +34,13 @@ import (
 // collation read from the catalog (like-prefix-scan), and CREATE
 // STATISTICS on a copy (correlated-filter), a loop of lookups sampled
 // and timed from pgmedic's side (n-plus-one), and a planner setting tried
-// on the top statements (page-cost-cached).
+// on the top statements (page-cost-cached); and a server of its own whose
+// max_connections idle sessions fill, its refusals read from its log over
+// the connection, in each major's wording (connections-held-idle).
 var representative = []string{"healthy", "lock-chain", "migration-lock-queue", "queue-poll", "implicit-casts", "bloated-scan", "queue-churn", "fresh-changes",
 	"unread-indexes", "vacuum-held-back", "ids-running-out", "sparse-index", "wal-pressure", "freeze-held-back", "vacuum-falls-behind", "replica-report-stalls",
-	"report-spills", "generic-plan-skew", "partition-scan-all", "like-prefix-scan", "correlated-filter", "n-plus-one", "page-cost-cached"}
+	"report-spills", "generic-plan-skew", "partition-scan-all", "like-prefix-scan", "correlated-filter", "n-plus-one", "page-cost-cached",
+	"connections-held-idle"}
 
 // provedOnTwin are the representative scenarios checked with a twin on
 // every major, and the rule each must have confirmed there: their

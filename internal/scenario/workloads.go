@@ -66,6 +66,10 @@ var workloads = map[string]GoWorkload{
 	"unread-indexes": {Run: unreadIndexes},
 	// A report on the standby holds replay while the primary writes.
 	"replica-report-stalls": {Run: replicaReportStalls, SignalsReady: true},
+	// Workers holding a connection each, and newcomers refused; ready once
+	// the server has refused a few. The same through a pool.
+	"connections-held-idle": {Run: heldSessions(false), SignalsReady: true},
+	"connections-pooled":    {Run: heldSessions(true), SignalsReady: true, Needs: needPgBouncer},
 	// Throttles the server's autovacuum for its run, restores it after.
 	"vacuum-falls-behind": {Run: vacuumFallsBehind, SignalsReady: true},
 	// A prepared transaction outlives its session: ready once VACUUM has

@@ -568,3 +568,56 @@ func (t *Twin) Pool(ctx context.Context, size int) (connect func(context.Context
 	}
 	return connect, b.Stop, nil
 }
+
+// clientRole is the role a held-sessions replay connects as: an ordinary
+// role, because the server's connection limits do not apply to
+// superusers.
+const clientRole = "pgmedic_clients"
+
+// Admit makes a role on the twin's lab cluster that the server admits at
+// most limit sessions of (CONNECTION LIMIT: past it, a connection is
+// refused with SQLSTATE 53300, as max_connections refuses one), with the
+// rights the replayed statements need on the twin's tables. It returns a
+// connector as that role, one through a PgBouncer pool of it, and the
+// function that drops the role. A scratch server's roles are not
+// pgmedic's to make.
+func (t *Twin) Admit(ctx context.Context, limit int) (connect func(context.Context) (*pgx.Conn, error),
+	pool func(context.Context, int) (func(context.Context) (*pgx.Conn, error), func(), error), drop func(), err error) {
+	if t.cluster == nil {
+		return nil, nil, nil, fmt.Errorf("the twin is a scratch server (--twin-dsn): pgmedic makes a role of limited connections only on its own lab cluster")
+	}
+	drop = func() {
+		bg := context.WithoutCancel(ctx)
+		t.Conn.Exec(bg, envelope.Tag+"DROP OWNED BY "+clientRole)
+		t.Conn.Exec(bg, envelope.Tag+"DROP ROLE IF EXISTS "+clientRole)
+	}
+	drop() // one a run that died left behind
+	grant := envelope.Tag + fmt.Sprintf(`CREATE ROLE %[1]s LOGIN CONNECTION LIMIT %[2]d;
+DO $$DECLARE s text;
+BEGIN
+	FOR s IN SELECT quote_ident(nspname) FROM pg_namespace WHERE nspname NOT LIKE 'pg\_%%' AND nspname <> 'information_schema' LOOP
+		EXECUTE format('GRANT USAGE ON SCHEMA %%s TO %[1]s', s);
+		EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA %%s TO %[1]s', s);
+		EXECUTE format('GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA %%s TO %[1]s', s);
+	END LOOP;
+END$$`, clientRole, limit)
+	if _, err := t.Conn.Exec(ctx, grant); err != nil {
+		drop()
+		return nil, nil, nil, fmt.Errorf("making role %s on the twin: %w", clientRole, err)
+	}
+	dsn := t.cluster.UserDSN(clientRole, DBName)
+	connect = func(ctx context.Context) (*pgx.Conn, error) {
+		return envelope.Dial(ctx, dsn, envelope.Work{AppName: envelope.AppName + " worker"})
+	}
+	pool = func(ctx context.Context, size int) (func(context.Context) (*pgx.Conn, error), func(), error) {
+		b, err := t.cluster.StartPgBouncer(ctx, lab.BouncerOptions{PoolSize: size, Mode: "transaction", Users: []string{clientRole}})
+		if err != nil {
+			return nil, nil, err
+		}
+		dsn := b.DSN(clientRole, DBName)
+		return func(ctx context.Context) (*pgx.Conn, error) {
+			return envelope.Dial(ctx, dsn, envelope.Work{AppName: envelope.AppName + " worker", SimpleProtocol: true})
+		}, b.Stop, nil
+	}
+	return connect, pool, drop, nil
+}

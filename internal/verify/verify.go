@@ -69,6 +69,12 @@ type Engine struct {
 	// front of the same database (a twin's) and returns a connector
 	// through it and its stop; nil when none can be started.
 	Pool func(ctx context.Context, size int) (connect func(context.Context) (*pgx.Conn, error), stop func(), err error)
+	// Admit makes, on a twin of pgmedic's own, a role the server admits
+	// only limit sessions of (past them it refuses the connection as
+	// max_connections does, SQLSTATE 53300), and returns its connectors,
+	// directly and through a pool, with their cleanup; nil when no such
+	// role can be made.
+	Admit func(ctx context.Context, limit int) (*Admitted, error)
 	// InPlace says the connection is a twin's: its tables are throwaway
 	// copies already, and an index is tried on them directly.
 	InPlace bool

@@ -1,0 +1,132 @@
+package scenario
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Connections held idle until the server refuses new ones: an
+// application whose workers each open a connection of their own and keep
+// it for the next request, on a server whose max_connections they fill
+// (the scenario's own cluster has 20, three of them reserved). Newcomers
+// (another instance scaled out, a cron job) are refused with SQLSTATE
+// 53300, which the server logs. The pooled twin runs the same workers
+// through PgBouncer: twenty clients, four server connections, nobody
+// refused.
+
+const (
+	heldWorkers  = 17                     // max_connections less the superuser's reserved slots
+	heldLate     = 3                      // clients that come when the slots are gone
+	heldThink    = 250 * time.Millisecond // a worker waits for its next request
+	heldLookup   = `SELECT id, status, total FROM orders WHERE id = $1`
+	heldMinFails = 3
+)
+
+// heldSessions is the workload of connections-held-idle (pooled false)
+// and connections-pooled (through the scenario's PgBouncer): the workers
+// hold their connections, the late clients try theirs every heldThink,
+// and the refusals are recorded.
+func heldSessions(pooled bool) Workload {
+	return func(ctx context.Context, env *Env) error {
+		dsn := env.AppDSN()
+		if pooled {
+			dsn = env.BouncerDSN()
+		}
+		var held, refused atomic.Int64
+		var wg sync.WaitGroup
+		errs := make(chan error, heldWorkers+heldLate)
+		worker := func(i int, late bool) {
+			defer wg.Done()
+			var conn *pgx.Conn
+			defer func() {
+				if conn != nil {
+					conn.Close(context.Background())
+				}
+			}()
+			for n := 0; ctx.Err() == nil; n++ {
+				if conn == nil {
+					c, err := connectApp(ctx, dsn, pooled)
+					var pgErr *pgconn.PgError
+					switch {
+					case err == nil:
+						conn = c
+						held.Add(1)
+					case errors.As(err, &pgErr) && pgErr.Code == "53300" && late:
+						refused.Add(1)
+						sleepCtx(ctx, heldThink)
+						continue
+					default:
+						if ctx.Err() == nil {
+							errs <- err
+						}
+						return
+					}
+				}
+				if _, err := conn.Exec(ctx, heldLookup, 1+(i*97+n)%2000); err != nil {
+					if ctx.Err() == nil {
+						errs <- err
+					}
+					return
+				}
+				sleepCtx(ctx, heldThink)
+			}
+		}
+		for i := range heldWorkers {
+			wg.Add(1)
+			go worker(i, false)
+		}
+		// The late clients come once the workers hold their slots.
+		for held.Load() < heldWorkers && ctx.Err() == nil {
+			sleepCtx(ctx, 20*time.Millisecond)
+		}
+		for i := range heldLate {
+			wg.Add(1)
+			go worker(heldWorkers+i, true)
+		}
+		go func() {
+			// Ready once the server has refused a few (pooled: once the
+			// late clients are in too).
+			for ctx.Err() == nil {
+				if (!pooled && refused.Load() >= heldMinFails) || (pooled && held.Load() >= heldWorkers+heldLate) {
+					env.Ready()
+					return
+				}
+				sleepCtx(ctx, 20*time.Millisecond)
+			}
+		}()
+		wg.Wait()
+		env.Record("connections refused", float64(refused.Load()))
+		close(errs)
+		return <-errs
+	}
+}
+
+// connectApp opens one application connection: through a transaction-
+// mode pool nothing prepared may outlive a transaction.
+func connectApp(ctx context.Context, dsn string, pooled bool) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	cfg.RuntimeParams["application_name"] = "orders-api"
+	if pooled {
+		cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	}
+	return pgx.ConnectConfig(ctx, cfg)
+}
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

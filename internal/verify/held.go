@@ -1,0 +1,195 @@
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgmedic/pgmedic/internal/envelope"
+	"github.com/pgmedic/pgmedic/internal/model"
+)
+
+// Admitted are sessions of a role the server admits only so many of.
+type Admitted struct {
+	// Connect opens one directly; past the limit the server refuses it.
+	Connect func(context.Context) (*pgx.Conn, error)
+	// Pool starts PgBouncer in transaction mode with size server
+	// connections of the role, and returns a connector through it.
+	Pool func(ctx context.Context, size int) (connect func(context.Context) (*pgx.Conn, error), stop func(), err error)
+	// Close drops the role.
+	Close func()
+}
+
+// A held-sessions replay admits at most heldMaxSlots sessions on the
+// twin (the server's own slots, scaled down: a twin's machine need not
+// hold hundreds of backends), with half as many clients again as it
+// admits, the fewest that make the server refuse a third of them; each
+// client sits idle between its statements for the time the samples saw,
+// within heldThink.
+const (
+	heldMaxSlots = 12
+	heldMinThink = 20 * time.Millisecond
+	heldMaxThink = 500 * time.Millisecond
+)
+
+// heldSide is one side of a held-sessions replay.
+type heldSide struct {
+	load
+	refused int64 // connection attempts the server refused (53300)
+}
+
+// heldSessions proves a finding of connections held idle until the
+// server refuses new ones: on a twin whose role admits as many sessions
+// as the server admitted (scaled), more clients than that each hold a
+// session, as they did, and the same clients go through a PgBouncer pool
+// of the proposed size. Goodput (statements finished per second) of
+// each, and the connections refused.
+func (e *Engine) heldSessions(ctx context.Context, f *model.Finding, mix []mixRun, params []string) {
+	exp := f.Experiment
+	if e.Admit == nil {
+		f.Verification = model.NotRunBecause(f.Verification.Reason + "; check --twin replays the held sessions on a twin of pgmedic's own, as many as the server admits and more, directly and through a pool")
+		return
+	}
+	slots := min(exp.Slots, heldMaxSlots)
+	clients := slots + (slots+1)/2
+	here := runtime.NumCPU()
+	pool := exp.Pool
+	if exp.Cores > 0 {
+		pool = max(1, int(math.Round(float64(pool)*float64(here)/float64(exp.Cores))))
+	}
+	pool = min(pool, slots)
+	think := min(max(time.Duration(exp.ThinkMS*float64(time.Millisecond)), heldMinThink), heldMaxThink).Round(time.Millisecond)
+	adm, err := e.Admit(ctx, slots)
+	if err != nil {
+		f.Verification = model.NotRunBecause("a role of limited connections on the twin: " + envelope.Message(err))
+		return
+	}
+	defer adm.Close()
+	before, err := e.holdSide(ctx, mix, clients, think, adm.Connect)
+	if err != nil {
+		f.Verification = model.NotRunBecause("the replay on the twin failed: " + envelope.Message(err))
+		return
+	}
+	connect, stop, err := adm.Pool(ctx, pool)
+	if err != nil {
+		f.Verification = model.NotRunBecause("starting a pool on the twin: " + envelope.Message(err))
+		return
+	}
+	after, err := e.holdSide(ctx, mix, clients, think, connect)
+	stop()
+	if err != nil {
+		f.Verification = model.NotRunBecause("the replay on the twin through a pool failed: " + envelope.Message(err))
+		return
+	}
+	f.Evidence = append(f.Evidence,
+		model.Evidence{Label: fmt.Sprintf("replayed goodput, %d clients holding a session each, %d admitted", clients, slots), Value: model.Round(before.goodput, 1), Unit: "statements/s"},
+		model.Evidence{Label: fmt.Sprintf("replayed goodput, %d clients through a pool of %d", clients, pool), Value: model.Round(after.goodput, 1), Unit: "statements/s"},
+		model.Evidence{Label: "replayed connections refused, holding a session each", Value: float64(before.refused)},
+		model.Evidence{Label: "replayed connections refused, through the pool", Value: float64(after.refused)},
+		model.Evidence{Label: "replayed p95 through the pool", Value: model.Round(after.p95, 1), Unit: "ms"})
+	method := fmt.Sprintf("replayed on the twin: a role admitted to %d sessions at once (the %d max_connections leaves to ordinary roles, scaled to the twin), %d clients each running the sampled statements (%d distinct) in turn with %s idle between them (the samples' idle time), for %s: first each holding a session of its own, as they did (refused clients try again after their idle time), then through PgBouncer in transaction mode with %d server connections; writes rolled back; goodput is statements finished per second",
+		slots, exp.Slots, clients, distinct(exp.Mix), think, loadPhase, pool)
+	f.Verification = model.Verification{Method: method, Parameters: params,
+		Before: &model.Measure{Value: model.Round(before.goodput, 1), Unit: "statements/s", HigherIsBetter: true},
+		After:  &model.Measure{Value: model.Round(after.goodput, 1), Unit: "statements/s", HigherIsBetter: true}}
+	// The pool must let every client in, and serve them: no refusal, and
+	// at least the goodput the held sessions had.
+	if before.refused > 0 && after.refused == 0 && after.failed == 0 && after.goodput >= 0.95*before.goodput {
+		f.Verification.Status = model.Confirmed
+		return
+	}
+	f.Verification.Status = model.Refuted
+	f.Severity = model.Info
+	f.Verification.Method += fmt.Sprintf("; the pool did not serve every client better: %d refused and %d failed through it (%d refused holding sessions), %.1f against %.1f statements/s",
+		after.refused, after.failed, before.refused, after.goodput, before.goodput)
+}
+
+// holdSide runs the mix from clients that each keep one session (opened
+// through connect) and sit think between statements, for loadPhase
+// after loadWarm. A client the server refuses counts the refusal and
+// tries again after its idle time, as an application's next request
+// would.
+func (e *Engine) holdSide(ctx context.Context, mix []mixRun, clients int, think time.Duration, connect func(context.Context) (*pgx.Conn, error)) (heldSide, error) {
+	var ok, failed, refused atomic.Int64
+	var mu sync.Mutex
+	var lat []float64
+	var firstErr error
+	measuring := atomic.Bool{}
+	pctx, stop := context.WithTimeout(ctx, loadWarm+loadPhase)
+	defer stop()
+	var wg sync.WaitGroup
+	for i := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var c *pgx.Conn
+			defer func() {
+				if c != nil {
+					c.Close(context.WithoutCancel(ctx))
+				}
+			}()
+			for n := i; pctx.Err() == nil; n++ {
+				if c == nil {
+					var err error
+					if c, err = connect(pctx); err != nil {
+						c = nil
+						if refusedConn(err) {
+							if measuring.Load() && pctx.Err() == nil {
+								refused.Add(1)
+							}
+						} else if pctx.Err() == nil {
+							mu.Lock()
+							firstErr = cmpErr(firstErr, err)
+							mu.Unlock()
+						}
+						Sleep(pctx, think)
+						continue
+					}
+				}
+				t0 := time.Now()
+				err := runOne(pctx, nil, []*pgx.Conn{c}, 0, false, mix[n%len(mix)])
+				ms := float64(time.Since(t0).Microseconds()) / 1000
+				if pctx.Err() == nil && measuring.Load() {
+					if err != nil {
+						failed.Add(1)
+						mu.Lock()
+						firstErr = cmpErr(firstErr, err)
+						mu.Unlock()
+					} else {
+						ok.Add(1)
+						mu.Lock()
+						lat = append(lat, ms)
+						mu.Unlock()
+					}
+				}
+				Sleep(pctx, think)
+			}
+		}()
+	}
+	Sleep(pctx, loadWarm)
+	measuring.Store(true)
+	wg.Wait()
+	if ok.Load() == 0 && firstErr != nil {
+		return heldSide{}, firstErr
+	}
+	sort.Float64s(lat)
+	return heldSide{load: load{ok: ok.Load(), failed: failed.Load(), p50: model.Percentile(lat, 0.5), p95: model.Percentile(lat, 0.95),
+		goodput: float64(ok.Load()) / loadPhase.Seconds()}, refused: refused.Load()}, nil
+}
+
+// refusedConn says whether a connection failed because the server had
+// no slot for it: SQLSTATE 53300, too_many_connections (max_connections,
+// the reserved slots, a role's or database's CONNECTION LIMIT).
+func refusedConn(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "53300"
+}
