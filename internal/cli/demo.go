@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -142,44 +141,31 @@ func runScenarios(ctx context.Context, list []scenario.Scenario, lo lab.Options,
 	results := make([]*scenario.Result, len(list))
 	errs := make([]error, len(list))
 	missed := make([]bool, len(list))
-	run := func(i int) {
+	run := func(i int, c *lab.Cluster) bool {
 		res, err := scenario.Run(ctx, c, list[i], Version, o, min)
 		var missing *scenario.MissingClient
 		if errors.As(err, &missing) && ctx.Err() == nil {
 			res, err, missed[i] = &scenario.Result{Scenario: list[i].Name, NotRun: missing.Error()}, nil, true
 		}
 		results[i], errs[i] = res, err
+		return err == nil
 	}
-	// The scenarios on the lab's cluster one after another (their
-	// measurements share its cores); those on clusters of their own two
-	// at a time beside each other, once the others are done.
-	var isolated []int
-	for i, sc := range list {
-		if sc.Isolated(c) {
-			isolated = append(isolated, i)
-			continue
-		}
-		if run(i); errs[i] != nil {
-			return doc, nil, errs[i]
-		}
+	second := func() (*lab.Cluster, error) {
+		so := lo
+		so.Dir, so.Standby = "", false
+		return lab.Create(ctx, so)
 	}
-	for len(isolated) > 0 {
-		n := 2
-		if len(isolated) < n {
-			n = len(isolated)
+	if err := scenario.RunLanes(ctx, list, c, second, run); err != nil {
+		return doc, nil, inputErr(err)
+	}
+	for _, err := range errs {
+		if err != nil {
+			return doc, nil, err
 		}
-		batch := isolated[:n]
-		isolated = isolated[len(batch):]
-		var wg sync.WaitGroup
-		for _, i := range batch {
-			wg.Add(1)
-			go func() { defer wg.Done(); run(i) }()
-		}
-		wg.Wait()
 	}
 	for i, res := range results {
-		if errs[i] != nil {
-			return doc, nil, errs[i]
+		if res == nil { // not started: interrupted
+			return doc, nil, fmt.Errorf("demo interrupted before scenario %s: %w", list[i].Name, context.Cause(ctx))
 		}
 		if missed[i] {
 			notRun = append(notRun, res.Scenario)

@@ -76,6 +76,11 @@ type Scenario struct {
 	// scenarios' databases there: it runs on a cluster of its own, of the
 	// same build, made for it and removed after.
 	OwnCluster bool `json:"own_cluster,omitempty"`
+	// Waits: what the scenario proves is in sessions' states and waits
+	// (locks, idle transactions, a pool's queue), not in CPU time or a
+	// timed re-run, and its workload mostly sleeps: the demo and the tests
+	// run it on a second cluster beside the others (see RunLanes).
+	Waits bool `json:"waits,omitempty"`
 	// ServerConfig are postgresql.conf lines ("max_connections = 20") of
 	// the scenario's own cluster: a limit the scenario runs into, a log
 	// check reads over the connection.

@@ -84,8 +84,9 @@ func TestBrokenFolders(t *testing.T) {
 // turns with the other such tests (labtest.CPUHeavy).
 var cpuBound = map[string]bool{"connection-storm": true, "connection-burst": true, "jit-oltp": true, "asyncpg-introspection": true}
 
-// TestScenarios reproduces every scenario once, on one throwaway cluster,
-// and checks it the way the demo does: every expected finding, confirmed
+// TestScenarios reproduces every scenario once, in the demo's lanes (a
+// throwaway cluster, a second one for the scenarios that wait, clusters of
+// their own), and checks it the way the demo does: every expected finding, confirmed
 // ones with two measured numbers, nothing the scenario forbids.
 func TestScenarios(t *testing.T) {
 	if testing.Short() {
@@ -117,7 +118,11 @@ func TestScenarios(t *testing.T) {
 	}
 	opts := diagnose.Options{Runs: 5, StatementTimeout: 5 * time.Second, CopyTimeout: 2 * time.Minute,
 		MaxCopyBytes: 1 << 30, MaxTables: 200000, MaxStatements: 10000, Log: t.Logf}
-	for _, s := range list {
+	// The lanes of the demo: the scenarios that wait on a second cluster,
+	// those with clusters of their own, beside the others.
+	second := func() (*lab.Cluster, error) { return lab.Create(ctx, lab.Options{}) }
+	err = RunLanes(ctx, list, c, second, func(i int, c *lab.Cluster) bool {
+		s := list[i]
 		t.Run(s.Name, func(t *testing.T) {
 			if cpuBound[s.Name] {
 				labtest.CPUHeavy(t)
@@ -146,6 +151,10 @@ func TestScenarios(t *testing.T) {
 				ownStatementsSafe(t, c.DSN("jit_oltp"))
 			}
 		})
+		return true
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -22,16 +22,18 @@ import (
 
 const (
 	heldWorkers  = 17                     // max_connections less the superuser's reserved slots
-	heldLate     = 3                      // clients that come when the slots are gone
+	heldLate     = 3                      // clients more than the slots
 	heldThink    = 250 * time.Millisecond // a worker waits for its next request
 	heldLookup   = `SELECT id, status, total FROM orders WHERE id = $1`
 	heldMinFails = 3
 )
 
 // heldSessions is the workload of connections-held-idle (pooled false)
-// and connections-pooled (through the scenario's PgBouncer): the workers
-// hold their connections, the late clients try theirs every heldThink,
-// and the refusals are recorded.
+// and connections-pooled (through the scenario's PgBouncer): twenty
+// clients each open a connection and keep it; those the server refuses
+// (whichever come last) try again after their idle time, and the
+// refusals are recorded. Ready once the server has refused a few (pooled:
+// once every client is in).
 func heldSessions(pooled bool) Workload {
 	return func(ctx context.Context, env *Env) error {
 		dsn := env.AppDSN()
@@ -41,7 +43,7 @@ func heldSessions(pooled bool) Workload {
 		var held, refused atomic.Int64
 		var wg sync.WaitGroup
 		errs := make(chan error, heldWorkers+heldLate)
-		worker := func(i int, late bool) {
+		client := func(i int) {
 			defer wg.Done()
 			var conn *pgx.Conn
 			defer func() {
@@ -57,7 +59,7 @@ func heldSessions(pooled bool) Workload {
 					case err == nil:
 						conn = c
 						held.Add(1)
-					case errors.As(err, &pgErr) && pgErr.Code == "53300" && late:
+					case errors.As(err, &pgErr) && pgErr.Code == "53300":
 						refused.Add(1)
 						sleepCtx(ctx, heldThink)
 						continue
@@ -77,33 +79,26 @@ func heldSessions(pooled bool) Workload {
 				sleepCtx(ctx, heldThink)
 			}
 		}
-		for i := range heldWorkers {
+		for i := range heldWorkers + heldLate {
 			wg.Add(1)
-			go worker(i, false)
+			go client(i)
 		}
-		// The late clients come once the workers hold their slots.
-		for held.Load() < heldWorkers && ctx.Err() == nil {
-			sleepCtx(ctx, 20*time.Millisecond)
-		}
-		for i := range heldLate {
-			wg.Add(1)
-			go worker(heldWorkers+i, true)
-		}
-		go func() {
-			// Ready once the server has refused a few (pooled: once the
-			// late clients are in too).
-			for ctx.Err() == nil {
-				if (!pooled && refused.Load() >= heldMinFails) || (pooled && held.Load() >= heldWorkers+heldLate) {
-					env.Ready()
-					return
-				}
-				sleepCtx(ctx, 20*time.Millisecond)
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		for ready := false; ; {
+			if !ready && ((!pooled && refused.Load() >= heldMinFails) || (pooled && held.Load() >= heldWorkers+heldLate)) {
+				env.Ready()
+				ready = true
 			}
-		}()
-		wg.Wait()
-		env.Record("connections refused", float64(refused.Load()))
-		close(errs)
-		return <-errs
+			select {
+			case err := <-errs:
+				return err // a client failed for another reason: the others end with ctx
+			case <-done:
+				env.Record("connections refused", float64(refused.Load()))
+				return nil
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
 	}
 }
 

@@ -66,20 +66,33 @@ func (r stormRun) label() string {
 func connectionStorm(ctx context.Context, env *Env) error {
 	// A few calls alone first, as the application makes them on a quiet
 	// day: pg_stat_statements records only calls that complete, and
-	// during the storm most are cancelled.
-	conn, err := pgx.Connect(ctx, env.AppDSN())
-	if err != nil {
-		return err
+	// during the storm most are cancelled. Two clients, three calls each
+	// (jit-overhead needs 5 calls).
+	quiet := make(chan error, 2)
+	for c := range 2 {
+		go func() {
+			conn, err := pgx.Connect(ctx, env.AppDSN())
+			if err != nil {
+				quiet <- err
+				return
+			}
+			defer conn.Close(context.Background())
+			for i := c * 3; i < c*3+3 && ctx.Err() == nil; i++ {
+				rows, err := conn.Query(ctx, stormQuery, 1+i*37)
+				if err != nil {
+					quiet <- err
+					return
+				}
+				rows.Close()
+			}
+			quiet <- nil
+		}()
 	}
-	for i := 0; i < 6 && ctx.Err() == nil; i++ { // jit-overhead needs 5 calls
-		rows, err := conn.Query(ctx, stormQuery, 1+i*37)
-		if err != nil {
-			conn.Close(context.Background())
+	for range 2 {
+		if err := <-quiet; err != nil {
 			return err
 		}
-		rows.Close()
 	}
-	conn.Close(context.Background())
 	env.Ready()
 	n := 3 * env.Bouncer.PoolSize
 	var wg sync.WaitGroup

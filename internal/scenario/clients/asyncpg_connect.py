@@ -16,8 +16,7 @@ import time
 import asyncpg
 
 
-async def main(dsn: str, n: int) -> None:
-    timings = []
+async def worker(dsn: str, n: int, timings: list) -> None:
     for _ in range(n):
         conn = await asyncpg.connect(dsn)
         try:
@@ -28,6 +27,13 @@ async def main(dsn: str, n: int) -> None:
                 raise SystemExit("unexpected result %r" % (rows,))
         finally:
             await conn.close()
+
+
+async def main(dsn: str, n: int) -> None:
+    # Two web workers start at once, as a deployment starts them, each
+    # opening its share of the connections one after another.
+    timings = []
+    await asyncio.gather(worker(dsn, (n + 1) // 2, timings), worker(dsn, n // 2, timings))
     print(json.dumps({"connections": n, "first_query_ms": timings, "asyncpg": asyncpg.__version__}))
 
 
