@@ -612,6 +612,10 @@ const (
 	// concurrency as the clients ran it and through a pool of the
 	// proposed size, measuring goodput and p95 (on a twin only).
 	ExpConcurrency = "concurrency"
+	// ExpHeldSessions replays clients that each hold a session, more of
+	// them than the server admits, against the same clients through a
+	// pool (Slots, ThinkMS): refusals and goodput.
+	ExpHeldSessions = "held-sessions"
 	// ExpHOTUpdate applies an UPDATE's SET list to rows of a copy of the
 	// table with all its indexes and without those the update's columns
 	// are in, counting HOT updates and WAL per row (on a twin or a lab

@@ -810,7 +810,11 @@ func connectionPressure(s *model.Snapshot) (found []model.Finding, skipped []mod
 			h.peak, maxConn, h.idle, sec(h.idleMedianMS), h.holders))
 		sev = max(sev, model.Warning)
 	} else if maxConn > 0 && avgTotal >= 0.8*float64(maxConn) {
-		why = append(why, fmt.Sprintf("%.0f of max_connections=%d connections were open", avgTotal, maxConn))
+		open := fmt.Sprintf("%.0f of max_connections=%d connections were open", avgTotal, maxConn)
+		if 2*h.hidden >= h.peak {
+			open += fmt.Sprintf(" (%d of them other roles' sessions, whose state pgmedic's role may not see: GRANT pg_read_all_stats shows whether they sat idle)", h.hidden)
+		}
+		why = append(why, open)
 		sev = max(sev, model.Warning)
 	}
 	if churn >= churnPerSecond {

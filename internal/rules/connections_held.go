@@ -22,6 +22,7 @@ const heldShare = 0.5
 // transaction) at once.
 type held struct {
 	peak, idle   int
+	hidden       int // of them, sessions of other roles whose state pgmedic's role may not see
 	idleMedianMS float64
 	busyPeak     int
 	holders      string // the application and role holding most of the idle ones
@@ -45,7 +46,11 @@ func heldConnections(s *model.Snapshot) held {
 		h.peak = len(smp.Backends)
 		var idle []float64
 		by := map[string]int{}
+		h.hidden = 0
 		for _, b := range smp.Backends {
+			if b.State == "" {
+				h.hidden++
+			}
 			if b.State == "idle" {
 				idle = append(idle, b.StateMS)
 				by[holderOf(b)]++
@@ -127,7 +132,7 @@ func heldExperiment(s *model.Snapshot, h held, pool, cores int) *model.Experimen
 	if len(mix) == 0 {
 		return nil
 	}
-	exp := &model.Experiment{Kind: model.ExpConcurrency, Mix: mix, Clients: h.peak, Pool: pool, Cores: cores,
+	exp := &model.Experiment{Kind: model.ExpHeldSessions, Mix: mix, Clients: h.peak, Pool: pool, Cores: cores,
 		Slots: clientSlots(s), ThinkMS: model.Round(h.thinkMS(), 1)}
 	for _, q := range mix {
 		if _, t, ok := replayable(s, q); ok {

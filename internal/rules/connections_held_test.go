@@ -21,6 +21,15 @@ func heldIdle(n int, idleMS float64, busy int) []model.Backend {
 	return out
 }
 
+// hiddenStates is what an ordinary role sees of other roles' sessions:
+// no state, no statement.
+func hiddenStates(bs []model.Backend) []model.Backend {
+	for i := range bs {
+		bs[i].State, bs[i].Query, bs[i].StateMS, bs[i].App = "", "", 0, ""
+	}
+	return bs
+}
+
 // limited sets max_connections and the reserved slots, and the refusals
 // the server's log counted.
 func limited(s *model.Snapshot, maxConn, reserved int, refused int64) *model.Snapshot {
@@ -49,6 +58,8 @@ func TestHeldConnections(t *testing.T) {
 			[]string{"17 of max_connections=20"}, 17},
 		{"refusals in the log, the sessions far from the limit now", limited(sampledSnapshot(5, heldIdle(10, 300, 1)...), 100, 3, 40), model.Critical,
 			[]string{"refused 40 connections"}, 0},
+		{"ninety of 100 open, their states hidden from pgmedic's role", limited(sampledSnapshot(5, hiddenStates(heldIdle(90, 4000, 0))...), 100, 3, -1), model.Warning,
+			[]string{"90 of max_connections=100 connections were open (90 of them other roles' sessions", "GRANT pg_read_all_stats"}, 0},
 		{"forty idle of 100: room left", limited(sampledSnapshot(5, heldIdle(40, 4000, 2)...), 100, 3, 0), 0, nil, 0},
 		{"ninety of 100 open, most of them busy: near the limit, not held", limited(sampledSnapshot(5, heldIdle(20, 4000, 70)...), 100, 3, 0), model.Warning,
 			[]string{"90 of max_connections=100 connections were open"}, 0},

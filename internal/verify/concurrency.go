@@ -50,10 +50,6 @@ func (e *Engine) concurrency(ctx context.Context, _ *model.Snapshot, f *model.Fi
 		f.Verification = model.NotRunBecause(why)
 		return
 	}
-	if exp.Slots > 0 {
-		e.heldSessions(ctx, f, mix, params)
-		return
-	}
 	// The twin's machine is not the server's: the clients and pools are
 	// scaled by the ratio of cores, which keeps sessions per core.
 	here := runtime.NumCPU()

@@ -53,10 +53,15 @@ type heldSide struct {
 // session, as they did, and the same clients go through a PgBouncer pool
 // of the proposed size. Goodput (statements finished per second) of
 // each, and the connections refused.
-func (e *Engine) heldSessions(ctx context.Context, f *model.Finding, mix []mixRun, params []string) {
+func (e *Engine) heldSessions(ctx context.Context, _ *model.Snapshot, f *model.Finding) {
 	exp := f.Experiment
-	if e.Admit == nil {
+	if e.Admit == nil || !e.InPlace {
 		f.Verification = model.NotRunBecause(f.Verification.Reason + "; check --twin replays the held sessions on a twin of pgmedic's own, as many as the server admits and more, directly and through a pool")
+		return
+	}
+	mix, params, why := e.mixRuns(ctx, exp.Mix)
+	if why != "" {
+		f.Verification = model.NotRunBecause(why)
 		return
 	}
 	slots := min(exp.Slots, heldMaxSlots)

@@ -294,6 +294,11 @@ var Kinds = []Kind{
 	{model.ExpCheckpointWAL, OnTwin, WithRows, "", (*Engine).checkpointWAL},
 	{model.ExpIndexWrites, OnTwin, WithRows, "index-writes", (*Engine).indexWrites},
 	{model.ExpConcurrency, OnTwin, RowsWhenTables, "", (*Engine).concurrency},
+	// The held sessions' statements are cheap by what they show (idle
+	// between them): refusals and goodput at the clients' idle time need
+	// the tables' definitions, and a target whose slots are full is not
+	// read for rows.
+	{model.ExpHeldSessions, OnTwin, DefinitionsOnly, "", (*Engine).heldSessions},
 	{model.ExpHOTUpdate, OnTwin, WithRows, "hot-update", (*Engine).hotUpdate},
 	{model.ExpHorizon, OnTwin, WithRows, "", (*Engine).vacuumHorizon},
 	{model.ExpIndexRebuild, CopiesOnTwin, WithRows, "index-rebuild", (*Engine).indexRebuild},
