@@ -17,7 +17,8 @@ import (
 //     (sessions, load) must not show in another's samples;
 //   - those that wait (Waits) one after another on a second cluster,
 //     which second makes when there are any: their sessions sleep, lock
-//     and queue rather than compute;
+//     and queue rather than compute (with second nil they run in the
+//     first lane);
 //   - those on clusters of their own (Isolated), one after another.
 //
 // The second cluster is destroyed before RunLanes returns; the error is
@@ -29,7 +30,7 @@ func RunLanes(ctx context.Context, list []Scenario, c *lab.Cluster, second func(
 		switch {
 		case s.Isolated(c):
 			own = append(own, i)
-		case s.Waits:
+		case s.Waits && second != nil:
 			waits = append(waits, i)
 		default:
 			main = append(main, i)

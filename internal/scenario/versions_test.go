@@ -79,35 +79,46 @@ func TestEveryVersion(t *testing.T) {
 			if c.Major != major || !strings.Contains(c.Version, fmt.Sprintf(" %d.", major)) {
 				t.Fatalf("asked for PostgreSQL %d, got %s", major, c.Version)
 			}
+			var list []Scenario
 			for _, name := range representative {
 				s, err := Find(name)
 				if err != nil {
 					t.Fatal(err)
 				}
-				o := opts
-				o.Log = t.Logf
-				rule, proved := provedOnTwin[name]
-				o.Twin = proved
-				res, err := Run(ctx, c, s, "test", o, model.Info)
-				if err != nil {
-					t.Fatalf("%s: %v", name, err)
-				}
-				if proved && !confirmed(res, rule) {
-					t.Errorf("%s on PostgreSQL %d: %s not confirmed on the twin: %+v", name, major, rule, res.Report.Findings)
-				}
-				if res.Skipped != "" {
-					t.Logf("%s on PostgreSQL %d: skipped: %s", name, major, res.Skipped)
-					continue
-				}
-				if !res.Passed() {
-					t.Errorf("%s on PostgreSQL %d: missing %v, unexpected %v", name, major, res.Missing, res.Unexpected)
-				}
-				for _, f := range res.Report.Findings {
-					if v := f.Verification; v.Status == model.Confirmed && (v.Before == nil || v.After == nil) {
-						t.Errorf("%s: %s confirmed without two measured numbers", name, f.Rule)
-					}
-				}
+				list = append(list, s)
 			}
+			// Those with clusters of their own beside the others; the
+			// scenarios that wait stay in the first lane, because the
+			// majors already run side by side.
+			RunLanes(ctx, list, c, nil, func(i int, c *lab.Cluster) bool {
+				s := list[i]
+				t.Run(s.Name, func(t *testing.T) {
+					o := opts
+					o.Log = t.Logf
+					rule, proved := provedOnTwin[s.Name]
+					o.Twin = proved
+					res, err := Run(ctx, c, s, "test", o, model.Info)
+					if err != nil {
+						t.Fatalf("%s: %v", s.Name, err)
+					}
+					if proved && !confirmed(res, rule) {
+						t.Errorf("%s on PostgreSQL %d: %s not confirmed on the twin: %+v", s.Name, major, rule, res.Report.Findings)
+					}
+					if res.Skipped != "" {
+						t.Logf("%s on PostgreSQL %d: skipped: %s", s.Name, major, res.Skipped)
+						return
+					}
+					if !res.Passed() {
+						t.Errorf("%s on PostgreSQL %d: missing %v, unexpected %v", s.Name, major, res.Missing, res.Unexpected)
+					}
+					for _, f := range res.Report.Findings {
+						if v := f.Verification; v.Status == model.Confirmed && (v.Before == nil || v.After == nil) {
+							t.Errorf("%s: %s confirmed without two measured numbers", s.Name, f.Rule)
+						}
+					}
+				})
+				return true
+			})
 		})
 	}
 }

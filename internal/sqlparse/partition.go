@@ -156,17 +156,24 @@ func rangeFor(e *pg_query.A_Expr, column string) (*pg_query.Node, error) {
 	if l := val.GetList(); l != nil {
 		vals = l.Items
 	}
+	// A value the statement already casts to date is not cast again.
+	day := func(i int) string {
+		if i < len(vals) && isDateCast(vals[i]) {
+			return fmt.Sprintf("pgmedic_val%d", i)
+		}
+		return fmt.Sprintf("(pgmedic_val%d)::date", i)
+	}
 	var tmpl string
 	switch {
 	case key.GetColumnRef() != nil: // compared with clock_timestamp()
 		return nowFor(e), nil
 	case isDateOf(key, column) && e.Kind == pg_query.A_Expr_Kind_AEXPR_BETWEEN && len(vals) == 2:
-		tmpl = "pgmedic_key >= (pgmedic_val0)::date AND pgmedic_key < (pgmedic_val1)::date + 1"
+		tmpl = "pgmedic_key >= " + day(0) + " AND pgmedic_key < " + day(1) + " + 1"
 	case isDateOf(key, column):
 		tmpl = map[string]string{
-			"=":  "pgmedic_key >= (pgmedic_val0)::date AND pgmedic_key < (pgmedic_val0)::date + 1",
-			">=": "pgmedic_key >= (pgmedic_val0)::date", ">": "pgmedic_key >= (pgmedic_val0)::date + 1",
-			"<": "pgmedic_key < (pgmedic_val0)::date", "<=": "pgmedic_key < (pgmedic_val0)::date + 1"}[op]
+			"=":  "pgmedic_key >= " + day(0) + " AND pgmedic_key < " + day(0) + " + 1",
+			">=": "pgmedic_key >= " + day(0), ">": "pgmedic_key >= " + day(0) + " + 1",
+			"<": "pgmedic_key < " + day(0), "<=": "pgmedic_key < " + day(0) + " + 1"}[op]
 	case truncUnit(key, column) != "":
 		tmpl = "pgmedic_key >= pgmedic_val0 AND pgmedic_key < pgmedic_val0 + interval '1 " + truncUnit(key, column) + "'"
 	case isYearOf(key, column):
@@ -201,6 +208,15 @@ func rangeFor(e *pg_query.A_Expr, column string) (*pg_query.Node, error) {
 		return true
 	})
 	return where, nil
+}
+
+// isDateCast: the value is already cast to date ($1::date, '2025-03-14'::date).
+func isDateCast(n *pg_query.Node) bool {
+	tc := n.GetTypeCast()
+	if tc == nil || tc.TypeName == nil || len(tc.TypeName.Names) == 0 {
+		return false
+	}
+	return tc.TypeName.Names[len(tc.TypeName.Names)-1].GetString_().GetSval() == "date"
 }
 
 // nowFor is the comparison with its clock_timestamp() calls made now().

@@ -15,6 +15,9 @@ func TestHiddenKeysAndPruneOnKey(t *testing.T) {
 		{"SELECT count(*) FROM readings WHERE date(taken_at) = '2026-03-01' AND sensor = 4", "(taken_at >= '2026-03-01'::date AND taken_at < ('2026-03-01'::date + 1)) AND sensor = 4", true},
 		{"SELECT count(*) FROM readings r WHERE $1 <= CAST(r.taken_at AS date)", "r.taken_at >= $1::date", true},
 		{"SELECT * FROM readings WHERE taken_at::date BETWEEN $1 AND $2", "taken_at >= $1::date AND taken_at < ($2::date + 1)", true},
+		// A value the statement casts itself is not cast twice.
+		{"SELECT count(*) FROM readings WHERE taken_at::date = $1::date", "taken_at >= $1::date AND taken_at < ($1::date + 1)", true},
+		{"SELECT count(*) FROM readings WHERE taken_at::date >= '2026-03-01'::date", "taken_at >= '2026-03-01'::date", true},
 		{"SELECT avg(v) FROM readings WHERE date_trunc('day', taken_at) = $1", "taken_at >= $1 AND taken_at < ($1 + '1 day'::interval)", true},
 		{"SELECT avg(v) FROM readings WHERE extract(year FROM taken_at) = $1", "taken_at >= make_date($1::int, 1, 1) AND taken_at < make_date($1::int + 1, 1, 1)", true},
 		{"SELECT avg(v) FROM readings WHERE date_part('year', taken_at) = 2025", "taken_at >= make_date(2025::int, 1, 1)", true},
