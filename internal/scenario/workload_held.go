@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgmedic/pgmedic/internal/verify"
 )
 
 // Connections held idle until the server refuses new ones: an
@@ -61,7 +63,7 @@ func heldSessions(pooled bool) Workload {
 						held.Add(1)
 					case errors.As(err, &pgErr) && pgErr.Code == "53300":
 						refused.Add(1)
-						sleepCtx(ctx, heldThink)
+						verify.Sleep(ctx, heldThink)
 						continue
 					default:
 						if ctx.Err() == nil {
@@ -76,7 +78,7 @@ func heldSessions(pooled bool) Workload {
 					}
 					return
 				}
-				sleepCtx(ctx, heldThink)
+				verify.Sleep(ctx, heldThink)
 			}
 		}
 		for i := range heldWorkers + heldLate {
@@ -114,14 +116,4 @@ func connectApp(ctx context.Context, dsn string, pooled bool) (*pgx.Conn, error)
 		cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
 	}
 	return pgx.ConnectConfig(ctx, cfg)
-}
-
-// sleepCtx waits d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }

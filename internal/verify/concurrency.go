@@ -161,11 +161,57 @@ func (e *Engine) loadSide(ctx context.Context, mix []mixRun, clients, pool int, 
 			conns = append(conns, c)
 		}
 	}
-	var ok, failed atomic.Int64
-	var mu sync.Mutex
-	var lat []float64
-	var firstErr error
-	measuring := atomic.Bool{}
+	return runClients(ctx, clients, func(pctx context.Context, i int, t *tally) {
+		for n := i; pctx.Err() == nil; n++ {
+			t0 := time.Now()
+			err := runOne(pctx, connect, conns, i, reconnect, mix[n%len(mix)])
+			t.add(pctx, t0, err)
+		}
+	})
+}
+
+// tally is what one side of a load replay counted while measuring (after
+// its warm-up): statements finished and failed, the latencies of those
+// that finished, the first error.
+type tally struct {
+	ok, failed atomic.Int64
+	measuring  atomic.Bool
+	mu         sync.Mutex
+	lat        []float64
+	firstErr   error
+}
+
+// add counts a statement that began at t0 and ended with err, unless the
+// side is warming up or has ended.
+func (t *tally) add(pctx context.Context, t0 time.Time, err error) {
+	ms := float64(time.Since(t0).Microseconds()) / 1000
+	if pctx.Err() != nil || !t.measuring.Load() {
+		return
+	}
+	if err != nil {
+		t.failed.Add(1)
+		t.fail(err)
+		return
+	}
+	t.ok.Add(1)
+	t.mu.Lock()
+	t.lat = append(t.lat, ms)
+	t.mu.Unlock()
+}
+
+// fail keeps the first error, which says why a side finished nothing.
+func (t *tally) fail(err error) {
+	t.mu.Lock()
+	t.firstErr = cmpErr(t.firstErr, err)
+	t.mu.Unlock()
+}
+
+// runClients runs client(i) for clients sessions for loadWarm+loadPhase,
+// measuring after loadWarm, and returns what they finished: goodput is
+// statements finished per second of the phase. A side that finished
+// nothing returns its first error.
+func runClients(ctx context.Context, clients int, client func(pctx context.Context, i int, t *tally)) (load, error) {
+	var t tally
 	pctx, stop := context.WithTimeout(ctx, loadWarm+loadPhase)
 	defer stop()
 	var wg sync.WaitGroup
@@ -173,36 +219,18 @@ func (e *Engine) loadSide(ctx context.Context, mix []mixRun, clients, pool int, 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for n := i; pctx.Err() == nil; n++ {
-				t0 := time.Now()
-				err := runOne(pctx, connect, conns, i, reconnect, mix[n%len(mix)])
-				ms := float64(time.Since(t0).Microseconds()) / 1000
-				if pctx.Err() != nil || !measuring.Load() {
-					continue
-				}
-				if err != nil {
-					failed.Add(1)
-					mu.Lock()
-					firstErr = cmpErr(firstErr, err)
-					mu.Unlock()
-					continue
-				}
-				ok.Add(1)
-				mu.Lock()
-				lat = append(lat, ms)
-				mu.Unlock()
-			}
+			client(pctx, i, &t)
 		}()
 	}
 	Sleep(pctx, loadWarm)
-	measuring.Store(true)
+	t.measuring.Store(true)
 	wg.Wait()
-	if ok.Load() == 0 && firstErr != nil {
-		return load{}, firstErr
+	if t.ok.Load() == 0 && t.firstErr != nil {
+		return load{}, t.firstErr
 	}
-	sort.Float64s(lat)
-	return load{ok: ok.Load(), failed: failed.Load(), p50: model.Percentile(lat, 0.5), p95: model.Percentile(lat, 0.95),
-		goodput: float64(ok.Load()) / loadPhase.Seconds()}, nil
+	sort.Float64s(t.lat)
+	return load{ok: t.ok.Load(), failed: t.failed.Load(), p50: model.Percentile(t.lat, 0.5), p95: model.Percentile(t.lat, 0.95),
+		goodput: float64(t.ok.Load()) / loadPhase.Seconds()}, nil
 }
 
 // runOne runs one statement of the mix on client i's session, or on a

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"sort"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -124,71 +122,38 @@ func (e *Engine) heldSessions(ctx context.Context, _ *model.Snapshot, f *model.F
 // tries again after its idle time, as an application's next request
 // would.
 func (e *Engine) holdSide(ctx context.Context, mix []mixRun, clients int, think time.Duration, connect func(context.Context) (*pgx.Conn, error)) (heldSide, error) {
-	var ok, failed, refused atomic.Int64
-	var mu sync.Mutex
-	var lat []float64
-	var firstErr error
-	measuring := atomic.Bool{}
-	pctx, stop := context.WithTimeout(ctx, loadWarm+loadPhase)
-	defer stop()
-	var wg sync.WaitGroup
-	for i := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var c *pgx.Conn
-			defer func() {
-				if c != nil {
-					c.Close(context.WithoutCancel(ctx))
-				}
-			}()
-			for n := i; pctx.Err() == nil; n++ {
-				if c == nil {
-					var err error
-					if c, err = connect(pctx); err != nil {
-						c = nil
-						if refusedConn(err) {
-							if measuring.Load() && pctx.Err() == nil {
-								refused.Add(1)
-							}
-						} else if pctx.Err() == nil {
-							mu.Lock()
-							firstErr = cmpErr(firstErr, err)
-							mu.Unlock()
-						}
-						Sleep(pctx, think)
-						continue
-					}
-				}
-				t0 := time.Now()
-				err := runOne(pctx, nil, []*pgx.Conn{c}, 0, false, mix[n%len(mix)])
-				ms := float64(time.Since(t0).Microseconds()) / 1000
-				if pctx.Err() == nil && measuring.Load() {
-					if err != nil {
-						failed.Add(1)
-						mu.Lock()
-						firstErr = cmpErr(firstErr, err)
-						mu.Unlock()
-					} else {
-						ok.Add(1)
-						mu.Lock()
-						lat = append(lat, ms)
-						mu.Unlock()
-					}
-				}
-				Sleep(pctx, think)
+	var refused atomic.Int64
+	l, err := runClients(ctx, clients, func(pctx context.Context, i int, t *tally) {
+		var c *pgx.Conn
+		defer func() {
+			if c != nil {
+				c.Close(context.WithoutCancel(ctx))
 			}
 		}()
-	}
-	Sleep(pctx, loadWarm)
-	measuring.Store(true)
-	wg.Wait()
-	if ok.Load() == 0 && firstErr != nil {
-		return heldSide{}, firstErr
-	}
-	sort.Float64s(lat)
-	return heldSide{load: load{ok: ok.Load(), failed: failed.Load(), p50: model.Percentile(lat, 0.5), p95: model.Percentile(lat, 0.95),
-		goodput: float64(ok.Load()) / loadPhase.Seconds()}, refused: refused.Load()}, nil
+		for n := i; pctx.Err() == nil; n++ {
+			if c == nil {
+				var err error
+				if c, err = connect(pctx); err != nil {
+					c = nil
+					switch {
+					case pctx.Err() != nil:
+					case refusedConn(err):
+						if t.measuring.Load() {
+							refused.Add(1)
+						}
+					default:
+						t.fail(err)
+					}
+					Sleep(pctx, think)
+					continue
+				}
+			}
+			t0 := time.Now()
+			t.add(pctx, t0, runOne(pctx, nil, []*pgx.Conn{c}, 0, false, mix[n%len(mix)]))
+			Sleep(pctx, think)
+		}
+	})
+	return heldSide{load: l, refused: refused.Load()}, err
 }
 
 // refusedConn says whether a connection failed because the server had
