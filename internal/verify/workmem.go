@@ -49,6 +49,20 @@ func (e *Engine) workMem(ctx context.Context, snap *model.Snapshot, f *model.Fin
 	if spillBefore == 0 {
 		f.Verification = model.Verification{Status: model.NotRun, Parameters: b.desc,
 			Reason: "the re-run did not spill to disk with the role's work_mem: the values pgmedic bound, or the data since, do not need as much memory as the application's calls did"}
+		// A prepared statement's calls may run its generic plan, whose
+		// estimates need not be the custom plan's: when that plan spills
+		// for the same values, the spill is the generic plan's, and
+		// generic-plan's fix (a plan for each call's values) removes it.
+		if len(b.values) > 0 {
+			if g, err := e.once(ctx, b.target, "off", app, genericPlan); err == nil {
+				if kb, what := spilled(g); kb > 0 {
+					f.Severity = model.Info
+					f.Title += " (see generic-plan)"
+					f.Verification.Reason = fmt.Sprintf("the spill is the generic plan's: for the same values the generic plan spilled %s to disk (%s) and a custom plan nothing, with the role's work_mem; a plan for each call's values removes it (see generic-plan)",
+						model.MemoryText(kb), what)
+				}
+			}
+		}
 		return
 	}
 	var after *plan.Explain
