@@ -776,47 +776,21 @@ func connectionPressure(s *model.Snapshot) (found []model.Finding, skipped []mod
 		}()
 	}
 	ticks := len(s.Sampling.Samples)
-	total := 0
-	for _, smp := range s.Sampling.Samples {
-		total += len(smp.Backends)
-	}
-	avgTotal := float64(total) / float64(ticks)
+	avgTotal, churn := openAndChurn(s)
 	cores := s.ServerCores
 	if cores <= 0 {
 		cores = 4
 	}
 	q := readRunQueue(s, cores)
 	maxConn := s.Activity.MaxConnections
-	churn := 0.0
-	if s.Sampling.Seconds > 0 {
-		churn = float64(s.Sampling.Delta.Sessions) / s.Sampling.Seconds
-	}
 	j := judgeRunQueue(s, q, cores, ticks)
 	why, sev := j.why, j.severity
 	// Connections refused are seen only in the server's log; connections
 	// held idle near the limit are why they are refused.
 	h := heldConnections(s)
-	var refused int64
-	if s.Logged != nil {
-		refused = s.Logged.TooManyClients
-	}
-	if refused > 0 {
-		why = append(why, fmt.Sprintf("the server refused %d connections in the log read (SQLSTATE 53300: too many clients, or only reserved slots left)", refused))
-		sev = model.Critical
-	}
-	heldIdle := h.isHeld(maxConn)
-	if heldIdle {
-		why = append(why, fmt.Sprintf("%d of max_connections=%d connections were open at the peak and %d of them sat idle (a median %s since their last statement), held by %s",
-			h.peak, maxConn, h.idle, sec(h.idleMedianMS), h.holders))
-		sev = max(sev, model.Warning)
-	} else if maxConn > 0 && avgTotal >= 0.8*float64(maxConn) {
-		open := fmt.Sprintf("%.0f of max_connections=%d connections were open", avgTotal, maxConn)
-		if 2*h.hidden >= h.peak {
-			open += fmt.Sprintf(" (%d of them other roles' sessions, whose state pgmedic's role may not see: GRANT pg_read_all_stats shows whether they sat idle)", h.hidden)
-		}
-		why = append(why, open)
-		sev = max(sev, model.Warning)
-	}
+	refused := loggedRefusals(s)
+	heldWhy, heldSev := h.why(maxConn, avgTotal, refused)
+	why, sev = append(why, heldWhy...), max(sev, heldSev)
 	if churn >= churnPerSecond {
 		why = append(why, fmt.Sprintf("%.0f new sessions per second", churn))
 		sev = max(sev, model.Warning)
@@ -851,34 +825,14 @@ func connectionPressure(s *model.Snapshot) (found []model.Finding, skipped []mod
 		Verification: j.verification,
 		Docs:         docsPath(ConnectionPressureID),
 	}
-	if heldIdle || refused > 0 {
-		slots := clientSlots(s)
-		pool = min(pool, max(slots-1, 1))
-		f.Evidence = append(f.Evidence,
-			ev2("connections refused in the log (SQLSTATE 53300)", refused),
-			ev("connections open at the peak", float64(h.peak), ""),
-			ev("of them idle, outside a transaction", float64(h.idle), ""),
-			ev("median time idle since their last statement", h.idleMedianMS, "ms"),
-			ev("most sessions busy at once (active or in a transaction)", float64(h.busyPeak), ""),
-			ev("connections max_connections leaves to ordinary roles", float64(slots), ""))
-		f.Impact.Summary = "every connection a client holds open is a server process and one of max_connections' slots, busy or not: clients that keep theirs idle fill the slots, and past them the server refuses new connections outright (the request fails at once, and clients that retry add to the storm)"
-		f.Fix.Summary = heldFix(h, pool, slots, refused)
-		if !heldIdle {
-			f.Fix.Summary += fmt.Sprintf("; when it happened the refusals were in the log, not in the %d samples: check --sample while it happens measures the pool on a twin", ticks)
-		}
+	if h.isHeld(maxConn) || refused > 0 {
+		pool = h.shape(&f, s, refused, pool, cores, ticks)
 	}
 	// The replay on a twin: the clients as they ran, directly (or a new
 	// session per request when they churned), against the same clients
-	// through a pool of the proposed size; clients that held their
-	// sessions idle, more of them than the server admits, against the
-	// same clients through a pool.
-	if heldIdle {
-		if f.Experiment = heldExperiment(s, h, pool, cores); f.Experiment == nil {
-			f.Verification = model.NotRunBecause("observed while sampling; none of the statements the held sessions ran can be replayed on a twin")
-		} else {
-			f.Verification = model.NotRunBecause("observed while sampling")
-		}
-	} else if clients > pool {
+	// through a pool of the proposed size (held sessions have their own,
+	// above).
+	if !h.isHeld(maxConn) && clients > pool {
 		if f.Experiment = concurrencyExperiment(s, s.Database, clients, 0, pool, cores, churn >= churnPerSecond); f.Experiment == nil && f.Verification.Status == model.NotRun {
 			f.Verification.Reason += "; none of the sampled statements can be replayed on a twin"
 		}
@@ -888,6 +842,20 @@ func connectionPressure(s *model.Snapshot) (found []model.Finding, skipped []mod
 			ev("wall time per unit of CPU time of the sessions on CPU", j.stretch, "x"))
 	}
 	return []model.Finding{f}, nil
+}
+
+// openAndChurn are the connections open on average over the samples and
+// the new sessions per second over the window (0 without session
+// counters).
+func openAndChurn(s *model.Snapshot) (avgTotal, churn float64) {
+	total := 0
+	for _, smp := range s.Sampling.Samples {
+		total += len(smp.Backends)
+	}
+	if s.Sampling.Seconds > 0 {
+		churn = float64(s.Sampling.Delta.Sessions) / s.Sampling.Seconds
+	}
+	return float64(total) / float64(len(s.Sampling.Samples)), churn
 }
 
 // queueVerdict is what the run queue says: why it is a finding (nothing

@@ -142,3 +142,68 @@ func heldExperiment(s *model.Snapshot, h held, pool, cores int) *model.Experimen
 	}
 	return exp
 }
+
+// loggedRefusals are the connections the server's log says it refused
+// (0 when check read no log).
+func loggedRefusals(s *model.Snapshot) int64 {
+	if s.Logged == nil {
+		return 0
+	}
+	return s.Logged.TooManyClients
+}
+
+// why is what the held connections and the log's refusals add to
+// connection-pressure's title, and the severity they give it: any
+// refusal is critical, connections held idle near the limit a warning,
+// and connections near the limit whose state pgmedic may not see a
+// warning that says so.
+func (h held) why(maxConn int, avgTotal float64, refused int64) ([]string, model.Severity) {
+	var why []string
+	sev := model.Info
+	if refused > 0 {
+		why = append(why, fmt.Sprintf("the server refused %d connections in the log read (SQLSTATE 53300: too many clients, or only reserved slots left)", refused))
+		sev = model.Critical
+	}
+	switch {
+	case h.isHeld(maxConn):
+		why = append(why, fmt.Sprintf("%d of max_connections=%d connections were open at the peak and %d of them sat idle (a median %s since their last statement), held by %s",
+			h.peak, maxConn, h.idle, sec(h.idleMedianMS), h.holders))
+		sev = max(sev, model.Warning)
+	case maxConn > 0 && avgTotal >= 0.8*float64(maxConn):
+		open := fmt.Sprintf("%.0f of max_connections=%d connections were open", avgTotal, maxConn)
+		if 2*h.hidden >= h.peak {
+			open += fmt.Sprintf(" (%d of them other roles' sessions, whose state pgmedic's role may not see: GRANT pg_read_all_stats shows whether they sat idle)", h.hidden)
+		}
+		why = append(why, open)
+		sev = max(sev, model.Warning)
+	}
+	return why, sev
+}
+
+// shape makes connection-pressure's finding about held connections and
+// refusals: their evidence, impact and fix (a pooler and its size), and,
+// when the sessions were held idle, the replay of them on a twin. It
+// returns the pool size, within the slots left to ordinary roles.
+func (h held) shape(f *model.Finding, s *model.Snapshot, refused int64, pool, cores, ticks int) int {
+	slots := clientSlots(s)
+	pool = min(pool, max(slots-1, 1))
+	f.Evidence = append(f.Evidence,
+		ev2("connections refused in the log (SQLSTATE 53300)", refused),
+		ev("connections open at the peak", float64(h.peak), ""),
+		ev("of them idle, outside a transaction", float64(h.idle), ""),
+		ev("median time idle since their last statement", h.idleMedianMS, "ms"),
+		ev("most sessions busy at once (active or in a transaction)", float64(h.busyPeak), ""),
+		ev("connections max_connections leaves to ordinary roles", float64(slots), ""))
+	f.Impact.Summary = "every connection a client holds open is a server process and one of max_connections' slots, busy or not: clients that keep theirs idle fill the slots, and past them the server refuses new connections outright (the request fails at once, and clients that retry add to the storm)"
+	f.Fix.Summary = heldFix(h, pool, slots, refused)
+	if !h.isHeld(s.Activity.MaxConnections) {
+		f.Fix.Summary += fmt.Sprintf("; when it happened the refusals were in the log, not in the %d samples: check --sample while it happens measures the pool on a twin", ticks)
+		return pool
+	}
+	if f.Experiment = heldExperiment(s, h, pool, cores); f.Experiment == nil {
+		f.Verification = model.NotRunBecause("observed while sampling; none of the statements the held sessions ran can be replayed on a twin")
+	} else {
+		f.Verification = model.NotRunBecause("observed while sampling")
+	}
+	return pool
+}
