@@ -22,8 +22,8 @@ import (
 //   - those on clusters of their own (Isolated), one after another.
 //
 // The second cluster is destroyed before RunLanes returns; the error is
-// second's, when it cannot be made (then nothing ran). The lanes stop
-// when ctx ends.
+// second's, when it cannot be made (then the scenarios that wait did not
+// run, and their results are missing). The lanes stop when ctx ends.
 func RunLanes(ctx context.Context, list []Scenario, c *lab.Cluster, second func() (*lab.Cluster, error), run func(i int, c *lab.Cluster) bool) error {
 	var main, waits, own []int
 	for i, s := range list {
@@ -44,14 +44,17 @@ func RunLanes(ctx context.Context, list []Scenario, c *lab.Cluster, second func(
 		}
 	}
 	var wg sync.WaitGroup
+	var secondErr error
 	if len(waits) > 0 {
-		c2, err := second()
-		if err != nil {
-			return fmt.Errorf("starting the lab's second cluster for the scenarios that wait: %w", err)
-		}
+		// Made beside the first lane's first scenario, not before it.
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			c2, err := second()
+			if err != nil {
+				secondErr = fmt.Errorf("starting the lab's second cluster for the scenarios that wait: %w", err)
+				return
+			}
 			defer c2.Destroy(context.Background())
 			lane(waits, c2)
 		}()
@@ -62,5 +65,5 @@ func RunLanes(ctx context.Context, list []Scenario, c *lab.Cluster, second func(
 	}
 	lane(main, c)
 	wg.Wait()
-	return nil
+	return secondErr
 }
