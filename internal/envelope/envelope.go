@@ -472,3 +472,11 @@ func Message(err error) string {
 	}
 	return err.Error()
 }
+
+// NoSlot says whether a connection was refused because the server had no
+// slot for it: SQLSTATE 53300, too_many_connections (max_connections, the
+// slots reserved for superusers, a role's or database's CONNECTION LIMIT).
+func NoSlot(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "53300"
+}

@@ -26,14 +26,19 @@ func concurrencyExperiment(s *model.Snapshot, db string, clients, poolNow, pool,
 	if len(mix) == 0 || clients < 1 {
 		return nil
 	}
-	exp := &model.Experiment{Kind: model.ExpConcurrency, Mix: mix, Clients: clients, PoolNow: poolNow, Pool: pool, Cores: cores, Reconnect: reconnect}
+	return &model.Experiment{Kind: model.ExpConcurrency, Mix: mix, Clients: clients, PoolNow: poolNow, Pool: pool, Cores: cores, Reconnect: reconnect,
+		Table: mixTable(s, mix)}
+}
+
+// mixTable is the table of a replayed mix's first replayable statement:
+// the one the experiment is reported on.
+func mixTable(s *model.Snapshot, mix []string) model.RelRef {
 	for _, q := range mix {
 		if _, t, ok := replayable(s, q); ok {
-			exp.Table = t
-			break
+			return t
 		}
 	}
-	return exp
+	return model.RelRef{}
 }
 
 // sampledMix is what the database's active sessions were running over

@@ -132,15 +132,8 @@ func heldExperiment(s *model.Snapshot, h held, pool, cores int) *model.Experimen
 	if len(mix) == 0 {
 		return nil
 	}
-	exp := &model.Experiment{Kind: model.ExpHeldSessions, Mix: mix, Clients: h.peak, Pool: pool, Cores: cores,
-		Slots: clientSlots(s), ThinkMS: model.Round(h.thinkMS(), 1)}
-	for _, q := range mix {
-		if _, t, ok := replayable(s, q); ok {
-			exp.Table = t
-			break
-		}
-	}
-	return exp
+	return &model.Experiment{Kind: model.ExpHeldSessions, Mix: mix, Clients: h.peak, Pool: pool, Cores: cores,
+		Slots: clientSlots(s), ThinkMS: model.Round(h.thinkMS(), 1), Table: mixTable(s, mix)}
 }
 
 // loggedRefusals are the connections the server's log says it refused

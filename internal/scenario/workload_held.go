@@ -2,14 +2,13 @@ package scenario
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/verify"
 )
 
@@ -56,12 +55,11 @@ func heldSessions(pooled bool) Workload {
 			for n := 0; ctx.Err() == nil; n++ {
 				if conn == nil {
 					c, err := connectApp(ctx, dsn, pooled)
-					var pgErr *pgconn.PgError
 					switch {
 					case err == nil:
 						conn = c
 						held.Add(1)
-					case errors.As(err, &pgErr) && pgErr.Code == "53300":
+					case envelope.NoSlot(err):
 						refused.Add(1)
 						verify.Sleep(ctx, heldThink)
 						continue

@@ -50,16 +50,8 @@ func (e *Engine) concurrency(ctx context.Context, _ *model.Snapshot, f *model.Fi
 		f.Verification = model.NotRunBecause(why)
 		return
 	}
-	// The twin's machine is not the server's: the clients and pools are
-	// scaled by the ratio of cores, which keeps sessions per core.
+	clients, poolNow, pool := min(toTwinCores(exp.Clients, exp.Cores), loadMaxClients), toTwinCores(exp.PoolNow, exp.Cores), toTwinCores(exp.Pool, exp.Cores)
 	here := runtime.NumCPU()
-	scale := func(n int) int {
-		if exp.Cores <= 0 || n == 0 {
-			return n
-		}
-		return max(1, int(math.Round(float64(n)*float64(here)/float64(exp.Cores))))
-	}
-	clients, poolNow, pool := min(scale(exp.Clients), loadMaxClients), scale(exp.PoolNow), scale(exp.Pool)
 	before, err := e.loadSide(ctx, mix, clients, poolNow, exp.Reconnect)
 	if err != nil {
 		f.Verification = model.NotRunBecause("the replay on the twin failed: " + envelope.Message(err))
@@ -98,6 +90,16 @@ func (e *Engine) concurrency(ctx context.Context, _ *model.Snapshot, f *model.Fi
 	f.Verification.Method += fmt.Sprintf("; the pool gave no more goodput (%.1f against %.1f statements/s) nor a better p95 (%.1f against %.1f ms): the statements' own cost is the limit, so make them cheaper first. The replay's clients wait as long as it takes; clients that time out and retry (the cascade) waste work a pool would save, and a replay of the log with their timeouts measures that",
 		after.goodput, before.goodput, after.p95, before.p95)
 	f.Severity = model.Info
+}
+
+// toTwinCores scales a count of sessions from the server's cores to the
+// twin's machine, which keeps sessions per core: at least 1, and 0 stays
+// 0 (no pool); unchanged when the server's cores are not known.
+func toTwinCores(n, cores int) int {
+	if cores <= 0 || n == 0 {
+		return n
+	}
+	return max(1, int(math.Round(float64(n)*float64(runtime.NumCPU())/float64(cores))))
 }
 
 // mixRun is one statement of a replayed mix, with its values written in

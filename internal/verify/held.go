@@ -2,15 +2,11 @@ package verify
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"math"
-	"runtime"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
@@ -64,12 +60,7 @@ func (e *Engine) heldSessions(ctx context.Context, _ *model.Snapshot, f *model.F
 	}
 	slots := min(exp.Slots, heldMaxSlots)
 	clients := slots + (slots+1)/2
-	here := runtime.NumCPU()
-	pool := exp.Pool
-	if exp.Cores > 0 {
-		pool = max(1, int(math.Round(float64(pool)*float64(here)/float64(exp.Cores))))
-	}
-	pool = min(pool, slots)
+	pool := min(toTwinCores(exp.Pool, exp.Cores), slots)
 	think := min(max(time.Duration(exp.ThinkMS*float64(time.Millisecond)), heldMinThink), heldMaxThink).Round(time.Millisecond)
 	adm, err := e.Admit(ctx, slots)
 	if err != nil {
@@ -137,7 +128,7 @@ func (e *Engine) holdSide(ctx context.Context, mix []mixRun, clients int, think 
 					c = nil
 					switch {
 					case pctx.Err() != nil:
-					case refusedConn(err):
+					case envelope.NoSlot(err):
 						if t.measuring.Load() {
 							refused.Add(1)
 						}
@@ -154,12 +145,4 @@ func (e *Engine) holdSide(ctx context.Context, mix []mixRun, clients int, think 
 		}
 	})
 	return heldSide{load: l, refused: refused.Load()}, err
-}
-
-// refusedConn says whether a connection failed because the server had
-// no slot for it: SQLSTATE 53300, too_many_connections (max_connections,
-// the reserved slots, a role's or database's CONNECTION LIMIT).
-func refusedConn(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "53300"
 }
