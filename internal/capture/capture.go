@@ -605,3 +605,36 @@ func isBegin(sql string) bool {
 	h := strings.ToUpper(strings.TrimSpace(sql[:min(len(sql), 24)]))
 	return h == "BEGIN" || strings.HasPrefix(h, "BEGIN ") || strings.HasPrefix(h, "BEGIN;") || strings.HasPrefix(h, "START TRANSACTION")
 }
+
+// Repeated is the workload played n times end to end: each session again
+// with every time shifted by the capture's duration (plus a pause of a
+// tenth of it, so a session's repeat does not meet its own end). A
+// rehearsal needs traffic before, during and after a change that may
+// last longer than the capture did.
+func (w *Workload) Repeated(n int) *Workload {
+	if n <= 1 {
+		return w
+	}
+	out := *w
+	period := w.Duration + w.Duration/10 + time.Millisecond
+	out.Sessions = nil
+	for k := 0; k < n; k++ {
+		shift := time.Duration(k) * period
+		for _, s := range w.Sessions {
+			c := *s
+			c.Start, c.End = s.Start+shift, s.End+shift
+			if k > 0 {
+				c.ID = fmt.Sprintf("%s (repeat %d)", s.ID, k+1)
+			}
+			c.Statements = make([]Statement, len(s.Statements))
+			for i, st := range s.Statements {
+				st.At += shift
+				c.Statements[i] = st
+			}
+			out.Sessions = append(out.Sessions, &c)
+		}
+	}
+	out.Duration = time.Duration(n-1)*period + w.Duration
+	out.Statements, out.Transactions, out.Failed, out.Extended = n*w.Statements, n*w.Transactions, n*w.Failed, n*w.Extended
+	return &out
+}

@@ -143,6 +143,7 @@ var commands = []struct {
 	{"logs", func(i io.Reader, o, _ io.Writer) *cobra.Command { return newLogs(i, o) }},
 	{"profile", func(_ io.Reader, o, e io.Writer) *cobra.Command { return newProfile(o, e) }},
 	{"replay", newReplay},
+	{"rehearse", newRehearse},
 	{"watch", newWatch},
 }
 

@@ -119,7 +119,7 @@ func scenarioDocument(version, title string, results []*scenario.Result) *report
 		if len(must) > 0 {
 			note = "expects " + strings.Join(must, ", ") + " · " + note
 		}
-		d.Parts = append(d.Parts, report.Part{Name: r.Scenario, Note: note, Check: r.Report})
+		d.Parts = append(d.Parts, r.Parts(note)...)
 	}
 	return d
 }
@@ -232,7 +232,7 @@ func demoText(w io.Writer, doc demoReport) error {
 			fmt.Fprintf(w, "not run: %s%s\n\n", s.NotRun, s.Skipped)
 			continue
 		}
-		if err := s.Report.Text(w); err != nil {
+		if err := s.Text(w); err != nil {
 			return err
 		}
 		writeMetrics(w, s.Metrics)

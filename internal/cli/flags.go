@@ -100,6 +100,13 @@ func addTwin(cmd *cobra.Command, v *bool) {
 	cmd.Flags().BoolVar(v, "twin", false, "work on a throwaway twin: the tables involved copied (one read-only snapshot) into a lab cluster of the source's major version; nothing is written to the source")
 }
 
+// addTwinCopy adds --twin-dsn and --twin-max-size: where a twin lives
+// and how much of the source it copies.
+func addTwinCopy(cmd *cobra.Command, dsn *string, maxMB *int) {
+	cmd.Flags().StringVar(dsn, "twin-dsn", "", "use this scratch database as the twin instead of a lab cluster (a staging database, a branch, a thin clone); its tables of the same names are replaced")
+	cmd.Flags().IntVar(maxMB, "twin-max-size", 1024, "most MB of table data the twin copies; a larger set is copied as a sample of each table, and measurements on it say so")
+}
+
 // formatList names the formats --format-in takes.
 func formatList() string { return strings.Join(logs.FormatNames(), ", ") }
 

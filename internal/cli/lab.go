@@ -293,13 +293,13 @@ Exit 0 when the scenario produced every finding it must and none it must not.`,
 			}
 			out := rendered{
 				text: func(w io.Writer) error {
-					if err := res.Report.Text(w); err != nil {
+					if err := res.Text(w); err != nil {
 						return err
 					}
 					writeMetrics(w, res.Metrics)
 					return nil
 				},
-				json: res.Report.JSON,
+				json: res.JSON,
 				doc: func() *report.Document {
 					return scenarioDocument(Version, "pgmedic lab run "+sc.Name, []*scenario.Result{res})
 				},

@@ -15,7 +15,7 @@ import (
 
 // shared are the flags more than one command takes, each declared once
 // in flags.go with one meaning.
-var shared = []string{"format", "out", "min-severity", "rules", "pgbouncer", "server-cores", "statement-timeout", "prefix", "format-in", "twin"}
+var shared = []string{"format", "out", "min-severity", "rules", "pgbouncer", "server-cores", "statement-timeout", "prefix", "format-in", "twin", "twin-dsn", "twin-max-size"}
 
 // TestOneShape holds every command to one shape: its shared flags come
 // from flags.go (declared by hand elsewhere, they drift in name, help and
@@ -66,6 +66,7 @@ func TestOneShape(t *testing.T) {
 	addStatementTimeout(ref, new(time.Duration), 0)
 	addLogInput(ref, &l)
 	addTwin(ref, &b)
+	addTwinCopy(ref, &s, &n)
 	ref.Flags().VisitAll(func(f *pflag.Flag) { want[f.Name] = f.Usage })
 	for _, name := range shared {
 		if want[name] == "" {

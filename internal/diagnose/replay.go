@@ -80,7 +80,7 @@ func ReplaySource(ctx context.Context, dsn string, queries []string, build bool,
 		return nil, inputErrf("the source is too busy to copy from (%s): run the replay when it is quieter, or replay against a copy you made (--dsn)", busy)
 	}
 	o.logf("building the twin: %d tables the capture names", len(refs))
-	tw, skipped, err := twin.Build(ctx, sess.Conn, snap, refs, twin.Options{MaxBytes: o.TwinMaxBytes, CopyTimeout: o.CopyTimeout, Log: o.Log})
+	tw, skipped, err := twin.Build(ctx, sess.Conn, snap, refs, twin.Options{MaxBytes: o.TwinMaxBytes, CopyTimeout: o.CopyTimeout, DSN: o.TwinDSN, Log: o.Log})
 	if err != nil {
 		return nil, fmt.Errorf("building the twin: %w", err)
 	}

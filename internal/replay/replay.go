@@ -49,6 +49,11 @@ type Options struct {
 	// LockWaits, when set, is polled while the replay runs for the
 	// statements that wait on a lock (see LockSampler).
 	LockWaits *LockSampler
+	// Timeline keeps every call's send time and latency (Result.Timeline),
+	// for a rehearsal that compares the calls during a change with those
+	// before it; Started, when set, is told the replay's start.
+	Timeline bool
+	Started  func(time.Time)
 }
 
 // DefaultMaxConnections bounds a replay's connections.
@@ -88,6 +93,22 @@ type Result struct {
 	ErrorStates map[string]int `json:"error_states,omitempty"`
 	// Stopped says the replay did not run to its end, and why.
 	Stopped string `json:"stopped,omitempty"`
+	// Start is when the replay began; Timeline every call, in the order
+	// sent (with Options.Timeline).
+	Start    time.Time `json:"-"`
+	Timeline []Call    `json:"-"`
+}
+
+// Call is one replayed statement: its shape, when it was sent (ms from
+// the replay's start), how late that was against the capture's schedule
+// (ms), how long it took (ms) and whether it failed.
+type Call struct {
+	Shape    int32   `json:"shape"`
+	AtMS     float32 `json:"at_ms"`
+	BehindMS float32 `json:"behind_ms"`
+	MS       float32 `json:"ms"`
+	Failed   bool    `json:"failed,omitempty"`
+	State    string  `json:"state,omitempty"`
 }
 
 // Goodput is statements that succeeded per second of the replay.
@@ -147,6 +168,7 @@ type ShapeResult struct {
 // call is one statement's outcome, kept by its session.
 type call struct {
 	shape  int32
+	at     float32 // sent, ms from the replay's start
 	ms     float32
 	failed bool
 	state  string
@@ -192,6 +214,9 @@ func Run(ctx context.Context, w *capture.Workload, o Options) (*Result, error) {
 		o.LockWaits.start(runCtx, w)
 	}
 	start := time.Now()
+	if o.Started != nil {
+		o.Started(start)
+	}
 	var wg sync.WaitGroup
 	for i, s := range w.Sessions {
 		wg.Add(1)
@@ -207,6 +232,15 @@ func Run(ctx context.Context, w *capture.Workload, o Options) (*Result, error) {
 		locks = o.LockWaits.stop()
 	}
 	r := collect(w, runs, wall, o.Speed, locks)
+	r.Start = start
+	if o.Timeline {
+		for _, run := range runs {
+			for _, c := range run.calls {
+				r.Timeline = append(r.Timeline, Call{Shape: c.shape, AtMS: c.at, BehindMS: c.behind, MS: c.ms, Failed: c.failed, State: c.state})
+			}
+		}
+		sort.SliceStable(r.Timeline, func(i, j int) bool { return r.Timeline[i].AtMS < r.Timeline[j].AtMS })
+	}
 	switch {
 	case timedOut:
 		r.Stopped = fmt.Sprintf("stopped at --timeout %s", o.Timeout)
@@ -281,7 +315,7 @@ func runSession(ctx context.Context, s *capture.Session, start time.Time, slots 
 			return notRun(i)
 		}
 		sent := time.Now()
-		c := call{shape: st.Shape}
+		c := call{shape: st.Shape, at: ms(sent.Sub(start))}
 		if o.Speed > 0 {
 			// The session was free to send at ready: its schedule, or
 			// when its previous statement came back, whichever is later.
@@ -492,3 +526,10 @@ func collect(w *capture.Workload, runs []sessionRun, wall time.Duration, speed f
 	sort.SliceStable(r.Shapes, func(i, j int) bool { return r.Shapes[i].TotalMS > r.Shapes[j].TotalMS })
 	return r
 }
+
+// Due is when the call was due on the capture's schedule (ms from the
+// replay's start), and Seen its latency counted from then: what the
+// application's user waited, since a session held up by a lock sends its
+// next statements late, and those wait as long in the application.
+func (c Call) Due() float64  { return float64(c.AtMS - c.BehindMS) }
+func (c Call) Seen() float64 { return float64(c.BehindMS + c.MS) }

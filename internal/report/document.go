@@ -28,6 +28,8 @@ type Part struct {
 	Logs    *LogsReport    `json:"logs,omitempty"`
 	Profile *ProfileReport `json:"profile,omitempty"`
 	Replay  *ReplayReport  `json:"replay,omitempty"`
+	// Rehearsal is `rehearse migration`'s.
+	Rehearsal *RehearsalReport `json:"rehearsal,omitempty"`
 }
 
 // Document is the report as a one-part document.

@@ -71,6 +71,11 @@ func HTML(w io.Writer, d *Document) error {
 		// each shape's latencies, drawn without a script.
 		return d.Parts[0].Replay.html(w)
 	}
+	if len(d.Parts) == 1 && d.Parts[0].Rehearsal != nil {
+		// A rehearsal's page is its verdict and the application's latency
+		// over the migration, drawn without a script.
+		return d.Parts[0].Rehearsal.html(w)
+	}
 	data, err := d.dataBlock()
 	if err != nil {
 		return fmt.Errorf("encoding the report's data: %w", err)

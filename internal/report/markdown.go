@@ -32,6 +32,10 @@ func Markdown(w io.Writer, d *Document) error {
 			p.Replay.markdown(b)
 			continue
 		}
+		if p.Rehearsal != nil {
+			p.Rehearsal.markdown(b)
+			continue
+		}
 		mdHeader(b, p)
 		if p.Check != nil && p.Check.Baseline != nil {
 			baselineMarkdown(b, p.Check.Baseline)

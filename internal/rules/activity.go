@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/pgmedic/pgmedic/internal/migration"
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/printable"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
@@ -452,7 +453,7 @@ func ddlQueue(s *model.Snapshot, smp model.ActivitySample, byPID map[int]model.B
 		return model.Finding{}, false
 	}
 	waiting := ddl.WaitType == "Lock"
-	mode, rel := ddlLock(d), sqlparse.QuoteQualified(d.Table.Schema, d.Table.Name)
+	mode, rel := migration.Lock(d), sqlparse.QuoteQualified(d.Table.Schema, d.Table.Name)
 	if r, m, ok := strings.Cut(ddl.WaitsFor, " ("); ok && waiting {
 		rel, mode = r, strings.TrimSuffix(m, ")")
 	}
@@ -466,7 +467,7 @@ func ddlQueue(s *model.Snapshot, smp model.ActivitySample, byPID map[int]model.B
 	}
 	queued := len(behind[ddl.PID])
 	what := "every later statement that conflicts with it"
-	if blocksReads(mode) {
+	if migration.BlocksReads(mode) {
 		what = "every later statement on the table, reads included"
 	}
 	heads := pidsOf(ddl.BlockedBy)
@@ -531,7 +532,7 @@ func ddlHoldExperiment(d *sqlparse.DDL, ddl model.Backend, byPID map[int]model.B
 	if fix == "" || d.Concurrently {
 		return nil
 	}
-	held := strings.ToUpper(strings.Join(capitalised().FindAllString(strings.TrimSuffix(ddlLock(d), "Lock"), -1), " "))
+	held := strings.ToUpper(strings.Join(capitalised().FindAllString(strings.TrimSuffix(migration.Lock(d), "Lock"), -1), " "))
 	for _, p := range slices.Sorted(maps.Keys(behind[ddl.PID])) {
 		b, ok := byPID[p]
 		if !ok || b.PID == ddl.PID {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgmedic/pgmedic/internal/migration"
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/plan"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
@@ -365,7 +366,7 @@ func TestDDLLocks(t *testing.T) {
 			t.Errorf("%s: not read as a schema change", c.sql)
 			continue
 		}
-		if got := ddlLock(d); got != c.mode {
+		if got := migration.Lock(d); got != c.mode {
 			t.Errorf("%s: %s, want %s", c.sql, got, c.mode)
 		}
 		if sum, _ := ddlFix(d, c.sql); !strings.Contains(sum, c.fix) {

@@ -2,7 +2,9 @@ package scenario
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -32,6 +34,9 @@ type Result struct {
 	// Seconds is how long the scenario took: setup, workload and check.
 	Seconds float64        `json:"seconds"`
 	Report  *report.Report `json:"report"`
+	// Rehearsals are a rehearsal scenario's reports (Scenario.Rehearse),
+	// which has no check report.
+	Rehearsals []*report.RehearsalReport `json:"rehearsals,omitempty"`
 	// NotRun says why the scenario could not run here (a client that is
 	// not installed, and how to install it); nothing else is set then.
 	NotRun string `json:"not_run,omitempty"`
@@ -159,6 +164,18 @@ func Run(ctx context.Context, c *lab.Cluster, s Scenario, version string, o diag
 			o.ServerLogBytes = 16 << 20
 		}
 	}
+	if s.Rehearse != nil {
+		if o.Twin {
+			// A rehearsal always works on a twin; there is nothing else to
+			// prove on one.
+			return &Result{Scenario: s.Name, Skipped: "a rehearsal runs on a twin already"}, nil
+		}
+		res, err := rehearseScenario(ctx, c, s, version, o)
+		if res != nil {
+			res.LeftOut, res.Seconds = leftOut, model.Round(time.Since(began).Seconds(), 1)
+		}
+		return res, err
+	}
 	// With o.Twin the database is checked as a production target would
 	// be: no experiment writes to it, those that must write run on a twin.
 	o.Lab = !o.Twin
@@ -221,4 +238,48 @@ func Run(ctx context.Context, c *lab.Cluster, s Scenario, version string, o diag
 		res.MustNot = []Expect{}
 	}
 	return res, nil
+}
+
+// Text writes the result's report: check's, or each rehearsal's.
+func (r *Result) Text(w io.Writer) error {
+	if r.Rehearse() {
+		for _, rep := range r.Rehearsals {
+			if err := rep.Text(w); err != nil {
+				return err
+			}
+			fmt.Fprintln(w)
+		}
+		return nil
+	}
+	return r.Report.Text(w)
+}
+
+// JSON writes the result's report as JSON: check's, or the rehearsals'.
+func (r *Result) JSON(w io.Writer) error {
+	if r.Rehearse() {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r.Rehearsals)
+	}
+	return r.Report.JSON(w)
+}
+
+// Rehearse says the result is a rehearsal's (it has no check report).
+func (r *Result) Rehearse() bool { return r.Report == nil && len(r.Rehearsals) > 0 }
+
+// Parts are the result's document parts, named for the scenario and
+// carrying note: check's report, or one part per rehearsal.
+func (r *Result) Parts(note string) []report.Part {
+	if !r.Rehearse() {
+		return []report.Part{{Name: r.Scenario, Note: note, Check: r.Report}}
+	}
+	var out []report.Part
+	for i, rep := range r.Rehearsals {
+		p := report.Part{Name: r.Scenario + ": " + rep.Migration.Name, Rehearsal: rep}
+		if i == 0 {
+			p.Note = note
+		}
+		out = append(out, p)
+	}
+	return out
 }

@@ -100,6 +100,27 @@ type Scenario struct {
 	PgbenchArgs []string
 	// Go is the registered Go workload, if any.
 	Go Workload
+	// Rehearse makes the scenario a rehearsal of a change: its workload
+	// is captured from the server's log, and `rehearse migration` runs
+	// under it (see RehearseSpec). Check does not run.
+	Rehearse *RehearseSpec `json:"rehearse,omitempty"`
+}
+
+// RehearseSpec is a rehearsal scenario's change: the migration as a team
+// wrote it (rehearse must find it risky, and its safe form must not
+// queue the application) and the same change written safely (rehearse
+// must pass it).
+type RehearseSpec struct {
+	// Capture is how long the workload runs while the log captures it.
+	Capture string `json:"capture"`
+	// Migration and Safe are files of the scenario's folder.
+	Migration string `json:"migration"`
+	Safe      string `json:"safe"`
+	// MinRatio: the application's p99 during the migration as written
+	// must be at least this many times its p99 during the safe form.
+	MinRatio float64 `json:"min_ratio"`
+	// The files' contents.
+	MigrationSQL, SafeSQL []byte `json:"-"`
 }
 
 // BouncerSpec is the PgBouncer a scenario runs behind.
@@ -328,6 +349,20 @@ func load(fsys fs.FS, dir string) (Scenario, error) {
 	for _, line := range s.ServerConfig {
 		if name, _, ok := strings.Cut(line, "="); !ok || strings.TrimSpace(name) == "" || strings.ContainsAny(line, "\n#") {
 			return fail("expect.json: server_config %q: want a line name = value", line)
+		}
+	}
+	if r := s.Rehearse; r != nil {
+		if d, err := time.ParseDuration(r.Capture); err != nil || d <= 0 || d > time.Minute {
+			return fail("expect.json: rehearse.capture %q: want a duration up to 1m", r.Capture)
+		}
+		if r.MigrationSQL, err = fs.ReadFile(fsys, path.Join(dir, r.Migration)); err != nil {
+			return fail("rehearse.migration: %v", err)
+		}
+		if r.SafeSQL, err = fs.ReadFile(fsys, path.Join(dir, r.Safe)); err != nil {
+			return fail("rehearse.safe: %v", err)
+		}
+		if !s.OwnCluster || s.Go == nil {
+			return fail("a rehearsal captures its Go workload from the server's log: set own_cluster and register the workload")
 		}
 	}
 	if s.PgBouncer != nil && !s.DuringCheck {

@@ -70,6 +70,9 @@ var workloads = map[string]GoWorkload{
 	// the server has refused a few. The same through a pool.
 	"connections-held-idle": {Run: heldSessions(false), SignalsReady: true},
 	"connections-pooled":    {Run: heldSessions(true), SignalsReady: true, Needs: needPgBouncer},
+	// The application a migration is rehearsed under, captured from the
+	// server's log.
+	"migration-rehearsal": {Run: shopTraffic},
 	// Throttles the server's autovacuum for its run, restores it after.
 	"vacuum-falls-behind": {Run: vacuumFallsBehind, SignalsReady: true},
 	// A prepared transaction outlives its session: ready once VACUUM has

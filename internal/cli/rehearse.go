@@ -1,0 +1,161 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pgmedic/pgmedic/internal/diagnose"
+	"github.com/pgmedic/pgmedic/internal/logs"
+)
+
+// migrationFlags are `pgmedic rehearse migration`'s flags.
+type migrationFlags struct {
+	out              outputFlags
+	source           string
+	logFiles         []string
+	in               logInput
+	dbf              string
+	twinDSN          string
+	twinMaxMB        int
+	maxWait          time.Duration
+	before, stepTime time.Duration
+	failOn           string
+	statementTimeout time.Duration
+}
+
+// newRehearse is `pgmedic rehearse`: a change tried on a twin under the
+// application's captured traffic before it reaches production.
+func newRehearse(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "rehearse",
+		Short: "rehearse a change on a twin under the captured workload before production: a migration",
+	}
+	cmd.AddCommand(newRehearseMigration(stdin, stdout, stderr))
+	return cmd
+}
+
+func newRehearseMigration(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	var f migrationFlags
+	var failOn []string
+	for _, o := range diagnose.FailOnMigration {
+		failOn = append(failOn, o.Name+" ("+o.Means+")")
+	}
+	cmd := &cobra.Command{
+		Use:   "migration FILE.sql (--source DSN [--log CAPTURE ...] | --twin-dsn DSN)",
+		Short: "run a migration on a twin while the captured workload replays, statement by statement, as written and in its safe form",
+		Long: `rehearse migration reads a migration script (FILE.sql, or - for stdin) statement by statement:
+the table lock each takes, whether it rewrites or scans the table under it, and the lighter
+form of the same change. Without --source that reading is the report.
+
+With --source DSN (read only, inside the safety envelope), the tables the migration touches and
+those the captured workload reads are copied into a twin (a lab cluster of the source's major,
+or --twin-dsn's database), and on a fresh copy of it the migration runs while the workload of
+the --log files (every format logs reads; log_min_duration_statement = 0, log_connections,
+log_disconnections) replays at its captured pace, repeated until the migration is over. Each
+statement starts at the moment a session of the application holds a lock on its table that
+its own lock conflicts with, when one shows up within --before: the moment a deploy meets a
+long reader. For each statement: its duration, the wait for its lock, the lock it held and
+for how long (pg_locks), whether it rewrote the table (a new relfilenode), the sessions that
+queued behind it, and the application's p99 meanwhile against before.
+
+Then its safe form is rehearsed the same way: CONCURRENTLY, NOT VALID + VALIDATE, SET NOT NULL
+proved by a CHECK, a unique index built first, a volatile default backfilled in batches, and
+every statement whose lock stops reads or writes under a lock_timeout with retries, chosen
+from what the first run measured.
+
+The source is never written: its write counters (pg_stat_database) are read before and after.
+
+Exit codes: 0 nothing --fail-on names, 1 the migration as written does, 2 bad input or a
+refused connection.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runRehearseMigration(cmd.Context(), args[0], f, stdin, stdout, stderr)
+		},
+	}
+	fl := cmd.Flags()
+	addOutput(cmd, &f.out)
+	fl.StringVar(&f.source, "source", "", "the server the migration is for: read only, its tables copied into a twin")
+	fl.StringArrayVar(&f.logFiles, "log", nil, "a server log that captured the application's workload (repeat for several; plain or .gz)")
+	addLogInput(cmd, &f.in)
+	fl.StringVar(&f.dbf, "database", "", "replay only the captured sessions of this database (default: all)")
+	addTwinCopy(cmd, &f.twinDSN, &f.twinMaxMB)
+	addStatementTimeout(cmd, &f.statementTimeout, 5*time.Second)
+	fl.DurationVar(&f.maxWait, "max-wait", 200*time.Millisecond, "an application session that waited behind a statement longer than this was queued by it")
+	fl.DurationVar(&f.before, "before", 2*time.Second, "traffic replayed before the first statement (and the longest a statement waits for a long reader to meet)")
+	fl.DurationVar(&f.stepTime, "step-timeout", 10*time.Minute, "statement_timeout of each statement of the migration on the twin")
+	fl.StringVar(&f.failOn, "fail-on", "queued,failed", "what exits 1, comma-separated: "+strings.Join(failOn, "; "))
+	return cmd
+}
+
+func runRehearseMigration(ctx context.Context, file string, f migrationFlags, stdin io.Reader, stdout, stderr io.Writer) error {
+	if err := f.out.validateFormat(); err != nil {
+		return err
+	}
+	var failOn []string
+	for _, s := range strings.Split(f.failOn, ",") {
+		s = strings.TrimSpace(s)
+		if !slices.ContainsFunc(diagnose.FailOnMigration, func(o struct{ Name, Means string }) bool { return o.Name == s }) {
+			var names []string
+			for _, o := range diagnose.FailOnMigration {
+				names = append(names, o.Name)
+			}
+			return usageErr("--fail-on %q: give %s, comma-separated", s, strings.Join(names, ", "))
+		}
+		if s != "none" {
+			failOn = append(failOn, s)
+		}
+	}
+	switch {
+	case f.maxWait <= 0:
+		return usageErr("--max-wait %s: give a positive duration, such as 200ms", f.maxWait)
+	case f.before < 100*time.Millisecond || f.before > 5*time.Minute:
+		return usageErr("--before %s: give 100ms to 5m", f.before)
+	case f.stepTime <= 0:
+		return usageErr("--step-timeout %s: give a positive duration", f.stepTime)
+	case f.twinMaxMB < 1:
+		return usageErr("--twin-max-size must be at least 1 (MB)")
+	case len(f.logFiles) > 0 && f.source == "" && f.twinDSN == "":
+		return usageErr("--log gives the traffic to rehearse under: give the server the migration is for with --source DSN (or a scratch database with --twin-dsn)")
+	}
+	var script []byte
+	var err error
+	if file == "-" {
+		script, err = io.ReadAll(stdin)
+	} else {
+		script, err = os.ReadFile(file)
+	}
+	if err != nil {
+		return inputErr(err)
+	}
+	read, err := f.in.options()
+	if err != nil {
+		return err
+	}
+	var sources []logs.Source
+	for _, a := range f.logFiles {
+		sources = append(sources, logs.FileSource(a, stdin))
+	}
+	rep, err := diagnose.RehearseMigration(ctx, Version, diagnose.MigrationOptions{
+		Options: diagnose.Options{Log: progress(stderr), StatementTimeout: f.statementTimeout, TwinDSN: f.twinDSN, TwinMaxBytes: int64(f.twinMaxMB) << 20},
+		File:    file, Script: script, Source: f.source,
+		Logs: f.logFiles, Sources: sources, Read: read, Database: f.dbf,
+		MaxWait: f.maxWait, Before: f.before, StepTimeout: f.stepTime, FailOn: failOn})
+	risky := errors.Is(err, diagnose.ErrMigrationRisky)
+	if err != nil && !risky {
+		return err
+	}
+	if err := write(rep, f.out, stdout); err != nil {
+		return err
+	}
+	if risky {
+		return &exitError{code: ExitFindings, err: err}
+	}
+	return nil
+}

@@ -1,0 +1,131 @@
+package scenario
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/pgmedic/pgmedic/internal/diagnose"
+	"github.com/pgmedic/pgmedic/internal/lab"
+	"github.com/pgmedic/pgmedic/internal/logs"
+	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/rehearse"
+	"github.com/pgmedic/pgmedic/internal/report"
+)
+
+// rehearseScenario runs a rehearsal scenario: the workload captured from
+// the server's log, then `rehearse migration` of the migration as
+// written (it must be found risky, and pgmedic's safe form of it must
+// keep the application's p99 MinRatio times lower) and of the team's
+// safe version (it must pass).
+func rehearseScenario(ctx context.Context, c *lab.Cluster, s Scenario, version string, o diagnose.Options) (*Result, error) {
+	env, err := Setup(ctx, c, s, o.Log)
+	if err != nil {
+		return nil, &diagnose.InputError{Err: err}
+	}
+	capture, err := captureWorkload(ctx, c, env, s)
+	if err != nil {
+		return nil, &diagnose.InputError{Err: err}
+	}
+	res := &Result{Scenario: s.Name, Expected: []Expect{}, MustNot: []Expect{}}
+	run := func(name string, script []byte) (*report.RehearsalReport, bool, error) {
+		rep, err := diagnose.RehearseMigration(ctx, version, diagnose.MigrationOptions{
+			Options: diagnose.Options{Log: o.Log, StatementTimeout: o.StatementTimeout},
+			File:    name, Script: script, Source: c.DSN(env.DB),
+			Logs: []string{"the scenario's server log"}, Sources: []logs.Source{logs.FileSource(capture, nil)}, Database: env.DB,
+			MaxWait: 200 * time.Millisecond, Before: 2 * time.Second, StepTimeout: time.Minute, FailOn: []string{"queued", "failed"}})
+		risky := errors.Is(err, diagnose.ErrMigrationRisky)
+		if err != nil && !risky {
+			return nil, false, err
+		}
+		res.Rehearsals = append(res.Rehearsals, rep)
+		return rep, risky, nil
+	}
+	written, risky, err := run(s.Rehearse.Migration, s.Rehearse.MigrationSQL)
+	if err != nil {
+		return nil, err
+	}
+	if !risky {
+		res.Missing = append(res.Missing, s.Rehearse.Migration+" found risky as written (exit 1)")
+	}
+	if len(written.Runs) < 2 {
+		res.Missing = append(res.Missing, s.Rehearse.Migration+": its safe form rehearsed")
+	} else {
+		as, safe := written.Runs[0], written.Runs[1]
+		res.Record("p99_before_ms", as.Before.P99)
+		res.Record("p99_as_written_ms", as.During.P99)
+		res.Record("p99_safe_form_ms", safe.During.P99)
+		if safe.Worst() != rehearse.OK {
+			res.Unexpected = append(res.Unexpected, fmt.Sprintf("pgmedic's safe form of %s: %s", s.Rehearse.Migration, safe.Worst()))
+		}
+		if as.During.P99 < s.Rehearse.MinRatio*safe.During.P99 {
+			res.Missing = append(res.Missing, fmt.Sprintf("the application's p99 as written (%.0f ms) at least %.0fx that with the safe form (%.0f ms)", as.During.P99, s.Rehearse.MinRatio, safe.During.P99))
+		}
+	}
+	safeRep, risky, err := run(s.Rehearse.Safe, s.Rehearse.SafeSQL)
+	if err != nil {
+		return nil, err
+	}
+	if risky {
+		res.Unexpected = append(res.Unexpected, s.Rehearse.Safe+" found risky: "+fmt.Sprint(safeRep.Failing))
+	}
+	if len(safeRep.Runs) > 0 {
+		res.Record("p99_safe_sql_ms", safeRep.Runs[0].During.P99)
+	}
+	return res, nil
+}
+
+// Record stores one measured figure of the scenario.
+func (r *Result) Record(name string, v float64) {
+	if r.Metrics == nil {
+		r.Metrics = map[string]float64{}
+	}
+	r.Metrics[name] = model.Round(v, 1)
+}
+
+// captureWorkload runs the scenario's workload for its capture window on
+// a cluster that logs every statement, and writes what the server logged
+// meanwhile to a file beside the cluster, once the server has logged
+// every session's end.
+func captureWorkload(ctx context.Context, c *lab.Cluster, env *Env, s Scenario) (string, error) {
+	log := filepath.Join(c.Dir, "server.log")
+	from := fileSize(log)
+	d, _ := time.ParseDuration(s.Rehearse.Capture) // load checked it
+	wctx, stop := context.WithTimeout(ctx, d)
+	defer stop()
+	if err := env.Run(wctx, s); err != nil && !errors.Is(err, context.DeadlineExceeded) && wctx.Err() == nil {
+		return "", err
+	}
+	if ctx.Err() != nil {
+		return "", ctx.Err()
+	}
+	part := filepath.Join(c.Dir, "capture.log")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(log)
+		if err != nil {
+			return "", fmt.Errorf("reading the server's log: %w", err)
+		}
+		b = b[min(int64(len(b)), from):]
+		opened, closed := bytes.Count(b, []byte("connection authorized: ")), bytes.Count(b, []byte("disconnection: "))
+		if (opened > 0 && closed >= opened) || time.Now().After(deadline) {
+			if opened == 0 {
+				return "", fmt.Errorf("scenario %s: the server logged no connection while the workload ran: its server_config must log them (log_connections, log_disconnections, log_min_duration_statement = 0)", s.Name)
+			}
+			return part, os.WriteFile(part, b, 0o600)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func fileSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}

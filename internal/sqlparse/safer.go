@@ -1,0 +1,319 @@
+package sqlparse
+
+import (
+	"fmt"
+	"strings"
+
+	pg_query "github.com/pganalyze/pg_query_go/v6"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// The rewrites below turn a schema change into the form of it that holds
+// a strong table lock briefly or not at all. Each keeps the statement's
+// effect: the same index, constraint or column, under the same name when
+// it was given one (and the name PostgreSQL would have chosen when not).
+
+// Concurrently is CREATE INDEX, DROP INDEX, REINDEX or REFRESH
+// MATERIALIZED VIEW with CONCURRENTLY: ShareUpdateExclusiveLock instead
+// of a lock that blocks writes (or reads). False when the statement has
+// no concurrent form or already is one.
+func (s *Statement) Concurrently() (string, bool) {
+	if s == nil || s.root == nil {
+		return "", false
+	}
+	out, n, err := s.rewrite("CONCURRENTLY", func(c *Statement) int {
+		switch {
+		case c.root.GetIndexStmt() != nil:
+			ix := c.root.GetIndexStmt()
+			if ix.Concurrent {
+				return 0
+			}
+			ix.Concurrent = true
+			return 1
+		case c.root.GetDropStmt() != nil:
+			d := c.root.GetDropStmt()
+			// DROP INDEX CONCURRENTLY takes one index and no CASCADE.
+			if d.RemoveType != pg_query.ObjectType_OBJECT_INDEX || d.Concurrent || len(d.Objects) != 1 || d.Behavior == pg_query.DropBehavior_DROP_CASCADE {
+				return 0
+			}
+			d.Concurrent = true
+			return 1
+		case c.root.GetReindexStmt() != nil:
+			r := c.root.GetReindexStmt()
+			if hasOption(r.Params, "concurrently") || r.Kind == pg_query.ReindexObjectType_REINDEX_OBJECT_SYSTEM {
+				return 0
+			}
+			r.Params = append(r.Params, pg_query.MakeSimpleDefElemNode("concurrently", nil, -1))
+			return 1
+		}
+		return 0
+	})
+	if err != nil || n == 0 {
+		return "", false
+	}
+	return out.text, true
+}
+
+// alterOne is the statement's single ALTER TABLE subcommand, on a copy of
+// the tree, and the table's quoted name.
+func (s *Statement) alterOne() (*pg_query.AlterTableCmd, *pg_query.RangeVar, bool) {
+	if s == nil || s.root == nil {
+		return nil, nil, false
+	}
+	a := s.root.GetAlterTableStmt()
+	if a == nil || a.Relation == nil || len(a.Cmds) != 1 || a.Cmds[0].GetAlterTableCmd() == nil {
+		return nil, nil, false
+	}
+	return a.Cmds[0].GetAlterTableCmd(), a.Relation, true
+}
+
+// Actions cuts an ALTER TABLE with several subcommands into one statement
+// per subcommand, in order, so that each can take its own safer form.
+// Nil when there is one subcommand or the statement is not ALTER TABLE.
+func (s *Statement) Actions() []*Statement {
+	if s == nil || s.root == nil {
+		return nil
+	}
+	a := s.root.GetAlterTableStmt()
+	if a == nil || len(a.Cmds) < 2 {
+		return nil
+	}
+	var out []*Statement
+	for i := range a.Cmds {
+		one, _, err := s.rewrite("ALTER TABLE subcommand", func(c *Statement) int {
+			ca := c.root.GetAlterTableStmt()
+			ca.Cmds = ca.Cmds[i : i+1]
+			return 1
+		})
+		if err != nil {
+			return nil
+		}
+		out = append(out, one)
+	}
+	return out
+}
+
+// NotValid splits ADD FOREIGN KEY or ADD CHECK into the constraint added
+// NOT VALID (a short lock, no scan of the rows) and VALIDATE CONSTRAINT
+// (ShareUpdateExclusiveLock: reads and writes go on while it scans).
+func (s *Statement) NotValid() (steps []string, ok bool) {
+	cmd, rel, ok := s.alterOne()
+	if !ok || cmd.Subtype != pg_query.AlterTableType_AT_AddConstraint {
+		return nil, false
+	}
+	con := cmd.GetDef().GetConstraint()
+	if con == nil || con.SkipValidation || (con.Contype != pg_query.ConstrType_CONSTR_FOREIGN && con.Contype != pg_query.ConstrType_CONSTR_CHECK) {
+		return nil, false
+	}
+	name := con.Conname
+	if name == "" {
+		name = constraintName(rel.Relname, con)
+	}
+	out, _, err := s.rewrite("NOT VALID", func(c *Statement) int {
+		cc, _, _ := c.alterOne()
+		k := cc.GetDef().GetConstraint()
+		k.SkipValidation, k.InitiallyValid, k.Conname = true, false, name
+		return 1
+	})
+	if err != nil {
+		return nil, false
+	}
+	table := QuoteQualified(rel.Schemaname, rel.Relname)
+	return []string{out.text, "ALTER TABLE " + table + " VALIDATE CONSTRAINT " + QuoteIdent(name)}, true
+}
+
+// NotNullByCheck is SET NOT NULL proved by a validated CHECK constraint:
+// PostgreSQL 12 and later skip SET NOT NULL's full scan (under
+// AccessExclusiveLock) when a valid CHECK (col IS NOT NULL) exists.
+func (s *Statement) NotNullByCheck() (steps []string, ok bool) {
+	cmd, rel, ok := s.alterOne()
+	if !ok || cmd.Subtype != pg_query.AlterTableType_AT_SetNotNull {
+		return nil, false
+	}
+	return notNullSteps(QuoteQualified(rel.Schemaname, rel.Relname), rel.Relname, cmd.Name), true
+}
+
+func notNullSteps(table, relname, column string) []string {
+	check := QuoteIdent(truncName(relname + "_" + column + "_not_null"))
+	col := QuoteIdent(column)
+	return []string{
+		fmt.Sprintf("ALTER TABLE %s ADD CONSTRAINT %s CHECK (%s IS NOT NULL) NOT VALID", table, check, col),
+		fmt.Sprintf("ALTER TABLE %s VALIDATE CONSTRAINT %s", table, check),
+		fmt.Sprintf("ALTER TABLE %s ALTER COLUMN %s SET NOT NULL", table, col),
+		fmt.Sprintf("ALTER TABLE %s DROP CONSTRAINT %s", table, check),
+	}
+}
+
+// UniqueByIndex is ADD PRIMARY KEY or ADD UNIQUE built as a unique index
+// CONCURRENTLY first, then attached with ADD CONSTRAINT ... USING INDEX,
+// which only takes the lock briefly.
+func (s *Statement) UniqueByIndex() (steps []string, ok bool) {
+	cmd, rel, ok := s.alterOne()
+	if !ok || cmd.Subtype != pg_query.AlterTableType_AT_AddConstraint {
+		return nil, false
+	}
+	con := cmd.GetDef().GetConstraint()
+	if con == nil || con.Indexname != "" || len(con.Keys) == 0 || len(con.Exclusions) > 0 ||
+		(con.Contype != pg_query.ConstrType_CONSTR_PRIMARY && con.Contype != pg_query.ConstrType_CONSTR_UNIQUE) {
+		return nil, false
+	}
+	var cols []string
+	for _, k := range con.Keys {
+		cols = append(cols, QuoteIdent(k.GetString_().GetSval()))
+	}
+	name := con.Conname
+	kind := "UNIQUE"
+	if name == "" {
+		name = constraintName(rel.Relname, con)
+	}
+	if con.Contype == pg_query.ConstrType_CONSTR_PRIMARY {
+		kind = "PRIMARY KEY"
+	}
+	table := QuoteQualified(rel.Schemaname, rel.Relname)
+	return []string{
+		fmt.Sprintf("CREATE UNIQUE INDEX CONCURRENTLY %s ON %s (%s)", QuoteIdent(name), table, strings.Join(cols, ", ")),
+		fmt.Sprintf("ALTER TABLE %s ADD CONSTRAINT %s %s USING INDEX %s", table, QuoteIdent(name), kind, QuoteIdent(name)),
+	}, true
+}
+
+// DefaultByBackfill is ADD COLUMN ... DEFAULT expr made in steps when the
+// default rewrites the table (a volatile one: random(), clock_timestamp(),
+// gen_random_uuid()): the column added without it (catalog only), the
+// default set for new rows, the existing rows filled in batches of batch
+// rows (Backfill, run until it updates none: each batch a short
+// transaction holding only its rows' locks), and NOT NULL, when the
+// column had it, proved by a CHECK as in NotNullByCheck.
+func (s *Statement) DefaultByBackfill(batch int) (steps []string, backfill string, after []string, ok bool) {
+	cmd, rel, ok := s.alterOne()
+	if !ok || cmd.Subtype != pg_query.AlterTableType_AT_AddColumn {
+		return nil, "", nil, false
+	}
+	col := cmd.GetDef().GetColumnDef()
+	if col == nil {
+		return nil, "", nil, false
+	}
+	var def *pg_query.Node
+	notNull := col.IsNotNull
+	for _, c := range col.Constraints {
+		k := c.GetConstraint()
+		switch {
+		case k == nil:
+		case k.Contype == pg_query.ConstrType_CONSTR_DEFAULT:
+			def = k.RawExpr
+		case k.Contype == pg_query.ConstrType_CONSTR_NOTNULL:
+			notNull = true
+		case k.Contype != pg_query.ConstrType_CONSTR_NULL:
+			// A key, a check or a reference on the new column: left to a
+			// person, the steps would not keep its meaning.
+			return nil, "", nil, false
+		}
+	}
+	if def == nil {
+		return nil, "", nil, false
+	}
+	add, _, err := s.rewrite("ADD COLUMN without its default", func(c *Statement) int {
+		cc, _, _ := c.alterOne()
+		cd := cc.GetDef().GetColumnDef()
+		cd.IsNotNull, cd.Constraints = false, nil
+		return 1
+	})
+	if err != nil {
+		return nil, "", nil, false
+	}
+	setDefault, _, err := s.rewrite("SET DEFAULT", func(c *Statement) int {
+		cc, _, _ := c.alterOne()
+		cc.Subtype, cc.Name, cc.Def = pg_query.AlterTableType_AT_ColumnDefault, col.Colname, def
+		return 1
+	})
+	if err != nil {
+		return nil, "", nil, false
+	}
+	table := QuoteQualified(rel.Schemaname, rel.Relname)
+	c := QuoteIdent(col.Colname)
+	// SET c = DEFAULT evaluates the column's default per row, as the
+	// rewrite would have; ctid picks a batch without needing a key.
+	backfill = fmt.Sprintf("UPDATE %s SET %s = DEFAULT WHERE ctid = ANY (ARRAY(SELECT ctid FROM %s WHERE %s IS NULL LIMIT %d))", table, c, table, c, batch)
+	if notNull {
+		after = notNullSteps(table, rel.Relname, col.Colname)
+	}
+	return []string{add.text, setDefault.text}, backfill, after, true
+}
+
+// constraintName is the name PostgreSQL gives an unnamed constraint
+// (ChooseConstraintName): the table, the columns, and a suffix.
+func constraintName(table string, con *pg_query.Constraint) string {
+	var cols []string
+	keys, suffix := con.Keys, "key"
+	switch con.Contype {
+	case pg_query.ConstrType_CONSTR_FOREIGN:
+		keys, suffix = con.FkAttrs, "fkey"
+	case pg_query.ConstrType_CONSTR_PRIMARY:
+		return truncName(table + "_pkey")
+	case pg_query.ConstrType_CONSTR_CHECK:
+		return truncName(table + "_check")
+	}
+	for _, k := range keys {
+		cols = append(cols, k.GetString_().GetSval())
+	}
+	return truncName(table + "_" + strings.Join(cols, "_") + "_" + suffix)
+}
+
+// truncName cuts a name to NAMEDATALEN-1 bytes, as PostgreSQL does.
+func truncName(s string) string {
+	if len(s) > 63 {
+		return s[:63]
+	}
+	return s
+}
+
+// volatileFuncs are built-in functions whose value changes per row: a
+// column default calling one is evaluated for every existing row, which
+// rewrites the table.
+var volatileFuncs = map[string]bool{"random": true, "gen_random_uuid": true, "uuid_generate_v1": true, "uuid_generate_v1mc": true,
+	"uuid_generate_v4": true, "uuidv4": true, "uuidv7": true, "clock_timestamp": true, "timeofday": true, "nextval": true, "random_normal": true}
+
+// VolatileDefault says whether ALTER TABLE ... ADD COLUMN fills the new
+// column per row, rewriting the table: a default that calls a volatile
+// function, a stored generated column, or an identity column. A default
+// that is a constant, or a stable call such as now(), is stored once in
+// the catalog (PostgreSQL 11 and later). A function pgmedic does not
+// know is taken as not volatile; the rehearsal measures whether the
+// table was rewritten.
+func (s *Statement) VolatileDefault() bool {
+	cmd, _, ok := s.alterOne()
+	if !ok || cmd.Subtype != pg_query.AlterTableType_AT_AddColumn {
+		return false
+	}
+	col := cmd.GetDef().GetColumnDef()
+	if col == nil {
+		return false
+	}
+	if col.Identity != "" || col.Generated != "" {
+		return true
+	}
+	volatile := false
+	for _, c := range col.Constraints {
+		k := c.GetConstraint()
+		if k == nil {
+			continue
+		}
+		switch k.Contype {
+		case pg_query.ConstrType_CONSTR_IDENTITY, pg_query.ConstrType_CONSTR_GENERATED:
+			return true
+		case pg_query.ConstrType_CONSTR_DEFAULT:
+			if k.RawExpr == nil {
+				continue
+			}
+			var rec func(m protoreflect.Message) bool
+			rec = func(m protoreflect.Message) bool {
+				if fc, ok := m.Interface().(*pg_query.FuncCall); ok && len(fc.Funcname) > 0 &&
+					volatileFuncs[fc.Funcname[len(fc.Funcname)-1].GetString_().GetSval()] {
+					volatile = true
+				}
+				return eachChild(m, rec)
+			}
+			rec(k.RawExpr.ProtoReflect())
+		}
+	}
+	return volatile
+}
