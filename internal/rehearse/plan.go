@@ -57,6 +57,9 @@ func Safer(m *migration.Migration, written *Run, maxWait time.Duration) Plan {
 		p.Steps = append(p.Steps, migration.Safer(s, rewrote[s.N])...)
 	}
 	lt := time.Duration(2*base*1000) * time.Microsecond
+	if written == nil || written.Before.Calls == 0 {
+		lt = maxWait / 2
+	}
 	lt = min(max(lt, 20*time.Millisecond), max(maxWait/2, 20*time.Millisecond)).Round(10 * time.Millisecond)
 	p.LockTimeout, p.Pause = lt, 2*lt
 	p.Budget = min(max(3*time.Duration(longest)*time.Millisecond, 10*time.Second), 2*time.Minute).Round(time.Second)

@@ -102,10 +102,16 @@ type partView struct {
 	// ByQuery lists the findings' anchors per queryid, for the
 	// statements table's links.
 	ByQuery map[string][]string
+	// RehearsalBody is a rehearsal's charts and report, drawn without a
+	// script (a rehearsal has no findings).
+	RehearsalBody template.HTML
 }
 
 func viewOf(i int, p Part) partView {
 	v := partView{Part: p, ID: fmt.Sprintf("p%d", i), ByQuery: map[string][]string{}}
+	if p.Rehearsal != nil {
+		v.RehearsalBody = p.Rehearsal.body()
+	}
 	switch {
 	case p.Check != nil:
 		v.Findings, v.Skipped, v.Summary = p.Check.Findings, p.Check.Skipped, p.Check.Summary

@@ -300,9 +300,15 @@ func (r *RehearsalReport) markdown(b *strings.Builder) {
 // latency over time with the migration's statements drawn over it
 // (inline SVG, no script), then the text report.
 func (r *RehearsalReport) html(w io.Writer) error {
+	return rehearsalPage().Execute(w, map[string]any{"Title": "pgmedic rehearse migration " + r.Migration.Name, "Body": r.body()})
+}
+
+// body is the page's content: the verdict, the charts, the text report
+// (a part of the demo's page too).
+func (r *RehearsalReport) body() template.HTML {
 	var text strings.Builder
 	if err := r.Text(&text); err != nil {
-		return err
+		return template.HTML(template.HTMLEscapeString(err.Error()))
 	}
 	type chart struct {
 		Name string
@@ -323,8 +329,11 @@ func (r *RehearsalReport) html(w io.Writer) error {
 	for _, run := range r.Runs {
 		charts = append(charts, chart{Name: run.Plan.Name, SVG: timelineSVG(run, top, end)})
 	}
-	return rehearsalPage().Execute(w, map[string]any{"Title": "pgmedic rehearse migration " + r.Migration.Name,
-		"Failing": r.Failing, "Charts": charts, "Text": text.String()})
+	var b strings.Builder
+	if err := rehearsalBody().Execute(&b, map[string]any{"Failing": r.Failing, "Charts": charts, "Text": text.String()}); err != nil {
+		return template.HTML(template.HTMLEscapeString(err.Error()))
+	}
+	return template.HTML(b.String())
 }
 
 // timelineSVG draws each call of the application as a dot (x: when it
@@ -373,11 +382,18 @@ var rehearsalPage = sync.OnceValue(func() *template.Template {
 <style>body{font-family:system-ui,sans-serif;margin:2em;max-width:72em}pre{background:#f6f6f6;padding:1em;overflow-x:auto}
 .verdict{font-size:1.4em;font-weight:bold}.key span{display:inline-block;width:1em;height:1em;vertical-align:middle;margin:0 .3em}</style></head><body>
 <h1>{{.Title}}</h1>
-{{if .Failing}}<p class="verdict">Risky as written</p><ul>{{range .Failing}}<li>{{.}}</li>{{end}}</ul>{{else}}<p class="verdict">Nothing risky</p>{{end}}
-{{if .Charts}}<h2>The application's latency over the migration</h2>
-<p class="key">Each dot is one statement of the application (when it was due, how long it took from then, log scale; <span style="background:#c0392b"></span>failed). Bands are the migration's steps: <span style="background:#7fb77e"></span>ok <span style="background:#e67e22"></span>queued the application <span style="background:#c0392b"></span>failed.</p>
-{{range .Charts}}<h3>{{.Name}}</h3>{{.SVG}}{{end}}{{end}}
-<h2>Report</h2><pre>{{.Text}}</pre>
+{{.Body}}
 </body></html>
+`))
+})
+
+var rehearsalBody = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("rehearsal-body").Parse(`<div class="rehearsal">
+{{if .Failing}}<p class="verdict">Risky as written</p><ul>{{range .Failing}}<li>{{.}}</li>{{end}}</ul>{{else}}<p class="verdict">Nothing risky</p>{{end}}
+{{if .Charts}}<h3>The application's latency over the migration</h3>
+<p class="key">Each dot is one statement of the application (when it was due, how long it took from then, log scale; <span style="display:inline-block;width:1em;height:1em;vertical-align:middle;background:#c0392b"></span>failed). Bands are the migration's steps: <span style="display:inline-block;width:1em;height:1em;vertical-align:middle;background:#7fb77e"></span>ok <span style="display:inline-block;width:1em;height:1em;vertical-align:middle;background:#e67e22"></span>queued the application <span style="display:inline-block;width:1em;height:1em;vertical-align:middle;background:#c0392b"></span>failed.</p>
+{{range .Charts}}<h4>{{.Name}}</h4>{{.SVG}}{{end}}{{end}}
+<pre>{{.Text}}</pre>
+</div>
 `))
 })

@@ -27,16 +27,21 @@ func rehearseScenario(ctx context.Context, c *lab.Cluster, s Scenario, version s
 	if err != nil {
 		return nil, &diagnose.InputError{Err: err}
 	}
-	capture, err := captureWorkload(ctx, c, env, s)
+	captures, err := captureWorkload(ctx, c, env, s)
 	if err != nil {
 		return nil, &diagnose.InputError{Err: err}
 	}
 	res := &Result{Scenario: s.Name, Expected: []Expect{}, MustNot: []Expect{}}
+	// Each file is rehearsed from a capture in another of the server's log
+	// formats, when it writes more than one.
+	runs := 0
 	run := func(name string, script []byte) (*report.RehearsalReport, bool, error) {
+		capture := captures[runs%len(captures)]
+		runs++
 		rep, err := diagnose.RehearseMigration(ctx, version, diagnose.MigrationOptions{
 			Options: diagnose.Options{Log: o.Log, StatementTimeout: o.StatementTimeout},
 			File:    name, Script: script, Source: c.DSN(env.DB),
-			Logs: []string{"the scenario's server log"}, Sources: []logs.Source{logs.FileSource(capture, nil)}, Database: env.DB,
+			Logs: []string{"the server's " + formatOf(capture)}, Sources: []logs.Source{logs.FileSource(capture, nil)}, Database: env.DB,
 			MaxWait: 200 * time.Millisecond, Before: 2 * time.Second, StepTimeout: time.Minute, FailOn: []string{"queued", "failed"}})
 		risky := errors.Is(err, diagnose.ErrMigrationRisky)
 		if err != nil && !risky {
@@ -89,37 +94,66 @@ func (r *Result) Record(name string, v float64) {
 
 // captureWorkload runs the scenario's workload for its capture window on
 // a cluster that logs every statement, and writes what the server logged
-// meanwhile to a file beside the cluster, once the server has logged
-// every session's end.
-func captureWorkload(ctx context.Context, c *lab.Cluster, env *Env, s Scenario) (string, error) {
-	log := filepath.Join(c.Dir, "server.log")
-	from := fileSize(log)
+// meanwhile to files beside the cluster, once the server has logged every
+// session's end: one per log file the server writes (server.log when the
+// server logs to stderr, and each of the logging collector's files, such
+// as a csvlog beside the stderr one). They hold the same workload, each
+// in its format.
+func captureWorkload(ctx context.Context, c *lab.Cluster, env *Env, s Scenario) ([]string, error) {
+	logFiles := func() []string {
+		files, _ := filepath.Glob(filepath.Join(c.Dir, "data", "log", "*"))
+		return append(files, filepath.Join(c.Dir, "server.log"))
+	}
+	from := map[string]int64{}
+	for _, f := range logFiles() {
+		from[f] = fileSize(f)
+	}
 	d, _ := time.ParseDuration(s.Rehearse.Capture) // load checked it
 	wctx, stop := context.WithTimeout(ctx, d)
 	defer stop()
-	if err := env.Run(wctx, s); err != nil && !errors.Is(err, context.DeadlineExceeded) && wctx.Err() == nil {
-		return "", err
+	if err := env.Run(wctx, s); err != nil && wctx.Err() == nil {
+		return nil, err
 	}
 	if ctx.Err() != nil {
-		return "", ctx.Err()
+		return nil, ctx.Err()
 	}
-	part := filepath.Join(c.Dir, "capture.log")
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		b, err := os.ReadFile(log)
-		if err != nil {
-			return "", fmt.Errorf("reading the server's log: %w", err)
-		}
-		b = b[min(int64(len(b)), from):]
-		opened, closed := bytes.Count(b, []byte("connection authorized: ")), bytes.Count(b, []byte("disconnection: "))
-		if (opened > 0 && closed >= opened) || time.Now().After(deadline) {
-			if opened == 0 {
-				return "", fmt.Errorf("scenario %s: the server logged no connection while the workload ran: its server_config must log them (log_connections, log_disconnections, log_min_duration_statement = 0)", s.Name)
+		var parts []string
+		complete := true
+		for i, f := range logFiles() {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return nil, fmt.Errorf("reading the server's log: %w", err)
 			}
-			return part, os.WriteFile(part, b, 0o600)
+			b = b[min(int64(len(b)), from[f]):]
+			opened, closed := bytes.Count(b, []byte("connection authorized: ")), bytes.Count(b, []byte("disconnection: "))
+			if opened == 0 {
+				continue
+			}
+			complete = complete && closed >= opened
+			part := filepath.Join(c.Dir, fmt.Sprintf("capture-%d%s", i, filepath.Ext(f)))
+			if err := os.WriteFile(part, b, 0o600); err != nil {
+				return nil, err
+			}
+			parts = append(parts, part)
+		}
+		if (len(parts) > 0 && complete) || time.Now().After(deadline) {
+			if len(parts) == 0 {
+				return nil, fmt.Errorf("scenario %s: the server logged no connection while the workload ran: its server_config must log them (log_connections, log_disconnections, log_min_duration_statement = 0)", s.Name)
+			}
+			return parts, nil
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// formatOf names a capture's log format by its file's extension.
+func formatOf(path string) string {
+	if filepath.Ext(path) == ".csv" {
+		return "csvlog"
+	}
+	return "stderr log"
 }
 
 func fileSize(path string) int64 {

@@ -1,0 +1,116 @@
+package rehearse
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pgmedic/pgmedic/internal/capture"
+	"github.com/pgmedic/pgmedic/internal/migration"
+	"github.com/pgmedic/pgmedic/internal/replay"
+)
+
+// TestJudge: calls are placed by when they were due, so a reader held up
+// behind a queued ALTER counts its wait even when the replay sent it late;
+// a step's verdict comes from the longest wait behind it.
+func TestJudge(t *testing.T) {
+	w := &capture.Workload{Shapes: []capture.Shape{{Query: "SELECT 1"}, {Query: "SELECT 2"}}}
+	var calls []replay.Call
+	for at := 0; at < 3000; at += 10 {
+		c := replay.Call{Shape: 0, AtMS: float32(at), MS: 2}
+		if at >= 1000 && at < 2000 {
+			// Due at 'at', sent when the lock queue cleared at 2000.
+			c.AtMS, c.BehindMS = 2000, float32(2000-at)
+		}
+		calls = append(calls, c)
+	}
+	calls = append(calls, replay.Call{Shape: 1, AtMS: 500, MS: 3, Failed: true})
+	r := &Run{Steps: []*StepResult{
+		{Step: migration.Step{Of: 1}, StartMS: 1000, EndMS: 2000, QueuedMaxMS: 1000},
+		{Step: migration.Step{Of: 2}, StartMS: 2100, EndMS: 2200, QueuedMaxMS: 40},
+		{Step: migration.Step{Of: 3}, StartMS: 2300, EndMS: 2400, Error: "boom"},
+	}}
+	judge(r, Options{Workload: w, MaxWait: 200 * time.Millisecond}, &replay.Result{Timeline: calls}, 2400)
+	if r.Before.Calls != 101 || r.Before.Errors != 1 || r.Before.P99 > 3 {
+		t.Errorf("before: %+v", r.Before)
+	}
+	if r.During.P99 < 900 || r.Steps[0].During.P99 < 900 {
+		t.Errorf("the readers held up behind the first step must show their wait: during %+v, step %+v", r.During, r.Steps[0].During)
+	}
+	if got := []string{r.Steps[0].Verdict, r.Steps[1].Verdict, r.Steps[2].Verdict}; strings.Join(got, ",") != "queued,ok,failed" {
+		t.Errorf("verdicts %v", got)
+	}
+	if r.Worst() != Failed {
+		t.Errorf("worst %q", r.Worst())
+	}
+	if len(r.Shapes) != 1 || r.Shapes[0].Query != "SELECT 1" {
+		t.Errorf("shapes during the migration: %+v", r.Shapes)
+	}
+}
+
+// TestSaferPlan: the lock_timeout is twice the p99 before, bounded by 20 ms
+// and half of --max-wait; the retry budget three times the longest wait
+// as written, at least 10 s; the backfill is chosen when the run saw a
+// rewrite.
+func TestSaferPlan(t *testing.T) {
+	m, err := migration.Read("m.sql", []byte("ALTER TABLE t ADD COLUMN c int DEFAULT f(); CREATE INDEX ON t (a);"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	written := &Run{Before: Window{Calls: 100, P99: 30}, Steps: []*StepResult{{Step: migration.Step{Of: 1}, Rewrote: true, WaitedMS: 6000}, {Step: migration.Step{Of: 2}}}}
+	p := Safer(m, written, 200*time.Millisecond)
+	if p.LockTimeout != 60*time.Millisecond || p.Pause != 120*time.Millisecond || p.Budget != 18*time.Second {
+		t.Errorf("schedule %s %s %s", p.LockTimeout, p.Pause, p.Budget)
+	}
+	var kinds []string
+	for _, s := range p.Steps {
+		switch {
+		case s.Batches:
+			kinds = append(kinds, "batches")
+		case s.Retry:
+			kinds = append(kinds, "retry")
+		default:
+			kinds = append(kinds, strings.Fields(s.SQL)[0])
+		}
+	}
+	if strings.Join(kinds, " ") != "retry retry batches CREATE" {
+		t.Errorf("steps %v", kinds)
+	}
+	written.Before.P99 = 500
+	if p := Safer(m, written, 200*time.Millisecond); p.LockTimeout != 100*time.Millisecond {
+		t.Errorf("lock_timeout %s, want half of --max-wait", p.LockTimeout)
+	}
+	if p := Safer(m, nil, 200*time.Millisecond); p.LockTimeout != 100*time.Millisecond || p.Budget != 10*time.Second || !strings.Contains(p.Why, "no traffic") {
+		t.Errorf("without a run: %s %s %q", p.LockTimeout, p.Budget, p.Why)
+	}
+	if !NeedsSafer(m, nil) {
+		t.Error("a migration with an ADD COLUMN that rewrites needs a safe form")
+	}
+	quiet, _ := migration.Read("q.sql", []byte("CREATE TABLE x (a int); CREATE INDEX CONCURRENTLY ON t (a);"))
+	if NeedsSafer(quiet, &Run{Steps: []*StepResult{{Verdict: OK}}}) {
+		t.Error("a migration with nothing risky needs no safe form")
+	}
+}
+
+func TestRepeats(t *testing.T) {
+	for _, c := range []struct {
+		d          time.Duration
+		statements int
+		want       int
+	}{{5 * time.Second, 2000, 24}, {time.Millisecond, 10, 120}, {10 * time.Minute, 10, 1}, {5 * time.Second, 500_000, 2}} {
+		if got := repeats(&capture.Workload{Duration: c.d, Statements: c.statements}); got != c.want {
+			t.Errorf("%s, %d statements: %d repeats, want %d", c.d, c.statements, got, c.want)
+		}
+	}
+}
+
+func TestSameRelation(t *testing.T) {
+	for _, c := range []struct {
+		regclass, quoted string
+		want             bool
+	}{{"orders", "orders", true}, {"shop.orders", `"shop"."orders"`, true}, {`"Orders"`, `"Orders"`, true}, {"orders_pkey", "orders", false}, {"orders", "", false}} {
+		if got := sameRelation(c.regclass, c.quoted); got != c.want {
+			t.Errorf("%q %q: %v", c.regclass, c.quoted, got)
+		}
+	}
+}
