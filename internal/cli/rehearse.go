@@ -35,9 +35,9 @@ type migrationFlags struct {
 func newRehearse(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "rehearse",
-		Short: "rehearse a change on a twin under the captured workload before production: a migration",
+		Short: "rehearse a change on twins under the captured workload before production: a migration, a major upgrade",
 	}
-	cmd.AddCommand(newRehearseMigration(stdin, stdout, stderr))
+	cmd.AddCommand(newRehearseMigration(stdin, stdout, stderr), newRehearseUpgrade(stdin, stdout, stderr))
 	return cmd
 }
 
@@ -61,7 +61,7 @@ the --log files (every format logs reads; log_min_duration_statement = 0, log_co
 log_disconnections) replays at its captured pace, repeated until the migration is over. Each
 statement starts at the moment a session of the application holds a lock on its table that
 its own lock conflicts with, when one shows up within --before: the moment a deploy meets a
-long reader. For each statement: its duration, the wait for its lock, the lock it held and
+long reader (it waits up to 1 s for one). For each statement: its duration, the wait for its lock, the lock it held and
 for how long (pg_locks), whether it rewrote the table (a new relfilenode), the sessions that
 queued behind it, and the application's p99 meanwhile against before.
 
@@ -155,6 +155,112 @@ func runRehearseMigration(ctx context.Context, file string, f migrationFlags, st
 		return err
 	}
 	if risky {
+		return &exitError{code: ExitFindings, err: err}
+	}
+	return nil
+}
+
+// upgradeFlags are `pgmedic rehearse upgrade`'s flags.
+type upgradeFlags struct {
+	out              outputFlags
+	source           string
+	to               int
+	logFiles         []string
+	in               logInput
+	dbf              string
+	twinDSN          string
+	twinMaxMB        int
+	runs             int
+	minRatio, speed  float64
+	statementTimeout time.Duration
+}
+
+func newRehearseUpgrade(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	var f upgradeFlags
+	cmd := &cobra.Command{
+		Use:   "upgrade --source DSN --to N --log CAPTURE ...",
+		Short: "replay the captured workload on twins of the source's major and of major N, statement shape by statement shape, and measure why a shape got slower",
+		Long: `rehearse upgrade copies the tables the captured workload reads (read only, inside the safety
+envelope) into two twins: a lab cluster of the source's major and one of major N (pgmedic lab install N
+fetches it), each with the same rows and the settings the source sets (an upgrade keeps
+postgresql.conf and takes the new binary's defaults for the rest). It lists the settings the upgrade
+changes for this server: defaults that differ between the majors where the source leaves the
+default, settings the source sets that major N no longer has, planner features new in N, and JIT
+where the new build has it and the old did not.
+
+The sessions of the --log files (every format logs reads) replay on both, --runs times each,
+alternating, with replay's verdict per statement shape (the ratio of the medians with its 95%
+interval) and each shape's plan on both majors. For each shape slower on N, its captured
+statements are timed on both majors and on N with each setting the upgrade changes put back to the
+old behaviour (jit = off, enable_memoize = off, the old default): the one that takes the slowdown
+back is the cause, and the fix, with the numbers.
+
+The source is never written: its write counters (pg_stat_database) are read before and after.
+
+Exit codes: 0 no shape slower by --min-ratio at the lower end of its interval and none failing only
+on N, 1 otherwise, 2 bad input or a refused connection.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runRehearseUpgrade(cmd.Context(), f, stdin, stdout, stderr)
+		},
+	}
+	fl := cmd.Flags()
+	addOutput(cmd, &f.out)
+	fl.StringVar(&f.source, "source", "", "the server to upgrade: read only, its tables copied into the twins")
+	fl.IntVar(&f.to, "to", 0, "the PostgreSQL major to upgrade to")
+	fl.StringArrayVar(&f.logFiles, "log", nil, "a server log that captured the application's workload (repeat for several; plain or .gz)")
+	addLogInput(cmd, &f.in)
+	fl.StringVar(&f.dbf, "database", "", "replay only the captured sessions of this database (default: all)")
+	addTwinCopy(cmd, &f.twinDSN, &f.twinMaxMB)
+	addStatementTimeout(cmd, &f.statementTimeout, 5*time.Second)
+	fl.IntVar(&f.runs, "runs", 3, "replays of each major, alternating (at least 2 for a verdict other than no measurable change)")
+	fl.Float64Var(&f.minRatio, "min-ratio", 1.25, "a shape fails the upgrade when it is this many times slower at the lower end of its interval")
+	fl.Float64Var(&f.speed, "speed", 1, "pace: 1 as captured, 2 twice as fast, 0 as fast as the server answers")
+	return cmd
+}
+
+func runRehearseUpgrade(ctx context.Context, f upgradeFlags, stdin io.Reader, stdout, stderr io.Writer) error {
+	if err := f.out.validateFormat(); err != nil {
+		return err
+	}
+	switch {
+	case f.source == "":
+		return usageErr("give the server to upgrade with --source DSN")
+	case f.to == 0:
+		return usageErr("give the major to upgrade to with --to N, such as --to 17")
+	case len(f.logFiles) == 0:
+		return usageErr("give the captured workload with --log FILE (log_min_duration_statement = 0, log_connections, log_disconnections)")
+	case f.twinDSN != "":
+		return usageErr("--twin-dsn: an upgrade needs two servers of different majors; rehearse upgrade makes both as lab clusters")
+	case f.runs < 1 || f.runs > 20:
+		return usageErr("--runs %d: give 1 to 20", f.runs)
+	case f.minRatio < 1:
+		return usageErr("--min-ratio %g: give 1 or more", f.minRatio)
+	case f.speed < 0 || f.speed > 1000:
+		return usageErr("--speed %g: give 0 (as fast as possible) or a factor up to 1000", f.speed)
+	case f.twinMaxMB < 1:
+		return usageErr("--twin-max-size must be at least 1 (MB)")
+	}
+	read, err := f.in.options()
+	if err != nil {
+		return err
+	}
+	var sources []logs.Source
+	for _, a := range f.logFiles {
+		sources = append(sources, logs.FileSource(a, stdin))
+	}
+	rep, err := diagnose.RehearseUpgrade(ctx, Version, diagnose.UpgradeOptions{
+		Options: diagnose.Options{Log: progress(stderr), StatementTimeout: f.statementTimeout, TwinMaxBytes: int64(f.twinMaxMB) << 20},
+		Source:  f.source, To: f.to, Logs: f.logFiles, Sources: sources, Read: read, Database: f.dbf,
+		Runs: f.runs, MinRatio: f.minRatio, Speed: f.speed})
+	slower := errors.Is(err, diagnose.ErrUpgradeSlower)
+	if err != nil && !slower {
+		return err
+	}
+	if err := write(rep, f.out, stdout); err != nil {
+		return err
+	}
+	if slower {
 		return &exitError{code: ExitFindings, err: err}
 	}
 	return nil

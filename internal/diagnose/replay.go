@@ -36,16 +36,35 @@ type Source struct {
 // they name that the source has. The copy reads the source, so the load
 // rule holds: a busy source is not copied.
 func ReplaySource(ctx context.Context, dsn string, queries []string, build bool, o Options) (*Source, error) {
-	sess, err := envelope.Connect(ctx, dsn, envelope.Options{StatementTimeout: o.StatementTimeout})
+	var twins []twin.Options
+	if build {
+		twins = append(twins, twin.Options{MaxBytes: o.TwinMaxBytes, CopyTimeout: o.CopyTimeout, DSN: o.TwinDSN, Log: o.Log})
+	}
+	src, tws, err := sourceTwins(ctx, dsn, queries, o, twins...)
 	if err != nil {
 		return nil, err
+	}
+	if len(tws) > 0 {
+		src.Twin = tws[0]
+	}
+	return src, nil
+}
+
+// sourceTwins reads the source read-only (its findings by the rules on a
+// snapshot) and builds one twin per entry of twins, each holding the
+// tables queries name that the source has. The copies read the source,
+// so the load rule holds: a busy source is not copied.
+func sourceTwins(ctx context.Context, dsn string, queries []string, o Options, twins ...twin.Options) (*Source, []*twin.Twin, error) {
+	sess, err := envelope.Connect(ctx, dsn, envelope.Options{StatementTimeout: o.StatementTimeout})
+	if err != nil {
+		return nil, nil, err
 	}
 	defer sess.Close()
 	opts := collect.Defaults()
 	opts.SampleFor = 0
 	snap, err := collect.SnapshotWith(ctx, sess.Conn, time.Now(), opts)
 	if err != nil {
-		return nil, inputErr(err)
+		return nil, nil, inputErr(err)
 	}
 	snap.ServerCores = serverCores(o.ServerCores, sess.Target.Host)
 	selected, _ := rules.Select(o.Rules)
@@ -54,8 +73,8 @@ func ReplaySource(ctx context.Context, dsn string, queries []string, build bool,
 		findings[i].Clamp()
 	}
 	src := &Source{Findings: findings}
-	if !build {
-		return src, nil
+	if len(twins) == 0 {
+		return src, nil, nil
 	}
 	var refs []model.RelRef
 	for _, q := range queries {
@@ -74,21 +93,27 @@ func ReplaySource(ctx context.Context, dsn string, queries []string, build bool,
 		}
 	}
 	if len(refs) == 0 {
-		return nil, inputErrf("none of the captured statements names a table of the source's database %s: check --source (the server and database the log came from)", sess.Target.Database)
+		return nil, nil, inputErrf("none of the captured statements names a table of the source's database %s: check --source (the server and database the log came from)", sess.Target.Database)
 	}
 	if busy := verify.LoadRule(snap.Activity, snap.ServerCores); busy != "" {
-		return nil, inputErrf("the source is too busy to copy from (%s): run the replay when it is quieter, or replay against a copy you made (--dsn)", busy)
+		return nil, nil, inputErrf("the source is too busy to copy from (%s): run the replay when it is quieter, or replay against a copy you made (--dsn)", busy)
 	}
-	o.logf("building the twin: %d tables the capture names", len(refs))
-	tw, skipped, err := twin.Build(ctx, sess.Conn, snap, refs, twin.Options{MaxBytes: o.TwinMaxBytes, CopyTimeout: o.CopyTimeout, DSN: o.TwinDSN, Log: o.Log})
-	if err != nil {
-		return nil, fmt.Errorf("building the twin: %w", err)
+	var out []*twin.Twin
+	for _, to := range twins {
+		o.logf("building the twin: %d tables the capture names", len(refs))
+		tw, skipped, err := twin.Build(ctx, sess.Conn, snap, refs, to)
+		if err != nil {
+			for _, t := range out {
+				t.Close(context.WithoutCancel(ctx))
+			}
+			return nil, nil, fmt.Errorf("building the twin: %w", err)
+		}
+		for r, why := range skipped {
+			o.logf("twin: %s.%s left out: %s", r.Schema, r.Name, why)
+		}
+		out = append(out, tw)
 	}
-	for r, why := range skipped {
-		o.logf("twin: %s.%s left out: %s", r.Schema, r.Name, why)
-	}
-	src.Twin = tw
-	return src, nil
+	return src, out, nil
 }
 
 // ReplayOptions are `replay`'s.

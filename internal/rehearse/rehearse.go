@@ -231,7 +231,7 @@ func Execute(ctx context.Context, p Plan, run int, o Options) (*Run, error) {
 		r.Steps = append(r.Steps, sr)
 		table := tableOf(st.SQL)
 		if o.Workload != nil && table != "" {
-			sr.Met = m.meet(ctx, table, st, o.Before)
+			sr.Met = m.meet(ctx, table, st, min(o.Before, meetFor))
 		}
 		before := m.relfilenode(ctx, table)
 		m.begin(ctx, table, sr)
@@ -481,6 +481,11 @@ type heldLock struct {
 	from     time.Time
 	last     time.Time
 }
+
+// meetFor bounds the wait for a conflicting holder to meet: a holder that
+// holds its lock for long is in pg_locks most of the time, and shows up
+// within it.
+const meetFor = time.Second
 
 // pollEvery is how often the monitor looks: a wait or a hold shorter
 // than it may be missed, a longer one is measured to within it.

@@ -114,3 +114,59 @@ func TestSameRelation(t *testing.T) {
 		}
 	}
 }
+
+// TestChanges: a default that changed is listed only where the source
+// leaves it at its default, with the old default as the toggle; a setting
+// the source sets that the new major lacks is removed; a planner method
+// new in the new major is toggled off; JIT where only the new build has
+// it is toggled with jit = off.
+func TestChanges(t *testing.T) {
+	tuning := "Query Tuning / Planner Method Configuration"
+	a := &Server{Settings: map[string]Setting{
+		"jit":                               {Boot: "on", Value: "on", Category: "Query Tuning / Other Planner Options", Context: "user", Type: "bool"},
+		"hash_mem_multiplier":               {Boot: "1", Value: "1", Category: "Resource Usage / Memory", Context: "user", Type: "real"},
+		"random_page_cost":                  {Boot: "4", Value: "4", Category: "Query Tuning / Planner Cost Constants", Context: "user", Type: "real"},
+		"vacuum_cleanup_index_scale_factor": {Boot: "0.1", Category: "Client Connection Defaults", Context: "user", Type: "real"},
+	}}
+	b := &Server{JIT: true, Settings: map[string]Setting{
+		"jit":                 {Boot: "on", Reset: "on", Value: "off", Category: "Query Tuning / Other Planner Options", Context: "user", Type: "bool"},
+		"jit_above_cost":      {Boot: "100000", Value: "100000", Category: "Query Tuning / Planner Cost Constants", Context: "user", Type: "real"},
+		"hash_mem_multiplier": {Boot: "2", Value: "2", Category: "Resource Usage / Memory", Context: "user", Type: "real"},
+		"random_page_cost":    {Boot: "4", Value: "4", Category: "Query Tuning / Planner Cost Constants", Context: "user", Type: "real"},
+		"enable_memoize":      {Boot: "on", Value: "on", Category: tuning, Context: "user", Type: "bool"},
+	}}
+	src := &Server{Settings: map[string]Setting{
+		"hash_mem_multiplier":               {Boot: "1", Reset: "1", Value: "1", Source: "default"},
+		"random_page_cost":                  {Boot: "4", Reset: "1.1", Value: "1.1", Source: "configuration file"},
+		"vacuum_cleanup_index_scale_factor": {Boot: "0.1", Reset: "0.2", Value: "0.2", Source: "configuration file"},
+	}}
+	var got []string
+	for _, c := range Changes(src, a, b) {
+		got = append(got, c.Name+"|"+c.Kind+"|"+c.Toggle)
+	}
+	want := []string{"enable_memoize|new planner feature|SET enable_memoize = off", "hash_mem_multiplier|default changed|SET hash_mem_multiplier = '1'",
+		"vacuum_cleanup_index_scale_factor|removed|", "jit|jit available|SET jit = off"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("changes:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	src.Settings["hash_mem_multiplier"] = Setting{Boot: "1", Reset: "1.5", Value: "1.5", Source: "configuration file"}
+	for _, c := range Changes(src, a, b) {
+		if c.Name == "hash_mem_multiplier" {
+			t.Error("a setting the source sets keeps its value across the upgrade: not a changed default")
+		}
+	}
+}
+
+func TestUpgradeShape(t *testing.T) {
+	slower := &UpgradeShape{Change: &replay.ShapeChange{Verdict: replay.Slower, Ratio: replay.Estimate{Value: 1.4, Low: 1.2, High: 1.6}}}
+	if slower.Slower(1.25) || !slower.Slower(1.1) {
+		t.Error("a shape fails the upgrade only when the lower end of its interval reaches the ratio")
+	}
+	if (&UpgradeShape{PlanOld: "Seq Scan", PlanNew: "Seq Scan"}).PlanChanged() || !(&UpgradeShape{PlanOld: "Seq Scan", PlanNew: "Index Scan"}).PlanChanged() {
+		t.Error("plan change")
+	}
+	n := planNode{Type: "Hash Join", Plans: []planNode{{Type: "Seq Scan"}, {Type: "Hash", Plans: []planNode{{Type: "Index Scan"}}}}}
+	if n.String() != "Hash Join(Seq Scan,Hash(Index Scan))" {
+		t.Error(n.String())
+	}
+}

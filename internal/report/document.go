@@ -30,6 +30,8 @@ type Part struct {
 	Replay  *ReplayReport  `json:"replay,omitempty"`
 	// Rehearsal is `rehearse migration`'s.
 	Rehearsal *RehearsalReport `json:"rehearsal,omitempty"`
+	// Upgrade is `rehearse upgrade`'s.
+	Upgrade *UpgradeReport `json:"upgrade,omitempty"`
 }
 
 // Document is the report as a one-part document.

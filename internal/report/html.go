@@ -71,6 +71,11 @@ func HTML(w io.Writer, d *Document) error {
 		// each shape's latencies, drawn without a script.
 		return d.Parts[0].Replay.html(w)
 	}
+	if len(d.Parts) == 1 && d.Parts[0].Upgrade != nil {
+		// An upgrade's page is replay's: the verdict and each shape's
+		// latencies on both majors.
+		return d.Parts[0].Upgrade.html(w)
+	}
 	if len(d.Parts) == 1 && d.Parts[0].Rehearsal != nil {
 		// A rehearsal's page is its verdict and the application's latency
 		// over the migration, drawn without a script.
@@ -111,6 +116,11 @@ func viewOf(i int, p Part) partView {
 	v := partView{Part: p, ID: fmt.Sprintf("p%d", i), ByQuery: map[string][]string{}}
 	if p.Rehearsal != nil {
 		v.RehearsalBody = p.Rehearsal.body()
+	}
+	if p.Upgrade != nil {
+		var text strings.Builder
+		p.Upgrade.Text(&text)
+		v.RehearsalBody = template.HTML("<pre>" + template.HTMLEscapeString(text.String()) + "</pre>")
 	}
 	switch {
 	case p.Check != nil:

@@ -36,6 +36,10 @@ func Markdown(w io.Writer, d *Document) error {
 			p.Rehearsal.markdown(b)
 			continue
 		}
+		if p.Upgrade != nil {
+			p.Upgrade.markdown(b)
+			continue
+		}
 		mdHeader(b, p)
 		if p.Check != nil && p.Check.Baseline != nil {
 			baselineMarkdown(b, p.Check.Baseline)

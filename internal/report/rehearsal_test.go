@@ -64,3 +64,31 @@ func TestRehearsalReport(t *testing.T) {
 		t.Errorf("the demo's page lacks the rehearsal")
 	}
 }
+
+// TestUpgradeReport: the slower shape, its cause with three numbers and
+// its fix, and the settings the upgrade changes, in every format.
+func TestUpgradeReport(t *testing.T) {
+	ch := &replay.ShapeChange{Query: "SELECT * FROM orders WHERE customer_id = $1", Verdict: replay.Slower, Calls: 40,
+		A: replay.Estimate{Value: 4}, B: replay.Estimate{Value: 160}, Ratio: replay.Estimate{Value: 40, Low: 30, High: 50},
+		HistEdges: []float64{1, 10, 100, 1000}, AHist: []int{40, 0, 0}, BHist: []int{0, 0, 40}}
+	rep := &UpgradeReport{PGMedic: "test", From: "14.19", To: "15.20", Logs: []string{"x.log"}, MinRatio: 1.25,
+		Settings:   []rehearse.SettingChange{{Name: "jit", Kind: "jit available", Toggle: "SET jit = off"}},
+		Comparison: &replay.Comparison{Verdict: replay.Slower, Shapes: []*replay.ShapeChange{ch}},
+		Shapes: []*rehearse.UpgradeShape{{Query: ch.Query, Change: ch, PlanOld: "Index Scan", PlanNew: "Index Scan",
+			Cause: &rehearse.Cause{Setting: "jit", Toggle: "SET jit = off", OldMS: 4, NewMS: 160, FixedMS: 4.2, Explains: true}}},
+		Failing: []string{"SELECT ... is 40x slower"}}
+	for _, f := range Formats() {
+		var b strings.Builder
+		if err := Render(&b, rep, f); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, want := range []string{"jit", "4.2", "160"} {
+			if !strings.Contains(b.String(), want) {
+				t.Errorf("%s lacks %q:\n%s", f, want, b.String())
+			}
+		}
+		if f != "json" && !strings.Contains(b.String(), "slower because of jit") {
+			t.Errorf("%s does not say the cause:\n%s", f, b.String())
+		}
+	}
+}

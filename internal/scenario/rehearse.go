@@ -32,6 +32,9 @@ func rehearseScenario(ctx context.Context, c *lab.Cluster, s Scenario, version s
 		return nil, &diagnose.InputError{Err: err}
 	}
 	res := &Result{Scenario: s.Name, Expected: []Expect{}, MustNot: []Expect{}}
+	if s.Rehearse.To != 0 {
+		return res, rehearseUpgrade(ctx, c, env, s, version, o, captures, res)
+	}
 	// Each file is rehearsed from a capture in another of the server's log
 	// formats, when it writes more than one.
 	runs := 0
@@ -162,4 +165,40 @@ func fileSize(path string) int64 {
 		return 0
 	}
 	return fi.Size()
+}
+
+// rehearseUpgrade runs `rehearse upgrade` from the scenario's cluster to
+// major To on the capture: with a Cause, a shape must be slower and that
+// setting measured as why; without, the upgrade must pass.
+func rehearseUpgrade(ctx context.Context, c *lab.Cluster, env *Env, s Scenario, version string, o diagnose.Options, captures []string, res *Result) error {
+	rep, err := diagnose.RehearseUpgrade(ctx, version, diagnose.UpgradeOptions{
+		Options: diagnose.Options{Log: o.Log, StatementTimeout: o.StatementTimeout, CopyTimeout: o.CopyTimeout},
+		Source:  c.DSN(env.DB), To: s.Rehearse.To, Logs: []string{"the server's " + formatOf(captures[0])},
+		Sources: []logs.Source{logs.FileSource(captures[0], nil)}, Database: env.DB, Runs: 2, MinRatio: 1.25, Speed: 1})
+	slower := errors.Is(err, diagnose.ErrUpgradeSlower)
+	if err != nil && !slower {
+		return err
+	}
+	res.Upgrade = rep
+	want := s.Rehearse.Cause
+	switch {
+	case want == "" && slower:
+		res.Unexpected = append(res.Unexpected, "a shape slower after the upgrade: "+fmt.Sprint(rep.Failing))
+	case want != "" && !slower:
+		res.Missing = append(res.Missing, fmt.Sprintf("a shape slower on PostgreSQL %d", s.Rehearse.To))
+	case want != "":
+		found := false
+		for _, sh := range rep.Shapes {
+			if c := sh.Cause; sh.Slower(1.25) && c != nil && c.Explains && c.Setting == want {
+				found = true
+				res.Record("cause_old_ms", c.OldMS)
+				res.Record("cause_new_ms", c.NewMS)
+				res.Record("cause_fixed_ms", c.FixedMS)
+			}
+		}
+		if !found {
+			res.Missing = append(res.Missing, fmt.Sprintf("the slower shape's cause measured as %s", want))
+		}
+	}
+	return nil
 }

@@ -37,6 +37,7 @@ type Result struct {
 	// Rehearsals are a rehearsal scenario's reports (Scenario.Rehearse),
 	// which has no check report.
 	Rehearsals []*report.RehearsalReport `json:"rehearsals,omitempty"`
+	Upgrade    *report.UpgradeReport     `json:"upgrade,omitempty"`
 	// NotRun says why the scenario could not run here (a client that is
 	// not installed, and how to install it); nothing else is set then.
 	NotRun string `json:"not_run,omitempty"`
@@ -150,7 +151,18 @@ func Run(ctx context.Context, c *lab.Cluster, s Scenario, version string, o diag
 	s, leftOut := s.On(c)
 	began := time.Now()
 	if s.Isolated(c) {
-		own, err := lab.Create(ctx, lab.Options{BinDir: c.BinDir, Standby: s.Standby, Log: o.Log, Config: strings.Join(s.ServerConfig, "\n")})
+		lo := lab.Options{BinDir: c.BinDir, Standby: s.Standby, Log: o.Log, Config: strings.Join(s.ServerConfig, "\n")}
+		if r := s.Rehearse; r != nil && r.From != 0 {
+			// An upgrade's source runs the major it is upgraded from.
+			if _, err := lab.FindServer("", r.From); err != nil {
+				return &Result{Scenario: s.Name, Skipped: fmt.Sprintf("PostgreSQL %d is not installed here (pgmedic lab install %d)", r.From, r.From)}, nil
+			}
+			if _, err := lab.FindServer("", r.To); err != nil {
+				return &Result{Scenario: s.Name, Skipped: fmt.Sprintf("PostgreSQL %d is not installed here (pgmedic lab install %d)", r.To, r.To)}, nil
+			}
+			lo.BinDir, lo.Major = "", r.From
+		}
+		own, err := lab.Create(ctx, lo)
 		if err != nil {
 			return nil, &diagnose.InputError{Err: fmt.Errorf("scenario %s: starting a cluster of its own: %w", s.Name, err)}
 		}
@@ -243,6 +255,9 @@ func Run(ctx context.Context, c *lab.Cluster, s Scenario, version string, o diag
 // Text writes the result's report: check's, or each rehearsal's.
 func (r *Result) Text(w io.Writer) error {
 	if r.Rehearse() {
+		if r.Upgrade != nil {
+			return r.Upgrade.Text(w)
+		}
 		for _, rep := range r.Rehearsals {
 			if err := rep.Text(w); err != nil {
 				return err
@@ -257,6 +272,9 @@ func (r *Result) Text(w io.Writer) error {
 // JSON writes the result's report as JSON: check's, or the rehearsals'.
 func (r *Result) JSON(w io.Writer) error {
 	if r.Rehearse() {
+		if r.Upgrade != nil {
+			return r.Upgrade.JSON(w)
+		}
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(r.Rehearsals)
@@ -265,13 +283,18 @@ func (r *Result) JSON(w io.Writer) error {
 }
 
 // Rehearse says the result is a rehearsal's (it has no check report).
-func (r *Result) Rehearse() bool { return r.Report == nil && len(r.Rehearsals) > 0 }
+func (r *Result) Rehearse() bool {
+	return r.Report == nil && (len(r.Rehearsals) > 0 || r.Upgrade != nil)
+}
 
 // Parts are the result's document parts, named for the scenario and
 // carrying note: check's report, or one part per rehearsal.
 func (r *Result) Parts(note string) []report.Part {
 	if !r.Rehearse() {
 		return []report.Part{{Name: r.Scenario, Note: note, Check: r.Report}}
+	}
+	if r.Upgrade != nil {
+		return []report.Part{{Name: r.Scenario, Note: note, Upgrade: r.Upgrade}}
 	}
 	var out []report.Part
 	for i, rep := range r.Rehearsals {

@@ -106,13 +106,18 @@ type Scenario struct {
 	Rehearse *RehearseSpec `json:"rehearse,omitempty"`
 }
 
-// RehearseSpec is a rehearsal scenario's change: the migration as a team
+// RehearseSpec is a rehearsal scenario's change. A migration: as a team
 // wrote it (rehearse must find it risky, and its safe form must not
 // queue the application) and the same change written safely (rehearse
-// must pass it).
+// must pass it). Or an upgrade from major From (the scenario's own
+// cluster) to major To: rehearse upgrade must name Cause as the reason a
+// shape got slower, or, with no Cause, pass it.
 type RehearseSpec struct {
 	// Capture is how long the workload runs while the log captures it.
 	Capture string `json:"capture"`
+	From    int    `json:"from,omitempty"`
+	To      int    `json:"to,omitempty"`
+	Cause   string `json:"cause,omitempty"`
 	// Migration and Safe are files of the scenario's folder.
 	Migration string `json:"migration"`
 	Safe      string `json:"safe"`
@@ -355,11 +360,18 @@ func load(fsys fs.FS, dir string) (Scenario, error) {
 		if d, err := time.ParseDuration(r.Capture); err != nil || d <= 0 || d > time.Minute {
 			return fail("expect.json: rehearse.capture %q: want a duration up to 1m", r.Capture)
 		}
-		if r.MigrationSQL, err = fs.ReadFile(fsys, path.Join(dir, r.Migration)); err != nil {
-			return fail("rehearse.migration: %v", err)
-		}
-		if r.SafeSQL, err = fs.ReadFile(fsys, path.Join(dir, r.Safe)); err != nil {
-			return fail("rehearse.safe: %v", err)
+		switch {
+		case r.To != 0:
+			if r.From == 0 || r.From >= r.To || r.Migration != "" {
+				return fail("expect.json: rehearse an upgrade from a major to a later one (from, to), or a migration, not both")
+			}
+		default:
+			if r.MigrationSQL, err = fs.ReadFile(fsys, path.Join(dir, r.Migration)); err != nil {
+				return fail("rehearse.migration: %v", err)
+			}
+			if r.SafeSQL, err = fs.ReadFile(fsys, path.Join(dir, r.Safe)); err != nil {
+				return fail("rehearse.safe: %v", err)
+			}
 		}
 		if !s.OwnCluster || s.Go == nil {
 			return fail("a rehearsal captures its Go workload from the server's log: set own_cluster and register the workload")

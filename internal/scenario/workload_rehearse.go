@@ -54,3 +54,45 @@ func shopTraffic(ctx context.Context, env *Env) error {
 	close(errs)
 	return <-errs
 }
+
+// orderReports is the upgrade-jit scenario's application, run until ctx
+// ends: a client asks for a customer's orders with their totals (a
+// subquery over 32 hash partitions) every 250 ms, as an account page
+// does.
+func orderReports(ctx context.Context, env *Env) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, 1)
+	for range 1 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conn, err := pgx.Connect(ctx, env.AppDSN())
+			if err != nil {
+				if ctx.Err() == nil {
+					errs <- err
+				}
+				return
+			}
+			defer conn.Close(context.Background())
+			for ctx.Err() == nil {
+				rows, err := conn.Query(ctx, `SELECT o.id, o.created_at, (SELECT sum(l.amount) FROM order_lines l WHERE l.order_id = o.id) AS total
+  FROM orders o WHERE o.customer_id = $1`, 1+rand.IntN(20))
+				if err == nil {
+					rows.Close()
+					err = rows.Err()
+				}
+				if err != nil && ctx.Err() == nil {
+					errs <- err
+					return
+				}
+				select {
+				case <-ctx.Done():
+				case <-time.After(250 * time.Millisecond):
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}

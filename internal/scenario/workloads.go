@@ -73,6 +73,9 @@ var workloads = map[string]GoWorkload{
 	// The application a migration is rehearsed under, captured from the
 	// server's log.
 	"migration-rehearsal": {Run: shopTraffic},
+	// The applications an upgrade is rehearsed under.
+	"upgrade-jit":   {Run: orderReports},
+	"upgrade-quiet": {Run: shopTraffic},
 	// Throttles the server's autovacuum for its run, restores it after.
 	"vacuum-falls-behind": {Run: vacuumFallsBehind, SignalsReady: true},
 	// A prepared transaction outlives its session: ready once VACUUM has

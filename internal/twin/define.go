@@ -287,8 +287,15 @@ var planSettings = []string{
 
 // settings gives the twin's session the target's planner settings (on a
 // lab cluster, its database too, for the experiments' own sessions).
-func settings(ctx context.Context, target, tw *pgx.Conn, lab bool) error {
-	rows, err := target.Query(ctx, envelope.Tag+`SELECT name, current_setting(name) FROM pg_settings WHERE name = ANY($1)`, planSettings)
+func settings(ctx context.Context, target, tw *pgx.Conn, lab, setOnly bool) error {
+	q := envelope.Tag + `SELECT name, current_setting(name) FROM pg_settings WHERE name = ANY($1)`
+	if setOnly {
+		// reset_val is the server's value for this role and database,
+		// before pgmedic's own session settings (its jit = off): those
+		// that differ from the binary's default are the configuration.
+		q = envelope.Tag + `SELECT name, reset_val FROM pg_settings WHERE name = ANY($1) AND reset_val IS DISTINCT FROM boot_val`
+	}
+	rows, err := target.Query(ctx, q, planSettings)
 	if err != nil {
 		return fmt.Errorf("reading the target's planner settings: %s", envelope.Message(err))
 	}

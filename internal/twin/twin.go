@@ -56,6 +56,13 @@ type Options struct {
 	// is read, so no lock on them is asked for on the target.
 	DefinitionOnly map[model.RelRef]bool
 	Log            func(format string, args ...any)
+	// Major makes the lab cluster of another PostgreSQL major than the
+	// target's (0: the target's): an upgrade's rehearsal.
+	Major int
+	// SetOnly gives the twin only the planner settings the target sets
+	// (its configuration, not its binary's defaults): what an upgrade
+	// carries over, so a default that changed between majors shows.
+	SetOnly bool
 }
 
 // Table is one table as the twin holds it.
@@ -287,7 +294,7 @@ func Build(ctx context.Context, target *pgx.Conn, snap *model.Snapshot, refs []m
 			}
 		}
 	}
-	if err := settings(ctx, target, tw.Conn, o.DSN == ""); err != nil {
+	if err := settings(ctx, target, tw.Conn, o.DSN == "", o.SetOnly); err != nil {
 		logf("twin: %v", err)
 	}
 	logf("twin: copying %d tables (%s of heap%s) from the target in one read-only snapshot", len(defs),
@@ -384,6 +391,9 @@ func (tw *Twin) open(ctx context.Context, snap *model.Snapshot, loc dbLocale, o 
 	dsn := o.DSN
 	if dsn == "" {
 		major := pgversion.Major(snap.Server.VersionNum)
+		if o.Major != 0 {
+			major = o.Major
+		}
 		logf("twin: starting a PostgreSQL %d lab cluster", major)
 		c, err := lab.Create(ctx, lab.Options{Major: major, Dir: o.Dir, Log: logf})
 		if err != nil {
