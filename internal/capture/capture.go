@@ -65,6 +65,18 @@ type Statement struct {
 	sent  time.Time
 }
 
+// Values are an extended statement's parameters as the protocol sends
+// them: text, nil for NULL.
+func (st *Statement) Values() [][]byte {
+	out := make([][]byte, len(st.Params))
+	for i, p := range st.Params {
+		if p != nil {
+			out[i] = []byte(*p)
+		}
+	}
+	return out
+}
+
 // Session is one connection of the capture.
 type Session struct {
 	// ID is the session's identifier (%c) or "pid N".

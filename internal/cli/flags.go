@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"io"
 	"strings"
 	"time"
@@ -150,4 +151,30 @@ func ruleIDs(flag string) ([]string, error) {
 // switch (report.Render).
 func write(rep report.Renderable, o outputFlags, stdout io.Writer) error {
 	return writeOut(o.out, stdout, func(w io.Writer) error { return report.Render(w, rep, o.format) })
+}
+
+// fileSources are the log files a command reads ("-" is stdin).
+func fileSources(files []string, stdin io.Reader) []logs.Source {
+	var out []logs.Source
+	for _, f := range files {
+		out = append(out, logs.FileSource(f, stdin))
+	}
+	return out
+}
+
+// writeGated writes the report a gating command returned beside err and
+// exits 1 when err is its gate (a replay slower, a migration risky); any
+// other error is the command's and nothing is written.
+func writeGated(rep report.Renderable, err, gate error, o outputFlags, stdout io.Writer) error {
+	gated := errors.Is(err, gate)
+	if err != nil && !gated {
+		return err
+	}
+	if err := write(rep, o, stdout); err != nil {
+		return err
+	}
+	if gated {
+		return &exitError{code: ExitFindings, err: err}
+	}
+	return nil
 }

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"io"
 	"os"
 	"slices"
@@ -12,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pgmedic/pgmedic/internal/diagnose"
-	"github.com/pgmedic/pgmedic/internal/logs"
 )
 
 // migrationFlags are `pgmedic rehearse migration`'s flags.
@@ -138,26 +136,13 @@ func runRehearseMigration(ctx context.Context, file string, f migrationFlags, st
 	if err != nil {
 		return err
 	}
-	var sources []logs.Source
-	for _, a := range f.logFiles {
-		sources = append(sources, logs.FileSource(a, stdin))
-	}
+	sources := fileSources(f.logFiles, stdin)
 	rep, err := diagnose.RehearseMigration(ctx, Version, diagnose.MigrationOptions{
 		Options: diagnose.Options{Log: progress(stderr), StatementTimeout: f.statementTimeout, TwinDSN: f.twinDSN, TwinMaxBytes: int64(f.twinMaxMB) << 20},
 		File:    file, Script: script, Source: f.source,
 		Logs: f.logFiles, Sources: sources, Read: read, Database: f.dbf,
 		MaxWait: f.maxWait, Before: f.before, StepTimeout: f.stepTime, FailOn: failOn})
-	risky := errors.Is(err, diagnose.ErrMigrationRisky)
-	if err != nil && !risky {
-		return err
-	}
-	if err := write(rep, f.out, stdout); err != nil {
-		return err
-	}
-	if risky {
-		return &exitError{code: ExitFindings, err: err}
-	}
-	return nil
+	return writeGated(rep, err, diagnose.ErrMigrationRisky, f.out, stdout)
 }
 
 // upgradeFlags are `pgmedic rehearse upgrade`'s flags.
@@ -245,23 +230,10 @@ func runRehearseUpgrade(ctx context.Context, f upgradeFlags, stdin io.Reader, st
 	if err != nil {
 		return err
 	}
-	var sources []logs.Source
-	for _, a := range f.logFiles {
-		sources = append(sources, logs.FileSource(a, stdin))
-	}
+	sources := fileSources(f.logFiles, stdin)
 	rep, err := diagnose.RehearseUpgrade(ctx, Version, diagnose.UpgradeOptions{
 		Options: diagnose.Options{Log: progress(stderr), StatementTimeout: f.statementTimeout, TwinMaxBytes: int64(f.twinMaxMB) << 20},
 		Source:  f.source, To: f.to, Logs: f.logFiles, Sources: sources, Read: read, Database: f.dbf,
 		Runs: f.runs, MinRatio: f.minRatio, Speed: f.speed})
-	slower := errors.Is(err, diagnose.ErrUpgradeSlower)
-	if err != nil && !slower {
-		return err
-	}
-	if err := write(rep, f.out, stdout); err != nil {
-		return err
-	}
-	if slower {
-		return &exitError{code: ExitFindings, err: err}
-	}
-	return nil
+	return writeGated(rep, err, diagnose.ErrUpgradeSlower, f.out, stdout)
 }

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"io"
 	"strings"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pgmedic/pgmedic/internal/diagnose"
-	"github.com/pgmedic/pgmedic/internal/logs"
 	"github.com/pgmedic/pgmedic/internal/replay"
 )
 
@@ -126,24 +124,11 @@ func runReplay(ctx context.Context, args []string, f replayFlags, stdin io.Reade
 	if err != nil {
 		return err
 	}
-	var sources []logs.Source
-	for _, a := range args {
-		sources = append(sources, logs.FileSource(a, stdin))
-	}
+	sources := fileSources(args, stdin)
 	rep, err := diagnose.Replay(ctx, Version, diagnose.ReplayOptions{Options: diagnose.Options{Log: progress(stderr)},
 		Logs: args, Sources: sources, Read: read, Database: f.dbf,
 		DSN: f.dsn, Candidate: f.candidate, Source: f.source, Allow: f.allow, DryRun: f.dryRun,
 		BuildTwin: f.twin, Fix: f.fix, Apply: f.apply, Settings: settings, Pool: f.pool, PoolA: f.poolA,
 		Speed: f.speed, Runs: f.runs, MaxConnections: f.maxConns, ClientTimeout: f.clientTimeout, Timeout: f.timeout, NoPrepare: f.noPrepare})
-	slower := errors.Is(err, diagnose.ErrSlower)
-	if err != nil && !slower {
-		return err
-	}
-	if err := write(rep, f.out, stdout); err != nil {
-		return err
-	}
-	if slower {
-		return &exitError{code: ExitFindings, err: err}
-	}
-	return nil
+	return writeGated(rep, err, diagnose.ErrSlower, f.out, stdout)
 }

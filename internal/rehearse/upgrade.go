@@ -174,13 +174,7 @@ func timeSample(ctx context.Context, conn *pgconn.PgConn, sample []capture.State
 		start := time.Now()
 		var err error
 		if st.Kind == capture.Extended {
-			params := make([][]byte, len(st.Params))
-			for i, p := range st.Params {
-				if p != nil {
-					params[i] = []byte(*p)
-				}
-			}
-			_, err = conn.ExecParams(ctx, st.SQL, params, nil, nil, nil).Close()
+			_, err = conn.ExecParams(ctx, st.SQL, st.Values(), nil, nil, nil).Close()
 		} else {
 			_, err = conn.Exec(ctx, st.SQL).ReadAll()
 		}
@@ -261,13 +255,7 @@ func PlanShape(ctx context.Context, conn *pgconn.PgConn, st capture.Statement) (
 	var res []*pgconn.Result
 	var err error
 	if st.Kind == capture.Extended {
-		params := make([][]byte, len(st.Params))
-		for i, p := range st.Params {
-			if p != nil {
-				params[i] = []byte(*p)
-			}
-		}
-		r := conn.ExecParams(ctx, sql, params, nil, nil, nil).Read()
+		r := conn.ExecParams(ctx, sql, st.Values(), nil, nil, nil).Read()
 		res, err = []*pgconn.Result{r}, r.Err
 	} else {
 		res, err = conn.Exec(ctx, sql).ReadAll()

@@ -395,12 +395,7 @@ func execute(ctx context.Context, conn *pgconn.PgConn, st *capture.Statement, pr
 		_, err := conn.CopyTo(ctx, io.Discard, st.SQL)
 		return timeoutState(ctx, err)
 	case capture.Extended:
-		params := make([][]byte, len(st.Params))
-		for i, p := range st.Params {
-			if p != nil {
-				params[i] = []byte(*p)
-			}
-		}
+		params := st.Values()
 		if st.Name != "" && !o.NoPrepare {
 			if prepared[st.Name] != st.SQL {
 				if prepared[st.Name] != "" {
