@@ -58,7 +58,7 @@ or --twin-dsn's database), and on a fresh copy of it the migration runs while th
 the --log files (every format logs reads; log_min_duration_statement = 0, log_connections,
 log_disconnections) replays at its captured pace, repeated until the migration is over. Each
 statement starts at the moment a session of the application holds a lock on its table that
-its own lock conflicts with, when one shows up within a second: the moment a deploy meets a
+its own lock conflicts with (one of the capture's 50 ms or longer), within 3 s: the moment a deploy meets a
 long reader. For each statement: its duration, the wait for its lock, the lock it held and
 for how long (pg_locks), whether it rewrote the table (a new relfilenode), the sessions that
 queued behind it, and the application's p99 meanwhile against before.

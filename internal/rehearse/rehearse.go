@@ -18,7 +18,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -225,13 +227,13 @@ func Execute(ctx context.Context, p Plan, run int, o Options) (*Run, error) {
 		return nil, ctx.Err()
 	}
 	since := func() float64 { return float64(time.Since(start).Microseconds()) / 1000 }
-	m := &monitor{conn: mon, pid: pid}
+	m := &monitor{conn: mon, pid: pid, long: longHolders(o.Workload)}
 	for _, st := range p.Steps {
 		sr := &StepResult{Step: st}
 		r.Steps = append(r.Steps, sr)
 		table := tableOf(st.SQL)
 		if o.Workload != nil && table != "" {
-			sr.Met = m.meet(ctx, table, st, min(o.Before, meetFor))
+			sr.Met = m.meet(ctx, table, st, meetFor)
 		}
 		before := m.relfilenode(ctx, table)
 		m.begin(ctx, table, sr)
@@ -463,6 +465,9 @@ func window(cs []replay.Call) Window {
 type monitor struct {
 	conn *pgconn.PgConn
 	pid  int
+	// long are the lock modes the workload's long statements (50 ms or
+	// more at capture) take, by the table's name.
+	long map[string][]string
 	// One step's watch: a poller goroutine, and what it saw.
 	mu      sync.Mutex
 	cancel  context.CancelFunc
@@ -482,10 +487,10 @@ type heldLock struct {
 	last     time.Time
 }
 
-// meetFor bounds the wait for a conflicting holder to meet: a holder that
-// holds its lock for long is in pg_locks most of the time, and shows up
-// within it.
-const meetFor = time.Second
+// meetFor bounds the wait for a long conflicting holder to meet (one the
+// capture says exists): long enough for an application's periodic long
+// statement to come round.
+const meetFor = 3 * time.Second
 
 // pollEvery is how often the monitor looks: a wait or a hold shorter
 // than it may be missed, a longer one is measured to within it.
@@ -504,40 +509,94 @@ func (m *monitor) relfilenode(ctx context.Context, table string) string {
 }
 
 // meet waits, up to limit, for a session of the application to hold a
-// lock on the table that the step's lock conflicts with: the moment a
-// deploy most often meets (a long reader or writer is in pg_locks for
-// most of the time it runs, a short one rarely). It says which lock it
-// met, or "" when none showed up.
+// lock on the table that the step's lock conflicts with, in a
+// transaction open for more than 50 ms: the moment a deploy most often
+// meets (a long reader or writer is in pg_locks for most of the time it
+// runs; the application's short statements come and go between two
+// looks, and a deploy that meets one waits a millisecond). It goes at
+// once when such a transaction began less than 300 ms ago (it has most
+// of its time ahead of it), else when the limit is reached. It says
+// which lock it met, or "" when none showed up.
 func (m *monitor) meet(ctx context.Context, table string, st migration.Step, limit time.Duration) string {
 	ps, err := sqlparse.Parse(st.SQL)
 	if err != nil || ps.DDL() == nil {
 		return ""
 	}
-	modes := migration.ConflictsWith(migration.Lock(ps.DDL()))
-	if len(modes) == 0 {
+	lock := migration.Lock(ps.DDL())
+	if !slices.ContainsFunc(m.long[bareName(table)], func(mode string) bool { return migration.Conflicts(lock, mode) }) {
+		// No statement of the capture holds a lock on the table long
+		// enough, in a mode this one waits for, to be met.
 		return ""
 	}
+	modes := migration.ConflictsWith(lock)
 	var quoted []string
 	for _, mode := range modes {
 		quoted = append(quoted, sqlparse.QuoteLiteral(mode))
 	}
-	q := fmt.Sprintf(`SELECT l.mode, coalesce(round(extract(epoch FROM clock_timestamp() - a.xact_start) * 1000), 0) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-		WHERE l.relation = to_regclass(%s) AND l.granted AND a.application_name = %s AND l.mode IN (%s) ORDER BY a.xact_start LIMIT 1`,
+	q := fmt.Sprintf(`SELECT l.mode, round(extract(epoch FROM clock_timestamp() - a.xact_start) * 1000) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+		WHERE l.relation = to_regclass(%s) AND l.granted AND a.application_name = %s AND l.mode IN (%s)
+		  AND clock_timestamp() - a.xact_start > interval '50 ms' ORDER BY a.xact_start DESC LIMIT 1`,
 		sqlparse.QuoteLiteral(table), sqlparse.QuoteLiteral(replay.AppName), strings.Join(quoted, ", "))
+	said := func(mode, age string) string {
+		return fmt.Sprintf("%s held by a session of the application (its transaction %s ms old)", mode, age)
+	}
 	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
+	for {
 		res, err := m.conn.Exec(ctx, q).ReadAll()
 		if err != nil {
 			return ""
 		}
+
 		if len(res) > 0 && len(res[0].Rows) > 0 {
-			return fmt.Sprintf("%s held by a session of the application (its transaction %s ms old)", res[0].Rows[0][0], res[0].Rows[0][1])
+			row := res[0].Rows[0]
+			if age, _ := strconv.Atoi(string(row[1])); age <= 300 || !time.Now().Before(deadline) {
+				return said(string(row[0]), string(row[1]))
+			}
 		}
-		if !sleep(ctx, 10*time.Millisecond) {
+		if !time.Now().Before(deadline) || !sleep(ctx, 10*time.Millisecond) {
 			return ""
 		}
 	}
-	return ""
+}
+
+// longHolders are the lock modes the workload's statements of 50 ms or
+// more take on each table (by its bare name): a SELECT's AccessShareLock,
+// a write's RowExclusiveLock.
+func longHolders(w *capture.Workload) map[string][]string {
+	out := map[string][]string{}
+	if w == nil {
+		return out
+	}
+	long := map[int32]bool{}
+	for _, s := range w.Sessions {
+		for _, st := range s.Statements {
+			if st.Took >= 50*time.Millisecond {
+				long[st.Shape] = true
+			}
+		}
+	}
+	for shape := range long {
+		st, err := sqlparse.Parse(w.Shapes[shape].Query)
+		if err != nil {
+			continue
+		}
+		mode := migration.AccessShare
+		if k := st.Kind(); k == "InsertStmt" || k == "UpdateStmt" || k == "DeleteStmt" || k == "MergeStmt" {
+			mode = migration.RowExclusive
+		}
+		for _, r := range st.Relations() {
+			if !slices.Contains(out[r.Name], mode) {
+				out[r.Name] = append(out[r.Name], mode)
+			}
+		}
+	}
+	return out
+}
+
+// bareName is a quoted, maybe qualified name's relation name.
+func bareName(quoted string) string {
+	s := strings.ReplaceAll(quoted, `"`, "")
+	return s[strings.LastIndexByte(s, '.')+1:]
 }
 
 // begin starts watching a step.
@@ -650,11 +709,7 @@ func (m *monitor) end(sr *StepResult, released bool) {
 // only when it is not on the search path) with a step's quoted name, by
 // the relation's own name.
 func sameRelation(regclass, quoted string) bool {
-	last := func(s string) string {
-		s = strings.ReplaceAll(s, `"`, "")
-		return s[strings.LastIndexByte(s, '.')+1:]
-	}
-	return quoted != "" && last(regclass) == last(quoted)
+	return quoted != "" && bareName(regclass) == bareName(quoted)
 }
 
 // shapeText is a shape's normalised text on one line, clipped.

@@ -187,63 +187,67 @@ func timeSample(ctx context.Context, conn *pgconn.PgConn, sample []capture.State
 	return total, nil
 }
 
-// rounds is how many times each side of a cause's measurement runs; the
-// median of three is robust to one slow round.
-const rounds = 3
+// rounds is how many times each variant of a cause's measurement runs;
+// the median of five is robust to two slow rounds.
+const rounds = 5
 
 // FindCause times a slower shape's sample on the old major (oldConn) and
 // on the new (newConn), as it is and with each toggle, and returns the
-// toggle that takes back most of the slowdown, or nil when none helps.
+// toggle that takes back most of the slowdown, or a cause that explains
+// nothing when none helps. Each round runs every variant once, in turn,
+// so that a moment when the machine is busy falls on all of them; the
+// medians over the rounds are compared.
 func FindCause(ctx context.Context, oldConn, newConn *pgconn.PgConn, sample []capture.Statement, changes []SettingChange) (*Cause, error) {
-	median := func(conn *pgconn.PgConn, toggle string) (float64, error) {
-		var xs []float64
-		for range rounds {
-			ms, err := timeSample(ctx, conn, sample, toggle)
-			if err != nil {
-				return 0, err
-			}
-			xs = append(xs, ms)
-		}
-		sort.Float64s(xs)
-		return model.Percentile(xs, 0.5), nil
-	}
-	// One warm-up each: the first run reads the pages into the cache.
-	timeSample(ctx, oldConn, sample, "")
-	timeSample(ctx, newConn, sample, "")
-	oldMS, err := median(oldConn, "")
-	if err != nil {
-		return nil, err
-	}
-	newMS, err := median(newConn, "")
-	if err != nil {
-		return nil, err
-	}
 	// The likeliest causes first (JIT, then planner methods new in the
-	// major, then defaults), and no more once one takes the whole
-	// slowdown back.
+	// major, then defaults); at most four are timed.
 	ordered := slices.Clone(changes)
 	rank := map[string]int{"jit available": 0, "new planner feature": 1, "default changed": 2}
 	slices.SortStableFunc(ordered, func(a, b SettingChange) int { return rank[a.Kind] - rank[b.Kind] })
-	var best *Cause
+	var toggles []SettingChange
 	for _, c := range ordered {
-		if c.Toggle == "" {
-			continue
-		}
-		if best != nil && best.FixedMS <= 1.25*oldMS {
-			break
-		}
-		fixed, err := median(newConn, c.Toggle)
-		if err != nil {
-			continue // a toggle this server refuses explains nothing
-		}
-		if best == nil || fixed < best.FixedMS {
-			best = &Cause{Setting: c.Name, Toggle: c.Toggle, OldMS: oldMS, NewMS: newMS, FixedMS: fixed}
+		if c.Toggle != "" && len(toggles) < 4 {
+			toggles = append(toggles, c)
 		}
 	}
-	if best == nil {
-		return &Cause{OldMS: oldMS, NewMS: newMS}, nil
+	// One warm-up each: the first run reads the pages into the cache; a
+	// toggle the server refuses is dropped here.
+	timeSample(ctx, oldConn, sample, "")
+	timeSample(ctx, newConn, sample, "")
+	var usable []SettingChange
+	for _, c := range toggles {
+		if _, err := timeSample(ctx, newConn, sample, c.Toggle); err == nil {
+			usable = append(usable, c)
+		}
 	}
-	best.Explains = newMS-best.FixedMS >= 0.5*(newMS-oldMS) && newMS >= 1.2*best.FixedMS
+	times := make([][]float64, 2+len(usable))
+	for range rounds {
+		for i := range times {
+			conn, toggle := newConn, ""
+			switch {
+			case i == 0:
+				conn = oldConn
+			case i >= 2:
+				toggle = usable[i-2].Toggle
+			}
+			ms, err := timeSample(ctx, conn, sample, toggle)
+			if err != nil {
+				return nil, err
+			}
+			times[i] = append(times[i], ms)
+		}
+	}
+	median := func(xs []float64) float64 {
+		sort.Float64s(xs)
+		return model.Percentile(xs, 0.5)
+	}
+	oldMS, newMS := median(times[0]), median(times[1])
+	best := &Cause{OldMS: oldMS, NewMS: newMS}
+	for i, c := range usable {
+		if fixed := median(times[2+i]); best.Toggle == "" || fixed < best.FixedMS {
+			best.Setting, best.Toggle, best.FixedMS = c.Name, c.Toggle, fixed
+		}
+	}
+	best.Explains = best.Toggle != "" && newMS-best.FixedMS >= 0.5*(newMS-oldMS) && newMS >= 1.2*best.FixedMS
 	return best, nil
 }
 

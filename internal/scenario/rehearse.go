@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/pgmedic/pgmedic/internal/diagnose"
 	"github.com/pgmedic/pgmedic/internal/lab"
 	"github.com/pgmedic/pgmedic/internal/logs"
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/printable"
 	"github.com/pgmedic/pgmedic/internal/rehearse"
 	"github.com/pgmedic/pgmedic/internal/report"
 )
@@ -45,7 +47,7 @@ func rehearseScenario(ctx context.Context, c *lab.Cluster, s Scenario, version s
 			Options: diagnose.Options{Log: o.Log, StatementTimeout: o.StatementTimeout},
 			File:    name, Script: script, Source: c.DSN(env.DB),
 			Logs: []string{"the server's " + formatOf(capture)}, Sources: []logs.Source{logs.FileSource(capture, nil)}, Database: env.DB,
-			MaxWait: 200 * time.Millisecond, Before: 2 * time.Second, StepTimeout: time.Minute, FailOn: []string{"queued", "failed"}})
+			MaxWait: 200 * time.Millisecond, Before: time.Second, StepTimeout: time.Minute, FailOn: []string{"queued", "failed"}})
 		risky := errors.Is(err, diagnose.ErrMigrationRisky)
 		if err != nil && !risky {
 			return nil, false, err
@@ -187,8 +189,13 @@ func rehearseUpgrade(ctx context.Context, c *lab.Cluster, env *Env, s Scenario, 
 	case want != "" && !slower:
 		res.Missing = append(res.Missing, fmt.Sprintf("a shape slower on PostgreSQL %d", s.Rehearse.To))
 	case want != "":
-		found := false
+		found, seen := false, []string{}
 		for _, sh := range rep.Shapes {
+			if c := sh.Cause; c != nil {
+				seen = append(seen, fmt.Sprintf("%s: %s explains=%v (%.1f, %.1f, %.1f ms)", printable.Clip(sh.Query, 40), c.Setting, c.Explains, c.OldMS, c.NewMS, c.FixedMS))
+			} else if sh.CauseError != "" {
+				seen = append(seen, sh.CauseError)
+			}
 			if c := sh.Cause; sh.Slower(1.25) && c != nil && c.Explains && c.Setting == want {
 				found = true
 				res.Record("cause_old_ms", c.OldMS)
@@ -197,7 +204,7 @@ func rehearseUpgrade(ctx context.Context, c *lab.Cluster, env *Env, s Scenario, 
 			}
 		}
 		if !found {
-			res.Missing = append(res.Missing, fmt.Sprintf("the slower shape's cause measured as %s", want))
+			res.Missing = append(res.Missing, fmt.Sprintf("the slower shape's cause measured as %s (measured: %s)", want, strings.Join(seen, "; ")))
 		}
 	}
 	return nil

@@ -64,22 +64,23 @@ func runLoops(ctx context.Context, env *Env, loops ...loop) error {
 
 // shopTraffic is the migration-rehearsal (and upgrade-quiet) scenario's
 // application, run until ctx ends: four readers look an order up every
-// 10 ms, a writer updates a total every 25 ms, and a report reads every
+// 20 ms, a writer updates a total every 25 ms, and a report reads every
 // order for 1.2 s (it holds AccessShareLock on orders that long) every
 // 1.8 s.
 func shopTraffic(ctx context.Context, env *Env) error {
-	id := func() any { return 1 + rand.IntN(100000) }
-	read := loop{10 * time.Millisecond, `SELECT total, placed FROM orders WHERE id = $1`, id}
+	id := func() any { return 1 + rand.IntN(30000) }
+	read := loop{20 * time.Millisecond, `SELECT total, placed FROM orders WHERE id = $1`, id}
 	return runLoops(ctx, env, read, read, read, read,
 		loop{25 * time.Millisecond, `UPDATE orders SET total = total + 1 WHERE id = $1`, id},
 		loop{600 * time.Millisecond, `SELECT count(*), sum(total), pg_sleep(1.2) FROM orders`, nil})
 }
 
 // orderReports is the upgrade-jit scenario's application, run until ctx
-// ends: a client asks for a customer's orders with their totals (a
-// subquery over 32 hash partitions) every 250 ms, as an account page
+// ends: two clients ask for a customer's orders with their totals (a
+// subquery over 32 hash partitions) every 100 ms, as an account page
 // does.
 func orderReports(ctx context.Context, env *Env) error {
-	return runLoops(ctx, env, loop{250 * time.Millisecond, `SELECT o.id, o.created_at, (SELECT sum(l.amount) FROM order_lines l WHERE l.order_id = o.id) AS total
-  FROM orders o WHERE o.customer_id = $1`, func() any { return 1 + rand.IntN(20) }})
+	report := loop{100 * time.Millisecond, `SELECT o.id, o.created_at, (SELECT sum(l.amount) FROM order_lines l WHERE l.order_id = o.id) AS total
+  FROM orders o WHERE o.customer_id = $1`, func() any { return 1 + rand.IntN(20) }}
+	return runLoops(ctx, env, report, report)
 }
