@@ -196,7 +196,7 @@ func (o *UpgradeOptions) explainShapes(ctx context.Context, w *capture.Workload,
 		if !ok {
 			continue
 		}
-		sample := rehearse.Samples(w, shape, 3)
+		sample := rehearse.Samples(w, shape, 2)
 		if len(sample) == 0 {
 			continue
 		}

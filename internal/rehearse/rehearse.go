@@ -159,6 +159,18 @@ type Run struct {
 	TrafficEnded bool `json:"traffic_ended,omitempty"`
 }
 
+// Busiest is the statement shape the application sent most during the
+// migration (its readers, most often), with its windows.
+func (r *Run) Busiest() ShapeWindows {
+	var best ShapeWindows
+	for _, s := range r.Shapes {
+		if s.During.Calls > best.During.Calls {
+			best = s
+		}
+	}
+	return best
+}
+
 // Worst is the run's worst step verdict.
 func (r *Run) Worst() string {
 	worst := OK

@@ -62,7 +62,7 @@ func runLoops(ctx context.Context, env *Env, loops ...loop) error {
 	return <-errs
 }
 
-// shopTraffic is the migration-rehearsal (and upgrade-quiet) scenario's
+// shopTraffic is the migration-rehearsal scenario's
 // application, run until ctx ends: four readers look an order up every
 // 20 ms, a writer updates a total every 25 ms, and a report reads every
 // order for 1.2 s (it holds AccessShareLock on orders that long) every
@@ -77,10 +77,19 @@ func shopTraffic(ctx context.Context, env *Env) error {
 
 // orderReports is the upgrade-jit scenario's application, run until ctx
 // ends: two clients ask for a customer's orders with their totals (a
-// subquery over 32 hash partitions) every 100 ms, as an account page
+// subquery over 32 hash partitions) every 150 ms, as an account page
 // does.
 func orderReports(ctx context.Context, env *Env) error {
-	report := loop{100 * time.Millisecond, `SELECT o.id, o.created_at, (SELECT sum(l.amount) FROM order_lines l WHERE l.order_id = o.id) AS total
+	report := loop{150 * time.Millisecond, `SELECT o.id, o.created_at, (SELECT sum(l.amount) FROM order_lines l WHERE l.order_id = o.id) AS total
   FROM orders o WHERE o.customer_id = $1`, func() any { return 1 + rand.IntN(20) }}
 	return runLoops(ctx, env, report, report)
+}
+
+// shopLookups is the upgrade-quiet scenario's application, run until ctx
+// ends: three readers look an order up every 20 ms and a writer updates
+// a total every 50 ms, statements no major plans or runs differently.
+func shopLookups(ctx context.Context, env *Env) error {
+	id := func() any { return 1 + rand.IntN(5000) }
+	read := loop{20 * time.Millisecond, `SELECT total, placed FROM orders WHERE id = $1`, id}
+	return runLoops(ctx, env, read, read, read, loop{50 * time.Millisecond, `UPDATE orders SET total = total + 1 WHERE id = $1`, id})
 }

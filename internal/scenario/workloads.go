@@ -75,7 +75,7 @@ var workloads = map[string]GoWorkload{
 	"migration-rehearsal": {Run: shopTraffic},
 	// The applications an upgrade is rehearsed under.
 	"upgrade-jit":   {Run: orderReports},
-	"upgrade-quiet": {Run: shopTraffic},
+	"upgrade-quiet": {Run: shopLookups},
 	// Throttles the server's autovacuum for its run, restores it after.
 	"vacuum-falls-behind": {Run: vacuumFallsBehind, SignalsReady: true},
 	// A prepared transaction outlives its session: ready once VACUUM has
