@@ -79,11 +79,13 @@ func (o *Options) logf(format string, args ...any) {
 // latency counted from when each was due on the capture's schedule
 // (replay.Call.Seen).
 type Window struct {
-	Calls  int     `json:"calls"`
-	Errors int     `json:"errors"`
-	P50    float64 `json:"p50_ms"`
-	P99    float64 `json:"p99_ms"`
-	Max    float64 `json:"max_ms"`
+	Calls  int `json:"calls"`
+	Errors int `json:"errors"`
+	// States counts the errors by SQLSTATE.
+	States map[string]int `json:"states,omitempty"`
+	P50    float64        `json:"p50_ms"`
+	P99    float64        `json:"p99_ms"`
+	Max    float64        `json:"max_ms"`
 }
 
 // StepResult is one statement of a plan, run.
@@ -464,6 +466,10 @@ func window(cs []replay.Call) Window {
 	for _, c := range cs {
 		if c.Failed {
 			w.Errors++
+			if w.States == nil {
+				w.States = map[string]int{}
+			}
+			w.States[c.State]++
 		}
 		ms = append(ms, c.Seen())
 	}
@@ -571,23 +577,47 @@ func (m *monitor) meet(ctx context.Context, table string, st migration.Step, lim
 	}
 }
 
-// longHolders are the lock modes the workload's statements of 50 ms or
-// more take on each table (by its bare name): a SELECT's AccessShareLock,
-// a write's RowExclusiveLock.
+// longHolders are the lock modes the workload holds for 50 ms or more on
+// each table (by its bare name): a SELECT's AccessShareLock, a write's
+// RowExclusiveLock, held by a statement that long, or by a transaction
+// that long (an export that reads, then ships the rows before COMMIT,
+// holds its locks idle in its transaction).
 func longHolders(w *capture.Workload) map[string][]string {
 	out := map[string][]string{}
 	if w == nil {
 		return out
 	}
-	long := map[int32]bool{}
+	const long = 50 * time.Millisecond
+	held := map[int32]bool{}
 	for _, s := range w.Sessions {
+		var began time.Duration
+		var inTx []int32
+		open := false
 		for _, st := range s.Statements {
-			if st.Took >= 50*time.Millisecond {
-				long[st.Shape] = true
+			word := strings.ToUpper(strings.TrimSpace(strings.SplitN(strings.TrimSpace(st.SQL), " ", 2)[0]))
+			word = strings.TrimSuffix(word, ";")
+			switch {
+			case word == "BEGIN" || word == "START":
+				began, inTx, open = st.At, nil, true
+				continue
+			case open && (word == "COMMIT" || word == "ROLLBACK" || word == "END" || word == "ABORT"):
+				if st.At+st.Took-began >= long {
+					for _, sh := range inTx {
+						held[sh] = true
+					}
+				}
+				open = false
+				continue
+			}
+			if open {
+				inTx = append(inTx, st.Shape)
+			}
+			if st.Took >= long {
+				held[st.Shape] = true
 			}
 		}
 	}
-	for shape := range long {
+	for shape := range held {
 		st, err := sqlparse.Parse(w.Shapes[shape].Query)
 		if err != nil {
 			continue

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 
@@ -127,10 +129,10 @@ func (r *RehearsalReport) summary(b *strings.Builder, bullet string) {
 	if written == nil || r.Capture == nil {
 		return
 	}
-	fmt.Fprintf(b, "%sThe application's p99: %s before the migration; %s while it ran as written (%s, %d calls, %d failed)",
-		bullet, printable.MS(written.Before.P99), printable.MS(written.During.P99), printable.MS(written.MigrationMS), written.During.Calls, written.During.Errors)
+	fmt.Fprintf(b, "%sThe application's p99: %s before the migration (%d calls, %s); %s while it ran as written (%s, %d calls, %s)",
+		bullet, printable.MS(written.Before.P99), written.Before.Calls, errorsText(written.Before), printable.MS(written.During.P99), printable.MS(written.MigrationMS), written.During.Calls, errorsText(written.During))
 	if safe != nil {
-		fmt.Fprintf(b, "; %s with the safe form (%s, %d calls, %d failed)", printable.MS(safe.During.P99), printable.MS(safe.MigrationMS), safe.During.Calls, safe.During.Errors)
+		fmt.Fprintf(b, "; %s with the safe form (%s, %d calls, %s)", printable.MS(safe.During.P99), printable.MS(safe.MigrationMS), safe.During.Calls, errorsText(safe.During))
 	}
 	b.WriteString(".\n")
 	for _, run := range r.Runs {
@@ -159,6 +161,20 @@ func (r *RehearsalReport) failing(b *strings.Builder, bullet string) {
 	for _, f := range r.Failing {
 		fmt.Fprintf(b, "%s- %s\n", bullet, printable.String(f))
 	}
+}
+
+// errorsText counts a window's failed calls by SQLSTATE ("2 failed:
+// 23505 x2"); the application's own failures at capture fail again in
+// the replay, so they are compared with before the migration.
+func errorsText(w rehearse.Window) string {
+	if w.Errors == 0 {
+		return "0 failed"
+	}
+	var states []string
+	for _, k := range slices.Sorted(maps.Keys(w.States)) {
+		states = append(states, fmt.Sprintf("%s x%d", k, w.States[k]))
+	}
+	return fmt.Sprintf("%d failed: %s", w.Errors, strings.Join(states, ", "))
 }
 
 // staticText says what a statement does, read without running it.
@@ -224,7 +240,7 @@ func stepTexts(steps []*rehearse.StepResult, safe bool) []string {
 			p = append(p, fmt.Sprintf("%d sessions queued behind it, the longest %s", s.Queued, printable.MS(s.QueuedMaxMS)))
 		}
 		if s.During.Calls > 0 {
-			p = append(p, fmt.Sprintf("the application's p99 meanwhile %s over %d calls (%d failed)", printable.MS(s.During.P99), s.During.Calls, s.During.Errors))
+			p = append(p, fmt.Sprintf("the application's p99 meanwhile %s over %d calls (%s)", printable.MS(s.During.P99), s.During.Calls, errorsText(s.During)))
 		}
 		if s.Error != "" {
 			p = append(p, "error: "+printable.String(s.Error))

@@ -89,8 +89,13 @@ func (r *UpgradeReport) head(b *strings.Builder, bullet string) {
 	fmt.Fprintf(b, "%sSettings the upgrade changes for this server:\n", bullet)
 	for _, s := range r.Settings {
 		line := fmt.Sprintf("%s: %s", s.Name, s.Kind)
-		if s.Old != "" || s.New != "" {
+		switch {
+		case s.Old != "" && s.New != "":
 			line += fmt.Sprintf(" (%s -> %s)", s.Old, s.New)
+		case s.New != "":
+			line += fmt.Sprintf(" (%s on the new major)", s.New)
+		case s.Old != "":
+			line += fmt.Sprintf(" (the source sets %s)", s.Old)
 		}
 		if s.Toggle != "" {
 			line += "; the old behaviour: " + s.Toggle

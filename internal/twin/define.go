@@ -46,6 +46,9 @@ type column struct {
 	name, typ, collation string
 	notNull              bool
 	generated            string // the expression of a stored generated column
+	// def is the column's default (not a generated column's), identity
+	// its attidentity ('a' always, 'd' by default, "" none).
+	def, identity string
 }
 
 type enum struct {
@@ -59,7 +62,8 @@ const columnsSQL = `SELECT a.attname::text, format_type(a.atttypid, a.atttypmod)
 	cn.nspname IS NOT NULL AND cn.nspname <> 'pg_catalog' AND a.attcollation <> t.typcollation,
 	t.typtype::text, tn.nspname::text, quote_ident(tn.nspname) || '.' || quote_ident(t.typname),
 	coalesce(CASE WHEN a.attgenerated = 's' THEN pg_get_expr(d.adbin, d.adrelid) END, ''),
-	CASE WHEN t.typtype = 'e' THEN ARRAY(SELECT enumlabel::text FROM pg_enum WHERE enumtypid = t.oid ORDER BY enumsortorder) ELSE '{}'::text[] END
+	CASE WHEN t.typtype = 'e' THEN ARRAY(SELECT enumlabel::text FROM pg_enum WHERE enumtypid = t.oid ORDER BY enumsortorder) ELSE '{}'::text[] END,
+	coalesce(CASE WHEN a.attgenerated = '' THEN pg_get_expr(d.adbin, d.adrelid) END, ''), a.attidentity::text
 	FROM pg_attribute a
 	JOIN pg_type t ON t.oid = a.atttypid
 	JOIN pg_namespace tn ON tn.oid = t.typnamespace
@@ -86,7 +90,7 @@ func define(ctx context.Context, q envelope.Conn, t *model.Table) (*definition, 
 		var ownCollation bool
 		var typtype, typNamespace, typName string
 		var labels []string
-		if err := rows.Scan(&c.name, &c.typ, &c.notNull, &c.collation, &ownCollation, &typtype, &typNamespace, &typName, &c.generated, &labels); err != nil {
+		if err := rows.Scan(&c.name, &c.typ, &c.notNull, &c.collation, &ownCollation, &typtype, &typNamespace, &typName, &c.generated, &labels, &c.def, &c.identity); err != nil {
 			rows.Close()
 			return nil, "reading its columns: " + envelope.Message(err)
 		}
@@ -234,7 +238,36 @@ func (d *definition) partitioned(ctx context.Context, q envelope.Conn, t *model.
 
 // after is what is built once the rows are in.
 func (d *definition) after() []string {
-	return append(append([]string{}, d.constraints...), d.indexes...)
+	return append(append(append([]string{}, d.constraints...), d.indexes...), d.defaults()...)
+}
+
+// defaults are the columns' defaults, set once the rows are in, so that a
+// replayed INSERT that leaves a column out gets what it gets on the
+// target. A serial column's nextval of a sequence, and an identity
+// column, become an identity column on the twin, started past the rows
+// copied (the sequence itself is not copied). Any other default is set
+// as the target's catalog prints it, and left off, silently, where the
+// twin cannot take it (a function the target has and the twin lacks).
+func (d *definition) defaults() []string {
+	var out []string
+	table := d.qualified()
+	for _, c := range d.columns {
+		col := sqlparse.QuoteIdent(c.name)
+		switch {
+		case c.identity != "" || (strings.HasPrefix(c.def, "nextval(") && c.notNull):
+			kind := "BY DEFAULT"
+			if c.identity == "a" {
+				kind = "ALWAYS"
+			}
+			out = append(out, fmt.Sprintf("ALTER TABLE %s ALTER COLUMN %s ADD GENERATED %s AS IDENTITY", table, col, kind),
+				fmt.Sprintf("SELECT setval(pg_get_serial_sequence(%s, %s), coalesce(max(%s), 0) + 1, false) FROM %s",
+					sqlparse.QuoteLiteral(table), sqlparse.QuoteLiteral(c.name), col, table))
+		case c.def != "" && !strings.HasPrefix(c.def, "nextval("):
+			out = append(out, fmt.Sprintf("DO $pgmedic$ BEGIN ALTER TABLE %s ALTER COLUMN %s SET DEFAULT %s; EXCEPTION WHEN OTHERS THEN NULL; END $pgmedic$",
+				table, col, strings.ReplaceAll(c.def, "$pgmedic$", "")))
+		}
+	}
+	return out
 }
 
 // createTypes makes the schemas and the enums the tables use on the twin
