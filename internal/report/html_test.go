@@ -200,6 +200,9 @@ func TestHTMLInBrowser(t *testing.T) {
 		{"logs.html", logsRep.Document(), logsRep.Findings, 1},
 		{"explain.html", explain.Document(), explain.Findings, 0},
 		{"compare.html", compare.Document(), nil, 0},
+		{"rehearsal.html", sampleRehearsal(t, "'"+evil+"'").Document(), nil, 0},
+		// The demo's page: a check and a rehearsal side by side.
+		{"demo.html", &Document{PGMedic: "test", Title: "demo", Parts: []Part{{Name: "check", Check: check}, {Name: "rehearsal", Rehearsal: sampleRehearsal(t, "'"+evil+"'")}}}, check.Findings, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b := testkit.OpenOffline(t, write(c.name, c.doc))
@@ -238,6 +241,9 @@ func TestHTMLInBrowser(t *testing.T) {
 				if nodes != len(explain.Plan.Nodes) {
 					t.Errorf("%d plan nodes on the page, %d in the plan", nodes, len(explain.Plan.Nodes))
 				}
+			}
+			if (c.name == "rehearsal.html" || c.name == "demo.html") && (!strings.Contains(text, "Risky as written") || !strings.Contains(text, "CREATE INDEX CONCURRENTLY")) {
+				t.Errorf("the rehearsal's verdict and safe form are not on the page")
 			}
 			if c.name == "compare.html" && !strings.Contains(text, compare.Summary) {
 				t.Errorf("the comparison's verdict %q is not on the page", compare.Summary)

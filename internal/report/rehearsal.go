@@ -396,7 +396,8 @@ var rehearsalPage = sync.OnceValue(func() *template.Template {
 	return template.Must(template.New("rehearsal").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{{.Title}}</title>
 <style>body{font-family:system-ui,sans-serif;margin:2em;max-width:72em}pre{background:#f6f6f6;padding:1em;overflow-x:auto}
-.verdict{font-size:1.4em;font-weight:bold}.key span{display:inline-block;width:1em;height:1em;vertical-align:middle;margin:0 .3em}</style></head><body>
+.verdict{font-size:1.4em;font-weight:bold}.key span{display:inline-block;width:1em;height:1em;vertical-align:middle;margin:0 .3em}</style></head>
+<body data-ready="1"><!-- drawn without a script: ready as soon as it is parsed -->
 <h1>{{.Title}}</h1>
 {{.Body}}
 </body></html>

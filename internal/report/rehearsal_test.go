@@ -10,12 +10,11 @@ import (
 	"github.com/pgmedic/pgmedic/internal/replay"
 )
 
-// TestRehearsalReport: every format says the verdict, the application's
-// p99 as written and with the safe form, and the safe form as a script;
-// the page draws each run's calls and steps inline, with no script, and
-// escapes what the migration's text holds.
-func TestRehearsalReport(t *testing.T) {
-	m, err := migration.Read("m.sql", []byte("ALTER TABLE orders ADD COLUMN note text DEFAULT '</pre><script>x</script>';\nCREATE INDEX ON orders (customer_id);"))
+// sampleRehearsal is a rehearsal's report as a migration that queued
+// the application gives it, with text put in its default value.
+func sampleRehearsal(t *testing.T, text string) *RehearsalReport {
+	t.Helper()
+	m, err := migration.Read("m.sql", []byte("ALTER TABLE orders ADD COLUMN note text DEFAULT "+text+";\nCREATE INDEX ON orders (customer_id);"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,9 +29,17 @@ func TestRehearsalReport(t *testing.T) {
 	for _, st := range safePlan.Steps {
 		safe.Steps = append(safe.Steps, &rehearse.StepResult{Step: st, Verdict: rehearse.OK, StartMS: 600, EndMS: 700, Attempts: 3})
 	}
-	rep := &RehearsalReport{PGMedic: "test", Migration: m, Logs: []string{"x.log"}, Capture: &capture.Stats{Sessions: 6, Statements: 100, DurationS: 5},
+	return &RehearsalReport{PGMedic: "test", Migration: m, Logs: []string{"x.log"}, Capture: &capture.Stats{Sessions: 6, Statements: 100, DurationS: 5},
 		Runs: []*rehearse.Run{written, safe}, MaxWaitMS: 200, FailOn: []string{"queued", "failed"}, Failing: []string{"statement 1 queued 5 sessions"},
 		Source: "not written"}
+}
+
+// TestRehearsalReport: every format says the verdict, the application's
+// p99 as written and with the safe form, and the safe form as a script;
+// the page draws each run's calls and steps inline, with no script, and
+// escapes what the migration's text holds.
+func TestRehearsalReport(t *testing.T) {
+	rep := sampleRehearsal(t, "'</pre><script>x</script>'")
 	out := map[string]string{}
 	for _, f := range Formats() {
 		var b strings.Builder
