@@ -81,7 +81,7 @@ func shopTraffic(ctx context.Context, env *Env) error {
 // does.
 func orderReports(ctx context.Context, env *Env) error {
 	report := loop{150 * time.Millisecond, `SELECT o.id, o.created_at, (SELECT sum(l.amount) FROM order_lines l WHERE l.order_id = o.id) AS total
-  FROM orders o WHERE o.customer_id = $1`, func() any { return 1 + rand.IntN(20) }}
+  FROM orders o WHERE o.customer_id = $1`, func() any { return 1 + rand.IntN(10) }}
 	return runLoops(ctx, env, report, report)
 }
 
