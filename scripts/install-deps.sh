@@ -2,7 +2,8 @@
 # Installs, on Debian 12, what pgmedic's demo and tests need and the
 # machine does not have yet: PostgreSQL 15 with contrib and HypoPG, the
 # real clients the lab drives (asyncpg, psycopg 3, PgBouncer, Node.js),
-# pgBadger, Chromium, perf, gcc and jemalloc. Whatever is already there is
+# pgBadger, Chromium, perf, gcc and jemalloc; for the packages and their
+# checks, the arm64 cross compiler and Prometheus's binaries. Whatever is already there is
 # left alone: a Node.js from NodeSource (which bundles npm and conflicts
 # with Debian's npm package), a PostgreSQL from another repository, a perf
 # built by hand. Run it as root, or as a user who may sudo. Safe to run
@@ -33,12 +34,21 @@ have chromium || need+=(chromium)
 have perf || need+=(linux-perf)
 have gcc || need+=(gcc libc6-dev)
 [ -f /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 ] || need+=(libjemalloc2)
+# scripts/package.sh cross-compiles pg_query's C for arm64.
+have aarch64-linux-gnu-gcc || need+=(gcc-aarch64-linux-gnu)
+# Prometheus and promtool test deploy/prometheus. Debian's package would
+# start a server as a service; its binaries are unpacked instead, into
+# pgmedic's cache, and nothing runs until a test starts one.
+promdir=/var/cache/pgmedic/prometheus
+prom=()
+have promtool || [ -x $promdir/usr/bin/promtool ] || prom=(prometheus)
 
 if [ "${1:-}" = --check ]; then
-  [ ${#need[@]} -eq 0 ] && echo "nothing missing" || echo "missing: ${need[*]}"
+  missing=("${need[@]}" "${prom[@]}")
+  [ ${#missing[@]} -eq 0 ] && echo "nothing missing" || echo "missing: ${missing[*]}"
   exit 0
 fi
-if [ ${#need[@]} -eq 0 ]; then
+if [ ${#need[@]} -eq 0 ] && [ ${#prom[@]} -eq 0 ]; then
   echo "install-deps: everything pgmedic's demo and tests need is installed"
   exit 0
 fi
@@ -51,7 +61,17 @@ if [ "$(id -u)" != 0 ]; then
   have sudo || { echo "install-deps: run as root, or install sudo, to install: ${need[*]}" >&2; exit 1; }
   sudo=(sudo)
 fi
-echo "install-deps: installing ${need[*]}"
 export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get update -qq
-"${sudo[@]}" apt-get install -y -qq "${need[@]}" >/dev/null
+if [ ${#need[@]} -gt 0 ]; then
+  echo "install-deps: installing ${need[*]}"
+  "${sudo[@]}" apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+if [ ${#prom[@]} -gt 0 ]; then
+  echo "install-deps: unpacking Debian's prometheus (prometheus, promtool) into $promdir"
+  tmp=$(mktemp -d)
+  (cd "$tmp" && apt-get download -qq prometheus)
+  "${sudo[@]}" mkdir -p $promdir
+  "${sudo[@]}" dpkg-deb -x "$tmp"/prometheus_*.deb $promdir
+  rm -rf "$tmp"
+fi

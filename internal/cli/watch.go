@@ -89,7 +89,7 @@ Triggers:
 	fl.StringVar(&f.targets, "targets", "", "a YAML file of servers to watch from one process (name, dsn, pgbouncer, labels, server_cores for each)")
 	fl.StringVar(&f.shard, "shard", "", "with --targets, watch only shard I of N (I/N): each target's name is hashed, so N processes given the same file split it without coordination")
 	fl.IntVar(&f.maxConnections, "max-connections", 100, "with --targets, the most connections this process may open (one per server, one per PgBouncer console); more is refused")
-	fl.StringVar(&f.metrics, "metrics", "", "serve /metrics in Prometheus's text format on this address (127.0.0.1:9187)")
+	fl.StringVar(&f.metrics, "metrics", "", "serve /metrics in Prometheus's text format on this address (127.0.0.1:9849)")
 	addMinSeverity(cmd, &f.minSeverity, "warning")
 	return cmd
 }

@@ -173,6 +173,16 @@ func (r *Run) Busiest() ShapeWindows {
 	return best
 }
 
+// QueuedMaxMS is the longest an application session waited behind a
+// lock of the run's steps.
+func (r *Run) QueuedMaxMS() float64 {
+	var m float64
+	for _, s := range r.Steps {
+		m = max(m, s.QueuedMaxMS)
+	}
+	return m
+}
+
 // Worst is the run's worst step verdict.
 func (r *Run) Worst() string {
 	worst := OK

@@ -126,6 +126,68 @@ func (m *Metrics) Findings(name string, fs []model.Finding) {
 	}
 }
 
+// Family is one metric watch exports. Its series carry the target's
+// labels (target, and the fleet file's labels of that target) and then
+// Labels, in that order; a family of the watch process has neither.
+// deploy/prometheus and deploy/grafana may name only these families and
+// labels (a test holds them to it).
+type Family struct {
+	Name, Type, Help string
+	Labels           []string
+	// PerTarget: one series or more per target; otherwise one for the
+	// watch process.
+	PerTarget bool
+	// series gives a target's values, each with its Labels' values in
+	// order; process families read the process instead.
+	series func(t *targetMetrics, emit func(v float64, labels ...string))
+}
+
+// Families are the metrics of /metrics, in the order it writes them.
+var Families = []Family{
+	{Name: "pgmedic_up", Type: "gauge", Help: "1 while watch holds its connection to the target", PerTarget: true,
+		series: func(t *targetMetrics, emit func(float64, ...string)) { emit(bool01(t.connected)) }},
+	{Name: "pgmedic_sessions", Type: "gauge", Help: "client sessions at the last tick, by state and wait event", Labels: []string{"state", "wait"}, PerTarget: true,
+		series: func(t *targetMetrics, emit func(float64, ...string)) {
+			for _, k := range sortedKeys(t.sessions) {
+				emit(float64(t.sessions[k]), k[0], k[1])
+			}
+		}},
+	{Name: "pgmedic_pool_clients_waiting", Type: "gauge", Help: "PgBouncer clients waiting for a server connection at the last tick", Labels: []string{"database", "user"}, PerTarget: true,
+		series: func(t *targetMetrics, emit func(float64, ...string)) {
+			for _, k := range sortedKeys(t.pools) {
+				emit(float64(t.pools[k].ClWaiting), k[0], k[1])
+			}
+		}},
+	{Name: "pgmedic_pool_maxwait_seconds", Type: "gauge", Help: "PgBouncer's longest current client wait at the last tick", Labels: []string{"database", "user"}, PerTarget: true,
+		series: func(t *targetMetrics, emit func(float64, ...string)) {
+			for _, k := range sortedKeys(t.pools) {
+				emit(t.pools[k].MaxWaitMS/1000, k[0], k[1])
+			}
+		}},
+	{Name: "pgmedic_trigger_firing", Type: "gauge", Help: "1 for each incident trigger that fired at the last tick", Labels: []string{"trigger"}, PerTarget: true,
+		series: func(t *targetMetrics, emit func(float64, ...string)) {
+			for _, k := range TriggerIDs() {
+				emit(bool01(t.firing[k]), k)
+			}
+		}},
+	{Name: "pgmedic_incident_findings", Type: "gauge", Help: "findings of the target's last incident bundle, by rule and severity", Labels: []string{"rule", "severity"}, PerTarget: true,
+		series: func(t *targetMetrics, emit func(float64, ...string)) {
+			for _, k := range sortedKeys(t.findings) {
+				emit(float64(t.findings[k]), k[0], k[1])
+			}
+		}},
+	{Name: "pgmedic_incidents_total", Type: "counter", Help: "incident bundles written", PerTarget: true,
+		series: func(t *targetMetrics, emit func(float64, ...string)) { emit(t.counters["incidents"]) }},
+	{Name: "pgmedic_watch_ticks_total", Type: "counter", Help: "sampler ticks", PerTarget: true,
+		series: func(t *targetMetrics, emit func(float64, ...string)) { emit(t.counters["ticks"]) }},
+	{Name: "pgmedic_watch_reconnects_total", Type: "counter", Help: "connections opened again after one was lost", PerTarget: true,
+		series: func(t *targetMetrics, emit func(float64, ...string)) { emit(t.counters["reconnects"]) }},
+	{Name: "pgmedic_watch_query_seconds_total", Type: "counter", Help: "time watch's own queries took, round trips included", PerTarget: true,
+		series: func(t *targetMetrics, emit func(float64, ...string)) { emit(t.queryMS / 1000) }},
+	{Name: "pgmedic_watch_cpu_seconds_total", Type: "counter", Help: "CPU time of the watch process"},
+	{Name: "pgmedic_watch_overhead_ratio", Type: "gauge", Help: "CPU time of the watch process per second of wall time since it started (0.01 is 1% of one core)"},
+}
+
 // Write writes every metric in Prometheus's text exposition format.
 func (m *Metrics) Write(w io.Writer) error {
 	m.mu.Lock()
@@ -136,62 +198,29 @@ func (m *Metrics) Write(w io.Writer) error {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	family := func(name, typ, help string, each func(emit func(labels string, v float64))) {
-		fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
-		each(func(labels string, v float64) {
-			fmt.Fprintf(b, "%s{%s} %s\n", name, labels, strconv.FormatFloat(v, 'g', -1, 64))
-		})
-	}
-	perTarget := func(fn func(lbl string, t *targetMetrics, emit func(string, float64))) func(func(string, float64)) {
-		return func(emit func(string, float64)) {
-			for _, n := range names {
-				t := m.targets[n]
-				fn(targetLabels(n, t.labels), t, emit)
-			}
-		}
-	}
-	family("pgmedic_up", "gauge", "1 while watch holds its connection to the target", perTarget(func(l string, t *targetMetrics, emit func(string, float64)) {
-		emit(l, bool01(t.connected))
-	}))
-	family("pgmedic_sessions", "gauge", "client sessions at the last tick, by state and wait event", perTarget(func(l string, t *targetMetrics, emit func(string, float64)) {
-		for _, k := range sortedKeys(t.sessions) {
-			emit(l+`,state="`+esc(k[0])+`",wait="`+esc(k[1])+`"`, float64(t.sessions[k]))
-		}
-	}))
-	family("pgmedic_pool_clients_waiting", "gauge", "PgBouncer clients waiting for a server connection at the last tick", perTarget(func(l string, t *targetMetrics, emit func(string, float64)) {
-		for _, k := range sortedKeys(t.pools) {
-			emit(l+`,database="`+esc(k[0])+`",user="`+esc(k[1])+`"`, float64(t.pools[k].ClWaiting))
-		}
-	}))
-	family("pgmedic_pool_maxwait_seconds", "gauge", "PgBouncer's longest current client wait at the last tick", perTarget(func(l string, t *targetMetrics, emit func(string, float64)) {
-		for _, k := range sortedKeys(t.pools) {
-			emit(l+`,database="`+esc(k[0])+`",user="`+esc(k[1])+`"`, t.pools[k].MaxWaitMS/1000)
-		}
-	}))
-	family("pgmedic_trigger_firing", "gauge", "1 for each incident trigger that fired at the last tick", perTarget(func(l string, t *targetMetrics, emit func(string, float64)) {
-		for _, k := range TriggerIDs() {
-			emit(l+`,trigger="`+k+`"`, bool01(t.firing[k]))
-		}
-	}))
-	family("pgmedic_incident_findings", "gauge", "findings of the target's last incident bundle, by rule and severity", perTarget(func(l string, t *targetMetrics, emit func(string, float64)) {
-		for _, k := range sortedKeys(t.findings) {
-			emit(l+`,rule="`+esc(k[0])+`",severity="`+esc(k[1])+`"`, float64(t.findings[k]))
-		}
-	}))
-	for _, c := range []struct{ key, name, help string }{
-		{"incidents", "pgmedic_incidents_total", "incident bundles written"},
-		{"ticks", "pgmedic_watch_ticks_total", "sampler ticks"},
-		{"reconnects", "pgmedic_watch_reconnects_total", "connections opened again after one was lost"},
-	} {
-		family(c.name, "counter", c.help, perTarget(func(l string, t *targetMetrics, emit func(string, float64)) { emit(l, t.counters[c.key]) }))
-	}
-	family("pgmedic_watch_query_seconds_total", "counter", "time watch's own queries took, round trips included", perTarget(func(l string, t *targetMetrics, emit func(string, float64)) {
-		emit(l, t.queryMS/1000)
-	}))
 	cpu := CPUSeconds()
-	up := time.Since(m.started).Seconds()
-	fmt.Fprintf(b, "# HELP pgmedic_watch_cpu_seconds_total CPU time of the watch process\n# TYPE pgmedic_watch_cpu_seconds_total counter\npgmedic_watch_cpu_seconds_total %s\n", strconv.FormatFloat(cpu, 'g', -1, 64))
-	fmt.Fprintf(b, "# HELP pgmedic_watch_overhead_ratio CPU time of the watch process per second of wall time (0.01 is 1%% of one core)\n# TYPE pgmedic_watch_overhead_ratio gauge\npgmedic_watch_overhead_ratio %s\n", strconv.FormatFloat(cpu/max(up, 1e-9), 'g', 4, 64))
+	process := map[string]float64{
+		"pgmedic_watch_cpu_seconds_total": cpu,
+		"pgmedic_watch_overhead_ratio":    cpu / max(time.Since(m.started).Seconds(), 1e-9),
+	}
+	for _, f := range Families {
+		fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s %s\n", f.Name, f.Help, f.Name, f.Type)
+		if !f.PerTarget {
+			fmt.Fprintf(b, "%s %s\n", f.Name, strconv.FormatFloat(process[f.Name], 'g', 6, 64))
+			continue
+		}
+		for _, n := range names {
+			t := m.targets[n]
+			lbl := targetLabels(n, t.labels)
+			f.series(t, func(v float64, values ...string) {
+				b.WriteString(f.Name + "{" + lbl)
+				for i, val := range values {
+					b.WriteString("," + f.Labels[i] + `="` + esc(val) + `"`)
+				}
+				b.WriteString("} " + strconv.FormatFloat(v, 'g', -1, 64) + "\n")
+			})
+		}
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }

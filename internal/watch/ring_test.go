@@ -103,11 +103,47 @@ func TestMetricsText(t *testing.T) {
 			t.Errorf("missing %s", want)
 		}
 	}
-	// Every sample line is NAME{LABELS} VALUE or NAME VALUE.
+	// Every sample line is NAME{LABELS} VALUE or NAME VALUE, of a family
+	// of the table with the labels it declares, and every family is
+	// written.
 	line := regexp.MustCompile(`^[a-z_]+(\{([a-zA-Z_]+="([^"\\]|\\.)*",?)+\})? [0-9.eE+-]+$`)
+	label := regexp.MustCompile(`([a-zA-Z_]+)="(?:[^"\\]|\\.)*"`)
+	written := map[string]bool{}
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-		if !strings.HasPrefix(l, "#") && !line.MatchString(l) {
+		if strings.HasPrefix(l, "#") {
+			continue
+		}
+		if !line.MatchString(l) {
 			t.Errorf("not an exposition line: %q", l)
+			continue
+		}
+		name, _, _ := strings.Cut(strings.Fields(l)[0], "{")
+		written[name] = true
+		var f *Family
+		for i := range Families {
+			if Families[i].Name == name {
+				f = &Families[i]
+			}
+		}
+		if f == nil {
+			t.Errorf("%s is not in Families", name)
+			continue
+		}
+		var labels []string
+		for _, m := range label.FindAllStringSubmatch(l, -1) {
+			labels = append(labels, m[1])
+		}
+		want := []string{}
+		if f.PerTarget {
+			want = append([]string{"target", "env", "team_name"}, f.Labels...)
+		}
+		if strings.Join(labels, ",") != strings.Join(want, ",") {
+			t.Errorf("%s has labels %v, want %v", l, labels, want)
+		}
+	}
+	for _, f := range Families {
+		if !written[f.Name] {
+			t.Errorf("family %s not written", f.Name)
 		}
 	}
 }
