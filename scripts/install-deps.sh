@@ -3,10 +3,10 @@
 # machine does not have yet: PostgreSQL 15 with contrib and HypoPG, the
 # real clients the lab drives (asyncpg, psycopg 3, PgBouncer, Node.js),
 # pgBadger, Chromium, perf, gcc and jemalloc; for the packages and their
-# checks, the arm64 cross compiler, qemu-user and Prometheus's binaries. Whatever is already there is
-# left alone: a Node.js from NodeSource (which bundles npm and conflicts
-# with Debian's npm package), a PostgreSQL from another repository, a perf
-# built by hand. Run it as root, or as a user who may sudo. Safe to run
+# checks, the arm64 cross compiler, qemu-user, shellcheck and Prometheus's
+# binaries. Whatever is already there is left alone: a Node.js from
+# NodeSource (which bundles npm and conflicts with Debian's npm package), a
+# PostgreSQL from another repository, a perf built by hand. Run it as root, or as a user who may sudo. Safe to run
 # again: the second time it installs nothing.
 #
 # usage: scripts/install-deps.sh [--check]   (--check lists what is missing)
@@ -36,6 +36,8 @@ have gcc || need+=(gcc libc6-dev)
 [ -f /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 ] || need+=(libjemalloc2)
 # scripts/package.sh cross-compiles pg_query's C for arm64.
 have aarch64-linux-gnu-gcc || need+=(gcc-aarch64-linux-gnu)
+# actionlint runs shellcheck on the GitHub Action's scripts.
+have shellcheck || need+=(shellcheck)
 # scripts/package-check.sh runs the arm64 binary under qemu-user.
 have qemu-aarch64-static || need+=(qemu-user-static)
 # Prometheus and promtool test deploy/prometheus. Debian's package would
