@@ -7,6 +7,7 @@
 package bundle
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,7 +41,9 @@ type Meta struct {
 	// Triggers say what fired, first of each kind, as "kind: detail".
 	Triggers []string       `json:"triggers"`
 	Firings  map[string]int `json:"firings"`
-	CutShort string         `json:"cut_short,omitempty"`
+	// Fired says when each trigger fired: a span per run of ticks.
+	Fired    []model.FiredSpan `json:"fired,omitempty"`
+	CutShort string            `json:"cut_short,omitempty"`
 	// Ticks and Statements count what the window holds; Gaps say when
 	// watch was not connected; Notes say what the bundle lacks.
 	Ticks      int      `json:"ticks"`
@@ -113,6 +116,58 @@ func Read(dir string) (*Meta, *model.Snapshot, error) {
 		return nil, nil, fmt.Errorf("--from %s: %s or %s is not a watch bundle's", dir, MetaFile, SnapshotFile)
 	}
 	return &meta, &snap, nil
+}
+
+// ReadWindow reads the ticks of a bundle's window (window.jsonl): the
+// sessions and pools sampled at each, and the gaps where watch was not
+// connected. Lines that do not parse (a crash or a full disk cut one)
+// are counted in bad, not fatal.
+func ReadWindow(dir string) (samples []model.ActivitySample, pools []model.PoolSample, gaps []model.Span, bad int, err error) {
+	f, err := os.Open(filepath.Join(dir, WindowFile))
+	if err != nil {
+		return nil, nil, nil, 0, fmt.Errorf("--from: reading the incident's window: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 256<<20)
+	for sc.Scan() {
+		// The fields of watch's ring records a timeline needs.
+		var r struct {
+			Kind   string                `json:"kind"`
+			At     time.Time             `json:"at"`
+			Sample *model.ActivitySample `json:"sample"`
+			Pools  *model.PoolSample     `json:"pools"`
+			Until  time.Time             `json:"until"`
+			Note   string                `json:"note"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			bad++
+			continue
+		}
+		switch r.Kind {
+		case "tick":
+			if r.Sample != nil {
+				s := *r.Sample
+				if s.At.IsZero() {
+					s.At = r.At
+				}
+				samples = append(samples, s)
+			}
+			if r.Pools != nil {
+				p := *r.Pools
+				if p.At.IsZero() {
+					p.At = r.At
+				}
+				pools = append(pools, p)
+			}
+		case "gap":
+			gaps = append(gaps, model.Span{From: r.At, To: r.Until, Note: r.Note})
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, nil, nil, bad, fmt.Errorf("--from: reading the incident's window: %w", err)
+	}
+	return samples, pools, gaps, bad, nil
 }
 
 func readJSON(path string, v any) error {

@@ -234,6 +234,6 @@ func runRehearseUpgrade(ctx context.Context, f upgradeFlags, stdin io.Reader, st
 	rep, err := diagnose.RehearseUpgrade(ctx, Version, diagnose.UpgradeOptions{
 		Options: diagnose.Options{Log: progress(stderr), StatementTimeout: f.statementTimeout, TwinMaxBytes: int64(f.twinMaxMB) << 20},
 		Source:  f.source, To: f.to, Logs: f.logFiles, Sources: sources, Read: read, Database: f.dbf,
-		Runs: f.runs, MinRatio: f.minRatio, Speed: f.speed})
+		Runs: f.runs, MinRatio: f.minRatio, Speed: f.speed, Timeline: f.out.format == "html"})
 	return writeGated(rep, err, diagnose.ErrUpgradeSlower, f.out, stdout)
 }

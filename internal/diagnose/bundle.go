@@ -48,8 +48,10 @@ func FromBundle(dir, version string, o Options, min model.Severity) (*report.Rep
 	rep.Target.Database = meta.Database
 	rep.Unseen = unseen(snap, skipped)
 	rep.Sessions = snap.Sampling.Summary()
+	rep.Timeline = bundleTimeline(dir, meta, snap)
 	if !o.ShowValues {
 		rep.Sessions.HideValues(sqlparse.Normalised)
+		rep.Timeline.HideValues(sqlparse.Normalised)
 	}
 	rep.Statements, rep.Plans = snap.StatementRows()
 	rep.Incident = &report.IncidentHeader{Bundle: filepath.Base(dir), Triggers: meta.Triggers, From: meta.From, To: meta.To, Gaps: meta.Gaps}
@@ -59,4 +61,36 @@ func FromBundle(dir, version string, o Options, min model.Severity) (*report.Rep
 		rep.Baseline = d
 	}
 	return rep, nil
+}
+
+// bundleTimeline is the picture of an incident: every tick of its window
+// (the sessions of all databases, as watch sampled them), the triggers as
+// they fired, the stretch the rules judged (the snapshot's ticks) and the
+// gaps. A bundle whose window cannot be read is drawn from the judged
+// ticks alone.
+func bundleTimeline(dir string, meta *bundle.Meta, snap *model.Snapshot) *model.Timeline {
+	var judged []model.ActivitySample
+	var judgedPools []model.PoolSample
+	if snap.Sampling != nil {
+		judged, judgedPools = snap.Sampling.Samples, snap.Sampling.Pools
+	}
+	samples, pools, gaps, _, err := bundle.ReadWindow(dir)
+	if err != nil || len(samples) == 0 {
+		samples, pools = judged, judgedPools
+	}
+	tl := model.NewTimeline(samples, pools)
+	if tl == nil {
+		return nil
+	}
+	if !meta.From.IsZero() && meta.From.Before(tl.From) {
+		tl.From = meta.From
+	}
+	if meta.To.After(tl.To) {
+		tl.To = meta.To
+	}
+	if len(judged) > 0 {
+		tl.Judged = &model.Span{From: judged[0].At, To: judged[len(judged)-1].At, Note: "the ticks the rules judged: where the triggers fired"}
+	}
+	tl.Fired, tl.Gaps = meta.Fired, gaps
+	return tl
 }

@@ -235,8 +235,15 @@ func Check(ctx context.Context, dsn, version string, o Options, min model.Severi
 	rep := report.New(version, sess.Target, snap.CollectedAt, findings, skipped, rules.SnapshotRules(selected), min)
 	rep.Unseen = unseen(snap, skipped)
 	rep.Sessions = snap.Sampling.Summary()
+	if sm := snap.Sampling; sm != nil {
+		// The rules judged every tick check sampled.
+		if rep.Timeline = model.NewTimeline(sm.Samples, sm.Pools); rep.Timeline != nil {
+			rep.Timeline.Judged = &model.Span{From: rep.Timeline.From, To: rep.Timeline.To, Note: "the sample check judged"}
+		}
+	}
 	if !o.ShowValues {
 		rep.Sessions.HideValues(sqlparse.Normalised)
+		rep.Timeline.HideValues(sqlparse.Normalised)
 	}
 	rep.Statements, rep.Plans = snap.StatementRows()
 	rep.ElapsedS, rep.Envelope = model.Round(time.Since(started).Seconds(), 1), sess.Settings()

@@ -119,6 +119,10 @@ func sourceTwins(ctx context.Context, dsn string, queries []string, o Options, t
 // ReplayOptions are `replay`'s.
 type ReplayOptions struct {
 	Options
+	// Timeline keeps every call's send time and latency, for the HTML
+	// report's picture of each shape over the replay (memory grows with
+	// the capture, so only when that report is asked for).
+	Timeline bool
 	// Logs are the captured logs (their names for the report) and Sources
 	// what reads them; Read how (format, prefix) and which database.
 	Logs     []string
@@ -184,7 +188,7 @@ func Replay(ctx context.Context, version string, o ReplayOptions) (*report.Repla
 	if err := a.Guard(ctx, o.Allow, o.Source); err != nil {
 		return nil, inputErr(err)
 	}
-	ro := replay.Options{Speed: o.Speed, MaxConnections: o.MaxConnections, StatementTimeout: o.ClientTimeout, Timeout: o.Timeout, NoPrepare: o.NoPrepare}
+	ro := replay.Options{Speed: o.Speed, MaxConnections: o.MaxConnections, StatementTimeout: o.ClientTimeout, Timeout: o.Timeout, NoPrepare: o.NoPrepare, Timeline: o.Timeline}
 	if ro.Timeout == 0 {
 		ro.Timeout = 5 * time.Minute
 		if o.Speed > 0 {

@@ -24,6 +24,9 @@ import (
 // UpgradeOptions are `rehearse upgrade`'s.
 type UpgradeOptions struct {
 	Options
+	// Timeline keeps every replayed call's time and latency, for the
+	// HTML report's picture of each shape over the replay.
+	Timeline bool
 	// Source is the server to upgrade (read only); To the major to
 	// upgrade it to.
 	Source string
@@ -119,7 +122,7 @@ func RehearseUpgrade(ctx context.Context, version string, o UpgradeOptions) (*re
 			return nil, inputErr(err)
 		}
 	}
-	ro := replay.Options{Speed: o.Speed, Timeout: w.Duration + 5*time.Minute}
+	ro := replay.Options{Speed: o.Speed, Timeout: w.Duration + 5*time.Minute, Timeline: o.Timeline}
 	o.logf("replaying %d sessions, %d statements: %d runs on PostgreSQL %s and on %s, alternating", len(w.Sessions), w.Statements, o.Runs, rep.From, rep.To)
 	cmp, err := replay.Compare(ctx, w, sides[0], sides[1], o.Runs, ro)
 	if err != nil {

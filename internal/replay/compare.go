@@ -101,9 +101,13 @@ type ShapeChange struct {
 	ALockMS, BLockMS float64  `json:"-"`
 	Verdict          string   `json:"verdict"`
 	// Why says which test of shapeVerdict failed when it calls no change.
-	Why                string `json:"why,omitempty"`
-	AHist, BHist       []int  `json:"-"`
-	HistEdges          []float64
+	Why          string `json:"why,omitempty"`
+	AHist, BHist []int  `json:"-"`
+	HistEdges    []float64
+	// AOver and BOver are the shape's calls in each side's first run, in
+	// the order sent: when and how long, for the report's picture of its
+	// latency over the replay (with Options.Timeline; nil without).
+	AOver, BOver       []Call `json:"-"`
 	aRunMean, bRunMean []float64
 }
 
@@ -428,6 +432,23 @@ func shapeChanges(w *capture.Workload, a, b *SideResult) []*ShapeChange {
 		}
 		sort.Float64s(all)
 		return all
+	}
+	for i, s := range []*SideResult{a, b} {
+		if len(s.Runs) == 0 {
+			continue
+		}
+		for _, call := range s.Runs[0].Timeline {
+			if int(call.Shape) >= len(w.Shapes) {
+				continue
+			}
+			if c := by[w.Shapes[call.Shape].Fingerprint]; c != nil {
+				if i == 0 {
+					c.AOver = append(c.AOver, call)
+				} else {
+					c.BOver = append(c.BOver, call)
+				}
+			}
+		}
 	}
 	for _, c := range out {
 		xa, xb := pooled(a, c.Fingerprint), pooled(b, c.Fingerprint)

@@ -110,6 +110,9 @@ type partView struct {
 	// RehearsalBody is a rehearsal's charts and report, drawn without a
 	// script (a rehearsal has no findings).
 	RehearsalBody template.HTML
+	// Timeline is a sampled check's or an incident's timeline, which the
+	// part opens with.
+	Timeline template.HTML
 }
 
 func viewOf(i int, p Part) partView {
@@ -125,6 +128,7 @@ func viewOf(i int, p Part) partView {
 	switch {
 	case p.Check != nil:
 		v.Findings, v.Skipped, v.Summary = p.Check.Findings, p.Check.Skipped, p.Check.Summary
+		v.Timeline = sessionsTimelineSVG(p.Check.Timeline)
 	case p.Plan != nil:
 		v.Findings, v.Skipped, v.Summary = p.Plan.Findings, p.Plan.Skipped, p.Plan.Summary
 	case p.Logs != nil:

@@ -18,6 +18,7 @@ import (
 	"github.com/pgmedic/pgmedic/internal/logs"
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/plan"
+	"github.com/pgmedic/pgmedic/internal/replay"
 	"github.com/pgmedic/pgmedic/internal/testkit"
 )
 
@@ -190,6 +191,20 @@ func TestHTMLInBrowser(t *testing.T) {
 	bad.Plan.Plans[0].Filter = "(note = '" + evil + "')"
 	explain := NewPlan("test", evil+".txt", bad, []model.Finding{check.Findings[1]}, nil, 12, model.Info)
 	compare := NewCompare("test", "bad.txt", "good.txt", bad, good, plan.Compare(bad, good))
+	// An incident's report: its timeline with a queue head whose
+	// statement is hostile, triggers, a judged stretch and a gap.
+	incident := hostile(t)
+	incident.Incident = &IncidentHeader{Bundle: "20261122T100000Z-lock-queue", Triggers: []string{"lock-queue: " + evil}}
+	incident.Timeline = sampleTimeline(evil)
+	// A replay with each shape's calls over the run.
+	sh := &replay.ShapeChange{Query: "SELECT '" + evil + "'", Verdict: replay.Slower, Calls: 40,
+		HistEdges: []float64{0.1, 1, 10}, AHist: []int{30, 10}, BHist: []int{5, 35}}
+	for i := 0; i < 40; i++ {
+		sh.AOver = append(sh.AOver, replay.Call{AtMS: float32(i * 50), MS: 0.5})
+		sh.BOver = append(sh.BOver, replay.Call{AtMS: float32(i * 50), MS: float32(1 + i/4), Failed: i == 39})
+	}
+	replayRep := &ReplayReport{PGMedic: "test", Logs: []string{evil + ".log"}, Comparison: &replay.Comparison{Verdict: replay.Slower,
+		A: &replay.SideResult{Name: "as is"}, B: &replay.SideResult{Name: "candidate"}, Shapes: []*replay.ShapeChange{sh}}}
 	for _, c := range []struct {
 		name     string
 		doc      *Document
@@ -197,6 +212,8 @@ func TestHTMLInBrowser(t *testing.T) {
 		charts   int
 	}{
 		{"check.html", check.Document(), check.Findings, 1},
+		{"incident.html", incident.Document(), incident.Findings, 1},
+		{"replay.html", replayRep.Document(), nil, 0},
 		{"logs.html", logsRep.Document(), logsRep.Findings, 1},
 		{"explain.html", explain.Document(), explain.Findings, 0},
 		{"compare.html", compare.Document(), nil, 0},
@@ -244,6 +261,39 @@ func TestHTMLInBrowser(t *testing.T) {
 			}
 			if (c.name == "rehearsal.html" || c.name == "demo.html") && (!strings.Contains(text, "Risky as written") || !strings.Contains(text, "CREATE INDEX CONCURRENTLY")) {
 				t.Errorf("the rehearsal's verdict and safe form are not on the page")
+			}
+			if c.name == "incident.html" {
+				// The page opens with the timeline: every lane, the
+				// triggers' spans, the judged stretch, the gap, and the
+				// head of the queue named (its statement shown as text).
+				var lanes []string
+				var fired, judged, gaps int
+				var first, head string
+				if err := chromedp.Run(b.Ctx,
+					chromedp.Evaluate(`Array.from(document.querySelectorAll('svg.timeline text[font-weight=bold]')).map(t => t.textContent)`, &lanes),
+					chromedp.Evaluate(`document.querySelectorAll('svg.timeline rect.fired').length`, &fired),
+					chromedp.Evaluate(`document.querySelectorAll('svg.timeline rect.judged').length`, &judged),
+					chromedp.Evaluate(`document.querySelectorAll('svg.timeline rect.gap').length`, &gaps),
+					chromedp.Evaluate(`document.querySelector('main h3').textContent`, &first),
+					chromedp.Evaluate(`document.querySelector('svg.timeline text.head title').textContent`, &head),
+				); err != nil {
+					t.Fatal(err)
+				}
+				if strings.Join(lanes, ",") != "sessions,lock waiters,pool waits,triggers" || fired != 3 || judged != 1 || gaps != 1 || first != "Timeline" {
+					t.Errorf("timeline: lanes %v, %d trigger spans, %d judged, %d gaps, first heading %q", lanes, fired, judged, gaps, first)
+				}
+				if !strings.Contains(head, "pid 7") || !strings.Contains(head, "</script>") {
+					t.Errorf("the head of the queue: %q", head)
+				}
+			}
+			if c.name == "replay.html" {
+				var dots int
+				if err := chromedp.Run(b.Ctx, chromedp.Evaluate(`document.querySelectorAll('svg.over circle').length`, &dots)); err != nil {
+					t.Fatal(err)
+				}
+				if dots != 80 {
+					t.Errorf("%d calls drawn over the replay, want 80", dots)
+				}
 			}
 			if c.name == "compare.html" && !strings.Contains(text, compare.Summary) {
 				t.Errorf("the comparison's verdict %q is not on the page", compare.Summary)
@@ -296,4 +346,31 @@ func TestTwinShown(t *testing.T) {
 	if strings.Contains(page.String(), "<b>orders</b>") {
 		t.Error("the twin's line is markup in the page")
 	}
+}
+
+// sampleTimeline is an incident's timeline of 20 ticks: a lock queue
+// behind pid 7 (its statement q) from the fifth tick, pool waits, two
+// triggers, the stretch judged, and a gap of two seconds.
+func sampleTimeline(q string) *model.Timeline {
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	var samples []model.ActivitySample
+	var pools []model.PoolSample
+	for i := 0; i < 20; i++ {
+		at := t0.Add(time.Duration(i) * 500 * time.Millisecond)
+		s := model.ActivitySample{At: at, Backends: []model.Backend{{PID: 3, State: "active"}, {PID: 4, State: "active", WaitType: "IO", Wait: "DataFileRead"}}}
+		if i >= 4 {
+			s.Backends = append(s.Backends, model.Backend{PID: 7, State: "idle in transaction", WaitType: "Client", Wait: "ClientRead", Query: q})
+			for k := 0; k < i-2; k++ {
+				s.Backends = append(s.Backends, model.Backend{PID: 20 + k, State: "active", WaitType: "Lock", Wait: "transactionid", BlockedBy: []int{7}})
+			}
+		}
+		samples = append(samples, s)
+		pools = append(pools, model.PoolSample{At: at, Pools: []model.Pool{{Database: "shop", User: "app", ClWaiting: i / 3, MaxWaitMS: float64(i * 40)}}})
+	}
+	tl := model.NewTimeline(samples, pools)
+	tl.Judged = &model.Span{From: t0.Add(2 * time.Second), To: t0.Add(8 * time.Second), Note: "judged"}
+	tl.Fired = []model.FiredSpan{{Kind: "lock-queue", From: t0.Add(2 * time.Second), To: t0.Add(5 * time.Second)},
+		{Kind: "pool-waits", From: t0.Add(3 * time.Second), To: t0.Add(8 * time.Second)}, {Kind: "lock-queue", From: t0.Add(7 * time.Second), To: t0.Add(9 * time.Second)}}
+	tl.Gaps = []model.Span{{From: t0.Add(5500 * time.Millisecond), To: t0.Add(7500 * time.Millisecond), Note: "connection lost: " + q}}
+	return tl
 }

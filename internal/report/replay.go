@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"math"
 	"sort"
 	"strings"
 	"sync"
@@ -261,17 +262,13 @@ func (r *ReplayReport) html(w io.Writer) error {
 	if err := r.Text(&text); err != nil {
 		return err
 	}
-	type hist struct {
-		Query, Verdict string
-		Bars           template.HTML
-	}
-	var hs []hist
+	var hs []shapePicture
 	if r.Comparison != nil {
 		for i, s := range r.Comparison.Shapes {
 			if i == 12 {
 				break
 			}
-			hs = append(hs, hist{Query: printable.Clip(oneLineText(s.Query), 160), Verdict: s.Verdict, Bars: histSVG(s)})
+			hs = append(hs, pictureOf(s.Query, s.Verdict, s))
 		}
 	}
 	verdict := ""
@@ -279,6 +276,22 @@ func (r *ReplayReport) html(w io.Writer) error {
 		verdict = r.Comparison.Verdict
 	}
 	return replayPage().Execute(w, map[string]any{"Title": "pgmedic replay " + strings.Join(r.Logs, " "), "Verdict": verdict, "Text": text.String(), "Hists": hs})
+}
+
+// shapePicture is one statement shape on a replay's page (and an
+// upgrade's): its verdict, both sides' histograms, and its calls over
+// the replay.
+type shapePicture struct {
+	Query, Verdict string
+	Bars, Over     template.HTML
+}
+
+func pictureOf(query, verdict string, c *replay.ShapeChange) shapePicture {
+	p := shapePicture{Query: printable.Clip(oneLineText(query), 160), Verdict: verdict}
+	if c != nil {
+		p.Bars, p.Over = histSVG(c), overSVG(c)
+	}
+	return p
 }
 
 // histSVG draws A's and B's histograms on one log-scaled axis.
@@ -309,17 +322,58 @@ func histSVG(s *replay.ShapeChange) template.HTML {
 	return template.HTML(b.String())
 }
 
+// overSVG draws a shape's calls over the replay, A's and B's first runs
+// on shared axes: x when each was sent, y its latency on a log scale,
+// failed calls in red. A slowdown that builds up (a queue, a cache that
+// empties) shows here where a histogram hides it.
+func overSVG(s *replay.ShapeChange) template.HTML {
+	if len(s.AOver) == 0 && len(s.BOver) == 0 {
+		return ""
+	}
+	endMS, topMS := 1.0, 1.0
+	for _, c := range append(append([]replay.Call{}, s.AOver...), s.BOver...) {
+		endMS = math.Max(endMS, float64(c.AtMS+c.MS))
+		topMS = math.Max(topMS, float64(c.MS))
+	}
+	const w, h, left, bottom = 700.0, 140.0, 50.0, 18.0
+	x := func(ms float64) float64 { return left + (w-left-10)*ms/endMS }
+	decades := math.Log10(topMS) + 2 // from 0.01 ms
+	y := func(ms float64) float64 { return 4 + (h-bottom-4)*(1-(math.Log10(math.Max(ms, 0.01))+2)/decades) }
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg class="over" width="%.0f" height="%.0f" role="img" font-size="11"><title>latency of each call over the replay: A grey, B green</title>`, w, h)
+	for ms := 0.01; ms <= topMS*10; ms *= 10 {
+		if y(ms) < 0 {
+			break
+		}
+		fmt.Fprintf(&b, `<line x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#e4e4e4"/><text x="2" y="%.1f">%s</text>`, left, w-10, y(ms), y(ms), y(ms)+4, printable.MS(ms))
+	}
+	for k, calls := range [][]replay.Call{s.AOver, s.BOver} {
+		color := []string{"#8899aa", "#2a7f62"}[k]
+		for _, c := range calls {
+			fill := color
+			if c.Failed {
+				fill = "#c0392b"
+			}
+			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="1.8" fill="%s" fill-opacity="0.75"/>`, x(float64(c.AtMS)), y(float64(c.MS)), fill)
+		}
+	}
+	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f">0 s</text><text x="%.0f" y="%.0f" text-anchor="end">%.1f s into the replay</text></svg>`, left, h-4, w-10, h-4, endMS/1000)
+	return template.HTML(b.String())
+}
+
 var replayPage = sync.OnceValue(func() *template.Template {
 	return template.Must(template.New("replay").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{{.Title}}</title>
 <style>body{font-family:system-ui,sans-serif;margin:2em;max-width:72em}pre{background:#f6f6f6;padding:1em;overflow-x:auto}
 .verdict{font-size:1.6em;font-weight:bold}.shape{margin:1.2em 0}.q{font-family:monospace;font-size:.9em}
-.key span{display:inline-block;width:1em;height:1em;vertical-align:middle;margin:0 .3em}</style></head><body>
+.key span{display:inline-block;width:1em;height:1em;vertical-align:middle;margin:0 .3em}
+.pics{display:flex;flex-wrap:wrap;gap:1em;align-items:flex-end}</style></head>
+<body data-ready="1"><!-- drawn without a script: ready as soon as it is parsed -->
 <h1>{{.Title}}</h1>
 {{if .Verdict}}<p class="verdict">Verdict: {{.Verdict}}</p>{{end}}
 {{if .Hists}}<h2>Latency by statement, A and B side by side</h2>
-<p class="key"><span style="background:#8899aa"></span>A (as is) <span style="background:#2a7f62"></span>B (with the change); bins on a log scale</p>
-{{range .Hists}}<div class="shape"><div class="q">{{.Verdict}} — {{.Query}}</div>{{.Bars}}</div>{{end}}{{end}}
+<p class="key"><span style="background:#8899aa"></span>A (as is) <span style="background:#2a7f62"></span>B (with the change) <span style="background:#c0392b"></span>failed; on a log scale: how the calls' latencies are spread, and each call over the first run of each side</p>
+{{range .Hists}}<div class="shape"><div class="q">{{.Verdict}} — {{.Query}}</div><div class="pics">{{.Bars}}{{.Over}}</div></div>{{end}}{{end}}
 <h2>Report</h2><pre>{{.Text}}</pre>
 </body></html>
 `))

@@ -30,7 +30,10 @@ type Report struct {
 	Skipped  []model.Skip    `json:"skipped"`
 	Summary  Summary         `json:"summary"`
 	// Sessions is what check --sample saw; absent when it did not sample.
+	// Timeline is the same ticks over time (with an incident's triggers,
+	// judged stretch and gaps, for check --from), the page's first picture.
 	Sessions *model.Sessions `json:"sessions,omitempty"`
+	Timeline *model.Timeline `json:"timeline,omitempty"`
 	// ElapsedS is how long the check ran; Envelope the session settings
 	// it ran under.
 	ElapsedS float64  `json:"elapsed_s,omitempty"`

@@ -2,7 +2,6 @@ package report
 
 import (
 	"fmt"
-	"html/template"
 	"io"
 	"strings"
 
@@ -172,16 +171,13 @@ func (r *UpgradeReport) html(w io.Writer) error {
 	if err := r.Text(&text); err != nil {
 		return err
 	}
-	type hist struct {
-		Query, Verdict string
-		Bars           template.HTML
-	}
-	var hs []hist
+	var hs []shapePicture
 	for i, s := range r.Shapes {
 		if i == 12 {
 			break
 		}
-		hs = append(hs, hist{Query: printable.Clip(s.Query, 160), Verdict: shapeLine(s, r.MinRatio)[:strings.Index(shapeLine(s, r.MinRatio), " ")], Bars: histSVG(s.Change)})
+		verdict, _, _ := strings.Cut(shapeLine(s, r.MinRatio), " ")
+		hs = append(hs, pictureOf(s.Query, verdict, s.Change))
 	}
 	verdict := "nothing slower"
 	if len(r.Failing) > 0 {

@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/pgmedic/pgmedic/internal/model"
 )
 
 // Incident is a stretch of time in which triggers fired: it opens with
@@ -25,8 +27,10 @@ type Incident struct {
 	To           time.Time `json:"to"`
 	// Triggers are the first firing of each kind, in order.
 	Triggers []Firing `json:"triggers"`
-	// Firings counts the ticks each kind fired at.
-	Firings map[string]int `json:"firings"`
+	// Firings counts the ticks each kind fired at; Fired says when, one
+	// span per run of consecutive ticks.
+	Firings map[string]int    `json:"firings"`
+	Fired   []model.FiredSpan `json:"fired,omitempty"`
 	// CutShort says the bundle was written before the incident ended:
 	// at MaxLength (it goes on, and no new incident opens until it is
 	// over) or because watch stopped.
@@ -53,6 +57,9 @@ type Incidents struct {
 	// fire; no new incident opens until After passes with none.
 	held     bool
 	lastFire time.Time
+	// prevTick is the tick Observe saw last: a trigger that fired at it
+	// and fires again extends its span.
+	prevTick time.Time
 }
 
 // Open is the incident in progress, nil when none is.
@@ -62,6 +69,8 @@ func (m *Incidents) Open() *Incident { return m.open }
 // (opened) and one whose bundle is due (done): closed after After of
 // quiet, or cut at MaxLength.
 func (m *Incidents) Observe(at time.Time, fired []Firing) (opened, done *Incident) {
+	prev := m.prevTick
+	m.prevTick = at
 	if len(fired) > 0 {
 		m.lastFire = at
 	}
@@ -84,6 +93,7 @@ func (m *Incidents) Observe(at time.Time, fired []Firing) (opened, done *Inciden
 			inc.Triggers = append(inc.Triggers, f)
 		}
 		inc.Firings[f.Kind]++
+		inc.Fired = model.Fire(inc.Fired, f.Kind, at, prev)
 		inc.LastFire = at
 		if sessionTrigger(f.Kind) {
 			if inc.SessionsFrom.IsZero() {

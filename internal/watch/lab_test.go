@@ -19,12 +19,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgmedic/pgmedic/internal/diagnose"
 	"github.com/pgmedic/pgmedic/internal/lab"
 	"github.com/pgmedic/pgmedic/internal/lab/labtest"
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/report"
 	"github.com/pgmedic/pgmedic/internal/scenario"
 	"github.com/pgmedic/pgmedic/internal/testkit"
 	"github.com/pgmedic/pgmedic/internal/watch"
@@ -238,6 +240,67 @@ func TestWatchAcrossIncidents(t *testing.T) {
 				t.Errorf("%s: a finding from a bundle claims confirmed: %s", r.name, f.Title)
 			}
 		}
+		incidentTimeline(t, r.name, b, rep, r.triggers)
+	}
+}
+
+// incidentTimeline: the report of check --from a bundle holds the
+// incident's timeline (the window's ticks, the triggers that named the
+// bundle as they fired, the stretch judged inside the window) and its page
+// opens with it, drawn in headless Chromium without a complaint.
+func incidentTimeline(t *testing.T, name string, b bundled, rep *report.Report, triggers []string) {
+	t.Helper()
+	tl := rep.Timeline
+	if tl == nil || len(tl.Ticks) < 5 {
+		t.Errorf("%s: check --from has no timeline of the window: %+v", name, tl)
+		return
+	}
+	if tl.Judged == nil || tl.Judged.From.Before(tl.From) || tl.Judged.To.After(tl.To) || !tl.Judged.To.After(tl.Judged.From) {
+		t.Errorf("%s: the judged stretch %+v is not inside the window %s-%s", name, tl.Judged, tl.From, tl.To)
+	}
+	fired := map[string]bool{}
+	for _, f := range tl.Fired {
+		fired[f.Kind] = true
+		if f.To.Before(f.From) || f.From.Before(tl.From) || f.To.After(tl.To) {
+			t.Errorf("%s: trigger span %+v outside the window", name, f)
+		}
+	}
+	for _, k := range b.inc.Kinds() {
+		if !fired[k] {
+			t.Errorf("%s: the timeline does not show %s firing (it shows %v)", name, k, tl.Fired)
+		}
+	}
+	if name == "lock-chain" {
+		head := false
+		for _, tk := range tl.Ticks {
+			head = head || (tk.Head != nil && tk.HeadQueue > 0)
+		}
+		if !head {
+			t.Errorf("lock-chain: no tick of the timeline names the head of the lock queue")
+		}
+	}
+	page := filepath.Join(t.TempDir(), name+".html")
+	var buf strings.Builder
+	if err := report.HTML(&buf, rep.Document()); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(page, []byte(buf.String()), 0o644)
+	br := testkit.OpenOffline(t, page)
+	var lanes, fires int
+	var first string
+	if err := chromedp.Run(br.Ctx,
+		chromedp.Evaluate(`document.querySelectorAll('svg.timeline rect').length`, &lanes),
+		chromedp.Evaluate(`document.querySelectorAll('svg.timeline rect.fired').length`, &fires),
+		chromedp.Evaluate(`document.querySelector('main h3, section h3') ? document.querySelector('main h3, section h3').textContent : ''`, &first),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if lanes == 0 || fires == 0 || first != "Timeline" {
+		t.Errorf("%s: the page's timeline: %d rects for %d ticks, %d trigger spans, first heading %q", name, lanes, len(tl.Ticks), fires, first)
+	}
+	br.Screenshot(t, "incident-"+name+".png")
+	if errs := br.Errors(); len(errs) > 0 {
+		t.Errorf("%s: the page complained: %v", name, errs)
 	}
 }
 
