@@ -54,11 +54,12 @@ for arch in amd64 arm64; do
 done
 run_arm64() { qemu-aarch64-static "$work/arm64/pgmedic" "$@"; }
 [ "$(run_arm64 --version)" = "$want" ] || fail "arm64 --version says '$(run_arm64 --version)', want '$want'"
-for args in "explain internal/plan/testdata/pg15_jit_analyze.json" "logs internal/cli/testdata/planted.log"; do
+for cmd in "explain internal/plan/testdata/pg15_jit_analyze.json" "logs internal/cli/testdata/planted.log"; do
+  read -r -a args <<<"$cmd"
   # explain exits 1 on a plan with findings: compare outputs and codes.
-  a=$("$work/amd64/pgmedic" $args; echo "exit $?") || true
-  b=$(run_arm64 $args; echo "exit $?") || true
-  [ "$a" = "$b" ] || fail "pgmedic $args: arm64 and amd64 differ:
+  a=$("$work/amd64/pgmedic" "${args[@]}"; echo "exit $?") || true
+  b=$(run_arm64 "${args[@]}"; echo "exit $?") || true
+  [ "$a" = "$b" ] || fail "pgmedic $cmd: arm64 and amd64 differ:
 $(diff <(echo "$a") <(echo "$b") | head -20)"
 done
 echo "package-check: arm64 binary runs under qemu and agrees with amd64 ($(file -b "$work/arm64/pgmedic" | cut -d, -f1-2))"
@@ -72,9 +73,13 @@ for f in /usr/share/man/man1/pgmedic.1.gz /usr/share/man/man1/pgmedic-rehearse-u
          /usr/share/fish/vendor_completions.d/pgmedic.fish /usr/share/doc/pgmedic/copyright; do
   [ -s "$f" ] || fail "$f is not installed"
 done
-zcat /usr/share/man/man1/pgmedic-check.1.gz | grep -q '^pgmedic-check - ' || fail "pgmedic-check.1 does not name its command"
+# (Read whole before grep: grep -q would stop reading early, and pipefail
+# would take the writer's SIGPIPE for a failure.)
+page=$(zcat /usr/share/man/man1/pgmedic-check.1.gz)
+grep -q '^pgmedic-check - ' <<<"$page" || fail "pgmedic-check.1 does not name its command"
 # What bash's completion asks the installed binary.
-/usr/bin/pgmedic __complete rehearse "" | grep -q '^upgrade' || fail "pgmedic __complete does not offer rehearse's subcommands"
+offered=$(/usr/bin/pgmedic __complete rehearse "" 2>/dev/null)
+grep -q '^upgrade' <<<"$offered" || fail "pgmedic __complete does not offer rehearse's subcommands: $offered"
 
 away=$(mktemp -d)
 chmod 755 "$away"

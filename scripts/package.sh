@@ -122,4 +122,4 @@ EOF
 done
 (cd "$dist" && sha256sum -- *"_${version}"* > "pgmedic_${version}_SHA256SUMS")
 echo "package: pgmedic $version in $dist:"
-ls -1 "$dist" | grep -F "_${version}" | sed 's/^/  /'
+for f in "$dist"/*"_${version}"*; do echo "  ${f##*/}"; done

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgmedic/pgmedic/internal/model"
@@ -160,6 +161,9 @@ func TestSampledValuesHidden(t *testing.T) {
 		if i := strings.Index(out, planted); (i >= 0) != c.show {
 			t.Errorf("%s, --show-values %v: the planted value is there: %v ...%s...", c.format, c.show, i >= 0, out[max(0, i-150):max(0, min(len(out), i+50))])
 		}
+		if c.format == "html" {
+			sampledTimeline(t, out)
+		}
 	}
 	// The same stall seen by watch: its bundle keeps the texts, values
 	// included, for its owner only; its report and check --from's leave
@@ -261,5 +265,31 @@ func TestLogValuesHidden(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// sampledTimeline: check --sample's page, in headless Chromium, opens with
+// the timeline of what it sampled: the session waiting for the lock, and
+// the one idle in its transaction named as the head of the queue.
+func sampledTimeline(t *testing.T, page string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "sampled.html")
+	os.WriteFile(path, []byte(page), 0o644)
+	b := testkit.OpenOffline(t, path)
+	var first, head string
+	var bars int
+	if err := chromedp.Run(b.Ctx,
+		chromedp.Evaluate(`document.querySelector('main h3').textContent`, &first),
+		chromedp.Evaluate(`document.querySelectorAll('svg.timeline rect title').length`, &bars),
+		chromedp.Evaluate(`(document.querySelector('svg.timeline text.head title') || {}).textContent || ''`, &head),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if first != "Timeline" || bars == 0 || !strings.Contains(head, "idle in transaction") || !strings.Contains(head, "1 behind it") {
+		t.Errorf("check --sample's timeline: first heading %q, %d bars, head %q", first, bars, head)
+	}
+	b.Screenshot(t, "check-sample-timeline.png")
+	if errs := b.Errors(); len(errs) > 0 {
+		t.Errorf("the page complained: %v", errs)
 	}
 }
