@@ -183,8 +183,12 @@ func TestSeriesWatchExports(t *testing.T) {
 	}
 
 	var dash struct {
+		UID    string
 		Panels []struct {
+			ID      int
+			Type    string
 			Title   string
+			GridPos struct{ X, Y, W, H int }
 			Targets []struct{ Expr string }
 		}
 		Templating struct {
@@ -203,6 +207,24 @@ func TestSeriesWatchExports(t *testing.T) {
 	}
 	if err := json.Unmarshal(b, &dash); err != nil {
 		t.Fatalf("grafana/pgmedic.json: %v", err)
+	}
+	// A dashboard Grafana imports: a uid, panels with distinct ids placed
+	// inside its 24 columns, every panel that queries with a title.
+	if dash.UID == "" {
+		t.Error("the dashboard has no uid")
+	}
+	ids := map[int]bool{}
+	for _, p := range dash.Panels {
+		if ids[p.ID] {
+			t.Errorf("panel id %d twice", p.ID)
+		}
+		ids[p.ID] = true
+		if p.GridPos.W <= 0 || p.GridPos.H <= 0 || p.GridPos.X < 0 || p.GridPos.X+p.GridPos.W > 24 {
+			t.Errorf("panel %q is placed at %+v, outside Grafana's 24 columns", p.Title, p.GridPos)
+		}
+		if p.Type != "row" && (p.Title == "" || len(p.Targets) == 0) {
+			t.Errorf("panel %d (%s) has no title or no query", p.ID, p.Type)
+		}
 	}
 	queries := map[string]string{}
 	for _, p := range dash.Panels {

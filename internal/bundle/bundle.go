@@ -8,12 +8,15 @@ package bundle
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"time"
 
 	"github.com/pgmedic/pgmedic/internal/model"
@@ -120,19 +123,35 @@ func Read(dir string) (*Meta, *model.Snapshot, error) {
 
 // ReadWindow reads the ticks of a bundle's window (window.jsonl): the
 // sessions and pools sampled at each, and the gaps where watch was not
-// connected. Lines that do not parse (a crash or a full disk cut one)
-// are counted in bad, not fatal.
+// connected. Lines that do not parse are counted in bad (ParseWindow).
 func ReadWindow(dir string) (samples []model.ActivitySample, pools []model.PoolSample, gaps []model.Span, bad int, err error) {
 	f, err := os.Open(filepath.Join(dir, WindowFile))
 	if err != nil {
 		return nil, nil, nil, 0, fmt.Errorf("--from: reading the incident's window: %w", err)
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 256<<20)
+	samples, pools, gaps, bad, err = ParseWindow(f)
+	if err != nil {
+		return nil, nil, nil, bad, fmt.Errorf("--from: reading the incident's window: %w", err)
+	}
+	return samples, pools, gaps, bad, nil
+}
+
+// ParseWindow reads watch's ring records, one JSON object a line: the
+// ticks' sessions and pools (each dated by its record when it carries no
+// time of its own) and the gaps. A line that does not parse, or is not an
+// object (a crash or a full disk cut it), is counted in bad and skipped;
+// only a line longer than 256 MB is an error.
+func ParseWindow(r io.Reader) (samples []model.ActivitySample, pools []model.PoolSample, gaps []model.Span, bad int, err error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 256<<20)
 	for sc.Scan() {
+		line := sc.Bytes()
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
 		// The fields of watch's ring records a timeline needs.
-		var r struct {
+		var rec struct {
 			Kind   string                `json:"kind"`
 			At     time.Time             `json:"at"`
 			Sample *model.ActivitySample `json:"sample"`
@@ -140,33 +159,36 @@ func ReadWindow(dir string) (samples []model.ActivitySample, pools []model.PoolS
 			Until  time.Time             `json:"until"`
 			Note   string                `json:"note"`
 		}
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+		if err := json.Unmarshal(line, &rec); err != nil {
 			bad++
 			continue
 		}
-		switch r.Kind {
+		switch rec.Kind {
 		case "tick":
-			if r.Sample != nil {
-				s := *r.Sample
+			if rec.Sample != nil {
+				s := *rec.Sample
 				if s.At.IsZero() {
-					s.At = r.At
+					s.At = rec.At
 				}
 				samples = append(samples, s)
 			}
-			if r.Pools != nil {
-				p := *r.Pools
+			if rec.Pools != nil {
+				p := *rec.Pools
 				if p.At.IsZero() {
-					p.At = r.At
+					p.At = rec.At
 				}
 				pools = append(pools, p)
 			}
 		case "gap":
-			gaps = append(gaps, model.Span{From: r.At, To: r.Until, Note: r.Note})
+			gaps = append(gaps, model.Span{From: rec.At, To: rec.Until, Note: rec.Note})
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, nil, nil, bad, fmt.Errorf("--from: reading the incident's window: %w", err)
+		return nil, nil, nil, bad, err
 	}
+	// The ring is written in time order; a window put together by hand
+	// may not be.
+	sort.SliceStable(samples, func(i, j int) bool { return samples[i].At.Before(samples[j].At) })
 	return samples, pools, gaps, bad, nil
 }
 

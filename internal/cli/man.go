@@ -5,27 +5,18 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/cobra/doc"
 )
 
-// WriteManPages writes a man page (section 1) for pgmedic and for each of
-// its commands into dir, dated date so that two builds of one commit
-// ship the same pages: pgmedic.1, pgmedic-check.1, pgmedic-lab-up.1, ...
-// Packages install them under /usr/share/man/man1.
-func WriteManPages(dir string, date time.Time) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("writing the man pages: %w", err)
-	}
+// Tree is pgmedic's whole command tree, for what is generated from it
+// (scripts/helpfiles writes the man pages from it). The binary itself
+// does not link the man page writer: its Markdown renderer would add to
+// every command's start-up.
+func Tree() *cobra.Command {
 	root := newRoot(nil, nil, io.Discard, io.Discard)
 	root.DisableAutoGenTag = true
-	header := &doc.GenManHeader{Title: "PGMEDIC", Section: "1", Source: "pgmedic " + versionText(), Manual: "pgmedic manual", Date: &date}
-	if err := doc.GenManTree(root, header, dir); err != nil {
-		return fmt.Errorf("writing the man pages: %w", err)
-	}
-	return nil
+	return root
 }
 
 // WriteCompletions writes the shell completions of pgmedic into dir, one

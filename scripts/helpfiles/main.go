@@ -1,6 +1,8 @@
 // Command helpfiles writes what packages ship beside the binary: the man
 // pages (DIR/man1) and the shell completions (DIR/completions), from the
-// command tree itself. SOURCE_DATE_EPOCH, when set, dates the pages.
+// command tree itself. SOURCE_DATE_EPOCH, when set, dates the pages. It
+// is its own program so that the binary does not link the man page
+// writer.
 //
 // usage: go run ./scripts/helpfiles DIR
 package main
@@ -11,6 +13,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/spf13/cobra/doc"
 
 	"github.com/pgmedic/pgmedic/internal/cli"
 )
@@ -30,10 +34,26 @@ func main() {
 		date = time.Unix(n, 0).UTC()
 	}
 	dir := os.Args[1]
-	for _, err := range []error{cli.WriteManPages(filepath.Join(dir, "man1"), date), cli.WriteCompletions(filepath.Join(dir, "completions"))} {
+	for _, err := range []error{writeManPages(filepath.Join(dir, "man1"), date), cli.WriteCompletions(filepath.Join(dir, "completions"))} {
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "helpfiles:", err)
 			os.Exit(1)
 		}
 	}
+}
+
+// writeManPages writes a man page (section 1) for pgmedic and for each of
+// its commands into dir, dated date so that two builds of one commit ship
+// the same pages: pgmedic.1, pgmedic-check.1, pgmedic-lab-up.1, ...
+// Packages install them under /usr/share/man/man1.
+func writeManPages(dir string, date time.Time) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("writing the man pages: %w", err)
+	}
+	root := cli.Tree()
+	header := &doc.GenManHeader{Title: "PGMEDIC", Section: "1", Source: "pgmedic " + root.Version, Manual: "pgmedic manual", Date: &date}
+	if err := doc.GenManTree(root, header, dir); err != nil {
+		return fmt.Errorf("writing the man pages: %w", err)
+	}
+	return nil
 }
