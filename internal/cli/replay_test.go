@@ -8,10 +8,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/chromedp/chromedp"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgmedic/pgmedic/internal/lab"
 	"github.com/pgmedic/pgmedic/internal/lab/labtest"
+	"github.com/pgmedic/pgmedic/internal/testkit"
 )
 
 const mixedLog = "../capture/testdata/mixed.log"
@@ -178,6 +180,28 @@ func TestReplayTwinFix(t *testing.T) {
 	t.Logf("twin: %s; fix: %s; %s %v", rep.Twin, rep.Fix, rep.Comparison.Verdict, rep.Comparison.Why)
 	if !strings.Contains(rep.Twin, "jobs") || !strings.Contains(rep.Fix, "CREATE INDEX") || rep.Comparison.Verdict != "faster" || !strings.Contains(rep.Comparison.B.Where, "lab cluster") {
 		t.Fatalf("replay on the twin with the fix: %s", out)
+	}
+	// The page draws each shape's calls over the first run of each side,
+	// and opens in headless Chromium without a complaint.
+	page := filepath.Join(t.TempDir(), "replay.html")
+	if code, _, errOut := run(t, "replay", log, "--database", "queue", "--source", dsn, "--twin", "--fix", "missing-index", "--speed", "0", "--runs", "1", "--format", "html", "--out", page); code != 0 {
+		t.Fatalf("--format html: exit %d: %s", code, errOut)
+	}
+	br := testkit.OpenOffline(t, page)
+	var dots, shapes int
+	if err := chromedp.Run(br.Ctx,
+		chromedp.Evaluate(`document.querySelectorAll('svg.over circle').length`, &dots),
+		chromedp.Evaluate(`document.querySelectorAll('svg.over').length`, &shapes),
+	); err != nil {
+		t.Fatal(err)
+	}
+	// Two sides of 30 polls at least, over the shapes drawn.
+	if shapes == 0 || dots < 60 {
+		t.Errorf("the replay's page draws %d shapes over time with %d calls", shapes, dots)
+	}
+	br.Screenshot(t, "replay-twin-fix.png")
+	if errs := br.Errors(); len(errs) > 0 {
+		t.Errorf("the page complained: %v", errs)
 	}
 	// Nothing of the replay touched the source: its pending jobs are
 	// those the workload left.
