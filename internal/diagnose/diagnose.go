@@ -270,9 +270,9 @@ func (o Options) verify(ctx context.Context, sess *envelope.Session, dsn string,
 	if o.Lab {
 		// A lab database is throwaway: experiments that need concurrent
 		// writers run on it.
-		eng.Workers = func(ctx context.Context) (*pgx.Conn, error) {
+		eng.Workers = verify.Sessions(func(ctx context.Context) (*pgx.Conn, error) {
 			return envelope.Dial(ctx, dsn, envelope.Work{AppName: envelope.AppName + " worker"})
-		}
+		})
 	}
 	out, skipped := eng.Run(ctx, snap, findings)
 	return out, skipped, ""

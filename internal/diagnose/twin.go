@@ -129,7 +129,7 @@ func (o Options) verifyWithTwin(ctx context.Context, sess *envelope.Session, sna
 		copied = append(copied, f)
 	}
 	eng := o.engine(sess)
-	eng.Conn, eng.Lab, eng.InPlace, eng.Workers, eng.Pool = tw.Conn, true, true, tw.Connect, tw.Pool
+	eng.Conn, eng.Lab, eng.InPlace, eng.Workers, eng.Pool = tw.Conn, true, true, verify.Sessions(tw.Connect), tw.Pool
 	eng.Admit = func(ctx context.Context, limit int) (*verify.Admitted, error) {
 		connect, pool, drop, err := tw.Admit(ctx, limit)
 		if err != nil {

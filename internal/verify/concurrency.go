@@ -11,8 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
@@ -146,9 +144,15 @@ func (e *Engine) loadSide(ctx context.Context, mix []mixRun, clients, pool int, 
 			return load{}, err
 		}
 		defer stop()
-		connect = c
+		connect = func(ctx context.Context) (Session, error) {
+			conn, err := c(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return conn, nil
+		}
 	}
-	var conns []*pgx.Conn
+	var conns []Session
 	defer func() {
 		for _, c := range conns {
 			c.Close(context.WithoutCancel(ctx))
@@ -237,8 +241,8 @@ func runClients(ctx context.Context, clients int, client func(pctx context.Conte
 
 // runOne runs one statement of the mix on client i's session, or on a
 // session of its own with reconnect; writes in a transaction rolled back.
-func runOne(ctx context.Context, connect func(context.Context) (*pgx.Conn, error), conns []*pgx.Conn, i int, reconnect bool, r mixRun) error {
-	var c *pgx.Conn
+func runOne(ctx context.Context, connect func(context.Context) (Session, error), conns []Session, i int, reconnect bool, r mixRun) error {
+	var c Session
 	if reconnect {
 		var err error
 		if c, err = connect(ctx); err != nil {

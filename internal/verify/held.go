@@ -140,7 +140,7 @@ func (e *Engine) holdSide(ctx context.Context, mix []mixRun, clients int, think 
 				}
 			}
 			t0 := time.Now()
-			t.add(pctx, t0, runOne(pctx, nil, []*pgx.Conn{c}, 0, false, mix[n%len(mix)]))
+			t.add(pctx, t0, runOne(pctx, nil, []Session{c}, 0, false, mix[n%len(mix)]))
 			Sleep(pctx, think)
 		}
 	})

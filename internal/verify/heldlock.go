@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/printable"
@@ -155,7 +153,7 @@ func (e *Engine) rehearseIdle(ctx context.Context, take, wait sessionStmt, chang
 	} else {
 		changed <- nil
 	}
-	finish := loopTimed(ctx, waiters, func(ctx context.Context, c *pgx.Conn) (float64, error) {
+	finish := loopTimed(ctx, waiters, func(ctx context.Context, c Session) (float64, error) {
 		return rolledBackRun(ctx, c, wait.run)
 	})
 	// The client comes back after idleHold and ends its transaction; with
@@ -177,7 +175,7 @@ func (e *Engine) rehearseIdle(ctx context.Context, take, wait sessionStmt, chang
 
 // rolledBackRun runs one statement in a transaction it rolls back and
 // returns how long the statement took (ms).
-func rolledBackRun(ctx context.Context, c *pgx.Conn, q string) (float64, error) {
+func rolledBackRun(ctx context.Context, c Session, q string) (float64, error) {
 	if _, err := c.Exec(ctx, "BEGIN"); err != nil {
 		return 0, err
 	}

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
@@ -91,7 +89,7 @@ type horizonSide struct {
 // horizonRound updates every row of the copy once and vacuums it; with
 // hold, holder keeps a snapshot taken before the update until the VACUUM
 // has reported.
-func horizonRound(ctx context.Context, holder, worker *pgx.Conn, hold bool) (horizonSide, error) {
+func horizonRound(ctx context.Context, holder, worker Session, hold bool) (horizonSide, error) {
 	var side horizonSide
 	if hold {
 		if _, err := holder.Exec(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ"); err != nil {
@@ -128,7 +126,7 @@ func horizonRound(ctx context.Context, holder, worker *pgx.Conn, hold bool) (hor
 
 // statsReached polls a statistics counter until it reaches want, each
 // time in a fresh statistics snapshot.
-func statsReached(ctx context.Context, c *pgx.Conn, counter string, want int64) error {
+func statsReached(ctx context.Context, c Session, counter string, want int64) error {
 	deadline := time.Now().Add(horizonStatsWait)
 	for {
 		var got int64

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgmedic/pgmedic/internal/envelope"
@@ -133,7 +132,7 @@ func (e *Engine) rehearse(ctx context.Context, exp *model.Experiment, table stri
 		head.Exec(ctx, "ROLLBACK")
 		return nil, fmt.Errorf("taking the head's lock: %w", err)
 	}
-	finish := loopTimed(ctx, readers, func(ctx context.Context, c *pgx.Conn) (float64, error) {
+	finish := loopTimed(ctx, readers, func(ctx context.Context, c Session) (float64, error) {
 		t0 := time.Now()
 		_, err := c.Exec(ctx, read.run)
 		return float64(time.Since(t0).Microseconds()) / 1000, err
@@ -162,7 +161,7 @@ func (e *Engine) rehearse(ctx context.Context, exp *model.Experiment, table stri
 // runChange runs the schema change in a transaction it rolls back, as
 // written or, with retry, under lock_timeout, trying again until it gets
 // its lock.
-func runChange(ctx context.Context, c *pgx.Conn, ddl string, retry bool) error {
+func runChange(ctx context.Context, c Session, ddl string, retry bool) error {
 	for {
 		if _, err := c.Exec(ctx, "BEGIN"); err != nil {
 			return err

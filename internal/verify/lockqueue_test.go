@@ -108,5 +108,5 @@ func onATwin(t *testing.T, setup ...string) *verify.Engine {
 	}
 	t.Cleanup(sess.Close)
 	return &verify.Engine{Conn: sess.Conn, Runs: 5, Cores: 2, StatementTimeoutText: "5s", Lab: true, InPlace: true,
-		Workers: func(ctx context.Context) (*pgx.Conn, error) { return pgx.Connect(ctx, c.DSN("postgres")) }}
+		Workers: verify.Sessions(func(ctx context.Context) (*pgx.Conn, error) { return pgx.Connect(ctx, c.DSN("postgres")) })}
 }

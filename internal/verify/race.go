@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
@@ -122,7 +120,7 @@ func (e *Engine) race(ctx context.Context, query string, b *bound, table string)
 	if err := conns[0].QueryRow(ctx, "SELECT txid_current()").Scan(&first); err != nil {
 		return side, err
 	}
-	started := time.Now()
+	started := e.now()
 	var mu sync.Mutex
 	var firstErr error
 	for r := 0; r < raceRounds && firstErr == nil; r++ {
@@ -149,14 +147,14 @@ func (e *Engine) race(ctx context.Context, query string, b *bound, table string)
 	if firstErr != nil {
 		return side, firstErr
 	}
-	side.seconds = time.Since(started).Seconds()
+	side.seconds = max(e.now().Sub(started).Seconds(), 1e-3)
 	err = conns[0].QueryRow(ctx, "SELECT count(*) FROM "+table+" WHERE xmin::text::bigint >= $1", first%(1<<32)).Scan(&side.distinct)
 	return side, err
 }
 
 // openWorkers opens n more sessions on the experiment's database (a twin
 // or a lab database); closeAll closes those that opened, whatever failed.
-func (e *Engine) openWorkers(ctx context.Context, n int) (conns []*pgx.Conn, closeAll func(), err error) {
+func (e *Engine) openWorkers(ctx context.Context, n int) (conns []Session, closeAll func(), err error) {
 	closeAll = func() {
 		for _, c := range conns {
 			c.Close(context.WithoutCancel(ctx))
@@ -173,17 +171,20 @@ func (e *Engine) openWorkers(ctx context.Context, n int) (conns []*pgx.Conn, clo
 }
 
 // claimOnce is one worker's claim: BEGIN, the claim, a moment of work,
-// COMMIT; it returns the rows the claim updated.
-func claimOnce(ctx context.Context, c *pgx.Conn, run string) (int64, error) {
-	tx, err := c.Begin(ctx)
-	if err != nil {
+// COMMIT; it returns the rows the claim updated. A claim that failed is
+// rolled back.
+func claimOnce(ctx context.Context, c Session, run string) (int64, error) {
+	if _, err := c.Exec(ctx, "BEGIN"); err != nil {
 		return 0, err
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	tag, err := tx.Exec(ctx, run)
+	tag, err := c.Exec(ctx, run)
 	if err != nil {
+		c.Exec(context.WithoutCancel(ctx), "ROLLBACK")
 		return 0, err
 	}
 	time.Sleep(raceHold)
-	return tag.RowsAffected(), tx.Commit(ctx)
+	if _, err := c.Exec(ctx, "COMMIT"); err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
 }

@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
@@ -131,7 +129,7 @@ func (e *Engine) onARow(ctx context.Context, s sessionStmt) (sessionStmt, bool) 
 }
 
 // prepareOn prepares q on each session ("" prepares nothing).
-func prepareOn(ctx context.Context, conns []*pgx.Conn, q string) error {
+func prepareOn(ctx context.Context, conns []Session, q string) error {
 	if q == "" {
 		return nil
 	}
@@ -147,7 +145,7 @@ func prepareOn(ctx context.Context, conns []*pgx.Conn, q string) error {
 // finish returns the latencies run reported (ms) and the first error
 // that did not come from being stopped. A session stops at its first
 // error.
-func loopTimed(ctx context.Context, conns []*pgx.Conn, run func(context.Context, *pgx.Conn) (float64, error)) (finish func() ([]float64, error)) {
+func loopTimed(ctx context.Context, conns []Session, run func(context.Context, Session) (float64, error)) (finish func() ([]float64, error)) {
 	lctx, stop := context.WithCancel(ctx)
 	var mu sync.Mutex
 	var lat []float64

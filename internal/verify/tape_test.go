@@ -23,6 +23,9 @@ type tape struct {
 	Snapshot *model.Snapshot
 	Findings []tapedFinding
 	Calls    []call
+	// Workers are the calls of each worker session the experiments
+	// opened (Engine.Workers), in the order they were opened.
+	Workers [][]call `json:",omitempty"`
 }
 
 type tapedFinding struct {

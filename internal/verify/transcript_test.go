@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/datadriven"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/pgmedic/pgmedic/internal/collect"
 	"github.com/pgmedic/pgmedic/internal/envelope"
@@ -31,9 +32,11 @@ var record = flag.Bool("record", false, "record the tapes again from lab scenari
 // PostgreSQL 15 and compares the statements sent, in order, and the
 // verdict with testdata/transcripts. It needs no server. The directive:
 //
-//	verify scenario=NAME tape=NAME kind=K[,K] [lab] [verify-indexes] [busy]
+//	verify scenario=NAME tape=NAME kind=K[,K] [lab] [verify-indexes] [busy] [workers]
 //
-// takes the findings of kind K the rules produce on the lab scenario; its
+// takes the findings of kind K the rules produce on the lab scenario
+// (with workers, the engine may open more sessions on the lab database,
+// each recorded on a tape of its own and replayed in the order opened); its
 // input may hold "setup: SQL" lines (run before collecting, when
 // recording) and a "query: SQL" line that replaces the experiment's
 // statement.
@@ -63,11 +66,11 @@ func TestTranscripts(t *testing.T) {
 }
 
 type tcase struct {
-	scenario, tape    string
-	kinds             map[string]bool
-	lab, copies, busy bool
-	setup             []string
-	query             string
+	scenario, tape             string
+	kinds                      map[string]bool
+	lab, copies, busy, workers bool
+	setup                      []string
+	query                      string
 }
 
 func parseCase(t *testing.T, d *datadriven.TestData) tcase {
@@ -88,6 +91,8 @@ func parseCase(t *testing.T, d *datadriven.TestData) tcase {
 			c.copies = true
 		case "busy":
 			c.busy = true
+		case "workers":
+			c.workers = true
 		default:
 			t.Fatalf("%s: unknown argument %q", d.Pos, a.Key)
 		}
@@ -127,18 +132,53 @@ func replay(t *testing.T, c tcase, tp *tape) string {
 		findings = append(findings, f)
 	}
 	eng := engine(c, rp)
+	var workers []*testkit.Replayer
+	var mu sync.Mutex
+	if c.workers {
+		eng.Workers = func(context.Context) (verify.Session, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if len(workers) == len(tp.Workers) {
+				t.Fatalf("%s: the engine opened more than the %d worker sessions recorded (re-record with -record)", c.tape, len(tp.Workers))
+			}
+			w := newReplayer(t, fmt.Sprintf("%s worker %d", c.tape, len(workers)+1), tp.Workers[len(workers)])
+			workers = append(workers, w)
+			return replayedSession{w}, nil
+		}
+	}
 	// The clock of the kinds timed from pgmedic's side: a millisecond
 	// per call sent, so a replayed loop of round trips takes what it sent.
-	eng.Now = func() time.Time { return time.Unix(0, 0).Add(time.Duration(rp.Sent()) * time.Millisecond) }
+	eng.Now = func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		n := rp.Sent()
+		for _, w := range workers {
+			n += w.Sent()
+		}
+		return time.Unix(0, 0).Add(time.Duration(n) * time.Millisecond)
+	}
 	out, skipped := eng.Run(context.Background(), snap, findings)
 	switch {
 	case c.busy && rp.Sent() != 0:
 		t.Fatalf("%s: the engine sent %d statements to a busy server", c.tape, rp.Sent())
 	case !c.busy && !rp.Done():
 		t.Fatalf("%s: the engine sent fewer than the %d recorded statements (re-record with -record)", c.tape, len(rp.Calls))
+	case len(workers) != len(tp.Workers):
+		t.Fatalf("%s: the engine opened %d worker sessions, the tape holds %d (re-record with -record)", c.tape, len(workers), len(tp.Workers))
 	}
 	var b strings.Builder
 	b.WriteString(rp.Transcript())
+	// Each worker's statements in the order it sent them; between
+	// workers the order is the scheduler's, so it is not compared.
+	for i, w := range workers {
+		if !w.Done() {
+			t.Fatalf("%s: worker %d sent fewer than its %d recorded statements (re-record with -record)", c.tape, i+1, len(tp.Workers[i]))
+		}
+		fmt.Fprintf(&b, "worker %d:\n", i+1)
+		for _, line := range strings.Split(strings.TrimRight(w.Transcript(), "\n"), "\n") {
+			b.WriteString("  " + line + "\n")
+		}
+	}
 	for _, f := range out {
 		v := f.Verification
 		fmt.Fprintf(&b, "finding %s (%s): %s\n", f.Rule, f.Severity, oneLine(f.Title))
@@ -276,12 +316,45 @@ func (r *recording) record(t *testing.T, c tcase) *tape {
 		findings = append(findings, f)
 	}
 	rec := &testkit.Recorder{Conn: sess.Conn}
+	eng := engine(c, rec)
+	var workers []*recordedSession
+	if c.workers {
+		var mu sync.Mutex
+		eng.Workers = func(ctx context.Context) (verify.Session, error) {
+			conn, err := pgx.Connect(ctx, r.cluster.DSN(env.DB))
+			if err != nil {
+				return nil, err
+			}
+			w := &recordedSession{Recorder: &testkit.Recorder{Conn: conn}, conn: conn}
+			mu.Lock()
+			workers = append(workers, w)
+			mu.Unlock()
+			return w, nil
+		}
+	}
 	if !c.busy {
-		engine(c, rec).Run(ctx, in.Snapshot, findings)
+		eng.Run(ctx, in.Snapshot, findings)
 	}
 	tp.Calls = rec.Calls
+	for _, w := range workers {
+		tp.Workers = append(tp.Workers, w.Calls)
+	}
 	return tp
 }
+
+// recordedSession is a worker session while recording: its calls kept,
+// its connection closed at its end.
+type recordedSession struct {
+	*testkit.Recorder
+	conn *pgx.Conn
+}
+
+func (s *recordedSession) Close(ctx context.Context) error { return s.conn.Close(ctx) }
+
+// replayedSession is a worker session replayed from its tape.
+type replayedSession struct{ *testkit.Replayer }
+
+func (replayedSession) Close(context.Context) error { return nil }
 
 // trim keeps what the engine reads of a snapshot: tables, indexes,
 // columns, extensions, activity, the jit and work_mem settings, and for
@@ -302,7 +375,9 @@ func trim(s *model.Snapshot, kinds map[string]bool) *model.Snapshot {
 }
 
 // TestTapesStayInTheEnvelope walks every recorded tape and checks the
-// safety envelope on what the engine really sent: each statement carries
+// safety envelope on what the engine really sent on pgmedic's own
+// connection (worker sessions exist on a twin or a lab database only,
+// where the kinds that open them commit their claims and vacuum copies): each statement carries
 // pgmedic's tag; every transaction is rolled back, none committed; and
 // nothing is written except temporary objects pgmedic created (the copy
 // of a table, the ordered keys) or the prepared statements it deallocates.

@@ -7,7 +7,6 @@ import (
 	"math"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgmedic/pgmedic/internal/envelope"
@@ -173,7 +172,7 @@ func setting(snap *model.Snapshot, name string, def float64) float64 {
 
 // timedVacuum runs VACUUM on table at the throttle set, with the target's
 // page costs, and times it; done is false when throttleLimit stopped it.
-func timedVacuum(ctx context.Context, c *pgx.Conn, snap *model.Snapshot, table string, set map[string]string) (sec float64, done bool, err error) {
+func timedVacuum(ctx context.Context, c Session, snap *model.Snapshot, table string, set map[string]string) (sec float64, done bool, err error) {
 	stmts := []string{
 		"SET vacuum_cost_delay = " + set["vacuum_cost_delay"],
 		"SET vacuum_cost_limit = " + set["vacuum_cost_limit"],

@@ -64,7 +64,7 @@ type Engine struct {
 	// Workers opens more sessions on the same database, for experiments
 	// that need concurrency (a claim race). Set only for a twin or a lab
 	// database: on a target such experiments do not run.
-	Workers func(ctx context.Context) (*pgx.Conn, error)
+	Workers func(ctx context.Context) (Session, error)
 	// Pool starts a transaction-mode pool of size server connections in
 	// front of the same database (a twin's) and returns a connector
 	// through it and its stop; nil when none can be started.
@@ -287,7 +287,7 @@ var Kinds = []Kind{
 	{model.ExpTableStats, CopiesOnTwin, WithRows, "pgstattuple", (*Engine).tableStats},
 	{model.ExpMisestimate, CopiesOnTwin, WithRows, "misestimate", (*Engine).misestimate},
 	{model.ExpHotspot, OnTarget, WithRows, "", (*Engine).hotspot},
-	{model.ExpClaimRace, OnTwin, WithRows, "", (*Engine).claimRace},
+	{model.ExpClaimRace, OnTwin, WithRows, "claim-race", (*Engine).claimRace},
 	{model.ExpLockQueue, OnTwin, DefinitionsOnly, "", (*Engine).lockQueue},
 	{model.ExpHeldLock, OnTwin, RowsForRowLocks, "", (*Engine).heldLock},
 	{model.ExpDDLHold, OnTwin, DefinitionsOnly, "", (*Engine).ddlHold},
@@ -300,7 +300,7 @@ var Kinds = []Kind{
 	// read for rows.
 	{model.ExpHeldSessions, OnTwin, DefinitionsOnly, "", (*Engine).heldSessions},
 	{model.ExpHOTUpdate, OnTwin, WithRows, "hot-update", (*Engine).hotUpdate},
-	{model.ExpHorizon, OnTwin, WithRows, "", (*Engine).vacuumHorizon},
+	{model.ExpHorizon, OnTwin, WithRows, "vacuum-horizon", (*Engine).vacuumHorizon},
 	{model.ExpIndexRebuild, CopiesOnTwin, WithRows, "index-rebuild", (*Engine).indexRebuild},
 	{model.ExpVacuumThrottle, OnTwin, WithRows, "", (*Engine).vacuumThrottle},
 	{model.ExpWorkMem, OnTarget, WithRows, "work-mem", (*Engine).workMem},
@@ -309,6 +309,25 @@ var Kinds = []Kind{
 	{model.ExpExtendedStats, CopiesOnTwin, WithRows, "extended-statistics", (*Engine).extendedStats},
 	{model.ExpBatch, OnTarget, WithRows, "batch", (*Engine).batch},
 	{model.ExpPlannerSetting, OnTarget, WithRows, "planner-setting", (*Engine).plannerSetting},
+}
+
+// Session is a worker's connection (Engine.Workers): the statements it
+// sends, and its end. A *pgx.Conn is one; a transcript's replay stands a
+// recorded one in for each worker, in the order they were opened.
+type Session interface {
+	envelope.Conn
+	Close(ctx context.Context) error
+}
+
+// Sessions makes a connector of *pgx.Conn one of Sessions (Workers).
+func Sessions(dial func(context.Context) (*pgx.Conn, error)) func(context.Context) (Session, error) {
+	return func(ctx context.Context) (Session, error) {
+		c, err := dial(ctx)
+		if err != nil {
+			return nil, err // never a typed nil inside the interface
+		}
+		return c, nil
+	}
 }
 
 // KindOf is the row of a kind; ok is false for a kind not in the table.
