@@ -30,7 +30,11 @@ func TestLockQueueAfterTheChange(t *testing.T) {
 			Table: model.RelRef{Schema: "public", Name: "ledger"}, Waiter: "SELECT amount FROM ledger WHERE id = 42", HeadLock: "ACCESS SHARE"}}
 	out, _ := e.Run(ctx, &model.Snapshot{Database: "postgres", Tables: []model.Table{{Schema: "public", Name: "ledger"}}}, []model.Finding{f})
 	v := out[0].Verification
-	if v.Before == nil || v.After == nil || v.Before.Value < 1000 || !strings.Contains(v.Method, "taken back") {
+	// The head holds its lock 1.2 s and the change queues 0.1 s after: a
+	// read behind it waits about 1.1 s on a quiet machine, less when the
+	// machine is slow to start the change and the reads. Half the hold
+	// is what no read waits without the queue.
+	if v.Before == nil || v.After == nil || v.Before.Value < 600 || !strings.Contains(v.Method, "taken back") {
 		t.Fatalf("the rehearsal: %s: %s (%s)", v.Status, v.Reason, v.Method)
 	}
 	if v.Status != model.Confirmed {
