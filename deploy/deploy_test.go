@@ -44,7 +44,7 @@ func TestPromtool(t *testing.T) {
 // Prometheus adds), the rules' recorded series, and Prometheus's up.
 type series map[string][]string
 
-func known(t *testing.T) series {
+func known(t *testing.T, rules []rule) series {
 	s := series{"up": {"job", "instance"}}
 	for _, f := range watch.Families {
 		labels := []string{"job", "instance"}
@@ -53,7 +53,7 @@ func known(t *testing.T) series {
 		}
 		s[f.Name] = append(labels, f.Labels...)
 	}
-	for _, r := range readRules(t) {
+	for _, r := range rules {
 		if r.Record != "" {
 			s[r.Record] = []string{"job", "instance", "target"}
 		}
@@ -144,8 +144,9 @@ func (s series) problems(expr string, extra ...string) []string {
 // feed them, and every query of the dashboard name only series watch
 // exports, with their labels.
 func TestSeriesWatchExports(t *testing.T) {
-	s := known(t)
-	for _, r := range readRules(t) {
+	rules := readRules(t)
+	s := known(t, rules)
+	for _, r := range rules {
 		for _, p := range s.problems(r.Expr) {
 			t.Errorf("rule %s%s: %s", r.Record, r.Alert, p)
 		}
@@ -174,7 +175,7 @@ func TestSeriesWatchExports(t *testing.T) {
 		}
 	}
 	// Each family an alert reads is fed to the alerts' tests.
-	for _, r := range readRules(t) {
+	for _, r := range rules {
 		for _, n := range name.FindAllString(r.Expr, -1) {
 			if _, family := s[n]; family && !strings.Contains(n, ":") && !fed[n] {
 				t.Errorf("rule %s%s reads %s, which no unit test feeds", r.Record, r.Alert, n)
@@ -283,7 +284,7 @@ func TestSeriesWatchExports(t *testing.T) {
 // TestProblemsCatches: the check itself finds what it must, so that a
 // dashboard that names a series watch does not export cannot pass.
 func TestProblemsCatches(t *testing.T) {
-	s := known(t)
+	s := known(t, readRules(t))
 	for _, c := range []struct {
 		expr string
 		bad  bool

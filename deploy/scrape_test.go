@@ -9,12 +9,8 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -62,8 +58,8 @@ func TestPrometheusScrapesWatch(t *testing.T) {
 	}()
 
 	dir := t.TempDir()
-	w := start(t, testkit.Pgmedic(t), "watch", c.DSN("postgres"), "--dir", filepath.Join(dir, "watch"), "--metrics", "127.0.0.1:0", "--interval", "200ms")
-	metrics := w.waitFor(t, regexp.MustCompile(`http://([0-9.:]+)/metrics`))
+	w := testkit.Start(t, testkit.Pgmedic(t), "watch", c.DSN("postgres"), "--dir", filepath.Join(dir, "watch"), "--metrics", "127.0.0.1:0", "--interval", "200ms")
+	metrics := waitFor(t, w, regexp.MustCompile(`http://([0-9.:]+)/metrics`))
 
 	rules, err := filepath.Abs("prometheus/pgmedic-rules.yml")
 	if err != nil {
@@ -77,7 +73,7 @@ scrape_configs:
     static_configs: [{targets: [%q]}]
 `, rules, metrics), 0o644)
 	addr := freeAddr(t)
-	p := start(t, prom, "--config.file="+config, "--storage.tsdb.path="+filepath.Join(dir, "tsdb"),
+	p := testkit.Start(t, prom, "--config.file="+config, "--storage.tsdb.path="+filepath.Join(dir, "tsdb"),
 		"--web.listen-address="+addr, "--log.level=warn")
 	api := "http://" + addr + "/api/v1/"
 
@@ -128,62 +124,20 @@ scrape_configs:
 		return fmt.Sprint(r.Data.Alerts), false
 	})
 	t.Logf("alert: %s", alert)
-	p.stop(t)
-	w.stop(t)
-}
-
-// proc is a process the test started, with its stderr.
-type proc struct {
-	cmd *exec.Cmd
-	mu  sync.Mutex
-	out strings.Builder
-}
-
-func (p *proc) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.Write(b)
-}
-
-func (p *proc) output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.String()
-}
-
-func start(t *testing.T, exe string, args ...string) *proc {
-	t.Helper()
-	p := &proc{cmd: exec.Command(exe, args...)}
-	p.cmd.Stdout, p.cmd.Stderr = p, p
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			p.cmd.Process.Kill()
-			p.cmd.Wait()
+	for _, proc := range []*testkit.Process{p, w} {
+		if err := proc.Stop(); err != nil {
+			t.Errorf("%s exited %v after SIGTERM:\n%s", filepath.Base(proc.Cmd.Path), err, proc)
 		}
-	})
-	return p
-}
-
-// stop ends the process with SIGTERM, as a service manager does: it must
-// exit cleanly.
-func (p *proc) stop(t *testing.T) {
-	t.Helper()
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	if err := p.cmd.Wait(); err != nil {
-		t.Errorf("%s exited %v after SIGTERM:\n%s", filepath.Base(p.cmd.Path), err, p.output())
 	}
 }
 
 // waitFor waits for a line of the process's output and returns the
 // regexp's first group.
-func (p *proc) waitFor(t *testing.T, re *regexp.Regexp) string {
+func waitFor(t *testing.T, p *testkit.Process, re *regexp.Regexp) string {
 	t.Helper()
 	var m []string
 	poll(t, p, func() (string, bool) {
-		m = re.FindStringSubmatch(p.output())
+		m = re.FindStringSubmatch(p.String())
 		return "", m != nil
 	})
 	return m[1]
@@ -191,7 +145,7 @@ func (p *proc) waitFor(t *testing.T, re *regexp.Regexp) string {
 
 // poll calls try until it says done, for up to a minute, failing with
 // what try said last and the process's output.
-func poll(t *testing.T, p *proc, try func() (string, bool)) string {
+func poll(t *testing.T, p *testkit.Process, try func() (string, bool)) string {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -199,8 +153,8 @@ func poll(t *testing.T, p *proc, try func() (string, bool)) string {
 		if done {
 			return said
 		}
-		if p.cmd.ProcessState != nil || time.Now().After(deadline) {
-			t.Fatalf("gave up: %s\n%s's output:\n%s", said, filepath.Base(p.cmd.Path), p.output())
+		if p.Cmd.ProcessState != nil || time.Now().After(deadline) {
+			t.Fatalf("gave up: %s\n%s's output:\n%s", said, filepath.Base(p.Cmd.Path), p)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

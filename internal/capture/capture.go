@@ -612,11 +612,37 @@ func skippedNote(s []Skip) string {
 	return " (left out: " + strings.Join(parts, "; ") + ")"
 }
 
-// isBegin says a statement opens a transaction.
-func isBegin(sql string) bool {
-	h := strings.ToUpper(strings.TrimSpace(sql[:min(len(sql), 24)]))
-	return h == "BEGIN" || strings.HasPrefix(h, "BEGIN ") || strings.HasPrefix(h, "BEGIN;") || strings.HasPrefix(h, "START TRANSACTION")
+// Transaction control a session sends, by the statement's first word.
+const (
+	NoControl = iota
+	Begins    // BEGIN, START TRANSACTION
+	Ends      // COMMIT, ROLLBACK, END, ABORT (not ROLLBACK TO a savepoint)
+)
+
+// Control says whether a statement opens or ends a transaction block.
+func Control(sql string) int {
+	h := strings.ToUpper(strings.TrimSpace(sql[:min(len(sql), 32)]))
+	word, rest, _ := strings.Cut(h, " ")
+	word = strings.TrimSuffix(word, ";")
+	switch word {
+	case "BEGIN":
+		return Begins
+	case "START":
+		if strings.HasPrefix(strings.TrimSpace(rest), "TRANSACTION") {
+			return Begins
+		}
+	case "COMMIT", "END", "ABORT":
+		return Ends
+	case "ROLLBACK":
+		if r := strings.TrimSpace(rest); !strings.HasPrefix(r, "TO ") && r != "TO" {
+			return Ends
+		}
+	}
+	return NoControl
 }
+
+// isBegin says a statement opens a transaction.
+func isBegin(sql string) bool { return Control(sql) == Begins }
 
 // Repeated is the workload played n times end to end: each session again
 // with every time shifted by the capture's duration (plus a pause of a

@@ -186,3 +186,16 @@ func TestFailedLeftOut(t *testing.T) {
 		t.Fatalf("%+v", w.Sessions[0].Statements)
 	}
 }
+
+func TestControl(t *testing.T) {
+	for sql, want := range map[string]int{
+		"BEGIN": Begins, "begin;": Begins, "BEGIN ISOLATION LEVEL SERIALIZABLE": Begins, "START TRANSACTION READ ONLY": Begins,
+		"COMMIT": Ends, "end": Ends, "ROLLBACK": Ends, "rollback;": Ends, "ABORT": Ends,
+		"ROLLBACK TO SAVEPOINT a": NoControl, "rollback to a": NoControl, "SAVEPOINT a": NoControl,
+		"START": NoControl, "SELECT 'BEGIN'": NoControl, "": NoControl, "  COMMIT  ": Ends,
+	} {
+		if got := Control(sql); got != want {
+			t.Errorf("Control(%q) = %d, want %d", sql, got, want)
+		}
+	}
+}

@@ -108,12 +108,6 @@ func NewTimeline(samples []ActivitySample, pools []PoolSample) *Timeline {
 			}
 		}
 		t.Ticks = append(t.Ticks, tick)
-		if s.At.Before(t.From) {
-			t.From = s.At
-		}
-		if s.At.After(t.To) {
-			t.To = s.At
-		}
 	}
 	return t
 }

@@ -109,6 +109,10 @@ type StepResult struct {
 	// Rewrote says its table got a new relfilenode: every row written
 	// again.
 	Rewrote bool `json:"rewrote"`
+	// table is the step's table, quoted ("" for none), read once from its
+	// statement with lock, the lock its kind takes ("" when it is no
+	// schema change).
+	table, lock string
 	// Queued counts the application's sessions that waited behind it,
 	// QueuedMaxMS the longest such wait.
 	Queued      int     `json:"queued"`
@@ -254,10 +258,11 @@ func Execute(ctx context.Context, p Plan, run int, o Options) (*Run, error) {
 	m := &monitor{conn: mon, pid: pid, long: longHolders(o.Workload)}
 	for _, st := range p.Steps {
 		sr := &StepResult{Step: st}
+		sr.table, sr.lock = target(st.SQL)
 		r.Steps = append(r.Steps, sr)
-		table := tableOf(st.SQL)
-		if o.Workload != nil && table != "" {
-			sr.Met = m.meet(ctx, table, st, meetFor)
+		table := sr.table
+		if o.Workload != nil && table != "" && sr.lock != "" {
+			sr.Met = m.meet(ctx, table, sr.lock, meetFor)
 		}
 		before := m.relfilenode(ctx, table)
 		m.begin(ctx, table, sr)
@@ -328,22 +333,23 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// tableOf is the table a step changes, quoted ("" for none).
-func tableOf(sql string) string {
+// target is the table a step changes, quoted ("" for none), and the
+// lock a schema change of its kind takes ("" when it is none).
+func target(sql string) (table, lock string) {
 	st, err := sqlparse.Parse(sql)
 	if err != nil {
-		return ""
+		return "", ""
 	}
 	if d := st.DDL(); d != nil {
 		if d.Table.Name == "" {
-			return ""
+			return "", migration.Lock(d)
 		}
-		return sqlparse.QuoteQualified(d.Table.Schema, d.Table.Name)
+		return sqlparse.QuoteQualified(d.Table.Schema, d.Table.Name), migration.Lock(d)
 	}
 	if rels := st.Relations(); len(rels) > 0 {
-		return sqlparse.QuoteQualified(rels[0].Schema, rels[0].Name)
+		return sqlparse.QuoteQualified(rels[0].Schema, rels[0].Name), ""
 	}
-	return ""
+	return "", ""
 }
 
 // runStep runs one step: once, under lock_timeout with retries, or in
@@ -520,9 +526,9 @@ type heldLock struct {
 // statement to come round.
 const meetFor = 3 * time.Second
 
-// pollEvery is how often the monitor looks: a wait or a hold shorter
+// PollEvery is how often the monitor looks: a wait or a hold shorter
 // than it may be missed, a longer one is measured to within it.
-const pollEvery = 20 * time.Millisecond
+const PollEvery = 20 * time.Millisecond
 
 // relfilenode is the table's file: a rewrite gives it a new one.
 func (m *monitor) relfilenode(ctx context.Context, table string) string {
@@ -545,12 +551,7 @@ func (m *monitor) relfilenode(ctx context.Context, table string) string {
 // once when such a transaction began less than 300 ms ago (it has most
 // of its time ahead of it), else when the limit is reached. It says
 // which lock it met, or "" when none showed up.
-func (m *monitor) meet(ctx context.Context, table string, st migration.Step, limit time.Duration) string {
-	ps, err := sqlparse.Parse(st.SQL)
-	if err != nil || ps.DDL() == nil {
-		return ""
-	}
-	lock := migration.Lock(ps.DDL())
+func (m *monitor) meet(ctx context.Context, table, lock string, limit time.Duration) string {
 	if !slices.ContainsFunc(m.long[bareName(table)], func(mode string) bool { return migration.Conflicts(lock, mode) }) {
 		// No statement of the capture holds a lock on the table long
 		// enough, in a mode this one waits for, to be met.
@@ -604,13 +605,11 @@ func longHolders(w *capture.Workload) map[string][]string {
 		var inTx []int32
 		open := false
 		for _, st := range s.Statements {
-			word := strings.ToUpper(strings.TrimSpace(strings.SplitN(strings.TrimSpace(st.SQL), " ", 2)[0]))
-			word = strings.TrimSuffix(word, ";")
-			switch {
-			case word == "BEGIN" || word == "START":
+			switch c := capture.Control(st.SQL); {
+			case c == capture.Begins:
 				began, inTx, open = st.At, nil, true
 				continue
-			case open && (word == "COMMIT" || word == "ROLLBACK" || word == "END" || word == "ABORT"):
+			case open && c == capture.Ends:
 				if st.At+st.Took-began >= long {
 					for _, sh := range inTx {
 						held[sh] = true
@@ -663,7 +662,7 @@ func (m *monitor) begin(ctx context.Context, table string, sr *StepResult) {
 	m.mu.Unlock()
 	go func() {
 		defer close(m.done)
-		tick := time.NewTicker(pollEvery)
+		tick := time.NewTicker(PollEvery)
 		defer tick.Stop()
 		for {
 			m.poll(ctx)
@@ -695,7 +694,7 @@ func (m *monitor) poll(ctx context.Context) {
 		switch a {
 		case "l":
 			if d != "true" {
-				m.waited += pollEvery
+				m.waited += PollEvery
 				continue
 			}
 			k := b + " " + c
@@ -731,7 +730,7 @@ func (m *monitor) end(sr *StepResult, released bool) {
 		sr.WaitedMS = float64(m.waited.Milliseconds())
 		for _, v := range m.waiters {
 			sr.Queued++
-			sr.QueuedMaxMS = max(sr.QueuedMaxMS, float64((v[1].Sub(v[0]) + pollEvery).Milliseconds()))
+			sr.QueuedMaxMS = max(sr.QueuedMaxMS, float64((v[1].Sub(v[0]) + PollEvery).Milliseconds()))
 		}
 		for _, h := range m.held {
 			if h.step == nil {
@@ -747,11 +746,11 @@ func (m *monitor) end(sr *StepResult, released bool) {
 	// the step's own table, held from its first sighting to its last.
 	for _, h := range m.held {
 		s := h.step
-		if s == nil || !sameRelation(h.relation, tableOf(s.SQL)) {
+		if s == nil || !sameRelation(h.relation, s.table) {
 			continue
 		}
 		if s.Lock == "" || migration.Stronger(h.mode, s.Lock) {
-			s.Lock, s.HeldMS = h.mode, float64((h.last.Sub(h.from) + pollEvery).Milliseconds())
+			s.Lock, s.HeldMS = h.mode, float64((h.last.Sub(h.from) + PollEvery).Milliseconds())
 		}
 	}
 	m.held = map[string]*heldLock{}

@@ -119,9 +119,8 @@ func sessionsTimelineSVG(t *model.Timeline) template.HTML {
 	var body strings.Builder
 	for _, tk := range t.Ticks {
 		base := top + sessH
-		order := append([]string{}, keys...)
 		other := 0
-		for i, k := range order {
+		for i, k := range keys {
 			c := tk.Sessions[k]
 			if c == 0 {
 				continue

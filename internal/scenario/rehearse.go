@@ -76,7 +76,7 @@ func rehearseScenario(ctx context.Context, c *lab.Cluster, s Scenario, version s
 		// p99 shows the harm, but a machine that stalls for a moment
 		// raises it in either run; the verdict is on how long the
 		// application's sessions queued behind the migration's locks, as
-		// the lock monitor saw them (to its 20 ms poll), which a slow
+		// the lock monitor saw them (to its poll, PollEvery), which a slow
 		// machine does not lengthen.
 		readersAs, readersSafe := as.Busiest(), safe.Busiest()
 		res.Record("readers_p99_as_written_ms", readersAs.During.P99)
@@ -84,7 +84,7 @@ func rehearseScenario(ctx context.Context, c *lab.Cluster, s Scenario, version s
 		queuedAs, queuedSafe := as.QueuedMaxMS(), safe.QueuedMaxMS()
 		res.Record("queued_max_as_written_ms", queuedAs)
 		res.Record("queued_max_safe_form_ms", queuedSafe)
-		if queuedAs < s.Rehearse.MinRatio*max(queuedSafe, 20) {
+		if queuedAs < s.Rehearse.MinRatio*max(queuedSafe, float64(rehearse.PollEvery.Milliseconds())) {
 			res.Missing = append(res.Missing, fmt.Sprintf("the application's longest wait behind a lock as written (%.0f ms) at least %.0fx that with the safe form (%.0f ms)", queuedAs, s.Rehearse.MinRatio, queuedSafe))
 		}
 	}

@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -304,40 +303,11 @@ func incidentTimeline(t *testing.T, name string, b bundled, rep *report.Report, 
 	}
 }
 
-// syncBuf is a process's stderr, read while the process writes it.
-type syncBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // watchProcess starts pgmedic watch as its own process.
-func watchProcess(t *testing.T, args ...string) (*exec.Cmd, *syncBuf) {
+func watchProcess(t *testing.T, args ...string) (*exec.Cmd, *testkit.Process) {
 	t.Helper()
-	cmd := exec.Command(testkit.Pgmedic(t), append([]string{"watch"}, args...)...)
-	stderr := &syncBuf{}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	})
-	return cmd, stderr
+	p := testkit.Start(t, testkit.Pgmedic(t), append([]string{"watch"}, args...)...)
+	return p.Cmd, p
 }
 
 // ringTicks reads the ring's tick records, and the lines that did not
