@@ -48,7 +48,8 @@ notices() {
     echo "The Go modules linked into the binary, each under its own licence, are"
     echo "listed by: go version -m \$(command -v pgmedic)"
     echo "It links libpg_query (BSD 3-Clause), which carries PostgreSQL's parser"
-    echo "(PostgreSQL Licence). The HTML reports inline uPlot, under this licence:"
+    echo "(PostgreSQL Licence), and Go types generated from libpg_query's pg_query.proto"
+    echo "(BSD 3-Clause). The HTML reports inline uPlot, under this licence:"
     echo
     cat internal/report/assets/vendor/uplot/LICENSE
   } > "$1"

@@ -300,11 +300,10 @@ func PgssSelect(schema string, have map[string]bool) (sql string, hasJIT bool) {
 	return sql, hasJIT
 }
 
-// statements reads this database's pg_stat_statements entries, the most
-// expensive first and at most limit (the rest are counted as skipped); a
-// view that cannot be read is recorded in Missing with the fix.
-func statements(ctx context.Context, q envelope.Conn, s *model.Snapshot, limit int) {
-	var schema string
+// pgssInstalled finds the schema pg_stat_statements is installed in and the
+// columns its view has (they change between its versions); ok is false
+// when it cannot be read, with the reason and fix in s.Missing.
+func pgssInstalled(ctx context.Context, q envelope.Conn, s *model.Snapshot) (schema string, have map[string]bool, ok bool) {
 	err := q.QueryRow(ctx, envelope.Tag+`SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pg_stat_statements'`).Scan(&schema)
 	if errors.Is(err, pgx.ErrNoRows) {
 		fix := "CREATE EXTENSION pg_stat_statements; (it also needs shared_preload_libraries = 'pg_stat_statements' and a restart)"
@@ -317,19 +316,19 @@ func statements(ctx context.Context, q envelope.Conn, s *model.Snapshot, limit i
 			Reason: fmt.Sprintf("the pg_stat_statements extension is not installed in database %q", s.Database),
 			Fix:    fix,
 		}
-		return
+		return "", nil, false
 	}
 	if err != nil {
 		s.Missing[model.SrcStatements] = skipFor(s, "cannot look up pg_stat_statements", err)
-		return
+		return "", nil, false
 	}
 	rows, err := q.Query(ctx, envelope.Tag+`SELECT attname FROM pg_attribute
 		WHERE attrelid = format('%I.pg_stat_statements', $1::text)::regclass AND attnum > 0 AND NOT attisdropped`, schema)
 	if err != nil {
 		s.Missing[model.SrcStatements] = skipFor(s, "cannot read the columns of pg_stat_statements", err)
-		return
+		return "", nil, false
 	}
-	have := map[string]bool{}
+	have = map[string]bool{}
 	for rows.Next() {
 		var name string
 		if err := rows.Scan(&name); err == nil {
@@ -337,11 +336,22 @@ func statements(ctx context.Context, q envelope.Conn, s *model.Snapshot, limit i
 		}
 	}
 	rows.Close()
+	return schema, have, true
+}
+
+// statements reads this database's pg_stat_statements entries, the most
+// expensive first and at most limit (the rest are counted as skipped); a
+// view that cannot be read is recorded in Missing with the fix.
+func statements(ctx context.Context, q envelope.Conn, s *model.Snapshot, limit int) {
+	schema, have, ok := pgssInstalled(ctx, q, s)
+	if !ok {
+		return
+	}
 	if limit <= 0 {
 		limit = Defaults().MaxStatements
 	}
 	sql, hasJIT := PgssSelect(schema, have)
-	rows, err = q.Query(ctx, sql, limit)
+	rows, err := q.Query(ctx, sql, limit)
 	if err != nil {
 		s.Missing[model.SrcStatements] = pgssError(s, err)
 		return

@@ -455,6 +455,72 @@ func (d *fastJSON) delegate(v any) error {
 	return nil
 }
 
+// buffer reads one of the buffer and I/O timing members that a node and
+// the plan's planning phase ("Planning") both carry; ok is false for any
+// other key.
+func (d *fastJSON) buffer(key []byte, n *rawBuffers) (ok bool, err error) {
+	switch string(key) {
+	case "Shared Hit Blocks":
+		return true, d.int64(&n.SharedHit)
+	case "Shared Read Blocks":
+		return true, d.int64(&n.SharedRead)
+	case "Shared Dirtied Blocks":
+		return true, d.int64(&n.SharedDirtied)
+	case "Shared Written Blocks":
+		return true, d.int64(&n.SharedWritten)
+	case "Local Hit Blocks":
+		return true, d.int64(&n.LocalHit)
+	case "Local Read Blocks":
+		return true, d.int64(&n.LocalRead)
+	case "Local Dirtied Blocks":
+		return true, d.int64(&n.LocalDirtied)
+	case "Local Written Blocks":
+		return true, d.int64(&n.LocalWritten)
+	case "Temp Read Blocks":
+		return true, d.int64(&n.TempRead)
+	case "Temp Written Blocks":
+		return true, d.int64(&n.TempWritten)
+	case "I/O Read Time":
+		return true, d.float(&n.IORead)
+	case "I/O Write Time":
+		return true, d.float(&n.IOWrite)
+	case "Shared I/O Read Time":
+		return true, d.float(&n.SharedIORead)
+	case "Shared I/O Write Time":
+		return true, d.float(&n.SharedIOWrite)
+	case "Local I/O Read Time":
+		return true, d.float(&n.LocalIORead)
+	case "Local I/O Write Time":
+		return true, d.float(&n.LocalIOWrite)
+	case "Temp I/O Read Time":
+		return true, d.float(&n.TempIORead)
+	case "Temp I/O Write Time":
+		return true, d.float(&n.TempIOWrite)
+	}
+	return false, nil
+}
+
+// planning reads the plan's "Planning" member: the buffers planning read.
+// The model keeps nothing else of it, as encoding/json's reading of it
+// into rawBuffers did not.
+func (d *fastJSON) planning(r *rawExplain) error {
+	if d.isNull() {
+		return nil
+	}
+	if d.peek() != '{' {
+		return errSlow
+	}
+	d.i++
+	r.PlanningInfo = &rawBuffers{}
+	return d.members(func(key []byte) error {
+		if ok, err := d.buffer(key, r.PlanningInfo); ok {
+			return err
+		}
+		// Other members (17's "Memory Used" with MEMORY) are not read.
+		return d.skip()
+	})
+}
+
 // explain reads one element of EXPLAIN's array, and returns its plan
 // (nil when it has none, which only encoding/json reports).
 func (d *fastJSON) explain(r *rawExplain) (*Node, error) {
@@ -490,8 +556,19 @@ func (d *fastJSON) explain(r *rawExplain) (*Node, error) {
 		case "JIT":
 			return d.delegate(&r.JIT)
 		case "Planning":
-			return d.delegate(&r.PlanningInfo)
+			return d.planning(r)
 		case "Triggers":
+			// Most plans have none: "[]" is read here, a list of them by
+			// encoding/json.
+			if start := d.i; d.peek() == '[' {
+				d.i++
+				if d.ws(); d.peek() == ']' {
+					d.i++
+					r.Triggers = []rawTrigger{}
+					return nil
+				}
+				d.i = start
+			}
 			return d.delegate(&r.Triggers)
 		case "Query Identifier":
 			return d.delegate(&r.QueryID)
@@ -685,48 +762,15 @@ func (d *fastJSON) node(level int) (Node, error) {
 			return d.int64(&n.WALFPI)
 		case "WAL Bytes":
 			return d.int64(&n.WALBytes)
-		case "Shared Hit Blocks":
-			return d.int64(&n.SharedHit)
-		case "Shared Read Blocks":
-			return d.int64(&n.SharedRead)
-		case "Shared Dirtied Blocks":
-			return d.int64(&n.SharedDirtied)
-		case "Shared Written Blocks":
-			return d.int64(&n.SharedWritten)
-		case "Local Hit Blocks":
-			return d.int64(&n.LocalHit)
-		case "Local Read Blocks":
-			return d.int64(&n.LocalRead)
-		case "Local Dirtied Blocks":
-			return d.int64(&n.LocalDirtied)
-		case "Local Written Blocks":
-			return d.int64(&n.LocalWritten)
-		case "Temp Read Blocks":
-			return d.int64(&n.TempRead)
-		case "Temp Written Blocks":
-			return d.int64(&n.TempWritten)
-		case "I/O Read Time":
-			return d.float(&n.IORead)
-		case "I/O Write Time":
-			return d.float(&n.IOWrite)
-		case "Shared I/O Read Time":
-			return d.float(&n.SharedIORead)
-		case "Shared I/O Write Time":
-			return d.float(&n.SharedIOWrite)
-		case "Local I/O Read Time":
-			return d.float(&n.LocalIORead)
-		case "Local I/O Write Time":
-			return d.float(&n.LocalIOWrite)
-		case "Temp I/O Read Time":
-			return d.float(&n.TempIORead)
-		case "Temp I/O Write Time":
-			return d.float(&n.TempIOWrite)
 		case "Plans":
 			if !seen.first(slicePlans) {
 				return errSlow
 			}
 			var err error
 			kids, err = d.children(level)
+			return err
+		}
+		if ok, err := d.buffer(key, &n.rawBuffers); ok {
 			return err
 		}
 		return d.unknown(key, nodeKeys())

@@ -436,27 +436,10 @@ func (p *textParser) detail(n *Node, text string, ind int) error {
 		}
 		return nil
 	}
+	if setExpression(n, key, val) {
+		return nil
+	}
 	switch key {
-	case "Output":
-		n.Output = splitList(val)
-	case "Filter":
-		n.Filter = val
-	case "Index Cond":
-		n.IndexCond = val
-	case "Recheck Cond":
-		n.RecheckCond = val
-	case "Join Filter":
-		n.JoinFilter = val
-	case "Hash Cond":
-		n.HashCond = val
-	case "Merge Cond":
-		n.MergeCond = val
-	case "One-Time Filter":
-		n.OneTimeFilter = val
-	case "Sort Key":
-		n.SortKey = splitList(val)
-	case "Group Key":
-		n.GroupKey = splitList(val)
 	case "Rows Removed by Filter":
 		n.RowsRemovedByFilter = num(val)
 	case "Rows Removed by Join Filter":
@@ -497,6 +480,37 @@ func (p *textParser) detail(n *Node, text string, ind int) error {
 		n.WAL = WAL{Records: int64(kv["records"]), FPI: int64(kv["fpi"]), Bytes: int64(kv["bytes"])}
 	}
 	return nil
+}
+
+// setExpression sets a node's condition or list detail (Filter, Index
+// Cond, Sort Key, ...), which the line carries as the server printed it;
+// false for any other key.
+func setExpression(n *Node, key, val string) bool {
+	switch key {
+	case "Output":
+		n.Output = splitList(val)
+	case "Filter":
+		n.Filter = val
+	case "Index Cond":
+		n.IndexCond = val
+	case "Recheck Cond":
+		n.RecheckCond = val
+	case "Join Filter":
+		n.JoinFilter = val
+	case "Hash Cond":
+		n.HashCond = val
+	case "Merge Cond":
+		n.MergeCond = val
+	case "One-Time Filter":
+		n.OneTimeFilter = val
+	case "Sort Key":
+		n.SortKey = splitList(val)
+	case "Group Key":
+		n.GroupKey = splitList(val)
+	default:
+		return false
+	}
+	return true
 }
 
 // workerSort reads a sort method from a worker's detail.

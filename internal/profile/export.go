@@ -2,13 +2,12 @@ package profile
 
 import (
 	"compress/gzip"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
 	"strings"
-
-	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/pgmedic/pgmedic/internal/model"
 )
@@ -107,18 +106,17 @@ func WritePprof(w io.Writer, p model.Profile) error {
 		}
 		var locs, values []byte
 		for _, id := range stack {
-			locs = protowire.AppendVarint(locs, id)
+			locs = binary.AppendUvarint(locs, id)
 		}
-		values = protowire.AppendVarint(values, uint64(s.Count))
-		values = protowire.AppendVarint(values, uint64(s.Count*period))
+		values = binary.AppendUvarint(values, uint64(s.Count))
+		values = binary.AppendUvarint(values, uint64(s.Count*period))
 		sample := pbMessage(nil, sampleLocation, locs) // packed repeated fields
 		sample = pbMessage(sample, sampleValue, values)
 		out = pbMessage(out, profSample, sample)
 	}
 	out = append(out, e.defs...)
 	for _, s := range e.table {
-		out = protowire.AppendTag(out, profStringTable, protowire.BytesType)
-		out = protowire.AppendString(out, s)
+		out = pbMessage(out, profStringTable, []byte(s))
 	}
 	if p.Seconds > 0 {
 		out = pbVarint(out, profDuration, uint64(p.Seconds*1e9))
@@ -187,15 +185,26 @@ func (e *pprofEncoder) location(name, file string) uint64 {
 	return id
 }
 
-func pbMessage(b []byte, field protowire.Number, body []byte) []byte {
-	b = protowire.AppendTag(b, field, protowire.BytesType)
-	return protowire.AppendBytes(b, body)
+// The profile is protobuf's wire format written by hand: a field's tag is
+// its number shifted left three bits with its wire type (0 a varint, 2
+// length-delimited). protobuf-go's protowire would do the same, but its
+// package start-up opens and reads the running binary (to seed a
+// deliberately unstable output order), on every pgmedic command.
+const (
+	wireVarint = 0
+	wireBytes  = 2
+)
+
+func pbMessage(b []byte, field int, body []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(field)<<3|wireBytes)
+	b = binary.AppendUvarint(b, uint64(len(body)))
+	return append(b, body...)
 }
 
-func pbVarint(b []byte, field protowire.Number, v uint64) []byte {
+func pbVarint(b []byte, field int, v uint64) []byte {
 	if v == 0 {
 		return b // proto3: zero is the default and is not written
 	}
-	b = protowire.AppendTag(b, field, protowire.VarintType)
-	return protowire.AppendVarint(b, v)
+	b = binary.AppendUvarint(b, uint64(field)<<3|wireVarint)
+	return binary.AppendUvarint(b, v)
 }

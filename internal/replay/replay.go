@@ -432,19 +432,12 @@ func timeoutState(ctx context.Context, err error) error {
 	return err
 }
 
-// collect merges the sessions' calls into the result.
-func collect(w *capture.Workload, runs []sessionRun, wall time.Duration, speed float64, locks map[int32]float64) *Result {
-	r := &Result{Speed: speed, Wall: wall, WallS: wall.Seconds(), Sessions: len(w.Sessions), ErrorStates: map[string]int{}}
-	if speed > 0 {
-		r.Scheduled = time.Duration(float64(w.Duration) / speed)
-		r.ScheduleS = r.Scheduled.Seconds()
-	}
-	shapes := make([]*ShapeResult, len(w.Shapes))
-	for i, s := range w.Shapes {
-		shapes[i] = &ShapeResult{Fingerprint: s.Fingerprint, Query: s.Query, LockWait: locks[int32(i)]}
-	}
-	captured := make([]float64, len(w.Shapes))
-	capturedN := make([]int, len(w.Shapes))
+// capturedMS is each shape's summed latency in the capture (ms) and how
+// many of its calls were timed there; it counts the capture's failed calls
+// into r.
+func capturedMS(w *capture.Workload, r *Result) (captured []float64, capturedN []int) {
+	captured = make([]float64, len(w.Shapes))
+	capturedN = make([]int, len(w.Shapes))
 	for _, s := range w.Sessions {
 		for _, st := range s.Statements {
 			if st.Took > 0 {
@@ -456,6 +449,21 @@ func collect(w *capture.Workload, runs []sessionRun, wall time.Duration, speed f
 			}
 		}
 	}
+	return captured, capturedN
+}
+
+// collect merges the sessions' calls into the result.
+func collect(w *capture.Workload, runs []sessionRun, wall time.Duration, speed float64, locks map[int32]float64) *Result {
+	r := &Result{Speed: speed, Wall: wall, WallS: wall.Seconds(), Sessions: len(w.Sessions), ErrorStates: map[string]int{}}
+	if speed > 0 {
+		r.Scheduled = time.Duration(float64(w.Duration) / speed)
+		r.ScheduleS = r.Scheduled.Seconds()
+	}
+	shapes := make([]*ShapeResult, len(w.Shapes))
+	for i, s := range w.Shapes {
+		shapes[i] = &ShapeResult{Fingerprint: s.Fingerprint, Query: s.Query, LockWait: locks[int32(i)]}
+	}
+	captured, capturedN := capturedMS(w, r)
 	var behind, own, connects []float64
 	for _, run := range runs {
 		if speed > 0 && len(run.calls) > 0 {

@@ -2,7 +2,6 @@ package report
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -17,8 +16,8 @@ import (
 // of thousands of nodes is most of explain's output, and encoding it by
 // reflection (then indenting it in a second pass) cost more than parsing
 // the plan. The bytes are those encoding/json writes with two-space
-// indentation (TestPlanJSONMatchesEncoding holds them to it); the small
-// parts (findings, skipped, summary) still go through encoding/json.
+// indentation (TestPlanJSONMatchesEncoding holds them to it); the findings,
+// skipped rules and summary are written by hand too (findingjson.go).
 
 // writePlanJSON writes r as JSON.
 func writePlanJSON(w io.Writer, r *PlanReport) error {
@@ -86,17 +85,16 @@ func writePlanJSON(w io.Writer, r *PlanReport) error {
 		b = append(b, "\n    ]"...)
 	}
 	b = append(b, "\n  }"...)
-	for _, part := range []struct {
-		name string
-		v    any
-	}{{"findings", r.Findings}, {"skipped", r.Skipped}, {"summary", r.Summary}} {
-		v, err := json.MarshalIndent(part.v, "  ", "  ")
-		if err != nil {
-			return err
-		}
-		b = append(b, ",\n  \""+part.name+"\": "...)
-		b = append(b, v...)
+	b = append(b, ",\n  \"findings\": "...)
+	if b, err = appendArray(b, 2, r.Findings, appendFindingJSON); err != nil {
+		return err
 	}
+	b = append(b, ",\n  \"skipped\": "...)
+	if b, err = appendArray(b, 2, r.Skipped, appendSkipJSON); err != nil {
+		return err
+	}
+	b = append(b, ",\n  \"summary\": "...)
+	b = appendSummaryJSON(b, 2, &r.Summary)
 	b = append(b, "\n}\n"...)
 	if _, err := bw.Write(b); err != nil {
 		return err

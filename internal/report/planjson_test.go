@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -68,6 +69,8 @@ func TestPlanJSONMatchesEncoding(t *testing.T) {
 		&PlanReport{PGMedic: "t", Source: "odd", Plan: plan.Flat{Nodes: odd, JITMS: 1e-8}, Findings: []model.Finding{{Rule: "r", Title: "<t>"}}},
 		&PlanReport{PGMedic: "t", Source: "empty", Plan: plan.Flat{Nodes: []plan.FlatNode{}, Settings: map[string]string{}}},
 		&PlanReport{PGMedic: "t", Source: "nil"},
+		&PlanReport{PGMedic: "t", Source: "findings", Findings: []model.Finding{filled[model.Finding](1), filled[model.Finding](2), {Rule: "sparse", Verification: model.Verification{Parameters: []string{}}}, {Evidence: []model.Evidence{}}},
+			Skipped: []model.Skip{filled[model.Skip](3), {}}, Summary: filled[Summary](4)},
 	)
 	for _, r := range reports {
 		var want, got bytes.Buffer
@@ -86,6 +89,44 @@ func TestPlanJSONMatchesEncoding(t *testing.T) {
 				i++
 			}
 			t.Fatalf("%s: differs at byte %d:\n got %q\nwant %q", r.Source, i, g[max(0, i-80):min(len(g), i+80)], w[max(0, i-80):min(len(w), i+80)])
+		}
+	}
+}
+
+// filled is a T with every exported field that JSON writes set, through
+// nested structs, pointers and slices, to values at the edges of what
+// encoding/json escapes and formats: a field added to a finding and not to
+// its hand-written encoder fails TestPlanJSONMatchesEncoding.
+func filled[T any](seed int) T {
+	var v T
+	fill(reflect.ValueOf(&v).Elem(), seed)
+	return v
+}
+
+func fill(v reflect.Value, seed int) {
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(fmt.Sprintf("<%d> & \"q\"\n\u2028\xff é", seed))
+	case reflect.Float64:
+		v.SetFloat([]float64{0.125, 1e-7, 1e21, -3.5, 123456789.25}[seed%5])
+	case reflect.Int, reflect.Int64:
+		v.SetInt(int64(seed%3 + 1))
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fill(v.Elem(), seed+1)
+	case reflect.Slice:
+		v.Set(reflect.MakeSlice(v.Type(), 2, 2))
+		for i := 0; i < 2; i++ {
+			fill(v.Index(i), seed+i)
+		}
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			f := v.Type().Field(i)
+			if f.IsExported() && f.Tag.Get("json") != "-" {
+				fill(v.Field(i), seed+i)
+			}
 		}
 	}
 }

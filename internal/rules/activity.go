@@ -262,6 +262,17 @@ func lockContention(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		Verification: model.NotRunBecause("observed while sampling; the head of the chain was running a statement, not idle: shortening its transaction is a change to the application, and no rehearsal stands in for it"),
 		Docs:         docsPath(LockContentionID),
 	}
+	whoseChain(s, &f, head, headWaiters, blocks, behind[head.PID], byPID)
+	return []model.Finding{f}, nil
+}
+
+// whoseChain says whose problem a chain is by its head: a prepared
+// transaction (ended only by COMMIT or ROLLBACK PREPARED), none visible,
+// workers claiming one queue row (queue-claim-race's), a transaction its
+// client left idle (idle-in-transaction's), or an idle head whose waiters
+// can be replayed on a twin (held-lock's experiment). behind are the
+// sessions queued behind the head.
+func whoseChain(s *model.Snapshot, f *model.Finding, head model.Backend, headWaiters int, blocks map[int]int, behind map[int]bool, byPID map[int]model.Backend) {
 	if gids := preparedHeads(s, blocks); headWaiters == 0 && len(gids) > 0 {
 		// pg_blocking_pids names a prepared transaction's locks as pid
 		// 0: no session holds them, and none will release them.
@@ -276,7 +287,7 @@ func lockContention(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	} else if headWaiters == 0 {
 		f.Fix.SQL = ""
 		f.Verification = model.NotRunBecause("observed while sampling; the head of the chain was not visible, so there is nothing to rehearse")
-	} else if claimChain(head, behind[head.PID], byPID) {
+	} else if claimChain(head, behind, byPID) {
 		// Workers taking the same queue row: one problem, the claim
 		// race, whose experiment measures the claim with SKIP LOCKED.
 		f.Severity = model.Info
@@ -290,11 +301,10 @@ func lockContention(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		f.Title += ": its head is a transaction left idle (see idle-in-transaction)"
 		f.Verification = model.NotRunBecause("the chain is idle-in-transaction's: its head is a transaction left idle, and that finding's experiment rehearses the chain with and without idle_in_transaction_session_timeout")
 	} else if strings.HasPrefix(head.State, "idle in transaction") {
-		if f.Experiment = heldLockExperiment(s, head, behind[head.PID]); f.Experiment == nil {
+		if f.Experiment = heldLockExperiment(s, head, behind); f.Experiment == nil {
 			f.Verification = model.NotRunBecause("observed while sampling; no statement waiting in the chain could be replayed on a twin")
 		}
 	}
-	return []model.Finding{f}, nil
 }
 
 // preparedHeads are this database's prepared transactions, quoted, when

@@ -118,21 +118,14 @@ func churn(s *model.Snapshot, t *model.Table) []model.Evidence {
 	return ev
 }
 
-// nonHOTFinding reports a table whose updates are rarely HOT (heap-only):
-// each such update writes every index, usually because it sets an indexed
-// column (often one in a partial index's predicate) or the page has no
-// room (fillfactor).
-func nonHOTFinding(s *model.Snapshot, t *model.Table) *model.Finding {
-	if t.Updated < nonHOTMinUpdate || float64(t.HOTUpdated) > nonHOTMaxShare*float64(t.Updated) {
-		return nil
-	}
-	// Which updated columns does an index depend on?
-	type hit struct{ col, index, how string }
-	var hits []hit
+// indexedSet is an updated column an index depends on, and how.
+type indexedSet struct{ col, index, how string }
+
+// indexedUpdates finds, over the UPDATEs of t, the columns they set that an
+// index depends on (keys, INCLUDE, predicate, expression), and the busiest
+// such UPDATE: the experiment replays it.
+func indexedUpdates(s *model.Snapshot, t *model.Table) (hits []indexedSet, busiest *model.Statement) {
 	seen := map[string]bool{}
-	// The experiment replays the busiest UPDATE that sets an indexed
-	// column.
-	var busiest *model.Statement
 	for i, st := range s.Statements {
 		sh := s.Shapes[st.QueryID]
 		if sh == nil || sh.Command != "UPDATE" || s.Table(sh.Target) != t {
@@ -154,7 +147,7 @@ func nonHOTFinding(s *model.Snapshot, t *model.Table) *model.Finding {
 				}
 				if how != "" && !seen[col+ix.Name] {
 					seen[col+ix.Name] = true
-					hits = append(hits, hit{col, ix.Name, how})
+					hits = append(hits, indexedSet{col, ix.Name, how})
 				}
 			}
 		}
@@ -162,6 +155,18 @@ func nonHOTFinding(s *model.Snapshot, t *model.Table) *model.Finding {
 			busiest = &s.Statements[i]
 		}
 	}
+	return hits, busiest
+}
+
+// nonHOTFinding reports a table whose updates are rarely HOT (heap-only):
+// each such update writes every index, usually because it sets an indexed
+// column (often one in a partial index's predicate) or the page has no
+// room (fillfactor).
+func nonHOTFinding(s *model.Snapshot, t *model.Table) *model.Finding {
+	if t.Updated < nonHOTMinUpdate || float64(t.HOTUpdated) > nonHOTMaxShare*float64(t.Updated) {
+		return nil
+	}
+	hits, busiest := indexedUpdates(s, t)
 	if len(hits) == 0 {
 		return nil // low HOT share without an indexed column: full pages, see fillfactor; not diagnosed here
 	}

@@ -3,8 +3,7 @@ package sqlparse
 import (
 	"errors"
 
-	pg_query "github.com/pganalyze/pg_query_go/v6"
-	"google.golang.org/protobuf/proto"
+	"github.com/pgmedic/pgmedic/internal/pgast"
 )
 
 // Batched rewrites a statement that looks one row up by a key (col = $n,
@@ -19,9 +18,9 @@ func (s *Statement) Batched() (*Statement, int, Column, error) {
 	var col Column
 	out, n, err := s.rewrite("batching the lookup", func(c *Statement) int {
 		n := 0
-		c.walk(func(m proto.Message) bool {
-			e, ok := m.(*pg_query.A_Expr)
-			if !ok || e.Kind != pg_query.A_Expr_Kind_AEXPR_OP || opName(e) != "=" {
+		c.walk(func(m pgast.Message) bool {
+			e, ok := m.(*pgast.A_Expr)
+			if !ok || e.Kind != pgast.A_Expr_Kind_AEXPR_OP || opName(e) != "=" {
 				return true
 			}
 			if e.Lexpr.GetParamRef() != nil {
@@ -30,7 +29,7 @@ func (s *Statement) Batched() (*Statement, int, Column, error) {
 			if e.Rexpr.GetParamRef() == nil || unwrapColumn(e.Lexpr) == nil {
 				return true
 			}
-			e.Kind = pg_query.A_Expr_Kind_AEXPR_OP_ANY
+			e.Kind = pgast.A_Expr_Kind_AEXPR_OP_ANY
 			n++
 			return true
 		})

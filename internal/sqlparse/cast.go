@@ -3,8 +3,7 @@ package sqlparse
 import (
 	"fmt"
 
-	pg_query "github.com/pganalyze/pg_query_go/v6"
-	"google.golang.org/protobuf/proto"
+	"github.com/pgmedic/pgmedic/internal/pgast"
 )
 
 // CastToColumn rewrites comparisons of column so that the column stands
@@ -21,18 +20,18 @@ func (s *Statement) CastToColumn(column, colType string, keepValue bool) (*State
 	}
 	return s.rewrite("rewriting the comparison of "+column, func(c *Statement) int {
 		n := 0
-		c.walk(func(m proto.Message) bool {
-			e, ok := m.(*pg_query.A_Expr)
+		c.walk(func(m pgast.Message) bool {
+			e, ok := m.(*pgast.A_Expr)
 			if !ok || e.Lexpr == nil || e.Rexpr == nil {
 				return true
 			}
 			switch e.Kind {
-			case pg_query.A_Expr_Kind_AEXPR_OP, pg_query.A_Expr_Kind_AEXPR_IN, pg_query.A_Expr_Kind_AEXPR_BETWEEN,
-				pg_query.A_Expr_Kind_AEXPR_NOT_BETWEEN, pg_query.A_Expr_Kind_AEXPR_OP_ANY:
+			case pgast.A_Expr_Kind_AEXPR_OP, pgast.A_Expr_Kind_AEXPR_IN, pgast.A_Expr_Kind_AEXPR_BETWEEN,
+				pgast.A_Expr_Kind_AEXPR_NOT_BETWEEN, pgast.A_Expr_Kind_AEXPR_OP_ANY:
 			default:
 				return true
 			}
-			for _, side := range []struct{ col, val **pg_query.Node }{{&e.Lexpr, &e.Rexpr}, {&e.Rexpr, &e.Lexpr}} {
+			for _, side := range []struct{ col, val **pgast.Node }{{&e.Lexpr, &e.Rexpr}, {&e.Rexpr, &e.Lexpr}} {
 				bare, ok := namesColumn(*side.col, column)
 				if !ok || isColumn(*side.val) {
 					continue
@@ -52,7 +51,7 @@ func (s *Statement) CastToColumn(column, colType string, keepValue bool) (*State
 
 // namesColumn returns the bare ColumnRef when n is the column, possibly
 // wrapped in casts.
-func namesColumn(n *pg_query.Node, column string) (*pg_query.Node, bool) {
+func namesColumn(n *pgast.Node, column string) (*pgast.Node, bool) {
 	for n != nil {
 		if tc := n.GetTypeCast(); tc != nil {
 			n = tc.Arg
@@ -69,7 +68,7 @@ func namesColumn(n *pg_query.Node, column string) (*pg_query.Node, bool) {
 }
 
 // isColumn says whether n is a column reference, possibly cast.
-func isColumn(n *pg_query.Node) bool {
+func isColumn(n *pgast.Node) bool {
 	for n != nil {
 		if tc := n.GetTypeCast(); tc != nil {
 			n = tc.Arg
@@ -81,26 +80,26 @@ func isColumn(n *pg_query.Node) bool {
 }
 
 // castEach casts a value, or each member of an IN / BETWEEN list.
-func castEach(n *pg_query.Node, typ *pg_query.TypeName) *pg_query.Node {
+func castEach(n *pgast.Node, typ *pgast.TypeName) *pgast.Node {
 	if l := n.GetList(); l != nil {
 		for i, item := range l.Items {
 			l.Items[i] = castEach(item, typ)
 		}
 		return n
 	}
-	return &pg_query.Node{Node: &pg_query.Node_TypeCast{TypeCast: &pg_query.TypeCast{Arg: n, TypeName: proto.Clone(typ).(*pg_query.TypeName), Location: -1}}}
+	return &pgast.Node{Node: &pgast.Node_TypeCast{TypeCast: &pgast.TypeCast{Arg: n, TypeName: typ.Clone(), Location: -1}}}
 }
 
 // typeName parses a type as format_type prints it ("numeric(12,2)",
 // "timestamp without time zone", "character(8)").
-func typeName(t string) (*pg_query.TypeName, error) {
-	tree, err := pg_query.Parse("SELECT NULL::" + t)
+func typeName(t string) (*pgast.TypeName, error) {
+	tree, err := pgast.Parse("SELECT NULL::" + t)
 	if err != nil {
 		return nil, fmt.Errorf("parsing type %q: %w", t, err)
 	}
-	var tn *pg_query.TypeName
-	(&Statement{tree: tree, root: tree.Stmts[0].Stmt}).walk(func(m proto.Message) bool {
-		if x, ok := m.(*pg_query.TypeName); ok && tn == nil {
+	var tn *pgast.TypeName
+	(&Statement{tree: tree, root: tree.Stmts[0].Stmt}).walk(func(m pgast.Message) bool {
+		if x, ok := m.(*pgast.TypeName); ok && tn == nil {
 			tn = x
 		}
 		return tn == nil
@@ -124,12 +123,12 @@ func (s *Statement) CastToColumnOnce(column, colType string) (*Statement, int, e
 	}
 	return s.rewrite("computing the bound of "+column+" once", func(c *Statement) int {
 		n := 0
-		c.walk(func(m proto.Message) bool {
-			e, ok := m.(*pg_query.A_Expr)
-			if !ok || e.Lexpr == nil || e.Rexpr == nil || e.Kind != pg_query.A_Expr_Kind_AEXPR_OP {
+		c.walk(func(m pgast.Message) bool {
+			e, ok := m.(*pgast.A_Expr)
+			if !ok || e.Lexpr == nil || e.Rexpr == nil || e.Kind != pgast.A_Expr_Kind_AEXPR_OP {
 				return true
 			}
-			for _, side := range []struct{ col, val **pg_query.Node }{{&e.Lexpr, &e.Rexpr}, {&e.Rexpr, &e.Lexpr}} {
+			for _, side := range []struct{ col, val **pgast.Node }{{&e.Lexpr, &e.Rexpr}, {&e.Rexpr, &e.Lexpr}} {
 				bare, ok := namesColumn(*side.col, column)
 				if !ok || isColumn(*side.val) {
 					continue
@@ -139,10 +138,10 @@ func (s *Statement) CastToColumnOnce(column, colType string) (*Statement, int, e
 				if constant(*side.val) {
 					*side.val = cast
 				} else {
-					sel := &pg_query.SelectStmt{TargetList: []*pg_query.Node{{Node: &pg_query.Node_ResTarget{ResTarget: &pg_query.ResTarget{Val: cast, Location: -1}}}},
-						LimitOption: pg_query.LimitOption_LIMIT_OPTION_DEFAULT, Op: pg_query.SetOperation_SETOP_NONE}
-					*side.val = &pg_query.Node{Node: &pg_query.Node_SubLink{SubLink: &pg_query.SubLink{SubLinkType: pg_query.SubLinkType_EXPR_SUBLINK,
-						Subselect: &pg_query.Node{Node: &pg_query.Node_SelectStmt{SelectStmt: sel}}, Location: -1}}}
+					sel := &pgast.SelectStmt{TargetList: []*pgast.Node{{Node: &pgast.Node_ResTarget{ResTarget: &pgast.ResTarget{Val: cast, Location: -1}}}},
+						LimitOption: pgast.LimitOption_LIMIT_OPTION_DEFAULT, Op: pgast.SetOperation_SETOP_NONE}
+					*side.val = &pgast.Node{Node: &pgast.Node_SubLink{SubLink: &pgast.SubLink{SubLinkType: pgast.SubLinkType_EXPR_SUBLINK,
+						Subselect: &pgast.Node{Node: &pgast.Node_SelectStmt{SelectStmt: sel}}, Location: -1}}}
 				}
 				n++
 				break
@@ -154,7 +153,7 @@ func (s *Statement) CastToColumnOnce(column, colType string) (*Statement, int, e
 }
 
 // constant says whether n is a literal or a parameter, possibly cast.
-func constant(n *pg_query.Node) bool {
+func constant(n *pgast.Node) bool {
 	for n != nil {
 		if tc := n.GetTypeCast(); tc != nil {
 			n = tc.Arg

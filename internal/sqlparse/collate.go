@@ -1,8 +1,7 @@
 package sqlparse
 
 import (
-	pg_query "github.com/pganalyze/pg_query_go/v6"
-	"google.golang.org/protobuf/proto"
+	"github.com/pgmedic/pgmedic/internal/pgast"
 )
 
 // A sort under a linguistic collation (an ICU locale, or a libc one such
@@ -20,7 +19,7 @@ import (
 // does a constant that is not an output column's position.
 func (s *Statement) SortKeys() int {
 	n := 0
-	s.eachSortKey(func(sb *pg_query.SortBy, _ *pg_query.Node) { n++ })
+	s.eachSortKey(func(sb *pgast.SortBy, _ *pgast.Node) { n++ })
 	return n
 }
 
@@ -37,11 +36,11 @@ func (s *Statement) CollateSortKeys(collation string, which []int) (*Statement, 
 	}
 	return s.rewrite("collating the sort keys", func(c *Statement) int {
 		i, n := 0, 0
-		c.eachSortKey(func(sb *pg_query.SortBy, expr *pg_query.Node) {
+		c.eachSortKey(func(sb *pgast.SortBy, expr *pgast.Node) {
 			if want[i] {
-				sb.Node = &pg_query.Node{Node: &pg_query.Node_CollateClause{CollateClause: &pg_query.CollateClause{
-					Arg:      proto.Clone(expr).(*pg_query.Node),
-					Collname: []*pg_query.Node{{Node: &pg_query.Node_String_{String_: &pg_query.String{Sval: collation}}}},
+				sb.Node = &pgast.Node{Node: &pgast.Node_CollateClause{CollateClause: &pgast.CollateClause{
+					Arg:      expr.Clone(),
+					Collname: []*pgast.Node{{Node: &pgast.Node_String_{String_: &pgast.String{Sval: collation}}}},
 					Location: -1}}}
 				n++
 			}
@@ -53,8 +52,8 @@ func (s *Statement) CollateSortKeys(collation string, which []int) (*Statement, 
 
 // eachSortKey calls fn with every countable sort key and the expression
 // it sorts by (an output column's expression for a position or a name).
-func (s *Statement) eachSortKey(fn func(sb *pg_query.SortBy, expr *pg_query.Node)) {
-	visit := func(keys []*pg_query.Node, targets []*pg_query.Node) {
+func (s *Statement) eachSortKey(fn func(sb *pgast.SortBy, expr *pgast.Node)) {
+	visit := func(keys []*pgast.Node, targets []*pgast.Node) {
 		for _, k := range keys {
 			sb := k.GetSortBy()
 			if sb == nil || sb.Node == nil || sb.Node.GetCollateClause() != nil {
@@ -69,17 +68,17 @@ func (s *Statement) eachSortKey(fn func(sb *pg_query.SortBy, expr *pg_query.Node
 			fn(sb, expr)
 		}
 	}
-	s.walk(func(m proto.Message) bool {
+	s.walk(func(m pgast.Message) bool {
 		switch x := m.(type) {
-		case *pg_query.SelectStmt:
+		case *pgast.SelectStmt:
 			// A set operation's ORDER BY names the result's columns, which
 			// no expression can reach.
-			if x.Op == pg_query.SetOperation_SETOP_NONE {
+			if x.Op == pgast.SetOperation_SETOP_NONE {
 				visit(x.SortClause, x.TargetList)
 			}
-		case *pg_query.WindowDef:
+		case *pgast.WindowDef:
 			visit(x.OrderClause, nil)
-		case *pg_query.FuncCall:
+		case *pgast.FuncCall:
 			visit(x.AggOrder, nil)
 		}
 		return true
@@ -91,7 +90,7 @@ func (s *Statement) eachSortKey(fn func(sb *pg_query.SortBy, expr *pg_query.Node
 // total"), or nil when the key is an expression of its own. A bare name
 // that is both an output name and an input column means the output
 // column, as PostgreSQL resolves it.
-func outputColumn(key *pg_query.Node, targets []*pg_query.Node) *pg_query.Node {
+func outputColumn(key *pgast.Node, targets []*pgast.Node) *pgast.Node {
 	if len(targets) == 0 {
 		return nil
 	}
@@ -118,7 +117,7 @@ func outputColumn(key *pg_query.Node, targets []*pg_query.Node) *pg_query.Node {
 
 // star says whether an output column is * or t.*, which a position
 // cannot name one column of.
-func star(n *pg_query.Node) bool {
+func star(n *pgast.Node) bool {
 	cr := n.GetColumnRef()
 	if cr == nil || len(cr.Fields) == 0 {
 		return false

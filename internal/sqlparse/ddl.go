@@ -1,7 +1,7 @@
 package sqlparse
 
 import (
-	pg_query "github.com/pganalyze/pg_query_go/v6"
+	"github.com/pgmedic/pgmedic/internal/pgast"
 )
 
 // DDL is what a schema change does, as far as the lock it takes and the
@@ -37,35 +37,35 @@ type DDLAction struct {
 }
 
 // atKinds names the ALTER TABLE subcommands whose locks or fixes differ.
-var atKinds = map[pg_query.AlterTableType]string{
-	pg_query.AlterTableType_AT_AddColumn:          "ADD COLUMN",
-	pg_query.AlterTableType_AT_DropColumn:         "DROP COLUMN",
-	pg_query.AlterTableType_AT_ColumnDefault:      "SET DEFAULT",
-	pg_query.AlterTableType_AT_SetNotNull:         "SET NOT NULL",
-	pg_query.AlterTableType_AT_AlterColumnType:    "ALTER COLUMN TYPE",
-	pg_query.AlterTableType_AT_ValidateConstraint: "VALIDATE CONSTRAINT",
-	pg_query.AlterTableType_AT_DropConstraint:     "DROP CONSTRAINT",
-	pg_query.AlterTableType_AT_SetStatistics:      "SET STATISTICS",
-	pg_query.AlterTableType_AT_SetOptions:         "SET COLUMN OPTIONS",
-	pg_query.AlterTableType_AT_ResetOptions:       "SET COLUMN OPTIONS",
-	pg_query.AlterTableType_AT_SetRelOptions:      "SET STORAGE PARAMETERS",
-	pg_query.AlterTableType_AT_ResetRelOptions:    "SET STORAGE PARAMETERS",
-	pg_query.AlterTableType_AT_ClusterOn:          "CLUSTER ON",
-	pg_query.AlterTableType_AT_EnableTrig:         "ENABLE OR DISABLE TRIGGER",
-	pg_query.AlterTableType_AT_DisableTrig:        "ENABLE OR DISABLE TRIGGER",
-	pg_query.AlterTableType_AT_AttachPartition:    "ATTACH PARTITION",
-	pg_query.AlterTableType_AT_DetachPartition:    "DETACH PARTITION",
+var atKinds = map[pgast.AlterTableType]string{
+	pgast.AlterTableType_AT_AddColumn:          "ADD COLUMN",
+	pgast.AlterTableType_AT_DropColumn:         "DROP COLUMN",
+	pgast.AlterTableType_AT_ColumnDefault:      "SET DEFAULT",
+	pgast.AlterTableType_AT_SetNotNull:         "SET NOT NULL",
+	pgast.AlterTableType_AT_AlterColumnType:    "ALTER COLUMN TYPE",
+	pgast.AlterTableType_AT_ValidateConstraint: "VALIDATE CONSTRAINT",
+	pgast.AlterTableType_AT_DropConstraint:     "DROP CONSTRAINT",
+	pgast.AlterTableType_AT_SetStatistics:      "SET STATISTICS",
+	pgast.AlterTableType_AT_SetOptions:         "SET COLUMN OPTIONS",
+	pgast.AlterTableType_AT_ResetOptions:       "SET COLUMN OPTIONS",
+	pgast.AlterTableType_AT_SetRelOptions:      "SET STORAGE PARAMETERS",
+	pgast.AlterTableType_AT_ResetRelOptions:    "SET STORAGE PARAMETERS",
+	pgast.AlterTableType_AT_ClusterOn:          "CLUSTER ON",
+	pgast.AlterTableType_AT_EnableTrig:         "ENABLE OR DISABLE TRIGGER",
+	pgast.AlterTableType_AT_DisableTrig:        "ENABLE OR DISABLE TRIGGER",
+	pgast.AlterTableType_AT_AttachPartition:    "ATTACH PARTITION",
+	pgast.AlterTableType_AT_DetachPartition:    "DETACH PARTITION",
 }
 
-var constraintKinds = map[pg_query.ConstrType]string{
-	pg_query.ConstrType_CONSTR_FOREIGN:   "ADD FOREIGN KEY",
-	pg_query.ConstrType_CONSTR_CHECK:     "ADD CHECK",
-	pg_query.ConstrType_CONSTR_PRIMARY:   "ADD PRIMARY KEY",
-	pg_query.ConstrType_CONSTR_UNIQUE:    "ADD UNIQUE",
-	pg_query.ConstrType_CONSTR_EXCLUSION: "ADD EXCLUDE",
+var constraintKinds = map[pgast.ConstrType]string{
+	pgast.ConstrType_CONSTR_FOREIGN:   "ADD FOREIGN KEY",
+	pgast.ConstrType_CONSTR_CHECK:     "ADD CHECK",
+	pgast.ConstrType_CONSTR_PRIMARY:   "ADD PRIMARY KEY",
+	pgast.ConstrType_CONSTR_UNIQUE:    "ADD UNIQUE",
+	pgast.ConstrType_CONSTR_EXCLUSION: "ADD EXCLUDE",
 }
 
-func rangeName(rv *pg_query.RangeVar) Name {
+func rangeName(rv *pgast.RangeVar) Name {
 	if rv == nil {
 		return Name{}
 	}
@@ -110,7 +110,7 @@ func (s *Statement) DDL() *DDL {
 
 // alterTableDDL reads ALTER TABLE's subcommands: the lock each needs, and
 // the fix, depend on them.
-func alterTableDDL(a *pg_query.AlterTableStmt) *DDL {
+func alterTableDDL(a *pgast.AlterTableStmt) *DDL {
 	d := &DDL{Command: "ALTER TABLE", Table: rangeName(a.Relation)}
 	for _, c := range a.Cmds {
 		cmd := c.GetAlterTableCmd()
@@ -119,11 +119,11 @@ func alterTableDDL(a *pg_query.AlterTableStmt) *DDL {
 		}
 		act := DDLAction{Kind: atKinds[cmd.Subtype], Column: cmd.Name}
 		switch cmd.Subtype {
-		case pg_query.AlterTableType_AT_AddConstraint:
+		case pgast.AlterTableType_AT_AddConstraint:
 			if con := cmd.GetDef().GetConstraint(); con != nil {
 				act.Kind, act.NotValid = constraintKinds[con.Contype], con.SkipValidation
 			}
-		case pg_query.AlterTableType_AT_AddColumn:
+		case pgast.AlterTableType_AT_AddColumn:
 			if col := cmd.GetDef().GetColumnDef(); col != nil {
 				act.Column = col.Colname
 			}
@@ -138,12 +138,12 @@ func alterTableDDL(a *pg_query.AlterTableStmt) *DDL {
 
 // dropDDL reads DROP INDEX and DROP TABLE; other DROPs take no table lock
 // the application waits for.
-func dropDDL(d *pg_query.DropStmt) *DDL {
+func dropDDL(d *pgast.DropStmt) *DDL {
 	out := &DDL{Concurrently: d.Concurrent}
 	switch d.RemoveType {
-	case pg_query.ObjectType_OBJECT_INDEX:
+	case pgast.ObjectType_OBJECT_INDEX:
 		out.Command = "DROP INDEX"
-	case pg_query.ObjectType_OBJECT_TABLE:
+	case pgast.ObjectType_OBJECT_TABLE:
 		out.Command = "DROP TABLE"
 	default:
 		return nil
@@ -157,7 +157,7 @@ func dropDDL(d *pg_query.DropStmt) *DDL {
 }
 
 // vacuumDDL reads VACUUM (FULL) and ANALYZE.
-func vacuumDDL(v *pg_query.VacuumStmt) *DDL {
+func vacuumDDL(v *pgast.VacuumStmt) *DDL {
 	out := &DDL{Command: "VACUUM"}
 	if !v.IsVacuumcmd {
 		out.Command = "ANALYZE"
@@ -174,7 +174,7 @@ func vacuumDDL(v *pg_query.VacuumStmt) *DDL {
 }
 
 // hasOption says whether a list of options (DefElem) names option.
-func hasOption(opts []*pg_query.Node, option string) bool {
+func hasOption(opts []*pgast.Node, option string) bool {
 	for _, p := range opts {
 		if de := p.GetDefElem(); de != nil && de.Defname == option {
 			return true
@@ -184,7 +184,7 @@ func hasOption(opts []*pg_query.Node, option string) bool {
 }
 
 // firstRangeVar names the first relation of a list (TRUNCATE a, b).
-func firstRangeVar(rels []*pg_query.Node) Name {
+func firstRangeVar(rels []*pgast.Node) Name {
 	if len(rels) == 0 {
 		return Name{}
 	}
@@ -228,20 +228,20 @@ func (s *Statement) Undo() []string {
 			return nil
 		}
 		switch cmd.Subtype {
-		case pg_query.AlterTableType_AT_AddColumn:
+		case pgast.AlterTableType_AT_AddColumn:
 			col := cmd.GetDef().GetColumnDef()
 			if col == nil {
 				return nil
 			}
 			out = append(out, "ALTER TABLE "+table+" DROP COLUMN IF EXISTS "+QuoteIdent(col.Colname))
-		case pg_query.AlterTableType_AT_AddConstraint:
+		case pgast.AlterTableType_AT_AddConstraint:
 			con := cmd.GetDef().GetConstraint()
 			if con == nil || con.Conname == "" {
 				return nil
 			}
 			out = append(out, "ALTER TABLE "+table+" DROP CONSTRAINT IF EXISTS "+QuoteIdent(con.Conname))
-		case pg_query.AlterTableType_AT_ColumnDefault, pg_query.AlterTableType_AT_SetNotNull, pg_query.AlterTableType_AT_ValidateConstraint,
-			pg_query.AlterTableType_AT_SetStatistics:
+		case pgast.AlterTableType_AT_ColumnDefault, pgast.AlterTableType_AT_SetNotNull, pgast.AlterTableType_AT_ValidateConstraint,
+			pgast.AlterTableType_AT_SetStatistics:
 			// Running these again is harmless: nothing to take back.
 		default:
 			return nil

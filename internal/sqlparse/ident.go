@@ -5,7 +5,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	pg_query "github.com/pganalyze/pg_query_go/v6"
+	"github.com/pgmedic/pgmedic/internal/pgast"
 
 	"github.com/pgmedic/pgmedic/internal/printable"
 )
@@ -54,12 +54,12 @@ func plain(s string) bool {
 // keyword asks PostgreSQL's own scanner whether s is a keyword that must
 // be quoted (anything but an unreserved one).
 func keyword(s string) bool {
-	res, err := pg_query.Scan(s)
+	res, err := pgast.Scan(s)
 	if err != nil || len(res.Tokens) != 1 {
 		return true
 	}
 	k := res.Tokens[0].KeywordKind
-	return k != pg_query.KeywordKind_NO_KEYWORD && k != pg_query.KeywordKind_UNRESERVED_KEYWORD
+	return k != pgast.KeywordKind_NO_KEYWORD && k != pgast.KeywordKind_UNRESERVED_KEYWORD
 }
 
 func needsEscape(s string) bool {
@@ -80,7 +80,7 @@ func EscapeControls(sql string) string {
 	if !strings.ContainsFunc(sql, printable.IsControl) {
 		return sql
 	}
-	res, err := pg_query.Scan(sql)
+	res, err := pgast.Scan(sql)
 	if err != nil {
 		return sql
 	}
@@ -97,14 +97,14 @@ func EscapeControls(sql string) string {
 		}
 		var repl string
 		switch {
-		case t.Token == pg_query.Token_IDENT && text[0] == '"' && text[len(text)-1] == '"':
+		case t.Token == pgast.Token_IDENT && text[0] == '"' && text[len(text)-1] == '"':
 			repl = QuoteIdent(strings.ReplaceAll(text[1:len(text)-1], `""`, `"`))
-		case t.Token == pg_query.Token_SCONST && text[0] == '\'' && text[len(text)-1] == '\'':
+		case t.Token == pgast.Token_SCONST && text[0] == '\'' && text[len(text)-1] == '\'':
 			repl = escapeString(strings.ReplaceAll(text[1:len(text)-1], `''`, `'`))
 		default:
 			continue
 		}
-		if t.Token == pg_query.Token_SCONST && start > last && (sql[start-1] == 'n' || sql[start-1] == 'N') && (start == 1 || !isIdentByte(sql[start-2])) {
+		if t.Token == pgast.Token_SCONST && start > last && (sql[start-1] == 'n' || sql[start-1] == 'N') && (start == 1 || !isIdentByte(sql[start-2])) {
 			// N'...' is a national character constant: the parser casts
 			// it to bpchar, and so does its escaped form.
 			start--

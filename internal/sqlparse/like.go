@@ -1,8 +1,7 @@
 package sqlparse
 
 import (
-	pg_query "github.com/pganalyze/pg_query_go/v6"
-	"google.golang.org/protobuf/proto"
+	"github.com/pgmedic/pgmedic/internal/pgast"
 )
 
 // LikePrefix is a column matched with LIKE against a pattern that may
@@ -19,9 +18,9 @@ type LikePrefix struct {
 func (s *Statement) LikePrefixes() []LikePrefix {
 	resolve := s.columnResolver()
 	var out []LikePrefix
-	s.walk(func(m proto.Message) bool {
-		e, ok := m.(*pg_query.A_Expr)
-		if !ok || e.Kind != pg_query.A_Expr_Kind_AEXPR_LIKE || opName(e) != "~~" {
+	s.walk(func(m pgast.Message) bool {
+		e, ok := m.(*pgast.A_Expr)
+		if !ok || e.Kind != pgast.A_Expr_Kind_AEXPR_LIKE || opName(e) != "~~" {
 			return true
 		}
 		cr := unwrapColumn(e.Lexpr)

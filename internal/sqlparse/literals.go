@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	pg_query "github.com/pganalyze/pg_query_go/v6"
+	"github.com/pgmedic/pgmedic/internal/pgast"
 )
 
 // Literals finds the values an application sent for a statement that
@@ -19,11 +19,11 @@ import (
 // one constant ($n) but two tokens (- 5). Any other difference means the
 // texts are not the same statement, and ok is false.
 func Literals(normalised, literal string) (values map[int]string, ok bool) {
-	a, err := pg_query.Scan(normalised)
+	a, err := pgast.Scan(normalised)
 	if err != nil {
 		return nil, false
 	}
-	b, err := pg_query.Scan(literal)
+	b, err := pgast.Scan(literal)
 	if err != nil {
 		return nil, false
 	}
@@ -34,13 +34,13 @@ func Literals(normalised, literal string) (values map[int]string, ok bool) {
 			return nil, false
 		}
 		u := b.Tokens[j]
-		if t.Token == pg_query.Token_PARAM {
+		if t.Token == pgast.Token_PARAM {
 			n, err := strconv.Atoi(strings.TrimPrefix(normalised[t.Start:t.End], "$"))
 			if err != nil || n < 1 {
 				return nil, false
 			}
 			start, end := u.Start, u.End
-			if u.Token == pg_query.Token_ASCII_45 && j+1 < len(b.Tokens) && isNumber(b.Tokens[j+1].Token) {
+			if u.Token == pgast.Token_ASCII_45 && j+1 < len(b.Tokens) && isNumber(b.Tokens[j+1].Token) {
 				j++
 				end = b.Tokens[j].End
 			}
@@ -62,16 +62,16 @@ func Literals(normalised, literal string) (values map[int]string, ok bool) {
 	return values, true
 }
 
-func isNumber(t pg_query.Token) bool {
-	return t == pg_query.Token_ICONST || t == pg_query.Token_FCONST
+func isNumber(t pgast.Token) bool {
+	return t == pgast.Token_ICONST || t == pgast.Token_FCONST
 }
 
 // isConstant says whether a token is a literal pg_stat_statements would
 // have replaced: a number, a string (also E”, U&”, $$ $$), a bit string.
-func isConstant(t pg_query.Token) bool {
+func isConstant(t pgast.Token) bool {
 	switch t {
-	case pg_query.Token_ICONST, pg_query.Token_FCONST, pg_query.Token_SCONST, pg_query.Token_USCONST,
-		pg_query.Token_BCONST, pg_query.Token_XCONST:
+	case pgast.Token_ICONST, pgast.Token_FCONST, pgast.Token_SCONST, pgast.Token_USCONST,
+		pgast.Token_BCONST, pgast.Token_XCONST:
 		return true
 	}
 	return false
@@ -84,14 +84,14 @@ func isConstant(t pg_query.Token) bool {
 // transaction may get another server connection). The placeholders are
 // found as tokens, so a "$1" inside a string or comment is left alone.
 func Inline(query string, values []string) (string, error) {
-	toks, err := pg_query.Scan(query)
+	toks, err := pgast.Scan(query)
 	if err != nil {
 		return "", err
 	}
 	var b strings.Builder
 	last := 0
 	for _, t := range toks.Tokens {
-		if t.Token != pg_query.Token_PARAM {
+		if t.Token != pgast.Token_PARAM {
 			continue
 		}
 		n, err := strconv.Atoi(strings.TrimPrefix(query[t.Start:t.End], "$"))

@@ -5,8 +5,7 @@ import (
 	"strings"
 	"sync"
 
-	pg_query "github.com/pganalyze/pg_query_go/v6"
-	"google.golang.org/protobuf/proto"
+	"github.com/pgmedic/pgmedic/internal/pgast"
 )
 
 // HiddenKey is a predicate on a partition key that the planner cannot
@@ -30,8 +29,8 @@ var volatileNow = map[string]bool{"clock_timestamp": true, "timeofday": true, "r
 func (s *Statement) HiddenKeys(column string) []HiddenKey {
 	var out []HiddenKey
 	bare := false
-	s.walk(func(m proto.Message) bool {
-		e, ok := m.(*pg_query.A_Expr)
+	s.walk(func(m pgast.Message) bool {
+		e, ok := m.(*pgast.A_Expr)
 		if !ok {
 			return true
 		}
@@ -41,7 +40,7 @@ func (s *Statement) HiddenKeys(column string) []HiddenKey {
 		case isBare:
 			bare = true
 		default:
-			h.Predicate = exprText(&pg_query.Node{Node: &pg_query.Node_AExpr{AExpr: e}})
+			h.Predicate = exprText(&pgast.Node{Node: &pgast.Node_AExpr{AExpr: e}})
 			out = append(out, h)
 		}
 		return true
@@ -66,8 +65,8 @@ func (s *Statement) PruneOnKey(column string) (*Statement, int, error) {
 		// One comparison per walk: the walk stops where the tree changed.
 		for replaced := true; replaced && failed == nil; {
 			replaced = false
-			c.walk(func(m proto.Message) bool {
-				w, ok := m.(*pg_query.Node)
+			c.walk(func(m pgast.Message) bool {
+				w, ok := m.(*pgast.Node)
 				if !ok {
 					return true
 				}
@@ -107,15 +106,15 @@ func (s *Statement) PruneOnKey(column string) (*Statement, int, error) {
 
 // classifyKeyComparison reads one comparison: ok when it compares column
 // with something that names no column; bare when pruning can use it.
-func classifyKeyComparison(e *pg_query.A_Expr, column string) (h HiddenKey, bare, ok bool) {
+func classifyKeyComparison(e *pgast.A_Expr, column string) (h HiddenKey, bare, ok bool) {
 	op := opName(e)
 	switch {
-	case e.Kind == pg_query.A_Expr_Kind_AEXPR_OP && (op == "=" || op == "<" || op == "<=" || op == ">" || op == ">="):
-	case e.Kind == pg_query.A_Expr_Kind_AEXPR_BETWEEN, e.Kind == pg_query.A_Expr_Kind_AEXPR_IN, e.Kind == pg_query.A_Expr_Kind_AEXPR_OP_ANY:
+	case e.Kind == pgast.A_Expr_Kind_AEXPR_OP && (op == "=" || op == "<" || op == "<=" || op == ">" || op == ">="):
+	case e.Kind == pgast.A_Expr_Kind_AEXPR_BETWEEN, e.Kind == pgast.A_Expr_Kind_AEXPR_IN, e.Kind == pgast.A_Expr_Kind_AEXPR_OP_ANY:
 	default:
 		return h, false, false
 	}
-	for _, side := range [][2]*pg_query.Node{{e.Lexpr, e.Rexpr}, {e.Rexpr, e.Lexpr}} {
+	for _, side := range [][2]*pgast.Node{{e.Lexpr, e.Rexpr}, {e.Rexpr, e.Lexpr}} {
 		key, val := side[0], side[1]
 		if key == nil || val == nil || mentionsColumn(val, "") {
 			continue
@@ -131,7 +130,7 @@ func classifyKeyComparison(e *pg_query.A_Expr, column string) (h HiddenKey, bare
 		}
 		switch {
 		case isDateOf(key, column):
-			return HiddenKey{Why: fmt.Sprintf("%s is cast to date, and a partition's bounds are on %s itself", column, column), Fixable: e.Kind == pg_query.A_Expr_Kind_AEXPR_OP || e.Kind == pg_query.A_Expr_Kind_AEXPR_BETWEEN}, false, true
+			return HiddenKey{Why: fmt.Sprintf("%s is cast to date, and a partition's bounds are on %s itself", column, column), Fixable: e.Kind == pgast.A_Expr_Kind_AEXPR_OP || e.Kind == pgast.A_Expr_Kind_AEXPR_BETWEEN}, false, true
 		case truncUnit(key, column) != "" && op == "=":
 			return HiddenKey{Why: fmt.Sprintf("%s is inside date_trunc(), and a partition's bounds are on %s itself", column, column), Fixable: true}, false, true
 		case isYearOf(key, column) && op == "=":
@@ -145,14 +144,14 @@ func classifyKeyComparison(e *pg_query.A_Expr, column string) (h HiddenKey, bare
 // rangeFor is the range on the bare key that replaces a fixable
 // comparison, built from a template whose pgmedic_key and pgmedic_val*
 // stand for the key and the compared values.
-func rangeFor(e *pg_query.A_Expr, column string) (*pg_query.Node, error) {
+func rangeFor(e *pgast.A_Expr, column string) (*pgast.Node, error) {
 	key, val := e.Lexpr, e.Rexpr
 	op := opName(e)
 	if !mentionsColumn(key, column) || mentionsColumn(val, "") {
 		key, val = val, key
 		op = map[string]string{"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "="}[op]
 	}
-	vals := []*pg_query.Node{val}
+	vals := []*pgast.Node{val}
 	if l := val.GetList(); l != nil {
 		vals = l.Items
 	}
@@ -167,7 +166,7 @@ func rangeFor(e *pg_query.A_Expr, column string) (*pg_query.Node, error) {
 	switch {
 	case key.GetColumnRef() != nil: // compared with clock_timestamp()
 		return nowFor(e), nil
-	case isDateOf(key, column) && e.Kind == pg_query.A_Expr_Kind_AEXPR_BETWEEN && len(vals) == 2:
+	case isDateOf(key, column) && e.Kind == pgast.A_Expr_Kind_AEXPR_BETWEEN && len(vals) == 2:
 		tmpl = "pgmedic_key >= " + day(0) + " AND pgmedic_key < " + day(1) + " + 1"
 	case isDateOf(key, column):
 		tmpl = map[string]string{
@@ -180,17 +179,17 @@ func rangeFor(e *pg_query.A_Expr, column string) (*pg_query.Node, error) {
 		tmpl = "pgmedic_key >= make_date((pgmedic_val0)::int, 1, 1) AND pgmedic_key < make_date((pgmedic_val0)::int + 1, 1, 1)"
 	}
 	if tmpl == "" {
-		return nil, fmt.Errorf("no range on %s replaces %s", column, exprText(&pg_query.Node{Node: &pg_query.Node_AExpr{AExpr: e}}))
+		return nil, fmt.Errorf("no range on %s replaces %s", column, exprText(&pgast.Node{Node: &pgast.Node_AExpr{AExpr: e}}))
 	}
-	tree, err := pg_query.Parse("SELECT 1 WHERE " + tmpl)
+	tree, err := pgast.Parse("SELECT 1 WHERE " + tmpl)
 	if err != nil {
 		return nil, err
 	}
 	where := tree.Stmts[0].Stmt.GetSelectStmt().WhereClause
 	bareKey := columnIn(key, column)
 	t := &Statement{root: where}
-	t.walk(func(m proto.Message) bool {
-		w, ok := m.(*pg_query.Node)
+	t.walk(func(m pgast.Message) bool {
+		w, ok := m.(*pgast.Node)
 		if !ok {
 			return true
 		}
@@ -200,10 +199,10 @@ func rangeFor(e *pg_query.A_Expr, column string) (*pg_query.Node, error) {
 		}
 		switch name := lastField(cr); {
 		case name == "pgmedic_key":
-			w.Node = proto.Clone(bareKey).(*pg_query.Node).Node
+			w.Node = bareKey.Clone().Node
 		case strings.HasPrefix(name, "pgmedic_val"):
 			i := int(name[len(name)-1] - '0')
-			w.Node = proto.Clone(vals[i]).(*pg_query.Node).Node
+			w.Node = vals[i].Clone().Node
 		}
 		return true
 	})
@@ -211,7 +210,7 @@ func rangeFor(e *pg_query.A_Expr, column string) (*pg_query.Node, error) {
 }
 
 // isDateCast: the value is already cast to date ($1::date, '2025-03-14'::date).
-func isDateCast(n *pg_query.Node) bool {
+func isDateCast(n *pgast.Node) bool {
 	tc := n.GetTypeCast()
 	if tc == nil || tc.TypeName == nil || len(tc.TypeName.Names) == 0 {
 		return false
@@ -220,19 +219,19 @@ func isDateCast(n *pg_query.Node) bool {
 }
 
 // nowFor is the comparison with its clock_timestamp() calls made now().
-func nowFor(e *pg_query.A_Expr) *pg_query.Node {
-	c := proto.Clone(e).(*pg_query.A_Expr)
-	t := &Statement{root: &pg_query.Node{Node: &pg_query.Node_AExpr{AExpr: c}}}
-	t.walk(func(m proto.Message) bool {
-		if f, ok := m.(*pg_query.FuncCall); ok && funcName(f) == "clock_timestamp" {
-			f.Funcname = []*pg_query.Node{pg_query.MakeStrNode("now")}
+func nowFor(e *pgast.A_Expr) *pgast.Node {
+	c := e.Clone()
+	t := &Statement{root: &pgast.Node{Node: &pgast.Node_AExpr{AExpr: c}}}
+	t.walk(func(m pgast.Message) bool {
+		if f, ok := m.(*pgast.FuncCall); ok && funcName(f) == "clock_timestamp" {
+			f.Funcname = []*pgast.Node{pgast.MakeStrNode("now")}
 		}
 		return true
 	})
 	return t.root
 }
 
-func opName(e *pg_query.A_Expr) string {
+func opName(e *pgast.A_Expr) string {
 	if len(e.Name) == 0 {
 		return ""
 	}
@@ -242,7 +241,7 @@ func opName(e *pg_query.A_Expr) string {
 	return ""
 }
 
-func lastField(cr *pg_query.ColumnRef) string {
+func lastField(cr *pgast.ColumnRef) string {
 	if len(cr.Fields) == 0 {
 		return ""
 	}
@@ -253,11 +252,11 @@ func lastField(cr *pg_query.ColumnRef) string {
 }
 
 // mentionsColumn says whether n references column ("" for any column).
-func mentionsColumn(n *pg_query.Node, column string) bool {
+func mentionsColumn(n *pgast.Node, column string) bool {
 	found := false
 	t := &Statement{root: n}
-	t.walk(func(m proto.Message) bool {
-		if cr, ok := m.(*pg_query.ColumnRef); ok && (column == "" || lastField(cr) == column) {
+	t.walk(func(m pgast.Message) bool {
+		if cr, ok := m.(*pgast.ColumnRef); ok && (column == "" || lastField(cr) == column) {
 			found = true
 		}
 		return !found
@@ -266,11 +265,11 @@ func mentionsColumn(n *pg_query.Node, column string) bool {
 }
 
 // columnIn is the ColumnRef of column inside n.
-func columnIn(n *pg_query.Node, column string) *pg_query.Node {
-	var out *pg_query.Node
+func columnIn(n *pgast.Node, column string) *pgast.Node {
+	var out *pgast.Node
 	t := &Statement{root: n}
-	t.walk(func(m proto.Message) bool {
-		if w, ok := m.(*pg_query.Node); ok && out == nil {
+	t.walk(func(m pgast.Message) bool {
+		if w, ok := m.(*pgast.Node); ok && out == nil {
 			if cr := w.GetColumnRef(); cr != nil && lastField(cr) == column {
 				out = w
 			}
@@ -281,11 +280,11 @@ func columnIn(n *pg_query.Node, column string) *pg_query.Node {
 }
 
 // volatileCall names the first volatile clock or random function in n.
-func volatileCall(n *pg_query.Node) string {
+func volatileCall(n *pgast.Node) string {
 	name := ""
 	t := &Statement{root: n}
-	t.walk(func(m proto.Message) bool {
-		if f, ok := m.(*pg_query.FuncCall); ok && volatileNow[funcName(f)] {
+	t.walk(func(m pgast.Message) bool {
+		if f, ok := m.(*pgast.FuncCall); ok && volatileNow[funcName(f)] {
 			name = funcName(f)
 		}
 		return name == ""
@@ -294,7 +293,7 @@ func volatileCall(n *pg_query.Node) string {
 }
 
 // isDateOf: column::date, CAST(column AS date) or date(column).
-func isDateOf(n *pg_query.Node, column string) bool {
+func isDateOf(n *pgast.Node, column string) bool {
 	if tc := n.GetTypeCast(); tc != nil && tc.TypeName != nil && len(tc.TypeName.Names) > 0 {
 		last := tc.TypeName.Names[len(tc.TypeName.Names)-1].GetString_()
 		cr := tc.Arg.GetColumnRef()
@@ -308,7 +307,7 @@ func isDateOf(n *pg_query.Node, column string) bool {
 }
 
 // truncUnit is the unit of date_trunc('unit', column), "" for anything else.
-func truncUnit(n *pg_query.Node, column string) string {
+func truncUnit(n *pgast.Node, column string) string {
 	f := n.GetFuncCall()
 	if f == nil || funcName(f) != "date_trunc" || len(f.Args) != 2 {
 		return ""
@@ -320,7 +319,7 @@ func truncUnit(n *pg_query.Node, column string) string {
 }
 
 // isYearOf: extract(year FROM column) or date_part('year', column).
-func isYearOf(n *pg_query.Node, column string) bool {
+func isYearOf(n *pgast.Node, column string) bool {
 	f := n.GetFuncCall()
 	if f == nil || (funcName(f) != "extract" && funcName(f) != "date_part") || len(f.Args) != 2 {
 		return false
@@ -331,7 +330,7 @@ func isYearOf(n *pg_query.Node, column string) bool {
 
 // timeUnit is a constant field name such as 'day' or 'year', lower case;
 // "" when it is not a plain word.
-func timeUnit(n *pg_query.Node) string {
+func timeUnit(n *pgast.Node) string {
 	c := n.GetAConst()
 	if c == nil || c.GetSval() == nil {
 		return ""
@@ -346,10 +345,10 @@ func timeUnit(n *pg_query.Node) string {
 }
 
 // exprText deparses one expression.
-func exprText(n *pg_query.Node) string {
-	sel := &pg_query.SelectStmt{TargetList: []*pg_query.Node{{Node: &pg_query.Node_ResTarget{ResTarget: &pg_query.ResTarget{Val: n}}}}}
-	tree := &pg_query.ParseResult{Version: parserVersion(), Stmts: []*pg_query.RawStmt{{Stmt: &pg_query.Node{Node: &pg_query.Node_SelectStmt{SelectStmt: sel}}}}}
-	out, err := pg_query.Deparse(tree)
+func exprText(n *pgast.Node) string {
+	sel := &pgast.SelectStmt{TargetList: []*pgast.Node{{Node: &pgast.Node_ResTarget{ResTarget: &pgast.ResTarget{Val: n}}}}}
+	tree := &pgast.ParseResult{Version: parserVersion(), Stmts: []*pgast.RawStmt{{Stmt: &pgast.Node{Node: &pgast.Node_SelectStmt{SelectStmt: sel}}}}}
+	out, err := pgast.Deparse(tree)
 	if err != nil {
 		return "?"
 	}
@@ -359,7 +358,7 @@ func exprText(n *pg_query.Node) string {
 // parserVersion is the parse tree version Deparse expects of a tree built
 // by hand.
 var parserVersion = sync.OnceValue(func() int32 {
-	t, err := pg_query.Parse("SELECT 1")
+	t, err := pgast.Parse("SELECT 1")
 	if err != nil {
 		return 0
 	}

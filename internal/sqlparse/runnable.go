@@ -3,9 +3,7 @@ package sqlparse
 import (
 	"fmt"
 
-	pg_query "github.com/pganalyze/pg_query_go/v6"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
+	"github.com/pgmedic/pgmedic/internal/pgast"
 )
 
 // Runnable is the statement's text as the server will prepare it.
@@ -29,18 +27,18 @@ func (s *Statement) Runnable() (string, error) {
 	if !s.needsDeparse() {
 		return s.text, nil
 	}
-	tree := proto.Clone(s.tree).(*pg_query.ParseResult)
-	(&Statement{tree: tree, root: tree.Stmts[0].Stmt}).walk(func(m proto.Message) bool {
-		if f, ok := m.(*pg_query.FuncCall); ok && extractOfParam(f) {
-			f.Funcformat = pg_query.CoercionForm_COERCE_EXPLICIT_CALL
+	tree := s.tree.Clone()
+	(&Statement{tree: tree, root: tree.Stmts[0].Stmt}).walk(func(m pgast.Message) bool {
+		if f, ok := m.(*pgast.FuncCall); ok && extractOfParam(f) {
+			f.Funcformat = pgast.CoercionForm_COERCE_EXPLICIT_CALL
 		}
 		return true
 	})
-	out, err := pg_query.Deparse(tree)
+	out, err := pgast.Deparse(tree)
 	if err != nil {
 		return "", fmt.Errorf("rewriting the typed literals pg_stat_statements left with $n: %w", err)
 	}
-	again, err := pg_query.Parse(out)
+	again, err := pgast.Parse(out)
 	if err != nil {
 		return "", fmt.Errorf("the statement rewritten for PREPARE does not parse: %w", err)
 	}
@@ -55,13 +53,13 @@ func (s *Statement) Runnable() (string, error) {
 // so with no position) and EXTRACT's field.
 func (s *Statement) needsDeparse() bool {
 	found := false
-	s.walk(func(m proto.Message) bool {
+	s.walk(func(m pgast.Message) bool {
 		switch n := m.(type) {
-		case *pg_query.TypeCast:
+		case *pgast.TypeCast:
 			if n.Location < 0 && n.Arg != nil && n.Arg.GetParamRef() != nil {
 				found = true
 			}
-		case *pg_query.FuncCall:
+		case *pgast.FuncCall:
 			found = found || extractOfParam(n)
 		}
 		return !found
@@ -70,41 +68,32 @@ func (s *Statement) needsDeparse() bool {
 }
 
 // extractOfParam is EXTRACT($n FROM x) written in SQL syntax.
-func extractOfParam(f *pg_query.FuncCall) bool {
-	return f.Funcformat == pg_query.CoercionForm_COERCE_SQL_SYNTAX && funcName(f) == "extract" &&
+func extractOfParam(f *pgast.FuncCall) bool {
+	return f.Funcformat == pgast.CoercionForm_COERCE_SQL_SYNTAX && funcName(f) == "extract" &&
 		len(f.Args) == 2 && f.Args[0].GetParamRef() != nil
 }
 
 // sameTree compares two parse trees ignoring token positions and how a
 // function call is spelled (SQL syntax or an ordinary call).
-func sameTree(a, b *pg_query.ParseResult) bool {
-	a, b = proto.Clone(a).(*pg_query.ParseResult), proto.Clone(b).(*pg_query.ParseResult)
-	for _, r := range []*pg_query.ParseResult{a, b} {
+func sameTree(a, b *pgast.ParseResult) bool {
+	a, b = a.Clone(), b.Clone()
+	for _, r := range []*pgast.ParseResult{a, b} {
 		for _, st := range r.Stmts {
 			st.StmtLocation, st.StmtLen = 0, 0
-			clearPositions(st.Stmt.ProtoReflect())
+			clearPositions(st.Stmt)
 		}
 	}
-	return proto.Equal(a, b)
+	return pgast.Equal(a, b)
 }
 
-func clearPositions(m protoreflect.Message) {
-	var clear []protoreflect.FieldDescriptor
-	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		switch {
-		case fd.Name() == "location" || fd.Name() == "funcformat":
-			clear = append(clear, fd)
-		case fd.IsList() && fd.Message() != nil:
-			l := v.List()
-			for i := 0; i < l.Len(); i++ {
-				clearPositions(l.Get(i).Message())
-			}
-		case fd.Message() != nil && !fd.IsMap():
-			clearPositions(v.Message())
-		}
-		return true
-	})
-	for _, fd := range clear {
-		m.Clear(fd)
+// clearPositions zeroes where each token was and how each call was
+// spelled, through the whole tree.
+func clearPositions(m pgast.Message) {
+	var rec func(m pgast.Message) bool
+	rec = func(m pgast.Message) bool {
+		m.Clear("location")
+		m.Clear("funcformat")
+		return pgast.EachChild(m, rec)
 	}
+	rec(m)
 }

@@ -4,8 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	pg_query "github.com/pganalyze/pg_query_go/v6"
-	"google.golang.org/protobuf/reflect/protoreflect"
+	"github.com/pgmedic/pgmedic/internal/pgast"
 )
 
 // The rewrites below turn a schema change into the form of it that holds
@@ -33,17 +32,17 @@ func (s *Statement) Concurrently() (string, bool) {
 		case c.root.GetDropStmt() != nil:
 			d := c.root.GetDropStmt()
 			// DROP INDEX CONCURRENTLY takes one index and no CASCADE.
-			if d.RemoveType != pg_query.ObjectType_OBJECT_INDEX || d.Concurrent || len(d.Objects) != 1 || d.Behavior == pg_query.DropBehavior_DROP_CASCADE {
+			if d.RemoveType != pgast.ObjectType_OBJECT_INDEX || d.Concurrent || len(d.Objects) != 1 || d.Behavior == pgast.DropBehavior_DROP_CASCADE {
 				return 0
 			}
 			d.Concurrent = true
 			return 1
 		case c.root.GetReindexStmt() != nil:
 			r := c.root.GetReindexStmt()
-			if hasOption(r.Params, "concurrently") || r.Kind == pg_query.ReindexObjectType_REINDEX_OBJECT_SYSTEM {
+			if hasOption(r.Params, "concurrently") || r.Kind == pgast.ReindexObjectType_REINDEX_OBJECT_SYSTEM {
 				return 0
 			}
-			r.Params = append(r.Params, pg_query.MakeSimpleDefElemNode("concurrently", nil, -1))
+			r.Params = append(r.Params, pgast.MakeSimpleDefElemNode("concurrently", nil, -1))
 			return 1
 		}
 		return 0
@@ -56,7 +55,7 @@ func (s *Statement) Concurrently() (string, bool) {
 
 // alterOne is the statement's single ALTER TABLE subcommand, on a copy of
 // the tree, and the table's quoted name.
-func (s *Statement) alterOne() (*pg_query.AlterTableCmd, *pg_query.RangeVar, bool) {
+func (s *Statement) alterOne() (*pgast.AlterTableCmd, *pgast.RangeVar, bool) {
 	if s == nil || s.root == nil {
 		return nil, nil, false
 	}
@@ -98,11 +97,11 @@ func (s *Statement) Actions() []*Statement {
 // (ShareUpdateExclusiveLock: reads and writes go on while it scans).
 func (s *Statement) NotValid() (steps []string, ok bool) {
 	cmd, rel, ok := s.alterOne()
-	if !ok || cmd.Subtype != pg_query.AlterTableType_AT_AddConstraint {
+	if !ok || cmd.Subtype != pgast.AlterTableType_AT_AddConstraint {
 		return nil, false
 	}
 	con := cmd.GetDef().GetConstraint()
-	if con == nil || con.SkipValidation || (con.Contype != pg_query.ConstrType_CONSTR_FOREIGN && con.Contype != pg_query.ConstrType_CONSTR_CHECK) {
+	if con == nil || con.SkipValidation || (con.Contype != pgast.ConstrType_CONSTR_FOREIGN && con.Contype != pgast.ConstrType_CONSTR_CHECK) {
 		return nil, false
 	}
 	name := con.Conname
@@ -127,7 +126,7 @@ func (s *Statement) NotValid() (steps []string, ok bool) {
 // AccessExclusiveLock) when a valid CHECK (col IS NOT NULL) exists.
 func (s *Statement) NotNullByCheck() (steps []string, ok bool) {
 	cmd, rel, ok := s.alterOne()
-	if !ok || cmd.Subtype != pg_query.AlterTableType_AT_SetNotNull {
+	if !ok || cmd.Subtype != pgast.AlterTableType_AT_SetNotNull {
 		return nil, false
 	}
 	return notNullSteps(QuoteQualified(rel.Schemaname, rel.Relname), rel.Relname, cmd.Name), true
@@ -149,12 +148,12 @@ func notNullSteps(table, relname, column string) []string {
 // which only takes the lock briefly.
 func (s *Statement) UniqueByIndex() (steps []string, ok bool) {
 	cmd, rel, ok := s.alterOne()
-	if !ok || cmd.Subtype != pg_query.AlterTableType_AT_AddConstraint {
+	if !ok || cmd.Subtype != pgast.AlterTableType_AT_AddConstraint {
 		return nil, false
 	}
 	con := cmd.GetDef().GetConstraint()
 	if con == nil || con.Indexname != "" || len(con.Keys) == 0 || len(con.Exclusions) > 0 ||
-		(con.Contype != pg_query.ConstrType_CONSTR_PRIMARY && con.Contype != pg_query.ConstrType_CONSTR_UNIQUE) {
+		(con.Contype != pgast.ConstrType_CONSTR_PRIMARY && con.Contype != pgast.ConstrType_CONSTR_UNIQUE) {
 		return nil, false
 	}
 	var cols []string
@@ -166,7 +165,7 @@ func (s *Statement) UniqueByIndex() (steps []string, ok bool) {
 	if name == "" {
 		name = constraintName(rel.Relname, con)
 	}
-	if con.Contype == pg_query.ConstrType_CONSTR_PRIMARY {
+	if con.Contype == pgast.ConstrType_CONSTR_PRIMARY {
 		kind = "PRIMARY KEY"
 	}
 	table := QuoteQualified(rel.Schemaname, rel.Relname)
@@ -185,24 +184,24 @@ func (s *Statement) UniqueByIndex() (steps []string, ok bool) {
 // column had it, proved by a CHECK as in NotNullByCheck.
 func (s *Statement) DefaultByBackfill(batch int) (steps []string, backfill string, after []string, ok bool) {
 	cmd, rel, ok := s.alterOne()
-	if !ok || cmd.Subtype != pg_query.AlterTableType_AT_AddColumn {
+	if !ok || cmd.Subtype != pgast.AlterTableType_AT_AddColumn {
 		return nil, "", nil, false
 	}
 	col := cmd.GetDef().GetColumnDef()
 	if col == nil {
 		return nil, "", nil, false
 	}
-	var def *pg_query.Node
+	var def *pgast.Node
 	notNull := col.IsNotNull
 	for _, c := range col.Constraints {
 		k := c.GetConstraint()
 		switch {
 		case k == nil:
-		case k.Contype == pg_query.ConstrType_CONSTR_DEFAULT:
+		case k.Contype == pgast.ConstrType_CONSTR_DEFAULT:
 			def = k.RawExpr
-		case k.Contype == pg_query.ConstrType_CONSTR_NOTNULL:
+		case k.Contype == pgast.ConstrType_CONSTR_NOTNULL:
 			notNull = true
-		case k.Contype != pg_query.ConstrType_CONSTR_NULL:
+		case k.Contype != pgast.ConstrType_CONSTR_NULL:
 			// A key, a check or a reference on the new column: left to a
 			// person, the steps would not keep its meaning.
 			return nil, "", nil, false
@@ -222,7 +221,7 @@ func (s *Statement) DefaultByBackfill(batch int) (steps []string, backfill strin
 	}
 	setDefault, _, err := s.rewrite("SET DEFAULT", func(c *Statement) int {
 		cc, _, _ := c.alterOne()
-		cc.Subtype, cc.Name, cc.Def = pg_query.AlterTableType_AT_ColumnDefault, col.Colname, def
+		cc.Subtype, cc.Name, cc.Def = pgast.AlterTableType_AT_ColumnDefault, col.Colname, def
 		return 1
 	})
 	if err != nil {
@@ -241,15 +240,15 @@ func (s *Statement) DefaultByBackfill(batch int) (steps []string, backfill strin
 
 // constraintName is the name PostgreSQL gives an unnamed constraint
 // (ChooseConstraintName): the table, the columns, and a suffix.
-func constraintName(table string, con *pg_query.Constraint) string {
+func constraintName(table string, con *pgast.Constraint) string {
 	var cols []string
 	keys, suffix := con.Keys, "key"
 	switch con.Contype {
-	case pg_query.ConstrType_CONSTR_FOREIGN:
+	case pgast.ConstrType_CONSTR_FOREIGN:
 		keys, suffix = con.FkAttrs, "fkey"
-	case pg_query.ConstrType_CONSTR_PRIMARY:
+	case pgast.ConstrType_CONSTR_PRIMARY:
 		return truncName(table + "_pkey")
-	case pg_query.ConstrType_CONSTR_CHECK:
+	case pgast.ConstrType_CONSTR_CHECK:
 		return truncName(table + "_check")
 	}
 	for _, k := range keys {
@@ -281,7 +280,7 @@ var volatileFuncs = map[string]bool{"random": true, "gen_random_uuid": true, "uu
 // table was rewritten.
 func (s *Statement) VolatileDefault() bool {
 	cmd, _, ok := s.alterOne()
-	if !ok || cmd.Subtype != pg_query.AlterTableType_AT_AddColumn {
+	if !ok || cmd.Subtype != pgast.AlterTableType_AT_AddColumn {
 		return false
 	}
 	col := cmd.GetDef().GetColumnDef()
@@ -298,21 +297,21 @@ func (s *Statement) VolatileDefault() bool {
 			continue
 		}
 		switch k.Contype {
-		case pg_query.ConstrType_CONSTR_IDENTITY, pg_query.ConstrType_CONSTR_GENERATED:
+		case pgast.ConstrType_CONSTR_IDENTITY, pgast.ConstrType_CONSTR_GENERATED:
 			return true
-		case pg_query.ConstrType_CONSTR_DEFAULT:
+		case pgast.ConstrType_CONSTR_DEFAULT:
 			if k.RawExpr == nil {
 				continue
 			}
-			var rec func(m protoreflect.Message) bool
-			rec = func(m protoreflect.Message) bool {
-				if fc, ok := m.Interface().(*pg_query.FuncCall); ok && len(fc.Funcname) > 0 &&
+			var rec func(m pgast.Message) bool
+			rec = func(m pgast.Message) bool {
+				if fc, ok := m.(*pgast.FuncCall); ok && len(fc.Funcname) > 0 &&
 					volatileFuncs[fc.Funcname[len(fc.Funcname)-1].GetString_().GetSval()] {
 					volatile = true
 				}
-				return eachChild(m, rec)
+				return pgast.EachChild(m, rec)
 			}
-			rec(k.RawExpr.ProtoReflect())
+			rec(k.RawExpr)
 		}
 	}
 	return volatile

@@ -3,9 +3,7 @@ package sqlparse
 import (
 	"strings"
 
-	pg_query "github.com/pganalyze/pg_query_go/v6"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
+	"github.com/pgmedic/pgmedic/internal/pgast"
 )
 
 // Describe parses one statement and returns its shape: relations,
@@ -36,15 +34,15 @@ func (s *Statement) describe() *QueryShape {
 	b := &shapeBuilder{stmt: s, sh: &QueryShape{Command: "OTHER"}, aliases: map[string]RelRef{}}
 	b.relations()
 	quals, root := b.command()
-	var limited []*pg_query.SelectStmt
-	s.walk(func(m proto.Message) bool {
+	var limited []*pgast.SelectStmt
+	s.walk(func(m pgast.Message) bool {
 		switch n := m.(type) {
-		case *pg_query.SelectStmt:
+		case *pgast.SelectStmt:
 			quals = append(quals, n.WhereClause, n.HavingClause)
 			if n.LimitCount != nil {
 				limited = append(limited, n)
 			}
-		case *pg_query.JoinExpr:
+		case *pgast.JoinExpr:
 			quals = append(quals, n.Quals)
 		}
 		return true
@@ -82,8 +80,8 @@ type shapeBuilder struct {
 // its CTE names, and records every alias.
 func (b *shapeBuilder) relations() {
 	seen := map[RelRef]bool{}
-	b.stmt.walk(func(m proto.Message) bool {
-		if rv, ok := m.(*pg_query.RangeVar); ok {
+	b.stmt.walk(func(m pgast.Message) bool {
+		if rv, ok := m.(*pgast.RangeVar); ok {
 			r := RelRef{Schema: rv.Schemaname, Name: rv.Relname}
 			if !seen[r] {
 				seen[r] = true
@@ -97,8 +95,8 @@ func (b *shapeBuilder) relations() {
 		return true
 	})
 	// CTE names are not relations.
-	b.stmt.walk(func(m proto.Message) bool {
-		if cte, ok := m.(*pg_query.CommonTableExpr); ok {
+	b.stmt.walk(func(m pgast.Message) bool {
+		if cte, ok := m.(*pgast.CommonTableExpr); ok {
 			r := RelRef{Name: cte.Ctename}
 			if seen[r] {
 				delete(seen, r)
@@ -119,7 +117,7 @@ func (b *shapeBuilder) relations() {
 
 // command reads the statement's command and target, and returns the
 // top-level WHERE of an UPDATE or DELETE and the SELECT at the root.
-func (b *shapeBuilder) command() (quals []*pg_query.Node, root *pg_query.SelectStmt) {
+func (b *shapeBuilder) command() (quals []*pgast.Node, root *pgast.SelectStmt) {
 	n, sh := b.stmt.root, b.sh
 	switch {
 	case n.GetSelectStmt() != nil:
@@ -147,7 +145,7 @@ func (b *shapeBuilder) command() (quals []*pg_query.Node, root *pg_query.SelectS
 
 // resolve names a column reference's relation: the only relation for a
 // bare column, the aliased or named one for a qualified column.
-func (b *shapeBuilder) resolve(cr *pg_query.ColumnRef) (RelRef, string, bool) {
+func (b *shapeBuilder) resolve(cr *pgast.ColumnRef) (RelRef, string, bool) {
 	var parts []string
 	for _, f := range cr.Fields {
 		str := f.GetString_()
@@ -171,7 +169,7 @@ func (b *shapeBuilder) resolve(cr *pg_query.ColumnRef) (RelRef, string, bool) {
 }
 
 // add records a predicate on the column expr refers to, if it does.
-func (b *shapeBuilder) add(expr *pg_query.Node, op string) {
+func (b *shapeBuilder) add(expr *pgast.Node, op string) {
 	if cr, cast := columnOf(expr); cr != nil {
 		if rel, col, ok := b.resolve(cr); ok {
 			b.sh.Predicates = append(b.sh.Predicates, Predicate{Rel: rel, Column: col, Op: op, Cast: cast})
@@ -180,20 +178,20 @@ func (b *shapeBuilder) add(expr *pg_query.Node, op string) {
 }
 
 // predicate reads one node of a WHERE, HAVING or join condition.
-func (b *shapeBuilder) predicate(m proto.Message) {
+func (b *shapeBuilder) predicate(m pgast.Message) {
 	switch n := m.(type) {
-	case *pg_query.A_Expr:
+	case *pgast.A_Expr:
 		op := exprOp(n)
 		b.add(n.Lexpr, op)
 		b.add(n.Rexpr, op)
-	case *pg_query.SubLink:
+	case *pgast.SubLink:
 		// col IN (SELECT ...) / col = ANY (SELECT ...)
-		if n.SubLinkType == pg_query.SubLinkType_ANY_SUBLINK {
+		if n.SubLinkType == pgast.SubLinkType_ANY_SUBLINK {
 			b.add(n.Testexpr, OpEq)
 		}
-	case *pg_query.NullTest:
+	case *pgast.NullTest:
 		op := OpNotNull
-		if n.Nulltesttype == pg_query.NullTestType_IS_NULL {
+		if n.Nulltesttype == pgast.NullTestType_IS_NULL {
 			op = OpIsNull
 		}
 		b.add(n.Arg, op)
@@ -201,7 +199,7 @@ func (b *shapeBuilder) predicate(m proto.Message) {
 }
 
 // orderBy reads the columns of an ORDER BY.
-func (b *shapeBuilder) orderBy(sortClause []*pg_query.Node) {
+func (b *shapeBuilder) orderBy(sortClause []*pgast.Node) {
 	for _, n := range sortClause {
 		sb := n.GetSortBy()
 		if sb == nil {
@@ -209,13 +207,13 @@ func (b *shapeBuilder) orderBy(sortClause []*pg_query.Node) {
 		}
 		if cr, _ := columnOf(sb.Node); cr != nil {
 			if rel, col, ok := b.resolve(cr); ok {
-				b.sh.OrderBy = append(b.sh.OrderBy, OrderColumn{Rel: rel, Column: col, Desc: sb.SortbyDir == pg_query.SortByDir_SORTBY_DESC})
+				b.sh.OrderBy = append(b.sh.OrderBy, OrderColumn{Rel: rel, Column: col, Desc: sb.SortbyDir == pgast.SortByDir_SORTBY_DESC})
 			}
 		}
 	}
 }
 
-func relRef(rv *pg_query.RangeVar) RelRef {
+func relRef(rv *pgast.RangeVar) RelRef {
 	if rv == nil {
 		return RelRef{}
 	}
@@ -224,7 +222,7 @@ func relRef(rv *pg_query.RangeVar) RelRef {
 
 // exprOp classifies a comparison by what a B-tree can do with it:
 // equality, range, or other.
-func exprOp(e *pg_query.A_Expr) string {
+func exprOp(e *pgast.A_Expr) string {
 	name := ""
 	if len(e.Name) > 0 {
 		if s := e.Name[len(e.Name)-1].GetString_(); s != nil {
@@ -232,17 +230,17 @@ func exprOp(e *pg_query.A_Expr) string {
 		}
 	}
 	switch e.Kind {
-	case pg_query.A_Expr_Kind_AEXPR_IN:
+	case pgast.A_Expr_Kind_AEXPR_IN:
 		if name == "=" {
 			return OpEq
 		}
-	case pg_query.A_Expr_Kind_AEXPR_OP_ANY:
+	case pgast.A_Expr_Kind_AEXPR_OP_ANY:
 		if name == "=" {
 			return OpEq
 		}
-	case pg_query.A_Expr_Kind_AEXPR_BETWEEN, pg_query.A_Expr_Kind_AEXPR_BETWEEN_SYM:
+	case pgast.A_Expr_Kind_AEXPR_BETWEEN, pgast.A_Expr_Kind_AEXPR_BETWEEN_SYM:
 		return OpRange
-	case pg_query.A_Expr_Kind_AEXPR_OP:
+	case pgast.A_Expr_Kind_AEXPR_OP:
 		switch name {
 		case "=":
 			return OpEq
@@ -255,7 +253,7 @@ func exprOp(e *pg_query.A_Expr) string {
 
 // columnOf returns the column on one side of a comparison, looking through
 // casts (and saying so: a cast on the column side can defeat an index).
-func columnOf(n *pg_query.Node) (*pg_query.ColumnRef, bool) {
+func columnOf(n *pgast.Node) (*pgast.ColumnRef, bool) {
 	cast := false
 	for n != nil {
 		if cr := n.GetColumnRef(); cr != nil {
@@ -272,46 +270,44 @@ func columnOf(n *pg_query.Node) (*pg_query.ColumnRef, bool) {
 
 // walkShallow visits the nodes of one clause without entering subqueries:
 // their own clauses are visited on their own, with their own scope.
-func walkShallow(n *pg_query.Node, visit func(proto.Message)) {
-	var rec func(m protoreflect.Message)
-	rec = func(m protoreflect.Message) {
-		switch m.Interface().(type) {
-		case *pg_query.SelectStmt:
-			return
-		}
-		visit(m.Interface())
-		eachChild(m, func(c protoreflect.Message) bool {
-			rec(c)
+func walkShallow(n *pgast.Node, visit func(pgast.Message)) {
+	var rec func(m pgast.Message) bool
+	rec = func(m pgast.Message) bool {
+		if _, ok := m.(*pgast.SelectStmt); ok {
 			return true
-		})
+		}
+		visit(m)
+		return pgast.EachChild(m, rec)
 	}
-	rec(n.ProtoReflect())
+	if n != nil {
+		rec(n)
+	}
 }
 
 // claim recognises a queue claim: an UPDATE or DELETE whose rows come from a
 // subquery (FROM, WHERE ... IN/=, or a WITH) over the same table with a
 // LIMIT; or a SELECT ... LIMIT ... FOR UPDATE that waits for locks.
 func (s *Statement) claim(sh *QueryShape) *Claim {
-	var sel *pg_query.SelectStmt
+	var sel *pgast.SelectStmt
 	pos := ""
 	switch sh.Command {
 	case "UPDATE", "DELETE":
-		var from, where []*pg_query.Node
-		var with *pg_query.WithClause
+		var from, where []*pgast.Node
+		var with *pgast.WithClause
 		if u := s.root.GetUpdateStmt(); u != nil {
-			from, where, with = u.FromClause, []*pg_query.Node{u.WhereClause}, u.WithClause
+			from, where, with = u.FromClause, []*pgast.Node{u.WhereClause}, u.WithClause
 		} else {
 			d := s.root.GetDeleteStmt()
-			from, where, with = d.UsingClause, []*pg_query.Node{d.WhereClause}, d.WithClause
+			from, where, with = d.UsingClause, []*pgast.Node{d.WhereClause}, d.WithClause
 		}
-		find := func(nodes []*pg_query.Node, where string) {
+		find := func(nodes []*pgast.Node, where string) {
 			for _, n := range nodes {
 				if n == nil || sel != nil {
 					continue
 				}
 				sub := &Statement{root: n}
-				sub.walk(func(m proto.Message) bool {
-					if st, ok := m.(*pg_query.SelectStmt); ok && st.LimitCount != nil && selects(st, sh.Target) {
+				sub.walk(func(m pgast.Message) bool {
+					if st, ok := m.(*pgast.SelectStmt); ok && st.LimitCount != nil && selects(st, sh.Target) {
 						sel, pos = st, where
 						return false
 					}
@@ -346,13 +342,13 @@ func (s *Statement) claim(sh *QueryShape) *Claim {
 	// Rewrite: keep an existing exclusive strength, else FOR UPDATE; and
 	// SKIP LOCKED so that workers pass over each other's rows.
 	old := sel.LockingClause
-	strength := pg_query.LockClauseStrength_LCS_FORUPDATE
+	strength := pgast.LockClauseStrength_LCS_FORUPDATE
 	if c.Lock == LockNoKeyUpd {
-		strength = pg_query.LockClauseStrength_LCS_FORNOKEYUPDATE
+		strength = pgast.LockClauseStrength_LCS_FORNOKEYUPDATE
 	}
-	sel.LockingClause = []*pg_query.Node{{Node: &pg_query.Node_LockingClause{LockingClause: &pg_query.LockingClause{
-		Strength: strength, WaitPolicy: pg_query.LockWaitPolicy_LockWaitSkip}}}}
-	if out, err := pg_query.Deparse(s.tree); err == nil {
+	sel.LockingClause = []*pgast.Node{{Node: &pgast.Node_LockingClause{LockingClause: &pgast.LockingClause{
+		Strength: strength, WaitPolicy: pgast.LockWaitPolicy_LockWaitSkip}}}}
+	if out, err := pgast.Deparse(s.tree); err == nil {
 		c.Rewrite = out
 	}
 	sel.LockingClause = old
@@ -362,30 +358,30 @@ func (s *Statement) claim(sh *QueryShape) *Claim {
 // lockStrengths and lockWaits name a locking clause's strength and wait
 // policy.
 var (
-	lockStrengths = map[pg_query.LockClauseStrength]string{
-		pg_query.LockClauseStrength_LCS_FORUPDATE:      LockForUpdate,
-		pg_query.LockClauseStrength_LCS_FORNOKEYUPDATE: LockNoKeyUpd,
-		pg_query.LockClauseStrength_LCS_FORSHARE:       LockForShare,
-		pg_query.LockClauseStrength_LCS_FORKEYSHARE:    LockForKeyShr,
+	lockStrengths = map[pgast.LockClauseStrength]string{
+		pgast.LockClauseStrength_LCS_FORUPDATE:      LockForUpdate,
+		pgast.LockClauseStrength_LCS_FORNOKEYUPDATE: LockNoKeyUpd,
+		pgast.LockClauseStrength_LCS_FORSHARE:       LockForShare,
+		pgast.LockClauseStrength_LCS_FORKEYSHARE:    LockForKeyShr,
 	}
-	lockWaits = map[pg_query.LockWaitPolicy]string{
-		pg_query.LockWaitPolicy_LockWaitBlock: WaitBlock,
-		pg_query.LockWaitPolicy_LockWaitSkip:  WaitSkipLocked,
-		pg_query.LockWaitPolicy_LockWaitError: WaitNoWait,
+	lockWaits = map[pgast.LockWaitPolicy]string{
+		pgast.LockWaitPolicy_LockWaitBlock: WaitBlock,
+		pgast.LockWaitPolicy_LockWaitSkip:  WaitSkipLocked,
+		pgast.LockWaitPolicy_LockWaitError: WaitNoWait,
 	}
 )
 
 // selects says whether a SELECT reads the given table in its own FROM.
-func selects(st *pg_query.SelectStmt, table RelRef) bool {
+func selects(st *pgast.SelectStmt, table RelRef) bool {
 	for _, n := range st.FromClause {
 		found := false
-		(&Statement{root: n}).walk(func(m proto.Message) bool {
-			if rv, ok := m.(*pg_query.RangeVar); ok && rv.Relname == table.Name &&
+		(&Statement{root: n}).walk(func(m pgast.Message) bool {
+			if rv, ok := m.(*pgast.RangeVar); ok && rv.Relname == table.Name &&
 				(table.Schema == "" || rv.Schemaname == "" || rv.Schemaname == table.Schema) {
 				found = true
 				return false
 			}
-			if _, ok := m.(*pg_query.SelectStmt); ok {
+			if _, ok := m.(*pgast.SelectStmt); ok {
 				return false
 			}
 			return true
@@ -405,13 +401,13 @@ func selects(st *pg_query.SelectStmt, table RelRef) bool {
 func (s *Statement) Retarget(table RelRef, toSchema, toName string) (*Statement, int, error) {
 	return s.rewrite("rewriting the statement for a copy of "+table.Name, func(c *Statement) int {
 		n := 0
-		c.walk(func(m proto.Message) bool {
-			rv, ok := m.(*pg_query.RangeVar)
+		c.walk(func(m pgast.Message) bool {
+			rv, ok := m.(*pgast.RangeVar)
 			if !ok || rv.Relname != table.Name || (rv.Schemaname != "" && rv.Schemaname != table.Schema) {
 				return true
 			}
 			if rv.Alias == nil || rv.Alias.Aliasname == "" {
-				rv.Alias = &pg_query.Alias{Aliasname: rv.Relname}
+				rv.Alias = &pgast.Alias{Aliasname: rv.Relname}
 			}
 			rv.Schemaname, rv.Relname = toSchema, toName
 			n++

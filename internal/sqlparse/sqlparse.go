@@ -14,9 +14,7 @@ import (
 	"strings"
 	"sync"
 
-	pg_query "github.com/pganalyze/pg_query_go/v6"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
+	"github.com/pgmedic/pgmedic/internal/pgast"
 )
 
 // Statement is a parsed single SQL statement. pgmedic parses each
@@ -25,8 +23,8 @@ import (
 // deparse it, so the original is never changed.
 type Statement struct {
 	text  string
-	tree  *pg_query.ParseResult
-	root  *pg_query.Node
+	tree  *pgast.ParseResult
+	root  *pgast.Node
 	shape *QueryShape
 }
 
@@ -35,7 +33,7 @@ var ErrMultiple = errors.New("more than one statement")
 
 // Parse parses exactly one statement.
 func Parse(sql string) (*Statement, error) {
-	tree, err := pg_query.Parse(sql)
+	tree, err := pgast.Parse(sql)
 	if err != nil {
 		return nil, fmt.Errorf("parsing SQL: %w", err)
 	}
@@ -57,13 +55,13 @@ func (s *Statement) Text() string { return s.text }
 // changed something (it returns how many places it changed). The statement
 // itself stays as parsed.
 func (s *Statement) rewrite(what string, edit func(c *Statement) int) (*Statement, int, error) {
-	tree := proto.Clone(s.tree).(*pg_query.ParseResult)
+	tree := s.tree.Clone()
 	c := &Statement{tree: tree, root: tree.Stmts[0].Stmt}
 	n := edit(c)
 	if n == 0 {
 		return s, 0, nil
 	}
-	out, err := pg_query.Deparse(tree)
+	out, err := pgast.Deparse(tree)
 	if err != nil {
 		return nil, 0, fmt.Errorf("%s: %w", what, err)
 	}
@@ -77,9 +75,8 @@ func (s *Statement) Kind() string {
 	if s.root == nil || s.root.Node == nil {
 		return ""
 	}
-	m := s.root.ProtoReflect()
-	if fd := m.WhichOneof(m.Descriptor().Oneofs().ByName("node")); fd != nil {
-		return string(fd.Message().Name())
+	if m := s.root.Inner(); m != nil {
+		return m.NodeType()
 	}
 	return ""
 }
@@ -111,15 +108,15 @@ func (s *Statement) SafeToAnalyze() (bool, string) {
 		return false, "SELECT INTO creates a table"
 	}
 	safe, reason := true, ""
-	s.walk(func(m proto.Message) bool {
+	s.walk(func(m pgast.Message) bool {
 		switch n := m.(type) {
-		case *pg_query.SelectStmt:
+		case *pgast.SelectStmt:
 			if len(n.LockingClause) > 0 {
 				safe, reason = false, "SELECT ... FOR UPDATE/SHARE takes row locks"
 			}
-		case *pg_query.InsertStmt, *pg_query.UpdateStmt, *pg_query.DeleteStmt, *pg_query.MergeStmt:
+		case *pgast.InsertStmt, *pgast.UpdateStmt, *pgast.DeleteStmt, *pgast.MergeStmt:
 			safe, reason = false, "the statement modifies data in a CTE"
-		case *pg_query.FuncCall:
+		case *pgast.FuncCall:
 			name := strings.ToLower(funcName(n))
 			for _, bad := range sideEffectFuncs {
 				if strings.HasPrefix(name, bad) {
@@ -139,8 +136,8 @@ const MaxParams = 65535
 // ParamCount is the highest $n in the statement.
 func (s *Statement) ParamCount() int {
 	n := 0
-	s.walk(func(m proto.Message) bool {
-		if p, ok := m.(*pg_query.ParamRef); ok && int(p.Number) > n {
+	s.walk(func(m pgast.Message) bool {
+		if p, ok := m.(*pgast.ParamRef); ok && int(p.Number) > n {
 			n = int(p.Number)
 		}
 		return true
@@ -154,8 +151,8 @@ func (s *Statement) ParamCount() int {
 // replaced was almost always a number (a counter, a flag, a depth).
 func (s *Statement) BareTargetParams() []int {
 	var out []int
-	s.walk(func(m proto.Message) bool {
-		if rt, ok := m.(*pg_query.ResTarget); ok && rt.Val != nil && rt.Val.GetParamRef() != nil {
+	s.walk(func(m pgast.Message) bool {
+		if rt, ok := m.(*pgast.ResTarget); ok && rt.Val != nil && rt.Val.GetParamRef() != nil {
 			out = append(out, int(rt.Val.GetParamRef().Number))
 		}
 		return true
@@ -168,8 +165,8 @@ func (s *Statement) BareTargetParams() []int {
 // in any SELECT of the statement.
 func (s *Statement) LimitParams() []int {
 	var out []int
-	s.walk(func(m proto.Message) bool {
-		if st, ok := m.(*pg_query.SelectStmt); ok && st.LimitCount != nil {
+	s.walk(func(m pgast.Message) bool {
+		if st, ok := m.(*pgast.SelectStmt); ok && st.LimitCount != nil {
 			if p := st.LimitCount.GetParamRef(); p != nil {
 				out = append(out, int(p.Number))
 			}
@@ -193,7 +190,7 @@ type Column struct {
 func (s *Statement) ParamColumns() map[int][]Column {
 	resolve := s.columnResolver()
 	out := map[int][]Column{}
-	add := func(col *pg_query.Node, other *pg_query.Node) {
+	add := func(col *pgast.Node, other *pgast.Node) {
 		cr := unwrapColumn(col)
 		if cr == nil {
 			return
@@ -202,8 +199,8 @@ func (s *Statement) ParamColumns() map[int][]Column {
 			out[p] = append(out[p], resolve(cr)...)
 		}
 	}
-	s.walk(func(m proto.Message) bool {
-		if e, ok := m.(*pg_query.A_Expr); ok {
+	s.walk(func(m pgast.Message) bool {
+		if e, ok := m.(*pgast.A_Expr); ok {
 			add(e.Lexpr, e.Rexpr)
 			add(e.Rexpr, e.Lexpr)
 		}
@@ -218,12 +215,12 @@ func (s *Statement) ParamColumns() map[int][]Column {
 // columnResolver resolves column references to the relations the
 // statement names, through their aliases; an unqualified column yields one
 // candidate per relation.
-func (s *Statement) columnResolver() func(*pg_query.ColumnRef) []Column {
+func (s *Statement) columnResolver() func(*pgast.ColumnRef) []Column {
 	type rel struct{ schema, name string }
 	aliases := map[string]rel{}
 	var rels []rel
-	s.walk(func(m proto.Message) bool {
-		if rv, ok := m.(*pg_query.RangeVar); ok {
+	s.walk(func(m pgast.Message) bool {
+		if rv, ok := m.(*pgast.RangeVar); ok {
 			r := rel{rv.Schemaname, rv.Relname}
 			rels = append(rels, r)
 			aliases[rv.Relname] = r
@@ -233,7 +230,7 @@ func (s *Statement) columnResolver() func(*pg_query.ColumnRef) []Column {
 		}
 		return true
 	})
-	resolve := func(cr *pg_query.ColumnRef) []Column {
+	resolve := func(cr *pgast.ColumnRef) []Column {
 		var parts []string
 		for _, f := range cr.Fields {
 			if str := f.GetString_(); str != nil {
@@ -281,7 +278,7 @@ func dedupe(cols []Column) []Column {
 }
 
 // unwrapColumn returns the column under casts, or nil.
-func unwrapColumn(n *pg_query.Node) *pg_query.ColumnRef {
+func unwrapColumn(n *pgast.Node) *pgast.ColumnRef {
 	for n != nil {
 		if cr := n.GetColumnRef(); cr != nil {
 			return cr
@@ -297,7 +294,7 @@ func unwrapColumn(n *pg_query.Node) *pg_query.ColumnRef {
 
 // params lists the $n directly on one side of a comparison: $1, $1::type,
 // ANY($1), or a list ($1, $2) for IN / BETWEEN.
-func params(n *pg_query.Node) []int {
+func params(n *pgast.Node) []int {
 	if n == nil {
 		return nil
 	}
@@ -335,8 +332,8 @@ func (s *Statement) valuesParamTypes(columnType func(Column) string) map[int]str
 	out := map[int]string{}
 	resolve := s.columnResolver()
 	target := s.targetRelation()
-	s.walk(func(m proto.Message) bool {
-		rs, ok := m.(*pg_query.RangeSubselect)
+	s.walk(func(m pgast.Message) bool {
+		rs, ok := m.(*pgast.RangeSubselect)
 		if !ok || rs.Alias == nil || rs.Subquery.GetSelectStmt() == nil {
 			return true
 		}
@@ -358,7 +355,7 @@ func (s *Statement) valuesParamTypes(columnType func(Column) string) map[int]str
 }
 
 // targetRelation is the table an UPDATE, INSERT or MERGE writes.
-func (s *Statement) targetRelation() *pg_query.RangeVar {
+func (s *Statement) targetRelation() *pgast.RangeVar {
 	switch {
 	case s.root.GetUpdateStmt() != nil:
 		return s.root.GetUpdateStmt().Relation
@@ -372,18 +369,18 @@ func (s *Statement) targetRelation() *pg_query.RangeVar {
 
 // aliasColumnType finds the type of alias.column from where the statement
 // compares it with a table column or assigns it to one of target's.
-func (s *Statement) aliasColumnType(alias, column string, resolve func(*pg_query.ColumnRef) []Column, target *pg_query.RangeVar, columnType func(Column) string) string {
-	is := func(n *pg_query.Node) bool {
+func (s *Statement) aliasColumnType(alias, column string, resolve func(*pgast.ColumnRef) []Column, target *pgast.RangeVar, columnType func(Column) string) string {
+	is := func(n *pgast.Node) bool {
 		cr := n.GetColumnRef()
 		if cr == nil || len(cr.Fields) != 2 {
 			return false
 		}
 		return cr.Fields[0].GetString_().GetSval() == alias && cr.Fields[1].GetString_().GetSval() == column
 	}
-	mentions := func(n *pg_query.Node) bool {
+	mentions := func(n *pgast.Node) bool {
 		found := false
-		(&Statement{root: n}).walk(func(m proto.Message) bool {
-			if nn, ok := m.(*pg_query.ColumnRef); ok && len(nn.Fields) == 2 &&
+		(&Statement{root: n}).walk(func(m pgast.Message) bool {
+			if nn, ok := m.(*pgast.ColumnRef); ok && len(nn.Fields) == 2 &&
 				nn.Fields[0].GetString_().GetSval() == alias && nn.Fields[1].GetString_().GetSval() == column {
 				found = true
 			}
@@ -398,10 +395,10 @@ func (s *Statement) aliasColumnType(alias, column string, resolve func(*pg_query
 		return columnType(Column{Schema: target.Schemaname, Table: target.Relname, Column: col})
 	}
 	typ := ""
-	s.walk(func(m proto.Message) bool {
+	s.walk(func(m pgast.Message) bool {
 		switch n := m.(type) {
-		case *pg_query.A_Expr:
-			for _, pair := range [][2]*pg_query.Node{{n.Lexpr, n.Rexpr}, {n.Rexpr, n.Lexpr}} {
+		case *pgast.A_Expr:
+			for _, pair := range [][2]*pgast.Node{{n.Lexpr, n.Rexpr}, {n.Rexpr, n.Lexpr}} {
 				if pair[0] != nil && pair[1] != nil && is(pair[0]) && pair[1].GetColumnRef() != nil {
 					for _, c := range resolve(pair[1].GetColumnRef()) {
 						if t := columnType(c); t != "" {
@@ -410,11 +407,11 @@ func (s *Statement) aliasColumnType(alias, column string, resolve func(*pg_query
 					}
 				}
 			}
-		case *pg_query.ResTarget: // SET col = ... v.col ...
+		case *pgast.ResTarget: // SET col = ... v.col ...
 			if n.Name != "" && n.Val != nil && mentions(n.Val) {
 				typ = of(n.Name)
 			}
-		case *pg_query.MergeWhenClause: // INSERT (col, ...) VALUES (v.col, ...)
+		case *pgast.MergeWhenClause: // INSERT (col, ...) VALUES (v.col, ...)
 			for i, v := range n.Values {
 				if i < len(n.TargetList) && mentions(v) {
 					typ = of(n.TargetList[i].GetResTarget().GetName())
@@ -435,7 +432,7 @@ var anyArgFuncs = map[string]bool{"jsonb_build_object": true, "json_build_object
 // explicit cast: date +/- a number of days, timestamp or time +/- an
 // interval, interval times a number, otherwise the cast's own type. ""
 // when the other side is not a cast.
-func besideCast(n *pg_query.Node, op string) string {
+func besideCast(n *pgast.Node, op string) string {
 	tc := n.GetTypeCast()
 	if tc == nil || tc.TypeName == nil || len(tc.TypeName.Names) == 0 {
 		return ""
@@ -465,7 +462,7 @@ var numericFuncs = map[string]string{"sum": "numeric", "avg": "numeric", "genera
 
 // caseResults are the parameters that are n itself or every result of a
 // CASE that n is.
-func caseResults(n *pg_query.Node) []int {
+func caseResults(n *pgast.Node) []int {
 	if p := n.GetParamRef(); p != nil {
 		return []int{int(p.Number)}
 	}
@@ -485,7 +482,7 @@ func caseResults(n *pg_query.Node) []int {
 	return out
 }
 
-func paramsOf(nodes []*pg_query.Node) []int {
+func paramsOf(nodes []*pgast.Node) []int {
 	var out []int
 	for _, a := range nodes {
 		out = append(out, params(a)...)
@@ -495,7 +492,7 @@ func paramsOf(nodes []*pg_query.Node) []int {
 
 // funcName is the function's own name, without its schema (the parser
 // has already folded unquoted names to lower case).
-func funcName(f *pg_query.FuncCall) string {
+func funcName(f *pgast.FuncCall) string {
 	var parts []string
 	for _, n := range f.Funcname {
 		if s := n.GetString_(); s != nil {
@@ -508,45 +505,21 @@ func funcName(f *pg_query.FuncCall) string {
 	return parts[len(parts)-1]
 }
 
-// walk visits every node of the tree, depth first, until visit returns false.
-// It walks the protobuf reflection of the tree rather than switching over the
-// ~250 node types, so no clause (JOIN ... ON, HAVING, subqueries) is missed.
-func (s *Statement) walk(visit func(proto.Message) bool) {
-	var rec func(m protoreflect.Message) bool
-	rec = func(m protoreflect.Message) bool {
-		return visit(m.Interface()) && eachChild(m, rec)
+// walk visits every node of the tree, depth first, until visit returns
+// false. It goes through every message field of every node (pgast's
+// generated EachChild) rather than switching over the ~270 node types, so
+// no clause (JOIN ... ON, HAVING, subqueries) is missed, and in the order
+// the fields are declared: what walks return (relations, callees) reaches
+// the server in that order, so it must not change from one build to the
+// next.
+func (s *Statement) walk(visit func(pgast.Message) bool) {
+	var rec func(m pgast.Message) bool
+	rec = func(m pgast.Message) bool {
+		return visit(m) && pgast.EachChild(m, rec)
 	}
 	if s.root != nil {
-		rec(s.root.ProtoReflect())
+		rec(s.root)
 	}
-}
-
-// eachChild calls fn on every message a node holds, in the order the fields
-// are declared, and stops when fn returns false. It does not use Range:
-// protobuf-go shuffles Range's order per binary on purpose, and what the
-// walks return (relations, callees) reaches the server in that order, so
-// it must not change from one build to the next.
-func eachChild(m protoreflect.Message, fn func(protoreflect.Message) bool) bool {
-	fields := m.Descriptor().Fields()
-	for i := 0; i < fields.Len(); i++ {
-		fd := fields.Get(i)
-		if fd.Message() == nil || fd.IsMap() || !m.Has(fd) {
-			continue
-		}
-		if !fd.IsList() {
-			if !fn(m.Get(fd).Message()) {
-				return false
-			}
-			continue
-		}
-		l := m.Get(fd).List()
-		for j := 0; j < l.Len(); j++ {
-			if !fn(l.Get(j).Message()) {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // FallbackParamTypes is the type list for a second PREPARE attempt when
@@ -653,18 +626,18 @@ var numberTypes = map[string]bool{"smallint": true, "integer": true, "bigint": t
 // pgmedic's copy only) and its index left unused.
 func (s *Statement) arithmeticTypes(columnType func(Column) string, set func(int, string)) {
 	resolve := s.columnResolver()
-	s.walk(func(m proto.Message) bool {
-		e, ok := m.(*pg_query.A_Expr)
+	s.walk(func(m pgast.Message) bool {
+		e, ok := m.(*pgast.A_Expr)
 		if !ok || len(e.Name) != 1 {
 			return true
 		}
-		var sides [][2]*pg_query.Node
+		var sides [][2]*pgast.Node
 		switch {
-		case e.Kind == pg_query.A_Expr_Kind_AEXPR_OP && comparison[e.Name[0].GetString_().GetSval()]:
-			sides = [][2]*pg_query.Node{{e.Lexpr, e.Rexpr}, {e.Rexpr, e.Lexpr}}
-		case e.Kind == pg_query.A_Expr_Kind_AEXPR_BETWEEN || e.Kind == pg_query.A_Expr_Kind_AEXPR_NOT_BETWEEN:
+		case e.Kind == pgast.A_Expr_Kind_AEXPR_OP && comparison[e.Name[0].GetString_().GetSval()]:
+			sides = [][2]*pgast.Node{{e.Lexpr, e.Rexpr}, {e.Rexpr, e.Lexpr}}
+		case e.Kind == pgast.A_Expr_Kind_AEXPR_BETWEEN || e.Kind == pgast.A_Expr_Kind_AEXPR_NOT_BETWEEN:
 			for _, bound := range e.Rexpr.GetList().GetItems() {
-				sides = append(sides, [2]*pg_query.Node{e.Lexpr, bound})
+				sides = append(sides, [2]*pgast.Node{e.Lexpr, bound})
 			}
 		}
 		for _, side := range sides {
@@ -695,9 +668,9 @@ var comparison = map[string]bool{"=": true, "<>": true, "!=": true, "<": true, "
 
 // arithmeticParams are the parameters of an arithmetic expression made of
 // parameters and constants only ($2 + $3, $1 * 2); nil for anything else.
-func arithmeticParams(n *pg_query.Node) []int {
+func arithmeticParams(n *pgast.Node) []int {
 	e := n.GetAExpr()
-	if e == nil || e.Kind != pg_query.A_Expr_Kind_AEXPR_OP || len(e.Name) != 1 {
+	if e == nil || e.Kind != pgast.A_Expr_Kind_AEXPR_OP || len(e.Name) != 1 {
 		return nil
 	}
 	switch e.Name[0].GetString_().GetSval() {
@@ -706,7 +679,7 @@ func arithmeticParams(n *pg_query.Node) []int {
 		return nil
 	}
 	var out []int
-	for _, side := range []*pg_query.Node{e.Lexpr, e.Rexpr} {
+	for _, side := range []*pgast.Node{e.Lexpr, e.Rexpr} {
 		switch {
 		case side == nil:
 		case side.GetParamRef() != nil:
@@ -752,9 +725,9 @@ func (s *Statement) insertSelectTypes(columnType func(Column) string, set func(i
 // were numbers for arithmetic, and strings otherwise. A parameter beside a
 // cast takes what the cast's type says ('2024-01-01'::date + 7).
 func (s *Statement) operandTypes(set func(int, string)) {
-	s.walk(func(m proto.Message) bool {
-		e, ok := m.(*pg_query.A_Expr)
-		if !ok || e.Kind != pg_query.A_Expr_Kind_AEXPR_OP || len(e.Name) != 1 || e.Lexpr == nil || e.Rexpr == nil {
+	s.walk(func(m pgast.Message) bool {
+		e, ok := m.(*pgast.A_Expr)
+		if !ok || e.Kind != pgast.A_Expr_Kind_AEXPR_OP || len(e.Name) != 1 || e.Lexpr == nil || e.Rexpr == nil {
 			return true
 		}
 		l, r := e.Lexpr.GetParamRef(), e.Rexpr.GetParamRef()
@@ -782,8 +755,8 @@ func (s *Statement) operandTypes(set func(int, string)) {
 // generate_series, ...), directly or as the results of a CASE, were
 // numbers, where PostgreSQL would pick text or nothing from unknowns.
 func (s *Statement) argumentTypes(set func(int, string)) {
-	s.walk(func(m proto.Message) bool {
-		f, ok := m.(*pg_query.FuncCall)
+	s.walk(func(m pgast.Message) bool {
+		f, ok := m.(*pgast.FuncCall)
 		if !ok {
 			return true
 		}
@@ -807,8 +780,8 @@ func (s *Statement) argumentTypes(set func(int, string)) {
 // its place among the arguments (0 the first).
 func (s *Statement) ArgumentParams() map[int]FuncArg {
 	out := map[int]FuncArg{}
-	s.walk(func(m proto.Message) bool {
-		f, ok := m.(*pg_query.FuncCall)
+	s.walk(func(m pgast.Message) bool {
+		f, ok := m.(*pgast.FuncCall)
 		if !ok {
 			return true
 		}
@@ -836,8 +809,8 @@ type FuncArg struct {
 // transaction (see sideEffectFuncs), or "" when there is none.
 func (s *Statement) SideEffect() string {
 	found := ""
-	s.walk(func(m proto.Message) bool {
-		if f, ok := m.(*pg_query.FuncCall); ok {
+	s.walk(func(m pgast.Message) bool {
+		if f, ok := m.(*pgast.FuncCall); ok {
 			name := strings.ToLower(funcName(f))
 			for _, bad := range sideEffectFuncs {
 				if strings.HasPrefix(name, bad) {
@@ -870,14 +843,14 @@ func (n Name) String() string {
 // (each may be backed by a user function), each once.
 func (s *Statement) Callees() (funcs, operators []Name) {
 	seenF, seenO := map[Name]bool{}, map[Name]bool{}
-	s.walk(func(m proto.Message) bool {
+	s.walk(func(m pgast.Message) bool {
 		switch n := m.(type) {
-		case *pg_query.FuncCall:
+		case *pgast.FuncCall:
 			if q := qualified(n.Funcname); q.Name != "" && !seenF[q] {
 				seenF[q] = true
 				funcs = append(funcs, q)
 			}
-		case *pg_query.A_Expr:
+		case *pgast.A_Expr:
 			if q := qualified(n.Name); q.Name != "" && !seenO[q] {
 				seenO[q] = true
 				operators = append(operators, q)
@@ -893,8 +866,8 @@ func (s *Statement) Callees() (funcs, operators []Name) {
 func (s *Statement) Relations() []Name {
 	var out []Name
 	seen := map[Name]bool{}
-	s.walk(func(m proto.Message) bool {
-		if rv, ok := m.(*pg_query.RangeVar); ok && rv.Relname != "" {
+	s.walk(func(m pgast.Message) bool {
+		if rv, ok := m.(*pgast.RangeVar); ok && rv.Relname != "" {
 			q := Name{Schema: rv.Schemaname, Name: rv.Relname}
 			if !seen[q] {
 				seen[q] = true
@@ -908,7 +881,7 @@ func (s *Statement) Relations() []Name {
 
 // qualified reads a name list such as ["public", "reset_stats"]; for
 // operators the list holds the operator symbol last.
-func qualified(list []*pg_query.Node) Name {
+func qualified(list []*pgast.Node) Name {
 	var parts []string
 	for _, n := range list {
 		if s := n.GetString_(); s != nil {
@@ -929,7 +902,7 @@ func qualified(list []*pg_query.Node) Name {
 // cut. A script that does not parse is an error, with the parser's
 // message.
 func Split(script string) ([]string, error) {
-	parts, err := pg_query.SplitWithParser(script, true)
+	parts, err := pgast.SplitWithParser(script, true)
 	if err != nil {
 		return nil, fmt.Errorf("parsing SQL: %w", err)
 	}
@@ -948,12 +921,12 @@ func Split(script string) ([]string, error) {
 // length, another dialect) gets its own text, with numbers and quoted
 // strings replaced, as both.
 func Fingerprint(sql string) (fingerprint, normalised string) {
-	norm, err := pg_query.Normalize(sql)
+	norm, err := pgast.Normalize(sql)
 	if err != nil {
 		norm = literalRe().ReplaceAllString(sql, "?")
 		return "text:" + norm, norm
 	}
-	fp, err := pg_query.Fingerprint(sql)
+	fp, err := pgast.Fingerprint(sql)
 	if err != nil {
 		return "text:" + norm, norm
 	}

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	pg_query "github.com/pganalyze/pg_query_go/v6"
+	"github.com/pgmedic/pgmedic/internal/pgast"
 )
 
 func TestSafeToAnalyze(t *testing.T) {
@@ -146,13 +146,13 @@ func FuzzParse(f *testing.F) {
 		}
 		// Escaping control characters never changes what the statement means.
 		if esc := EscapeControls(sql); esc != sql {
-			ta, _ := pg_query.Parse(sql)
-			tb, err := pg_query.Parse(esc)
+			ta, _ := pgast.Parse(sql)
+			tb, err := pgast.Parse(esc)
 			if err != nil {
 				t.Fatalf("escaped statement does not parse: %q: %v", esc, err)
 			}
-			da, _ := pg_query.Deparse(ta)
-			db, _ := pg_query.Deparse(tb)
+			da, _ := pgast.Deparse(ta)
+			db, _ := pgast.Deparse(tb)
 			if da != db {
 				t.Fatalf("escaping changed the statement:\n%q\n%q", da, db)
 			}
@@ -281,13 +281,13 @@ func TestEscapeControls(t *testing.T) {
 	if got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
-	ta, err1 := pg_query.Parse(in)
-	tb, err2 := pg_query.Parse(got)
+	ta, err1 := pgast.Parse(in)
+	tb, err2 := pgast.Parse(got)
 	if err1 != nil || err2 != nil {
 		t.Fatal(err1, err2)
 	}
-	da, _ := pg_query.Deparse(ta)
-	db, _ := pg_query.Deparse(tb)
+	da, _ := pgast.Deparse(ta)
+	db, _ := pgast.Deparse(tb)
 	if da != db {
 		t.Fatalf("the escaped statement means something else:\n%s\n%s", da, db)
 	}

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	pg_query "github.com/pganalyze/pg_query_go/v6"
+	"github.com/pgmedic/pgmedic/internal/pgast"
 )
 
 // UpdateEveryRow is an UPDATE's SET list applied to every row of another
@@ -32,7 +32,7 @@ func (s *Statement) UpdateEveryRow(toName string) (*Statement, error) {
 		if u.Relation.Alias != nil && u.Relation.Alias.Aliasname != "" {
 			alias = u.Relation.Alias.Aliasname
 		}
-		u.Relation = &pg_query.RangeVar{Relname: toName, Inh: true, Relpersistence: "p", Alias: &pg_query.Alias{Aliasname: alias}, Location: -1}
+		u.Relation = &pgast.RangeVar{Relname: toName, Inh: true, Relpersistence: "p", Alias: &pgast.Alias{Aliasname: alias}, Location: -1}
 		return 1
 	})
 	return out, err
@@ -41,7 +41,7 @@ func (s *Statement) UpdateEveryRow(toName string) (*Statement, error) {
 // IndexOn is an index definition (as pg_get_indexdef prints it) made for
 // another table, without a name so that PostgreSQL picks a free one.
 func IndexOn(def, table string) (string, error) {
-	tree, err := pg_query.Parse(def)
+	tree, err := pgast.Parse(def)
 	if err != nil {
 		return "", fmt.Errorf("parsing the index definition: %w", err)
 	}
@@ -50,8 +50,8 @@ func IndexOn(def, table string) (string, error) {
 	}
 	ix := tree.Stmts[0].Stmt.GetIndexStmt()
 	ix.Idxname = ""
-	ix.Relation = &pg_query.RangeVar{Relname: table, Inh: true, Relpersistence: "p", Location: -1}
-	out, err := pg_query.Deparse(tree)
+	ix.Relation = &pgast.RangeVar{Relname: table, Inh: true, Relpersistence: "p", Location: -1}
+	out, err := pgast.Deparse(tree)
 	if err != nil {
 		return "", fmt.Errorf("rewriting the index definition: %w", err)
 	}

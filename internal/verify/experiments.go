@@ -524,23 +524,7 @@ func (e *Engine) indexStats(ctx context.Context, snap *model.Snapshot, f *model.
 	if col == nil {
 		return
 	}
-	var ordered float64
-	conn, where := e.copySide(exp.Table)
-	err = e.inTempTransaction(ctx, conn, func() error {
-		for _, q := range []string{
-			"CREATE EXTENSION IF NOT EXISTS pgstattuple",
-			"CREATE TEMP TABLE pgmedic_keys (k " + col.Type + " PRIMARY KEY)",
-			"INSERT INTO pgmedic_keys SELECT " + sqlparse.QuoteIdent(col.Name) + " FROM " + sqlparse.QuoteIdent(t.Schema) + "." + sqlparse.QuoteIdent(t.Name) + " WHERE " + sqlparse.QuoteIdent(col.Name) + " IS NOT NULL ORDER BY 1",
-		} {
-			if strings.HasPrefix(q, "CREATE EXTENSION") && where == "" {
-				continue // the target already has it (checked above)
-			}
-			if _, err := conn.Exec(ctx, envelope.Tag+q); err != nil {
-				return err
-			}
-		}
-		return conn.QueryRow(ctx, envelope.Tag+"SELECT avg_leaf_density FROM pgstatindex('pg_temp.pgmedic_keys_pkey')").Scan(&ordered)
-	})
+	ordered, where, err := e.orderedDensity(ctx, exp.Table, t, col)
 	if err != nil {
 		f.Verification = model.Verification{Status: model.NotRun, Method: "pgstatindex",
 			Reason: fmt.Sprintf("measured leaves %.1f%% full and %.1f%% fragmented; the ordered comparison failed: %s", density, frag, envelope.Message(err))}
@@ -555,6 +539,29 @@ func (e *Engine) indexStats(ctx context.Context, snap *model.Snapshot, f *model.
 		f.Verification.Status = model.Refuted
 		f.Severity = model.Info
 	}
+}
+
+// orderedDensity is the leaf density of a temporary B-tree built from the
+// same keys as the index, inserted in ascending order, and where it was
+// built ("" on the target).
+func (e *Engine) orderedDensity(ctx context.Context, rel model.RelRef, t *model.Table, col *model.Column) (ordered float64, where string, err error) {
+	conn, where := e.copySide(rel)
+	err = e.inTempTransaction(ctx, conn, func() error {
+		for _, q := range []string{
+			"CREATE EXTENSION IF NOT EXISTS pgstattuple",
+			"CREATE TEMP TABLE pgmedic_keys (k " + col.Type + " PRIMARY KEY)",
+			"INSERT INTO pgmedic_keys SELECT " + sqlparse.QuoteIdent(col.Name) + " FROM " + sqlparse.QuoteIdent(t.Schema) + "." + sqlparse.QuoteIdent(t.Name) + " WHERE " + sqlparse.QuoteIdent(col.Name) + " IS NOT NULL ORDER BY 1",
+		} {
+			if strings.HasPrefix(q, "CREATE EXTENSION") && where == "" {
+				continue // the target already has it (checked by indexStats)
+			}
+			if _, err := conn.Exec(ctx, envelope.Tag+q); err != nil {
+				return err
+			}
+		}
+		return conn.QueryRow(ctx, envelope.Tag+"SELECT avg_leaf_density FROM pgstatindex('pg_temp.pgmedic_keys_pkey')").Scan(&ordered)
+	})
+	return ordered, where, err
 }
 
 // mayCopy says whether t may be copied for f's experiment; when not, it

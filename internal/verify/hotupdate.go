@@ -59,36 +59,10 @@ func (e *Engine) hotUpdate(ctx context.Context, _ *model.Snapshot, f *model.Find
 		f.Verification = model.NotRunBecause("counting HOT updates means running the update, and pgmedic does not write to a target: check --twin runs the application's UPDATE on a twin of the table, with and without the indexes its columns are in")
 		return
 	}
-	stmt, err := statement(exp)
-	if err != nil {
-		f.Verification = model.NotRunBecause("cannot parse the statement: " + err.Error())
+	update, params, why := e.hotStatement(ctx, exp)
+	if why != "" {
+		f.Verification = model.NotRunBecause(why)
 		return
-	}
-	every, err := stmt.UpdateEveryRow("pgmedic_hot")
-	if err != nil {
-		f.Verification = model.NotRunBecause("the update cannot be applied to a copy's rows: " + err.Error())
-		return
-	}
-	update, err := every.Runnable()
-	if err != nil {
-		f.Verification = model.NotRunBecause("the update cannot be run: " + err.Error())
-		return
-	}
-	var params []string
-	if stmt.ParamCount() > 0 {
-		// The values the SET list takes come from the table, as for any
-		// re-run; those of the dropped WHERE clause are not used.
-		b, why := e.bind(ctx, stmt, exp)
-		if why != "" {
-			f.Verification = model.NotRunBecause(why)
-			return
-		}
-		b.cleanup()
-		if update, err = sqlparse.Inline(update, b.values); err != nil {
-			f.Verification = model.NotRunBecause("writing the values into the update: " + err.Error())
-			return
-		}
-		params = b.desc
 	}
 	relation := sqlparse.QuoteQualified(exp.Table.Schema, exp.Table.Name)
 	all, kept, why := e.withAndWithout(ctx, relation, exp.Indexes, "none of the indexes the finding names is on the table any more")
@@ -98,6 +72,7 @@ func (e *Engine) hotUpdate(ctx context.Context, _ *model.Snapshot, f *model.Find
 	}
 	var sides [2]hotSideResult
 	for i, defs := range [][]string{all, kept} {
+		var err error
 		if sides[i], err = e.hotSide(ctx, relation, update, defs); err != nil {
 			f.Verification = model.NotRunBecause("the update on a copy failed: " + envelope.Message(err))
 			return
@@ -135,6 +110,37 @@ func (e *Engine) hotUpdate(ctx context.Context, _ *model.Snapshot, f *model.Find
 		f.Verification.Reason = fmt.Sprintf("without those indexes the update was still HOT for only %.0f%% of the rows: another index or the rows' width keeps it off the page", 100*after.share())
 		f.Severity = model.Info
 	}
+}
+
+// hotStatement is the application's UPDATE made to touch every row of the
+// copy (its WHERE clause dropped), with its parameters' values written in,
+// and those values for the report; or why it cannot be.
+func (e *Engine) hotStatement(ctx context.Context, exp *model.Experiment) (update string, params []string, why string) {
+	stmt, err := statement(exp)
+	if err != nil {
+		return "", nil, "cannot parse the statement: " + err.Error()
+	}
+	every, err := stmt.UpdateEveryRow("pgmedic_hot")
+	if err != nil {
+		return "", nil, "the update cannot be applied to a copy's rows: " + err.Error()
+	}
+	if update, err = every.Runnable(); err != nil {
+		return "", nil, "the update cannot be run: " + err.Error()
+	}
+	if stmt.ParamCount() == 0 {
+		return update, nil, ""
+	}
+	// The values the SET list takes come from the table, as for any
+	// re-run; those of the dropped WHERE clause are not used.
+	b, why := e.bind(ctx, stmt, exp)
+	if why != "" {
+		return "", nil, why
+	}
+	b.cleanup()
+	if update, err = sqlparse.Inline(update, b.values); err != nil {
+		return "", nil, "writing the values into the update: " + err.Error()
+	}
+	return update, b.desc, ""
 }
 
 // withAndWithout is indexDefs for an experiment's two sides, or why there
