@@ -80,6 +80,34 @@ func workloadEnded(s Scenario, err error, stop context.CancelFunc) error {
 	return &diagnose.InputError{Err: err}
 }
 
+// Start runs a workload that runs while check samples, and returns once
+// it is under way: its own sign that its sessions are in place (Ready),
+// then the warm-up. stop ends it; done then gives what Run returned. A
+// workload that ends first failed to reproduce, and says so.
+func (e *Env) Start(ctx context.Context, s Scenario) (stop context.CancelFunc, done <-chan error, err error) {
+	wctx, cancel := context.WithCancel(ctx)
+	ch := make(chan error, 1)
+	go func() { ch <- e.Run(wctx, s) }()
+	if !workloads[s.Name].SignalsReady {
+		e.Ready() // its state begins with the workload
+	}
+	select {
+	case <-e.ready:
+	case err := <-ch:
+		return nil, nil, workloadEnded(s, err, cancel)
+	case <-time.After(readyLimit):
+		cancel()
+		<-ch
+		return nil, nil, &diagnose.InputError{Err: fmt.Errorf("scenario %s: the workload did not reach its state within %s", s.Name, readyLimit)}
+	}
+	select {
+	case err := <-ch:
+		return nil, nil, workloadEnded(s, err, cancel)
+	case <-time.After(s.warmUp()):
+	}
+	return cancel, ch, nil
+}
+
 // checkDuring runs the workload and, once it is under way, check; the
 // workload is stopped when check is done.
 func checkDuring(ctx context.Context, c *lab.Cluster, s Scenario, version string, o diagnose.Options) (*Env, *report.Report, error) {
@@ -96,27 +124,9 @@ func checkDuring(ctx context.Context, c *lab.Cluster, s Scenario, version string
 		env.Bouncer = b
 		o.PgBouncer = b.AdminDSN()
 	}
-	wctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- env.Run(wctx, s) }()
-	if !workloads[s.Name].SignalsReady {
-		env.Ready() // its state begins with the workload
-	}
-	// The workload's own sign that its sessions are in place, then the
-	// warm-up; a workload that ends first failed to reproduce.
-	select {
-	case <-env.ready:
-	case err := <-done:
-		return nil, nil, workloadEnded(s, err, stop)
-	case <-time.After(readyLimit):
-		stop()
-		<-done
-		return nil, nil, &diagnose.InputError{Err: fmt.Errorf("scenario %s: the workload did not reach its state within %s", s.Name, readyLimit)}
-	}
-	select {
-	case err := <-done:
-		return nil, nil, workloadEnded(s, err, stop)
-	case <-time.After(s.warmUp()):
+	stop, done, err := env.Start(ctx, s)
+	if err != nil {
+		return nil, nil, err
 	}
 	if o.Twin {
 		// The twin runs on this machine: the workload ends once check

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -36,6 +37,10 @@ type Call struct {
 	Rows  [][]json.RawMessage `json:",omitempty"`
 	Tag   string              `json:",omitempty"`
 	Err   *CallErr            `json:",omitempty"`
+	// MS is how long the server took to answer an Exec or a QueryRow,
+	// as recorded; a replay's clock may advance by it (Replayer.Elapsed),
+	// so that what an experiment times comes out as it was measured.
+	MS float64 `json:",omitempty"`
 }
 
 // CallErr is an error as a tape keeps it: a server error's SQLSTATE and
@@ -91,14 +96,19 @@ type Recorder struct {
 }
 
 func (r *Recorder) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	t0 := time.Now()
 	tag, err := r.Conn.Exec(ctx, sql, args...)
-	r.Calls = append(r.Calls, Call{SQL: sql, Args: argsJSON(args), Tag: tag.String(), Err: errOf(err)})
+	r.Calls = append(r.Calls, Call{SQL: sql, Args: argsJSON(args), Tag: tag.String(), Err: errOf(err), MS: msSince(t0)})
 	return tag, err
 }
 
 func (r *Recorder) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	return &recordedRow{r: r, sql: sql, args: args, row: r.Conn.QueryRow(ctx, sql, args...)}
+	t0 := time.Now()
+	return &recordedRow{r: r, sql: sql, args: args, row: r.Conn.QueryRow(ctx, sql, args...), t0: t0}
 }
+
+// msSince is the milliseconds since t0, to the microsecond.
+func msSince(t0 time.Time) float64 { return float64(time.Since(t0).Microseconds()) / 1000 }
 
 // Query records the rows as the caller scans them; the call is kept when
 // the rows are closed.
@@ -118,11 +128,12 @@ type recordedRow struct {
 	sql  string
 	args []any
 	row  pgx.Row
+	t0   time.Time
 }
 
 func (w *recordedRow) Scan(dest ...any) error {
 	err := w.row.Scan(dest...)
-	c := Call{SQL: w.sql, Args: argsJSON(w.args), Query: true, Err: errOf(err)}
+	c := Call{SQL: w.sql, Args: argsJSON(w.args), Query: true, Err: errOf(err), MS: msSince(w.t0)}
 	if err == nil {
 		c.Row = encodeAll(dest)
 	}
@@ -229,6 +240,16 @@ func (r *Replayer) Done() bool { return r.next == len(r.Calls) }
 
 // Sent is how many calls were replayed so far.
 func (r *Replayer) Sent() int { return r.next }
+
+// Elapsed is the server time the calls replayed so far took when they
+// were recorded (Call.MS; nothing for a tape recorded without it).
+func (r *Replayer) Elapsed() time.Duration {
+	var ms float64
+	for _, c := range r.Calls[:r.next] {
+		ms += c.MS
+	}
+	return time.Duration(ms * float64(time.Millisecond))
+}
 
 func (r *Replayer) take(sql string, args []any, query, many bool) Call {
 	r.T.Helper()

@@ -147,15 +147,19 @@ func replay(t *testing.T, c tcase, tp *tape) string {
 		}
 	}
 	// The clock of the kinds timed from pgmedic's side: a millisecond
-	// per call sent, so a replayed loop of round trips takes what it sent.
+	// per call sent, so a replayed loop of round trips takes what it sent,
+	// and the server time each call took when it was recorded (tapes
+	// recorded since calls carry it), so a statement timed alone (a
+	// VACUUM) takes what it took.
 	eng.Now = func() time.Time {
 		mu.Lock()
 		defer mu.Unlock()
-		n := rp.Sent()
+		n, took := rp.Sent(), rp.Elapsed()
 		for _, w := range workers {
 			n += w.Sent()
+			took += w.Elapsed()
 		}
-		return time.Unix(0, 0).Add(time.Duration(n) * time.Millisecond)
+		return time.Unix(0, 0).Add(time.Duration(n)*time.Millisecond + took)
 	}
 	out, skipped := eng.Run(context.Background(), snap, findings)
 	switch {
@@ -238,29 +242,44 @@ func (r *recording) record(t *testing.T, c tcase) *tape {
 		t.Fatal(err)
 	}
 	env := r.envs[c.scenario]
+	cluster := r.cluster
+	if s.OwnCluster {
+		// A scenario that sets what is the whole server's (autovacuum's
+		// throttle) gets a cluster of its own, as the lab gives it.
+		own, err := lab.Create(ctx, lab.Options{Config: strings.Join(s.ServerConfig, "\n")})
+		if err != nil {
+			t.Fatalf("scenario %s needs a cluster of its own: %v", s.Name, err)
+		}
+		defer own.Destroy(context.Background())
+		cluster, env = own, nil
+	}
 	// A workload that runs while check samples (an N+1 loop) runs while
 	// the snapshot is collected, and stops before the experiment.
 	stopWorkload := func() {}
 	switch {
 	case s.DuringCheck:
-		if env, err = scenario.Setup(ctx, r.cluster, s, t.Logf); err != nil {
+		if env, err = scenario.Setup(ctx, cluster, s, t.Logf); err != nil {
 			t.Fatal(err)
 		}
-		wctx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- env.Run(wctx, s) }()
+		// Collected once the workload is under way, as check is in the
+		// lab: the import's checkpoints counted, every autovacuum worker
+		// on a table.
+		cancel, done, err := env.Start(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
 		stopWorkload = func() {
 			cancel()
-			if err := <-done; err != nil && wctx.Err() == nil {
-				t.Fatal(err)
-			}
+			<-done
 		}
 		defer func() { stopWorkload() }()
 	case env == nil:
-		if env, err = scenario.Prepare(ctx, r.cluster, s, t.Logf); err != nil {
+		if env, err = scenario.Prepare(ctx, cluster, s, t.Logf); err != nil {
 			t.Fatal(err)
 		}
-		r.envs[c.scenario] = env
+		if !s.OwnCluster {
+			r.envs[c.scenario] = env
+		}
 	}
 	if len(c.setup) > 0 {
 		admin, err := env.Admin(ctx)
@@ -274,7 +293,7 @@ func (r *recording) record(t *testing.T, c tcase) *tape {
 		}
 		admin.Close(ctx)
 	}
-	sess, err := envelope.Connect(ctx, r.cluster.DSN(env.DB), envelope.Options{StatementTimeout: 30 * time.Second})
+	sess, err := envelope.Connect(ctx, cluster.DSN(env.DB), envelope.Options{StatementTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +340,7 @@ func (r *recording) record(t *testing.T, c tcase) *tape {
 	if c.workers {
 		var mu sync.Mutex
 		eng.Workers = func(ctx context.Context) (verify.Session, error) {
-			conn, err := pgx.Connect(ctx, r.cluster.DSN(env.DB))
+			conn, err := pgx.Connect(ctx, cluster.DSN(env.DB))
 			if err != nil {
 				return nil, err
 			}
@@ -367,7 +386,10 @@ func trim(s *model.Snapshot, kinds map[string]bool) *model.Snapshot {
 		out.Statements = s.Statements
 	}
 	for k, v := range s.Settings {
-		if strings.HasPrefix(k, "jit") || k == "work_mem" {
+		// JIT's and work_mem for the re-runs; the page costs and block
+		// size a vacuum throttle is timed with; max_wal_size, which
+		// bounds a checkpoint experiment's batch.
+		if strings.HasPrefix(k, "jit") || k == "work_mem" || strings.HasPrefix(k, "vacuum_cost_page_") || k == "block_size" || k == "max_wal_size" {
 			out.Settings[k] = v
 		}
 	}

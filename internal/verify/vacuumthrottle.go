@@ -106,11 +106,11 @@ func (e *Engine) vacuumThrottle(ctx context.Context, snap *model.Snapshot, f *mo
 		f.Verification = model.NotRunBecause("reading the copy's size failed")
 		return
 	}
-	nowS, nowDone, err := timedVacuum(ctx, c, snap, names[0], exp.AppSettings)
+	nowS, nowDone, err := e.timedVacuum(ctx, c, snap, names[0], exp.AppSettings)
 	var fixS float64
 	var fixDone bool
 	if err == nil {
-		fixS, fixDone, err = timedVacuum(ctx, c, snap, names[1], exp.FixSettings)
+		fixS, fixDone, err = e.timedVacuum(ctx, c, snap, names[1], exp.FixSettings)
 	}
 	if err != nil {
 		f.Verification = model.NotRunBecause("vacuuming the copy failed: " + envelope.Message(err))
@@ -171,8 +171,9 @@ func setting(snap *model.Snapshot, name string, def float64) float64 {
 }
 
 // timedVacuum runs VACUUM on table at the throttle set, with the target's
-// page costs, and times it; done is false when throttleLimit stopped it.
-func timedVacuum(ctx context.Context, c Session, snap *model.Snapshot, table string, set map[string]string) (sec float64, done bool, err error) {
+// page costs, and times it by the engine's clock; done is false when
+// throttleLimit stopped it.
+func (e *Engine) timedVacuum(ctx context.Context, c Session, snap *model.Snapshot, table string, set map[string]string) (sec float64, done bool, err error) {
 	stmts := []string{
 		"SET vacuum_cost_delay = " + set["vacuum_cost_delay"],
 		"SET vacuum_cost_limit = " + set["vacuum_cost_limit"],
@@ -189,9 +190,9 @@ func timedVacuum(ctx context.Context, c Session, snap *model.Snapshot, table str
 			return 0, false, err
 		}
 	}
-	start := time.Now()
+	start := e.now()
 	_, err = c.Exec(ctx, envelope.Tag+"VACUUM "+table)
-	sec = time.Since(start).Seconds()
+	sec = e.now().Sub(start).Seconds()
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "57014" {
 		return sec, false, nil

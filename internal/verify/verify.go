@@ -263,7 +263,8 @@ const (
 // Kind is one row of the experiment kinds table: the kind's id (the
 // model.Exp* constant the rules name it by), where it runs, what the twin
 // copies for it, the transcript that replays it without a server ("" for
-// the kinds that need concurrent sessions, tested on lab clusters), and
+// the kinds whose sessions race each other on the wall clock, tested on
+// lab clusters), and
 // its function (nil for the JIT toggle and its aggregate, which run first:
 // several findings share one statement's measurement).
 type Kind struct {
@@ -291,7 +292,7 @@ var Kinds = []Kind{
 	{model.ExpLockQueue, OnTwin, DefinitionsOnly, "", (*Engine).lockQueue},
 	{model.ExpHeldLock, OnTwin, RowsForRowLocks, "", (*Engine).heldLock},
 	{model.ExpDDLHold, OnTwin, DefinitionsOnly, "", (*Engine).ddlHold},
-	{model.ExpCheckpointWAL, OnTwin, WithRows, "", (*Engine).checkpointWAL},
+	{model.ExpCheckpointWAL, OnTwin, WithRows, "checkpoint-wal", (*Engine).checkpointWAL},
 	{model.ExpIndexWrites, OnTwin, WithRows, "index-writes", (*Engine).indexWrites},
 	{model.ExpConcurrency, OnTwin, RowsWhenTables, "", (*Engine).concurrency},
 	// The held sessions' statements are cheap by what they show (idle
@@ -302,7 +303,7 @@ var Kinds = []Kind{
 	{model.ExpHOTUpdate, OnTwin, WithRows, "hot-update", (*Engine).hotUpdate},
 	{model.ExpHorizon, OnTwin, WithRows, "vacuum-horizon", (*Engine).vacuumHorizon},
 	{model.ExpIndexRebuild, CopiesOnTwin, WithRows, "index-rebuild", (*Engine).indexRebuild},
-	{model.ExpVacuumThrottle, OnTwin, WithRows, "", (*Engine).vacuumThrottle},
+	{model.ExpVacuumThrottle, OnTwin, WithRows, "vacuum-throttle", (*Engine).vacuumThrottle},
 	{model.ExpWorkMem, OnTarget, WithRows, "work-mem", (*Engine).workMem},
 	{model.ExpGenericPlan, OnTarget, WithRows, "generic-plan", (*Engine).genericPlan},
 	{model.ExpPartitionPruning, OnTarget, WithRows, "partition-pruning", (*Engine).partitionPruning},
