@@ -37,6 +37,10 @@ const (
 	// Logplex is Heroku's log drain: a syslog-like header, the database's
 	// colour, syslog's sequence numbers, then the line.
 	Logplex Format = "heroku-logplex"
+	// Docker is Docker's json-file logging driver (the files under
+	// /var/lib/docker/containers, what `docker logs` reads): each line the
+	// container wrote to stderr in log, its time in time.
+	Docker Format = "docker-json"
 )
 
 // jsonLine holds every field the JSON formats use; which ones a line has
@@ -71,9 +75,12 @@ type jsonLine struct {
 	// CloudWatch Logs Insights.
 	AtMessage   *string `json:"@message"`
 	AtTimestamp string  `json:"@timestamp"`
-	// Azure Monitor.
+	// Azure Monitor; time is Docker's too.
 	Properties *azureProperties `json:"properties"`
 	Time       string           `json:"time"`
+	// Docker's json-file driver.
+	DLog   *string `json:"log"`
+	Stream string  `json:"stream"`
 }
 
 // namedRecord is csvlog's columns by name, as CloudNativePG writes them.
@@ -117,6 +124,8 @@ func (j *jsonLine) kind() Format {
 		return Journald
 	case j.Properties != nil && j.Properties.Level != "":
 		return Azure
+	case j.DLog != nil && j.Stream != "":
+		return Docker
 	case j.Message != "" || j.AtMessage != nil:
 		return CloudWatch
 	}
@@ -136,7 +145,7 @@ func classifyJSON(lines []string) Format {
 		}
 	}
 	best, n := Format(""), 0
-	for _, f := range []Format{JSON, CNPG, CloudSQL, Journald, Azure, CloudWatch} {
+	for _, f := range []Format{JSON, CNPG, CloudSQL, Journald, Azure, Docker, CloudWatch} {
 		if votes[f] > n {
 			best, n = f, votes[f]
 		}
@@ -212,6 +221,13 @@ func (j *jsonLine) text(f Format) (syslogLine, lineKind) {
 			l.chunk, _ = strconv.Atoi(m[2])
 			l.text = l.text[len(m[0]):]
 		}
+	case Docker:
+		if j.DLog == nil {
+			return l, notRecognised
+		}
+		// One record a line written, a statement's later lines in
+		// records of their own, as in a stderr file.
+		l.text, l.at = strings.TrimSuffix(*j.DLog, "\n"), parseAnyTime(j.Time)
 	case CloudWatch:
 		switch {
 		case j.AtMessage != nil:

@@ -39,6 +39,7 @@ var formats = []formatRow{
 	{CloudSQL, "Google Cloud SQL's Cloud Logging JSON", carriedTexts, readCarriedFormat, false},
 	{CloudWatch, "Amazon RDS and Aurora CloudWatch exports", carriedTexts, readCarriedFormat, false},
 	{Journald, "journald's JSON (journalctl -o json)", carriedTexts, readCarriedFormat, false},
+	{Docker, "Docker's json-file driver (a container's log file)", carriedTexts, readCarriedFormat, false},
 	{CNPG, "CloudNativePG's JSON", nil, readWhole(readJSON), false},
 	{Azure, "Azure Monitor's export", nil, readWhole(readJSON), false},
 	{PgBouncer, "PgBouncer's own log", nil, readWhole(readBouncer), false},

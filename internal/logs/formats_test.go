@@ -146,6 +146,17 @@ func TestCarriers(t *testing.T) {
 		{name: "journald JSON, PostgreSQL logging to syslog", format: Journald, entries: 1, statements: 1, log: `{"__REALTIME_TIMESTAMP":"1709287200000000","_PID":"4242","MESSAGE":"[7-1] user=app,db=shop LOG:  duration: 0.5 ms  statement: SELECT 1"}
 {"__REALTIME_TIMESTAMP":"1709287200000001","_PID":"4242","MESSAGE":"[7-2] #011FROM t"}
 `},
+		{name: "Docker's json-file driver, a statement over two lines", format: Docker, entries: 4, statements: 2, log: `{"log":"2024-03-01 10:00:00.000 UTC [1] LOG:  database system is ready to accept connections\n","stream":"stderr","time":"2024-03-01T10:00:00.123456789Z"}
+{"log":"2024-03-01 10:00:01.000 UTC [42] app@shop LOG:  duration: 12.500 ms  statement: SELECT *\n","stream":"stderr","time":"2024-03-01T10:00:01.000000001Z"}
+{"log":"\tFROM orders WHERE id = 7\n","stream":"stderr","time":"2024-03-01T10:00:01.000000002Z"}
+{"log":"2024-03-01 10:00:02.000 UTC [42] app@shop LOG:  duration: 3.500 ms  statement: SELECT * FROM orders WHERE id = 8\n","stream":"stderr","time":"2024-03-01T10:00:02.000000001Z"}
+{"log":"2024-03-01 10:00:03.000 UTC [43] app@shop ERROR:  relation \"ordrs\" does not exist at character 15\n","stream":"stderr","time":"2024-03-01T10:00:03.000000001Z"}
+{"log":"2024-03-01 10:00:03.000 UTC [43] app@shop STATEMENT:  SELECT * FROM ordrs\n","stream":"stderr","time":"2024-03-01T10:00:03.000000002Z"}
+`, check: func(t *testing.T, s *Summary) {
+			if len(s.Errors) != 1 {
+				t.Errorf("the error was not counted: %v", s.Errors)
+			}
+		}},
 		{name: "Azure Monitor export", format: Azure, entries: 2, statements: 1, log: `{"time":"2024-03-01T10:00:00Z","category":"PostgreSQLLogs","operationName":"LogEvent","properties":{"prefix":"2024-03-01 10:00:00 UTC-65e1a7c0.1a4-app@shop","message":"duration: 4.2 ms  statement: SELECT 1","errorLevel":"LOG","sqlerrcode":"00000","processId":420}}
 {"time":"2024-03-01T10:00:01Z","category":"PostgreSQLLogs","operationName":"LogEvent","properties":{"prefix":"2024-03-01 10:00:01 UTC-65e1a7c0.1a4-","message":"deadlock detected","errorLevel":"ERROR","sqlerrcode":"40P01","processId":420}}
 `, check: func(t *testing.T, s *Summary) {

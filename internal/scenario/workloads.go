@@ -46,10 +46,12 @@ var workloads = map[string]GoWorkload{
 	"lock-chain":       {Run: lockChain},
 	// Ready once the readers queue behind the ALTER.
 	"migration-lock-queue": {Run: migrationLockQueue, SignalsReady: true, AfterCheck: migrationLockQueueMeasure},
-	"queue-claim-race":     {Run: queueClaimRace},
-	"queue-churn":          {Run: queueChurn},
-	"queue-poll":           {Run: queuePoll},
-	"random-keys":          {Run: randomKeys},
+	// Ready once the writers queue behind a build.
+	"index-build-blocks": {Run: indexBuildBlocks, SignalsReady: true},
+	"queue-claim-race":   {Run: queueClaimRace},
+	"queue-churn":        {Run: queueChurn},
+	"queue-poll":         {Run: queuePoll},
+	"random-keys":        {Run: randomKeys},
 	// A prepared transaction, and transaction ids consumed while check
 	// samples them.
 	"freeze-held-back": {Run: freezeHeldBack, SignalsReady: true},

@@ -241,6 +241,15 @@ func (r *Replayer) Done() bool { return r.next == len(r.Calls) }
 // Sent is how many calls were replayed so far.
 func (r *Replayer) Sent() int { return r.next }
 
+// LastMS is the server time the last call replayed took when it was
+// recorded (ms; 0 before the first, or for a tape recorded without it).
+func (r *Replayer) LastMS() float64 {
+	if r.next == 0 {
+		return 0
+	}
+	return r.Calls[r.next-1].MS
+}
+
 // Elapsed is the server time the calls replayed so far took when they
 // were recorded (Call.MS; nothing for a tape recorded without it).
 func (r *Replayer) Elapsed() time.Duration {

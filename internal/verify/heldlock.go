@@ -148,21 +148,21 @@ func (e *Engine) rehearseIdle(ctx context.Context, take, wait sessionStmt, chang
 	// has its lock.
 	changed := make(chan error, 1)
 	if change != "" {
-		go func() { changed <- runChange(ctx, conns[1], change, false) }()
-		Sleep(ctx, queueLag)
+		go func() { changed <- e.runChange(ctx, conns[1], change, false) }()
+		e.sleep(ctx, queueLag)
 	} else {
 		changed <- nil
 	}
-	finish := loopTimed(ctx, waiters, func(ctx context.Context, c Session) (float64, error) {
+	finish := e.loopTimed(ctx, waiters, func(ctx context.Context, c Session) (float64, error) {
 		return rolledBackRun(ctx, c, wait.run)
 	})
 	// The client comes back after idleHold and ends its transaction; with
 	// the timeout the server has ended the session long before, and the
 	// ROLLBACK fails on a closed connection, as the client's would.
-	Sleep(ctx, idleHold)
+	e.sleep(ctx, idleHold)
 	head.Exec(context.WithoutCancel(ctx), "ROLLBACK")
 	changeErr := <-changed
-	Sleep(ctx, queueRetry)
+	e.sleep(ctx, queueRetry)
 	lat, waitErr := finish()
 	if changeErr != nil {
 		return nil, fmt.Errorf("the schema change: %w", changeErr)
@@ -179,9 +179,7 @@ func rolledBackRun(ctx context.Context, c Session, q string) (float64, error) {
 	if _, err := c.Exec(ctx, "BEGIN"); err != nil {
 		return 0, err
 	}
-	t0 := time.Now()
-	_, err := c.Exec(ctx, q)
-	ms := float64(time.Since(t0).Microseconds()) / 1000
+	ms, err := execMS(ctx, c, q)
 	c.Exec(context.WithoutCancel(ctx), "ROLLBACK")
 	return ms, err
 }

@@ -132,22 +132,20 @@ func (e *Engine) rehearse(ctx context.Context, exp *model.Experiment, table stri
 		head.Exec(ctx, "ROLLBACK")
 		return nil, fmt.Errorf("taking the head's lock: %w", err)
 	}
-	finish := loopTimed(ctx, readers, func(ctx context.Context, c Session) (float64, error) {
-		t0 := time.Now()
-		_, err := c.Exec(ctx, read.run)
-		return float64(time.Since(t0).Microseconds()) / 1000, err
+	finish := e.loopTimed(ctx, readers, func(ctx context.Context, c Session) (float64, error) {
+		return execMS(ctx, c, read.run)
 	})
 	released := make(chan struct{})
 	go func() {
 		defer close(released)
-		Sleep(ctx, queueHold)
+		e.sleep(ctx, queueHold)
 		head.Exec(context.WithoutCancel(ctx), "COMMIT")
 	}()
-	Sleep(ctx, queueLag)
-	changeErr := runChange(ctx, change, exp.Query, retry)
+	e.sleep(ctx, queueLag)
+	changeErr := e.runChange(ctx, change, exp.Query, retry)
 	<-released
 	// The reads that waited are through once the change is rolled back.
-	Sleep(ctx, queueRetry)
+	e.sleep(ctx, queueRetry)
 	lat, readErr := finish()
 	if changeErr != nil {
 		return nil, fmt.Errorf("the change: %w", changeErr)
@@ -161,7 +159,7 @@ func (e *Engine) rehearse(ctx context.Context, exp *model.Experiment, table stri
 // runChange runs the schema change in a transaction it rolls back, as
 // written or, with retry, under lock_timeout, trying again until it gets
 // its lock.
-func runChange(ctx context.Context, c Session, ddl string, retry bool) error {
+func (e *Engine) runChange(ctx context.Context, c Session, ddl string, retry bool) error {
 	for {
 		if _, err := c.Exec(ctx, "BEGIN"); err != nil {
 			return err
@@ -176,7 +174,7 @@ func runChange(ctx context.Context, c Session, ddl string, retry bool) error {
 		c.Exec(context.WithoutCancel(ctx), "ROLLBACK")
 		var pgErr *pgconn.PgError
 		if retry && errors.As(err, &pgErr) && pgErr.Code == "55P03" { // lock_not_available
-			Sleep(ctx, queueRetry)
+			e.sleep(ctx, queueRetry)
 			continue
 		}
 		return err

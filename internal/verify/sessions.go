@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pgmedic/pgmedic/internal/envelope"
@@ -145,8 +146,9 @@ func prepareOn(ctx context.Context, conns []Session, q string) error {
 // finish returns the latencies run reported (ms) and the first error
 // that did not come from being stopped. A session stops at its first
 // error.
-func loopTimed(ctx context.Context, conns []Session, run func(context.Context, Session) (float64, error)) (finish func() ([]float64, error)) {
-	lctx, stop := context.WithCancel(ctx)
+func (e *Engine) loopTimed(ctx context.Context, conns []Session, run func(context.Context, Session) (float64, error)) (finish func() ([]float64, error)) {
+	lctx, cancel := context.WithCancel(ctx)
+	var stopping atomic.Bool
 	var mu sync.Mutex
 	var lat []float64
 	var first error
@@ -155,7 +157,14 @@ func loopTimed(ctx context.Context, conns []Session, run func(context.Context, S
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for lctx.Err() == nil {
+			// A session stops between runs, so its last run completes
+			// (the locks it waited on are gone by then); a replayed one
+			// runs what was recorded, however soon the replay stops it.
+			more := func() bool { return !stopping.Load() && lctx.Err() == nil }
+			if r, ok := c.(Replayed); ok {
+				more = func() bool { return !r.Ended() }
+			}
+			for more() {
 				ms, err := run(lctx, c)
 				mu.Lock()
 				if err != nil && lctx.Err() == nil && first == nil {
@@ -168,15 +177,41 @@ func loopTimed(ctx context.Context, conns []Session, run func(context.Context, S
 				if err != nil {
 					return
 				}
-				Sleep(lctx, loopPace)
+				e.sleep(lctx, loopPace)
 			}
 		}()
 	}
 	return func() ([]float64, error) {
-		stop()
-		wg.Wait()
+		stopping.Store(true)
+		// A run still held up after loopDrain is cancelled (its
+		// statement is cancelled on the server).
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(loopDrain):
+			cancel()
+			<-done
+		}
+		cancel()
 		return lat, first
 	}
+}
+
+// loopDrain bounds how long loopTimed's finish waits for the runs under
+// way to complete before it cancels them.
+const loopDrain = 5 * time.Second
+
+// execMS runs one statement and returns how long it took (ms): by the
+// wall clock, or as recorded for a replayed session.
+func execMS(ctx context.Context, c Session, q string) (float64, error) {
+	t0 := time.Now()
+	_, err := c.Exec(ctx, q)
+	ms := float64(time.Since(t0).Microseconds()) / 1000
+	if r, ok := c.(Replayed); ok {
+		ms = r.LastMS()
+	}
+	return ms, err
 }
 
 // bothSides runs a rehearsal's two sides, as it happened and with the
@@ -202,6 +237,15 @@ func bothSides(run func(fixed bool) ([]float64, error)) (worst [2]float64, runs 
 // flat out would take the cores from the server they measure (on a small
 // machine, its longest run then measures the scheduler, not the lock).
 const loopPace = 5 * time.Millisecond
+
+// sleep is the engine's wait: Sleep, or the Sleep a test gives.
+func (e *Engine) sleep(ctx context.Context, d time.Duration) {
+	if e.Sleep != nil {
+		e.Sleep(ctx, d)
+		return
+	}
+	Sleep(ctx, d)
+}
 
 // Sleep waits d, or until ctx ends.
 func Sleep(ctx context.Context, d time.Duration) {

@@ -31,6 +31,35 @@ type tape struct {
 type tapedFinding struct {
 	Finding    model.Finding
 	Experiment *model.Experiment
+	// Unreported are the experiment's fields a report never shows (the
+	// statements with their values, the lock modes): a rehearsal replays
+	// them, so the tape keeps them beside it.
+	Unreported *unreported `json:",omitempty"`
+}
+
+type unreported struct {
+	Waiter, HeadLock, Change, FixLock string `json:",omitempty"`
+	Mix                               []string `json:",omitempty"`
+}
+
+// experiment is the taped experiment with its unreported fields back.
+func (tf tapedFinding) experiment() *model.Experiment {
+	if tf.Experiment == nil || tf.Unreported == nil {
+		return tf.Experiment
+	}
+	e := *tf.Experiment
+	u := tf.Unreported
+	e.Waiter, e.HeadLock, e.Change, e.FixLock, e.Mix = u.Waiter, u.HeadLock, u.Change, u.FixLock, u.Mix
+	return &e
+}
+
+// taped is a finding's experiment as a tape keeps it.
+func taped(f model.Finding, exp *model.Experiment) tapedFinding {
+	tf := tapedFinding{Finding: f, Experiment: exp}
+	if exp.Waiter != "" || exp.HeadLock != "" || exp.Change != "" || exp.FixLock != "" || len(exp.Mix) > 0 {
+		tf.Unreported = &unreported{Waiter: exp.Waiter, HeadLock: exp.HeadLock, Change: exp.Change, FixLock: exp.FixLock, Mix: exp.Mix}
+	}
+	return tf
 }
 
 // call is one statement of a tape (testkit's format).

@@ -32,11 +32,13 @@ var record = flag.Bool("record", false, "record the tapes again from lab scenari
 // PostgreSQL 15 and compares the statements sent, in order, and the
 // verdict with testdata/transcripts. It needs no server. The directive:
 //
-//	verify scenario=NAME tape=NAME kind=K[,K] [lab] [verify-indexes] [busy] [workers]
+//	verify scenario=NAME tape=NAME kind=K[,K] [lab] [verify-indexes] [busy] [workers] [twin]
 //
 // takes the findings of kind K the rules produce on the lab scenario
 // (with workers, the engine may open more sessions on the lab database,
-// each recorded on a tape of its own and replayed in the order opened); its
+// each recorded on a tape of its own and replayed in the order opened;
+// with twin, the connection stands for a twin's, where the rehearsals of
+// lock queues run, and a replay's rehearsal does not wait); its
 // input may hold "setup: SQL" lines (run before collecting, when
 // recording) and a "query: SQL" line that replaces the experiment's
 // statement.
@@ -69,6 +71,9 @@ type tcase struct {
 	scenario, tape             string
 	kinds                      map[string]bool
 	lab, copies, busy, workers bool
+	// twin: the connection is a twin's (Engine.InPlace), where the
+	// rehearsals of lock queues run.
+	twin bool
 	setup                      []string
 	query                      string
 }
@@ -93,6 +98,8 @@ func parseCase(t *testing.T, d *datadriven.TestData) tcase {
 			c.busy = true
 		case "workers":
 			c.workers = true
+		case "twin":
+			c.twin = true
 		default:
 			t.Fatalf("%s: unknown argument %q", d.Pos, a.Key)
 		}
@@ -116,7 +123,7 @@ func parseCase(t *testing.T, d *datadriven.TestData) tcase {
 
 // engine is the engine as check configures it, for a case.
 func engine(c tcase, conn envelope.Conn) *verify.Engine {
-	return &verify.Engine{Conn: conn, Runs: 5, Cores: 2, StatementTimeoutText: "5s", Lab: c.lab, VerifyIndexes: c.copies}
+	return &verify.Engine{Conn: conn, Runs: 5, Cores: 2, StatementTimeoutText: "5s", Lab: c.lab, VerifyIndexes: c.copies, InPlace: c.twin}
 }
 
 func replay(t *testing.T, c tcase, tp *tape) string {
@@ -128,7 +135,7 @@ func replay(t *testing.T, c tcase, tp *tape) string {
 	var findings []model.Finding
 	for _, tf := range tp.Findings {
 		f := tf.Finding
-		f.Experiment = tf.Experiment
+		f.Experiment = tf.experiment()
 		findings = append(findings, f)
 	}
 	eng := engine(c, rp)
@@ -161,6 +168,7 @@ func replay(t *testing.T, c tcase, tp *tape) string {
 		}
 		return time.Unix(0, 0).Add(time.Duration(n)*time.Millisecond + took)
 	}
+	eng.Sleep = func(context.Context, time.Duration) {} // the recordings answer at once
 	out, skipped := eng.Run(context.Background(), snap, findings)
 	switch {
 	case c.busy && rp.Sent() != 0:
@@ -299,7 +307,10 @@ func (r *recording) record(t *testing.T, c tcase) *tape {
 	}
 	defer sess.Close()
 	opts := collect.Defaults()
-	opts.SampleFor = time.Second // the recorded scenarios are not about sessions
+	opts.SampleFor = time.Second
+	if d, err := time.ParseDuration(s.Sample); err == nil && s.Sample != "" {
+		opts.SampleFor = d // the lock queues are seen across the scenario's sample
+	}
 	snap, err := collect.SnapshotWith(ctx, sess.Conn, time.Now(), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -318,7 +329,7 @@ func (r *recording) record(t *testing.T, c tcase) *tape {
 			exp.Query, exp.Stmt = c.query, nil
 		}
 		f.Experiment = nil
-		tp.Findings = append(tp.Findings, tapedFinding{Finding: f, Experiment: &exp})
+		tp.Findings = append(tp.Findings, taped(f, &exp))
 	}
 	if len(tp.Findings) == 0 {
 		t.Fatalf("the rules produced no finding with an experiment of kind %v on %s", c.kinds, c.scenario)
@@ -331,7 +342,7 @@ func (r *recording) record(t *testing.T, c tcase) *tape {
 	var findings []model.Finding
 	for _, tf := range in.Findings {
 		f := tf.Finding
-		f.Experiment = tf.Experiment
+		f.Experiment = tf.experiment()
 		findings = append(findings, f)
 	}
 	rec := &testkit.Recorder{Conn: sess.Conn}
@@ -370,10 +381,13 @@ type recordedSession struct {
 
 func (s *recordedSession) Close(ctx context.Context) error { return s.conn.Close(ctx) }
 
-// replayedSession is a worker session replayed from its tape.
+// replayedSession is a worker session replayed from its tape: a
+// verify.Replayed, so a rehearsal's loop runs to the end of its recording
+// and its statements take the time they took.
 type replayedSession struct{ *testkit.Replayer }
 
 func (replayedSession) Close(context.Context) error { return nil }
+func (s replayedSession) Ended() bool             { return s.Done() }
 
 // trim keeps what the engine reads of a snapshot: tables, indexes,
 // columns, extensions, activity, the jit and work_mem settings, and for

@@ -91,6 +91,11 @@ type Engine struct {
 	// loop of round trips); nil is the wall clock. A transcript's replay
 	// gives one that counts the calls sent.
 	Now func() time.Time
+	// Sleep waits for what a rehearsal gives the server's time to do (a
+	// head holding its lock, a change queueing behind it); nil waits on
+	// the wall clock (verify.Sleep). A transcript's replay, whose sessions
+	// answer from their recordings, does not wait.
+	Sleep func(ctx context.Context, d time.Duration)
 
 	// columnType types the parameters PostgreSQL cannot infer (the
 	// snapshot's ColumnType).
@@ -289,9 +294,9 @@ var Kinds = []Kind{
 	{model.ExpMisestimate, CopiesOnTwin, WithRows, "misestimate", (*Engine).misestimate},
 	{model.ExpHotspot, OnTarget, WithRows, "", (*Engine).hotspot},
 	{model.ExpClaimRace, OnTwin, WithRows, "claim-race", (*Engine).claimRace},
-	{model.ExpLockQueue, OnTwin, DefinitionsOnly, "", (*Engine).lockQueue},
-	{model.ExpHeldLock, OnTwin, RowsForRowLocks, "", (*Engine).heldLock},
-	{model.ExpDDLHold, OnTwin, DefinitionsOnly, "", (*Engine).ddlHold},
+	{model.ExpLockQueue, OnTwin, DefinitionsOnly, "lock-queue", (*Engine).lockQueue},
+	{model.ExpHeldLock, OnTwin, RowsForRowLocks, "held-lock", (*Engine).heldLock},
+	{model.ExpDDLHold, OnTwin, DefinitionsOnly, "ddl-hold", (*Engine).ddlHold},
 	{model.ExpCheckpointWAL, OnTwin, WithRows, "checkpoint-wal", (*Engine).checkpointWAL},
 	{model.ExpIndexWrites, OnTwin, WithRows, "index-writes", (*Engine).indexWrites},
 	{model.ExpConcurrency, OnTwin, RowsWhenTables, "", (*Engine).concurrency},
@@ -318,6 +323,19 @@ var Kinds = []Kind{
 type Session interface {
 	envelope.Conn
 	Close(ctx context.Context) error
+}
+
+// Replayed is a Session that answers from a recording. The rehearsals
+// whose sessions race each other on the wall clock run a replayed
+// session's loop to the end of its recording, not until the rehearsal
+// stops it, and take each statement's time from it (LastMS), so that a
+// replay makes the calls and the measurements that were recorded.
+type Replayed interface {
+	// Ended says whether every recorded call was replayed.
+	Ended() bool
+	// LastMS is how long the server took for the last call replayed,
+	// as recorded.
+	LastMS() float64
 }
 
 // Sessions makes a connector of *pgx.Conn one of Sessions (Workers).
