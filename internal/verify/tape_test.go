@@ -38,7 +38,7 @@ type tapedFinding struct {
 }
 
 type unreported struct {
-	Waiter, HeadLock, Change, FixLock string `json:",omitempty"`
+	Waiter, HeadLock, Change, FixLock string   `json:",omitempty"`
 	Mix                               []string `json:",omitempty"`
 }
 

@@ -73,9 +73,9 @@ type tcase struct {
 	lab, copies, busy, workers bool
 	// twin: the connection is a twin's (Engine.InPlace), where the
 	// rehearsals of lock queues run.
-	twin bool
-	setup                      []string
-	query                      string
+	twin  bool
+	setup []string
+	query string
 }
 
 func parseCase(t *testing.T, d *datadriven.TestData) tcase {
@@ -387,7 +387,7 @@ func (s *recordedSession) Close(ctx context.Context) error { return s.conn.Close
 type replayedSession struct{ *testkit.Replayer }
 
 func (replayedSession) Close(context.Context) error { return nil }
-func (s replayedSession) Ended() bool             { return s.Done() }
+func (s replayedSession) Ended() bool               { return s.Done() }
 
 // trim keeps what the engine reads of a snapshot: tables, indexes,
 // columns, extensions, activity, the jit and work_mem settings, and for
