@@ -109,7 +109,7 @@ func TestEveryVersion(t *testing.T) {
 						return
 					}
 					if !res.Passed() {
-						t.Errorf("%s on PostgreSQL %d: missing %v, unexpected %v", s.Name, major, res.Missing, res.Unexpected)
+						t.Errorf("%s on PostgreSQL %d: missing %v, unexpected %v%s", s.Name, major, res.Missing, res.Unexpected, verdictsOf(res))
 					}
 					for _, f := range res.Report.Findings {
 						if v := f.Verification; v.Status == model.Confirmed && (v.Before == nil || v.After == nil) {
@@ -159,4 +159,28 @@ func confirmed(res *Result, rule string) bool {
 		}
 	}
 	return false
+}
+
+// verdictsOf says how the findings of the rules an expectation missed
+// were verified: a missing "confirmed" is a refutation, a skip or an
+// experiment that could not run, and each means something else.
+func verdictsOf(res *Result) string {
+	var b strings.Builder
+	for _, m := range res.Missing {
+		rule, _, _ := strings.Cut(m, " ")
+		for _, f := range res.Report.Findings {
+			if f.Rule != rule {
+				continue
+			}
+			v := f.Verification
+			fmt.Fprintf(&b, "\n\t%s (%s): %s", f.Rule, f.Object.Name, v.Status)
+			if v.Before != nil && v.After != nil {
+				fmt.Fprintf(&b, ", %v -> %v %s", v.Before.Value, v.After.Value, v.After.Unit)
+			}
+			if v.Reason != "" {
+				fmt.Fprintf(&b, "; %s", v.Reason)
+			}
+		}
+	}
+	return b.String()
 }
