@@ -133,6 +133,31 @@ func blockedEventLoopFixed(ctx context.Context, env *Env) error {
 }
 
 func exporter(ctx context.Context, env *Env, mode, table string, wantDuplicates bool) error {
+	// Ready once the destination shows what the scenario is about: an
+	// event exported twice (broken), or events exported (fixed). On a
+	// loaded machine Node and its workers start late, and a check begun
+	// at a fixed time could see an exporter that had not retried yet.
+	readyCtx, stopPolling := context.WithCancel(ctx)
+	defer stopPolling()
+	go func() {
+		admin, err := env.Admin(readyCtx)
+		if err != nil {
+			return
+		}
+		defer admin.Close(context.Background())
+		for readyCtx.Err() == nil {
+			var events, rows int64
+			if admin.QueryRow(readyCtx, "SELECT count(DISTINCT event_id), count(*) FROM "+table).Scan(&events, &rows) == nil &&
+				(wantDuplicates && rows > events || !wantDuplicates && events >= 2) {
+				env.Ready()
+				return
+			}
+			select {
+			case <-readyCtx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
 	if err := runNode(ctx, "exporter.js", env.AppDSN(), mode); err != nil {
 		return err
 	}

@@ -33,9 +33,10 @@ type GoWorkload struct {
 // measured while the workload runs are here; the others are workload.sql
 // or workload.pgbench in their folder.
 var workloads = map[string]GoWorkload{
-	"asyncpg-introspection":    {Run: asyncpgIntrospection, Needs: needPython("asyncpg", "python3-asyncpg")},
-	"blocked-event-loop":       {Run: blockedEventLoop, Needs: needNode},
-	"blocked-event-loop-fixed": {Run: blockedEventLoopFixed, Needs: needNode},
+	"asyncpg-introspection": {Run: asyncpgIntrospection, Needs: needPython("asyncpg", "python3-asyncpg")},
+	// Ready once an event was exported twice (events exported, fixed).
+	"blocked-event-loop":       {Run: blockedEventLoop, SignalsReady: true, Needs: needNode},
+	"blocked-event-loop-fixed": {Run: blockedEventLoopFixed, SignalsReady: true, Needs: needNode},
 	"client-param-types":       {Run: clientParamTypes, Needs: needPython("psycopg", "python3-psycopg")},
 	"client-stall":             {Run: clientStall},
 	"connection-burst":         {Run: connectionBurst},
