@@ -140,10 +140,10 @@ func readString(b *[]byte, wt int, dst *string) error {
 }
 
 func readStrings(b *[]byte, wt int, dst *[]string) error {
-	var s string
 	if wt != wireBytes {
 		return skip(b, wt)
 	}
+	var s string
 	err := readString(b, wt, &s)
 	if err == nil {
 		*dst = append(*dst, s)

@@ -229,6 +229,7 @@ type Replayer struct {
 	Rerecord string
 	Show     func(json.RawMessage) string
 	next     int
+	elapsed  float64 // ms: the recorded MS of the calls replayed so far
 	out      strings.Builder
 }
 
@@ -253,11 +254,7 @@ func (r *Replayer) LastMS() float64 {
 // Elapsed is the server time the calls replayed so far took when they
 // were recorded (Call.MS; nothing for a tape recorded without it).
 func (r *Replayer) Elapsed() time.Duration {
-	var ms float64
-	for _, c := range r.Calls[:r.next] {
-		ms += c.MS
-	}
-	return time.Duration(ms * float64(time.Millisecond))
+	return time.Duration(r.elapsed * float64(time.Millisecond))
 }
 
 func (r *Replayer) take(sql string, args []any, query, many bool) Call {
@@ -267,6 +264,7 @@ func (r *Replayer) take(sql string, args []any, query, many bool) Call {
 	}
 	c := r.Calls[r.next]
 	r.next++
+	r.elapsed += c.MS
 	if c.SQL != sql || compact(c.Args) != string(argsJSON(args)) || c.Query != query || c.Many != many {
 		r.T.Fatalf("%s: call %d differs from the tape\n sent:     %s %s\n recorded: %s %s\n(%s)",
 			r.Name, r.next, sql, argsJSON(args), c.SQL, compact(c.Args), r.Rerecord)
