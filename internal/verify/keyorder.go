@@ -3,7 +3,6 @@ package verify
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
@@ -48,27 +47,16 @@ func (e *Engine) keyOrder(ctx context.Context, conn envelope.Conn, table model.R
 					return err
 				}
 			}
-			var lsn string
-			if err := conn.QueryRow(ctx, envelope.Tag+"SELECT pg_current_wal_insert_lsn()::text").Scan(&lsn); err != nil {
-				return err
-			}
-			from := time.Now()
-			tag, err := conn.Exec(ctx, envelope.Tag+"INSERT INTO pgmedic_key_order SELECT * FROM pgmedic_key_src ORDER BY "+order)
+			w, err := writeOf(ctx, conn, "INSERT INTO pgmedic_key_order SELECT * FROM pgmedic_key_src ORDER BY "+order)
 			if err != nil {
 				return err
 			}
-			secs := time.Since(from).Seconds()
-			k.rows = tag.RowsAffected()
-			var wal float64
-			if err := conn.QueryRow(ctx, envelope.Tag+`SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::pg_lsn)::float8, avg_leaf_density
-				FROM pgstatindex('pgmedic_key_order_pkey')`, lsn).Scan(&wal, &k.density); err != nil {
+			if err := conn.QueryRow(ctx, envelope.Tag+"SELECT avg_leaf_density FROM pgstatindex('pgmedic_key_order_pkey')").Scan(&k.density); err != nil {
 				return err
 			}
-			if k.rows > 0 {
-				k.walPerRow = wal / float64(k.rows)
-				if secs > 0 {
-					k.rowsPerSecond = float64(k.rows) / secs
-				}
+			k.rows, k.walPerRow = w.rows, w.walPerRow()
+			if w.ms > 0 {
+				k.rowsPerSecond = float64(w.rows) / w.ms * 1000
 			}
 			return nil
 		})
