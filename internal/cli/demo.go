@@ -150,10 +150,14 @@ func runScenarios(ctx context.Context, list []scenario.Scenario, lo lab.Options,
 		results[i], errs[i] = res, err
 		return err == nil
 	}
-	second := func() (*lab.Cluster, error) {
+	second := func() (*lab.Cluster, func(), error) {
 		so := lo
 		so.Dir, so.Standby = "", false
-		return lab.Create(ctx, so)
+		c2, err := lab.Create(ctx, so)
+		if err != nil {
+			return nil, nil, err
+		}
+		return c2, func() { c2.Destroy(context.Background()) }, nil
 	}
 	if err := scenario.RunLanes(ctx, list, c, second, run); err != nil {
 		return doc, nil, inputErr(err)

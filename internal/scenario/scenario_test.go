@@ -120,7 +120,13 @@ func TestScenarios(t *testing.T) {
 		MaxCopyBytes: 1 << 30, MaxTables: 200000, MaxStatements: 10000, Log: t.Logf}
 	// The lanes of the demo: the scenarios that wait on a second cluster,
 	// those with clusters of their own, beside the others.
-	second := func() (*lab.Cluster, error) { return lab.Create(ctx, lab.Options{}) }
+	second := func() (*lab.Cluster, func(), error) {
+		c2, err := lab.Create(ctx, lab.Options{})
+		if err != nil {
+			return nil, nil, err
+		}
+		return c2, func() { c2.Destroy(context.Background()) }, nil
+	}
 	err = RunLanes(ctx, list, c, second, func(i int, c *lab.Cluster) bool {
 		s := list[i]
 		t.Run(s.Name, func(t *testing.T) {

@@ -1,0 +1,81 @@
+package scenario
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pgmedic/pgmedic/internal/lab"
+)
+
+// TestLanesShareTheFirstLanesList: once the second cluster has run the
+// scenarios that wait, it takes the first lane's from the back of the
+// list, never one that needs the standby, and no scenario runs twice.
+// The first lane's first scenario holds its lane until the second cluster
+// has taken one of its list, so the test does not depend on timing.
+func TestLanesShareTheFirstLanesList(t *testing.T) {
+	first, other := &lab.Cluster{Standby: &lab.Cluster{}}, &lab.Cluster{}
+	list := []Scenario{{Name: "m0"}, {Name: "m1"}, {Name: "m2"}, {Name: "m3", Standby: true}, {Name: "m4"},
+		{Name: "w0", Waits: true}, {Name: "o0", OwnCluster: true}}
+	var mu sync.Mutex
+	ranOn := map[string][]*lab.Cluster{}
+	var order []string // the second cluster's
+	taken := make(chan struct{})
+	var once sync.Once
+	released := false
+	second := func() (*lab.Cluster, func(), error) {
+		return other, func() { mu.Lock(); released = true; mu.Unlock() }, nil
+	}
+	err := RunLanes(context.Background(), list, first, second, func(i int, c *lab.Cluster) bool {
+		name := list[i].Name
+		mu.Lock()
+		ranOn[name] = append(ranOn[name], c)
+		if c == other {
+			order = append(order, name)
+		}
+		mu.Unlock()
+		switch {
+		case name == "m0":
+			select {
+			case <-taken:
+			case <-time.After(20 * time.Second):
+				t.Error("the second cluster took none of the first lane's scenarios while the first lane was busy")
+			}
+		case c == other && name != "w0":
+			once.Do(func() { close(taken) })
+		}
+		return true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range list {
+		if len(ranOn[s.Name]) != 1 {
+			t.Errorf("%s ran %d times", s.Name, len(ranOn[s.Name]))
+		}
+	}
+	if ranOn["m3"][0] != first || ranOn["o0"][0] != first || ranOn["w0"][0] != other {
+		t.Errorf("the standby's scenario, the isolated one and the one that waits ran on the wrong clusters: %v", order)
+	}
+	if len(order) < 2 || order[0] != "w0" || order[1] != "m4" {
+		t.Errorf("the second cluster ran %v: want w0 first, then the first lane's list from its back (m4)", order)
+	}
+	if !released {
+		t.Error("the second cluster was not released")
+	}
+}
+
+// TestLanesStopAtAFailure: a scenario that fails stops its lane, and the
+// others start nothing more.
+func TestLanesStopAtAFailure(t *testing.T) {
+	list := []Scenario{{Name: "a"}, {Name: "b"}, {Name: "c"}}
+	var ran []string
+	err := RunLanes(context.Background(), list, &lab.Cluster{}, nil, func(i int, _ *lab.Cluster) bool {
+		ran = append(ran, list[i].Name)
+		return list[i].Name != "b"
+	})
+	if err != nil || len(ran) != 2 {
+		t.Errorf("ran %v (%v): want a and b, then a stop", ran, err)
+	}
+}
