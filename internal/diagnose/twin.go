@@ -129,7 +129,14 @@ func (o Options) verifyWithTwin(ctx context.Context, sess *envelope.Session, sna
 		copied = append(copied, f)
 	}
 	eng := o.engine(sess)
-	eng.Conn, eng.Lab, eng.InPlace, eng.Workers, eng.Pool = tw.Conn, true, true, verify.Sessions(tw.Connect), tw.Pool
+	eng.Conn, eng.Lab, eng.InPlace, eng.Workers = tw.Conn, true, true, verify.Sessions(tw.Connect)
+	eng.Pool = func(ctx context.Context, size int) (func(context.Context) (verify.Session, error), func(), error) {
+		connect, stop, err := tw.Pool(ctx, size)
+		if err != nil {
+			return nil, nil, err
+		}
+		return verify.Sessions(connect), stop, nil
+	}
 	eng.Admit = func(ctx context.Context, limit int) (*verify.Admitted, error) {
 		connect, pool, drop, err := tw.Admit(ctx, limit)
 		if err != nil {

@@ -108,6 +108,17 @@ func (e *Env) Start(ctx context.Context, s Scenario) (stop context.CancelFunc, d
 	return cancel, ch, nil
 }
 
+// StartBouncer puts the scenario's PgBouncer (PgBouncer, which must be
+// set) in front of c for its workload (Env.Bouncer); the caller stops it.
+func (e *Env) StartBouncer(ctx context.Context, c *lab.Cluster, s Scenario) (*lab.Bouncer, error) {
+	b, err := c.StartPgBouncer(ctx, lab.BouncerOptions{PoolSize: s.PgBouncer.PoolSize, Mode: s.PgBouncer.Mode, Users: []string{AppRole}})
+	if err != nil {
+		return nil, err
+	}
+	e.Bouncer = b
+	return b, nil
+}
+
 // checkDuring runs the workload and, once it is under way, check; the
 // workload is stopped when check is done.
 func checkDuring(ctx context.Context, c *lab.Cluster, s Scenario, version string, o diagnose.Options) (*Env, *report.Report, error) {
@@ -116,12 +127,11 @@ func checkDuring(ctx context.Context, c *lab.Cluster, s Scenario, version string
 		return nil, nil, &diagnose.InputError{Err: err}
 	}
 	if s.PgBouncer != nil {
-		b, err := c.StartPgBouncer(ctx, lab.BouncerOptions{PoolSize: s.PgBouncer.PoolSize, Mode: s.PgBouncer.Mode, Users: []string{AppRole}})
+		b, err := env.StartBouncer(ctx, c, s)
 		if err != nil {
 			return nil, nil, &diagnose.InputError{Err: err}
 		}
 		defer b.Stop()
-		env.Bouncer = b
 		o.PgBouncer = b.AdminDSN()
 	}
 	stop, done, err := env.Start(ctx, s)

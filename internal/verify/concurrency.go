@@ -78,9 +78,17 @@ func (e *Engine) concurrency(ctx context.Context, _ *model.Snapshot, f *model.Fi
 	f.Verification = model.Verification{Method: method, Parameters: params,
 		Before: &model.Measure{Value: model.Round(before.goodput, 1), Unit: "statements/s", HigherIsBetter: true},
 		After:  &model.Measure{Value: model.Round(after.goodput, 1), Unit: "statements/s", HigherIsBetter: true}}
+	if before.ok == 0 && after.ok == 0 {
+		// Nothing to compare: every statement outlasted the phase on
+		// both sides (on a twin whose machine is slower than the
+		// server's, or a mix of long statements).
+		f.Verification.Status, f.Verification.Before, f.Verification.After = model.NotRun, nil, nil
+		f.Verification.Reason = fmt.Sprintf("the replay finished no statement in %s on either side (%d failed or outlasted it): a load this slow on the twin cannot be compared; replay the log (pgmedic replay) with the clients' own timeouts", loadPhase, before.failed+after.failed)
+		return
+	}
 	// The pool must give back goodput, or the same goodput at a p95 the
 	// clients feel; anything less is not worth the change.
-	if after.goodput >= before.goodput/helpedRatio || (after.goodput >= 0.95*before.goodput && after.p95 <= before.p95*helpedRatio) {
+	if after.ok > 0 && after.goodput >= before.goodput/helpedRatio || (after.goodput >= 0.95*before.goodput && after.p95 <= before.p95*helpedRatio) {
 		f.Verification.Status = model.Confirmed
 		return
 	}
@@ -144,13 +152,7 @@ func (e *Engine) loadSide(ctx context.Context, mix []mixRun, clients, pool int, 
 			return load{}, err
 		}
 		defer stop()
-		connect = func(ctx context.Context) (Session, error) {
-			conn, err := c(ctx)
-			if err != nil {
-				return nil, err
-			}
-			return conn, nil
-		}
+		connect = c
 	}
 	var conns []Session
 	defer func() {
@@ -168,30 +170,62 @@ func (e *Engine) loadSide(ctx context.Context, mix []mixRun, clients, pool int, 
 		}
 	}
 	return runClients(ctx, clients, func(pctx context.Context, i int, t *tally) {
-		for n := i; pctx.Err() == nil; n++ {
-			t0 := time.Now()
+		// A client with a session of its own keeps its clock on it (a
+		// replayed one runs to the end of its recording); one that
+		// connects for each statement has the side's.
+		// The statement the side's end cancels is no failure: live, the
+		// side's context has ended; replayed, it is the recording's last.
+		clock, more := t.clock(nil), func() bool { return pctx.Err() == nil }
+		cut := func(err error) bool { return pctx.Err() != nil }
+		if !reconnect {
+			clock = t.clock(conns[i])
+			if r, ok := conns[i].(Replayed); ok {
+				more = func() bool { return !r.Ended() }
+				cut = func(err error) bool { return err != nil && r.Ended() }
+			}
+		}
+		for n := i; more(); n++ {
+			start := clock()
 			err := runOne(pctx, connect, conns, i, reconnect, mix[n%len(mix)])
-			t.add(pctx, t0, err)
+			if !cut(err) {
+				t.add(start, clock(), err)
+			}
 		}
 	})
 }
 
-// tally is what one side of a load replay counted while measuring (after
+// tally is what one side of a load replay counted in its phase (after
 // its warm-up): statements finished and failed, the latencies of those
 // that finished, the first error.
 type tally struct {
+	begin      time.Time
 	ok, failed atomic.Int64
-	measuring  atomic.Bool
 	mu         sync.Mutex
 	lat        []float64
 	firstErr   error
 }
 
-// add counts a statement that began at t0 and ended with err, unless the
-// side is warming up or has ended.
-func (t *tally) add(pctx context.Context, t0 time.Time, err error) {
-	ms := float64(time.Since(t0).Microseconds()) / 1000
-	if pctx.Err() != nil || !t.measuring.Load() {
+// clock is a client's time since the side began: the wall clock's, or
+// for a replayed session (a transcript) the time its recorded calls
+// took, so that a replay counts what the recording counted.
+func (t *tally) clock(c Session) func() time.Duration {
+	if r, ok := c.(Replayed); ok {
+		return r.Elapsed
+	}
+	return func() time.Duration { return time.Since(t.begin) }
+}
+
+// inPhase says whether a moment of a client's clock is in the measured
+// phase: after the warm-up, before the side ends.
+func inPhase(at time.Duration) bool {
+	return at >= loadWarm && at < loadWarm+loadPhase
+}
+
+// add counts a statement that ran from start to end on its client's
+// clock and ended with err, when it ended within the phase (one still
+// running at the end was cancelled, and is not a failure).
+func (t *tally) add(start, end time.Duration, err error) {
+	if !inPhase(end) {
 		return
 	}
 	if err != nil {
@@ -201,7 +235,7 @@ func (t *tally) add(pctx context.Context, t0 time.Time, err error) {
 	}
 	t.ok.Add(1)
 	t.mu.Lock()
-	t.lat = append(t.lat, ms)
+	t.lat = append(t.lat, float64((end-start).Microseconds())/1000)
 	t.mu.Unlock()
 }
 
@@ -217,7 +251,7 @@ func (t *tally) fail(err error) {
 // statements finished per second of the phase. A side that finished
 // nothing returns its first error.
 func runClients(ctx context.Context, clients int, client func(pctx context.Context, i int, t *tally)) (load, error) {
-	var t tally
+	t := tally{begin: time.Now()}
 	pctx, stop := context.WithTimeout(ctx, loadWarm+loadPhase)
 	defer stop()
 	var wg sync.WaitGroup
@@ -228,8 +262,6 @@ func runClients(ctx context.Context, clients int, client func(pctx context.Conte
 			client(pctx, i, &t)
 		}()
 	}
-	Sleep(pctx, loadWarm)
-	t.measuring.Store(true)
 	wg.Wait()
 	if t.ok.Load() == 0 && t.firstErr != nil {
 		return load{}, t.firstErr

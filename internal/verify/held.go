@@ -97,7 +97,7 @@ func (e *Engine) heldSessions(ctx context.Context, _ *model.Snapshot, f *model.F
 		After:  &model.Measure{Value: model.Round(after.goodput, 1), Unit: "statements/s", HigherIsBetter: true}}
 	// The pool must let every client in, and serve them: no refusal, and
 	// at least the goodput the held sessions had.
-	if before.refused > 0 && after.refused == 0 && after.failed == 0 && after.goodput >= 0.95*before.goodput {
+	if before.refused > 0 && after.refused == 0 && after.failed == 0 && after.ok > 0 && after.goodput >= 0.95*before.goodput {
 		f.Verification.Status = model.Confirmed
 		return
 	}
@@ -115,6 +115,7 @@ func (e *Engine) heldSessions(ctx context.Context, _ *model.Snapshot, f *model.F
 func (e *Engine) holdSide(ctx context.Context, mix []mixRun, clients int, think time.Duration, connect func(context.Context) (*pgx.Conn, error)) (heldSide, error) {
 	var refused atomic.Int64
 	l, err := runClients(ctx, clients, func(pctx context.Context, i int, t *tally) {
+		clock := t.clock(nil)
 		var c *pgx.Conn
 		defer func() {
 			if c != nil {
@@ -129,7 +130,7 @@ func (e *Engine) holdSide(ctx context.Context, mix []mixRun, clients int, think 
 					switch {
 					case pctx.Err() != nil:
 					case envelope.NoSlot(err):
-						if t.measuring.Load() {
+						if inPhase(clock()) {
 							refused.Add(1)
 						}
 					default:
@@ -139,8 +140,11 @@ func (e *Engine) holdSide(ctx context.Context, mix []mixRun, clients int, think 
 					continue
 				}
 			}
-			t0 := time.Now()
-			t.add(pctx, t0, runOne(pctx, nil, []Session{c}, 0, false, mix[n%len(mix)]))
+			start := clock()
+			err := runOne(pctx, nil, []Session{c}, 0, false, mix[n%len(mix)])
+			if pctx.Err() == nil { // the side's end cancels no failure
+				t.add(start, clock(), err)
+			}
 			Sleep(pctx, think)
 		}
 	})

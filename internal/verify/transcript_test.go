@@ -32,11 +32,13 @@ var record = flag.Bool("record", false, "record the tapes again from lab scenari
 // PostgreSQL 15 and compares the statements sent, in order, and the
 // verdict with testdata/transcripts. It needs no server. The directive:
 //
-//	verify scenario=NAME tape=NAME kind=K[,K] [lab] [verify-indexes] [busy] [workers] [twin]
+//	verify scenario=NAME tape=NAME kind=K[,K] [lab] [verify-indexes] [busy] [workers] [pool] [twin]
 //
 // takes the findings of kind K the rules produce on the lab scenario
 // (with workers, the engine may open more sessions on the lab database,
 // each recorded on a tape of its own and replayed in the order opened;
+// with pool, it may also start a transaction-mode PgBouncer in front of
+// it, whose sessions are recorded among the workers;
 // with twin, the connection stands for a twin's, where the rehearsals of
 // lock queues run, and a replay's rehearsal does not wait); its
 // input may hold "setup: SQL" lines (run before collecting, when
@@ -71,6 +73,9 @@ type tcase struct {
 	scenario, tape             string
 	kinds                      map[string]bool
 	lab, copies, busy, workers bool
+	// pool: the engine may start a pool (Engine.Pool), whose sessions
+	// are workers.
+	pool bool
 	// twin: the connection is a twin's (Engine.InPlace), where the
 	// rehearsals of lock queues run.
 	twin  bool
@@ -98,6 +103,8 @@ func parseCase(t *testing.T, d *datadriven.TestData) tcase {
 			c.busy = true
 		case "workers":
 			c.workers = true
+		case "pool":
+			c.pool = true
 		case "twin":
 			c.twin = true
 		default:
@@ -151,6 +158,11 @@ func replay(t *testing.T, c tcase, tp *tape) string {
 			w := newReplayer(t, fmt.Sprintf("%s worker %d", c.tape, len(workers)+1), tp.Workers[len(workers)])
 			workers = append(workers, w)
 			return replayedSession{w}, nil
+		}
+		if c.pool {
+			eng.Pool = func(context.Context, int) (func(context.Context) (verify.Session, error), func(), error) {
+				return eng.Workers, func() {}, nil
+			}
 		}
 	}
 	// The clock of the kinds timed from pgmedic's side: a millisecond
@@ -269,6 +281,13 @@ func (r *recording) record(t *testing.T, c tcase) *tape {
 		if env, err = scenario.Setup(ctx, cluster, s, t.Logf); err != nil {
 			t.Fatal(err)
 		}
+		if s.PgBouncer != nil {
+			b, err := env.StartBouncer(ctx, cluster, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Stop()
+		}
 		// Collected once the workload is under way, as check is in the
 		// lab: the import's checkpoints counted, every autovacuum worker
 		// on a table.
@@ -311,6 +330,16 @@ func (r *recording) record(t *testing.T, c tcase) *tape {
 	if d, err := time.ParseDuration(s.Sample); err == nil && s.Sample != "" {
 		opts.SampleFor = d // the lock queues are seen across the scenario's sample
 	}
+	if env.Bouncer != nil {
+		// Its pools are sampled with the sessions, as check --pgbouncer
+		// samples them (pool-saturation reads them).
+		b, err := envelope.ConnectBouncer(ctx, env.Bouncer.AdminDSN(), envelope.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		opts.Bouncer, opts.BouncerVersion = b.Conn, b.Version
+	}
 	snap, err := collect.SnapshotWith(ctx, sess.Conn, time.Now(), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -320,6 +349,11 @@ func (r *recording) record(t *testing.T, c tcase) *tape {
 	selected, _ := rules.Select(nil)
 	all, _ := rules.Run(snap, selected)
 	tp := &tape{Scenario: c.scenario, Snapshot: trim(snap, c.kinds)}
+	if c.twin {
+		// The engine on a twin sees the twin's sessions, not the
+		// target's (as diagnose's twinSnapshot gives it): none busy.
+		tp.Snapshot.Activity = model.Activity{MaxConnections: snap.Activity.MaxConnections}
+	}
 	for _, f := range all {
 		if f.Experiment == nil || !c.kinds[f.Experiment.Kind] {
 			continue
@@ -360,6 +394,34 @@ func (r *recording) record(t *testing.T, c tcase) *tape {
 			workers = append(workers, w)
 			mu.Unlock()
 			return w, nil
+		}
+		if c.pool {
+			if env.Bouncer != nil {
+				env.Bouncer.Stop() // the workload's, in the directory a new one takes
+			}
+			eng.Pool = func(ctx context.Context, size int) (func(context.Context) (verify.Session, error), func(), error) {
+				b, err := cluster.StartPgBouncer(ctx, lab.BouncerOptions{PoolSize: size, Mode: "transaction"})
+				if err != nil {
+					return nil, nil, err
+				}
+				cfg, err := pgx.ParseConfig(b.DSN(cluster.Superuser, env.DB))
+				if err != nil {
+					b.Stop()
+					return nil, nil, err
+				}
+				cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+				return func(ctx context.Context) (verify.Session, error) {
+					conn, err := pgx.ConnectConfig(ctx, cfg)
+					if err != nil {
+						return nil, err
+					}
+					w := &recordedSession{Recorder: &testkit.Recorder{Conn: conn}, conn: conn}
+					mu.Lock()
+					workers = append(workers, w)
+					mu.Unlock()
+					return w, nil
+				}, b.Stop, nil
+			}
 		}
 	}
 	if !c.busy {

@@ -68,7 +68,7 @@ type Engine struct {
 	// Pool starts a transaction-mode pool of size server connections in
 	// front of the same database (a twin's) and returns a connector
 	// through it and its stop; nil when none can be started.
-	Pool func(ctx context.Context, size int) (connect func(context.Context) (*pgx.Conn, error), stop func(), err error)
+	Pool func(ctx context.Context, size int) (connect func(context.Context) (Session, error), stop func(), err error)
 	// Admit makes, on a twin of pgmedic's own, a role the server admits
 	// only limit sessions of (past them it refuses the connection as
 	// max_connections does, SQLSTATE 53300), and returns its connectors,
@@ -267,10 +267,9 @@ const (
 
 // Kind is one row of the experiment kinds table: the kind's id (the
 // model.Exp* constant the rules name it by), where it runs, what the twin
-// copies for it, the transcript that replays it without a server ("" for
-// the kinds whose sessions race each other on the wall clock, tested on
-// lab clusters), and
-// its function (nil for the JIT toggle and its aggregate, which run first:
+// copies for it, the transcript that replays it without a server (""
+// for the held sessions, whose refused connections no tape holds, and the
+// CPU profile, both tested on lab clusters), and its function (nil for the JIT toggle and its aggregate, which run first:
 // several findings share one statement's measurement).
 type Kind struct {
 	ID         string
@@ -299,7 +298,7 @@ var Kinds = []Kind{
 	{model.ExpDDLHold, OnTwin, DefinitionsOnly, "ddl-hold", (*Engine).ddlHold},
 	{model.ExpCheckpointWAL, OnTwin, WithRows, "checkpoint-wal", (*Engine).checkpointWAL},
 	{model.ExpIndexWrites, OnTwin, WithRows, "index-writes", (*Engine).indexWrites},
-	{model.ExpConcurrency, OnTwin, RowsWhenTables, "", (*Engine).concurrency},
+	{model.ExpConcurrency, OnTwin, RowsWhenTables, "concurrency", (*Engine).concurrency},
 	// The held sessions' statements are cheap by what they show (idle
 	// between them): refusals and goodput at the clients' idle time need
 	// the tables' definitions, and a target whose slots are full is not
@@ -336,6 +335,9 @@ type Replayed interface {
 	// LastMS is how long the server took for the last call replayed,
 	// as recorded.
 	LastMS() float64
+	// Elapsed is what the calls replayed so far took, as recorded: a
+	// load client's clock (runClients).
+	Elapsed() time.Duration
 }
 
 // Sessions makes a connector of *pgx.Conn one of Sessions (Workers).
