@@ -83,7 +83,7 @@ func (e *Engine) concurrency(ctx context.Context, _ *model.Snapshot, f *model.Fi
 		// both sides (on a twin whose machine is slower than the
 		// server's, or a mix of long statements).
 		f.Verification.Status, f.Verification.Before, f.Verification.After = model.NotRun, nil, nil
-		f.Verification.Reason = fmt.Sprintf("the replay finished no statement in %s on either side (%d failed or outlasted it): a load this slow on the twin cannot be compared; replay the log (pgmedic replay) with the clients' own timeouts", loadPhase, before.failed+after.failed)
+		f.Verification.Reason = fmt.Sprintf("no replayed statement finished within the %s phase on either side (%d failed, the others outlasted it): a load this slow on the twin cannot be compared; replay the log (pgmedic replay) with the clients' own timeouts", loadPhase, before.failed+after.failed)
 		return
 	}
 	// The pool must give back goodput, or the same goodput at a p95 the
