@@ -130,19 +130,13 @@ func (o Options) verifyWithTwin(ctx context.Context, sess *envelope.Session, sna
 	}
 	eng := o.engine(sess)
 	eng.Conn, eng.Lab, eng.InPlace, eng.Workers = tw.Conn, true, true, verify.Sessions(tw.Connect)
-	eng.Pool = func(ctx context.Context, size int) (func(context.Context) (verify.Session, error), func(), error) {
-		connect, stop, err := tw.Pool(ctx, size)
-		if err != nil {
-			return nil, nil, err
-		}
-		return verify.Sessions(connect), stop, nil
-	}
+	eng.Pool = verify.Pooled(tw.Pool)
 	eng.Admit = func(ctx context.Context, limit int) (*verify.Admitted, error) {
 		connect, pool, drop, err := tw.Admit(ctx, limit)
 		if err != nil {
 			return nil, err
 		}
-		return &verify.Admitted{Connect: connect, Pool: pool, Close: drop}, nil
+		return &verify.Admitted{Connect: verify.Sessions(connect), Pool: verify.Pooled(pool), Close: drop}, nil
 	}
 	copied, more := eng.Run(ctx, twSnap, copied)
 	for i := range copied {

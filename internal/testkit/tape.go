@@ -51,6 +51,10 @@ type CallErr struct {
 	NoRows  bool `json:",omitempty"`
 }
 
+// ErrOf is err as a tape keeps it (nil for nil): a refused connection's
+// too, which no session's calls hold.
+func ErrOf(err error) *CallErr { return errOf(err) }
+
 func errOf(err error) *CallErr {
 	if err == nil {
 		return nil

@@ -596,10 +596,17 @@ func (t *Twin) Admit(ctx context.Context, limit int) (connect func(context.Conte
 	if t.cluster == nil {
 		return nil, nil, nil, fmt.Errorf("the twin is a scratch server (--twin-dsn): pgmedic makes a role of limited connections only on its own lab cluster")
 	}
+	return AdmitOn(ctx, t.cluster, t.Conn, DBName, limit)
+}
+
+// AdmitOn is Admit on database db of lab cluster c, the role made
+// through admin (a superuser's session on db).
+func AdmitOn(ctx context.Context, c *lab.Cluster, admin envelope.Conn, db string, limit int) (connect func(context.Context) (*pgx.Conn, error),
+	pool func(context.Context, int) (func(context.Context) (*pgx.Conn, error), func(), error), drop func(), err error) {
 	drop = func() {
 		bg := context.WithoutCancel(ctx)
-		t.Conn.Exec(bg, envelope.Tag+"DROP OWNED BY "+clientRole)
-		t.Conn.Exec(bg, envelope.Tag+"DROP ROLE IF EXISTS "+clientRole)
+		admin.Exec(bg, envelope.Tag+"DROP OWNED BY "+clientRole)
+		admin.Exec(bg, envelope.Tag+"DROP ROLE IF EXISTS "+clientRole)
 	}
 	drop() // one a run that died left behind
 	grant := envelope.Tag + fmt.Sprintf(`CREATE ROLE %[1]s LOGIN CONNECTION LIMIT %[2]d;
@@ -611,20 +618,20 @@ BEGIN
 		EXECUTE format('GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA %%s TO %[1]s', s);
 	END LOOP;
 END$$`, clientRole, limit)
-	if _, err := t.Conn.Exec(ctx, grant); err != nil {
+	if _, err := admin.Exec(ctx, grant); err != nil {
 		drop()
 		return nil, nil, nil, fmt.Errorf("making role %s on the twin: %w", clientRole, err)
 	}
-	dsn := t.cluster.UserDSN(clientRole, DBName)
+	dsn := c.UserDSN(clientRole, db)
 	connect = func(ctx context.Context) (*pgx.Conn, error) {
 		return envelope.Dial(ctx, dsn, envelope.Work{AppName: envelope.AppName + " worker"})
 	}
 	pool = func(ctx context.Context, size int) (func(context.Context) (*pgx.Conn, error), func(), error) {
-		b, err := t.cluster.StartPgBouncer(ctx, lab.BouncerOptions{PoolSize: size, Mode: "transaction", Users: []string{clientRole}})
+		b, err := c.StartPgBouncer(ctx, lab.BouncerOptions{PoolSize: size, Mode: "transaction", Users: []string{clientRole}})
 		if err != nil {
 			return nil, nil, err
 		}
-		dsn := b.DSN(clientRole, DBName)
+		dsn := b.DSN(clientRole, db)
 		return func(ctx context.Context) (*pgx.Conn, error) {
 			return envelope.Dial(ctx, dsn, envelope.Work{AppName: envelope.AppName + " worker", SimpleProtocol: true})
 		}, b.Stop, nil

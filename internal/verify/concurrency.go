@@ -161,8 +161,8 @@ func (e *Engine) loadSide(ctx context.Context, mix []mixRun, clients, pool int, 
 		}
 	}()
 	if !reconnect {
-		for range clients {
-			c, err := connect(ctx)
+		for i := range clients {
+			c, err := connect(withClient(ctx, i))
 			if err != nil {
 				return load{}, fmt.Errorf("opening %d sessions: %w", clients, err)
 			}
@@ -259,7 +259,7 @@ func runClients(ctx context.Context, clients int, client func(pctx context.Conte
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			client(pctx, i, &t)
+			client(withClient(pctx, i), i, &t)
 		}()
 	}
 	wg.Wait()
@@ -269,6 +269,22 @@ func runClients(ctx context.Context, clients int, client func(pctx context.Conte
 	sort.Float64s(t.lat)
 	return load{ok: t.ok.Load(), failed: t.failed.Load(), p50: model.Percentile(t.lat, 0.5), p95: model.Percentile(t.lat, 0.95),
 		goodput: float64(t.ok.Load()) / loadPhase.Seconds()}, nil
+}
+
+// clientKey carries a load client's number in the contexts its
+// sessions are opened with.
+type clientKey struct{}
+
+func withClient(ctx context.Context, i int) context.Context {
+	return context.WithValue(ctx, clientKey{}, i)
+}
+
+// ClientOf is the number (from 0) of the load client a session is
+// opened for, when it is one: a recording keeps each client's sessions
+// and refused connections apart, and a replay gives each its own.
+func ClientOf(ctx context.Context) (int, bool) {
+	i, ok := ctx.Value(clientKey{}).(int)
+	return i, ok
 }
 
 // runOne runs one statement of the mix on client i's session, or on a

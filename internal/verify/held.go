@@ -2,26 +2,33 @@ package verify
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
 )
 
 // Admitted are sessions of a role the server admits only so many of.
+// Each connector is called with the load client's number in its context
+// (ClientOf); a replayed one says ErrRecordingEnded when the client's
+// recording has no more connections.
 type Admitted struct {
 	// Connect opens one directly; past the limit the server refuses it.
-	Connect func(context.Context) (*pgx.Conn, error)
+	Connect func(context.Context) (Session, error)
 	// Pool starts PgBouncer in transaction mode with size server
 	// connections of the role, and returns a connector through it.
-	Pool func(ctx context.Context, size int) (connect func(context.Context) (*pgx.Conn, error), stop func(), err error)
+	Pool func(ctx context.Context, size int) (connect func(context.Context) (Session, error), stop func(), err error)
 	// Close drops the role.
 	Close func()
 }
+
+// ErrRecordingEnded is what a replayed connector (a transcript's) says
+// when the client's recording holds no more connections: the client has
+// done what it did when recorded.
+var ErrRecordingEnded = errors.New("the recording holds no more connections for this client")
 
 // A held-sessions replay admits at most heldMaxSlots sessions on the
 // twin (the server's own slots, scaled down: a twin's machine need not
@@ -111,42 +118,89 @@ func (e *Engine) heldSessions(ctx context.Context, _ *model.Snapshot, f *model.F
 // through connect) and sit think between statements, for loadPhase
 // after loadWarm. A client the server refuses counts the refusal and
 // tries again after its idle time, as an application's next request
-// would.
-func (e *Engine) holdSide(ctx context.Context, mix []mixRun, clients int, think time.Duration, connect func(context.Context) (*pgx.Conn, error)) (heldSide, error) {
+// would. Replayed (a transcript: the engine's Sleep is injected), each
+// client runs its recording to the end on a clock of its own: the
+// recorded time of its calls and the idle time it slept.
+func (e *Engine) holdSide(ctx context.Context, mix []mixRun, clients int, think time.Duration, connect func(context.Context) (Session, error)) (heldSide, error) {
 	var refused atomic.Int64
 	l, err := runClients(ctx, clients, func(pctx context.Context, i int, t *tally) {
-		clock := t.clock(nil)
-		var c *pgx.Conn
+		clk := &clientClock{live: t.clock(nil), virtual: e.Sleep != nil}
+		var c Session
 		defer func() {
 			if c != nil {
 				c.Close(context.WithoutCancel(ctx))
 			}
 		}()
-		for n := i; pctx.Err() == nil; n++ {
+		for n := i; clk.virtual || pctx.Err() == nil; n++ {
 			if c == nil {
 				var err error
 				if c, err = connect(pctx); err != nil {
 					c = nil
 					switch {
+					case errors.Is(err, ErrRecordingEnded):
+						return
 					case pctx.Err() != nil:
 					case envelope.NoSlot(err):
-						if inPhase(clock()) {
+						if inPhase(clk.now()) {
 							refused.Add(1)
 						}
 					default:
 						t.fail(err)
 					}
-					Sleep(pctx, think)
+					clk.sleep(pctx, think)
 					continue
 				}
 			}
-			start := clock()
-			err := runOne(pctx, nil, []Session{c}, 0, false, mix[n%len(mix)])
-			if pctx.Err() == nil { // the side's end cancels no failure
-				t.add(start, clock(), err)
+			r, replayed := c.(Replayed)
+			if replayed && r.Ended() {
+				return
 			}
-			Sleep(pctx, think)
+			start := clk.now()
+			err := clk.ran(c, func() error { return runOne(pctx, nil, []Session{c}, 0, false, mix[n%len(mix)]) })
+			// The side's end cancels no failure: live its context has
+			// ended, replayed it is the recording's last call.
+			if pctx.Err() == nil && !(replayed && err != nil && r.Ended()) {
+				t.add(start, clk.now(), err)
+			}
+			clk.sleep(pctx, think)
 		}
 	})
 	return heldSide{load: l, refused: refused.Load()}, err
+}
+
+// clientClock is a held-sessions client's time since its side began:
+// the wall clock's, or (virtual) what its recorded calls took plus the
+// idle time it slept, without sleeping.
+type clientClock struct {
+	live    func() time.Duration
+	virtual bool
+	at      time.Duration
+}
+
+func (c *clientClock) now() time.Duration {
+	if c.virtual {
+		return c.at
+	}
+	return c.live()
+}
+
+func (c *clientClock) sleep(ctx context.Context, d time.Duration) {
+	if c.virtual {
+		c.at += d
+		return
+	}
+	Sleep(ctx, d)
+}
+
+// ran runs f on session s and, on a virtual clock, moves it by the
+// time s's calls in f took when recorded.
+func (c *clientClock) ran(s Session, f func() error) error {
+	r, ok := s.(Replayed)
+	if !c.virtual || !ok {
+		return f()
+	}
+	before := r.Elapsed()
+	err := f()
+	c.at += r.Elapsed() - before
+	return err
 }

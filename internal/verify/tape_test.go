@@ -26,6 +26,19 @@ type tape struct {
 	// Workers are the calls of each worker session the experiments
 	// opened (Engine.Workers), in the order they were opened.
 	Workers [][]call `json:",omitempty"`
+	// Admitted and Pooled are each load client's connection attempts
+	// through the held-sessions role's connectors (Engine.Admit),
+	// directly and through its pool, in order; Admitted[i] is client i's.
+	Admitted, Pooled [][]attempt `json:",omitempty"`
+}
+
+// attempt is one connection a load client asked for: refused (Err), cut
+// by the end of its side (Cut), or the worker session it got (Worker,
+// an index into Workers).
+type attempt struct {
+	Worker int              `json:",omitempty"`
+	Err    *testkit.CallErr `json:",omitempty"`
+	Cut    bool             `json:",omitempty"`
 }
 
 type tapedFinding struct {

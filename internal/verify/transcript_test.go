@@ -23,6 +23,7 @@ import (
 	"github.com/pgmedic/pgmedic/internal/scenario"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 	"github.com/pgmedic/pgmedic/internal/testkit"
+	"github.com/pgmedic/pgmedic/internal/twin"
 	"github.com/pgmedic/pgmedic/internal/verify"
 )
 
@@ -32,13 +33,15 @@ var record = flag.Bool("record", false, "record the tapes again from lab scenari
 // PostgreSQL 15 and compares the statements sent, in order, and the
 // verdict with testdata/transcripts. It needs no server. The directive:
 //
-//	verify scenario=NAME tape=NAME kind=K[,K] [lab] [verify-indexes] [busy] [workers] [pool] [twin]
+//	verify scenario=NAME tape=NAME kind=K[,K] [lab] [verify-indexes] [busy] [workers] [pool] [admit] [twin]
 //
 // takes the findings of kind K the rules produce on the lab scenario
 // (with workers, the engine may open more sessions on the lab database,
 // each recorded on a tape of its own and replayed in the order opened;
 // with pool, it may also start a transaction-mode PgBouncer in front of
-// it, whose sessions are recorded among the workers;
+// it, whose sessions are recorded among the workers; with admit, it may
+// make a role the server admits only so many sessions of, each load
+// client's connection attempts recorded and replayed as its own;
 // with twin, the connection stands for a twin's, where the rehearsals of
 // lock queues run, and a replay's rehearsal does not wait); its
 // input may hold "setup: SQL" lines (run before collecting, when
@@ -76,6 +79,9 @@ type tcase struct {
 	// pool: the engine may start a pool (Engine.Pool), whose sessions
 	// are workers.
 	pool bool
+	// admit: the engine may make a role of limited connections
+	// (Engine.Admit), its sessions workers.
+	admit bool
 	// twin: the connection is a twin's (Engine.InPlace), where the
 	// rehearsals of lock queues run.
 	twin  bool
@@ -105,6 +111,8 @@ func parseCase(t *testing.T, d *datadriven.TestData) tcase {
 			c.workers = true
 		case "pool":
 			c.pool = true
+		case "admit":
+			c.admit = true
 		case "twin":
 			c.twin = true
 		default:
@@ -163,6 +171,37 @@ func replay(t *testing.T, c tcase, tp *tape) string {
 			eng.Pool = func(context.Context, int) (func(context.Context) (verify.Session, error), func(), error) {
 				return eng.Workers, func() {}, nil
 			}
+		}
+	}
+	if c.admit {
+		for i, calls := range tp.Workers {
+			workers = append(workers, newReplayer(t, fmt.Sprintf("%s worker %d", c.tape, i+1), calls))
+		}
+		connector := func(list [][]attempt) func(context.Context) (verify.Session, error) {
+			next := make([]int, len(list))
+			return func(ctx context.Context) (verify.Session, error) {
+				i, _ := verify.ClientOf(ctx)
+				mu.Lock()
+				defer mu.Unlock()
+				if i >= len(list) || next[i] >= len(list[i]) {
+					return nil, verify.ErrRecordingEnded
+				}
+				a := list[i][next[i]]
+				next[i]++
+				switch {
+				case a.Cut:
+					return nil, verify.ErrRecordingEnded
+				case a.Err != nil:
+					return nil, a.Err.Err()
+				}
+				return replayedSession{workers[a.Worker]}, nil
+			}
+		}
+		eng.Admit = func(context.Context, int) (*verify.Admitted, error) {
+			return &verify.Admitted{Connect: connector(tp.Admitted), Close: func() {},
+				Pool: func(context.Context, int) (func(context.Context) (verify.Session, error), func(), error) {
+					return connector(tp.Pooled), func() {}, nil
+				}}, nil
 		}
 	}
 	// The clock of the kinds timed from pgmedic's side: a millisecond
@@ -422,6 +461,54 @@ func (r *recording) record(t *testing.T, c tcase) *tape {
 					return w, nil
 				}, b.Stop, nil
 			}
+		}
+	}
+	if c.admit {
+		var mu sync.Mutex
+		// recorded wraps a connector of the role: each attempt kept as
+		// its client's, each session a worker.
+		recorded := func(list *[][]attempt, dial func(context.Context) (*pgx.Conn, error)) func(context.Context) (verify.Session, error) {
+			return func(ctx context.Context) (verify.Session, error) {
+				i, _ := verify.ClientOf(ctx)
+				conn, err := dial(ctx)
+				mu.Lock()
+				defer mu.Unlock()
+				for len(*list) <= i {
+					*list = append(*list, nil)
+				}
+				switch {
+				case err != nil && ctx.Err() != nil:
+					(*list)[i] = append((*list)[i], attempt{Cut: true})
+					return nil, err
+				case err != nil:
+					(*list)[i] = append((*list)[i], attempt{Err: testkit.ErrOf(err)})
+					return nil, err
+				}
+				w := &recordedSession{Recorder: &testkit.Recorder{Conn: conn}, conn: conn}
+				workers = append(workers, w)
+				(*list)[i] = append((*list)[i], attempt{Worker: len(workers) - 1})
+				return w, nil
+			}
+		}
+		eng.Admit = func(ctx context.Context, limit int) (*verify.Admitted, error) {
+			admin, err := pgx.Connect(ctx, cluster.DSN(env.DB))
+			if err != nil {
+				return nil, err
+			}
+			connect, pool, drop, err := twin.AdmitOn(ctx, cluster, admin, env.DB, limit)
+			if err != nil {
+				admin.Close(ctx)
+				return nil, err
+			}
+			return &verify.Admitted{Connect: recorded(&tp.Admitted, connect),
+				Pool: func(ctx context.Context, size int) (func(context.Context) (verify.Session, error), func(), error) {
+					dial, stop, err := pool(ctx, size)
+					if err != nil {
+						return nil, nil, err
+					}
+					return recorded(&tp.Pooled, dial), stop, nil
+				},
+				Close: func() { drop(); admin.Close(context.Background()) }}, nil
 		}
 	}
 	if !c.busy {

@@ -268,8 +268,8 @@ const (
 // Kind is one row of the experiment kinds table: the kind's id (the
 // model.Exp* constant the rules name it by), where it runs, what the twin
 // copies for it, the transcript that replays it without a server (""
-// for the held sessions, whose refused connections no tape holds, and the
-// CPU profile, both tested on lab clusters), and its function (nil for the JIT toggle and its aggregate, which run first:
+// for the CPU profile, whose perf samples no tape holds: it is tested on
+// lab clusters), and its function (nil for the JIT toggle and its aggregate, which run first:
 // several findings share one statement's measurement).
 type Kind struct {
 	ID         string
@@ -303,7 +303,7 @@ var Kinds = []Kind{
 	// between them): refusals and goodput at the clients' idle time need
 	// the tables' definitions, and a target whose slots are full is not
 	// read for rows.
-	{model.ExpHeldSessions, OnTwin, DefinitionsOnly, "", (*Engine).heldSessions},
+	{model.ExpHeldSessions, OnTwin, DefinitionsOnly, "held-sessions", (*Engine).heldSessions},
 	{model.ExpHOTUpdate, OnTwin, WithRows, "hot-update", (*Engine).hotUpdate},
 	{model.ExpHorizon, OnTwin, WithRows, "vacuum-horizon", (*Engine).vacuumHorizon},
 	{model.ExpIndexRebuild, CopiesOnTwin, WithRows, "index-rebuild", (*Engine).indexRebuild},
@@ -338,6 +338,18 @@ type Replayed interface {
 	// Elapsed is what the calls replayed so far took, as recorded: a
 	// load client's clock (runClients).
 	Elapsed() time.Duration
+}
+
+// Pooled makes a pool starter whose connector gives *pgx.Conn one whose
+// connector gives Sessions (Engine.Pool, Admitted.Pool).
+func Pooled(start func(context.Context, int) (func(context.Context) (*pgx.Conn, error), func(), error)) func(context.Context, int) (func(context.Context) (Session, error), func(), error) {
+	return func(ctx context.Context, size int) (func(context.Context) (Session, error), func(), error) {
+		connect, stop, err := start(ctx, size)
+		if err != nil {
+			return nil, nil, err
+		}
+		return Sessions(connect), stop, nil
+	}
 }
 
 // Sessions makes a connector of *pgx.Conn one of Sessions (Workers).
