@@ -584,10 +584,11 @@ func TestTapesStayInTheEnvelope(t *testing.T) {
 			t.Errorf("%s: %s", filepath.Base(p), problem)
 		}
 	}
-	// Every kind that runs on pgmedic's one connection has a tape (the
-	// kinds table names its transcript).
+	// Every kind has a tape (the kinds table names its transcript).
 	for _, k := range verify.Kinds {
-		if k.Transcript != "" && !kinds[k.ID] {
+		// A transcript of another package's pipeline keeps its tape there
+		// (diagnose's profile test checks its envelope).
+		if !strings.HasPrefix(k.Transcript, "../") && !kinds[k.ID] {
 			t.Errorf("no tape covers the %s experiment", k.ID)
 		}
 	}

@@ -267,9 +267,11 @@ const (
 
 // Kind is one row of the experiment kinds table: the kind's id (the
 // model.Exp* constant the rules name it by), where it runs, what the twin
-// copies for it, the transcript that replays it without a server (""
-// for the CPU profile, whose perf samples no tape holds: it is tested on
-// lab clusters), and its function (nil for the JIT toggle and its aggregate, which run first:
+// copies for it, the transcript that replays it without a server (a
+// name under testdata/transcripts; the CPU hot spot's re-run, which
+// needs perf's samples of the workload to be found, is replayed with the
+// whole profile pipeline, so its transcript is diagnose's, a path from
+// this package), and its function (nil for the JIT toggle and its aggregate, which run first:
 // several findings share one statement's measurement).
 type Kind struct {
 	ID         string
@@ -291,7 +293,7 @@ var Kinds = []Kind{
 	{model.ExpIndexStats, CopiesOnTwin, WithRows, "pgstatindex", (*Engine).indexStats},
 	{model.ExpTableStats, CopiesOnTwin, WithRows, "pgstattuple", (*Engine).tableStats},
 	{model.ExpMisestimate, CopiesOnTwin, WithRows, "misestimate", (*Engine).misestimate},
-	{model.ExpHotspot, OnTarget, WithRows, "", (*Engine).hotspot},
+	{model.ExpHotspot, OnTarget, WithRows, "../diagnose/testdata/transcripts/profile-tz.txt", (*Engine).hotspot},
 	{model.ExpClaimRace, OnTwin, WithRows, "claim-race", (*Engine).claimRace},
 	{model.ExpLockQueue, OnTwin, DefinitionsOnly, "lock-queue", (*Engine).lockQueue},
 	{model.ExpHeldLock, OnTwin, RowsForRowLocks, "held-lock", (*Engine).heldLock},
