@@ -421,17 +421,22 @@ func (r *recording) record(t *testing.T, c tcase) *tape {
 	rec := &testkit.Recorder{Conn: sess.Conn}
 	eng := engine(c, rec)
 	var workers []*recordedSession
+	var mu sync.Mutex
+	// keep makes a session a recorded worker; it returns its index.
+	keep := func(conn *pgx.Conn) (*recordedSession, int) {
+		w := &recordedSession{Recorder: &testkit.Recorder{Conn: conn}, conn: conn}
+		mu.Lock()
+		defer mu.Unlock()
+		workers = append(workers, w)
+		return w, len(workers) - 1
+	}
 	if c.workers {
-		var mu sync.Mutex
 		eng.Workers = func(ctx context.Context) (verify.Session, error) {
 			conn, err := pgx.Connect(ctx, cluster.DSN(env.DB))
 			if err != nil {
 				return nil, err
 			}
-			w := &recordedSession{Recorder: &testkit.Recorder{Conn: conn}, conn: conn}
-			mu.Lock()
-			workers = append(workers, w)
-			mu.Unlock()
+			w, _ := keep(conn)
 			return w, nil
 		}
 		if c.pool {
@@ -454,25 +459,22 @@ func (r *recording) record(t *testing.T, c tcase) *tape {
 					if err != nil {
 						return nil, err
 					}
-					w := &recordedSession{Recorder: &testkit.Recorder{Conn: conn}, conn: conn}
-					mu.Lock()
-					workers = append(workers, w)
-					mu.Unlock()
+					w, _ := keep(conn)
 					return w, nil
 				}, b.Stop, nil
 			}
 		}
 	}
 	if c.admit {
-		var mu sync.Mutex
+		var attempts sync.Mutex
 		// recorded wraps a connector of the role: each attempt kept as
 		// its client's, each session a worker.
 		recorded := func(list *[][]attempt, dial func(context.Context) (*pgx.Conn, error)) func(context.Context) (verify.Session, error) {
 			return func(ctx context.Context) (verify.Session, error) {
 				i, _ := verify.ClientOf(ctx)
 				conn, err := dial(ctx)
-				mu.Lock()
-				defer mu.Unlock()
+				attempts.Lock()
+				defer attempts.Unlock()
 				for len(*list) <= i {
 					*list = append(*list, nil)
 				}
@@ -484,9 +486,8 @@ func (r *recording) record(t *testing.T, c tcase) *tape {
 					(*list)[i] = append((*list)[i], attempt{Err: testkit.ErrOf(err)})
 					return nil, err
 				}
-				w := &recordedSession{Recorder: &testkit.Recorder{Conn: conn}, conn: conn}
-				workers = append(workers, w)
-				(*list)[i] = append((*list)[i], attempt{Worker: len(workers) - 1})
+				w, n := keep(conn)
+				(*list)[i] = append((*list)[i], attempt{Worker: n})
 				return w, nil
 			}
 		}
