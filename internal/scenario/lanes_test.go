@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -77,5 +78,18 @@ func TestLanesStopAtAFailure(t *testing.T) {
 	})
 	if err != nil || len(ran) != 2 {
 		t.Errorf("ran %v (%v): want a and b, then a stop", ran, err)
+	}
+}
+
+// TestWorkloadWithoutItsPgBouncer: a scenario whose clients connect
+// through PgBouncer, run without one, says so instead of panicking (a
+// recorder that forgot to start it killed its test process, and the
+// process's cluster outlived it).
+func TestWorkloadWithoutItsPgBouncer(t *testing.T) {
+	e := &Env{}
+	err := e.workload(context.Background(), Scenario{Name: "pooled", PgBouncer: &BouncerSpec{PoolSize: 2},
+		Go: func(context.Context, *Env) error { t.Fatal("the workload ran without its pool"); return nil }})
+	if err == nil || !strings.Contains(err.Error(), "PgBouncer") {
+		t.Errorf("got %v, want an error naming PgBouncer", err)
 	}
 }

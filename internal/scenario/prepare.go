@@ -222,6 +222,10 @@ func (e *Env) createDatabase(ctx context.Context) error {
 // workload runs the scenario's workloads in a fixed order: workload.sql,
 // workload.pgbench, then Go.
 func (e *Env) workload(ctx context.Context, s Scenario) error {
+	if s.PgBouncer != nil && e.Bouncer == nil {
+		// Its clients connect through the pool (BouncerDSN).
+		return errors.New("it runs behind PgBouncer, and none was started for it (Env.StartBouncer)")
+	}
 	for i := 0; i < s.Repeat && len(s.SQL) > 0; i++ {
 		if err := e.execApp(ctx, s.SQL...); err != nil {
 			return err
