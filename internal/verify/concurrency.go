@@ -88,7 +88,7 @@ func (e *Engine) concurrency(ctx context.Context, _ *model.Snapshot, f *model.Fi
 	}
 	// The pool must give back goodput, or the same goodput at a p95 the
 	// clients feel; anything less is not worth the change.
-	if after.ok > 0 && after.goodput >= before.goodput/helpedRatio || (after.goodput >= 0.95*before.goodput && after.p95 <= before.p95*helpedRatio) {
+	if after.ok > 0 && (after.goodput >= before.goodput/helpedRatio || (after.goodput >= 0.95*before.goodput && after.p95 <= before.p95*helpedRatio)) {
 		f.Verification.Status = model.Confirmed
 		return
 	}
@@ -172,9 +172,9 @@ func (e *Engine) loadSide(ctx context.Context, mix []mixRun, clients, pool int, 
 	return runClients(ctx, clients, func(pctx context.Context, i int, t *tally) {
 		// A client with a session of its own keeps its clock on it (a
 		// replayed one runs to the end of its recording); one that
-		// connects for each statement has the side's.
-		// The statement the side's end cancels is no failure: live, the
-		// side's context has ended; replayed, it is the recording's last.
+		// connects for each statement has the side's. The statement the
+		// side's end cancels is no failure: live, the side's context has
+		// ended; replayed, it is the recording's last call.
 		clock, more := t.clock(nil), func() bool { return pctx.Err() == nil }
 		cut := func(err error) bool { return pctx.Err() != nil }
 		if !reconnect {
