@@ -131,7 +131,13 @@ func (e *Engine) holdSide(ctx context.Context, mix []mixRun, clients int, think 
 				c.Close(context.WithoutCancel(ctx))
 			}
 		}()
-		for n := i; clk.virtual || pctx.Err() == nil; n++ {
+		// A virtual clock ends with the recording; twice the side's
+		// length bounds it should a live session meet an injected Sleep.
+		more := func() bool { return pctx.Err() == nil }
+		if clk.virtual {
+			more = func() bool { return clk.now() < 2*(loadWarm+loadPhase) }
+		}
+		for n := i; more(); n++ {
 			if c == nil {
 				var err error
 				if c, err = connect(pctx); err != nil {
