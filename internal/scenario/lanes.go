@@ -32,7 +32,7 @@ import (
 // second's, when it cannot be made (then the scenarios that wait did not
 // run, and their results are missing). The lanes stop when ctx ends.
 func RunLanes(ctx context.Context, list []Scenario, c *lab.Cluster, second func() (*lab.Cluster, func(), error), run func(i int, c *lab.Cluster) bool) error {
-	shared := &lane{}
+	shared := &queue{}
 	var waits, own []int
 	for i, s := range list {
 		switch {
@@ -42,6 +42,18 @@ func RunLanes(ctx context.Context, list []Scenario, c *lab.Cluster, second func(
 			waits = append(waits, i)
 		default:
 			shared.left = append(shared.left, i)
+		}
+	}
+	// inOrder gives a lane's own scenarios one after another, until a
+	// failure stops the shared queue.
+	inOrder := func(idx []int) func() (int, bool) {
+		return func() (int, bool) {
+			if len(idx) == 0 || shared.halted() {
+				return 0, false
+			}
+			i := idx[0]
+			idx = idx[1:]
+			return i, true
 		}
 	}
 	// runOn runs scenarios on cl while next gives one.
@@ -70,68 +82,58 @@ func RunLanes(ctx context.Context, list []Scenario, c *lab.Cluster, second func(
 				return
 			}
 			defer release()
-			runOn(c2, (&lane{left: waits, shared: shared}).front)
-			runOn(c2, func() (int, bool) {
-				return shared.back(func(i int) bool { return !list[i].Standby })
-			})
+			runOn(c2, inOrder(waits))
+			runOn(c2, func() (int, bool) { return shared.take(true, func(i int) bool { return !list[i].Standby }) })
 		}()
 	}
 	if len(own) > 0 {
 		wg.Add(1)
-		go func() { defer wg.Done(); runOn(c, (&lane{left: own, shared: shared}).front) }()
+		go func() { defer wg.Done(); runOn(c, inOrder(own)) }()
 	}
-	runOn(c, shared.front)
+	runOn(c, func() (int, bool) { return shared.take(false, nil) })
 	wg.Wait()
 	return secondErr
 }
 
-// lane is the scenarios a lane has left to start. The first lane's is
-// shared with the second cluster's, which takes from its back; every
-// lane checks the shared one's stop.
-type lane struct {
+// queue is the first lane's scenarios left to start, which the second
+// cluster shares, and whether a failure stopped the lanes.
+type queue struct {
 	mu      sync.Mutex
 	left    []int
 	stopped bool
-	shared  *lane // nil for the shared lane itself
 }
 
-func (l *lane) stop() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.stopped = true
+func (q *queue) stop() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.stopped = true
 }
 
-func (l *lane) halted() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.stopped
+func (q *queue) halted() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.stopped
 }
 
-// front takes the first scenario left.
-func (l *lane) front() (int, bool) {
-	if l.shared != nil && l.shared.halted() {
+// take takes the first scenario left, or with fromBack the last one ok
+// accepts.
+func (q *queue) take(fromBack bool, ok func(int) bool) (int, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.stopped {
 		return 0, false
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.stopped || len(l.left) == 0 {
-		return 0, false
+	if !fromBack {
+		if len(q.left) == 0 {
+			return 0, false
+		}
+		i := q.left[0]
+		q.left = q.left[1:]
+		return i, true
 	}
-	i := l.left[0]
-	l.left = l.left[1:]
-	return i, true
-}
-
-// back takes the last scenario left that ok accepts.
-func (l *lane) back(ok func(int) bool) (int, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.stopped {
-		return 0, false
-	}
-	for k := len(l.left) - 1; k >= 0; k-- {
-		if i := l.left[k]; ok(i) {
-			l.left = slices.Delete(l.left, k, k+1)
+	for k := len(q.left) - 1; k >= 0; k-- {
+		if i := q.left[k]; ok(i) {
+			q.left = slices.Delete(q.left, k, k+1)
 			return i, true
 		}
 	}

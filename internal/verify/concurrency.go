@@ -175,20 +175,19 @@ func (e *Engine) loadSide(ctx context.Context, mix []mixRun, clients, pool int, 
 		// connects for each statement has the side's. The statement the
 		// side's end cancels is no failure: live, the side's context has
 		// ended; replayed, it is the recording's last call.
-		clock, more := t.clock(nil), func() bool { return pctx.Err() == nil }
+		clk := &clientClock{live: t.since}
+		more := func() bool { return pctx.Err() == nil }
 		cut := func(err error) bool { return pctx.Err() != nil }
-		if !reconnect {
-			clock = t.clock(conns[i])
-			if r, ok := conns[i].(Replayed); ok {
-				more = func() bool { return !r.Ended() }
-				cut = func(err error) bool { return err != nil && r.Ended() }
-			}
+		if r, ok := sessionOf(conns, i).(Replayed); ok && !reconnect {
+			clk.virtual = true
+			more = func() bool { return !r.Ended() }
+			cut = func(err error) bool { return err != nil && r.Ended() }
 		}
 		for n := i; more(); n++ {
-			start := clock()
-			err := runOne(pctx, connect, conns, i, reconnect, mix[n%len(mix)])
+			start := clk.now()
+			err := clk.ran(sessionOf(conns, i), func() error { return runOne(pctx, connect, conns, i, reconnect, mix[n%len(mix)]) })
 			if !cut(err) {
-				t.add(start, clock(), err)
+				t.add(start, clk.now(), err)
 			}
 		}
 	})
@@ -205,14 +204,16 @@ type tally struct {
 	firstErr   error
 }
 
-// clock is a client's time since the side began: the wall clock's, or
-// for a replayed session (a transcript) the time its recorded calls
-// took, so that a replay counts what the recording counted.
-func (t *tally) clock(c Session) func() time.Duration {
-	if r, ok := c.(Replayed); ok {
-		return r.Elapsed
+// since is the wall-clock time since the side began.
+func (t *tally) since() time.Duration { return time.Since(t.begin) }
+
+// sessionOf is client i's own session, nil for a client that connects
+// for each statement.
+func sessionOf(conns []Session, i int) Session {
+	if i < len(conns) {
+		return conns[i]
 	}
-	return func() time.Duration { return time.Since(t.begin) }
+	return nil
 }
 
 // inPhase says whether a moment of a client's clock is in the measured

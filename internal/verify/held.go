@@ -124,7 +124,7 @@ func (e *Engine) heldSessions(ctx context.Context, _ *model.Snapshot, f *model.F
 func (e *Engine) holdSide(ctx context.Context, mix []mixRun, clients int, think time.Duration, connect func(context.Context) (Session, error)) (heldSide, error) {
 	var refused atomic.Int64
 	l, err := runClients(ctx, clients, func(pctx context.Context, i int, t *tally) {
-		clk := &clientClock{live: t.clock(nil), virtual: e.Sleep != nil}
+		clk := &clientClock{live: t.since, virtual: e.Sleep != nil}
 		var c Session
 		defer func() {
 			if c != nil {
@@ -174,9 +174,10 @@ func (e *Engine) holdSide(ctx context.Context, mix []mixRun, clients int, think 
 	return heldSide{load: l, refused: refused.Load()}, err
 }
 
-// clientClock is a held-sessions client's time since its side began:
-// the wall clock's, or (virtual) what its recorded calls took plus the
-// idle time it slept, without sleeping.
+// clientClock is a load client's time since its side began: the wall
+// clock's, or (virtual, for sessions replayed from a transcript) what its
+// recorded calls took plus the idle time it slept, without sleeping, so
+// that a replay counts what the recording counted.
 type clientClock struct {
 	live    func() time.Duration
 	virtual bool

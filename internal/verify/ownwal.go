@@ -13,7 +13,6 @@ import (
 type ownWrite struct {
 	rows int64
 	wal  float64 // bytes, full-page images included
-	fpi  int64
 	ms   float64 // the executor's time, from the server's clock
 }
 
@@ -43,7 +42,7 @@ func writeOf(ctx context.Context, c envelope.Conn, dml string) (ownWrite, error)
 	if err != nil {
 		return ownWrite{}, fmt.Errorf("reading the EXPLAIN output: %w", err)
 	}
-	return ownWrite{rows: int64(ex.Plan.ActualRows * max(ex.Plan.ActualLoops, 1)), wal: float64(ex.Plan.WAL.Bytes), fpi: ex.Plan.WAL.FPI, ms: ex.ExecutionMS}, nil
+	return ownWrite{rows: int64(ex.Plan.ActualRows * max(ex.Plan.ActualLoops, 1)), wal: float64(ex.Plan.WAL.Bytes), ms: ex.ExecutionMS}, nil
 }
 
 // msPerK is the statement's time per 1,000 rows.
