@@ -25,9 +25,11 @@ import (
 
 // Thresholds of a statement change: a mean per call 1.5x apart and at
 // least half a millisecond apart; buffers per call doubled and at least
-// 100 more; rows per call doubled or halved and at least 10 apart. Calls
+// 100 more (and so for temporary blocks written); rows per call doubled or
+// halved and at least 10 apart; JIT's share of the time up 20 points. Calls
 // below MinCalls on either side say too little of a mean.
 const (
+	JITShareRise = 0.2
 	TimeRatio    = 1.5
 	TimeMinMS    = 0.5
 	BufferRatio  = 2.0
@@ -217,7 +219,8 @@ func key(r model.StatementRow) string {
 }
 
 func figures(r model.StatementRow) Figures {
-	return Figures{Calls: r.Calls, MeanMS: r.MeanMS, BuffersPerCall: r.BuffersPerCall, RowsPerCall: r.RowsPerCall, Plan: r.PlanShape}
+	return Figures{Calls: r.Calls, MeanMS: r.MeanMS, BuffersPerCall: r.BuffersPerCall, RowsPerCall: r.RowsPerCall,
+		TempPerCall: r.TempPerCall, JITShare: r.JITShare, Plan: r.PlanShape}
 }
 
 // compareStatements lists the statements whose figures moved beyond the
@@ -244,6 +247,9 @@ func compareStatements(old *Old, now []model.StatementRow, plans map[string]*pla
 		}
 		slower, faster := judge(&c)
 		switch {
+		case slower && sameWork(c.Before, c.After):
+			c.Verdict = Slower
+			c.Note = "not a regression: the same plan, and the same buffers, rows and temporary blocks per call as in the baseline; the statement does the same work, and its time moved with the server (its load, its cache, lock waits)"
 		case slower:
 			c.Verdict, c.Regression = Slower, true
 		case faster:
@@ -274,14 +280,21 @@ func judge(c *StatementChange) (slower, faster bool) {
 		c.Reasons = append(c.Reasons, fmt.Sprintf("mean per call %s -> %s (%.1fx faster)", printable.MS(b.MeanMS), printable.MS(a.MeanMS), b.MeanMS/a.MeanMS))
 	}
 	switch {
-	case a.BuffersPerCall >= BufferRatio*b.BuffersPerCall && a.BuffersPerCall-b.BuffersPerCall >= BufferMin:
+	case grew(b.BuffersPerCall, a.BuffersPerCall):
 		c.Reasons = append(c.Reasons, fmt.Sprintf("buffers per call %.0f -> %.0f", b.BuffersPerCall, a.BuffersPerCall))
 		slower = slower || !faster
-	case b.BuffersPerCall >= BufferRatio*a.BuffersPerCall && b.BuffersPerCall-a.BuffersPerCall >= BufferMin:
+	case grew(a.BuffersPerCall, b.BuffersPerCall):
 		c.Reasons = append(c.Reasons, fmt.Sprintf("buffers per call %.0f -> %.0f", b.BuffersPerCall, a.BuffersPerCall))
 		faster = faster || !slower
 	}
-	if hi, lo := max(a.RowsPerCall, b.RowsPerCall), min(a.RowsPerCall, b.RowsPerCall); hi >= RowsRatio*lo && hi-lo >= RowsMinDelta {
+	if grew(b.TempPerCall, a.TempPerCall) {
+		c.Reasons = append(c.Reasons, fmt.Sprintf("temporary blocks written per call %.0f -> %.0f", b.TempPerCall, a.TempPerCall))
+		slower = slower || !faster
+	}
+	if a.JITShare-b.JITShare >= JITShareRise {
+		c.Reasons = append(c.Reasons, fmt.Sprintf("JIT's share of its time %.0f%% -> %.0f%%", 100*b.JITShare, 100*a.JITShare))
+	}
+	if rowsMoved(b.RowsPerCall, a.RowsPerCall) {
 		c.Reasons = append(c.Reasons, fmt.Sprintf("rows per call %.4g -> %.4g", b.RowsPerCall, a.RowsPerCall))
 	}
 	if b.Plan != "" && a.Plan != "" && b.Plan != a.Plan {
@@ -290,15 +303,42 @@ func judge(c *StatementChange) (slower, faster bool) {
 	return slower, faster
 }
 
-// Settle re-measures each slower statement with measure (nil: none could
-// be run) and keeps a regression only where the re-run still shows it:
+// grew says a per-call count of blocks rose past both thresholds.
+func grew(before, after float64) bool {
+	return after >= BufferRatio*before && after-before >= BufferMin
+}
+
+// rowsMoved says the rows per call doubled or halved, at least
+// RowsMinDelta apart.
+func rowsMoved(before, after float64) bool {
+	hi, lo := max(before, after), min(before, after)
+	return hi >= RowsRatio*lo && hi-lo >= RowsMinDelta
+}
+
+// sameWork says the statement does what it did in the baseline: the same
+// generic plan (both known), and neither its shared buffers nor its
+// temporary blocks nor its rows per call nor JIT's share moved past their
+// thresholds, either way. Its time can still differ, with the load of the
+// server, what its cache holds, the locks it waits for; compared across
+// two moments, that is the machine's change, not the statement's, and a
+// CI gate that failed on it would fail on a busy runner.
+func sameWork(b, a Figures) bool {
+	if b.Plan == "" || b.Plan != a.Plan {
+		return false
+	}
+	return !grew(b.BuffersPerCall, a.BuffersPerCall) && !grew(a.BuffersPerCall, b.BuffersPerCall) &&
+		!grew(b.TempPerCall, a.TempPerCall) && !rowsMoved(b.RowsPerCall, a.RowsPerCall) && a.JITShare-b.JITShare < JITShareRise
+}
+
+// Settle re-measures each regression with measure (nil: none could be
+// run) and keeps it only where the re-run still shows it:
 // the median now at least TimeRatio times the baseline's mean, or, when the
 // baseline's plan could be brought back, the current plan at least
 // TimeRatio times slower than that plan on the same values.
 func Settle(d *Diff, measure func(StatementChange) *model.Remeasured) {
 	for i := range d.Statements {
 		c := &d.Statements[i]
-		if c.Verdict != Slower || measure == nil {
+		if !c.Regression || measure == nil {
 			continue
 		}
 		r := measure(*c)

@@ -165,3 +165,39 @@ func TestRegressionsSayHowJudged(t *testing.T) {
 		t.Fatalf("%q", got)
 	}
 }
+
+// TestSameWorkIsNotARegression: three statements each 3x slower than in
+// the baseline. The one doing the same work (its plan, buffers, rows and
+// temporary blocks per call) is listed slower, not as a regression, and
+// not re-run: a busy CI runner does not fail the gate. The one that now
+// spills to temporary files, and the one JIT now compiles, are
+// regressions on the same plan.
+func TestSameWorkIsNotARegression(t *testing.T) {
+	const p = "Limit(Sort(Seq Scan on public.orders))"
+	old := &Old{Statements: []model.StatementRow{row("same", 80, 33, 1644, 10, p), row("spill", 80, 33, 1644, 10, p), row("jit", 80, 33, 1644, 10, p)}}
+	now := []model.StatementRow{row("same", 80, 100, 1644, 10, p), row("spill", 80, 100, 1644, 10, p), row("jit", 80, 100, 1650, 10, p)}
+	now[1].TempPerCall = 900
+	now[2].JITShare = 0.7
+	d := Compare(old, nil, now, nil, model.Warning)
+	var rerun []string
+	Settle(d, func(c StatementChange) *model.Remeasured {
+		rerun = append(rerun, c.Fingerprint)
+		return &model.Remeasured{Runs: 5, MedianMS: 120}
+	})
+	got := map[string]StatementChange{}
+	for _, s := range d.Statements {
+		got[s.Fingerprint] = s
+	}
+	if s := got["same"]; s.Verdict != Slower || s.Regression || !strings.Contains(s.Note, "same work") {
+		t.Errorf("same work: %+v", s)
+	}
+	if s := got["spill"]; !s.Regression || !strings.Contains(strings.Join(s.Reasons, ";"), "temporary blocks written per call 0 -> 900") {
+		t.Errorf("a new spill: %+v", s)
+	}
+	if s := got["jit"]; !s.Regression || !strings.Contains(strings.Join(s.Reasons, ";"), "JIT's share of its time 0% -> 70%") {
+		t.Errorf("JIT now compiling: %+v", s)
+	}
+	if d.Counts.Slower != 3 || d.Counts.Regressions != 2 || strings.Contains(strings.Join(rerun, " "), "same") {
+		t.Errorf("counts %+v, re-run %v", d.Counts, rerun)
+	}
+}

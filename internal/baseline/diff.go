@@ -35,6 +35,8 @@ type Figures struct {
 	MeanMS         float64 `json:"mean_ms"`
 	BuffersPerCall float64 `json:"buffers_per_call"`
 	RowsPerCall    float64 `json:"rows_per_call"`
+	TempPerCall    float64 `json:"temp_blocks_per_call,omitempty"`
+	JITShare       float64 `json:"jit_share,omitempty"`
 	Plan           string  `json:"plan,omitempty"`
 }
 
@@ -56,10 +58,12 @@ type StatementChange struct {
 	Remeasured *model.Remeasured `json:"remeasured,omitempty"`
 	// Regression says the slowdown stands: re-measured, or from the two
 	// reports' figures alone where it could not be run again (Measured
-	// false). A slowdown the re-run does not reproduce is not one.
+	// false). A slowdown the re-run does not reproduce is not one, nor is
+	// one of a statement that does the same work as in the baseline.
 	Regression bool `json:"regression"`
 	Measured   bool `json:"measured"`
-	// Note says what the re-run showed when it overturned the figures.
+	// Note says why a slowdown is not a regression: the re-run did not
+	// reproduce it, or the work is the baseline's.
 	Note string `json:"note,omitempty"`
 }
 

@@ -22,6 +22,10 @@ type StatementRow struct {
 	MeanMS         float64 `json:"mean_ms"`
 	RowsPerCall    float64 `json:"rows_per_call"`
 	BuffersPerCall float64 `json:"buffers_per_call,omitempty"`
+	// TempPerCall is the 8 kB blocks written to temporary files per call:
+	// a sort or hash that no longer fits work_mem spills with the same
+	// plan and the same shared buffers.
+	TempPerCall float64 `json:"temp_blocks_per_call,omitempty"`
 	// PlanShape is the generic plan's nodes, outermost first ("Limit(Index
 	// Scan using jobs_poll on public.jobs)"), when check planned it.
 	PlanShape string `json:"plan_shape,omitempty"`
@@ -46,6 +50,7 @@ func (snap *Snapshot) StatementRows() ([]StatementRow, map[string]*plan.Flat) {
 			r.MeanMS = Round(st.TotalExecMS/float64(st.Calls), 3)
 			r.RowsPerCall = Round(float64(st.Rows)/float64(st.Calls), 2)
 			r.BuffersPerCall = Round(float64(st.SharedBlksHit+st.SharedBlksRead)/float64(st.Calls), 1)
+			r.TempPerCall = Round(float64(st.TempBlksWritten)/float64(st.Calls), 1)
 		}
 		if st.TotalExecMS > 0 {
 			r.JITShare = Round(min(1, st.JIT.TotalMS()/st.TotalExecMS), 4)
