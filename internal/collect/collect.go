@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,10 +24,12 @@ import (
 
 // overridden are the settings pgmedic's own session changes (see envelope);
 // for these pg_settings.reset_val is what other sessions get.
-var overridden = map[string]bool{
-	"jit": true, "statement_timeout": true, "lock_timeout": true,
-	"idle_in_transaction_session_timeout": true, "default_transaction_read_only": true,
-}
+var overridden = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{
+		"jit": true, "statement_timeout": true, "lock_timeout": true,
+		"idle_in_transaction_session_timeout": true, "default_transaction_read_only": true,
+	}
+})
 
 // Options tune how much the collectors do.
 type Options struct {
@@ -73,10 +76,13 @@ func SnapshotWith(ctx context.Context, q envelope.Conn, now time.Time, opts Opti
 		Scan(&s.Database, &s.DatabaseOID, &s.Server.Version, &s.Server.VersionNum, &s.User); err != nil {
 		return nil, fmt.Errorf("reading the server version: %w", err)
 	}
+	// Asking loads the server's JIT provider (LLVM, a large library) into
+	// pgmedic's backend; on a saturated server that alone can outlast
+	// statement_timeout. The answer is then taken from what the statements
+	// show instead of giving up the whole check.
 	var err error
-	if s.Server.JITAvailable, err = jitAvailable(ctx, q); err != nil {
-		return nil, err
-	}
+	jit, jitErr := jitAvailable(ctx, q)
+	s.Server.JITAvailable = jit
 	if s.Settings, err = settings(ctx, q); err != nil {
 		return nil, err
 	}
@@ -87,6 +93,10 @@ func SnapshotWith(ctx context.Context, q envelope.Conn, now time.Time, opts Opti
 		s.Missing[model.SrcRoleSets] = skipFor(s, "cannot read pg_db_role_setting", err)
 	}
 	statements(ctx, q, s, opts.MaxStatements)
+	if jitErr != nil {
+		s.Missing[model.SrcJIT] = skipFor(s, "cannot ask whether the server can JIT", jitErr)
+		s.Server.JITAvailable = jitSeen(s.Statements)
+	}
 	if opts.Statements != nil && s.Statements != nil {
 		s.Statements = opts.Statements(s.Statements)
 	}
@@ -138,6 +148,18 @@ func jitAvailable(ctx context.Context, q envelope.Conn) (bool, error) {
 	return ok, nil
 }
 
+// jitSeen says whether any statement has had JIT work counted by
+// pg_stat_statements (its jit_* columns, PostgreSQL 15 and later): proof
+// that the server can JIT, when pg_jit_available() could not be asked.
+func jitSeen(sts []model.Statement) bool {
+	for _, st := range sts {
+		if st.JIT.Functions > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // settings reads pg_settings. For the settings pgmedic's session
 // overrides, the value kept is reset_val: what the application's sessions
 // get.
@@ -153,7 +175,7 @@ func settings(ctx context.Context, q envelope.Conn) (map[string]model.Setting, e
 		if err := rows.Scan(&st.Name, &st.Value, &st.Unit, &st.Source, &st.Boot, &reset); err != nil {
 			return nil, fmt.Errorf("reading pg_settings: %w", err)
 		}
-		if overridden[st.Name] && st.Source == "session" {
+		if overridden()[st.Name] && st.Source == "session" {
 			st.Value = reset
 			st.Source = "configuration file"
 			if reset == st.Boot {

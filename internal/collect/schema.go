@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
@@ -319,7 +320,9 @@ const planStmt = "pgmedic_plan"
 
 // planned are the commands whose plans collect reads: every DML statement.
 // EXPLAIN without ANALYZE executes none of them.
-var planned = map[string]bool{"SELECT": true, "INSERT": true, "UPDATE": true, "DELETE": true, "MERGE": true}
+var planned = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{"SELECT": true, "INSERT": true, "UPDATE": true, "DELETE": true, "MERGE": true}
+})
 
 // plans EXPLAINs (without ANALYZE: nothing is executed) the statements with
 // the most total time. Statements with $n parameters are prepared and
@@ -334,7 +337,7 @@ func plans(ctx context.Context, q envelope.Conn, s *model.Snapshot, top int) {
 			break
 		}
 		sh := s.Shapes[st.QueryID]
-		if sh == nil || !planned[sh.Command] {
+		if sh == nil || !planned()[sh.Command] {
 			continue
 		}
 		n++

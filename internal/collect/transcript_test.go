@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/lab"
 	"github.com/pgmedic/pgmedic/internal/lab/labtest"
+	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/testkit"
 )
 
@@ -142,5 +144,49 @@ func recordCollectTape(t *testing.T, path string, at time.Time, o Options) {
 	}
 	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestJITQuestionTimesOut replays the shop tape with pg_jit_available()
+// cancelled by statement_timeout, as a saturated server can do while it
+// loads LLVM into pgmedic's backend. The collection goes on: the question
+// is recorded as missing, with the flag that helps, and availability is
+// judged from the statements (none of the shop's shows JIT work).
+func TestJITQuestionTimesOut(t *testing.T) {
+	b, err := os.ReadFile("testdata/transcripts/shop.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tp collectTape
+	if err := json.Unmarshal(b, &tp); err != nil {
+		t.Fatal(err)
+	}
+	cut := false
+	for i := range tp.Calls {
+		if strings.Contains(tp.Calls[i].SQL, "pg_jit_available()") {
+			tp.Calls[i].Row = nil
+			tp.Calls[i].Err = &testkit.CallErr{Code: "57014", Message: "canceling statement due to statement timeout"}
+			cut = true
+		}
+	}
+	if !cut {
+		t.Fatal("the shop tape does not ask pg_jit_available()")
+	}
+	at := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	o := Defaults()
+	o.SampleFor, o.SampleEvery = 300*time.Millisecond, 100*time.Millisecond
+	o.Clock = &fakeClock{t: at}
+	rp := &testkit.Replayer{T: t, Name: "collect shop, JIT question cancelled", Calls: tp.Calls, Strip: envelope.Tag}
+	snap, err := SnapshotWith(context.Background(), rp, at, o)
+	if err != nil {
+		t.Fatalf("a cancelled side question failed the whole collection: %v", err)
+	}
+	miss, ok := snap.Missing[model.SrcJIT]
+	if !ok || !strings.Contains(miss.Reason, "statement timeout") || !strings.Contains(miss.Fix, "--statement-timeout") {
+		t.Errorf("the cancelled question is not recorded with its fix: %+v", miss)
+	}
+	if snap.Server.JITAvailable || len(snap.Statements) == 0 || len(snap.Plans) == 0 {
+		t.Errorf("JIT available %v with no statement showing JIT work; %d statements, %d plans",
+			snap.Server.JITAvailable, len(snap.Statements), len(snap.Plans))
 	}
 }

@@ -80,6 +80,7 @@ const (
 	SrcDatabases   = "pg_database"
 	SrcAutovacuum  = "autovacuum workers"
 	SrcReplication = "replication"
+	SrcJIT         = "pg_jit_available()"
 	// Partial reads of very large databases (--max-tables,
 	// --max-statements): what was left out, and the flag that includes it.
 	SrcTablesCut     = "tables beyond --max-tables"
@@ -276,6 +277,15 @@ func (s Statement) MeanExecMS() float64 {
 		return 0
 	}
 	return s.TotalExecMS / float64(s.Calls)
+}
+
+// BuffersPerCall is the shared blocks a call touched on average (found in
+// shared buffers or read): the work, whatever the moment it ran at.
+func (s Statement) BuffersPerCall() float64 {
+	if s.Calls == 0 {
+		return 0
+	}
+	return float64(s.SharedBlksHit+s.SharedBlksRead) / float64(s.Calls)
 }
 
 // JITStats are the jit_* columns of pg_stat_statements (PG15+).

@@ -119,7 +119,7 @@ func prefixFinding(s *model.Snapshot, st model.Statement, t *model.Table, col *m
 		Verification: model.NotRunBecause("verification was not run"),
 		Docs:         docsPath(CollationPrefixID),
 		Experiment: &model.Experiment{Kind: model.ExpIndex, Query: st.Query, Stmt: st.Parsed, QueryID: st.QueryID, Role: st.Role, Calls: st.Calls, Rows: st.Rows,
-			MeanMS: st.MeanExecMS(), ReadShare: float64(st.SharedBlksRead) / math.Max(float64(st.SharedBlksHit+st.SharedBlksRead), 1),
+			MeanMS: st.MeanExecMS(), BuffersPerCall: st.BuffersPerCall(), ReadShare: float64(st.SharedBlksRead) / math.Max(float64(st.SharedBlksHit+st.SharedBlksRead), 1),
 			Table: p.Table, Proposal: &p},
 	}
 }

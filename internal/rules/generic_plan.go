@@ -104,7 +104,7 @@ func genericPlanStatement(s *model.Snapshot, st model.Statement, dbTotal float64
 		Docs:         docsPath(GenericPlanID),
 		Experiment: &model.Experiment{Kind: model.ExpGenericPlan, Query: st.Query, Stmt: st.Parsed, QueryID: st.QueryID, Role: st.Role,
 			Calls: st.Calls, Rows: st.Rows, MeanMS: st.MeanExecMS(), MaxMS: st.MaxExecMS,
-			BuffersPerCall: float64(st.SharedBlksHit+st.SharedBlksRead) / float64(st.Calls),
+			BuffersPerCall: st.BuffersPerCall(),
 			Table:          model.RelRef{Schema: t.Schema, Name: t.Name}, Column: col.Name, ColumnType: col.Type, Param: param,
 			AppSettings: roleSettingsFor(s, st.Role, "jit", "work_mem", "search_path")},
 	}, true

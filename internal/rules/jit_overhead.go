@@ -49,6 +49,12 @@ func jitOverhead(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	var findings []model.Finding
 	var skipped []model.Skip
 	if !s.Server.JITAvailable {
+		if miss, unknown := s.Missing[model.SrcJIT]; unknown {
+			// pg_jit_available() could not be asked and no statement shows
+			// JIT work: JIT may be off, unbuilt, or not yet costly.
+			return nil, []model.Skip{{Rule: JITOverheadID, Fix: miss.Fix,
+				Reason: miss.Reason + "; no statement shows JIT work, so none was judged"}}
+		}
 		return nil, nil // a server built without LLVM cannot pay for JIT
 	}
 	if skip, missing := s.Missing["pg_stat_statements"]; missing {

@@ -348,7 +348,7 @@ func indexFinding(s *model.Snapshot, st model.Statement, share float64, c scanCa
 		Verification: model.NotRunBecause("verification was not run"),
 		Docs:         docsPath(MissingIndexID),
 		Experiment: &model.Experiment{Kind: model.ExpIndex, Query: st.Query, Stmt: st.Parsed, QueryID: st.QueryID, Role: st.Role, Calls: st.Calls, Rows: st.Rows,
-			MeanMS: st.MeanExecMS(), ReadShare: float64(st.SharedBlksRead) / math.Max(float64(st.SharedBlksHit+st.SharedBlksRead), 1),
+			MeanMS: st.MeanExecMS(), BuffersPerCall: st.BuffersPerCall(), ReadShare: float64(st.SharedBlksRead) / math.Max(float64(st.SharedBlksHit+st.SharedBlksRead), 1),
 			Table: p.index.Table, Proposal: &p.index},
 	}
 	if t.Partitioned {

@@ -129,6 +129,25 @@ func TestJITOverheadRespectsSettings(t *testing.T) {
 	}
 }
 
+// When pg_jit_available() could not be asked (a statement timeout on a
+// saturated server), collect judges availability from the statements'
+// JIT counters; the rule says so when that leaves it unknown.
+func TestJITOverheadAvailabilityUnknown(t *testing.T) {
+	s := snap(plainStmt("SELECT 1 FROM t WHERE a = $1", 100, 5))
+	s.Server.JITAvailable = false
+	s.Missing[model.SrcJIT] = model.Skip{Reason: "cannot ask whether the server can JIT: canceling statement due to statement timeout",
+		Fix: "raise --statement-timeout"}
+	fs, skipped := jitOverhead(s)
+	if len(fs) != 0 || len(skipped) != 1 || !strings.Contains(skipped[0].Reason, "statement timeout") || skipped[0].Fix == "" {
+		t.Fatalf("unknown availability: findings %+v, skipped %+v", fs, skipped)
+	}
+	s = snap(jitStmt("SELECT 1 FROM t WHERE a = $1", 100, 500, 490))
+	s.Missing[model.SrcJIT] = model.Skip{Reason: "cannot ask whether the server can JIT: timeout"}
+	if fs, _ := jitOverhead(s); find(fs, "statement") == nil {
+		t.Errorf("availability proved by the statements' JIT work, yet no statement finding: %+v", fs)
+	}
+}
+
 func TestJITOverheadWithoutPgss(t *testing.T) {
 	s := snap()
 	s.Statements = nil
