@@ -194,9 +194,9 @@ const rounds = 5
 // FindCause times a slower shape's sample on the old major (oldConn) and
 // on the new (newConn), as it is and with each toggle, and returns the
 // toggle that takes back most of the slowdown, or a cause that explains
-// nothing when none helps. Each round runs every variant once, in turn,
-// so that a moment when the machine is busy falls on all of them; the
-// medians over the rounds are compared.
+// nothing when none helps. Each round runs every variant once, in turn
+// (starting one further on each round), so that a moment when the machine
+// is busy falls on all of them; the medians over the rounds are compared.
 func FindCause(ctx context.Context, oldConn, newConn *pgconn.PgConn, sample []capture.Statement, changes []SettingChange) (*Cause, error) {
 	// The likeliest causes first (JIT, then planner methods new in the
 	// major, then defaults); at most four are timed.
@@ -220,8 +220,12 @@ func FindCause(ctx context.Context, oldConn, newConn *pgconn.PgConn, sample []ca
 		}
 	}
 	times := make([][]float64, 2+len(usable))
-	for range rounds {
-		for i := range times {
+	for r := range rounds {
+		// Each round starts one variant further on, so none always runs
+		// first (right after another variant's JIT compile or a busy
+		// moment's end).
+		for k := range times {
+			i := (k + r) % len(times)
 			conn, toggle := newConn, ""
 			switch {
 			case i == 0:

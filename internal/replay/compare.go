@@ -113,6 +113,10 @@ type ShapeChange struct {
 
 // Compare replays the workload runs times on each side, alternating A
 // and B so a drift of the machine falls on both, and judges the change.
+// The pairs go A B, B A, A B, ...: a side that always went first would
+// take whatever the first run of a pair pays (the copy just made still
+// being written out, a load that comes and goes with each pair) as its
+// own, and two identical sides could differ by it.
 func Compare(ctx context.Context, w *capture.Workload, a, b Side, runs int, o Options) (*Comparison, error) {
 	if runs < 1 {
 		runs = 1
@@ -127,7 +131,8 @@ func Compare(ctx context.Context, w *capture.Workload, a, b Side, runs int, o Op
 	}
 	sides := []*SideResult{{Name: a.Name}, {Name: b.Name}}
 	for run := 0; run < runs; run++ {
-		for i, side := range []Side{a, b} {
+		for _, i := range pairOrder(run) {
+			side := []Side{a, b}[i]
 			if err := ctx.Err(); err != nil {
 				return nil, fmt.Errorf("interrupted: %w", err)
 			}
@@ -157,6 +162,15 @@ func Compare(ctx context.Context, w *capture.Workload, a, b Side, runs int, o Op
 		}
 	}
 	return judge(w, sides[0], sides[1]), nil
+}
+
+// pairOrder is the order of the sides (0 is A) in run number run:
+// A B, then B A.
+func pairOrder(run int) []int {
+	if run%2 == 1 {
+		return []int{1, 0}
+	}
+	return []int{0, 1}
 }
 
 // judge computes both sides' figures and the verdict.
