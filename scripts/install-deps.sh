@@ -33,6 +33,8 @@ have pgbadger || need+=(pgbadger)
 have chromium || need+=(chromium)
 have perf || need+=(linux-perf)
 have gcc || need+=(gcc libc6-dev)
+# scripts/build.sh links the shipped amd64 binary against musl.
+have musl-gcc || need+=(musl-tools)
 [ -f /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 ] || need+=(libjemalloc2)
 # scripts/package.sh cross-compiles pg_query's C for arm64.
 have aarch64-linux-gnu-gcc || need+=(gcc-aarch64-linux-gnu)

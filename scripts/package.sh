@@ -49,7 +49,8 @@ notices() {
     echo "listed by: go version -m \$(command -v pgmedic)"
     echo "It links libpg_query (BSD 3-Clause), which carries PostgreSQL's parser"
     echo "(PostgreSQL Licence), and Go types generated from libpg_query's pg_query.proto"
-    echo "(BSD 3-Clause). The HTML reports inline uPlot, under this licence:"
+    echo "(BSD 3-Clause). The C library linked in is musl (MIT) on amd64 and the GNU C"
+    echo "Library (LGPL 2.1 or later) on arm64. The HTML reports inline uPlot, under this licence:"
     echo
     cat internal/report/assets/vendor/uplot/LICENSE
   } > "$1"
@@ -67,7 +68,7 @@ gzip -9n "$work"/help/man1/*.1
 
 for arch in "${archs[@]}"; do
   case $arch in
-    amd64) cc=gcc ;;
+    amd64) cc=musl-gcc ;;
     arm64) cc=aarch64-linux-gnu-gcc ;;
     *) echo "package: no build for architecture $arch (amd64 or arm64)" >&2; exit 2 ;;
   esac

@@ -5,17 +5,14 @@ package main
 import (
 	"context"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/pgmedic/pgmedic/internal/cli"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	// The first signal cancels the work (pgmedic then cancels its
-	// statements on the server and cleans up); a second one kills.
-	go func() { <-ctx.Done(); stop() }()
+	// The first Ctrl-C or SIGTERM cancels the work (pgmedic then cancels
+	// its statements on the server and cleans up); a second one kills.
+	ctx, stop := cli.WithInterrupts(context.Background())
 	code := cli.Run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)

@@ -131,20 +131,24 @@ func isCobraUsage(err error) bool {
 func oneLine(s string) string { return printable.String(strings.Join(strings.Fields(s), " ")) }
 
 // commands are pgmedic's subcommands by name, in the order help lists
-// them.
+// them. quiet, when set, says a run of the command has nothing for Ctrl-C
+// to clean up (no server, no process started, no file written), so no
+// signal handler is installed for it and Ctrl-C ends it at once
+// (interrupt.go).
 var commands = []struct {
 	name  string
 	build func(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command
+	quiet func(*cobra.Command) bool
 }{
-	{"check", func(_ io.Reader, o, e io.Writer) *cobra.Command { return newCheck(o, e) }},
-	{"explain", newExplain},
-	{"lab", func(_ io.Reader, o, e io.Writer) *cobra.Command { return newLab(o, e) }},
-	{"demo", func(_ io.Reader, o, e io.Writer) *cobra.Command { return newDemo(o, e) }},
-	{"logs", func(i io.Reader, o, _ io.Writer) *cobra.Command { return newLogs(i, o) }},
-	{"profile", func(_ io.Reader, o, e io.Writer) *cobra.Command { return newProfile(o, e) }},
-	{"replay", newReplay},
-	{"rehearse", newRehearse},
-	{"watch", newWatch},
+	{"check", func(_ io.Reader, o, e io.Writer) *cobra.Command { return newCheck(o, e) }, nil},
+	{"explain", newExplain, explainQuiet},
+	{"lab", func(_ io.Reader, o, e io.Writer) *cobra.Command { return newLab(o, e) }, nil},
+	{"demo", func(_ io.Reader, o, e io.Writer) *cobra.Command { return newDemo(o, e) }, nil},
+	{"logs", func(i io.Reader, o, _ io.Writer) *cobra.Command { return newLogs(i, o) }, nil},
+	{"profile", func(_ io.Reader, o, e io.Writer) *cobra.Command { return newProfile(o, e) }, nil},
+	{"replay", newReplay, nil},
+	{"rehearse", newRehearse, nil},
+	{"watch", newWatch, nil},
 }
 
 // newRoot is the pgmedic command with its subcommands: only the one args
@@ -163,6 +167,7 @@ func newRoot(args []string, stdin io.Reader, stdout, stderr io.Writer) *cobra.Co
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr("%v", err) })
+	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) { armUnlessQuiet(cmd) }
 	for _, c := range commands {
 		if len(args) > 0 && args[0] == c.name {
 			root.AddCommand(c.build(stdin, stdout, stderr))

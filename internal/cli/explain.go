@@ -65,7 +65,7 @@ connection error, 3 internal error.`,
 				if len(args) != 2 {
 					return usageErr("--compare needs two plans: pgmedic explain --compare A B (- reads one of them from stdin)")
 				}
-				return runCompare(args, stdin, f, stdout)
+				return runCompare(cmd.Context(), args, stdin, f, stdout)
 			}
 			if len(args) > 1 {
 				return usageErr("explain takes one plan; to compare two, add --compare")
@@ -83,6 +83,13 @@ connection error, 3 internal error.`,
 	addStatementTimeout(cmd, &f.statementTimeout, diagnose.ExplainTimeout)
 	cmd.Flags().StringSliceVar(&f.allowFunctions, "allow-function", nil, "a VOLATILE function (schema.name) that --analyze may execute; repeat or separate with commas")
 	return cmd
+}
+
+// explainQuiet: explain of a plan file (or stdin) to stdout opens no
+// connection and writes no file, so Ctrl-C may end it at once; with --dsn
+// it has statements to cancel, with --out a file to remove.
+func explainQuiet(cmd *cobra.Command) bool {
+	return !cmd.Flags().Changed("dsn") && !cmd.Flags().Changed("out")
 }
 
 // runExplain checks the flags and hands them to diagnose.Explain.
@@ -127,8 +134,8 @@ func runExplain(ctx context.Context, args []string, stdin io.Reader, f explainFl
 }
 
 // runCompare reads two plans and prints what changed between them.
-func runCompare(args []string, stdin io.Reader, f explainFlags, stdout io.Writer) error {
-	rep, err := diagnose.ComparePlans(Version, args[0], args[1], stdin)
+func runCompare(ctx context.Context, args []string, stdin io.Reader, f explainFlags, stdout io.Writer) error {
+	rep, err := diagnose.ComparePlans(ctx, Version, args[0], args[1], stdin)
 	if err != nil {
 		return err
 	}

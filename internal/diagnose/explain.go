@@ -56,7 +56,7 @@ func Explain(ctx context.Context, version string, o ExplainOptions, min model.Se
 		source = "--query on " + sess.Target.String()
 	} else {
 		var err error
-		if e, source, err = ReadPlan(o.Path, o.Stdin); err != nil {
+		if e, source, err = ReadPlan(ctx, o.Path, o.Stdin); err != nil {
 			return nil, err
 		}
 	}
@@ -76,23 +76,25 @@ func Explain(ctx context.Context, version string, o ExplainOptions, min model.Se
 
 // ComparePlans is `explain --compare A B`: two plans of one query aligned,
 // and the difference that decides which is faster.
-func ComparePlans(version, pathA, pathB string, stdin io.Reader) (*report.CompareReport, error) {
+func ComparePlans(ctx context.Context, version, pathA, pathB string, stdin io.Reader) (*report.CompareReport, error) {
 	if pathA == "-" && pathB == "-" {
 		return nil, inputErrf("only one of the two plans can come from stdin")
 	}
-	a, nameA, err := ReadPlan(pathA, stdin)
+	a, nameA, err := ReadPlan(ctx, pathA, stdin)
 	if err != nil {
 		return nil, err
 	}
-	b, nameB, err := ReadPlan(pathB, stdin)
+	b, nameB, err := ReadPlan(ctx, pathB, stdin)
 	if err != nil {
 		return nil, err
 	}
 	return report.NewCompare(version, nameA, nameB, a, b, plan.Compare(a, b)), nil
 }
 
-// ReadPlan reads a plan file or stdin ("-") and parses it.
-func ReadPlan(path string, stdin io.Reader) (*plan.Explain, string, error) {
+// ReadPlan reads a plan file or stdin ("-") and parses it. A read of
+// stdin gives up when ctx ends: a terminal or a pipe that has not closed
+// would otherwise hold Ctrl-C until its end of input.
+func ReadPlan(ctx context.Context, path string, stdin io.Reader) (*plan.Explain, string, error) {
 	var r io.Reader = stdin
 	name := "stdin"
 	if path != "-" {
@@ -111,7 +113,12 @@ func ReadPlan(path string, stdin io.Reader) (*plan.Explain, string, error) {
 			buf.Grow(int(st.Size()) + bytes.MinRead)
 		}
 	}
-	_, err := buf.ReadFrom(io.LimitReader(r, maxPlanBytes+1))
+	var err error
+	if path == "-" {
+		err = readUntilDone(ctx, &buf, io.LimitReader(r, maxPlanBytes+1))
+	} else {
+		_, err = buf.ReadFrom(io.LimitReader(r, maxPlanBytes+1))
+	}
 	b := buf.Bytes()
 	if err != nil {
 		return nil, "", inputErrf("cannot read the plan from %s: %w", name, err)
@@ -124,6 +131,29 @@ func ReadPlan(path string, stdin io.Reader) (*plan.Explain, string, error) {
 		return nil, "", inputErrf("%s: %w (pgmedic reads EXPLAIN output in JSON or TEXT format)", name, err)
 	}
 	return e, name, nil
+}
+
+// readUntilDone reads r into buf, or returns ctx's error when ctx ends
+// first. The read itself cannot be interrupted (a blocking descriptor);
+// it is left to the process's exit, and buf is not touched after.
+func readUntilDone(ctx context.Context, buf *bytes.Buffer, r io.Reader) error {
+	if ctx.Done() == nil {
+		_, err := buf.ReadFrom(r)
+		return err
+	}
+	var own bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		_, err := own.ReadFrom(r)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		*buf = own
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // ExplainTimeout is explain's default statement_timeout: a query the user

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,8 +47,7 @@ func Watch(ctx context.Context, version string, o WatchOptions) (string, error) 
 		if err != nil {
 			return "", inputErrf("--metrics %s: %v", o.Metrics, err)
 		}
-		srv := &http.Server{Handler: metrics, ReadHeaderTimeout: 5 * time.Second}
-		go srv.Serve(ln)
+		srv := metrics.Serve(ln)
 		defer srv.Close()
 		logf("serving /metrics on http://%s/metrics", ln.Addr())
 	}

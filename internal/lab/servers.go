@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/pgmedic/pgmedic/internal/pgversion"
 )
@@ -148,12 +149,12 @@ func debianBinDirs() []string {
 	return dirs
 }
 
-var versionRe = regexp.MustCompile(`\(PostgreSQL\) (\d+)(?:\.(\d+))?`)
+var versionRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\(PostgreSQL\) (\d+)(?:\.(\d+))?`) })
 
 // parseVersion reads `postgres --version`'s line: "postgres (PostgreSQL)
 // 17.10" is major 17, version "17.10".
 func parseVersion(line string) (major int, version string, ok bool) {
-	m := versionRe.FindStringSubmatch(line)
+	m := versionRe().FindStringSubmatch(line)
 	if m == nil {
 		return 0, "", false
 	}

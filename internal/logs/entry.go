@@ -9,7 +9,10 @@
 // them.
 package logs
 
-import "time"
+import (
+	"sync"
+	"time"
+)
 
 // Entry is one log message, with what its prefix or its csv/json columns
 // said about the session.
@@ -39,7 +42,9 @@ type Entry struct {
 
 // detailLevels are the stderr lines that belong to the message before
 // them from the same process.
-var detailLevels = map[string]bool{"DETAIL": true, "HINT": true, "CONTEXT": true, "STATEMENT": true, "QUERY": true, "LOCATION": true}
+var detailLevels = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{"DETAIL": true, "HINT": true, "CONTEXT": true, "STATEMENT": true, "QUERY": true, "LOCATION": true}
+})
 
 // attach adds a DETAIL/HINT/... line to the entry it belongs to.
 func (e *Entry) attach(level, text string) {

@@ -70,7 +70,7 @@ func compileFast(p string) *fastPrefix {
 			flush()
 			f.segs = append(f.segs, fastSeg{optional: true})
 		default:
-			if _, ok := escapes[e]; !ok {
+			if _, ok := escapes()[e]; !ok {
 				return nil
 			}
 			flush()
@@ -96,7 +96,7 @@ func compileFast(p string) *fastPrefix {
 		if s.esc == 0 {
 			continue
 		}
-		field := groupName(escapes[s.esc])
+		field := groupName(escapes()[s.esc])
 		if field != "" && !kept[field] {
 			kept[field] = true
 			f.segs[i].field = field

@@ -35,33 +35,37 @@ func (p *Prefix) forReader() *Prefix {
 
 // escapes are the log_line_prefix escapes and the patterns their values
 // match (PostgreSQL's documentation, "What to Log").
-var escapes = map[byte]string{
-	'a': `(?P<app>.*?)`,
-	'u': `(?P<user>[^ ,@]*?)`,
-	'd': `(?P<db>[^ ,@]*?)`,
-	'r': `(?P<client>[^ ,]*?)`,
-	'h': `(?P<client>[^ ,]*?)`,
-	'b': `[a-z ]+?`,
-	'p': `(?P<pid>\d+)`,
-	'P': `\d*`,
-	't': `(?P<time>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [A-Za-z0-9+\-:]+)`,
-	'm': `(?P<time>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ [A-Za-z0-9+\-:]+)`,
-	'n': `(?P<epoch>\d+\.\d+)`,
-	'i': `[A-Z ]*?`,
-	'e': `(?P<sqlstate>[0-9A-Z]{5})`,
-	'c': `(?P<session>[0-9a-f]+\.[0-9a-f]+)`,
-	'l': `\d+`,
-	's': `\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [A-Za-z0-9+\-:]+`,
-	'v': `[0-9/]*`,
-	'x': `\d+`,
-	'Q': `-?\d+`,
-}
+var escapes = sync.OnceValue(func() map[byte]string {
+	return map[byte]string{
+		'a': `(?P<app>.*?)`,
+		'u': `(?P<user>[^ ,@]*?)`,
+		'd': `(?P<db>[^ ,@]*?)`,
+		'r': `(?P<client>[^ ,]*?)`,
+		'h': `(?P<client>[^ ,]*?)`,
+		'b': `[a-z ]+?`,
+		'p': `(?P<pid>\d+)`,
+		'P': `\d*`,
+		't': `(?P<time>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [A-Za-z0-9+\-:]+)`,
+		'm': `(?P<time>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ [A-Za-z0-9+\-:]+)`,
+		'n': `(?P<epoch>\d+\.\d+)`,
+		'i': `[A-Z ]*?`,
+		'e': `(?P<sqlstate>[0-9A-Z]{5})`,
+		'c': `(?P<session>[0-9a-f]+\.[0-9a-f]+)`,
+		'l': `\d+`,
+		's': `\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [A-Za-z0-9+\-:]+`,
+		'v': `[0-9/]*`,
+		'x': `\d+`,
+		'Q': `-?\d+`,
+	}
+})
 
 // levels are the severities (and the DETAIL-like lines) that follow the
 // prefix, each with two spaces after its colon.
-var levels = map[string]bool{"DEBUG": true, "DEBUG1": true, "DEBUG2": true, "DEBUG3": true, "DEBUG4": true, "DEBUG5": true,
-	"LOG": true, "INFO": true, "NOTICE": true, "WARNING": true, "ERROR": true, "FATAL": true, "PANIC": true,
-	"DETAIL": true, "HINT": true, "CONTEXT": true, "STATEMENT": true, "QUERY": true, "LOCATION": true}
+var levels = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{"DEBUG": true, "DEBUG1": true, "DEBUG2": true, "DEBUG3": true, "DEBUG4": true, "DEBUG5": true,
+		"LOG": true, "INFO": true, "NOTICE": true, "WARNING": true, "ERROR": true, "FATAL": true, "PANIC": true,
+		"DETAIL": true, "HINT": true, "CONTEXT": true, "STATEMENT": true, "QUERY": true, "LOCATION": true}
+})
 
 // CompilePrefix compiles a log_line_prefix. %q (the rest only in session
 // processes) makes what follows it optional. Each field escape may appear
@@ -95,7 +99,7 @@ func CompilePrefix(p string) (*Prefix, error) {
 			b.WriteString("(?:")
 			optional = true
 		default:
-			pat, ok := escapes[c]
+			pat, ok := escapes()[c]
 			if !ok {
 				return nil, fmt.Errorf("log_line_prefix %q: unknown escape %%%c", p, c)
 			}
@@ -137,7 +141,7 @@ func splitLevel(line string) (start int, level string, msg int, ok bool) {
 			j--
 		}
 		alone := j == 0 || !(line[j-1] >= 'a' && line[j-1] <= 'z' || line[j-1] >= 'A' && line[j-1] <= 'Z' || line[j-1] == '_')
-		if alone && levels[line[j:i]] {
+		if alone && levels()[line[j:i]] {
 			msg = i + 2
 			if msg < len(line) && line[msg] == ' ' {
 				msg++

@@ -53,7 +53,7 @@ func isStart(line string, f Format, p *Prefix) bool {
 		return strings.HasPrefix(line, "{")
 	}
 	e, ok := p.parse(line)
-	return ok && !detailLevels[e.Level]
+	return ok && !detailLevels()[e.Level]
 }
 
 // rangeReader yields the lines of [start, end) of a file, moved to entry

@@ -360,7 +360,7 @@ func (a *assembler) line(line string, at time.Time, pid int) {
 	if e.PID == 0 {
 		e.PID = pid
 	}
-	if detailLevels[e.Level] {
+	if detailLevels()[e.Level] {
 		if prev := a.pending[e.PID]; prev != nil {
 			prev.settle()
 			prev.attach(e.Level, e.Message)

@@ -111,7 +111,7 @@ func readSyslogAt(r io.Reader, p *Prefix, fn func(Entry), now time.Time) (Stats,
 		switch {
 		case !ok:
 			return l, notRecognised
-		case systemPrograms[l.program]:
+		case systemPrograms()[l.program]:
 			return l, other
 		}
 		return l, carries
@@ -121,8 +121,10 @@ func readSyslogAt(r io.Reader, p *Prefix, fn func(Entry), now time.Time) (Stats,
 // systemPrograms write to the same syslog file as PostgreSQL on most
 // systems (systemd says when it starts the cluster): their lines are not
 // the server's, so not lines pgmedic failed to read.
-var systemPrograms = map[string]bool{"systemd": true, "kernel": true, "CRON": true, "cron": true, "sshd": true, "rsyslogd": true,
-	"sudo": true, "systemd-journald": true, "systemd-logind": true, "pg_ctl": true, "pg_ctlcluster": true}
+var systemPrograms = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{"systemd": true, "kernel": true, "CRON": true, "cron": true, "sshd": true, "rsyslogd": true,
+		"sudo": true, "systemd-journald": true, "systemd-logind": true, "pg_ctl": true, "pg_ctlcluster": true}
+})
 
 // lineKind is what a physical line of a log that carries PostgreSQL's
 // lines inside another format (syslog, a cloud's JSON) turned out to be.

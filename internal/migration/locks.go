@@ -2,6 +2,7 @@ package migration
 
 import (
 	"slices"
+	"sync"
 
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
@@ -24,23 +25,25 @@ var Modes = []string{AccessShare, RowShare, RowExclusive, ShareUpdateExclusive, 
 // conflicts is PostgreSQL's table-level lock conflict matrix (the
 // "Conflicting Lock Modes" table of the explicit-locking chapter), by
 // each mode's rank in Modes: the modes each one waits for.
-var conflicts = map[string][]string{
-	AccessShare:          {AccessExclusive},
-	RowShare:             {Exclusive, AccessExclusive},
-	RowExclusive:         {Share, ShareRowExclusive, Exclusive, AccessExclusive},
-	ShareUpdateExclusive: {ShareUpdateExclusive, Share, ShareRowExclusive, Exclusive, AccessExclusive},
-	Share:                {RowExclusive, ShareUpdateExclusive, ShareRowExclusive, Exclusive, AccessExclusive},
-	ShareRowExclusive:    {RowExclusive, ShareUpdateExclusive, Share, ShareRowExclusive, Exclusive, AccessExclusive},
-	Exclusive:            {RowShare, RowExclusive, ShareUpdateExclusive, Share, ShareRowExclusive, Exclusive, AccessExclusive},
-	AccessExclusive:      Modes,
-}
+var conflicts = sync.OnceValue(func() map[string][]string {
+	return map[string][]string{
+		AccessShare:          {AccessExclusive},
+		RowShare:             {Exclusive, AccessExclusive},
+		RowExclusive:         {Share, ShareRowExclusive, Exclusive, AccessExclusive},
+		ShareUpdateExclusive: {ShareUpdateExclusive, Share, ShareRowExclusive, Exclusive, AccessExclusive},
+		Share:                {RowExclusive, ShareUpdateExclusive, ShareRowExclusive, Exclusive, AccessExclusive},
+		ShareRowExclusive:    {RowExclusive, ShareUpdateExclusive, Share, ShareRowExclusive, Exclusive, AccessExclusive},
+		Exclusive:            {RowShare, RowExclusive, ShareUpdateExclusive, Share, ShareRowExclusive, Exclusive, AccessExclusive},
+		AccessExclusive:      Modes,
+	}
+})
 
 // Conflicts says whether a lock in mode a waits for one held in mode b
 // (the matrix is symmetric).
-func Conflicts(a, b string) bool { return slices.Contains(conflicts[a], b) }
+func Conflicts(a, b string) bool { return slices.Contains(conflicts()[a], b) }
 
 // ConflictsWith are the modes a lock in this mode waits for.
-func ConflictsWith(mode string) []string { return conflicts[mode] }
+func ConflictsWith(mode string) []string { return conflicts()[mode] }
 
 // Stronger says whether mode a is stronger than mode b.
 func Stronger(a, b string) bool { return slices.Index(Modes, a) > slices.Index(Modes, b) }

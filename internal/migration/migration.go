@@ -11,6 +11,7 @@ package migration
 import (
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
@@ -29,54 +30,56 @@ type kind struct {
 // and ALTER TABLE's by subcommand ("ALTER TABLE/SET NOT NULL"). The
 // facts are PostgreSQL's documentation's (ALTER TABLE's notes, CREATE
 // INDEX's "Building Indexes Concurrently"); they hold from 12 on.
-var kinds = map[string]kind{
-	"CREATE INDEX": {lock: Share, scans: "builds the index from every row while writes wait",
-		lighter: "build the index with CREATE INDEX CONCURRENTLY (it does not block writes; it cannot run inside a transaction block)", concurrentVersion: true},
-	"REINDEX":    {lock: Share, scans: "rebuilds from every row while writes wait", lighter: "use REINDEX ... CONCURRENTLY (PostgreSQL 12 and later)", concurrentVersion: true},
-	"DROP INDEX": {lock: AccessExclusive, lighter: "use DROP INDEX CONCURRENTLY", concurrentVersion: true},
-	"REFRESH MATERIALIZED VIEW": {lock: AccessExclusive, scans: "runs the view's query while reads wait",
-		lighter: "use REFRESH MATERIALIZED VIEW CONCURRENTLY (it needs a unique index on the view) so readers are not blocked"},
-	"VACUUM FULL": {lock: AccessExclusive, rewrites: "always",
-		lighter: "rebuild the table online with pg_repack or pg_squeeze instead of VACUUM FULL, which holds AccessExclusiveLock for the whole rewrite"},
-	"CLUSTER": {lock: AccessExclusive, rewrites: "always",
-		lighter: "rebuild the table online with pg_repack or pg_squeeze instead of CLUSTER, which holds AccessExclusiveLock for the whole rewrite"},
-	"TRUNCATE":       {lock: AccessExclusive},
-	"DROP TABLE":     {lock: AccessExclusive},
-	"LOCK TABLE":     {lock: AccessExclusive},
-	"CREATE TRIGGER": {lock: ShareRowExclusive},
-	"VACUUM":         {lock: ShareUpdateExclusive},
-	"ANALYZE":        {lock: ShareUpdateExclusive},
+var kinds = sync.OnceValue(func() map[string]kind {
+	return map[string]kind{
+		"CREATE INDEX": {lock: Share, scans: "builds the index from every row while writes wait",
+			lighter: "build the index with CREATE INDEX CONCURRENTLY (it does not block writes; it cannot run inside a transaction block)", concurrentVersion: true},
+		"REINDEX":    {lock: Share, scans: "rebuilds from every row while writes wait", lighter: "use REINDEX ... CONCURRENTLY (PostgreSQL 12 and later)", concurrentVersion: true},
+		"DROP INDEX": {lock: AccessExclusive, lighter: "use DROP INDEX CONCURRENTLY", concurrentVersion: true},
+		"REFRESH MATERIALIZED VIEW": {lock: AccessExclusive, scans: "runs the view's query while reads wait",
+			lighter: "use REFRESH MATERIALIZED VIEW CONCURRENTLY (it needs a unique index on the view) so readers are not blocked"},
+		"VACUUM FULL": {lock: AccessExclusive, rewrites: "always",
+			lighter: "rebuild the table online with pg_repack or pg_squeeze instead of VACUUM FULL, which holds AccessExclusiveLock for the whole rewrite"},
+		"CLUSTER": {lock: AccessExclusive, rewrites: "always",
+			lighter: "rebuild the table online with pg_repack or pg_squeeze instead of CLUSTER, which holds AccessExclusiveLock for the whole rewrite"},
+		"TRUNCATE":       {lock: AccessExclusive},
+		"DROP TABLE":     {lock: AccessExclusive},
+		"LOCK TABLE":     {lock: AccessExclusive},
+		"CREATE TRIGGER": {lock: ShareRowExclusive},
+		"VACUUM":         {lock: ShareUpdateExclusive},
+		"ANALYZE":        {lock: ShareUpdateExclusive},
 
-	"ALTER TABLE/ADD COLUMN": {lock: AccessExclusive, rewrites: "when its default is volatile (random(), clock_timestamp(), gen_random_uuid(), nextval()) or it is a stored generated or identity column",
-		lighter: "adding a column with no default or a constant one changes only the catalog (PostgreSQL 11 and later); a volatile default rewrites the table: add the column without it, set the default, and backfill in batches"},
-	"ALTER TABLE/ALTER COLUMN TYPE": {lock: AccessExclusive, rewrites: "unless the new type is binary-coercible from the old (varchar(n) to text or a wider varchar, numeric to a wider numeric)",
-		lighter: "changing a column's type rewrites the table under AccessExclusiveLock: add a new column, backfill it in batches, then switch the application and drop the old one"},
-	"ALTER TABLE/SET NOT NULL": {lock: AccessExclusive, scans: "reads every row to prove no NULL is left, while reads and writes wait",
-		lighter: "add CHECK (col IS NOT NULL) NOT VALID, then VALIDATE CONSTRAINT (ShareUpdateExclusiveLock, reads and writes go on), then SET NOT NULL, which PostgreSQL 12 and later prove from the constraint without a scan"},
-	"ALTER TABLE/ADD FOREIGN KEY": {lock: ShareRowExclusive, scans: "checks every row against the referenced table while writes wait (unless NOT VALID)",
-		lighter: "add the constraint NOT VALID (a short lock, no scan), then VALIDATE CONSTRAINT in its own transaction (ShareUpdateExclusiveLock: reads and writes go on)"},
-	"ALTER TABLE/ADD CHECK": {lock: AccessExclusive, scans: "checks every row while reads and writes wait (unless NOT VALID)",
-		lighter: "add the constraint NOT VALID (a short lock, no scan), then VALIDATE CONSTRAINT in its own transaction (ShareUpdateExclusiveLock: reads and writes go on)"},
-	"ALTER TABLE/ADD PRIMARY KEY": {lock: AccessExclusive, scans: "builds its unique index from every row while reads and writes wait",
-		lighter: "build the unique index first with CREATE UNIQUE INDEX CONCURRENTLY, then ADD CONSTRAINT ... USING INDEX (a short lock)"},
-	"ALTER TABLE/ADD UNIQUE": {lock: AccessExclusive, scans: "builds its unique index from every row while reads and writes wait",
-		lighter: "build the unique index first with CREATE UNIQUE INDEX CONCURRENTLY, then ADD CONSTRAINT ... USING INDEX (a short lock)"},
-	"ALTER TABLE/ADD EXCLUDE":               {lock: AccessExclusive, scans: "builds its index from every row while reads and writes wait"},
-	"ALTER TABLE/VALIDATE CONSTRAINT":       {lock: ShareUpdateExclusive, scans: "reads every row, while reads and writes go on"},
-	"ALTER TABLE/SET STATISTICS":            {lock: ShareUpdateExclusive},
-	"ALTER TABLE/SET COLUMN OPTIONS":        {lock: ShareUpdateExclusive},
-	"ALTER TABLE/CLUSTER ON":                {lock: ShareUpdateExclusive},
-	"ALTER TABLE/ATTACH PARTITION":          {lock: ShareUpdateExclusive, scans: "reads the partition to prove its rows fit the bound, unless a CHECK constraint proves it"},
-	"ALTER TABLE/SET STORAGE PARAMETERS":    {lock: ShareUpdateExclusive}, // fillfactor, autovacuum_*: most of them
-	"ALTER TABLE/ENABLE OR DISABLE TRIGGER": {lock: ShareRowExclusive},
-	"ALTER TABLE/DETACH PARTITION":          {lock: AccessExclusive, lighter: "use DETACH PARTITION ... CONCURRENTLY (PostgreSQL 14 and later)"},
-}
+		"ALTER TABLE/ADD COLUMN": {lock: AccessExclusive, rewrites: "when its default is volatile (random(), clock_timestamp(), gen_random_uuid(), nextval()) or it is a stored generated or identity column",
+			lighter: "adding a column with no default or a constant one changes only the catalog (PostgreSQL 11 and later); a volatile default rewrites the table: add the column without it, set the default, and backfill in batches"},
+		"ALTER TABLE/ALTER COLUMN TYPE": {lock: AccessExclusive, rewrites: "unless the new type is binary-coercible from the old (varchar(n) to text or a wider varchar, numeric to a wider numeric)",
+			lighter: "changing a column's type rewrites the table under AccessExclusiveLock: add a new column, backfill it in batches, then switch the application and drop the old one"},
+		"ALTER TABLE/SET NOT NULL": {lock: AccessExclusive, scans: "reads every row to prove no NULL is left, while reads and writes wait",
+			lighter: "add CHECK (col IS NOT NULL) NOT VALID, then VALIDATE CONSTRAINT (ShareUpdateExclusiveLock, reads and writes go on), then SET NOT NULL, which PostgreSQL 12 and later prove from the constraint without a scan"},
+		"ALTER TABLE/ADD FOREIGN KEY": {lock: ShareRowExclusive, scans: "checks every row against the referenced table while writes wait (unless NOT VALID)",
+			lighter: "add the constraint NOT VALID (a short lock, no scan), then VALIDATE CONSTRAINT in its own transaction (ShareUpdateExclusiveLock: reads and writes go on)"},
+		"ALTER TABLE/ADD CHECK": {lock: AccessExclusive, scans: "checks every row while reads and writes wait (unless NOT VALID)",
+			lighter: "add the constraint NOT VALID (a short lock, no scan), then VALIDATE CONSTRAINT in its own transaction (ShareUpdateExclusiveLock: reads and writes go on)"},
+		"ALTER TABLE/ADD PRIMARY KEY": {lock: AccessExclusive, scans: "builds its unique index from every row while reads and writes wait",
+			lighter: "build the unique index first with CREATE UNIQUE INDEX CONCURRENTLY, then ADD CONSTRAINT ... USING INDEX (a short lock)"},
+		"ALTER TABLE/ADD UNIQUE": {lock: AccessExclusive, scans: "builds its unique index from every row while reads and writes wait",
+			lighter: "build the unique index first with CREATE UNIQUE INDEX CONCURRENTLY, then ADD CONSTRAINT ... USING INDEX (a short lock)"},
+		"ALTER TABLE/ADD EXCLUDE":               {lock: AccessExclusive, scans: "builds its index from every row while reads and writes wait"},
+		"ALTER TABLE/VALIDATE CONSTRAINT":       {lock: ShareUpdateExclusive, scans: "reads every row, while reads and writes go on"},
+		"ALTER TABLE/SET STATISTICS":            {lock: ShareUpdateExclusive},
+		"ALTER TABLE/SET COLUMN OPTIONS":        {lock: ShareUpdateExclusive},
+		"ALTER TABLE/CLUSTER ON":                {lock: ShareUpdateExclusive},
+		"ALTER TABLE/ATTACH PARTITION":          {lock: ShareUpdateExclusive, scans: "reads the partition to prove its rows fit the bound, unless a CHECK constraint proves it"},
+		"ALTER TABLE/SET STORAGE PARAMETERS":    {lock: ShareUpdateExclusive}, // fillfactor, autovacuum_*: most of them
+		"ALTER TABLE/ENABLE OR DISABLE TRIGGER": {lock: ShareRowExclusive},
+		"ALTER TABLE/DETACH PARTITION":          {lock: AccessExclusive, lighter: "use DETACH PARTITION ... CONCURRENTLY (PostgreSQL 14 and later)"},
+	}
+})
 
 // actionOf is an ALTER TABLE subcommand's row; a subcommand the table
 // does not name takes AccessExclusiveLock, PostgreSQL's default for ALTER
 // TABLE.
 func actionOf(k string) kind {
-	if r, ok := kinds["ALTER TABLE/"+k]; ok {
+	if r, ok := kinds()["ALTER TABLE/"+k]; ok {
 		return r
 	}
 	return kind{lock: AccessExclusive}
@@ -86,7 +89,7 @@ func actionOf(k string) kind {
 // subcommands'.
 func rowsOf(d *sqlparse.DDL) []kind {
 	if d.Command != "ALTER TABLE" {
-		return []kind{kinds[d.Command]}
+		return []kind{kinds()[d.Command]}
 	}
 	var out []kind
 	for _, a := range d.Actions {
@@ -216,9 +219,11 @@ func dropLeadingComments(s string) string {
 
 // harmless are statements that take no lock an application's statement
 // waits for (they create what nobody uses yet, or set the session).
-var harmless = map[string]bool{"CreateStmt": true, "CreateFunctionStmt": true, "ViewStmt": true, "CommentStmt": true, "VariableSetStmt": true,
-	"GrantStmt": true, "GrantRoleStmt": true, "CreateSeqStmt": true, "CreateSchemaStmt": true, "CreateEnumStmt": true, "CreateDomainStmt": true,
-	"CompositeTypeStmt": true, "SelectStmt": true, "CreateExtensionStmt": true, "CreateTableAsStmt": true, "AlterSeqStmt": true}
+var harmless = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{"CreateStmt": true, "CreateFunctionStmt": true, "ViewStmt": true, "CommentStmt": true, "VariableSetStmt": true,
+		"GrantStmt": true, "GrantRoleStmt": true, "CreateSeqStmt": true, "CreateSchemaStmt": true, "CreateEnumStmt": true, "CreateDomainStmt": true,
+		"CompositeTypeStmt": true, "SelectStmt": true, "CreateExtensionStmt": true, "CreateTableAsStmt": true, "AlterSeqStmt": true}
+})
 
 // describe reads one statement.
 func describe(n, line int, sql string, st *sqlparse.Statement) *Statement {
@@ -245,7 +250,7 @@ func describe(n, line int, sql string, st *sqlparse.Statement) *Statement {
 	d := st.DDL()
 	if d == nil {
 		s.What = strings.ToUpper(strings.Fields(sql)[0])
-		if !harmless[kind] {
+		if !harmless()[kind] {
 			// A DO block, a procedure call, a statement kinds does not
 			// know: what it locks is seen when it runs, not read here.
 			s.Unread = true
@@ -286,7 +291,7 @@ func describe(n, line int, sql string, st *sqlparse.Statement) *Statement {
 	for _, l := range Lighter(d) {
 		// A column with no default, or a constant or stable one, is added
 		// in the catalog alone: its lighter form is for volatile defaults.
-		if l == kinds["ALTER TABLE/ADD COLUMN"].lighter && !st.VolatileDefault() {
+		if l == kinds()["ALTER TABLE/ADD COLUMN"].lighter && !st.VolatileDefault() {
 			continue
 		}
 		s.Lighter = append(s.Lighter, l)

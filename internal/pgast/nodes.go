@@ -2401,1357 +2401,16 @@ func (x *ScanResult) Clear(name string) {
 
 // Node is pg_query.proto's message Node.
 type Node struct {
-	// Node holds one of the Node wrappers.
-	Node isNode_Node
+	// Node holds one of its members itself (a *Alias, ...: the
+	// Get methods of the members say which), or nil.
+	Node any
 }
-
-type isNode_Node interface{ isNode_Node() }
-
-// Node_Alias is the alias of a Node.
-type Node_Alias struct{ Alias *Alias }
-
-func (*Node_Alias) isNode_Node() {}
-
-// Node_RangeVar is the range_var of a Node.
-type Node_RangeVar struct{ RangeVar *RangeVar }
-
-func (*Node_RangeVar) isNode_Node() {}
-
-// Node_TableFunc is the table_func of a Node.
-type Node_TableFunc struct{ TableFunc *TableFunc }
-
-func (*Node_TableFunc) isNode_Node() {}
-
-// Node_IntoClause is the into_clause of a Node.
-type Node_IntoClause struct{ IntoClause *IntoClause }
-
-func (*Node_IntoClause) isNode_Node() {}
-
-// Node_Var is the var of a Node.
-type Node_Var struct{ Var *Var }
-
-func (*Node_Var) isNode_Node() {}
-
-// Node_Param is the param of a Node.
-type Node_Param struct{ Param *Param }
-
-func (*Node_Param) isNode_Node() {}
-
-// Node_Aggref is the aggref of a Node.
-type Node_Aggref struct{ Aggref *Aggref }
-
-func (*Node_Aggref) isNode_Node() {}
-
-// Node_GroupingFunc is the grouping_func of a Node.
-type Node_GroupingFunc struct{ GroupingFunc *GroupingFunc }
-
-func (*Node_GroupingFunc) isNode_Node() {}
-
-// Node_WindowFunc is the window_func of a Node.
-type Node_WindowFunc struct{ WindowFunc *WindowFunc }
-
-func (*Node_WindowFunc) isNode_Node() {}
-
-// Node_WindowFuncRunCondition is the window_func_run_condition of a Node.
-type Node_WindowFuncRunCondition struct{ WindowFuncRunCondition *WindowFuncRunCondition }
-
-func (*Node_WindowFuncRunCondition) isNode_Node() {}
-
-// Node_MergeSupportFunc is the merge_support_func of a Node.
-type Node_MergeSupportFunc struct{ MergeSupportFunc *MergeSupportFunc }
-
-func (*Node_MergeSupportFunc) isNode_Node() {}
-
-// Node_SubscriptingRef is the subscripting_ref of a Node.
-type Node_SubscriptingRef struct{ SubscriptingRef *SubscriptingRef }
-
-func (*Node_SubscriptingRef) isNode_Node() {}
-
-// Node_FuncExpr is the func_expr of a Node.
-type Node_FuncExpr struct{ FuncExpr *FuncExpr }
-
-func (*Node_FuncExpr) isNode_Node() {}
-
-// Node_NamedArgExpr is the named_arg_expr of a Node.
-type Node_NamedArgExpr struct{ NamedArgExpr *NamedArgExpr }
-
-func (*Node_NamedArgExpr) isNode_Node() {}
-
-// Node_OpExpr is the op_expr of a Node.
-type Node_OpExpr struct{ OpExpr *OpExpr }
-
-func (*Node_OpExpr) isNode_Node() {}
-
-// Node_DistinctExpr is the distinct_expr of a Node.
-type Node_DistinctExpr struct{ DistinctExpr *DistinctExpr }
-
-func (*Node_DistinctExpr) isNode_Node() {}
-
-// Node_NullIfExpr is the null_if_expr of a Node.
-type Node_NullIfExpr struct{ NullIfExpr *NullIfExpr }
-
-func (*Node_NullIfExpr) isNode_Node() {}
-
-// Node_ScalarArrayOpExpr is the scalar_array_op_expr of a Node.
-type Node_ScalarArrayOpExpr struct{ ScalarArrayOpExpr *ScalarArrayOpExpr }
-
-func (*Node_ScalarArrayOpExpr) isNode_Node() {}
-
-// Node_BoolExpr is the bool_expr of a Node.
-type Node_BoolExpr struct{ BoolExpr *BoolExpr }
-
-func (*Node_BoolExpr) isNode_Node() {}
-
-// Node_SubLink is the sub_link of a Node.
-type Node_SubLink struct{ SubLink *SubLink }
-
-func (*Node_SubLink) isNode_Node() {}
-
-// Node_SubPlan is the sub_plan of a Node.
-type Node_SubPlan struct{ SubPlan *SubPlan }
-
-func (*Node_SubPlan) isNode_Node() {}
-
-// Node_AlternativeSubPlan is the alternative_sub_plan of a Node.
-type Node_AlternativeSubPlan struct{ AlternativeSubPlan *AlternativeSubPlan }
-
-func (*Node_AlternativeSubPlan) isNode_Node() {}
-
-// Node_FieldSelect is the field_select of a Node.
-type Node_FieldSelect struct{ FieldSelect *FieldSelect }
-
-func (*Node_FieldSelect) isNode_Node() {}
-
-// Node_FieldStore is the field_store of a Node.
-type Node_FieldStore struct{ FieldStore *FieldStore }
-
-func (*Node_FieldStore) isNode_Node() {}
-
-// Node_RelabelType is the relabel_type of a Node.
-type Node_RelabelType struct{ RelabelType *RelabelType }
-
-func (*Node_RelabelType) isNode_Node() {}
-
-// Node_CoerceViaIo is the coerce_via_io of a Node.
-type Node_CoerceViaIo struct{ CoerceViaIo *CoerceViaIO }
-
-func (*Node_CoerceViaIo) isNode_Node() {}
-
-// Node_ArrayCoerceExpr is the array_coerce_expr of a Node.
-type Node_ArrayCoerceExpr struct{ ArrayCoerceExpr *ArrayCoerceExpr }
-
-func (*Node_ArrayCoerceExpr) isNode_Node() {}
-
-// Node_ConvertRowtypeExpr is the convert_rowtype_expr of a Node.
-type Node_ConvertRowtypeExpr struct{ ConvertRowtypeExpr *ConvertRowtypeExpr }
-
-func (*Node_ConvertRowtypeExpr) isNode_Node() {}
-
-// Node_CollateExpr is the collate_expr of a Node.
-type Node_CollateExpr struct{ CollateExpr *CollateExpr }
-
-func (*Node_CollateExpr) isNode_Node() {}
-
-// Node_CaseExpr is the case_expr of a Node.
-type Node_CaseExpr struct{ CaseExpr *CaseExpr }
-
-func (*Node_CaseExpr) isNode_Node() {}
-
-// Node_CaseWhen is the case_when of a Node.
-type Node_CaseWhen struct{ CaseWhen *CaseWhen }
-
-func (*Node_CaseWhen) isNode_Node() {}
-
-// Node_CaseTestExpr is the case_test_expr of a Node.
-type Node_CaseTestExpr struct{ CaseTestExpr *CaseTestExpr }
-
-func (*Node_CaseTestExpr) isNode_Node() {}
-
-// Node_ArrayExpr is the array_expr of a Node.
-type Node_ArrayExpr struct{ ArrayExpr *ArrayExpr }
-
-func (*Node_ArrayExpr) isNode_Node() {}
-
-// Node_RowExpr is the row_expr of a Node.
-type Node_RowExpr struct{ RowExpr *RowExpr }
-
-func (*Node_RowExpr) isNode_Node() {}
-
-// Node_RowCompareExpr is the row_compare_expr of a Node.
-type Node_RowCompareExpr struct{ RowCompareExpr *RowCompareExpr }
-
-func (*Node_RowCompareExpr) isNode_Node() {}
-
-// Node_CoalesceExpr is the coalesce_expr of a Node.
-type Node_CoalesceExpr struct{ CoalesceExpr *CoalesceExpr }
-
-func (*Node_CoalesceExpr) isNode_Node() {}
-
-// Node_MinMaxExpr is the min_max_expr of a Node.
-type Node_MinMaxExpr struct{ MinMaxExpr *MinMaxExpr }
-
-func (*Node_MinMaxExpr) isNode_Node() {}
-
-// Node_SqlvalueFunction is the sqlvalue_function of a Node.
-type Node_SqlvalueFunction struct{ SqlvalueFunction *SQLValueFunction }
-
-func (*Node_SqlvalueFunction) isNode_Node() {}
-
-// Node_XmlExpr is the xml_expr of a Node.
-type Node_XmlExpr struct{ XmlExpr *XmlExpr }
-
-func (*Node_XmlExpr) isNode_Node() {}
-
-// Node_JsonFormat is the json_format of a Node.
-type Node_JsonFormat struct{ JsonFormat *JsonFormat }
-
-func (*Node_JsonFormat) isNode_Node() {}
-
-// Node_JsonReturning is the json_returning of a Node.
-type Node_JsonReturning struct{ JsonReturning *JsonReturning }
-
-func (*Node_JsonReturning) isNode_Node() {}
-
-// Node_JsonValueExpr is the json_value_expr of a Node.
-type Node_JsonValueExpr struct{ JsonValueExpr *JsonValueExpr }
-
-func (*Node_JsonValueExpr) isNode_Node() {}
-
-// Node_JsonConstructorExpr is the json_constructor_expr of a Node.
-type Node_JsonConstructorExpr struct{ JsonConstructorExpr *JsonConstructorExpr }
-
-func (*Node_JsonConstructorExpr) isNode_Node() {}
-
-// Node_JsonIsPredicate is the json_is_predicate of a Node.
-type Node_JsonIsPredicate struct{ JsonIsPredicate *JsonIsPredicate }
-
-func (*Node_JsonIsPredicate) isNode_Node() {}
-
-// Node_JsonBehavior is the json_behavior of a Node.
-type Node_JsonBehavior struct{ JsonBehavior *JsonBehavior }
-
-func (*Node_JsonBehavior) isNode_Node() {}
-
-// Node_JsonExpr is the json_expr of a Node.
-type Node_JsonExpr struct{ JsonExpr *JsonExpr }
-
-func (*Node_JsonExpr) isNode_Node() {}
-
-// Node_JsonTablePath is the json_table_path of a Node.
-type Node_JsonTablePath struct{ JsonTablePath *JsonTablePath }
-
-func (*Node_JsonTablePath) isNode_Node() {}
-
-// Node_JsonTablePathScan is the json_table_path_scan of a Node.
-type Node_JsonTablePathScan struct{ JsonTablePathScan *JsonTablePathScan }
-
-func (*Node_JsonTablePathScan) isNode_Node() {}
-
-// Node_JsonTableSiblingJoin is the json_table_sibling_join of a Node.
-type Node_JsonTableSiblingJoin struct{ JsonTableSiblingJoin *JsonTableSiblingJoin }
-
-func (*Node_JsonTableSiblingJoin) isNode_Node() {}
-
-// Node_NullTest is the null_test of a Node.
-type Node_NullTest struct{ NullTest *NullTest }
-
-func (*Node_NullTest) isNode_Node() {}
-
-// Node_BooleanTest is the boolean_test of a Node.
-type Node_BooleanTest struct{ BooleanTest *BooleanTest }
-
-func (*Node_BooleanTest) isNode_Node() {}
-
-// Node_MergeAction is the merge_action of a Node.
-type Node_MergeAction struct{ MergeAction *MergeAction }
-
-func (*Node_MergeAction) isNode_Node() {}
-
-// Node_CoerceToDomain is the coerce_to_domain of a Node.
-type Node_CoerceToDomain struct{ CoerceToDomain *CoerceToDomain }
-
-func (*Node_CoerceToDomain) isNode_Node() {}
-
-// Node_CoerceToDomainValue is the coerce_to_domain_value of a Node.
-type Node_CoerceToDomainValue struct{ CoerceToDomainValue *CoerceToDomainValue }
-
-func (*Node_CoerceToDomainValue) isNode_Node() {}
-
-// Node_SetToDefault is the set_to_default of a Node.
-type Node_SetToDefault struct{ SetToDefault *SetToDefault }
-
-func (*Node_SetToDefault) isNode_Node() {}
-
-// Node_CurrentOfExpr is the current_of_expr of a Node.
-type Node_CurrentOfExpr struct{ CurrentOfExpr *CurrentOfExpr }
-
-func (*Node_CurrentOfExpr) isNode_Node() {}
-
-// Node_NextValueExpr is the next_value_expr of a Node.
-type Node_NextValueExpr struct{ NextValueExpr *NextValueExpr }
-
-func (*Node_NextValueExpr) isNode_Node() {}
-
-// Node_InferenceElem is the inference_elem of a Node.
-type Node_InferenceElem struct{ InferenceElem *InferenceElem }
-
-func (*Node_InferenceElem) isNode_Node() {}
-
-// Node_TargetEntry is the target_entry of a Node.
-type Node_TargetEntry struct{ TargetEntry *TargetEntry }
-
-func (*Node_TargetEntry) isNode_Node() {}
-
-// Node_RangeTblRef is the range_tbl_ref of a Node.
-type Node_RangeTblRef struct{ RangeTblRef *RangeTblRef }
-
-func (*Node_RangeTblRef) isNode_Node() {}
-
-// Node_JoinExpr is the join_expr of a Node.
-type Node_JoinExpr struct{ JoinExpr *JoinExpr }
-
-func (*Node_JoinExpr) isNode_Node() {}
-
-// Node_FromExpr is the from_expr of a Node.
-type Node_FromExpr struct{ FromExpr *FromExpr }
-
-func (*Node_FromExpr) isNode_Node() {}
-
-// Node_OnConflictExpr is the on_conflict_expr of a Node.
-type Node_OnConflictExpr struct{ OnConflictExpr *OnConflictExpr }
-
-func (*Node_OnConflictExpr) isNode_Node() {}
-
-// Node_Query is the query of a Node.
-type Node_Query struct{ Query *Query }
-
-func (*Node_Query) isNode_Node() {}
-
-// Node_TypeName is the type_name of a Node.
-type Node_TypeName struct{ TypeName *TypeName }
-
-func (*Node_TypeName) isNode_Node() {}
-
-// Node_ColumnRef is the column_ref of a Node.
-type Node_ColumnRef struct{ ColumnRef *ColumnRef }
-
-func (*Node_ColumnRef) isNode_Node() {}
-
-// Node_ParamRef is the param_ref of a Node.
-type Node_ParamRef struct{ ParamRef *ParamRef }
-
-func (*Node_ParamRef) isNode_Node() {}
-
-// Node_AExpr is the a_expr of a Node.
-type Node_AExpr struct{ AExpr *A_Expr }
-
-func (*Node_AExpr) isNode_Node() {}
-
-// Node_TypeCast is the type_cast of a Node.
-type Node_TypeCast struct{ TypeCast *TypeCast }
-
-func (*Node_TypeCast) isNode_Node() {}
-
-// Node_CollateClause is the collate_clause of a Node.
-type Node_CollateClause struct{ CollateClause *CollateClause }
-
-func (*Node_CollateClause) isNode_Node() {}
-
-// Node_RoleSpec is the role_spec of a Node.
-type Node_RoleSpec struct{ RoleSpec *RoleSpec }
-
-func (*Node_RoleSpec) isNode_Node() {}
-
-// Node_FuncCall is the func_call of a Node.
-type Node_FuncCall struct{ FuncCall *FuncCall }
-
-func (*Node_FuncCall) isNode_Node() {}
-
-// Node_AStar is the a_star of a Node.
-type Node_AStar struct{ AStar *A_Star }
-
-func (*Node_AStar) isNode_Node() {}
-
-// Node_AIndices is the a_indices of a Node.
-type Node_AIndices struct{ AIndices *A_Indices }
-
-func (*Node_AIndices) isNode_Node() {}
-
-// Node_AIndirection is the a_indirection of a Node.
-type Node_AIndirection struct{ AIndirection *A_Indirection }
-
-func (*Node_AIndirection) isNode_Node() {}
-
-// Node_AArrayExpr is the a_array_expr of a Node.
-type Node_AArrayExpr struct{ AArrayExpr *A_ArrayExpr }
-
-func (*Node_AArrayExpr) isNode_Node() {}
-
-// Node_ResTarget is the res_target of a Node.
-type Node_ResTarget struct{ ResTarget *ResTarget }
-
-func (*Node_ResTarget) isNode_Node() {}
-
-// Node_MultiAssignRef is the multi_assign_ref of a Node.
-type Node_MultiAssignRef struct{ MultiAssignRef *MultiAssignRef }
-
-func (*Node_MultiAssignRef) isNode_Node() {}
-
-// Node_SortBy is the sort_by of a Node.
-type Node_SortBy struct{ SortBy *SortBy }
-
-func (*Node_SortBy) isNode_Node() {}
-
-// Node_WindowDef is the window_def of a Node.
-type Node_WindowDef struct{ WindowDef *WindowDef }
-
-func (*Node_WindowDef) isNode_Node() {}
-
-// Node_RangeSubselect is the range_subselect of a Node.
-type Node_RangeSubselect struct{ RangeSubselect *RangeSubselect }
-
-func (*Node_RangeSubselect) isNode_Node() {}
-
-// Node_RangeFunction is the range_function of a Node.
-type Node_RangeFunction struct{ RangeFunction *RangeFunction }
-
-func (*Node_RangeFunction) isNode_Node() {}
-
-// Node_RangeTableFunc is the range_table_func of a Node.
-type Node_RangeTableFunc struct{ RangeTableFunc *RangeTableFunc }
-
-func (*Node_RangeTableFunc) isNode_Node() {}
-
-// Node_RangeTableFuncCol is the range_table_func_col of a Node.
-type Node_RangeTableFuncCol struct{ RangeTableFuncCol *RangeTableFuncCol }
-
-func (*Node_RangeTableFuncCol) isNode_Node() {}
-
-// Node_RangeTableSample is the range_table_sample of a Node.
-type Node_RangeTableSample struct{ RangeTableSample *RangeTableSample }
-
-func (*Node_RangeTableSample) isNode_Node() {}
-
-// Node_ColumnDef is the column_def of a Node.
-type Node_ColumnDef struct{ ColumnDef *ColumnDef }
-
-func (*Node_ColumnDef) isNode_Node() {}
-
-// Node_TableLikeClause is the table_like_clause of a Node.
-type Node_TableLikeClause struct{ TableLikeClause *TableLikeClause }
-
-func (*Node_TableLikeClause) isNode_Node() {}
-
-// Node_IndexElem is the index_elem of a Node.
-type Node_IndexElem struct{ IndexElem *IndexElem }
-
-func (*Node_IndexElem) isNode_Node() {}
-
-// Node_DefElem is the def_elem of a Node.
-type Node_DefElem struct{ DefElem *DefElem }
-
-func (*Node_DefElem) isNode_Node() {}
-
-// Node_LockingClause is the locking_clause of a Node.
-type Node_LockingClause struct{ LockingClause *LockingClause }
-
-func (*Node_LockingClause) isNode_Node() {}
-
-// Node_XmlSerialize is the xml_serialize of a Node.
-type Node_XmlSerialize struct{ XmlSerialize *XmlSerialize }
-
-func (*Node_XmlSerialize) isNode_Node() {}
-
-// Node_PartitionElem is the partition_elem of a Node.
-type Node_PartitionElem struct{ PartitionElem *PartitionElem }
-
-func (*Node_PartitionElem) isNode_Node() {}
-
-// Node_PartitionSpec is the partition_spec of a Node.
-type Node_PartitionSpec struct{ PartitionSpec *PartitionSpec }
-
-func (*Node_PartitionSpec) isNode_Node() {}
-
-// Node_PartitionBoundSpec is the partition_bound_spec of a Node.
-type Node_PartitionBoundSpec struct{ PartitionBoundSpec *PartitionBoundSpec }
-
-func (*Node_PartitionBoundSpec) isNode_Node() {}
-
-// Node_PartitionRangeDatum is the partition_range_datum of a Node.
-type Node_PartitionRangeDatum struct{ PartitionRangeDatum *PartitionRangeDatum }
-
-func (*Node_PartitionRangeDatum) isNode_Node() {}
-
-// Node_SinglePartitionSpec is the single_partition_spec of a Node.
-type Node_SinglePartitionSpec struct{ SinglePartitionSpec *SinglePartitionSpec }
-
-func (*Node_SinglePartitionSpec) isNode_Node() {}
-
-// Node_PartitionCmd is the partition_cmd of a Node.
-type Node_PartitionCmd struct{ PartitionCmd *PartitionCmd }
-
-func (*Node_PartitionCmd) isNode_Node() {}
-
-// Node_RangeTblEntry is the range_tbl_entry of a Node.
-type Node_RangeTblEntry struct{ RangeTblEntry *RangeTblEntry }
-
-func (*Node_RangeTblEntry) isNode_Node() {}
-
-// Node_RtepermissionInfo is the rtepermission_info of a Node.
-type Node_RtepermissionInfo struct{ RtepermissionInfo *RTEPermissionInfo }
-
-func (*Node_RtepermissionInfo) isNode_Node() {}
-
-// Node_RangeTblFunction is the range_tbl_function of a Node.
-type Node_RangeTblFunction struct{ RangeTblFunction *RangeTblFunction }
-
-func (*Node_RangeTblFunction) isNode_Node() {}
-
-// Node_TableSampleClause is the table_sample_clause of a Node.
-type Node_TableSampleClause struct{ TableSampleClause *TableSampleClause }
-
-func (*Node_TableSampleClause) isNode_Node() {}
-
-// Node_WithCheckOption is the with_check_option of a Node.
-type Node_WithCheckOption struct{ WithCheckOption *WithCheckOption }
-
-func (*Node_WithCheckOption) isNode_Node() {}
-
-// Node_SortGroupClause is the sort_group_clause of a Node.
-type Node_SortGroupClause struct{ SortGroupClause *SortGroupClause }
-
-func (*Node_SortGroupClause) isNode_Node() {}
-
-// Node_GroupingSet is the grouping_set of a Node.
-type Node_GroupingSet struct{ GroupingSet *GroupingSet }
-
-func (*Node_GroupingSet) isNode_Node() {}
-
-// Node_WindowClause is the window_clause of a Node.
-type Node_WindowClause struct{ WindowClause *WindowClause }
-
-func (*Node_WindowClause) isNode_Node() {}
-
-// Node_RowMarkClause is the row_mark_clause of a Node.
-type Node_RowMarkClause struct{ RowMarkClause *RowMarkClause }
-
-func (*Node_RowMarkClause) isNode_Node() {}
-
-// Node_WithClause is the with_clause of a Node.
-type Node_WithClause struct{ WithClause *WithClause }
-
-func (*Node_WithClause) isNode_Node() {}
-
-// Node_InferClause is the infer_clause of a Node.
-type Node_InferClause struct{ InferClause *InferClause }
-
-func (*Node_InferClause) isNode_Node() {}
-
-// Node_OnConflictClause is the on_conflict_clause of a Node.
-type Node_OnConflictClause struct{ OnConflictClause *OnConflictClause }
-
-func (*Node_OnConflictClause) isNode_Node() {}
-
-// Node_CtesearchClause is the ctesearch_clause of a Node.
-type Node_CtesearchClause struct{ CtesearchClause *CTESearchClause }
-
-func (*Node_CtesearchClause) isNode_Node() {}
-
-// Node_CtecycleClause is the ctecycle_clause of a Node.
-type Node_CtecycleClause struct{ CtecycleClause *CTECycleClause }
-
-func (*Node_CtecycleClause) isNode_Node() {}
-
-// Node_CommonTableExpr is the common_table_expr of a Node.
-type Node_CommonTableExpr struct{ CommonTableExpr *CommonTableExpr }
-
-func (*Node_CommonTableExpr) isNode_Node() {}
-
-// Node_MergeWhenClause is the merge_when_clause of a Node.
-type Node_MergeWhenClause struct{ MergeWhenClause *MergeWhenClause }
-
-func (*Node_MergeWhenClause) isNode_Node() {}
-
-// Node_TriggerTransition is the trigger_transition of a Node.
-type Node_TriggerTransition struct{ TriggerTransition *TriggerTransition }
-
-func (*Node_TriggerTransition) isNode_Node() {}
-
-// Node_JsonOutput is the json_output of a Node.
-type Node_JsonOutput struct{ JsonOutput *JsonOutput }
-
-func (*Node_JsonOutput) isNode_Node() {}
-
-// Node_JsonArgument is the json_argument of a Node.
-type Node_JsonArgument struct{ JsonArgument *JsonArgument }
-
-func (*Node_JsonArgument) isNode_Node() {}
-
-// Node_JsonFuncExpr is the json_func_expr of a Node.
-type Node_JsonFuncExpr struct{ JsonFuncExpr *JsonFuncExpr }
-
-func (*Node_JsonFuncExpr) isNode_Node() {}
-
-// Node_JsonTablePathSpec is the json_table_path_spec of a Node.
-type Node_JsonTablePathSpec struct{ JsonTablePathSpec *JsonTablePathSpec }
-
-func (*Node_JsonTablePathSpec) isNode_Node() {}
-
-// Node_JsonTable is the json_table of a Node.
-type Node_JsonTable struct{ JsonTable *JsonTable }
-
-func (*Node_JsonTable) isNode_Node() {}
-
-// Node_JsonTableColumn is the json_table_column of a Node.
-type Node_JsonTableColumn struct{ JsonTableColumn *JsonTableColumn }
-
-func (*Node_JsonTableColumn) isNode_Node() {}
-
-// Node_JsonKeyValue is the json_key_value of a Node.
-type Node_JsonKeyValue struct{ JsonKeyValue *JsonKeyValue }
-
-func (*Node_JsonKeyValue) isNode_Node() {}
-
-// Node_JsonParseExpr is the json_parse_expr of a Node.
-type Node_JsonParseExpr struct{ JsonParseExpr *JsonParseExpr }
-
-func (*Node_JsonParseExpr) isNode_Node() {}
-
-// Node_JsonScalarExpr is the json_scalar_expr of a Node.
-type Node_JsonScalarExpr struct{ JsonScalarExpr *JsonScalarExpr }
-
-func (*Node_JsonScalarExpr) isNode_Node() {}
-
-// Node_JsonSerializeExpr is the json_serialize_expr of a Node.
-type Node_JsonSerializeExpr struct{ JsonSerializeExpr *JsonSerializeExpr }
-
-func (*Node_JsonSerializeExpr) isNode_Node() {}
-
-// Node_JsonObjectConstructor is the json_object_constructor of a Node.
-type Node_JsonObjectConstructor struct{ JsonObjectConstructor *JsonObjectConstructor }
-
-func (*Node_JsonObjectConstructor) isNode_Node() {}
-
-// Node_JsonArrayConstructor is the json_array_constructor of a Node.
-type Node_JsonArrayConstructor struct{ JsonArrayConstructor *JsonArrayConstructor }
-
-func (*Node_JsonArrayConstructor) isNode_Node() {}
-
-// Node_JsonArrayQueryConstructor is the json_array_query_constructor of a Node.
-type Node_JsonArrayQueryConstructor struct{ JsonArrayQueryConstructor *JsonArrayQueryConstructor }
-
-func (*Node_JsonArrayQueryConstructor) isNode_Node() {}
-
-// Node_JsonAggConstructor is the json_agg_constructor of a Node.
-type Node_JsonAggConstructor struct{ JsonAggConstructor *JsonAggConstructor }
-
-func (*Node_JsonAggConstructor) isNode_Node() {}
-
-// Node_JsonObjectAgg is the json_object_agg of a Node.
-type Node_JsonObjectAgg struct{ JsonObjectAgg *JsonObjectAgg }
-
-func (*Node_JsonObjectAgg) isNode_Node() {}
-
-// Node_JsonArrayAgg is the json_array_agg of a Node.
-type Node_JsonArrayAgg struct{ JsonArrayAgg *JsonArrayAgg }
-
-func (*Node_JsonArrayAgg) isNode_Node() {}
-
-// Node_RawStmt is the raw_stmt of a Node.
-type Node_RawStmt struct{ RawStmt *RawStmt }
-
-func (*Node_RawStmt) isNode_Node() {}
-
-// Node_InsertStmt is the insert_stmt of a Node.
-type Node_InsertStmt struct{ InsertStmt *InsertStmt }
-
-func (*Node_InsertStmt) isNode_Node() {}
-
-// Node_DeleteStmt is the delete_stmt of a Node.
-type Node_DeleteStmt struct{ DeleteStmt *DeleteStmt }
-
-func (*Node_DeleteStmt) isNode_Node() {}
-
-// Node_UpdateStmt is the update_stmt of a Node.
-type Node_UpdateStmt struct{ UpdateStmt *UpdateStmt }
-
-func (*Node_UpdateStmt) isNode_Node() {}
-
-// Node_MergeStmt is the merge_stmt of a Node.
-type Node_MergeStmt struct{ MergeStmt *MergeStmt }
-
-func (*Node_MergeStmt) isNode_Node() {}
-
-// Node_SelectStmt is the select_stmt of a Node.
-type Node_SelectStmt struct{ SelectStmt *SelectStmt }
-
-func (*Node_SelectStmt) isNode_Node() {}
-
-// Node_SetOperationStmt is the set_operation_stmt of a Node.
-type Node_SetOperationStmt struct{ SetOperationStmt *SetOperationStmt }
-
-func (*Node_SetOperationStmt) isNode_Node() {}
-
-// Node_ReturnStmt is the return_stmt of a Node.
-type Node_ReturnStmt struct{ ReturnStmt *ReturnStmt }
-
-func (*Node_ReturnStmt) isNode_Node() {}
-
-// Node_PlassignStmt is the plassign_stmt of a Node.
-type Node_PlassignStmt struct{ PlassignStmt *PLAssignStmt }
-
-func (*Node_PlassignStmt) isNode_Node() {}
-
-// Node_CreateSchemaStmt is the create_schema_stmt of a Node.
-type Node_CreateSchemaStmt struct{ CreateSchemaStmt *CreateSchemaStmt }
-
-func (*Node_CreateSchemaStmt) isNode_Node() {}
-
-// Node_AlterTableStmt is the alter_table_stmt of a Node.
-type Node_AlterTableStmt struct{ AlterTableStmt *AlterTableStmt }
-
-func (*Node_AlterTableStmt) isNode_Node() {}
-
-// Node_ReplicaIdentityStmt is the replica_identity_stmt of a Node.
-type Node_ReplicaIdentityStmt struct{ ReplicaIdentityStmt *ReplicaIdentityStmt }
-
-func (*Node_ReplicaIdentityStmt) isNode_Node() {}
-
-// Node_AlterTableCmd is the alter_table_cmd of a Node.
-type Node_AlterTableCmd struct{ AlterTableCmd *AlterTableCmd }
-
-func (*Node_AlterTableCmd) isNode_Node() {}
-
-// Node_AlterCollationStmt is the alter_collation_stmt of a Node.
-type Node_AlterCollationStmt struct{ AlterCollationStmt *AlterCollationStmt }
-
-func (*Node_AlterCollationStmt) isNode_Node() {}
-
-// Node_AlterDomainStmt is the alter_domain_stmt of a Node.
-type Node_AlterDomainStmt struct{ AlterDomainStmt *AlterDomainStmt }
-
-func (*Node_AlterDomainStmt) isNode_Node() {}
-
-// Node_GrantStmt is the grant_stmt of a Node.
-type Node_GrantStmt struct{ GrantStmt *GrantStmt }
-
-func (*Node_GrantStmt) isNode_Node() {}
-
-// Node_ObjectWithArgs is the object_with_args of a Node.
-type Node_ObjectWithArgs struct{ ObjectWithArgs *ObjectWithArgs }
-
-func (*Node_ObjectWithArgs) isNode_Node() {}
-
-// Node_AccessPriv is the access_priv of a Node.
-type Node_AccessPriv struct{ AccessPriv *AccessPriv }
-
-func (*Node_AccessPriv) isNode_Node() {}
-
-// Node_GrantRoleStmt is the grant_role_stmt of a Node.
-type Node_GrantRoleStmt struct{ GrantRoleStmt *GrantRoleStmt }
-
-func (*Node_GrantRoleStmt) isNode_Node() {}
-
-// Node_AlterDefaultPrivilegesStmt is the alter_default_privileges_stmt of a Node.
-type Node_AlterDefaultPrivilegesStmt struct{ AlterDefaultPrivilegesStmt *AlterDefaultPrivilegesStmt }
-
-func (*Node_AlterDefaultPrivilegesStmt) isNode_Node() {}
-
-// Node_CopyStmt is the copy_stmt of a Node.
-type Node_CopyStmt struct{ CopyStmt *CopyStmt }
-
-func (*Node_CopyStmt) isNode_Node() {}
-
-// Node_VariableSetStmt is the variable_set_stmt of a Node.
-type Node_VariableSetStmt struct{ VariableSetStmt *VariableSetStmt }
-
-func (*Node_VariableSetStmt) isNode_Node() {}
-
-// Node_VariableShowStmt is the variable_show_stmt of a Node.
-type Node_VariableShowStmt struct{ VariableShowStmt *VariableShowStmt }
-
-func (*Node_VariableShowStmt) isNode_Node() {}
-
-// Node_CreateStmt is the create_stmt of a Node.
-type Node_CreateStmt struct{ CreateStmt *CreateStmt }
-
-func (*Node_CreateStmt) isNode_Node() {}
-
-// Node_Constraint is the constraint of a Node.
-type Node_Constraint struct{ Constraint *Constraint }
-
-func (*Node_Constraint) isNode_Node() {}
-
-// Node_CreateTableSpaceStmt is the create_table_space_stmt of a Node.
-type Node_CreateTableSpaceStmt struct{ CreateTableSpaceStmt *CreateTableSpaceStmt }
-
-func (*Node_CreateTableSpaceStmt) isNode_Node() {}
-
-// Node_DropTableSpaceStmt is the drop_table_space_stmt of a Node.
-type Node_DropTableSpaceStmt struct{ DropTableSpaceStmt *DropTableSpaceStmt }
-
-func (*Node_DropTableSpaceStmt) isNode_Node() {}
-
-// Node_AlterTableSpaceOptionsStmt is the alter_table_space_options_stmt of a Node.
-type Node_AlterTableSpaceOptionsStmt struct{ AlterTableSpaceOptionsStmt *AlterTableSpaceOptionsStmt }
-
-func (*Node_AlterTableSpaceOptionsStmt) isNode_Node() {}
-
-// Node_AlterTableMoveAllStmt is the alter_table_move_all_stmt of a Node.
-type Node_AlterTableMoveAllStmt struct{ AlterTableMoveAllStmt *AlterTableMoveAllStmt }
-
-func (*Node_AlterTableMoveAllStmt) isNode_Node() {}
-
-// Node_CreateExtensionStmt is the create_extension_stmt of a Node.
-type Node_CreateExtensionStmt struct{ CreateExtensionStmt *CreateExtensionStmt }
-
-func (*Node_CreateExtensionStmt) isNode_Node() {}
-
-// Node_AlterExtensionStmt is the alter_extension_stmt of a Node.
-type Node_AlterExtensionStmt struct{ AlterExtensionStmt *AlterExtensionStmt }
-
-func (*Node_AlterExtensionStmt) isNode_Node() {}
-
-// Node_AlterExtensionContentsStmt is the alter_extension_contents_stmt of a Node.
-type Node_AlterExtensionContentsStmt struct{ AlterExtensionContentsStmt *AlterExtensionContentsStmt }
-
-func (*Node_AlterExtensionContentsStmt) isNode_Node() {}
-
-// Node_CreateFdwStmt is the create_fdw_stmt of a Node.
-type Node_CreateFdwStmt struct{ CreateFdwStmt *CreateFdwStmt }
-
-func (*Node_CreateFdwStmt) isNode_Node() {}
-
-// Node_AlterFdwStmt is the alter_fdw_stmt of a Node.
-type Node_AlterFdwStmt struct{ AlterFdwStmt *AlterFdwStmt }
-
-func (*Node_AlterFdwStmt) isNode_Node() {}
-
-// Node_CreateForeignServerStmt is the create_foreign_server_stmt of a Node.
-type Node_CreateForeignServerStmt struct{ CreateForeignServerStmt *CreateForeignServerStmt }
-
-func (*Node_CreateForeignServerStmt) isNode_Node() {}
-
-// Node_AlterForeignServerStmt is the alter_foreign_server_stmt of a Node.
-type Node_AlterForeignServerStmt struct{ AlterForeignServerStmt *AlterForeignServerStmt }
-
-func (*Node_AlterForeignServerStmt) isNode_Node() {}
-
-// Node_CreateForeignTableStmt is the create_foreign_table_stmt of a Node.
-type Node_CreateForeignTableStmt struct{ CreateForeignTableStmt *CreateForeignTableStmt }
-
-func (*Node_CreateForeignTableStmt) isNode_Node() {}
-
-// Node_CreateUserMappingStmt is the create_user_mapping_stmt of a Node.
-type Node_CreateUserMappingStmt struct{ CreateUserMappingStmt *CreateUserMappingStmt }
-
-func (*Node_CreateUserMappingStmt) isNode_Node() {}
-
-// Node_AlterUserMappingStmt is the alter_user_mapping_stmt of a Node.
-type Node_AlterUserMappingStmt struct{ AlterUserMappingStmt *AlterUserMappingStmt }
-
-func (*Node_AlterUserMappingStmt) isNode_Node() {}
-
-// Node_DropUserMappingStmt is the drop_user_mapping_stmt of a Node.
-type Node_DropUserMappingStmt struct{ DropUserMappingStmt *DropUserMappingStmt }
-
-func (*Node_DropUserMappingStmt) isNode_Node() {}
-
-// Node_ImportForeignSchemaStmt is the import_foreign_schema_stmt of a Node.
-type Node_ImportForeignSchemaStmt struct{ ImportForeignSchemaStmt *ImportForeignSchemaStmt }
-
-func (*Node_ImportForeignSchemaStmt) isNode_Node() {}
-
-// Node_CreatePolicyStmt is the create_policy_stmt of a Node.
-type Node_CreatePolicyStmt struct{ CreatePolicyStmt *CreatePolicyStmt }
-
-func (*Node_CreatePolicyStmt) isNode_Node() {}
-
-// Node_AlterPolicyStmt is the alter_policy_stmt of a Node.
-type Node_AlterPolicyStmt struct{ AlterPolicyStmt *AlterPolicyStmt }
-
-func (*Node_AlterPolicyStmt) isNode_Node() {}
-
-// Node_CreateAmStmt is the create_am_stmt of a Node.
-type Node_CreateAmStmt struct{ CreateAmStmt *CreateAmStmt }
-
-func (*Node_CreateAmStmt) isNode_Node() {}
-
-// Node_CreateTrigStmt is the create_trig_stmt of a Node.
-type Node_CreateTrigStmt struct{ CreateTrigStmt *CreateTrigStmt }
-
-func (*Node_CreateTrigStmt) isNode_Node() {}
-
-// Node_CreateEventTrigStmt is the create_event_trig_stmt of a Node.
-type Node_CreateEventTrigStmt struct{ CreateEventTrigStmt *CreateEventTrigStmt }
-
-func (*Node_CreateEventTrigStmt) isNode_Node() {}
-
-// Node_AlterEventTrigStmt is the alter_event_trig_stmt of a Node.
-type Node_AlterEventTrigStmt struct{ AlterEventTrigStmt *AlterEventTrigStmt }
-
-func (*Node_AlterEventTrigStmt) isNode_Node() {}
-
-// Node_CreatePlangStmt is the create_plang_stmt of a Node.
-type Node_CreatePlangStmt struct{ CreatePlangStmt *CreatePLangStmt }
-
-func (*Node_CreatePlangStmt) isNode_Node() {}
-
-// Node_CreateRoleStmt is the create_role_stmt of a Node.
-type Node_CreateRoleStmt struct{ CreateRoleStmt *CreateRoleStmt }
-
-func (*Node_CreateRoleStmt) isNode_Node() {}
-
-// Node_AlterRoleStmt is the alter_role_stmt of a Node.
-type Node_AlterRoleStmt struct{ AlterRoleStmt *AlterRoleStmt }
-
-func (*Node_AlterRoleStmt) isNode_Node() {}
-
-// Node_AlterRoleSetStmt is the alter_role_set_stmt of a Node.
-type Node_AlterRoleSetStmt struct{ AlterRoleSetStmt *AlterRoleSetStmt }
-
-func (*Node_AlterRoleSetStmt) isNode_Node() {}
-
-// Node_DropRoleStmt is the drop_role_stmt of a Node.
-type Node_DropRoleStmt struct{ DropRoleStmt *DropRoleStmt }
-
-func (*Node_DropRoleStmt) isNode_Node() {}
-
-// Node_CreateSeqStmt is the create_seq_stmt of a Node.
-type Node_CreateSeqStmt struct{ CreateSeqStmt *CreateSeqStmt }
-
-func (*Node_CreateSeqStmt) isNode_Node() {}
-
-// Node_AlterSeqStmt is the alter_seq_stmt of a Node.
-type Node_AlterSeqStmt struct{ AlterSeqStmt *AlterSeqStmt }
-
-func (*Node_AlterSeqStmt) isNode_Node() {}
-
-// Node_DefineStmt is the define_stmt of a Node.
-type Node_DefineStmt struct{ DefineStmt *DefineStmt }
-
-func (*Node_DefineStmt) isNode_Node() {}
-
-// Node_CreateDomainStmt is the create_domain_stmt of a Node.
-type Node_CreateDomainStmt struct{ CreateDomainStmt *CreateDomainStmt }
-
-func (*Node_CreateDomainStmt) isNode_Node() {}
-
-// Node_CreateOpClassStmt is the create_op_class_stmt of a Node.
-type Node_CreateOpClassStmt struct{ CreateOpClassStmt *CreateOpClassStmt }
-
-func (*Node_CreateOpClassStmt) isNode_Node() {}
-
-// Node_CreateOpClassItem is the create_op_class_item of a Node.
-type Node_CreateOpClassItem struct{ CreateOpClassItem *CreateOpClassItem }
-
-func (*Node_CreateOpClassItem) isNode_Node() {}
-
-// Node_CreateOpFamilyStmt is the create_op_family_stmt of a Node.
-type Node_CreateOpFamilyStmt struct{ CreateOpFamilyStmt *CreateOpFamilyStmt }
-
-func (*Node_CreateOpFamilyStmt) isNode_Node() {}
-
-// Node_AlterOpFamilyStmt is the alter_op_family_stmt of a Node.
-type Node_AlterOpFamilyStmt struct{ AlterOpFamilyStmt *AlterOpFamilyStmt }
-
-func (*Node_AlterOpFamilyStmt) isNode_Node() {}
-
-// Node_DropStmt is the drop_stmt of a Node.
-type Node_DropStmt struct{ DropStmt *DropStmt }
-
-func (*Node_DropStmt) isNode_Node() {}
-
-// Node_TruncateStmt is the truncate_stmt of a Node.
-type Node_TruncateStmt struct{ TruncateStmt *TruncateStmt }
-
-func (*Node_TruncateStmt) isNode_Node() {}
-
-// Node_CommentStmt is the comment_stmt of a Node.
-type Node_CommentStmt struct{ CommentStmt *CommentStmt }
-
-func (*Node_CommentStmt) isNode_Node() {}
-
-// Node_SecLabelStmt is the sec_label_stmt of a Node.
-type Node_SecLabelStmt struct{ SecLabelStmt *SecLabelStmt }
-
-func (*Node_SecLabelStmt) isNode_Node() {}
-
-// Node_DeclareCursorStmt is the declare_cursor_stmt of a Node.
-type Node_DeclareCursorStmt struct{ DeclareCursorStmt *DeclareCursorStmt }
-
-func (*Node_DeclareCursorStmt) isNode_Node() {}
-
-// Node_ClosePortalStmt is the close_portal_stmt of a Node.
-type Node_ClosePortalStmt struct{ ClosePortalStmt *ClosePortalStmt }
-
-func (*Node_ClosePortalStmt) isNode_Node() {}
-
-// Node_FetchStmt is the fetch_stmt of a Node.
-type Node_FetchStmt struct{ FetchStmt *FetchStmt }
-
-func (*Node_FetchStmt) isNode_Node() {}
-
-// Node_IndexStmt is the index_stmt of a Node.
-type Node_IndexStmt struct{ IndexStmt *IndexStmt }
-
-func (*Node_IndexStmt) isNode_Node() {}
-
-// Node_CreateStatsStmt is the create_stats_stmt of a Node.
-type Node_CreateStatsStmt struct{ CreateStatsStmt *CreateStatsStmt }
-
-func (*Node_CreateStatsStmt) isNode_Node() {}
-
-// Node_StatsElem is the stats_elem of a Node.
-type Node_StatsElem struct{ StatsElem *StatsElem }
-
-func (*Node_StatsElem) isNode_Node() {}
-
-// Node_AlterStatsStmt is the alter_stats_stmt of a Node.
-type Node_AlterStatsStmt struct{ AlterStatsStmt *AlterStatsStmt }
-
-func (*Node_AlterStatsStmt) isNode_Node() {}
-
-// Node_CreateFunctionStmt is the create_function_stmt of a Node.
-type Node_CreateFunctionStmt struct{ CreateFunctionStmt *CreateFunctionStmt }
-
-func (*Node_CreateFunctionStmt) isNode_Node() {}
-
-// Node_FunctionParameter is the function_parameter of a Node.
-type Node_FunctionParameter struct{ FunctionParameter *FunctionParameter }
-
-func (*Node_FunctionParameter) isNode_Node() {}
-
-// Node_AlterFunctionStmt is the alter_function_stmt of a Node.
-type Node_AlterFunctionStmt struct{ AlterFunctionStmt *AlterFunctionStmt }
-
-func (*Node_AlterFunctionStmt) isNode_Node() {}
-
-// Node_DoStmt is the do_stmt of a Node.
-type Node_DoStmt struct{ DoStmt *DoStmt }
-
-func (*Node_DoStmt) isNode_Node() {}
-
-// Node_InlineCodeBlock is the inline_code_block of a Node.
-type Node_InlineCodeBlock struct{ InlineCodeBlock *InlineCodeBlock }
-
-func (*Node_InlineCodeBlock) isNode_Node() {}
-
-// Node_CallStmt is the call_stmt of a Node.
-type Node_CallStmt struct{ CallStmt *CallStmt }
-
-func (*Node_CallStmt) isNode_Node() {}
-
-// Node_CallContext is the call_context of a Node.
-type Node_CallContext struct{ CallContext *CallContext }
-
-func (*Node_CallContext) isNode_Node() {}
-
-// Node_RenameStmt is the rename_stmt of a Node.
-type Node_RenameStmt struct{ RenameStmt *RenameStmt }
-
-func (*Node_RenameStmt) isNode_Node() {}
-
-// Node_AlterObjectDependsStmt is the alter_object_depends_stmt of a Node.
-type Node_AlterObjectDependsStmt struct{ AlterObjectDependsStmt *AlterObjectDependsStmt }
-
-func (*Node_AlterObjectDependsStmt) isNode_Node() {}
-
-// Node_AlterObjectSchemaStmt is the alter_object_schema_stmt of a Node.
-type Node_AlterObjectSchemaStmt struct{ AlterObjectSchemaStmt *AlterObjectSchemaStmt }
-
-func (*Node_AlterObjectSchemaStmt) isNode_Node() {}
-
-// Node_AlterOwnerStmt is the alter_owner_stmt of a Node.
-type Node_AlterOwnerStmt struct{ AlterOwnerStmt *AlterOwnerStmt }
-
-func (*Node_AlterOwnerStmt) isNode_Node() {}
-
-// Node_AlterOperatorStmt is the alter_operator_stmt of a Node.
-type Node_AlterOperatorStmt struct{ AlterOperatorStmt *AlterOperatorStmt }
-
-func (*Node_AlterOperatorStmt) isNode_Node() {}
-
-// Node_AlterTypeStmt is the alter_type_stmt of a Node.
-type Node_AlterTypeStmt struct{ AlterTypeStmt *AlterTypeStmt }
-
-func (*Node_AlterTypeStmt) isNode_Node() {}
-
-// Node_RuleStmt is the rule_stmt of a Node.
-type Node_RuleStmt struct{ RuleStmt *RuleStmt }
-
-func (*Node_RuleStmt) isNode_Node() {}
-
-// Node_NotifyStmt is the notify_stmt of a Node.
-type Node_NotifyStmt struct{ NotifyStmt *NotifyStmt }
-
-func (*Node_NotifyStmt) isNode_Node() {}
-
-// Node_ListenStmt is the listen_stmt of a Node.
-type Node_ListenStmt struct{ ListenStmt *ListenStmt }
-
-func (*Node_ListenStmt) isNode_Node() {}
-
-// Node_UnlistenStmt is the unlisten_stmt of a Node.
-type Node_UnlistenStmt struct{ UnlistenStmt *UnlistenStmt }
-
-func (*Node_UnlistenStmt) isNode_Node() {}
-
-// Node_TransactionStmt is the transaction_stmt of a Node.
-type Node_TransactionStmt struct{ TransactionStmt *TransactionStmt }
-
-func (*Node_TransactionStmt) isNode_Node() {}
-
-// Node_CompositeTypeStmt is the composite_type_stmt of a Node.
-type Node_CompositeTypeStmt struct{ CompositeTypeStmt *CompositeTypeStmt }
-
-func (*Node_CompositeTypeStmt) isNode_Node() {}
-
-// Node_CreateEnumStmt is the create_enum_stmt of a Node.
-type Node_CreateEnumStmt struct{ CreateEnumStmt *CreateEnumStmt }
-
-func (*Node_CreateEnumStmt) isNode_Node() {}
-
-// Node_CreateRangeStmt is the create_range_stmt of a Node.
-type Node_CreateRangeStmt struct{ CreateRangeStmt *CreateRangeStmt }
-
-func (*Node_CreateRangeStmt) isNode_Node() {}
-
-// Node_AlterEnumStmt is the alter_enum_stmt of a Node.
-type Node_AlterEnumStmt struct{ AlterEnumStmt *AlterEnumStmt }
-
-func (*Node_AlterEnumStmt) isNode_Node() {}
-
-// Node_ViewStmt is the view_stmt of a Node.
-type Node_ViewStmt struct{ ViewStmt *ViewStmt }
-
-func (*Node_ViewStmt) isNode_Node() {}
-
-// Node_LoadStmt is the load_stmt of a Node.
-type Node_LoadStmt struct{ LoadStmt *LoadStmt }
-
-func (*Node_LoadStmt) isNode_Node() {}
-
-// Node_CreatedbStmt is the createdb_stmt of a Node.
-type Node_CreatedbStmt struct{ CreatedbStmt *CreatedbStmt }
-
-func (*Node_CreatedbStmt) isNode_Node() {}
-
-// Node_AlterDatabaseStmt is the alter_database_stmt of a Node.
-type Node_AlterDatabaseStmt struct{ AlterDatabaseStmt *AlterDatabaseStmt }
-
-func (*Node_AlterDatabaseStmt) isNode_Node() {}
-
-// Node_AlterDatabaseRefreshCollStmt is the alter_database_refresh_coll_stmt of a Node.
-type Node_AlterDatabaseRefreshCollStmt struct{ AlterDatabaseRefreshCollStmt *AlterDatabaseRefreshCollStmt }
-
-func (*Node_AlterDatabaseRefreshCollStmt) isNode_Node() {}
-
-// Node_AlterDatabaseSetStmt is the alter_database_set_stmt of a Node.
-type Node_AlterDatabaseSetStmt struct{ AlterDatabaseSetStmt *AlterDatabaseSetStmt }
-
-func (*Node_AlterDatabaseSetStmt) isNode_Node() {}
-
-// Node_DropdbStmt is the dropdb_stmt of a Node.
-type Node_DropdbStmt struct{ DropdbStmt *DropdbStmt }
-
-func (*Node_DropdbStmt) isNode_Node() {}
-
-// Node_AlterSystemStmt is the alter_system_stmt of a Node.
-type Node_AlterSystemStmt struct{ AlterSystemStmt *AlterSystemStmt }
-
-func (*Node_AlterSystemStmt) isNode_Node() {}
-
-// Node_ClusterStmt is the cluster_stmt of a Node.
-type Node_ClusterStmt struct{ ClusterStmt *ClusterStmt }
-
-func (*Node_ClusterStmt) isNode_Node() {}
-
-// Node_VacuumStmt is the vacuum_stmt of a Node.
-type Node_VacuumStmt struct{ VacuumStmt *VacuumStmt }
-
-func (*Node_VacuumStmt) isNode_Node() {}
-
-// Node_VacuumRelation is the vacuum_relation of a Node.
-type Node_VacuumRelation struct{ VacuumRelation *VacuumRelation }
-
-func (*Node_VacuumRelation) isNode_Node() {}
-
-// Node_ExplainStmt is the explain_stmt of a Node.
-type Node_ExplainStmt struct{ ExplainStmt *ExplainStmt }
-
-func (*Node_ExplainStmt) isNode_Node() {}
-
-// Node_CreateTableAsStmt is the create_table_as_stmt of a Node.
-type Node_CreateTableAsStmt struct{ CreateTableAsStmt *CreateTableAsStmt }
-
-func (*Node_CreateTableAsStmt) isNode_Node() {}
-
-// Node_RefreshMatViewStmt is the refresh_mat_view_stmt of a Node.
-type Node_RefreshMatViewStmt struct{ RefreshMatViewStmt *RefreshMatViewStmt }
-
-func (*Node_RefreshMatViewStmt) isNode_Node() {}
-
-// Node_CheckPointStmt is the check_point_stmt of a Node.
-type Node_CheckPointStmt struct{ CheckPointStmt *CheckPointStmt }
-
-func (*Node_CheckPointStmt) isNode_Node() {}
-
-// Node_DiscardStmt is the discard_stmt of a Node.
-type Node_DiscardStmt struct{ DiscardStmt *DiscardStmt }
-
-func (*Node_DiscardStmt) isNode_Node() {}
-
-// Node_LockStmt is the lock_stmt of a Node.
-type Node_LockStmt struct{ LockStmt *LockStmt }
-
-func (*Node_LockStmt) isNode_Node() {}
-
-// Node_ConstraintsSetStmt is the constraints_set_stmt of a Node.
-type Node_ConstraintsSetStmt struct{ ConstraintsSetStmt *ConstraintsSetStmt }
-
-func (*Node_ConstraintsSetStmt) isNode_Node() {}
-
-// Node_ReindexStmt is the reindex_stmt of a Node.
-type Node_ReindexStmt struct{ ReindexStmt *ReindexStmt }
-
-func (*Node_ReindexStmt) isNode_Node() {}
-
-// Node_CreateConversionStmt is the create_conversion_stmt of a Node.
-type Node_CreateConversionStmt struct{ CreateConversionStmt *CreateConversionStmt }
-
-func (*Node_CreateConversionStmt) isNode_Node() {}
-
-// Node_CreateCastStmt is the create_cast_stmt of a Node.
-type Node_CreateCastStmt struct{ CreateCastStmt *CreateCastStmt }
-
-func (*Node_CreateCastStmt) isNode_Node() {}
-
-// Node_CreateTransformStmt is the create_transform_stmt of a Node.
-type Node_CreateTransformStmt struct{ CreateTransformStmt *CreateTransformStmt }
-
-func (*Node_CreateTransformStmt) isNode_Node() {}
-
-// Node_PrepareStmt is the prepare_stmt of a Node.
-type Node_PrepareStmt struct{ PrepareStmt *PrepareStmt }
-
-func (*Node_PrepareStmt) isNode_Node() {}
-
-// Node_ExecuteStmt is the execute_stmt of a Node.
-type Node_ExecuteStmt struct{ ExecuteStmt *ExecuteStmt }
-
-func (*Node_ExecuteStmt) isNode_Node() {}
-
-// Node_DeallocateStmt is the deallocate_stmt of a Node.
-type Node_DeallocateStmt struct{ DeallocateStmt *DeallocateStmt }
-
-func (*Node_DeallocateStmt) isNode_Node() {}
-
-// Node_DropOwnedStmt is the drop_owned_stmt of a Node.
-type Node_DropOwnedStmt struct{ DropOwnedStmt *DropOwnedStmt }
-
-func (*Node_DropOwnedStmt) isNode_Node() {}
-
-// Node_ReassignOwnedStmt is the reassign_owned_stmt of a Node.
-type Node_ReassignOwnedStmt struct{ ReassignOwnedStmt *ReassignOwnedStmt }
-
-func (*Node_ReassignOwnedStmt) isNode_Node() {}
-
-// Node_AlterTsdictionaryStmt is the alter_tsdictionary_stmt of a Node.
-type Node_AlterTsdictionaryStmt struct{ AlterTsdictionaryStmt *AlterTSDictionaryStmt }
-
-func (*Node_AlterTsdictionaryStmt) isNode_Node() {}
-
-// Node_AlterTsconfigurationStmt is the alter_tsconfiguration_stmt of a Node.
-type Node_AlterTsconfigurationStmt struct{ AlterTsconfigurationStmt *AlterTSConfigurationStmt }
-
-func (*Node_AlterTsconfigurationStmt) isNode_Node() {}
-
-// Node_PublicationTable is the publication_table of a Node.
-type Node_PublicationTable struct{ PublicationTable *PublicationTable }
-
-func (*Node_PublicationTable) isNode_Node() {}
-
-// Node_PublicationObjSpec is the publication_obj_spec of a Node.
-type Node_PublicationObjSpec struct{ PublicationObjSpec *PublicationObjSpec }
-
-func (*Node_PublicationObjSpec) isNode_Node() {}
-
-// Node_CreatePublicationStmt is the create_publication_stmt of a Node.
-type Node_CreatePublicationStmt struct{ CreatePublicationStmt *CreatePublicationStmt }
-
-func (*Node_CreatePublicationStmt) isNode_Node() {}
-
-// Node_AlterPublicationStmt is the alter_publication_stmt of a Node.
-type Node_AlterPublicationStmt struct{ AlterPublicationStmt *AlterPublicationStmt }
-
-func (*Node_AlterPublicationStmt) isNode_Node() {}
-
-// Node_CreateSubscriptionStmt is the create_subscription_stmt of a Node.
-type Node_CreateSubscriptionStmt struct{ CreateSubscriptionStmt *CreateSubscriptionStmt }
-
-func (*Node_CreateSubscriptionStmt) isNode_Node() {}
-
-// Node_AlterSubscriptionStmt is the alter_subscription_stmt of a Node.
-type Node_AlterSubscriptionStmt struct{ AlterSubscriptionStmt *AlterSubscriptionStmt }
-
-func (*Node_AlterSubscriptionStmt) isNode_Node() {}
-
-// Node_DropSubscriptionStmt is the drop_subscription_stmt of a Node.
-type Node_DropSubscriptionStmt struct{ DropSubscriptionStmt *DropSubscriptionStmt }
-
-func (*Node_DropSubscriptionStmt) isNode_Node() {}
-
-// Node_Integer is the integer of a Node.
-type Node_Integer struct{ Integer *Integer }
-
-func (*Node_Integer) isNode_Node() {}
-
-// Node_Float is the float of a Node.
-type Node_Float struct{ Float *Float }
-
-func (*Node_Float) isNode_Node() {}
-
-// Node_Boolean is the boolean of a Node.
-type Node_Boolean struct{ Boolean *Boolean }
-
-func (*Node_Boolean) isNode_Node() {}
-
-// Node_String_ is the string of a Node.
-type Node_String_ struct{ String_ *String }
-
-func (*Node_String_) isNode_Node() {}
-
-// Node_BitString is the bit_string of a Node.
-type Node_BitString struct{ BitString *BitString }
-
-func (*Node_BitString) isNode_Node() {}
-
-// Node_List is the list of a Node.
-type Node_List struct{ List *List }
-
-func (*Node_List) isNode_Node() {}
-
-// Node_IntList is the int_list of a Node.
-type Node_IntList struct{ IntList *IntList }
-
-func (*Node_IntList) isNode_Node() {}
-
-// Node_OidList is the oid_list of a Node.
-type Node_OidList struct{ OidList *OidList }
-
-func (*Node_OidList) isNode_Node() {}
-
-// Node_AConst is the a_const of a Node.
-type Node_AConst struct{ AConst *A_Const }
-
-func (*Node_AConst) isNode_Node() {}
 
 // NodeType is Node, the message's name in pg_query.proto: for a parse
 // node, the server's name of its type.
 func (*Node) NodeType() string { return "Node" }
 
-func (x *Node) GetNode() isNode_Node {
+func (x *Node) GetNode() any {
 	if x != nil {
 		return x.Node
 	}
@@ -3759,1879 +2418,1343 @@ func (x *Node) GetNode() isNode_Node {
 }
 
 func (x *Node) GetAlias() *Alias {
-	if w, ok := x.GetNode().(*Node_Alias); ok {
-		return w.Alias
-	}
-	return nil
+	v, _ := x.GetNode().(*Alias)
+	return v
 }
 
 func (x *Node) GetRangeVar() *RangeVar {
-	if w, ok := x.GetNode().(*Node_RangeVar); ok {
-		return w.RangeVar
-	}
-	return nil
+	v, _ := x.GetNode().(*RangeVar)
+	return v
 }
 
 func (x *Node) GetTableFunc() *TableFunc {
-	if w, ok := x.GetNode().(*Node_TableFunc); ok {
-		return w.TableFunc
-	}
-	return nil
+	v, _ := x.GetNode().(*TableFunc)
+	return v
 }
 
 func (x *Node) GetIntoClause() *IntoClause {
-	if w, ok := x.GetNode().(*Node_IntoClause); ok {
-		return w.IntoClause
-	}
-	return nil
+	v, _ := x.GetNode().(*IntoClause)
+	return v
 }
 
 func (x *Node) GetVar() *Var {
-	if w, ok := x.GetNode().(*Node_Var); ok {
-		return w.Var
-	}
-	return nil
+	v, _ := x.GetNode().(*Var)
+	return v
 }
 
 func (x *Node) GetParam() *Param {
-	if w, ok := x.GetNode().(*Node_Param); ok {
-		return w.Param
-	}
-	return nil
+	v, _ := x.GetNode().(*Param)
+	return v
 }
 
 func (x *Node) GetAggref() *Aggref {
-	if w, ok := x.GetNode().(*Node_Aggref); ok {
-		return w.Aggref
-	}
-	return nil
+	v, _ := x.GetNode().(*Aggref)
+	return v
 }
 
 func (x *Node) GetGroupingFunc() *GroupingFunc {
-	if w, ok := x.GetNode().(*Node_GroupingFunc); ok {
-		return w.GroupingFunc
-	}
-	return nil
+	v, _ := x.GetNode().(*GroupingFunc)
+	return v
 }
 
 func (x *Node) GetWindowFunc() *WindowFunc {
-	if w, ok := x.GetNode().(*Node_WindowFunc); ok {
-		return w.WindowFunc
-	}
-	return nil
+	v, _ := x.GetNode().(*WindowFunc)
+	return v
 }
 
 func (x *Node) GetWindowFuncRunCondition() *WindowFuncRunCondition {
-	if w, ok := x.GetNode().(*Node_WindowFuncRunCondition); ok {
-		return w.WindowFuncRunCondition
-	}
-	return nil
+	v, _ := x.GetNode().(*WindowFuncRunCondition)
+	return v
 }
 
 func (x *Node) GetMergeSupportFunc() *MergeSupportFunc {
-	if w, ok := x.GetNode().(*Node_MergeSupportFunc); ok {
-		return w.MergeSupportFunc
-	}
-	return nil
+	v, _ := x.GetNode().(*MergeSupportFunc)
+	return v
 }
 
 func (x *Node) GetSubscriptingRef() *SubscriptingRef {
-	if w, ok := x.GetNode().(*Node_SubscriptingRef); ok {
-		return w.SubscriptingRef
-	}
-	return nil
+	v, _ := x.GetNode().(*SubscriptingRef)
+	return v
 }
 
 func (x *Node) GetFuncExpr() *FuncExpr {
-	if w, ok := x.GetNode().(*Node_FuncExpr); ok {
-		return w.FuncExpr
-	}
-	return nil
+	v, _ := x.GetNode().(*FuncExpr)
+	return v
 }
 
 func (x *Node) GetNamedArgExpr() *NamedArgExpr {
-	if w, ok := x.GetNode().(*Node_NamedArgExpr); ok {
-		return w.NamedArgExpr
-	}
-	return nil
+	v, _ := x.GetNode().(*NamedArgExpr)
+	return v
 }
 
 func (x *Node) GetOpExpr() *OpExpr {
-	if w, ok := x.GetNode().(*Node_OpExpr); ok {
-		return w.OpExpr
-	}
-	return nil
+	v, _ := x.GetNode().(*OpExpr)
+	return v
 }
 
 func (x *Node) GetDistinctExpr() *DistinctExpr {
-	if w, ok := x.GetNode().(*Node_DistinctExpr); ok {
-		return w.DistinctExpr
-	}
-	return nil
+	v, _ := x.GetNode().(*DistinctExpr)
+	return v
 }
 
 func (x *Node) GetNullIfExpr() *NullIfExpr {
-	if w, ok := x.GetNode().(*Node_NullIfExpr); ok {
-		return w.NullIfExpr
-	}
-	return nil
+	v, _ := x.GetNode().(*NullIfExpr)
+	return v
 }
 
 func (x *Node) GetScalarArrayOpExpr() *ScalarArrayOpExpr {
-	if w, ok := x.GetNode().(*Node_ScalarArrayOpExpr); ok {
-		return w.ScalarArrayOpExpr
-	}
-	return nil
+	v, _ := x.GetNode().(*ScalarArrayOpExpr)
+	return v
 }
 
 func (x *Node) GetBoolExpr() *BoolExpr {
-	if w, ok := x.GetNode().(*Node_BoolExpr); ok {
-		return w.BoolExpr
-	}
-	return nil
+	v, _ := x.GetNode().(*BoolExpr)
+	return v
 }
 
 func (x *Node) GetSubLink() *SubLink {
-	if w, ok := x.GetNode().(*Node_SubLink); ok {
-		return w.SubLink
-	}
-	return nil
+	v, _ := x.GetNode().(*SubLink)
+	return v
 }
 
 func (x *Node) GetSubPlan() *SubPlan {
-	if w, ok := x.GetNode().(*Node_SubPlan); ok {
-		return w.SubPlan
-	}
-	return nil
+	v, _ := x.GetNode().(*SubPlan)
+	return v
 }
 
 func (x *Node) GetAlternativeSubPlan() *AlternativeSubPlan {
-	if w, ok := x.GetNode().(*Node_AlternativeSubPlan); ok {
-		return w.AlternativeSubPlan
-	}
-	return nil
+	v, _ := x.GetNode().(*AlternativeSubPlan)
+	return v
 }
 
 func (x *Node) GetFieldSelect() *FieldSelect {
-	if w, ok := x.GetNode().(*Node_FieldSelect); ok {
-		return w.FieldSelect
-	}
-	return nil
+	v, _ := x.GetNode().(*FieldSelect)
+	return v
 }
 
 func (x *Node) GetFieldStore() *FieldStore {
-	if w, ok := x.GetNode().(*Node_FieldStore); ok {
-		return w.FieldStore
-	}
-	return nil
+	v, _ := x.GetNode().(*FieldStore)
+	return v
 }
 
 func (x *Node) GetRelabelType() *RelabelType {
-	if w, ok := x.GetNode().(*Node_RelabelType); ok {
-		return w.RelabelType
-	}
-	return nil
+	v, _ := x.GetNode().(*RelabelType)
+	return v
 }
 
 func (x *Node) GetCoerceViaIo() *CoerceViaIO {
-	if w, ok := x.GetNode().(*Node_CoerceViaIo); ok {
-		return w.CoerceViaIo
-	}
-	return nil
+	v, _ := x.GetNode().(*CoerceViaIO)
+	return v
 }
 
 func (x *Node) GetArrayCoerceExpr() *ArrayCoerceExpr {
-	if w, ok := x.GetNode().(*Node_ArrayCoerceExpr); ok {
-		return w.ArrayCoerceExpr
-	}
-	return nil
+	v, _ := x.GetNode().(*ArrayCoerceExpr)
+	return v
 }
 
 func (x *Node) GetConvertRowtypeExpr() *ConvertRowtypeExpr {
-	if w, ok := x.GetNode().(*Node_ConvertRowtypeExpr); ok {
-		return w.ConvertRowtypeExpr
-	}
-	return nil
+	v, _ := x.GetNode().(*ConvertRowtypeExpr)
+	return v
 }
 
 func (x *Node) GetCollateExpr() *CollateExpr {
-	if w, ok := x.GetNode().(*Node_CollateExpr); ok {
-		return w.CollateExpr
-	}
-	return nil
+	v, _ := x.GetNode().(*CollateExpr)
+	return v
 }
 
 func (x *Node) GetCaseExpr() *CaseExpr {
-	if w, ok := x.GetNode().(*Node_CaseExpr); ok {
-		return w.CaseExpr
-	}
-	return nil
+	v, _ := x.GetNode().(*CaseExpr)
+	return v
 }
 
 func (x *Node) GetCaseWhen() *CaseWhen {
-	if w, ok := x.GetNode().(*Node_CaseWhen); ok {
-		return w.CaseWhen
-	}
-	return nil
+	v, _ := x.GetNode().(*CaseWhen)
+	return v
 }
 
 func (x *Node) GetCaseTestExpr() *CaseTestExpr {
-	if w, ok := x.GetNode().(*Node_CaseTestExpr); ok {
-		return w.CaseTestExpr
-	}
-	return nil
+	v, _ := x.GetNode().(*CaseTestExpr)
+	return v
 }
 
 func (x *Node) GetArrayExpr() *ArrayExpr {
-	if w, ok := x.GetNode().(*Node_ArrayExpr); ok {
-		return w.ArrayExpr
-	}
-	return nil
+	v, _ := x.GetNode().(*ArrayExpr)
+	return v
 }
 
 func (x *Node) GetRowExpr() *RowExpr {
-	if w, ok := x.GetNode().(*Node_RowExpr); ok {
-		return w.RowExpr
-	}
-	return nil
+	v, _ := x.GetNode().(*RowExpr)
+	return v
 }
 
 func (x *Node) GetRowCompareExpr() *RowCompareExpr {
-	if w, ok := x.GetNode().(*Node_RowCompareExpr); ok {
-		return w.RowCompareExpr
-	}
-	return nil
+	v, _ := x.GetNode().(*RowCompareExpr)
+	return v
 }
 
 func (x *Node) GetCoalesceExpr() *CoalesceExpr {
-	if w, ok := x.GetNode().(*Node_CoalesceExpr); ok {
-		return w.CoalesceExpr
-	}
-	return nil
+	v, _ := x.GetNode().(*CoalesceExpr)
+	return v
 }
 
 func (x *Node) GetMinMaxExpr() *MinMaxExpr {
-	if w, ok := x.GetNode().(*Node_MinMaxExpr); ok {
-		return w.MinMaxExpr
-	}
-	return nil
+	v, _ := x.GetNode().(*MinMaxExpr)
+	return v
 }
 
 func (x *Node) GetSqlvalueFunction() *SQLValueFunction {
-	if w, ok := x.GetNode().(*Node_SqlvalueFunction); ok {
-		return w.SqlvalueFunction
-	}
-	return nil
+	v, _ := x.GetNode().(*SQLValueFunction)
+	return v
 }
 
 func (x *Node) GetXmlExpr() *XmlExpr {
-	if w, ok := x.GetNode().(*Node_XmlExpr); ok {
-		return w.XmlExpr
-	}
-	return nil
+	v, _ := x.GetNode().(*XmlExpr)
+	return v
 }
 
 func (x *Node) GetJsonFormat() *JsonFormat {
-	if w, ok := x.GetNode().(*Node_JsonFormat); ok {
-		return w.JsonFormat
-	}
-	return nil
+	v, _ := x.GetNode().(*JsonFormat)
+	return v
 }
 
 func (x *Node) GetJsonReturning() *JsonReturning {
-	if w, ok := x.GetNode().(*Node_JsonReturning); ok {
-		return w.JsonReturning
-	}
-	return nil
+	v, _ := x.GetNode().(*JsonReturning)
+	return v
 }
 
 func (x *Node) GetJsonValueExpr() *JsonValueExpr {
-	if w, ok := x.GetNode().(*Node_JsonValueExpr); ok {
-		return w.JsonValueExpr
-	}
-	return nil
+	v, _ := x.GetNode().(*JsonValueExpr)
+	return v
 }
 
 func (x *Node) GetJsonConstructorExpr() *JsonConstructorExpr {
-	if w, ok := x.GetNode().(*Node_JsonConstructorExpr); ok {
-		return w.JsonConstructorExpr
-	}
-	return nil
+	v, _ := x.GetNode().(*JsonConstructorExpr)
+	return v
 }
 
 func (x *Node) GetJsonIsPredicate() *JsonIsPredicate {
-	if w, ok := x.GetNode().(*Node_JsonIsPredicate); ok {
-		return w.JsonIsPredicate
-	}
-	return nil
+	v, _ := x.GetNode().(*JsonIsPredicate)
+	return v
 }
 
 func (x *Node) GetJsonBehavior() *JsonBehavior {
-	if w, ok := x.GetNode().(*Node_JsonBehavior); ok {
-		return w.JsonBehavior
-	}
-	return nil
+	v, _ := x.GetNode().(*JsonBehavior)
+	return v
 }
 
 func (x *Node) GetJsonExpr() *JsonExpr {
-	if w, ok := x.GetNode().(*Node_JsonExpr); ok {
-		return w.JsonExpr
-	}
-	return nil
+	v, _ := x.GetNode().(*JsonExpr)
+	return v
 }
 
 func (x *Node) GetJsonTablePath() *JsonTablePath {
-	if w, ok := x.GetNode().(*Node_JsonTablePath); ok {
-		return w.JsonTablePath
-	}
-	return nil
+	v, _ := x.GetNode().(*JsonTablePath)
+	return v
 }
 
 func (x *Node) GetJsonTablePathScan() *JsonTablePathScan {
-	if w, ok := x.GetNode().(*Node_JsonTablePathScan); ok {
-		return w.JsonTablePathScan
-	}
-	return nil
+	v, _ := x.GetNode().(*JsonTablePathScan)
+	return v
 }
 
 func (x *Node) GetJsonTableSiblingJoin() *JsonTableSiblingJoin {
-	if w, ok := x.GetNode().(*Node_JsonTableSiblingJoin); ok {
-		return w.JsonTableSiblingJoin
-	}
-	return nil
+	v, _ := x.GetNode().(*JsonTableSiblingJoin)
+	return v
 }
 
 func (x *Node) GetNullTest() *NullTest {
-	if w, ok := x.GetNode().(*Node_NullTest); ok {
-		return w.NullTest
-	}
-	return nil
+	v, _ := x.GetNode().(*NullTest)
+	return v
 }
 
 func (x *Node) GetBooleanTest() *BooleanTest {
-	if w, ok := x.GetNode().(*Node_BooleanTest); ok {
-		return w.BooleanTest
-	}
-	return nil
+	v, _ := x.GetNode().(*BooleanTest)
+	return v
 }
 
 func (x *Node) GetMergeAction() *MergeAction {
-	if w, ok := x.GetNode().(*Node_MergeAction); ok {
-		return w.MergeAction
-	}
-	return nil
+	v, _ := x.GetNode().(*MergeAction)
+	return v
 }
 
 func (x *Node) GetCoerceToDomain() *CoerceToDomain {
-	if w, ok := x.GetNode().(*Node_CoerceToDomain); ok {
-		return w.CoerceToDomain
-	}
-	return nil
+	v, _ := x.GetNode().(*CoerceToDomain)
+	return v
 }
 
 func (x *Node) GetCoerceToDomainValue() *CoerceToDomainValue {
-	if w, ok := x.GetNode().(*Node_CoerceToDomainValue); ok {
-		return w.CoerceToDomainValue
-	}
-	return nil
+	v, _ := x.GetNode().(*CoerceToDomainValue)
+	return v
 }
 
 func (x *Node) GetSetToDefault() *SetToDefault {
-	if w, ok := x.GetNode().(*Node_SetToDefault); ok {
-		return w.SetToDefault
-	}
-	return nil
+	v, _ := x.GetNode().(*SetToDefault)
+	return v
 }
 
 func (x *Node) GetCurrentOfExpr() *CurrentOfExpr {
-	if w, ok := x.GetNode().(*Node_CurrentOfExpr); ok {
-		return w.CurrentOfExpr
-	}
-	return nil
+	v, _ := x.GetNode().(*CurrentOfExpr)
+	return v
 }
 
 func (x *Node) GetNextValueExpr() *NextValueExpr {
-	if w, ok := x.GetNode().(*Node_NextValueExpr); ok {
-		return w.NextValueExpr
-	}
-	return nil
+	v, _ := x.GetNode().(*NextValueExpr)
+	return v
 }
 
 func (x *Node) GetInferenceElem() *InferenceElem {
-	if w, ok := x.GetNode().(*Node_InferenceElem); ok {
-		return w.InferenceElem
-	}
-	return nil
+	v, _ := x.GetNode().(*InferenceElem)
+	return v
 }
 
 func (x *Node) GetTargetEntry() *TargetEntry {
-	if w, ok := x.GetNode().(*Node_TargetEntry); ok {
-		return w.TargetEntry
-	}
-	return nil
+	v, _ := x.GetNode().(*TargetEntry)
+	return v
 }
 
 func (x *Node) GetRangeTblRef() *RangeTblRef {
-	if w, ok := x.GetNode().(*Node_RangeTblRef); ok {
-		return w.RangeTblRef
-	}
-	return nil
+	v, _ := x.GetNode().(*RangeTblRef)
+	return v
 }
 
 func (x *Node) GetJoinExpr() *JoinExpr {
-	if w, ok := x.GetNode().(*Node_JoinExpr); ok {
-		return w.JoinExpr
-	}
-	return nil
+	v, _ := x.GetNode().(*JoinExpr)
+	return v
 }
 
 func (x *Node) GetFromExpr() *FromExpr {
-	if w, ok := x.GetNode().(*Node_FromExpr); ok {
-		return w.FromExpr
-	}
-	return nil
+	v, _ := x.GetNode().(*FromExpr)
+	return v
 }
 
 func (x *Node) GetOnConflictExpr() *OnConflictExpr {
-	if w, ok := x.GetNode().(*Node_OnConflictExpr); ok {
-		return w.OnConflictExpr
-	}
-	return nil
+	v, _ := x.GetNode().(*OnConflictExpr)
+	return v
 }
 
 func (x *Node) GetQuery() *Query {
-	if w, ok := x.GetNode().(*Node_Query); ok {
-		return w.Query
-	}
-	return nil
+	v, _ := x.GetNode().(*Query)
+	return v
 }
 
 func (x *Node) GetTypeName() *TypeName {
-	if w, ok := x.GetNode().(*Node_TypeName); ok {
-		return w.TypeName
-	}
-	return nil
+	v, _ := x.GetNode().(*TypeName)
+	return v
 }
 
 func (x *Node) GetColumnRef() *ColumnRef {
-	if w, ok := x.GetNode().(*Node_ColumnRef); ok {
-		return w.ColumnRef
-	}
-	return nil
+	v, _ := x.GetNode().(*ColumnRef)
+	return v
 }
 
 func (x *Node) GetParamRef() *ParamRef {
-	if w, ok := x.GetNode().(*Node_ParamRef); ok {
-		return w.ParamRef
-	}
-	return nil
+	v, _ := x.GetNode().(*ParamRef)
+	return v
 }
 
 func (x *Node) GetAExpr() *A_Expr {
-	if w, ok := x.GetNode().(*Node_AExpr); ok {
-		return w.AExpr
-	}
-	return nil
+	v, _ := x.GetNode().(*A_Expr)
+	return v
 }
 
 func (x *Node) GetTypeCast() *TypeCast {
-	if w, ok := x.GetNode().(*Node_TypeCast); ok {
-		return w.TypeCast
-	}
-	return nil
+	v, _ := x.GetNode().(*TypeCast)
+	return v
 }
 
 func (x *Node) GetCollateClause() *CollateClause {
-	if w, ok := x.GetNode().(*Node_CollateClause); ok {
-		return w.CollateClause
-	}
-	return nil
+	v, _ := x.GetNode().(*CollateClause)
+	return v
 }
 
 func (x *Node) GetRoleSpec() *RoleSpec {
-	if w, ok := x.GetNode().(*Node_RoleSpec); ok {
-		return w.RoleSpec
-	}
-	return nil
+	v, _ := x.GetNode().(*RoleSpec)
+	return v
 }
 
 func (x *Node) GetFuncCall() *FuncCall {
-	if w, ok := x.GetNode().(*Node_FuncCall); ok {
-		return w.FuncCall
-	}
-	return nil
+	v, _ := x.GetNode().(*FuncCall)
+	return v
 }
 
 func (x *Node) GetAStar() *A_Star {
-	if w, ok := x.GetNode().(*Node_AStar); ok {
-		return w.AStar
-	}
-	return nil
+	v, _ := x.GetNode().(*A_Star)
+	return v
 }
 
 func (x *Node) GetAIndices() *A_Indices {
-	if w, ok := x.GetNode().(*Node_AIndices); ok {
-		return w.AIndices
-	}
-	return nil
+	v, _ := x.GetNode().(*A_Indices)
+	return v
 }
 
 func (x *Node) GetAIndirection() *A_Indirection {
-	if w, ok := x.GetNode().(*Node_AIndirection); ok {
-		return w.AIndirection
-	}
-	return nil
+	v, _ := x.GetNode().(*A_Indirection)
+	return v
 }
 
 func (x *Node) GetAArrayExpr() *A_ArrayExpr {
-	if w, ok := x.GetNode().(*Node_AArrayExpr); ok {
-		return w.AArrayExpr
-	}
-	return nil
+	v, _ := x.GetNode().(*A_ArrayExpr)
+	return v
 }
 
 func (x *Node) GetResTarget() *ResTarget {
-	if w, ok := x.GetNode().(*Node_ResTarget); ok {
-		return w.ResTarget
-	}
-	return nil
+	v, _ := x.GetNode().(*ResTarget)
+	return v
 }
 
 func (x *Node) GetMultiAssignRef() *MultiAssignRef {
-	if w, ok := x.GetNode().(*Node_MultiAssignRef); ok {
-		return w.MultiAssignRef
-	}
-	return nil
+	v, _ := x.GetNode().(*MultiAssignRef)
+	return v
 }
 
 func (x *Node) GetSortBy() *SortBy {
-	if w, ok := x.GetNode().(*Node_SortBy); ok {
-		return w.SortBy
-	}
-	return nil
+	v, _ := x.GetNode().(*SortBy)
+	return v
 }
 
 func (x *Node) GetWindowDef() *WindowDef {
-	if w, ok := x.GetNode().(*Node_WindowDef); ok {
-		return w.WindowDef
-	}
-	return nil
+	v, _ := x.GetNode().(*WindowDef)
+	return v
 }
 
 func (x *Node) GetRangeSubselect() *RangeSubselect {
-	if w, ok := x.GetNode().(*Node_RangeSubselect); ok {
-		return w.RangeSubselect
-	}
-	return nil
+	v, _ := x.GetNode().(*RangeSubselect)
+	return v
 }
 
 func (x *Node) GetRangeFunction() *RangeFunction {
-	if w, ok := x.GetNode().(*Node_RangeFunction); ok {
-		return w.RangeFunction
-	}
-	return nil
+	v, _ := x.GetNode().(*RangeFunction)
+	return v
 }
 
 func (x *Node) GetRangeTableFunc() *RangeTableFunc {
-	if w, ok := x.GetNode().(*Node_RangeTableFunc); ok {
-		return w.RangeTableFunc
-	}
-	return nil
+	v, _ := x.GetNode().(*RangeTableFunc)
+	return v
 }
 
 func (x *Node) GetRangeTableFuncCol() *RangeTableFuncCol {
-	if w, ok := x.GetNode().(*Node_RangeTableFuncCol); ok {
-		return w.RangeTableFuncCol
-	}
-	return nil
+	v, _ := x.GetNode().(*RangeTableFuncCol)
+	return v
 }
 
 func (x *Node) GetRangeTableSample() *RangeTableSample {
-	if w, ok := x.GetNode().(*Node_RangeTableSample); ok {
-		return w.RangeTableSample
-	}
-	return nil
+	v, _ := x.GetNode().(*RangeTableSample)
+	return v
 }
 
 func (x *Node) GetColumnDef() *ColumnDef {
-	if w, ok := x.GetNode().(*Node_ColumnDef); ok {
-		return w.ColumnDef
-	}
-	return nil
+	v, _ := x.GetNode().(*ColumnDef)
+	return v
 }
 
 func (x *Node) GetTableLikeClause() *TableLikeClause {
-	if w, ok := x.GetNode().(*Node_TableLikeClause); ok {
-		return w.TableLikeClause
-	}
-	return nil
+	v, _ := x.GetNode().(*TableLikeClause)
+	return v
 }
 
 func (x *Node) GetIndexElem() *IndexElem {
-	if w, ok := x.GetNode().(*Node_IndexElem); ok {
-		return w.IndexElem
-	}
-	return nil
+	v, _ := x.GetNode().(*IndexElem)
+	return v
 }
 
 func (x *Node) GetDefElem() *DefElem {
-	if w, ok := x.GetNode().(*Node_DefElem); ok {
-		return w.DefElem
-	}
-	return nil
+	v, _ := x.GetNode().(*DefElem)
+	return v
 }
 
 func (x *Node) GetLockingClause() *LockingClause {
-	if w, ok := x.GetNode().(*Node_LockingClause); ok {
-		return w.LockingClause
-	}
-	return nil
+	v, _ := x.GetNode().(*LockingClause)
+	return v
 }
 
 func (x *Node) GetXmlSerialize() *XmlSerialize {
-	if w, ok := x.GetNode().(*Node_XmlSerialize); ok {
-		return w.XmlSerialize
-	}
-	return nil
+	v, _ := x.GetNode().(*XmlSerialize)
+	return v
 }
 
 func (x *Node) GetPartitionElem() *PartitionElem {
-	if w, ok := x.GetNode().(*Node_PartitionElem); ok {
-		return w.PartitionElem
-	}
-	return nil
+	v, _ := x.GetNode().(*PartitionElem)
+	return v
 }
 
 func (x *Node) GetPartitionSpec() *PartitionSpec {
-	if w, ok := x.GetNode().(*Node_PartitionSpec); ok {
-		return w.PartitionSpec
-	}
-	return nil
+	v, _ := x.GetNode().(*PartitionSpec)
+	return v
 }
 
 func (x *Node) GetPartitionBoundSpec() *PartitionBoundSpec {
-	if w, ok := x.GetNode().(*Node_PartitionBoundSpec); ok {
-		return w.PartitionBoundSpec
-	}
-	return nil
+	v, _ := x.GetNode().(*PartitionBoundSpec)
+	return v
 }
 
 func (x *Node) GetPartitionRangeDatum() *PartitionRangeDatum {
-	if w, ok := x.GetNode().(*Node_PartitionRangeDatum); ok {
-		return w.PartitionRangeDatum
-	}
-	return nil
+	v, _ := x.GetNode().(*PartitionRangeDatum)
+	return v
 }
 
 func (x *Node) GetSinglePartitionSpec() *SinglePartitionSpec {
-	if w, ok := x.GetNode().(*Node_SinglePartitionSpec); ok {
-		return w.SinglePartitionSpec
-	}
-	return nil
+	v, _ := x.GetNode().(*SinglePartitionSpec)
+	return v
 }
 
 func (x *Node) GetPartitionCmd() *PartitionCmd {
-	if w, ok := x.GetNode().(*Node_PartitionCmd); ok {
-		return w.PartitionCmd
-	}
-	return nil
+	v, _ := x.GetNode().(*PartitionCmd)
+	return v
 }
 
 func (x *Node) GetRangeTblEntry() *RangeTblEntry {
-	if w, ok := x.GetNode().(*Node_RangeTblEntry); ok {
-		return w.RangeTblEntry
-	}
-	return nil
+	v, _ := x.GetNode().(*RangeTblEntry)
+	return v
 }
 
 func (x *Node) GetRtepermissionInfo() *RTEPermissionInfo {
-	if w, ok := x.GetNode().(*Node_RtepermissionInfo); ok {
-		return w.RtepermissionInfo
-	}
-	return nil
+	v, _ := x.GetNode().(*RTEPermissionInfo)
+	return v
 }
 
 func (x *Node) GetRangeTblFunction() *RangeTblFunction {
-	if w, ok := x.GetNode().(*Node_RangeTblFunction); ok {
-		return w.RangeTblFunction
-	}
-	return nil
+	v, _ := x.GetNode().(*RangeTblFunction)
+	return v
 }
 
 func (x *Node) GetTableSampleClause() *TableSampleClause {
-	if w, ok := x.GetNode().(*Node_TableSampleClause); ok {
-		return w.TableSampleClause
-	}
-	return nil
+	v, _ := x.GetNode().(*TableSampleClause)
+	return v
 }
 
 func (x *Node) GetWithCheckOption() *WithCheckOption {
-	if w, ok := x.GetNode().(*Node_WithCheckOption); ok {
-		return w.WithCheckOption
-	}
-	return nil
+	v, _ := x.GetNode().(*WithCheckOption)
+	return v
 }
 
 func (x *Node) GetSortGroupClause() *SortGroupClause {
-	if w, ok := x.GetNode().(*Node_SortGroupClause); ok {
-		return w.SortGroupClause
-	}
-	return nil
+	v, _ := x.GetNode().(*SortGroupClause)
+	return v
 }
 
 func (x *Node) GetGroupingSet() *GroupingSet {
-	if w, ok := x.GetNode().(*Node_GroupingSet); ok {
-		return w.GroupingSet
-	}
-	return nil
+	v, _ := x.GetNode().(*GroupingSet)
+	return v
 }
 
 func (x *Node) GetWindowClause() *WindowClause {
-	if w, ok := x.GetNode().(*Node_WindowClause); ok {
-		return w.WindowClause
-	}
-	return nil
+	v, _ := x.GetNode().(*WindowClause)
+	return v
 }
 
 func (x *Node) GetRowMarkClause() *RowMarkClause {
-	if w, ok := x.GetNode().(*Node_RowMarkClause); ok {
-		return w.RowMarkClause
-	}
-	return nil
+	v, _ := x.GetNode().(*RowMarkClause)
+	return v
 }
 
 func (x *Node) GetWithClause() *WithClause {
-	if w, ok := x.GetNode().(*Node_WithClause); ok {
-		return w.WithClause
-	}
-	return nil
+	v, _ := x.GetNode().(*WithClause)
+	return v
 }
 
 func (x *Node) GetInferClause() *InferClause {
-	if w, ok := x.GetNode().(*Node_InferClause); ok {
-		return w.InferClause
-	}
-	return nil
+	v, _ := x.GetNode().(*InferClause)
+	return v
 }
 
 func (x *Node) GetOnConflictClause() *OnConflictClause {
-	if w, ok := x.GetNode().(*Node_OnConflictClause); ok {
-		return w.OnConflictClause
-	}
-	return nil
+	v, _ := x.GetNode().(*OnConflictClause)
+	return v
 }
 
 func (x *Node) GetCtesearchClause() *CTESearchClause {
-	if w, ok := x.GetNode().(*Node_CtesearchClause); ok {
-		return w.CtesearchClause
-	}
-	return nil
+	v, _ := x.GetNode().(*CTESearchClause)
+	return v
 }
 
 func (x *Node) GetCtecycleClause() *CTECycleClause {
-	if w, ok := x.GetNode().(*Node_CtecycleClause); ok {
-		return w.CtecycleClause
-	}
-	return nil
+	v, _ := x.GetNode().(*CTECycleClause)
+	return v
 }
 
 func (x *Node) GetCommonTableExpr() *CommonTableExpr {
-	if w, ok := x.GetNode().(*Node_CommonTableExpr); ok {
-		return w.CommonTableExpr
-	}
-	return nil
+	v, _ := x.GetNode().(*CommonTableExpr)
+	return v
 }
 
 func (x *Node) GetMergeWhenClause() *MergeWhenClause {
-	if w, ok := x.GetNode().(*Node_MergeWhenClause); ok {
-		return w.MergeWhenClause
-	}
-	return nil
+	v, _ := x.GetNode().(*MergeWhenClause)
+	return v
 }
 
 func (x *Node) GetTriggerTransition() *TriggerTransition {
-	if w, ok := x.GetNode().(*Node_TriggerTransition); ok {
-		return w.TriggerTransition
-	}
-	return nil
+	v, _ := x.GetNode().(*TriggerTransition)
+	return v
 }
 
 func (x *Node) GetJsonOutput() *JsonOutput {
-	if w, ok := x.GetNode().(*Node_JsonOutput); ok {
-		return w.JsonOutput
-	}
-	return nil
+	v, _ := x.GetNode().(*JsonOutput)
+	return v
 }
 
 func (x *Node) GetJsonArgument() *JsonArgument {
-	if w, ok := x.GetNode().(*Node_JsonArgument); ok {
-		return w.JsonArgument
-	}
-	return nil
+	v, _ := x.GetNode().(*JsonArgument)
+	return v
 }
 
 func (x *Node) GetJsonFuncExpr() *JsonFuncExpr {
-	if w, ok := x.GetNode().(*Node_JsonFuncExpr); ok {
-		return w.JsonFuncExpr
-	}
-	return nil
+	v, _ := x.GetNode().(*JsonFuncExpr)
+	return v
 }
 
 func (x *Node) GetJsonTablePathSpec() *JsonTablePathSpec {
-	if w, ok := x.GetNode().(*Node_JsonTablePathSpec); ok {
-		return w.JsonTablePathSpec
-	}
-	return nil
+	v, _ := x.GetNode().(*JsonTablePathSpec)
+	return v
 }
 
 func (x *Node) GetJsonTable() *JsonTable {
-	if w, ok := x.GetNode().(*Node_JsonTable); ok {
-		return w.JsonTable
-	}
-	return nil
+	v, _ := x.GetNode().(*JsonTable)
+	return v
 }
 
 func (x *Node) GetJsonTableColumn() *JsonTableColumn {
-	if w, ok := x.GetNode().(*Node_JsonTableColumn); ok {
-		return w.JsonTableColumn
-	}
-	return nil
+	v, _ := x.GetNode().(*JsonTableColumn)
+	return v
 }
 
 func (x *Node) GetJsonKeyValue() *JsonKeyValue {
-	if w, ok := x.GetNode().(*Node_JsonKeyValue); ok {
-		return w.JsonKeyValue
-	}
-	return nil
+	v, _ := x.GetNode().(*JsonKeyValue)
+	return v
 }
 
 func (x *Node) GetJsonParseExpr() *JsonParseExpr {
-	if w, ok := x.GetNode().(*Node_JsonParseExpr); ok {
-		return w.JsonParseExpr
-	}
-	return nil
+	v, _ := x.GetNode().(*JsonParseExpr)
+	return v
 }
 
 func (x *Node) GetJsonScalarExpr() *JsonScalarExpr {
-	if w, ok := x.GetNode().(*Node_JsonScalarExpr); ok {
-		return w.JsonScalarExpr
-	}
-	return nil
+	v, _ := x.GetNode().(*JsonScalarExpr)
+	return v
 }
 
 func (x *Node) GetJsonSerializeExpr() *JsonSerializeExpr {
-	if w, ok := x.GetNode().(*Node_JsonSerializeExpr); ok {
-		return w.JsonSerializeExpr
-	}
-	return nil
+	v, _ := x.GetNode().(*JsonSerializeExpr)
+	return v
 }
 
 func (x *Node) GetJsonObjectConstructor() *JsonObjectConstructor {
-	if w, ok := x.GetNode().(*Node_JsonObjectConstructor); ok {
-		return w.JsonObjectConstructor
-	}
-	return nil
+	v, _ := x.GetNode().(*JsonObjectConstructor)
+	return v
 }
 
 func (x *Node) GetJsonArrayConstructor() *JsonArrayConstructor {
-	if w, ok := x.GetNode().(*Node_JsonArrayConstructor); ok {
-		return w.JsonArrayConstructor
-	}
-	return nil
+	v, _ := x.GetNode().(*JsonArrayConstructor)
+	return v
 }
 
 func (x *Node) GetJsonArrayQueryConstructor() *JsonArrayQueryConstructor {
-	if w, ok := x.GetNode().(*Node_JsonArrayQueryConstructor); ok {
-		return w.JsonArrayQueryConstructor
-	}
-	return nil
+	v, _ := x.GetNode().(*JsonArrayQueryConstructor)
+	return v
 }
 
 func (x *Node) GetJsonAggConstructor() *JsonAggConstructor {
-	if w, ok := x.GetNode().(*Node_JsonAggConstructor); ok {
-		return w.JsonAggConstructor
-	}
-	return nil
+	v, _ := x.GetNode().(*JsonAggConstructor)
+	return v
 }
 
 func (x *Node) GetJsonObjectAgg() *JsonObjectAgg {
-	if w, ok := x.GetNode().(*Node_JsonObjectAgg); ok {
-		return w.JsonObjectAgg
-	}
-	return nil
+	v, _ := x.GetNode().(*JsonObjectAgg)
+	return v
 }
 
 func (x *Node) GetJsonArrayAgg() *JsonArrayAgg {
-	if w, ok := x.GetNode().(*Node_JsonArrayAgg); ok {
-		return w.JsonArrayAgg
-	}
-	return nil
+	v, _ := x.GetNode().(*JsonArrayAgg)
+	return v
 }
 
 func (x *Node) GetRawStmt() *RawStmt {
-	if w, ok := x.GetNode().(*Node_RawStmt); ok {
-		return w.RawStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*RawStmt)
+	return v
 }
 
 func (x *Node) GetInsertStmt() *InsertStmt {
-	if w, ok := x.GetNode().(*Node_InsertStmt); ok {
-		return w.InsertStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*InsertStmt)
+	return v
 }
 
 func (x *Node) GetDeleteStmt() *DeleteStmt {
-	if w, ok := x.GetNode().(*Node_DeleteStmt); ok {
-		return w.DeleteStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*DeleteStmt)
+	return v
 }
 
 func (x *Node) GetUpdateStmt() *UpdateStmt {
-	if w, ok := x.GetNode().(*Node_UpdateStmt); ok {
-		return w.UpdateStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*UpdateStmt)
+	return v
 }
 
 func (x *Node) GetMergeStmt() *MergeStmt {
-	if w, ok := x.GetNode().(*Node_MergeStmt); ok {
-		return w.MergeStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*MergeStmt)
+	return v
 }
 
 func (x *Node) GetSelectStmt() *SelectStmt {
-	if w, ok := x.GetNode().(*Node_SelectStmt); ok {
-		return w.SelectStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*SelectStmt)
+	return v
 }
 
 func (x *Node) GetSetOperationStmt() *SetOperationStmt {
-	if w, ok := x.GetNode().(*Node_SetOperationStmt); ok {
-		return w.SetOperationStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*SetOperationStmt)
+	return v
 }
 
 func (x *Node) GetReturnStmt() *ReturnStmt {
-	if w, ok := x.GetNode().(*Node_ReturnStmt); ok {
-		return w.ReturnStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*ReturnStmt)
+	return v
 }
 
 func (x *Node) GetPlassignStmt() *PLAssignStmt {
-	if w, ok := x.GetNode().(*Node_PlassignStmt); ok {
-		return w.PlassignStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*PLAssignStmt)
+	return v
 }
 
 func (x *Node) GetCreateSchemaStmt() *CreateSchemaStmt {
-	if w, ok := x.GetNode().(*Node_CreateSchemaStmt); ok {
-		return w.CreateSchemaStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*CreateSchemaStmt)
+	return v
 }
 
 func (x *Node) GetAlterTableStmt() *AlterTableStmt {
-	if w, ok := x.GetNode().(*Node_AlterTableStmt); ok {
-		return w.AlterTableStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*AlterTableStmt)
+	return v
 }
 
 func (x *Node) GetReplicaIdentityStmt() *ReplicaIdentityStmt {
-	if w, ok := x.GetNode().(*Node_ReplicaIdentityStmt); ok {
-		return w.ReplicaIdentityStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*ReplicaIdentityStmt)
+	return v
 }
 
 func (x *Node) GetAlterTableCmd() *AlterTableCmd {
-	if w, ok := x.GetNode().(*Node_AlterTableCmd); ok {
-		return w.AlterTableCmd
-	}
-	return nil
+	v, _ := x.GetNode().(*AlterTableCmd)
+	return v
 }
 
 func (x *Node) GetAlterCollationStmt() *AlterCollationStmt {
-	if w, ok := x.GetNode().(*Node_AlterCollationStmt); ok {
-		return w.AlterCollationStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*AlterCollationStmt)
+	return v
 }
 
 func (x *Node) GetAlterDomainStmt() *AlterDomainStmt {
-	if w, ok := x.GetNode().(*Node_AlterDomainStmt); ok {
-		return w.AlterDomainStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*AlterDomainStmt)
+	return v
 }
 
 func (x *Node) GetGrantStmt() *GrantStmt {
-	if w, ok := x.GetNode().(*Node_GrantStmt); ok {
-		return w.GrantStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*GrantStmt)
+	return v
 }
 
 func (x *Node) GetObjectWithArgs() *ObjectWithArgs {
-	if w, ok := x.GetNode().(*Node_ObjectWithArgs); ok {
-		return w.ObjectWithArgs
-	}
-	return nil
+	v, _ := x.GetNode().(*ObjectWithArgs)
+	return v
 }
 
 func (x *Node) GetAccessPriv() *AccessPriv {
-	if w, ok := x.GetNode().(*Node_AccessPriv); ok {
-		return w.AccessPriv
-	}
-	return nil
+	v, _ := x.GetNode().(*AccessPriv)
+	return v
 }
 
 func (x *Node) GetGrantRoleStmt() *GrantRoleStmt {
-	if w, ok := x.GetNode().(*Node_GrantRoleStmt); ok {
-		return w.GrantRoleStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*GrantRoleStmt)
+	return v
 }
 
 func (x *Node) GetAlterDefaultPrivilegesStmt() *AlterDefaultPrivilegesStmt {
-	if w, ok := x.GetNode().(*Node_AlterDefaultPrivilegesStmt); ok {
-		return w.AlterDefaultPrivilegesStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*AlterDefaultPrivilegesStmt)
+	return v
 }
 
 func (x *Node) GetCopyStmt() *CopyStmt {
-	if w, ok := x.GetNode().(*Node_CopyStmt); ok {
-		return w.CopyStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*CopyStmt)
+	return v
 }
 
 func (x *Node) GetVariableSetStmt() *VariableSetStmt {
-	if w, ok := x.GetNode().(*Node_VariableSetStmt); ok {
-		return w.VariableSetStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*VariableSetStmt)
+	return v
 }
 
 func (x *Node) GetVariableShowStmt() *VariableShowStmt {
-	if w, ok := x.GetNode().(*Node_VariableShowStmt); ok {
-		return w.VariableShowStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*VariableShowStmt)
+	return v
 }
 
 func (x *Node) GetCreateStmt() *CreateStmt {
-	if w, ok := x.GetNode().(*Node_CreateStmt); ok {
-		return w.CreateStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*CreateStmt)
+	return v
 }
 
 func (x *Node) GetConstraint() *Constraint {
-	if w, ok := x.GetNode().(*Node_Constraint); ok {
-		return w.Constraint
-	}
-	return nil
+	v, _ := x.GetNode().(*Constraint)
+	return v
 }
 
 func (x *Node) GetCreateTableSpaceStmt() *CreateTableSpaceStmt {
-	if w, ok := x.GetNode().(*Node_CreateTableSpaceStmt); ok {
-		return w.CreateTableSpaceStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*CreateTableSpaceStmt)
+	return v
 }
 
 func (x *Node) GetDropTableSpaceStmt() *DropTableSpaceStmt {
-	if w, ok := x.GetNode().(*Node_DropTableSpaceStmt); ok {
-		return w.DropTableSpaceStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*DropTableSpaceStmt)
+	return v
 }
 
 func (x *Node) GetAlterTableSpaceOptionsStmt() *AlterTableSpaceOptionsStmt {
-	if w, ok := x.GetNode().(*Node_AlterTableSpaceOptionsStmt); ok {
-		return w.AlterTableSpaceOptionsStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*AlterTableSpaceOptionsStmt)
+	return v
 }
 
 func (x *Node) GetAlterTableMoveAllStmt() *AlterTableMoveAllStmt {
-	if w, ok := x.GetNode().(*Node_AlterTableMoveAllStmt); ok {
-		return w.AlterTableMoveAllStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*AlterTableMoveAllStmt)
+	return v
 }
 
 func (x *Node) GetCreateExtensionStmt() *CreateExtensionStmt {
-	if w, ok := x.GetNode().(*Node_CreateExtensionStmt); ok {
-		return w.CreateExtensionStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*CreateExtensionStmt)
+	return v
 }
 
 func (x *Node) GetAlterExtensionStmt() *AlterExtensionStmt {
-	if w, ok := x.GetNode().(*Node_AlterExtensionStmt); ok {
-		return w.AlterExtensionStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*AlterExtensionStmt)
+	return v
 }
 
 func (x *Node) GetAlterExtensionContentsStmt() *AlterExtensionContentsStmt {
-	if w, ok := x.GetNode().(*Node_AlterExtensionContentsStmt); ok {
-		return w.AlterExtensionContentsStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*AlterExtensionContentsStmt)
+	return v
 }
 
 func (x *Node) GetCreateFdwStmt() *CreateFdwStmt {
-	if w, ok := x.GetNode().(*Node_CreateFdwStmt); ok {
-		return w.CreateFdwStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*CreateFdwStmt)
+	return v
 }
 
 func (x *Node) GetAlterFdwStmt() *AlterFdwStmt {
-	if w, ok := x.GetNode().(*Node_AlterFdwStmt); ok {
-		return w.AlterFdwStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*AlterFdwStmt)
+	return v
 }
 
 func (x *Node) GetCreateForeignServerStmt() *CreateForeignServerStmt {
-	if w, ok := x.GetNode().(*Node_CreateForeignServerStmt); ok {
-		return w.CreateForeignServerStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*CreateForeignServerStmt)
+	return v
 }
 
 func (x *Node) GetAlterForeignServerStmt() *AlterForeignServerStmt {
-	if w, ok := x.GetNode().(*Node_AlterForeignServerStmt); ok {
-		return w.AlterForeignServerStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*AlterForeignServerStmt)
+	return v
 }
 
 func (x *Node) GetCreateForeignTableStmt() *CreateForeignTableStmt {
-	if w, ok := x.GetNode().(*Node_CreateForeignTableStmt); ok {
-		return w.CreateForeignTableStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*CreateForeignTableStmt)
+	return v
 }
 
 func (x *Node) GetCreateUserMappingStmt() *CreateUserMappingStmt {
-	if w, ok := x.GetNode().(*Node_CreateUserMappingStmt); ok {
-		return w.CreateUserMappingStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*CreateUserMappingStmt)
+	return v
 }
 
 func (x *Node) GetAlterUserMappingStmt() *AlterUserMappingStmt {
-	if w, ok := x.GetNode().(*Node_AlterUserMappingStmt); ok {
-		return w.AlterUserMappingStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*AlterUserMappingStmt)
+	return v
 }
 
 func (x *Node) GetDropUserMappingStmt() *DropUserMappingStmt {
-	if w, ok := x.GetNode().(*Node_DropUserMappingStmt); ok {
-		return w.DropUserMappingStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*DropUserMappingStmt)
+	return v
 }
 
 func (x *Node) GetImportForeignSchemaStmt() *ImportForeignSchemaStmt {
-	if w, ok := x.GetNode().(*Node_ImportForeignSchemaStmt); ok {
-		return w.ImportForeignSchemaStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*ImportForeignSchemaStmt)
+	return v
 }
 
 func (x *Node) GetCreatePolicyStmt() *CreatePolicyStmt {
-	if w, ok := x.GetNode().(*Node_CreatePolicyStmt); ok {
-		return w.CreatePolicyStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*CreatePolicyStmt)
+	return v
 }
 
 func (x *Node) GetAlterPolicyStmt() *AlterPolicyStmt {
-	if w, ok := x.GetNode().(*Node_AlterPolicyStmt); ok {
-		return w.AlterPolicyStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*AlterPolicyStmt)
+	return v
 }
 
 func (x *Node) GetCreateAmStmt() *CreateAmStmt {
-	if w, ok := x.GetNode().(*Node_CreateAmStmt); ok {
-		return w.CreateAmStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*CreateAmStmt)
+	return v
 }
 
 func (x *Node) GetCreateTrigStmt() *CreateTrigStmt {
-	if w, ok := x.GetNode().(*Node_CreateTrigStmt); ok {
-		return w.CreateTrigStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*CreateTrigStmt)
+	return v
 }
 
 func (x *Node) GetCreateEventTrigStmt() *CreateEventTrigStmt {
-	if w, ok := x.GetNode().(*Node_CreateEventTrigStmt); ok {
-		return w.CreateEventTrigStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*CreateEventTrigStmt)
+	return v
 }
 
 func (x *Node) GetAlterEventTrigStmt() *AlterEventTrigStmt {
-	if w, ok := x.GetNode().(*Node_AlterEventTrigStmt); ok {
-		return w.AlterEventTrigStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*AlterEventTrigStmt)
+	return v
 }
 
 func (x *Node) GetCreatePlangStmt() *CreatePLangStmt {
-	if w, ok := x.GetNode().(*Node_CreatePlangStmt); ok {
-		return w.CreatePlangStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*CreatePLangStmt)
+	return v
 }
 
 func (x *Node) GetCreateRoleStmt() *CreateRoleStmt {
-	if w, ok := x.GetNode().(*Node_CreateRoleStmt); ok {
-		return w.CreateRoleStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*CreateRoleStmt)
+	return v
 }
 
 func (x *Node) GetAlterRoleStmt() *AlterRoleStmt {
-	if w, ok := x.GetNode().(*Node_AlterRoleStmt); ok {
-		return w.AlterRoleStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*AlterRoleStmt)
+	return v
 }
 
 func (x *Node) GetAlterRoleSetStmt() *AlterRoleSetStmt {
-	if w, ok := x.GetNode().(*Node_AlterRoleSetStmt); ok {
-		return w.AlterRoleSetStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*AlterRoleSetStmt)
+	return v
 }
 
 func (x *Node) GetDropRoleStmt() *DropRoleStmt {
-	if w, ok := x.GetNode().(*Node_DropRoleStmt); ok {
-		return w.DropRoleStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*DropRoleStmt)
+	return v
 }
 
 func (x *Node) GetCreateSeqStmt() *CreateSeqStmt {
-	if w, ok := x.GetNode().(*Node_CreateSeqStmt); ok {
-		return w.CreateSeqStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*CreateSeqStmt)
+	return v
 }
 
 func (x *Node) GetAlterSeqStmt() *AlterSeqStmt {
-	if w, ok := x.GetNode().(*Node_AlterSeqStmt); ok {
-		return w.AlterSeqStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*AlterSeqStmt)
+	return v
 }
 
 func (x *Node) GetDefineStmt() *DefineStmt {
-	if w, ok := x.GetNode().(*Node_DefineStmt); ok {
-		return w.DefineStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*DefineStmt)
+	return v
 }
 
 func (x *Node) GetCreateDomainStmt() *CreateDomainStmt {
-	if w, ok := x.GetNode().(*Node_CreateDomainStmt); ok {
-		return w.CreateDomainStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*CreateDomainStmt)
+	return v
 }
 
 func (x *Node) GetCreateOpClassStmt() *CreateOpClassStmt {
-	if w, ok := x.GetNode().(*Node_CreateOpClassStmt); ok {
-		return w.CreateOpClassStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*CreateOpClassStmt)
+	return v
 }
 
 func (x *Node) GetCreateOpClassItem() *CreateOpClassItem {
-	if w, ok := x.GetNode().(*Node_CreateOpClassItem); ok {
-		return w.CreateOpClassItem
-	}
-	return nil
+	v, _ := x.GetNode().(*CreateOpClassItem)
+	return v
 }
 
 func (x *Node) GetCreateOpFamilyStmt() *CreateOpFamilyStmt {
-	if w, ok := x.GetNode().(*Node_CreateOpFamilyStmt); ok {
-		return w.CreateOpFamilyStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*CreateOpFamilyStmt)
+	return v
 }
 
 func (x *Node) GetAlterOpFamilyStmt() *AlterOpFamilyStmt {
-	if w, ok := x.GetNode().(*Node_AlterOpFamilyStmt); ok {
-		return w.AlterOpFamilyStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*AlterOpFamilyStmt)
+	return v
 }
 
 func (x *Node) GetDropStmt() *DropStmt {
-	if w, ok := x.GetNode().(*Node_DropStmt); ok {
-		return w.DropStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*DropStmt)
+	return v
 }
 
 func (x *Node) GetTruncateStmt() *TruncateStmt {
-	if w, ok := x.GetNode().(*Node_TruncateStmt); ok {
-		return w.TruncateStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*TruncateStmt)
+	return v
 }
 
 func (x *Node) GetCommentStmt() *CommentStmt {
-	if w, ok := x.GetNode().(*Node_CommentStmt); ok {
-		return w.CommentStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*CommentStmt)
+	return v
 }
 
 func (x *Node) GetSecLabelStmt() *SecLabelStmt {
-	if w, ok := x.GetNode().(*Node_SecLabelStmt); ok {
-		return w.SecLabelStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*SecLabelStmt)
+	return v
 }
 
 func (x *Node) GetDeclareCursorStmt() *DeclareCursorStmt {
-	if w, ok := x.GetNode().(*Node_DeclareCursorStmt); ok {
-		return w.DeclareCursorStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*DeclareCursorStmt)
+	return v
 }
 
 func (x *Node) GetClosePortalStmt() *ClosePortalStmt {
-	if w, ok := x.GetNode().(*Node_ClosePortalStmt); ok {
-		return w.ClosePortalStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*ClosePortalStmt)
+	return v
 }
 
 func (x *Node) GetFetchStmt() *FetchStmt {
-	if w, ok := x.GetNode().(*Node_FetchStmt); ok {
-		return w.FetchStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*FetchStmt)
+	return v
 }
 
 func (x *Node) GetIndexStmt() *IndexStmt {
-	if w, ok := x.GetNode().(*Node_IndexStmt); ok {
-		return w.IndexStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*IndexStmt)
+	return v
 }
 
 func (x *Node) GetCreateStatsStmt() *CreateStatsStmt {
-	if w, ok := x.GetNode().(*Node_CreateStatsStmt); ok {
-		return w.CreateStatsStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*CreateStatsStmt)
+	return v
 }
 
 func (x *Node) GetStatsElem() *StatsElem {
-	if w, ok := x.GetNode().(*Node_StatsElem); ok {
-		return w.StatsElem
-	}
-	return nil
+	v, _ := x.GetNode().(*StatsElem)
+	return v
 }
 
 func (x *Node) GetAlterStatsStmt() *AlterStatsStmt {
-	if w, ok := x.GetNode().(*Node_AlterStatsStmt); ok {
-		return w.AlterStatsStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*AlterStatsStmt)
+	return v
 }
 
 func (x *Node) GetCreateFunctionStmt() *CreateFunctionStmt {
-	if w, ok := x.GetNode().(*Node_CreateFunctionStmt); ok {
-		return w.CreateFunctionStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*CreateFunctionStmt)
+	return v
 }
 
 func (x *Node) GetFunctionParameter() *FunctionParameter {
-	if w, ok := x.GetNode().(*Node_FunctionParameter); ok {
-		return w.FunctionParameter
-	}
-	return nil
+	v, _ := x.GetNode().(*FunctionParameter)
+	return v
 }
 
 func (x *Node) GetAlterFunctionStmt() *AlterFunctionStmt {
-	if w, ok := x.GetNode().(*Node_AlterFunctionStmt); ok {
-		return w.AlterFunctionStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*AlterFunctionStmt)
+	return v
 }
 
 func (x *Node) GetDoStmt() *DoStmt {
-	if w, ok := x.GetNode().(*Node_DoStmt); ok {
-		return w.DoStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*DoStmt)
+	return v
 }
 
 func (x *Node) GetInlineCodeBlock() *InlineCodeBlock {
-	if w, ok := x.GetNode().(*Node_InlineCodeBlock); ok {
-		return w.InlineCodeBlock
-	}
-	return nil
+	v, _ := x.GetNode().(*InlineCodeBlock)
+	return v
 }
 
 func (x *Node) GetCallStmt() *CallStmt {
-	if w, ok := x.GetNode().(*Node_CallStmt); ok {
-		return w.CallStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*CallStmt)
+	return v
 }
 
 func (x *Node) GetCallContext() *CallContext {
-	if w, ok := x.GetNode().(*Node_CallContext); ok {
-		return w.CallContext
-	}
-	return nil
+	v, _ := x.GetNode().(*CallContext)
+	return v
 }
 
 func (x *Node) GetRenameStmt() *RenameStmt {
-	if w, ok := x.GetNode().(*Node_RenameStmt); ok {
-		return w.RenameStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*RenameStmt)
+	return v
 }
 
 func (x *Node) GetAlterObjectDependsStmt() *AlterObjectDependsStmt {
-	if w, ok := x.GetNode().(*Node_AlterObjectDependsStmt); ok {
-		return w.AlterObjectDependsStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*AlterObjectDependsStmt)
+	return v
 }
 
 func (x *Node) GetAlterObjectSchemaStmt() *AlterObjectSchemaStmt {
-	if w, ok := x.GetNode().(*Node_AlterObjectSchemaStmt); ok {
-		return w.AlterObjectSchemaStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*AlterObjectSchemaStmt)
+	return v
 }
 
 func (x *Node) GetAlterOwnerStmt() *AlterOwnerStmt {
-	if w, ok := x.GetNode().(*Node_AlterOwnerStmt); ok {
-		return w.AlterOwnerStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*AlterOwnerStmt)
+	return v
 }
 
 func (x *Node) GetAlterOperatorStmt() *AlterOperatorStmt {
-	if w, ok := x.GetNode().(*Node_AlterOperatorStmt); ok {
-		return w.AlterOperatorStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*AlterOperatorStmt)
+	return v
 }
 
 func (x *Node) GetAlterTypeStmt() *AlterTypeStmt {
-	if w, ok := x.GetNode().(*Node_AlterTypeStmt); ok {
-		return w.AlterTypeStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*AlterTypeStmt)
+	return v
 }
 
 func (x *Node) GetRuleStmt() *RuleStmt {
-	if w, ok := x.GetNode().(*Node_RuleStmt); ok {
-		return w.RuleStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*RuleStmt)
+	return v
 }
 
 func (x *Node) GetNotifyStmt() *NotifyStmt {
-	if w, ok := x.GetNode().(*Node_NotifyStmt); ok {
-		return w.NotifyStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*NotifyStmt)
+	return v
 }
 
 func (x *Node) GetListenStmt() *ListenStmt {
-	if w, ok := x.GetNode().(*Node_ListenStmt); ok {
-		return w.ListenStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*ListenStmt)
+	return v
 }
 
 func (x *Node) GetUnlistenStmt() *UnlistenStmt {
-	if w, ok := x.GetNode().(*Node_UnlistenStmt); ok {
-		return w.UnlistenStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*UnlistenStmt)
+	return v
 }
 
 func (x *Node) GetTransactionStmt() *TransactionStmt {
-	if w, ok := x.GetNode().(*Node_TransactionStmt); ok {
-		return w.TransactionStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*TransactionStmt)
+	return v
 }
 
 func (x *Node) GetCompositeTypeStmt() *CompositeTypeStmt {
-	if w, ok := x.GetNode().(*Node_CompositeTypeStmt); ok {
-		return w.CompositeTypeStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*CompositeTypeStmt)
+	return v
 }
 
 func (x *Node) GetCreateEnumStmt() *CreateEnumStmt {
-	if w, ok := x.GetNode().(*Node_CreateEnumStmt); ok {
-		return w.CreateEnumStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*CreateEnumStmt)
+	return v
 }
 
 func (x *Node) GetCreateRangeStmt() *CreateRangeStmt {
-	if w, ok := x.GetNode().(*Node_CreateRangeStmt); ok {
-		return w.CreateRangeStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*CreateRangeStmt)
+	return v
 }
 
 func (x *Node) GetAlterEnumStmt() *AlterEnumStmt {
-	if w, ok := x.GetNode().(*Node_AlterEnumStmt); ok {
-		return w.AlterEnumStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*AlterEnumStmt)
+	return v
 }
 
 func (x *Node) GetViewStmt() *ViewStmt {
-	if w, ok := x.GetNode().(*Node_ViewStmt); ok {
-		return w.ViewStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*ViewStmt)
+	return v
 }
 
 func (x *Node) GetLoadStmt() *LoadStmt {
-	if w, ok := x.GetNode().(*Node_LoadStmt); ok {
-		return w.LoadStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*LoadStmt)
+	return v
 }
 
 func (x *Node) GetCreatedbStmt() *CreatedbStmt {
-	if w, ok := x.GetNode().(*Node_CreatedbStmt); ok {
-		return w.CreatedbStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*CreatedbStmt)
+	return v
 }
 
 func (x *Node) GetAlterDatabaseStmt() *AlterDatabaseStmt {
-	if w, ok := x.GetNode().(*Node_AlterDatabaseStmt); ok {
-		return w.AlterDatabaseStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*AlterDatabaseStmt)
+	return v
 }
 
 func (x *Node) GetAlterDatabaseRefreshCollStmt() *AlterDatabaseRefreshCollStmt {
-	if w, ok := x.GetNode().(*Node_AlterDatabaseRefreshCollStmt); ok {
-		return w.AlterDatabaseRefreshCollStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*AlterDatabaseRefreshCollStmt)
+	return v
 }
 
 func (x *Node) GetAlterDatabaseSetStmt() *AlterDatabaseSetStmt {
-	if w, ok := x.GetNode().(*Node_AlterDatabaseSetStmt); ok {
-		return w.AlterDatabaseSetStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*AlterDatabaseSetStmt)
+	return v
 }
 
 func (x *Node) GetDropdbStmt() *DropdbStmt {
-	if w, ok := x.GetNode().(*Node_DropdbStmt); ok {
-		return w.DropdbStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*DropdbStmt)
+	return v
 }
 
 func (x *Node) GetAlterSystemStmt() *AlterSystemStmt {
-	if w, ok := x.GetNode().(*Node_AlterSystemStmt); ok {
-		return w.AlterSystemStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*AlterSystemStmt)
+	return v
 }
 
 func (x *Node) GetClusterStmt() *ClusterStmt {
-	if w, ok := x.GetNode().(*Node_ClusterStmt); ok {
-		return w.ClusterStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*ClusterStmt)
+	return v
 }
 
 func (x *Node) GetVacuumStmt() *VacuumStmt {
-	if w, ok := x.GetNode().(*Node_VacuumStmt); ok {
-		return w.VacuumStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*VacuumStmt)
+	return v
 }
 
 func (x *Node) GetVacuumRelation() *VacuumRelation {
-	if w, ok := x.GetNode().(*Node_VacuumRelation); ok {
-		return w.VacuumRelation
-	}
-	return nil
+	v, _ := x.GetNode().(*VacuumRelation)
+	return v
 }
 
 func (x *Node) GetExplainStmt() *ExplainStmt {
-	if w, ok := x.GetNode().(*Node_ExplainStmt); ok {
-		return w.ExplainStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*ExplainStmt)
+	return v
 }
 
 func (x *Node) GetCreateTableAsStmt() *CreateTableAsStmt {
-	if w, ok := x.GetNode().(*Node_CreateTableAsStmt); ok {
-		return w.CreateTableAsStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*CreateTableAsStmt)
+	return v
 }
 
 func (x *Node) GetRefreshMatViewStmt() *RefreshMatViewStmt {
-	if w, ok := x.GetNode().(*Node_RefreshMatViewStmt); ok {
-		return w.RefreshMatViewStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*RefreshMatViewStmt)
+	return v
 }
 
 func (x *Node) GetCheckPointStmt() *CheckPointStmt {
-	if w, ok := x.GetNode().(*Node_CheckPointStmt); ok {
-		return w.CheckPointStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*CheckPointStmt)
+	return v
 }
 
 func (x *Node) GetDiscardStmt() *DiscardStmt {
-	if w, ok := x.GetNode().(*Node_DiscardStmt); ok {
-		return w.DiscardStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*DiscardStmt)
+	return v
 }
 
 func (x *Node) GetLockStmt() *LockStmt {
-	if w, ok := x.GetNode().(*Node_LockStmt); ok {
-		return w.LockStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*LockStmt)
+	return v
 }
 
 func (x *Node) GetConstraintsSetStmt() *ConstraintsSetStmt {
-	if w, ok := x.GetNode().(*Node_ConstraintsSetStmt); ok {
-		return w.ConstraintsSetStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*ConstraintsSetStmt)
+	return v
 }
 
 func (x *Node) GetReindexStmt() *ReindexStmt {
-	if w, ok := x.GetNode().(*Node_ReindexStmt); ok {
-		return w.ReindexStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*ReindexStmt)
+	return v
 }
 
 func (x *Node) GetCreateConversionStmt() *CreateConversionStmt {
-	if w, ok := x.GetNode().(*Node_CreateConversionStmt); ok {
-		return w.CreateConversionStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*CreateConversionStmt)
+	return v
 }
 
 func (x *Node) GetCreateCastStmt() *CreateCastStmt {
-	if w, ok := x.GetNode().(*Node_CreateCastStmt); ok {
-		return w.CreateCastStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*CreateCastStmt)
+	return v
 }
 
 func (x *Node) GetCreateTransformStmt() *CreateTransformStmt {
-	if w, ok := x.GetNode().(*Node_CreateTransformStmt); ok {
-		return w.CreateTransformStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*CreateTransformStmt)
+	return v
 }
 
 func (x *Node) GetPrepareStmt() *PrepareStmt {
-	if w, ok := x.GetNode().(*Node_PrepareStmt); ok {
-		return w.PrepareStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*PrepareStmt)
+	return v
 }
 
 func (x *Node) GetExecuteStmt() *ExecuteStmt {
-	if w, ok := x.GetNode().(*Node_ExecuteStmt); ok {
-		return w.ExecuteStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*ExecuteStmt)
+	return v
 }
 
 func (x *Node) GetDeallocateStmt() *DeallocateStmt {
-	if w, ok := x.GetNode().(*Node_DeallocateStmt); ok {
-		return w.DeallocateStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*DeallocateStmt)
+	return v
 }
 
 func (x *Node) GetDropOwnedStmt() *DropOwnedStmt {
-	if w, ok := x.GetNode().(*Node_DropOwnedStmt); ok {
-		return w.DropOwnedStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*DropOwnedStmt)
+	return v
 }
 
 func (x *Node) GetReassignOwnedStmt() *ReassignOwnedStmt {
-	if w, ok := x.GetNode().(*Node_ReassignOwnedStmt); ok {
-		return w.ReassignOwnedStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*ReassignOwnedStmt)
+	return v
 }
 
 func (x *Node) GetAlterTsdictionaryStmt() *AlterTSDictionaryStmt {
-	if w, ok := x.GetNode().(*Node_AlterTsdictionaryStmt); ok {
-		return w.AlterTsdictionaryStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*AlterTSDictionaryStmt)
+	return v
 }
 
 func (x *Node) GetAlterTsconfigurationStmt() *AlterTSConfigurationStmt {
-	if w, ok := x.GetNode().(*Node_AlterTsconfigurationStmt); ok {
-		return w.AlterTsconfigurationStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*AlterTSConfigurationStmt)
+	return v
 }
 
 func (x *Node) GetPublicationTable() *PublicationTable {
-	if w, ok := x.GetNode().(*Node_PublicationTable); ok {
-		return w.PublicationTable
-	}
-	return nil
+	v, _ := x.GetNode().(*PublicationTable)
+	return v
 }
 
 func (x *Node) GetPublicationObjSpec() *PublicationObjSpec {
-	if w, ok := x.GetNode().(*Node_PublicationObjSpec); ok {
-		return w.PublicationObjSpec
-	}
-	return nil
+	v, _ := x.GetNode().(*PublicationObjSpec)
+	return v
 }
 
 func (x *Node) GetCreatePublicationStmt() *CreatePublicationStmt {
-	if w, ok := x.GetNode().(*Node_CreatePublicationStmt); ok {
-		return w.CreatePublicationStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*CreatePublicationStmt)
+	return v
 }
 
 func (x *Node) GetAlterPublicationStmt() *AlterPublicationStmt {
-	if w, ok := x.GetNode().(*Node_AlterPublicationStmt); ok {
-		return w.AlterPublicationStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*AlterPublicationStmt)
+	return v
 }
 
 func (x *Node) GetCreateSubscriptionStmt() *CreateSubscriptionStmt {
-	if w, ok := x.GetNode().(*Node_CreateSubscriptionStmt); ok {
-		return w.CreateSubscriptionStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*CreateSubscriptionStmt)
+	return v
 }
 
 func (x *Node) GetAlterSubscriptionStmt() *AlterSubscriptionStmt {
-	if w, ok := x.GetNode().(*Node_AlterSubscriptionStmt); ok {
-		return w.AlterSubscriptionStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*AlterSubscriptionStmt)
+	return v
 }
 
 func (x *Node) GetDropSubscriptionStmt() *DropSubscriptionStmt {
-	if w, ok := x.GetNode().(*Node_DropSubscriptionStmt); ok {
-		return w.DropSubscriptionStmt
-	}
-	return nil
+	v, _ := x.GetNode().(*DropSubscriptionStmt)
+	return v
 }
 
 func (x *Node) GetInteger() *Integer {
-	if w, ok := x.GetNode().(*Node_Integer); ok {
-		return w.Integer
-	}
-	return nil
+	v, _ := x.GetNode().(*Integer)
+	return v
 }
 
 func (x *Node) GetFloat() *Float {
-	if w, ok := x.GetNode().(*Node_Float); ok {
-		return w.Float
-	}
-	return nil
+	v, _ := x.GetNode().(*Float)
+	return v
 }
 
 func (x *Node) GetBoolean() *Boolean {
-	if w, ok := x.GetNode().(*Node_Boolean); ok {
-		return w.Boolean
-	}
-	return nil
+	v, _ := x.GetNode().(*Boolean)
+	return v
 }
 
 func (x *Node) GetString_() *String {
-	if w, ok := x.GetNode().(*Node_String_); ok {
-		return w.String_
-	}
-	return nil
+	v, _ := x.GetNode().(*String)
+	return v
 }
 
 func (x *Node) GetBitString() *BitString {
-	if w, ok := x.GetNode().(*Node_BitString); ok {
-		return w.BitString
-	}
-	return nil
+	v, _ := x.GetNode().(*BitString)
+	return v
 }
 
 func (x *Node) GetList() *List {
-	if w, ok := x.GetNode().(*Node_List); ok {
-		return w.List
-	}
-	return nil
+	v, _ := x.GetNode().(*List)
+	return v
 }
 
 func (x *Node) GetIntList() *IntList {
-	if w, ok := x.GetNode().(*Node_IntList); ok {
-		return w.IntList
-	}
-	return nil
+	v, _ := x.GetNode().(*IntList)
+	return v
 }
 
 func (x *Node) GetOidList() *OidList {
-	if w, ok := x.GetNode().(*Node_OidList); ok {
-		return w.OidList
-	}
-	return nil
+	v, _ := x.GetNode().(*OidList)
+	return v
 }
 
 func (x *Node) GetAConst() *A_Const {
-	if w, ok := x.GetNode().(*Node_AConst); ok {
-		return w.AConst
-	}
-	return nil
+	v, _ := x.GetNode().(*A_Const)
+	return v
 }
 
 func (x *Node) unmarshal(b []byte) error {
@@ -5644,1075 +3767,1075 @@ func (x *Node) unmarshal(b []byte) error {
 		case 1:
 			var v *Alias
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_Alias{v}
+			x.Node = v
 		case 2:
 			var v *RangeVar
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_RangeVar{v}
+			x.Node = v
 		case 3:
 			var v *TableFunc
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_TableFunc{v}
+			x.Node = v
 		case 4:
 			var v *IntoClause
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_IntoClause{v}
+			x.Node = v
 		case 5:
 			var v *Var
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_Var{v}
+			x.Node = v
 		case 6:
 			var v *Param
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_Param{v}
+			x.Node = v
 		case 7:
 			var v *Aggref
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_Aggref{v}
+			x.Node = v
 		case 8:
 			var v *GroupingFunc
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_GroupingFunc{v}
+			x.Node = v
 		case 9:
 			var v *WindowFunc
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_WindowFunc{v}
+			x.Node = v
 		case 10:
 			var v *WindowFuncRunCondition
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_WindowFuncRunCondition{v}
+			x.Node = v
 		case 11:
 			var v *MergeSupportFunc
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_MergeSupportFunc{v}
+			x.Node = v
 		case 12:
 			var v *SubscriptingRef
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_SubscriptingRef{v}
+			x.Node = v
 		case 13:
 			var v *FuncExpr
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_FuncExpr{v}
+			x.Node = v
 		case 14:
 			var v *NamedArgExpr
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_NamedArgExpr{v}
+			x.Node = v
 		case 15:
 			var v *OpExpr
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_OpExpr{v}
+			x.Node = v
 		case 16:
 			var v *DistinctExpr
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_DistinctExpr{v}
+			x.Node = v
 		case 17:
 			var v *NullIfExpr
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_NullIfExpr{v}
+			x.Node = v
 		case 18:
 			var v *ScalarArrayOpExpr
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_ScalarArrayOpExpr{v}
+			x.Node = v
 		case 19:
 			var v *BoolExpr
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_BoolExpr{v}
+			x.Node = v
 		case 20:
 			var v *SubLink
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_SubLink{v}
+			x.Node = v
 		case 21:
 			var v *SubPlan
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_SubPlan{v}
+			x.Node = v
 		case 22:
 			var v *AlternativeSubPlan
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_AlternativeSubPlan{v}
+			x.Node = v
 		case 23:
 			var v *FieldSelect
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_FieldSelect{v}
+			x.Node = v
 		case 24:
 			var v *FieldStore
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_FieldStore{v}
+			x.Node = v
 		case 25:
 			var v *RelabelType
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_RelabelType{v}
+			x.Node = v
 		case 26:
 			var v *CoerceViaIO
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CoerceViaIo{v}
+			x.Node = v
 		case 27:
 			var v *ArrayCoerceExpr
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_ArrayCoerceExpr{v}
+			x.Node = v
 		case 28:
 			var v *ConvertRowtypeExpr
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_ConvertRowtypeExpr{v}
+			x.Node = v
 		case 29:
 			var v *CollateExpr
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CollateExpr{v}
+			x.Node = v
 		case 30:
 			var v *CaseExpr
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CaseExpr{v}
+			x.Node = v
 		case 31:
 			var v *CaseWhen
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CaseWhen{v}
+			x.Node = v
 		case 32:
 			var v *CaseTestExpr
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CaseTestExpr{v}
+			x.Node = v
 		case 33:
 			var v *ArrayExpr
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_ArrayExpr{v}
+			x.Node = v
 		case 34:
 			var v *RowExpr
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_RowExpr{v}
+			x.Node = v
 		case 35:
 			var v *RowCompareExpr
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_RowCompareExpr{v}
+			x.Node = v
 		case 36:
 			var v *CoalesceExpr
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CoalesceExpr{v}
+			x.Node = v
 		case 37:
 			var v *MinMaxExpr
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_MinMaxExpr{v}
+			x.Node = v
 		case 38:
 			var v *SQLValueFunction
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_SqlvalueFunction{v}
+			x.Node = v
 		case 39:
 			var v *XmlExpr
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_XmlExpr{v}
+			x.Node = v
 		case 40:
 			var v *JsonFormat
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_JsonFormat{v}
+			x.Node = v
 		case 41:
 			var v *JsonReturning
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_JsonReturning{v}
+			x.Node = v
 		case 42:
 			var v *JsonValueExpr
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_JsonValueExpr{v}
+			x.Node = v
 		case 43:
 			var v *JsonConstructorExpr
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_JsonConstructorExpr{v}
+			x.Node = v
 		case 44:
 			var v *JsonIsPredicate
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_JsonIsPredicate{v}
+			x.Node = v
 		case 45:
 			var v *JsonBehavior
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_JsonBehavior{v}
+			x.Node = v
 		case 46:
 			var v *JsonExpr
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_JsonExpr{v}
+			x.Node = v
 		case 47:
 			var v *JsonTablePath
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_JsonTablePath{v}
+			x.Node = v
 		case 48:
 			var v *JsonTablePathScan
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_JsonTablePathScan{v}
+			x.Node = v
 		case 49:
 			var v *JsonTableSiblingJoin
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_JsonTableSiblingJoin{v}
+			x.Node = v
 		case 50:
 			var v *NullTest
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_NullTest{v}
+			x.Node = v
 		case 51:
 			var v *BooleanTest
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_BooleanTest{v}
+			x.Node = v
 		case 52:
 			var v *MergeAction
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_MergeAction{v}
+			x.Node = v
 		case 53:
 			var v *CoerceToDomain
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CoerceToDomain{v}
+			x.Node = v
 		case 54:
 			var v *CoerceToDomainValue
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CoerceToDomainValue{v}
+			x.Node = v
 		case 55:
 			var v *SetToDefault
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_SetToDefault{v}
+			x.Node = v
 		case 56:
 			var v *CurrentOfExpr
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CurrentOfExpr{v}
+			x.Node = v
 		case 57:
 			var v *NextValueExpr
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_NextValueExpr{v}
+			x.Node = v
 		case 58:
 			var v *InferenceElem
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_InferenceElem{v}
+			x.Node = v
 		case 59:
 			var v *TargetEntry
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_TargetEntry{v}
+			x.Node = v
 		case 60:
 			var v *RangeTblRef
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_RangeTblRef{v}
+			x.Node = v
 		case 61:
 			var v *JoinExpr
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_JoinExpr{v}
+			x.Node = v
 		case 62:
 			var v *FromExpr
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_FromExpr{v}
+			x.Node = v
 		case 63:
 			var v *OnConflictExpr
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_OnConflictExpr{v}
+			x.Node = v
 		case 64:
 			var v *Query
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_Query{v}
+			x.Node = v
 		case 65:
 			var v *TypeName
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_TypeName{v}
+			x.Node = v
 		case 66:
 			var v *ColumnRef
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_ColumnRef{v}
+			x.Node = v
 		case 67:
 			var v *ParamRef
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_ParamRef{v}
+			x.Node = v
 		case 68:
 			var v *A_Expr
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_AExpr{v}
+			x.Node = v
 		case 69:
 			var v *TypeCast
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_TypeCast{v}
+			x.Node = v
 		case 70:
 			var v *CollateClause
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CollateClause{v}
+			x.Node = v
 		case 71:
 			var v *RoleSpec
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_RoleSpec{v}
+			x.Node = v
 		case 72:
 			var v *FuncCall
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_FuncCall{v}
+			x.Node = v
 		case 73:
 			var v *A_Star
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_AStar{v}
+			x.Node = v
 		case 74:
 			var v *A_Indices
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_AIndices{v}
+			x.Node = v
 		case 75:
 			var v *A_Indirection
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_AIndirection{v}
+			x.Node = v
 		case 76:
 			var v *A_ArrayExpr
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_AArrayExpr{v}
+			x.Node = v
 		case 77:
 			var v *ResTarget
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_ResTarget{v}
+			x.Node = v
 		case 78:
 			var v *MultiAssignRef
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_MultiAssignRef{v}
+			x.Node = v
 		case 79:
 			var v *SortBy
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_SortBy{v}
+			x.Node = v
 		case 80:
 			var v *WindowDef
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_WindowDef{v}
+			x.Node = v
 		case 81:
 			var v *RangeSubselect
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_RangeSubselect{v}
+			x.Node = v
 		case 82:
 			var v *RangeFunction
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_RangeFunction{v}
+			x.Node = v
 		case 83:
 			var v *RangeTableFunc
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_RangeTableFunc{v}
+			x.Node = v
 		case 84:
 			var v *RangeTableFuncCol
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_RangeTableFuncCol{v}
+			x.Node = v
 		case 85:
 			var v *RangeTableSample
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_RangeTableSample{v}
+			x.Node = v
 		case 86:
 			var v *ColumnDef
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_ColumnDef{v}
+			x.Node = v
 		case 87:
 			var v *TableLikeClause
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_TableLikeClause{v}
+			x.Node = v
 		case 88:
 			var v *IndexElem
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_IndexElem{v}
+			x.Node = v
 		case 89:
 			var v *DefElem
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_DefElem{v}
+			x.Node = v
 		case 90:
 			var v *LockingClause
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_LockingClause{v}
+			x.Node = v
 		case 91:
 			var v *XmlSerialize
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_XmlSerialize{v}
+			x.Node = v
 		case 92:
 			var v *PartitionElem
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_PartitionElem{v}
+			x.Node = v
 		case 93:
 			var v *PartitionSpec
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_PartitionSpec{v}
+			x.Node = v
 		case 94:
 			var v *PartitionBoundSpec
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_PartitionBoundSpec{v}
+			x.Node = v
 		case 95:
 			var v *PartitionRangeDatum
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_PartitionRangeDatum{v}
+			x.Node = v
 		case 96:
 			var v *SinglePartitionSpec
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_SinglePartitionSpec{v}
+			x.Node = v
 		case 97:
 			var v *PartitionCmd
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_PartitionCmd{v}
+			x.Node = v
 		case 98:
 			var v *RangeTblEntry
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_RangeTblEntry{v}
+			x.Node = v
 		case 99:
 			var v *RTEPermissionInfo
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_RtepermissionInfo{v}
+			x.Node = v
 		case 100:
 			var v *RangeTblFunction
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_RangeTblFunction{v}
+			x.Node = v
 		case 101:
 			var v *TableSampleClause
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_TableSampleClause{v}
+			x.Node = v
 		case 102:
 			var v *WithCheckOption
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_WithCheckOption{v}
+			x.Node = v
 		case 103:
 			var v *SortGroupClause
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_SortGroupClause{v}
+			x.Node = v
 		case 104:
 			var v *GroupingSet
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_GroupingSet{v}
+			x.Node = v
 		case 105:
 			var v *WindowClause
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_WindowClause{v}
+			x.Node = v
 		case 106:
 			var v *RowMarkClause
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_RowMarkClause{v}
+			x.Node = v
 		case 107:
 			var v *WithClause
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_WithClause{v}
+			x.Node = v
 		case 108:
 			var v *InferClause
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_InferClause{v}
+			x.Node = v
 		case 109:
 			var v *OnConflictClause
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_OnConflictClause{v}
+			x.Node = v
 		case 110:
 			var v *CTESearchClause
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CtesearchClause{v}
+			x.Node = v
 		case 111:
 			var v *CTECycleClause
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CtecycleClause{v}
+			x.Node = v
 		case 112:
 			var v *CommonTableExpr
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CommonTableExpr{v}
+			x.Node = v
 		case 113:
 			var v *MergeWhenClause
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_MergeWhenClause{v}
+			x.Node = v
 		case 114:
 			var v *TriggerTransition
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_TriggerTransition{v}
+			x.Node = v
 		case 115:
 			var v *JsonOutput
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_JsonOutput{v}
+			x.Node = v
 		case 116:
 			var v *JsonArgument
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_JsonArgument{v}
+			x.Node = v
 		case 117:
 			var v *JsonFuncExpr
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_JsonFuncExpr{v}
+			x.Node = v
 		case 118:
 			var v *JsonTablePathSpec
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_JsonTablePathSpec{v}
+			x.Node = v
 		case 119:
 			var v *JsonTable
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_JsonTable{v}
+			x.Node = v
 		case 120:
 			var v *JsonTableColumn
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_JsonTableColumn{v}
+			x.Node = v
 		case 121:
 			var v *JsonKeyValue
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_JsonKeyValue{v}
+			x.Node = v
 		case 122:
 			var v *JsonParseExpr
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_JsonParseExpr{v}
+			x.Node = v
 		case 123:
 			var v *JsonScalarExpr
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_JsonScalarExpr{v}
+			x.Node = v
 		case 124:
 			var v *JsonSerializeExpr
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_JsonSerializeExpr{v}
+			x.Node = v
 		case 125:
 			var v *JsonObjectConstructor
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_JsonObjectConstructor{v}
+			x.Node = v
 		case 126:
 			var v *JsonArrayConstructor
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_JsonArrayConstructor{v}
+			x.Node = v
 		case 127:
 			var v *JsonArrayQueryConstructor
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_JsonArrayQueryConstructor{v}
+			x.Node = v
 		case 128:
 			var v *JsonAggConstructor
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_JsonAggConstructor{v}
+			x.Node = v
 		case 129:
 			var v *JsonObjectAgg
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_JsonObjectAgg{v}
+			x.Node = v
 		case 130:
 			var v *JsonArrayAgg
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_JsonArrayAgg{v}
+			x.Node = v
 		case 131:
 			var v *RawStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_RawStmt{v}
+			x.Node = v
 		case 132:
 			var v *InsertStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_InsertStmt{v}
+			x.Node = v
 		case 133:
 			var v *DeleteStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_DeleteStmt{v}
+			x.Node = v
 		case 134:
 			var v *UpdateStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_UpdateStmt{v}
+			x.Node = v
 		case 135:
 			var v *MergeStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_MergeStmt{v}
+			x.Node = v
 		case 136:
 			var v *SelectStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_SelectStmt{v}
+			x.Node = v
 		case 137:
 			var v *SetOperationStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_SetOperationStmt{v}
+			x.Node = v
 		case 138:
 			var v *ReturnStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_ReturnStmt{v}
+			x.Node = v
 		case 139:
 			var v *PLAssignStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_PlassignStmt{v}
+			x.Node = v
 		case 140:
 			var v *CreateSchemaStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CreateSchemaStmt{v}
+			x.Node = v
 		case 141:
 			var v *AlterTableStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_AlterTableStmt{v}
+			x.Node = v
 		case 142:
 			var v *ReplicaIdentityStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_ReplicaIdentityStmt{v}
+			x.Node = v
 		case 143:
 			var v *AlterTableCmd
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_AlterTableCmd{v}
+			x.Node = v
 		case 144:
 			var v *AlterCollationStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_AlterCollationStmt{v}
+			x.Node = v
 		case 145:
 			var v *AlterDomainStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_AlterDomainStmt{v}
+			x.Node = v
 		case 146:
 			var v *GrantStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_GrantStmt{v}
+			x.Node = v
 		case 147:
 			var v *ObjectWithArgs
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_ObjectWithArgs{v}
+			x.Node = v
 		case 148:
 			var v *AccessPriv
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_AccessPriv{v}
+			x.Node = v
 		case 149:
 			var v *GrantRoleStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_GrantRoleStmt{v}
+			x.Node = v
 		case 150:
 			var v *AlterDefaultPrivilegesStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_AlterDefaultPrivilegesStmt{v}
+			x.Node = v
 		case 151:
 			var v *CopyStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CopyStmt{v}
+			x.Node = v
 		case 152:
 			var v *VariableSetStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_VariableSetStmt{v}
+			x.Node = v
 		case 153:
 			var v *VariableShowStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_VariableShowStmt{v}
+			x.Node = v
 		case 154:
 			var v *CreateStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CreateStmt{v}
+			x.Node = v
 		case 155:
 			var v *Constraint
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_Constraint{v}
+			x.Node = v
 		case 156:
 			var v *CreateTableSpaceStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CreateTableSpaceStmt{v}
+			x.Node = v
 		case 157:
 			var v *DropTableSpaceStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_DropTableSpaceStmt{v}
+			x.Node = v
 		case 158:
 			var v *AlterTableSpaceOptionsStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_AlterTableSpaceOptionsStmt{v}
+			x.Node = v
 		case 159:
 			var v *AlterTableMoveAllStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_AlterTableMoveAllStmt{v}
+			x.Node = v
 		case 160:
 			var v *CreateExtensionStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CreateExtensionStmt{v}
+			x.Node = v
 		case 161:
 			var v *AlterExtensionStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_AlterExtensionStmt{v}
+			x.Node = v
 		case 162:
 			var v *AlterExtensionContentsStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_AlterExtensionContentsStmt{v}
+			x.Node = v
 		case 163:
 			var v *CreateFdwStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CreateFdwStmt{v}
+			x.Node = v
 		case 164:
 			var v *AlterFdwStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_AlterFdwStmt{v}
+			x.Node = v
 		case 165:
 			var v *CreateForeignServerStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CreateForeignServerStmt{v}
+			x.Node = v
 		case 166:
 			var v *AlterForeignServerStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_AlterForeignServerStmt{v}
+			x.Node = v
 		case 167:
 			var v *CreateForeignTableStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CreateForeignTableStmt{v}
+			x.Node = v
 		case 168:
 			var v *CreateUserMappingStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CreateUserMappingStmt{v}
+			x.Node = v
 		case 169:
 			var v *AlterUserMappingStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_AlterUserMappingStmt{v}
+			x.Node = v
 		case 170:
 			var v *DropUserMappingStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_DropUserMappingStmt{v}
+			x.Node = v
 		case 171:
 			var v *ImportForeignSchemaStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_ImportForeignSchemaStmt{v}
+			x.Node = v
 		case 172:
 			var v *CreatePolicyStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CreatePolicyStmt{v}
+			x.Node = v
 		case 173:
 			var v *AlterPolicyStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_AlterPolicyStmt{v}
+			x.Node = v
 		case 174:
 			var v *CreateAmStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CreateAmStmt{v}
+			x.Node = v
 		case 175:
 			var v *CreateTrigStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CreateTrigStmt{v}
+			x.Node = v
 		case 176:
 			var v *CreateEventTrigStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CreateEventTrigStmt{v}
+			x.Node = v
 		case 177:
 			var v *AlterEventTrigStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_AlterEventTrigStmt{v}
+			x.Node = v
 		case 178:
 			var v *CreatePLangStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CreatePlangStmt{v}
+			x.Node = v
 		case 179:
 			var v *CreateRoleStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CreateRoleStmt{v}
+			x.Node = v
 		case 180:
 			var v *AlterRoleStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_AlterRoleStmt{v}
+			x.Node = v
 		case 181:
 			var v *AlterRoleSetStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_AlterRoleSetStmt{v}
+			x.Node = v
 		case 182:
 			var v *DropRoleStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_DropRoleStmt{v}
+			x.Node = v
 		case 183:
 			var v *CreateSeqStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CreateSeqStmt{v}
+			x.Node = v
 		case 184:
 			var v *AlterSeqStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_AlterSeqStmt{v}
+			x.Node = v
 		case 185:
 			var v *DefineStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_DefineStmt{v}
+			x.Node = v
 		case 186:
 			var v *CreateDomainStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CreateDomainStmt{v}
+			x.Node = v
 		case 187:
 			var v *CreateOpClassStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CreateOpClassStmt{v}
+			x.Node = v
 		case 188:
 			var v *CreateOpClassItem
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CreateOpClassItem{v}
+			x.Node = v
 		case 189:
 			var v *CreateOpFamilyStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CreateOpFamilyStmt{v}
+			x.Node = v
 		case 190:
 			var v *AlterOpFamilyStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_AlterOpFamilyStmt{v}
+			x.Node = v
 		case 191:
 			var v *DropStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_DropStmt{v}
+			x.Node = v
 		case 192:
 			var v *TruncateStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_TruncateStmt{v}
+			x.Node = v
 		case 193:
 			var v *CommentStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CommentStmt{v}
+			x.Node = v
 		case 194:
 			var v *SecLabelStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_SecLabelStmt{v}
+			x.Node = v
 		case 195:
 			var v *DeclareCursorStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_DeclareCursorStmt{v}
+			x.Node = v
 		case 196:
 			var v *ClosePortalStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_ClosePortalStmt{v}
+			x.Node = v
 		case 197:
 			var v *FetchStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_FetchStmt{v}
+			x.Node = v
 		case 198:
 			var v *IndexStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_IndexStmt{v}
+			x.Node = v
 		case 199:
 			var v *CreateStatsStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CreateStatsStmt{v}
+			x.Node = v
 		case 200:
 			var v *StatsElem
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_StatsElem{v}
+			x.Node = v
 		case 201:
 			var v *AlterStatsStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_AlterStatsStmt{v}
+			x.Node = v
 		case 202:
 			var v *CreateFunctionStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CreateFunctionStmt{v}
+			x.Node = v
 		case 203:
 			var v *FunctionParameter
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_FunctionParameter{v}
+			x.Node = v
 		case 204:
 			var v *AlterFunctionStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_AlterFunctionStmt{v}
+			x.Node = v
 		case 205:
 			var v *DoStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_DoStmt{v}
+			x.Node = v
 		case 206:
 			var v *InlineCodeBlock
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_InlineCodeBlock{v}
+			x.Node = v
 		case 207:
 			var v *CallStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CallStmt{v}
+			x.Node = v
 		case 208:
 			var v *CallContext
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CallContext{v}
+			x.Node = v
 		case 209:
 			var v *RenameStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_RenameStmt{v}
+			x.Node = v
 		case 210:
 			var v *AlterObjectDependsStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_AlterObjectDependsStmt{v}
+			x.Node = v
 		case 211:
 			var v *AlterObjectSchemaStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_AlterObjectSchemaStmt{v}
+			x.Node = v
 		case 212:
 			var v *AlterOwnerStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_AlterOwnerStmt{v}
+			x.Node = v
 		case 213:
 			var v *AlterOperatorStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_AlterOperatorStmt{v}
+			x.Node = v
 		case 214:
 			var v *AlterTypeStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_AlterTypeStmt{v}
+			x.Node = v
 		case 215:
 			var v *RuleStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_RuleStmt{v}
+			x.Node = v
 		case 216:
 			var v *NotifyStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_NotifyStmt{v}
+			x.Node = v
 		case 217:
 			var v *ListenStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_ListenStmt{v}
+			x.Node = v
 		case 218:
 			var v *UnlistenStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_UnlistenStmt{v}
+			x.Node = v
 		case 219:
 			var v *TransactionStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_TransactionStmt{v}
+			x.Node = v
 		case 220:
 			var v *CompositeTypeStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CompositeTypeStmt{v}
+			x.Node = v
 		case 221:
 			var v *CreateEnumStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CreateEnumStmt{v}
+			x.Node = v
 		case 222:
 			var v *CreateRangeStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CreateRangeStmt{v}
+			x.Node = v
 		case 223:
 			var v *AlterEnumStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_AlterEnumStmt{v}
+			x.Node = v
 		case 224:
 			var v *ViewStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_ViewStmt{v}
+			x.Node = v
 		case 225:
 			var v *LoadStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_LoadStmt{v}
+			x.Node = v
 		case 226:
 			var v *CreatedbStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CreatedbStmt{v}
+			x.Node = v
 		case 227:
 			var v *AlterDatabaseStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_AlterDatabaseStmt{v}
+			x.Node = v
 		case 228:
 			var v *AlterDatabaseRefreshCollStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_AlterDatabaseRefreshCollStmt{v}
+			x.Node = v
 		case 229:
 			var v *AlterDatabaseSetStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_AlterDatabaseSetStmt{v}
+			x.Node = v
 		case 230:
 			var v *DropdbStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_DropdbStmt{v}
+			x.Node = v
 		case 231:
 			var v *AlterSystemStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_AlterSystemStmt{v}
+			x.Node = v
 		case 232:
 			var v *ClusterStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_ClusterStmt{v}
+			x.Node = v
 		case 233:
 			var v *VacuumStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_VacuumStmt{v}
+			x.Node = v
 		case 234:
 			var v *VacuumRelation
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_VacuumRelation{v}
+			x.Node = v
 		case 235:
 			var v *ExplainStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_ExplainStmt{v}
+			x.Node = v
 		case 236:
 			var v *CreateTableAsStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CreateTableAsStmt{v}
+			x.Node = v
 		case 237:
 			var v *RefreshMatViewStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_RefreshMatViewStmt{v}
+			x.Node = v
 		case 238:
 			var v *CheckPointStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CheckPointStmt{v}
+			x.Node = v
 		case 239:
 			var v *DiscardStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_DiscardStmt{v}
+			x.Node = v
 		case 240:
 			var v *LockStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_LockStmt{v}
+			x.Node = v
 		case 241:
 			var v *ConstraintsSetStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_ConstraintsSetStmt{v}
+			x.Node = v
 		case 242:
 			var v *ReindexStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_ReindexStmt{v}
+			x.Node = v
 		case 243:
 			var v *CreateConversionStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CreateConversionStmt{v}
+			x.Node = v
 		case 244:
 			var v *CreateCastStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CreateCastStmt{v}
+			x.Node = v
 		case 245:
 			var v *CreateTransformStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CreateTransformStmt{v}
+			x.Node = v
 		case 246:
 			var v *PrepareStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_PrepareStmt{v}
+			x.Node = v
 		case 247:
 			var v *ExecuteStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_ExecuteStmt{v}
+			x.Node = v
 		case 248:
 			var v *DeallocateStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_DeallocateStmt{v}
+			x.Node = v
 		case 249:
 			var v *DropOwnedStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_DropOwnedStmt{v}
+			x.Node = v
 		case 250:
 			var v *ReassignOwnedStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_ReassignOwnedStmt{v}
+			x.Node = v
 		case 251:
 			var v *AlterTSDictionaryStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_AlterTsdictionaryStmt{v}
+			x.Node = v
 		case 252:
 			var v *AlterTSConfigurationStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_AlterTsconfigurationStmt{v}
+			x.Node = v
 		case 253:
 			var v *PublicationTable
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_PublicationTable{v}
+			x.Node = v
 		case 254:
 			var v *PublicationObjSpec
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_PublicationObjSpec{v}
+			x.Node = v
 		case 255:
 			var v *CreatePublicationStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CreatePublicationStmt{v}
+			x.Node = v
 		case 256:
 			var v *AlterPublicationStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_AlterPublicationStmt{v}
+			x.Node = v
 		case 257:
 			var v *CreateSubscriptionStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_CreateSubscriptionStmt{v}
+			x.Node = v
 		case 258:
 			var v *AlterSubscriptionStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_AlterSubscriptionStmt{v}
+			x.Node = v
 		case 259:
 			var v *DropSubscriptionStmt
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_DropSubscriptionStmt{v}
+			x.Node = v
 		case 260:
 			var v *Integer
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_Integer{v}
+			x.Node = v
 		case 261:
 			var v *Float
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_Float{v}
+			x.Node = v
 		case 262:
 			var v *Boolean
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_Boolean{v}
+			x.Node = v
 		case 263:
 			var v *String
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_String_{v}
+			x.Node = v
 		case 264:
 			var v *BitString
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_BitString{v}
+			x.Node = v
 		case 265:
 			var v *List
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_List{v}
+			x.Node = v
 		case 266:
 			var v *IntList
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_IntList{v}
+			x.Node = v
 		case 267:
 			var v *OidList
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_OidList{v}
+			x.Node = v
 		case 268:
 			var v *A_Const
 			err = readMsg(&b, wt, &v)
-			x.Node = &Node_AConst{v}
+			x.Node = v
 		default:
 			err = skip(&b, wt)
 		}
@@ -6727,809 +4850,543 @@ func (x *Node) marshal(b []byte) []byte {
 	if x == nil {
 		return b
 	}
-	if w, ok := x.Node.(*Node_Alias); ok {
-		b = appendOneof(b, 1, w.Alias)
-	}
-	if w, ok := x.Node.(*Node_RangeVar); ok {
-		b = appendOneof(b, 2, w.RangeVar)
-	}
-	if w, ok := x.Node.(*Node_TableFunc); ok {
-		b = appendOneof(b, 3, w.TableFunc)
-	}
-	if w, ok := x.Node.(*Node_IntoClause); ok {
-		b = appendOneof(b, 4, w.IntoClause)
-	}
-	if w, ok := x.Node.(*Node_Var); ok {
-		b = appendOneof(b, 5, w.Var)
-	}
-	if w, ok := x.Node.(*Node_Param); ok {
-		b = appendOneof(b, 6, w.Param)
-	}
-	if w, ok := x.Node.(*Node_Aggref); ok {
-		b = appendOneof(b, 7, w.Aggref)
-	}
-	if w, ok := x.Node.(*Node_GroupingFunc); ok {
-		b = appendOneof(b, 8, w.GroupingFunc)
-	}
-	if w, ok := x.Node.(*Node_WindowFunc); ok {
-		b = appendOneof(b, 9, w.WindowFunc)
-	}
-	if w, ok := x.Node.(*Node_WindowFuncRunCondition); ok {
-		b = appendOneof(b, 10, w.WindowFuncRunCondition)
-	}
-	if w, ok := x.Node.(*Node_MergeSupportFunc); ok {
-		b = appendOneof(b, 11, w.MergeSupportFunc)
-	}
-	if w, ok := x.Node.(*Node_SubscriptingRef); ok {
-		b = appendOneof(b, 12, w.SubscriptingRef)
-	}
-	if w, ok := x.Node.(*Node_FuncExpr); ok {
-		b = appendOneof(b, 13, w.FuncExpr)
-	}
-	if w, ok := x.Node.(*Node_NamedArgExpr); ok {
-		b = appendOneof(b, 14, w.NamedArgExpr)
-	}
-	if w, ok := x.Node.(*Node_OpExpr); ok {
-		b = appendOneof(b, 15, w.OpExpr)
-	}
-	if w, ok := x.Node.(*Node_DistinctExpr); ok {
-		b = appendOneof(b, 16, w.DistinctExpr)
-	}
-	if w, ok := x.Node.(*Node_NullIfExpr); ok {
-		b = appendOneof(b, 17, w.NullIfExpr)
-	}
-	if w, ok := x.Node.(*Node_ScalarArrayOpExpr); ok {
-		b = appendOneof(b, 18, w.ScalarArrayOpExpr)
-	}
-	if w, ok := x.Node.(*Node_BoolExpr); ok {
-		b = appendOneof(b, 19, w.BoolExpr)
-	}
-	if w, ok := x.Node.(*Node_SubLink); ok {
-		b = appendOneof(b, 20, w.SubLink)
-	}
-	if w, ok := x.Node.(*Node_SubPlan); ok {
-		b = appendOneof(b, 21, w.SubPlan)
-	}
-	if w, ok := x.Node.(*Node_AlternativeSubPlan); ok {
-		b = appendOneof(b, 22, w.AlternativeSubPlan)
-	}
-	if w, ok := x.Node.(*Node_FieldSelect); ok {
-		b = appendOneof(b, 23, w.FieldSelect)
-	}
-	if w, ok := x.Node.(*Node_FieldStore); ok {
-		b = appendOneof(b, 24, w.FieldStore)
-	}
-	if w, ok := x.Node.(*Node_RelabelType); ok {
-		b = appendOneof(b, 25, w.RelabelType)
-	}
-	if w, ok := x.Node.(*Node_CoerceViaIo); ok {
-		b = appendOneof(b, 26, w.CoerceViaIo)
-	}
-	if w, ok := x.Node.(*Node_ArrayCoerceExpr); ok {
-		b = appendOneof(b, 27, w.ArrayCoerceExpr)
-	}
-	if w, ok := x.Node.(*Node_ConvertRowtypeExpr); ok {
-		b = appendOneof(b, 28, w.ConvertRowtypeExpr)
-	}
-	if w, ok := x.Node.(*Node_CollateExpr); ok {
-		b = appendOneof(b, 29, w.CollateExpr)
-	}
-	if w, ok := x.Node.(*Node_CaseExpr); ok {
-		b = appendOneof(b, 30, w.CaseExpr)
-	}
-	if w, ok := x.Node.(*Node_CaseWhen); ok {
-		b = appendOneof(b, 31, w.CaseWhen)
-	}
-	if w, ok := x.Node.(*Node_CaseTestExpr); ok {
-		b = appendOneof(b, 32, w.CaseTestExpr)
-	}
-	if w, ok := x.Node.(*Node_ArrayExpr); ok {
-		b = appendOneof(b, 33, w.ArrayExpr)
-	}
-	if w, ok := x.Node.(*Node_RowExpr); ok {
-		b = appendOneof(b, 34, w.RowExpr)
-	}
-	if w, ok := x.Node.(*Node_RowCompareExpr); ok {
-		b = appendOneof(b, 35, w.RowCompareExpr)
-	}
-	if w, ok := x.Node.(*Node_CoalesceExpr); ok {
-		b = appendOneof(b, 36, w.CoalesceExpr)
-	}
-	if w, ok := x.Node.(*Node_MinMaxExpr); ok {
-		b = appendOneof(b, 37, w.MinMaxExpr)
-	}
-	if w, ok := x.Node.(*Node_SqlvalueFunction); ok {
-		b = appendOneof(b, 38, w.SqlvalueFunction)
-	}
-	if w, ok := x.Node.(*Node_XmlExpr); ok {
-		b = appendOneof(b, 39, w.XmlExpr)
-	}
-	if w, ok := x.Node.(*Node_JsonFormat); ok {
-		b = appendOneof(b, 40, w.JsonFormat)
-	}
-	if w, ok := x.Node.(*Node_JsonReturning); ok {
-		b = appendOneof(b, 41, w.JsonReturning)
-	}
-	if w, ok := x.Node.(*Node_JsonValueExpr); ok {
-		b = appendOneof(b, 42, w.JsonValueExpr)
-	}
-	if w, ok := x.Node.(*Node_JsonConstructorExpr); ok {
-		b = appendOneof(b, 43, w.JsonConstructorExpr)
-	}
-	if w, ok := x.Node.(*Node_JsonIsPredicate); ok {
-		b = appendOneof(b, 44, w.JsonIsPredicate)
-	}
-	if w, ok := x.Node.(*Node_JsonBehavior); ok {
-		b = appendOneof(b, 45, w.JsonBehavior)
-	}
-	if w, ok := x.Node.(*Node_JsonExpr); ok {
-		b = appendOneof(b, 46, w.JsonExpr)
-	}
-	if w, ok := x.Node.(*Node_JsonTablePath); ok {
-		b = appendOneof(b, 47, w.JsonTablePath)
-	}
-	if w, ok := x.Node.(*Node_JsonTablePathScan); ok {
-		b = appendOneof(b, 48, w.JsonTablePathScan)
-	}
-	if w, ok := x.Node.(*Node_JsonTableSiblingJoin); ok {
-		b = appendOneof(b, 49, w.JsonTableSiblingJoin)
-	}
-	if w, ok := x.Node.(*Node_NullTest); ok {
-		b = appendOneof(b, 50, w.NullTest)
-	}
-	if w, ok := x.Node.(*Node_BooleanTest); ok {
-		b = appendOneof(b, 51, w.BooleanTest)
-	}
-	if w, ok := x.Node.(*Node_MergeAction); ok {
-		b = appendOneof(b, 52, w.MergeAction)
-	}
-	if w, ok := x.Node.(*Node_CoerceToDomain); ok {
-		b = appendOneof(b, 53, w.CoerceToDomain)
-	}
-	if w, ok := x.Node.(*Node_CoerceToDomainValue); ok {
-		b = appendOneof(b, 54, w.CoerceToDomainValue)
-	}
-	if w, ok := x.Node.(*Node_SetToDefault); ok {
-		b = appendOneof(b, 55, w.SetToDefault)
-	}
-	if w, ok := x.Node.(*Node_CurrentOfExpr); ok {
-		b = appendOneof(b, 56, w.CurrentOfExpr)
-	}
-	if w, ok := x.Node.(*Node_NextValueExpr); ok {
-		b = appendOneof(b, 57, w.NextValueExpr)
-	}
-	if w, ok := x.Node.(*Node_InferenceElem); ok {
-		b = appendOneof(b, 58, w.InferenceElem)
-	}
-	if w, ok := x.Node.(*Node_TargetEntry); ok {
-		b = appendOneof(b, 59, w.TargetEntry)
-	}
-	if w, ok := x.Node.(*Node_RangeTblRef); ok {
-		b = appendOneof(b, 60, w.RangeTblRef)
-	}
-	if w, ok := x.Node.(*Node_JoinExpr); ok {
-		b = appendOneof(b, 61, w.JoinExpr)
-	}
-	if w, ok := x.Node.(*Node_FromExpr); ok {
-		b = appendOneof(b, 62, w.FromExpr)
-	}
-	if w, ok := x.Node.(*Node_OnConflictExpr); ok {
-		b = appendOneof(b, 63, w.OnConflictExpr)
-	}
-	if w, ok := x.Node.(*Node_Query); ok {
-		b = appendOneof(b, 64, w.Query)
-	}
-	if w, ok := x.Node.(*Node_TypeName); ok {
-		b = appendOneof(b, 65, w.TypeName)
-	}
-	if w, ok := x.Node.(*Node_ColumnRef); ok {
-		b = appendOneof(b, 66, w.ColumnRef)
-	}
-	if w, ok := x.Node.(*Node_ParamRef); ok {
-		b = appendOneof(b, 67, w.ParamRef)
-	}
-	if w, ok := x.Node.(*Node_AExpr); ok {
-		b = appendOneof(b, 68, w.AExpr)
-	}
-	if w, ok := x.Node.(*Node_TypeCast); ok {
-		b = appendOneof(b, 69, w.TypeCast)
-	}
-	if w, ok := x.Node.(*Node_CollateClause); ok {
-		b = appendOneof(b, 70, w.CollateClause)
-	}
-	if w, ok := x.Node.(*Node_RoleSpec); ok {
-		b = appendOneof(b, 71, w.RoleSpec)
-	}
-	if w, ok := x.Node.(*Node_FuncCall); ok {
-		b = appendOneof(b, 72, w.FuncCall)
-	}
-	if w, ok := x.Node.(*Node_AStar); ok {
-		b = appendOneof(b, 73, w.AStar)
-	}
-	if w, ok := x.Node.(*Node_AIndices); ok {
-		b = appendOneof(b, 74, w.AIndices)
-	}
-	if w, ok := x.Node.(*Node_AIndirection); ok {
-		b = appendOneof(b, 75, w.AIndirection)
-	}
-	if w, ok := x.Node.(*Node_AArrayExpr); ok {
-		b = appendOneof(b, 76, w.AArrayExpr)
-	}
-	if w, ok := x.Node.(*Node_ResTarget); ok {
-		b = appendOneof(b, 77, w.ResTarget)
-	}
-	if w, ok := x.Node.(*Node_MultiAssignRef); ok {
-		b = appendOneof(b, 78, w.MultiAssignRef)
-	}
-	if w, ok := x.Node.(*Node_SortBy); ok {
-		b = appendOneof(b, 79, w.SortBy)
-	}
-	if w, ok := x.Node.(*Node_WindowDef); ok {
-		b = appendOneof(b, 80, w.WindowDef)
-	}
-	if w, ok := x.Node.(*Node_RangeSubselect); ok {
-		b = appendOneof(b, 81, w.RangeSubselect)
-	}
-	if w, ok := x.Node.(*Node_RangeFunction); ok {
-		b = appendOneof(b, 82, w.RangeFunction)
-	}
-	if w, ok := x.Node.(*Node_RangeTableFunc); ok {
-		b = appendOneof(b, 83, w.RangeTableFunc)
-	}
-	if w, ok := x.Node.(*Node_RangeTableFuncCol); ok {
-		b = appendOneof(b, 84, w.RangeTableFuncCol)
-	}
-	if w, ok := x.Node.(*Node_RangeTableSample); ok {
-		b = appendOneof(b, 85, w.RangeTableSample)
-	}
-	if w, ok := x.Node.(*Node_ColumnDef); ok {
-		b = appendOneof(b, 86, w.ColumnDef)
-	}
-	if w, ok := x.Node.(*Node_TableLikeClause); ok {
-		b = appendOneof(b, 87, w.TableLikeClause)
-	}
-	if w, ok := x.Node.(*Node_IndexElem); ok {
-		b = appendOneof(b, 88, w.IndexElem)
-	}
-	if w, ok := x.Node.(*Node_DefElem); ok {
-		b = appendOneof(b, 89, w.DefElem)
-	}
-	if w, ok := x.Node.(*Node_LockingClause); ok {
-		b = appendOneof(b, 90, w.LockingClause)
-	}
-	if w, ok := x.Node.(*Node_XmlSerialize); ok {
-		b = appendOneof(b, 91, w.XmlSerialize)
-	}
-	if w, ok := x.Node.(*Node_PartitionElem); ok {
-		b = appendOneof(b, 92, w.PartitionElem)
-	}
-	if w, ok := x.Node.(*Node_PartitionSpec); ok {
-		b = appendOneof(b, 93, w.PartitionSpec)
-	}
-	if w, ok := x.Node.(*Node_PartitionBoundSpec); ok {
-		b = appendOneof(b, 94, w.PartitionBoundSpec)
-	}
-	if w, ok := x.Node.(*Node_PartitionRangeDatum); ok {
-		b = appendOneof(b, 95, w.PartitionRangeDatum)
-	}
-	if w, ok := x.Node.(*Node_SinglePartitionSpec); ok {
-		b = appendOneof(b, 96, w.SinglePartitionSpec)
-	}
-	if w, ok := x.Node.(*Node_PartitionCmd); ok {
-		b = appendOneof(b, 97, w.PartitionCmd)
-	}
-	if w, ok := x.Node.(*Node_RangeTblEntry); ok {
-		b = appendOneof(b, 98, w.RangeTblEntry)
-	}
-	if w, ok := x.Node.(*Node_RtepermissionInfo); ok {
-		b = appendOneof(b, 99, w.RtepermissionInfo)
-	}
-	if w, ok := x.Node.(*Node_RangeTblFunction); ok {
-		b = appendOneof(b, 100, w.RangeTblFunction)
-	}
-	if w, ok := x.Node.(*Node_TableSampleClause); ok {
-		b = appendOneof(b, 101, w.TableSampleClause)
-	}
-	if w, ok := x.Node.(*Node_WithCheckOption); ok {
-		b = appendOneof(b, 102, w.WithCheckOption)
-	}
-	if w, ok := x.Node.(*Node_SortGroupClause); ok {
-		b = appendOneof(b, 103, w.SortGroupClause)
-	}
-	if w, ok := x.Node.(*Node_GroupingSet); ok {
-		b = appendOneof(b, 104, w.GroupingSet)
-	}
-	if w, ok := x.Node.(*Node_WindowClause); ok {
-		b = appendOneof(b, 105, w.WindowClause)
-	}
-	if w, ok := x.Node.(*Node_RowMarkClause); ok {
-		b = appendOneof(b, 106, w.RowMarkClause)
-	}
-	if w, ok := x.Node.(*Node_WithClause); ok {
-		b = appendOneof(b, 107, w.WithClause)
-	}
-	if w, ok := x.Node.(*Node_InferClause); ok {
-		b = appendOneof(b, 108, w.InferClause)
-	}
-	if w, ok := x.Node.(*Node_OnConflictClause); ok {
-		b = appendOneof(b, 109, w.OnConflictClause)
-	}
-	if w, ok := x.Node.(*Node_CtesearchClause); ok {
-		b = appendOneof(b, 110, w.CtesearchClause)
-	}
-	if w, ok := x.Node.(*Node_CtecycleClause); ok {
-		b = appendOneof(b, 111, w.CtecycleClause)
-	}
-	if w, ok := x.Node.(*Node_CommonTableExpr); ok {
-		b = appendOneof(b, 112, w.CommonTableExpr)
-	}
-	if w, ok := x.Node.(*Node_MergeWhenClause); ok {
-		b = appendOneof(b, 113, w.MergeWhenClause)
-	}
-	if w, ok := x.Node.(*Node_TriggerTransition); ok {
-		b = appendOneof(b, 114, w.TriggerTransition)
-	}
-	if w, ok := x.Node.(*Node_JsonOutput); ok {
-		b = appendOneof(b, 115, w.JsonOutput)
-	}
-	if w, ok := x.Node.(*Node_JsonArgument); ok {
-		b = appendOneof(b, 116, w.JsonArgument)
-	}
-	if w, ok := x.Node.(*Node_JsonFuncExpr); ok {
-		b = appendOneof(b, 117, w.JsonFuncExpr)
-	}
-	if w, ok := x.Node.(*Node_JsonTablePathSpec); ok {
-		b = appendOneof(b, 118, w.JsonTablePathSpec)
-	}
-	if w, ok := x.Node.(*Node_JsonTable); ok {
-		b = appendOneof(b, 119, w.JsonTable)
-	}
-	if w, ok := x.Node.(*Node_JsonTableColumn); ok {
-		b = appendOneof(b, 120, w.JsonTableColumn)
-	}
-	if w, ok := x.Node.(*Node_JsonKeyValue); ok {
-		b = appendOneof(b, 121, w.JsonKeyValue)
-	}
-	if w, ok := x.Node.(*Node_JsonParseExpr); ok {
-		b = appendOneof(b, 122, w.JsonParseExpr)
-	}
-	if w, ok := x.Node.(*Node_JsonScalarExpr); ok {
-		b = appendOneof(b, 123, w.JsonScalarExpr)
-	}
-	if w, ok := x.Node.(*Node_JsonSerializeExpr); ok {
-		b = appendOneof(b, 124, w.JsonSerializeExpr)
-	}
-	if w, ok := x.Node.(*Node_JsonObjectConstructor); ok {
-		b = appendOneof(b, 125, w.JsonObjectConstructor)
-	}
-	if w, ok := x.Node.(*Node_JsonArrayConstructor); ok {
-		b = appendOneof(b, 126, w.JsonArrayConstructor)
-	}
-	if w, ok := x.Node.(*Node_JsonArrayQueryConstructor); ok {
-		b = appendOneof(b, 127, w.JsonArrayQueryConstructor)
-	}
-	if w, ok := x.Node.(*Node_JsonAggConstructor); ok {
-		b = appendOneof(b, 128, w.JsonAggConstructor)
-	}
-	if w, ok := x.Node.(*Node_JsonObjectAgg); ok {
-		b = appendOneof(b, 129, w.JsonObjectAgg)
-	}
-	if w, ok := x.Node.(*Node_JsonArrayAgg); ok {
-		b = appendOneof(b, 130, w.JsonArrayAgg)
-	}
-	if w, ok := x.Node.(*Node_RawStmt); ok {
-		b = appendOneof(b, 131, w.RawStmt)
-	}
-	if w, ok := x.Node.(*Node_InsertStmt); ok {
-		b = appendOneof(b, 132, w.InsertStmt)
-	}
-	if w, ok := x.Node.(*Node_DeleteStmt); ok {
-		b = appendOneof(b, 133, w.DeleteStmt)
-	}
-	if w, ok := x.Node.(*Node_UpdateStmt); ok {
-		b = appendOneof(b, 134, w.UpdateStmt)
-	}
-	if w, ok := x.Node.(*Node_MergeStmt); ok {
-		b = appendOneof(b, 135, w.MergeStmt)
-	}
-	if w, ok := x.Node.(*Node_SelectStmt); ok {
-		b = appendOneof(b, 136, w.SelectStmt)
-	}
-	if w, ok := x.Node.(*Node_SetOperationStmt); ok {
-		b = appendOneof(b, 137, w.SetOperationStmt)
-	}
-	if w, ok := x.Node.(*Node_ReturnStmt); ok {
-		b = appendOneof(b, 138, w.ReturnStmt)
-	}
-	if w, ok := x.Node.(*Node_PlassignStmt); ok {
-		b = appendOneof(b, 139, w.PlassignStmt)
-	}
-	if w, ok := x.Node.(*Node_CreateSchemaStmt); ok {
-		b = appendOneof(b, 140, w.CreateSchemaStmt)
-	}
-	if w, ok := x.Node.(*Node_AlterTableStmt); ok {
-		b = appendOneof(b, 141, w.AlterTableStmt)
-	}
-	if w, ok := x.Node.(*Node_ReplicaIdentityStmt); ok {
-		b = appendOneof(b, 142, w.ReplicaIdentityStmt)
-	}
-	if w, ok := x.Node.(*Node_AlterTableCmd); ok {
-		b = appendOneof(b, 143, w.AlterTableCmd)
-	}
-	if w, ok := x.Node.(*Node_AlterCollationStmt); ok {
-		b = appendOneof(b, 144, w.AlterCollationStmt)
-	}
-	if w, ok := x.Node.(*Node_AlterDomainStmt); ok {
-		b = appendOneof(b, 145, w.AlterDomainStmt)
-	}
-	if w, ok := x.Node.(*Node_GrantStmt); ok {
-		b = appendOneof(b, 146, w.GrantStmt)
-	}
-	if w, ok := x.Node.(*Node_ObjectWithArgs); ok {
-		b = appendOneof(b, 147, w.ObjectWithArgs)
-	}
-	if w, ok := x.Node.(*Node_AccessPriv); ok {
-		b = appendOneof(b, 148, w.AccessPriv)
-	}
-	if w, ok := x.Node.(*Node_GrantRoleStmt); ok {
-		b = appendOneof(b, 149, w.GrantRoleStmt)
-	}
-	if w, ok := x.Node.(*Node_AlterDefaultPrivilegesStmt); ok {
-		b = appendOneof(b, 150, w.AlterDefaultPrivilegesStmt)
-	}
-	if w, ok := x.Node.(*Node_CopyStmt); ok {
-		b = appendOneof(b, 151, w.CopyStmt)
-	}
-	if w, ok := x.Node.(*Node_VariableSetStmt); ok {
-		b = appendOneof(b, 152, w.VariableSetStmt)
-	}
-	if w, ok := x.Node.(*Node_VariableShowStmt); ok {
-		b = appendOneof(b, 153, w.VariableShowStmt)
-	}
-	if w, ok := x.Node.(*Node_CreateStmt); ok {
-		b = appendOneof(b, 154, w.CreateStmt)
-	}
-	if w, ok := x.Node.(*Node_Constraint); ok {
-		b = appendOneof(b, 155, w.Constraint)
-	}
-	if w, ok := x.Node.(*Node_CreateTableSpaceStmt); ok {
-		b = appendOneof(b, 156, w.CreateTableSpaceStmt)
-	}
-	if w, ok := x.Node.(*Node_DropTableSpaceStmt); ok {
-		b = appendOneof(b, 157, w.DropTableSpaceStmt)
-	}
-	if w, ok := x.Node.(*Node_AlterTableSpaceOptionsStmt); ok {
-		b = appendOneof(b, 158, w.AlterTableSpaceOptionsStmt)
-	}
-	if w, ok := x.Node.(*Node_AlterTableMoveAllStmt); ok {
-		b = appendOneof(b, 159, w.AlterTableMoveAllStmt)
-	}
-	if w, ok := x.Node.(*Node_CreateExtensionStmt); ok {
-		b = appendOneof(b, 160, w.CreateExtensionStmt)
-	}
-	if w, ok := x.Node.(*Node_AlterExtensionStmt); ok {
-		b = appendOneof(b, 161, w.AlterExtensionStmt)
-	}
-	if w, ok := x.Node.(*Node_AlterExtensionContentsStmt); ok {
-		b = appendOneof(b, 162, w.AlterExtensionContentsStmt)
-	}
-	if w, ok := x.Node.(*Node_CreateFdwStmt); ok {
-		b = appendOneof(b, 163, w.CreateFdwStmt)
-	}
-	if w, ok := x.Node.(*Node_AlterFdwStmt); ok {
-		b = appendOneof(b, 164, w.AlterFdwStmt)
-	}
-	if w, ok := x.Node.(*Node_CreateForeignServerStmt); ok {
-		b = appendOneof(b, 165, w.CreateForeignServerStmt)
-	}
-	if w, ok := x.Node.(*Node_AlterForeignServerStmt); ok {
-		b = appendOneof(b, 166, w.AlterForeignServerStmt)
-	}
-	if w, ok := x.Node.(*Node_CreateForeignTableStmt); ok {
-		b = appendOneof(b, 167, w.CreateForeignTableStmt)
-	}
-	if w, ok := x.Node.(*Node_CreateUserMappingStmt); ok {
-		b = appendOneof(b, 168, w.CreateUserMappingStmt)
-	}
-	if w, ok := x.Node.(*Node_AlterUserMappingStmt); ok {
-		b = appendOneof(b, 169, w.AlterUserMappingStmt)
-	}
-	if w, ok := x.Node.(*Node_DropUserMappingStmt); ok {
-		b = appendOneof(b, 170, w.DropUserMappingStmt)
-	}
-	if w, ok := x.Node.(*Node_ImportForeignSchemaStmt); ok {
-		b = appendOneof(b, 171, w.ImportForeignSchemaStmt)
-	}
-	if w, ok := x.Node.(*Node_CreatePolicyStmt); ok {
-		b = appendOneof(b, 172, w.CreatePolicyStmt)
-	}
-	if w, ok := x.Node.(*Node_AlterPolicyStmt); ok {
-		b = appendOneof(b, 173, w.AlterPolicyStmt)
-	}
-	if w, ok := x.Node.(*Node_CreateAmStmt); ok {
-		b = appendOneof(b, 174, w.CreateAmStmt)
-	}
-	if w, ok := x.Node.(*Node_CreateTrigStmt); ok {
-		b = appendOneof(b, 175, w.CreateTrigStmt)
-	}
-	if w, ok := x.Node.(*Node_CreateEventTrigStmt); ok {
-		b = appendOneof(b, 176, w.CreateEventTrigStmt)
-	}
-	if w, ok := x.Node.(*Node_AlterEventTrigStmt); ok {
-		b = appendOneof(b, 177, w.AlterEventTrigStmt)
-	}
-	if w, ok := x.Node.(*Node_CreatePlangStmt); ok {
-		b = appendOneof(b, 178, w.CreatePlangStmt)
-	}
-	if w, ok := x.Node.(*Node_CreateRoleStmt); ok {
-		b = appendOneof(b, 179, w.CreateRoleStmt)
-	}
-	if w, ok := x.Node.(*Node_AlterRoleStmt); ok {
-		b = appendOneof(b, 180, w.AlterRoleStmt)
-	}
-	if w, ok := x.Node.(*Node_AlterRoleSetStmt); ok {
-		b = appendOneof(b, 181, w.AlterRoleSetStmt)
-	}
-	if w, ok := x.Node.(*Node_DropRoleStmt); ok {
-		b = appendOneof(b, 182, w.DropRoleStmt)
-	}
-	if w, ok := x.Node.(*Node_CreateSeqStmt); ok {
-		b = appendOneof(b, 183, w.CreateSeqStmt)
-	}
-	if w, ok := x.Node.(*Node_AlterSeqStmt); ok {
-		b = appendOneof(b, 184, w.AlterSeqStmt)
-	}
-	if w, ok := x.Node.(*Node_DefineStmt); ok {
-		b = appendOneof(b, 185, w.DefineStmt)
-	}
-	if w, ok := x.Node.(*Node_CreateDomainStmt); ok {
-		b = appendOneof(b, 186, w.CreateDomainStmt)
-	}
-	if w, ok := x.Node.(*Node_CreateOpClassStmt); ok {
-		b = appendOneof(b, 187, w.CreateOpClassStmt)
-	}
-	if w, ok := x.Node.(*Node_CreateOpClassItem); ok {
-		b = appendOneof(b, 188, w.CreateOpClassItem)
-	}
-	if w, ok := x.Node.(*Node_CreateOpFamilyStmt); ok {
-		b = appendOneof(b, 189, w.CreateOpFamilyStmt)
-	}
-	if w, ok := x.Node.(*Node_AlterOpFamilyStmt); ok {
-		b = appendOneof(b, 190, w.AlterOpFamilyStmt)
-	}
-	if w, ok := x.Node.(*Node_DropStmt); ok {
-		b = appendOneof(b, 191, w.DropStmt)
-	}
-	if w, ok := x.Node.(*Node_TruncateStmt); ok {
-		b = appendOneof(b, 192, w.TruncateStmt)
-	}
-	if w, ok := x.Node.(*Node_CommentStmt); ok {
-		b = appendOneof(b, 193, w.CommentStmt)
-	}
-	if w, ok := x.Node.(*Node_SecLabelStmt); ok {
-		b = appendOneof(b, 194, w.SecLabelStmt)
-	}
-	if w, ok := x.Node.(*Node_DeclareCursorStmt); ok {
-		b = appendOneof(b, 195, w.DeclareCursorStmt)
-	}
-	if w, ok := x.Node.(*Node_ClosePortalStmt); ok {
-		b = appendOneof(b, 196, w.ClosePortalStmt)
-	}
-	if w, ok := x.Node.(*Node_FetchStmt); ok {
-		b = appendOneof(b, 197, w.FetchStmt)
-	}
-	if w, ok := x.Node.(*Node_IndexStmt); ok {
-		b = appendOneof(b, 198, w.IndexStmt)
-	}
-	if w, ok := x.Node.(*Node_CreateStatsStmt); ok {
-		b = appendOneof(b, 199, w.CreateStatsStmt)
-	}
-	if w, ok := x.Node.(*Node_StatsElem); ok {
-		b = appendOneof(b, 200, w.StatsElem)
-	}
-	if w, ok := x.Node.(*Node_AlterStatsStmt); ok {
-		b = appendOneof(b, 201, w.AlterStatsStmt)
-	}
-	if w, ok := x.Node.(*Node_CreateFunctionStmt); ok {
-		b = appendOneof(b, 202, w.CreateFunctionStmt)
-	}
-	if w, ok := x.Node.(*Node_FunctionParameter); ok {
-		b = appendOneof(b, 203, w.FunctionParameter)
-	}
-	if w, ok := x.Node.(*Node_AlterFunctionStmt); ok {
-		b = appendOneof(b, 204, w.AlterFunctionStmt)
-	}
-	if w, ok := x.Node.(*Node_DoStmt); ok {
-		b = appendOneof(b, 205, w.DoStmt)
-	}
-	if w, ok := x.Node.(*Node_InlineCodeBlock); ok {
-		b = appendOneof(b, 206, w.InlineCodeBlock)
-	}
-	if w, ok := x.Node.(*Node_CallStmt); ok {
-		b = appendOneof(b, 207, w.CallStmt)
-	}
-	if w, ok := x.Node.(*Node_CallContext); ok {
-		b = appendOneof(b, 208, w.CallContext)
-	}
-	if w, ok := x.Node.(*Node_RenameStmt); ok {
-		b = appendOneof(b, 209, w.RenameStmt)
-	}
-	if w, ok := x.Node.(*Node_AlterObjectDependsStmt); ok {
-		b = appendOneof(b, 210, w.AlterObjectDependsStmt)
-	}
-	if w, ok := x.Node.(*Node_AlterObjectSchemaStmt); ok {
-		b = appendOneof(b, 211, w.AlterObjectSchemaStmt)
-	}
-	if w, ok := x.Node.(*Node_AlterOwnerStmt); ok {
-		b = appendOneof(b, 212, w.AlterOwnerStmt)
-	}
-	if w, ok := x.Node.(*Node_AlterOperatorStmt); ok {
-		b = appendOneof(b, 213, w.AlterOperatorStmt)
-	}
-	if w, ok := x.Node.(*Node_AlterTypeStmt); ok {
-		b = appendOneof(b, 214, w.AlterTypeStmt)
-	}
-	if w, ok := x.Node.(*Node_RuleStmt); ok {
-		b = appendOneof(b, 215, w.RuleStmt)
-	}
-	if w, ok := x.Node.(*Node_NotifyStmt); ok {
-		b = appendOneof(b, 216, w.NotifyStmt)
-	}
-	if w, ok := x.Node.(*Node_ListenStmt); ok {
-		b = appendOneof(b, 217, w.ListenStmt)
-	}
-	if w, ok := x.Node.(*Node_UnlistenStmt); ok {
-		b = appendOneof(b, 218, w.UnlistenStmt)
-	}
-	if w, ok := x.Node.(*Node_TransactionStmt); ok {
-		b = appendOneof(b, 219, w.TransactionStmt)
-	}
-	if w, ok := x.Node.(*Node_CompositeTypeStmt); ok {
-		b = appendOneof(b, 220, w.CompositeTypeStmt)
-	}
-	if w, ok := x.Node.(*Node_CreateEnumStmt); ok {
-		b = appendOneof(b, 221, w.CreateEnumStmt)
-	}
-	if w, ok := x.Node.(*Node_CreateRangeStmt); ok {
-		b = appendOneof(b, 222, w.CreateRangeStmt)
-	}
-	if w, ok := x.Node.(*Node_AlterEnumStmt); ok {
-		b = appendOneof(b, 223, w.AlterEnumStmt)
-	}
-	if w, ok := x.Node.(*Node_ViewStmt); ok {
-		b = appendOneof(b, 224, w.ViewStmt)
-	}
-	if w, ok := x.Node.(*Node_LoadStmt); ok {
-		b = appendOneof(b, 225, w.LoadStmt)
-	}
-	if w, ok := x.Node.(*Node_CreatedbStmt); ok {
-		b = appendOneof(b, 226, w.CreatedbStmt)
-	}
-	if w, ok := x.Node.(*Node_AlterDatabaseStmt); ok {
-		b = appendOneof(b, 227, w.AlterDatabaseStmt)
-	}
-	if w, ok := x.Node.(*Node_AlterDatabaseRefreshCollStmt); ok {
-		b = appendOneof(b, 228, w.AlterDatabaseRefreshCollStmt)
-	}
-	if w, ok := x.Node.(*Node_AlterDatabaseSetStmt); ok {
-		b = appendOneof(b, 229, w.AlterDatabaseSetStmt)
-	}
-	if w, ok := x.Node.(*Node_DropdbStmt); ok {
-		b = appendOneof(b, 230, w.DropdbStmt)
-	}
-	if w, ok := x.Node.(*Node_AlterSystemStmt); ok {
-		b = appendOneof(b, 231, w.AlterSystemStmt)
-	}
-	if w, ok := x.Node.(*Node_ClusterStmt); ok {
-		b = appendOneof(b, 232, w.ClusterStmt)
-	}
-	if w, ok := x.Node.(*Node_VacuumStmt); ok {
-		b = appendOneof(b, 233, w.VacuumStmt)
-	}
-	if w, ok := x.Node.(*Node_VacuumRelation); ok {
-		b = appendOneof(b, 234, w.VacuumRelation)
-	}
-	if w, ok := x.Node.(*Node_ExplainStmt); ok {
-		b = appendOneof(b, 235, w.ExplainStmt)
-	}
-	if w, ok := x.Node.(*Node_CreateTableAsStmt); ok {
-		b = appendOneof(b, 236, w.CreateTableAsStmt)
-	}
-	if w, ok := x.Node.(*Node_RefreshMatViewStmt); ok {
-		b = appendOneof(b, 237, w.RefreshMatViewStmt)
-	}
-	if w, ok := x.Node.(*Node_CheckPointStmt); ok {
-		b = appendOneof(b, 238, w.CheckPointStmt)
-	}
-	if w, ok := x.Node.(*Node_DiscardStmt); ok {
-		b = appendOneof(b, 239, w.DiscardStmt)
-	}
-	if w, ok := x.Node.(*Node_LockStmt); ok {
-		b = appendOneof(b, 240, w.LockStmt)
-	}
-	if w, ok := x.Node.(*Node_ConstraintsSetStmt); ok {
-		b = appendOneof(b, 241, w.ConstraintsSetStmt)
-	}
-	if w, ok := x.Node.(*Node_ReindexStmt); ok {
-		b = appendOneof(b, 242, w.ReindexStmt)
-	}
-	if w, ok := x.Node.(*Node_CreateConversionStmt); ok {
-		b = appendOneof(b, 243, w.CreateConversionStmt)
-	}
-	if w, ok := x.Node.(*Node_CreateCastStmt); ok {
-		b = appendOneof(b, 244, w.CreateCastStmt)
-	}
-	if w, ok := x.Node.(*Node_CreateTransformStmt); ok {
-		b = appendOneof(b, 245, w.CreateTransformStmt)
-	}
-	if w, ok := x.Node.(*Node_PrepareStmt); ok {
-		b = appendOneof(b, 246, w.PrepareStmt)
-	}
-	if w, ok := x.Node.(*Node_ExecuteStmt); ok {
-		b = appendOneof(b, 247, w.ExecuteStmt)
-	}
-	if w, ok := x.Node.(*Node_DeallocateStmt); ok {
-		b = appendOneof(b, 248, w.DeallocateStmt)
-	}
-	if w, ok := x.Node.(*Node_DropOwnedStmt); ok {
-		b = appendOneof(b, 249, w.DropOwnedStmt)
-	}
-	if w, ok := x.Node.(*Node_ReassignOwnedStmt); ok {
-		b = appendOneof(b, 250, w.ReassignOwnedStmt)
-	}
-	if w, ok := x.Node.(*Node_AlterTsdictionaryStmt); ok {
-		b = appendOneof(b, 251, w.AlterTsdictionaryStmt)
-	}
-	if w, ok := x.Node.(*Node_AlterTsconfigurationStmt); ok {
-		b = appendOneof(b, 252, w.AlterTsconfigurationStmt)
-	}
-	if w, ok := x.Node.(*Node_PublicationTable); ok {
-		b = appendOneof(b, 253, w.PublicationTable)
-	}
-	if w, ok := x.Node.(*Node_PublicationObjSpec); ok {
-		b = appendOneof(b, 254, w.PublicationObjSpec)
-	}
-	if w, ok := x.Node.(*Node_CreatePublicationStmt); ok {
-		b = appendOneof(b, 255, w.CreatePublicationStmt)
-	}
-	if w, ok := x.Node.(*Node_AlterPublicationStmt); ok {
-		b = appendOneof(b, 256, w.AlterPublicationStmt)
-	}
-	if w, ok := x.Node.(*Node_CreateSubscriptionStmt); ok {
-		b = appendOneof(b, 257, w.CreateSubscriptionStmt)
-	}
-	if w, ok := x.Node.(*Node_AlterSubscriptionStmt); ok {
-		b = appendOneof(b, 258, w.AlterSubscriptionStmt)
-	}
-	if w, ok := x.Node.(*Node_DropSubscriptionStmt); ok {
-		b = appendOneof(b, 259, w.DropSubscriptionStmt)
-	}
-	if w, ok := x.Node.(*Node_Integer); ok {
-		b = appendOneof(b, 260, w.Integer)
-	}
-	if w, ok := x.Node.(*Node_Float); ok {
-		b = appendOneof(b, 261, w.Float)
-	}
-	if w, ok := x.Node.(*Node_Boolean); ok {
-		b = appendOneof(b, 262, w.Boolean)
-	}
-	if w, ok := x.Node.(*Node_String_); ok {
-		b = appendOneof(b, 263, w.String_)
-	}
-	if w, ok := x.Node.(*Node_BitString); ok {
-		b = appendOneof(b, 264, w.BitString)
-	}
-	if w, ok := x.Node.(*Node_List); ok {
-		b = appendOneof(b, 265, w.List)
-	}
-	if w, ok := x.Node.(*Node_IntList); ok {
-		b = appendOneof(b, 266, w.IntList)
-	}
-	if w, ok := x.Node.(*Node_OidList); ok {
-		b = appendOneof(b, 267, w.OidList)
-	}
-	if w, ok := x.Node.(*Node_AConst); ok {
-		b = appendOneof(b, 268, w.AConst)
+	switch w := x.Node.(type) {
+	case *Alias:
+		b = appendOneof(b, 1, w)
+	case *RangeVar:
+		b = appendOneof(b, 2, w)
+	case *TableFunc:
+		b = appendOneof(b, 3, w)
+	case *IntoClause:
+		b = appendOneof(b, 4, w)
+	case *Var:
+		b = appendOneof(b, 5, w)
+	case *Param:
+		b = appendOneof(b, 6, w)
+	case *Aggref:
+		b = appendOneof(b, 7, w)
+	case *GroupingFunc:
+		b = appendOneof(b, 8, w)
+	case *WindowFunc:
+		b = appendOneof(b, 9, w)
+	case *WindowFuncRunCondition:
+		b = appendOneof(b, 10, w)
+	case *MergeSupportFunc:
+		b = appendOneof(b, 11, w)
+	case *SubscriptingRef:
+		b = appendOneof(b, 12, w)
+	case *FuncExpr:
+		b = appendOneof(b, 13, w)
+	case *NamedArgExpr:
+		b = appendOneof(b, 14, w)
+	case *OpExpr:
+		b = appendOneof(b, 15, w)
+	case *DistinctExpr:
+		b = appendOneof(b, 16, w)
+	case *NullIfExpr:
+		b = appendOneof(b, 17, w)
+	case *ScalarArrayOpExpr:
+		b = appendOneof(b, 18, w)
+	case *BoolExpr:
+		b = appendOneof(b, 19, w)
+	case *SubLink:
+		b = appendOneof(b, 20, w)
+	case *SubPlan:
+		b = appendOneof(b, 21, w)
+	case *AlternativeSubPlan:
+		b = appendOneof(b, 22, w)
+	case *FieldSelect:
+		b = appendOneof(b, 23, w)
+	case *FieldStore:
+		b = appendOneof(b, 24, w)
+	case *RelabelType:
+		b = appendOneof(b, 25, w)
+	case *CoerceViaIO:
+		b = appendOneof(b, 26, w)
+	case *ArrayCoerceExpr:
+		b = appendOneof(b, 27, w)
+	case *ConvertRowtypeExpr:
+		b = appendOneof(b, 28, w)
+	case *CollateExpr:
+		b = appendOneof(b, 29, w)
+	case *CaseExpr:
+		b = appendOneof(b, 30, w)
+	case *CaseWhen:
+		b = appendOneof(b, 31, w)
+	case *CaseTestExpr:
+		b = appendOneof(b, 32, w)
+	case *ArrayExpr:
+		b = appendOneof(b, 33, w)
+	case *RowExpr:
+		b = appendOneof(b, 34, w)
+	case *RowCompareExpr:
+		b = appendOneof(b, 35, w)
+	case *CoalesceExpr:
+		b = appendOneof(b, 36, w)
+	case *MinMaxExpr:
+		b = appendOneof(b, 37, w)
+	case *SQLValueFunction:
+		b = appendOneof(b, 38, w)
+	case *XmlExpr:
+		b = appendOneof(b, 39, w)
+	case *JsonFormat:
+		b = appendOneof(b, 40, w)
+	case *JsonReturning:
+		b = appendOneof(b, 41, w)
+	case *JsonValueExpr:
+		b = appendOneof(b, 42, w)
+	case *JsonConstructorExpr:
+		b = appendOneof(b, 43, w)
+	case *JsonIsPredicate:
+		b = appendOneof(b, 44, w)
+	case *JsonBehavior:
+		b = appendOneof(b, 45, w)
+	case *JsonExpr:
+		b = appendOneof(b, 46, w)
+	case *JsonTablePath:
+		b = appendOneof(b, 47, w)
+	case *JsonTablePathScan:
+		b = appendOneof(b, 48, w)
+	case *JsonTableSiblingJoin:
+		b = appendOneof(b, 49, w)
+	case *NullTest:
+		b = appendOneof(b, 50, w)
+	case *BooleanTest:
+		b = appendOneof(b, 51, w)
+	case *MergeAction:
+		b = appendOneof(b, 52, w)
+	case *CoerceToDomain:
+		b = appendOneof(b, 53, w)
+	case *CoerceToDomainValue:
+		b = appendOneof(b, 54, w)
+	case *SetToDefault:
+		b = appendOneof(b, 55, w)
+	case *CurrentOfExpr:
+		b = appendOneof(b, 56, w)
+	case *NextValueExpr:
+		b = appendOneof(b, 57, w)
+	case *InferenceElem:
+		b = appendOneof(b, 58, w)
+	case *TargetEntry:
+		b = appendOneof(b, 59, w)
+	case *RangeTblRef:
+		b = appendOneof(b, 60, w)
+	case *JoinExpr:
+		b = appendOneof(b, 61, w)
+	case *FromExpr:
+		b = appendOneof(b, 62, w)
+	case *OnConflictExpr:
+		b = appendOneof(b, 63, w)
+	case *Query:
+		b = appendOneof(b, 64, w)
+	case *TypeName:
+		b = appendOneof(b, 65, w)
+	case *ColumnRef:
+		b = appendOneof(b, 66, w)
+	case *ParamRef:
+		b = appendOneof(b, 67, w)
+	case *A_Expr:
+		b = appendOneof(b, 68, w)
+	case *TypeCast:
+		b = appendOneof(b, 69, w)
+	case *CollateClause:
+		b = appendOneof(b, 70, w)
+	case *RoleSpec:
+		b = appendOneof(b, 71, w)
+	case *FuncCall:
+		b = appendOneof(b, 72, w)
+	case *A_Star:
+		b = appendOneof(b, 73, w)
+	case *A_Indices:
+		b = appendOneof(b, 74, w)
+	case *A_Indirection:
+		b = appendOneof(b, 75, w)
+	case *A_ArrayExpr:
+		b = appendOneof(b, 76, w)
+	case *ResTarget:
+		b = appendOneof(b, 77, w)
+	case *MultiAssignRef:
+		b = appendOneof(b, 78, w)
+	case *SortBy:
+		b = appendOneof(b, 79, w)
+	case *WindowDef:
+		b = appendOneof(b, 80, w)
+	case *RangeSubselect:
+		b = appendOneof(b, 81, w)
+	case *RangeFunction:
+		b = appendOneof(b, 82, w)
+	case *RangeTableFunc:
+		b = appendOneof(b, 83, w)
+	case *RangeTableFuncCol:
+		b = appendOneof(b, 84, w)
+	case *RangeTableSample:
+		b = appendOneof(b, 85, w)
+	case *ColumnDef:
+		b = appendOneof(b, 86, w)
+	case *TableLikeClause:
+		b = appendOneof(b, 87, w)
+	case *IndexElem:
+		b = appendOneof(b, 88, w)
+	case *DefElem:
+		b = appendOneof(b, 89, w)
+	case *LockingClause:
+		b = appendOneof(b, 90, w)
+	case *XmlSerialize:
+		b = appendOneof(b, 91, w)
+	case *PartitionElem:
+		b = appendOneof(b, 92, w)
+	case *PartitionSpec:
+		b = appendOneof(b, 93, w)
+	case *PartitionBoundSpec:
+		b = appendOneof(b, 94, w)
+	case *PartitionRangeDatum:
+		b = appendOneof(b, 95, w)
+	case *SinglePartitionSpec:
+		b = appendOneof(b, 96, w)
+	case *PartitionCmd:
+		b = appendOneof(b, 97, w)
+	case *RangeTblEntry:
+		b = appendOneof(b, 98, w)
+	case *RTEPermissionInfo:
+		b = appendOneof(b, 99, w)
+	case *RangeTblFunction:
+		b = appendOneof(b, 100, w)
+	case *TableSampleClause:
+		b = appendOneof(b, 101, w)
+	case *WithCheckOption:
+		b = appendOneof(b, 102, w)
+	case *SortGroupClause:
+		b = appendOneof(b, 103, w)
+	case *GroupingSet:
+		b = appendOneof(b, 104, w)
+	case *WindowClause:
+		b = appendOneof(b, 105, w)
+	case *RowMarkClause:
+		b = appendOneof(b, 106, w)
+	case *WithClause:
+		b = appendOneof(b, 107, w)
+	case *InferClause:
+		b = appendOneof(b, 108, w)
+	case *OnConflictClause:
+		b = appendOneof(b, 109, w)
+	case *CTESearchClause:
+		b = appendOneof(b, 110, w)
+	case *CTECycleClause:
+		b = appendOneof(b, 111, w)
+	case *CommonTableExpr:
+		b = appendOneof(b, 112, w)
+	case *MergeWhenClause:
+		b = appendOneof(b, 113, w)
+	case *TriggerTransition:
+		b = appendOneof(b, 114, w)
+	case *JsonOutput:
+		b = appendOneof(b, 115, w)
+	case *JsonArgument:
+		b = appendOneof(b, 116, w)
+	case *JsonFuncExpr:
+		b = appendOneof(b, 117, w)
+	case *JsonTablePathSpec:
+		b = appendOneof(b, 118, w)
+	case *JsonTable:
+		b = appendOneof(b, 119, w)
+	case *JsonTableColumn:
+		b = appendOneof(b, 120, w)
+	case *JsonKeyValue:
+		b = appendOneof(b, 121, w)
+	case *JsonParseExpr:
+		b = appendOneof(b, 122, w)
+	case *JsonScalarExpr:
+		b = appendOneof(b, 123, w)
+	case *JsonSerializeExpr:
+		b = appendOneof(b, 124, w)
+	case *JsonObjectConstructor:
+		b = appendOneof(b, 125, w)
+	case *JsonArrayConstructor:
+		b = appendOneof(b, 126, w)
+	case *JsonArrayQueryConstructor:
+		b = appendOneof(b, 127, w)
+	case *JsonAggConstructor:
+		b = appendOneof(b, 128, w)
+	case *JsonObjectAgg:
+		b = appendOneof(b, 129, w)
+	case *JsonArrayAgg:
+		b = appendOneof(b, 130, w)
+	case *RawStmt:
+		b = appendOneof(b, 131, w)
+	case *InsertStmt:
+		b = appendOneof(b, 132, w)
+	case *DeleteStmt:
+		b = appendOneof(b, 133, w)
+	case *UpdateStmt:
+		b = appendOneof(b, 134, w)
+	case *MergeStmt:
+		b = appendOneof(b, 135, w)
+	case *SelectStmt:
+		b = appendOneof(b, 136, w)
+	case *SetOperationStmt:
+		b = appendOneof(b, 137, w)
+	case *ReturnStmt:
+		b = appendOneof(b, 138, w)
+	case *PLAssignStmt:
+		b = appendOneof(b, 139, w)
+	case *CreateSchemaStmt:
+		b = appendOneof(b, 140, w)
+	case *AlterTableStmt:
+		b = appendOneof(b, 141, w)
+	case *ReplicaIdentityStmt:
+		b = appendOneof(b, 142, w)
+	case *AlterTableCmd:
+		b = appendOneof(b, 143, w)
+	case *AlterCollationStmt:
+		b = appendOneof(b, 144, w)
+	case *AlterDomainStmt:
+		b = appendOneof(b, 145, w)
+	case *GrantStmt:
+		b = appendOneof(b, 146, w)
+	case *ObjectWithArgs:
+		b = appendOneof(b, 147, w)
+	case *AccessPriv:
+		b = appendOneof(b, 148, w)
+	case *GrantRoleStmt:
+		b = appendOneof(b, 149, w)
+	case *AlterDefaultPrivilegesStmt:
+		b = appendOneof(b, 150, w)
+	case *CopyStmt:
+		b = appendOneof(b, 151, w)
+	case *VariableSetStmt:
+		b = appendOneof(b, 152, w)
+	case *VariableShowStmt:
+		b = appendOneof(b, 153, w)
+	case *CreateStmt:
+		b = appendOneof(b, 154, w)
+	case *Constraint:
+		b = appendOneof(b, 155, w)
+	case *CreateTableSpaceStmt:
+		b = appendOneof(b, 156, w)
+	case *DropTableSpaceStmt:
+		b = appendOneof(b, 157, w)
+	case *AlterTableSpaceOptionsStmt:
+		b = appendOneof(b, 158, w)
+	case *AlterTableMoveAllStmt:
+		b = appendOneof(b, 159, w)
+	case *CreateExtensionStmt:
+		b = appendOneof(b, 160, w)
+	case *AlterExtensionStmt:
+		b = appendOneof(b, 161, w)
+	case *AlterExtensionContentsStmt:
+		b = appendOneof(b, 162, w)
+	case *CreateFdwStmt:
+		b = appendOneof(b, 163, w)
+	case *AlterFdwStmt:
+		b = appendOneof(b, 164, w)
+	case *CreateForeignServerStmt:
+		b = appendOneof(b, 165, w)
+	case *AlterForeignServerStmt:
+		b = appendOneof(b, 166, w)
+	case *CreateForeignTableStmt:
+		b = appendOneof(b, 167, w)
+	case *CreateUserMappingStmt:
+		b = appendOneof(b, 168, w)
+	case *AlterUserMappingStmt:
+		b = appendOneof(b, 169, w)
+	case *DropUserMappingStmt:
+		b = appendOneof(b, 170, w)
+	case *ImportForeignSchemaStmt:
+		b = appendOneof(b, 171, w)
+	case *CreatePolicyStmt:
+		b = appendOneof(b, 172, w)
+	case *AlterPolicyStmt:
+		b = appendOneof(b, 173, w)
+	case *CreateAmStmt:
+		b = appendOneof(b, 174, w)
+	case *CreateTrigStmt:
+		b = appendOneof(b, 175, w)
+	case *CreateEventTrigStmt:
+		b = appendOneof(b, 176, w)
+	case *AlterEventTrigStmt:
+		b = appendOneof(b, 177, w)
+	case *CreatePLangStmt:
+		b = appendOneof(b, 178, w)
+	case *CreateRoleStmt:
+		b = appendOneof(b, 179, w)
+	case *AlterRoleStmt:
+		b = appendOneof(b, 180, w)
+	case *AlterRoleSetStmt:
+		b = appendOneof(b, 181, w)
+	case *DropRoleStmt:
+		b = appendOneof(b, 182, w)
+	case *CreateSeqStmt:
+		b = appendOneof(b, 183, w)
+	case *AlterSeqStmt:
+		b = appendOneof(b, 184, w)
+	case *DefineStmt:
+		b = appendOneof(b, 185, w)
+	case *CreateDomainStmt:
+		b = appendOneof(b, 186, w)
+	case *CreateOpClassStmt:
+		b = appendOneof(b, 187, w)
+	case *CreateOpClassItem:
+		b = appendOneof(b, 188, w)
+	case *CreateOpFamilyStmt:
+		b = appendOneof(b, 189, w)
+	case *AlterOpFamilyStmt:
+		b = appendOneof(b, 190, w)
+	case *DropStmt:
+		b = appendOneof(b, 191, w)
+	case *TruncateStmt:
+		b = appendOneof(b, 192, w)
+	case *CommentStmt:
+		b = appendOneof(b, 193, w)
+	case *SecLabelStmt:
+		b = appendOneof(b, 194, w)
+	case *DeclareCursorStmt:
+		b = appendOneof(b, 195, w)
+	case *ClosePortalStmt:
+		b = appendOneof(b, 196, w)
+	case *FetchStmt:
+		b = appendOneof(b, 197, w)
+	case *IndexStmt:
+		b = appendOneof(b, 198, w)
+	case *CreateStatsStmt:
+		b = appendOneof(b, 199, w)
+	case *StatsElem:
+		b = appendOneof(b, 200, w)
+	case *AlterStatsStmt:
+		b = appendOneof(b, 201, w)
+	case *CreateFunctionStmt:
+		b = appendOneof(b, 202, w)
+	case *FunctionParameter:
+		b = appendOneof(b, 203, w)
+	case *AlterFunctionStmt:
+		b = appendOneof(b, 204, w)
+	case *DoStmt:
+		b = appendOneof(b, 205, w)
+	case *InlineCodeBlock:
+		b = appendOneof(b, 206, w)
+	case *CallStmt:
+		b = appendOneof(b, 207, w)
+	case *CallContext:
+		b = appendOneof(b, 208, w)
+	case *RenameStmt:
+		b = appendOneof(b, 209, w)
+	case *AlterObjectDependsStmt:
+		b = appendOneof(b, 210, w)
+	case *AlterObjectSchemaStmt:
+		b = appendOneof(b, 211, w)
+	case *AlterOwnerStmt:
+		b = appendOneof(b, 212, w)
+	case *AlterOperatorStmt:
+		b = appendOneof(b, 213, w)
+	case *AlterTypeStmt:
+		b = appendOneof(b, 214, w)
+	case *RuleStmt:
+		b = appendOneof(b, 215, w)
+	case *NotifyStmt:
+		b = appendOneof(b, 216, w)
+	case *ListenStmt:
+		b = appendOneof(b, 217, w)
+	case *UnlistenStmt:
+		b = appendOneof(b, 218, w)
+	case *TransactionStmt:
+		b = appendOneof(b, 219, w)
+	case *CompositeTypeStmt:
+		b = appendOneof(b, 220, w)
+	case *CreateEnumStmt:
+		b = appendOneof(b, 221, w)
+	case *CreateRangeStmt:
+		b = appendOneof(b, 222, w)
+	case *AlterEnumStmt:
+		b = appendOneof(b, 223, w)
+	case *ViewStmt:
+		b = appendOneof(b, 224, w)
+	case *LoadStmt:
+		b = appendOneof(b, 225, w)
+	case *CreatedbStmt:
+		b = appendOneof(b, 226, w)
+	case *AlterDatabaseStmt:
+		b = appendOneof(b, 227, w)
+	case *AlterDatabaseRefreshCollStmt:
+		b = appendOneof(b, 228, w)
+	case *AlterDatabaseSetStmt:
+		b = appendOneof(b, 229, w)
+	case *DropdbStmt:
+		b = appendOneof(b, 230, w)
+	case *AlterSystemStmt:
+		b = appendOneof(b, 231, w)
+	case *ClusterStmt:
+		b = appendOneof(b, 232, w)
+	case *VacuumStmt:
+		b = appendOneof(b, 233, w)
+	case *VacuumRelation:
+		b = appendOneof(b, 234, w)
+	case *ExplainStmt:
+		b = appendOneof(b, 235, w)
+	case *CreateTableAsStmt:
+		b = appendOneof(b, 236, w)
+	case *RefreshMatViewStmt:
+		b = appendOneof(b, 237, w)
+	case *CheckPointStmt:
+		b = appendOneof(b, 238, w)
+	case *DiscardStmt:
+		b = appendOneof(b, 239, w)
+	case *LockStmt:
+		b = appendOneof(b, 240, w)
+	case *ConstraintsSetStmt:
+		b = appendOneof(b, 241, w)
+	case *ReindexStmt:
+		b = appendOneof(b, 242, w)
+	case *CreateConversionStmt:
+		b = appendOneof(b, 243, w)
+	case *CreateCastStmt:
+		b = appendOneof(b, 244, w)
+	case *CreateTransformStmt:
+		b = appendOneof(b, 245, w)
+	case *PrepareStmt:
+		b = appendOneof(b, 246, w)
+	case *ExecuteStmt:
+		b = appendOneof(b, 247, w)
+	case *DeallocateStmt:
+		b = appendOneof(b, 248, w)
+	case *DropOwnedStmt:
+		b = appendOneof(b, 249, w)
+	case *ReassignOwnedStmt:
+		b = appendOneof(b, 250, w)
+	case *AlterTSDictionaryStmt:
+		b = appendOneof(b, 251, w)
+	case *AlterTSConfigurationStmt:
+		b = appendOneof(b, 252, w)
+	case *PublicationTable:
+		b = appendOneof(b, 253, w)
+	case *PublicationObjSpec:
+		b = appendOneof(b, 254, w)
+	case *CreatePublicationStmt:
+		b = appendOneof(b, 255, w)
+	case *AlterPublicationStmt:
+		b = appendOneof(b, 256, w)
+	case *CreateSubscriptionStmt:
+		b = appendOneof(b, 257, w)
+	case *AlterSubscriptionStmt:
+		b = appendOneof(b, 258, w)
+	case *DropSubscriptionStmt:
+		b = appendOneof(b, 259, w)
+	case *Integer:
+		b = appendOneof(b, 260, w)
+	case *Float:
+		b = appendOneof(b, 261, w)
+	case *Boolean:
+		b = appendOneof(b, 262, w)
+	case *String:
+		b = appendOneof(b, 263, w)
+	case *BitString:
+		b = appendOneof(b, 264, w)
+	case *List:
+		b = appendOneof(b, 265, w)
+	case *IntList:
+		b = appendOneof(b, 266, w)
+	case *OidList:
+		b = appendOneof(b, 267, w)
+	case *A_Const:
+		b = appendOneof(b, 268, w)
 	}
 	return b
 }
@@ -7539,1076 +5396,1076 @@ func (x *Node) eachChild(fn func(Message) bool) bool {
 		return true
 	}
 	switch w := x.Node.(type) {
-	case *Node_Alias:
-		if !visitOne(w.Alias, fn) {
+	case *Alias:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_RangeVar:
-		if !visitOne(w.RangeVar, fn) {
+	case *RangeVar:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_TableFunc:
-		if !visitOne(w.TableFunc, fn) {
+	case *TableFunc:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_IntoClause:
-		if !visitOne(w.IntoClause, fn) {
+	case *IntoClause:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_Var:
-		if !visitOne(w.Var, fn) {
+	case *Var:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_Param:
-		if !visitOne(w.Param, fn) {
+	case *Param:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_Aggref:
-		if !visitOne(w.Aggref, fn) {
+	case *Aggref:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_GroupingFunc:
-		if !visitOne(w.GroupingFunc, fn) {
+	case *GroupingFunc:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_WindowFunc:
-		if !visitOne(w.WindowFunc, fn) {
+	case *WindowFunc:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_WindowFuncRunCondition:
-		if !visitOne(w.WindowFuncRunCondition, fn) {
+	case *WindowFuncRunCondition:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_MergeSupportFunc:
-		if !visitOne(w.MergeSupportFunc, fn) {
+	case *MergeSupportFunc:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_SubscriptingRef:
-		if !visitOne(w.SubscriptingRef, fn) {
+	case *SubscriptingRef:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_FuncExpr:
-		if !visitOne(w.FuncExpr, fn) {
+	case *FuncExpr:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_NamedArgExpr:
-		if !visitOne(w.NamedArgExpr, fn) {
+	case *NamedArgExpr:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_OpExpr:
-		if !visitOne(w.OpExpr, fn) {
+	case *OpExpr:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_DistinctExpr:
-		if !visitOne(w.DistinctExpr, fn) {
+	case *DistinctExpr:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_NullIfExpr:
-		if !visitOne(w.NullIfExpr, fn) {
+	case *NullIfExpr:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_ScalarArrayOpExpr:
-		if !visitOne(w.ScalarArrayOpExpr, fn) {
+	case *ScalarArrayOpExpr:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_BoolExpr:
-		if !visitOne(w.BoolExpr, fn) {
+	case *BoolExpr:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_SubLink:
-		if !visitOne(w.SubLink, fn) {
+	case *SubLink:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_SubPlan:
-		if !visitOne(w.SubPlan, fn) {
+	case *SubPlan:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_AlternativeSubPlan:
-		if !visitOne(w.AlternativeSubPlan, fn) {
+	case *AlternativeSubPlan:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_FieldSelect:
-		if !visitOne(w.FieldSelect, fn) {
+	case *FieldSelect:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_FieldStore:
-		if !visitOne(w.FieldStore, fn) {
+	case *FieldStore:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_RelabelType:
-		if !visitOne(w.RelabelType, fn) {
+	case *RelabelType:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CoerceViaIo:
-		if !visitOne(w.CoerceViaIo, fn) {
+	case *CoerceViaIO:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_ArrayCoerceExpr:
-		if !visitOne(w.ArrayCoerceExpr, fn) {
+	case *ArrayCoerceExpr:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_ConvertRowtypeExpr:
-		if !visitOne(w.ConvertRowtypeExpr, fn) {
+	case *ConvertRowtypeExpr:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CollateExpr:
-		if !visitOne(w.CollateExpr, fn) {
+	case *CollateExpr:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CaseExpr:
-		if !visitOne(w.CaseExpr, fn) {
+	case *CaseExpr:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CaseWhen:
-		if !visitOne(w.CaseWhen, fn) {
+	case *CaseWhen:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CaseTestExpr:
-		if !visitOne(w.CaseTestExpr, fn) {
+	case *CaseTestExpr:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_ArrayExpr:
-		if !visitOne(w.ArrayExpr, fn) {
+	case *ArrayExpr:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_RowExpr:
-		if !visitOne(w.RowExpr, fn) {
+	case *RowExpr:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_RowCompareExpr:
-		if !visitOne(w.RowCompareExpr, fn) {
+	case *RowCompareExpr:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CoalesceExpr:
-		if !visitOne(w.CoalesceExpr, fn) {
+	case *CoalesceExpr:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_MinMaxExpr:
-		if !visitOne(w.MinMaxExpr, fn) {
+	case *MinMaxExpr:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_SqlvalueFunction:
-		if !visitOne(w.SqlvalueFunction, fn) {
+	case *SQLValueFunction:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_XmlExpr:
-		if !visitOne(w.XmlExpr, fn) {
+	case *XmlExpr:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_JsonFormat:
-		if !visitOne(w.JsonFormat, fn) {
+	case *JsonFormat:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_JsonReturning:
-		if !visitOne(w.JsonReturning, fn) {
+	case *JsonReturning:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_JsonValueExpr:
-		if !visitOne(w.JsonValueExpr, fn) {
+	case *JsonValueExpr:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_JsonConstructorExpr:
-		if !visitOne(w.JsonConstructorExpr, fn) {
+	case *JsonConstructorExpr:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_JsonIsPredicate:
-		if !visitOne(w.JsonIsPredicate, fn) {
+	case *JsonIsPredicate:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_JsonBehavior:
-		if !visitOne(w.JsonBehavior, fn) {
+	case *JsonBehavior:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_JsonExpr:
-		if !visitOne(w.JsonExpr, fn) {
+	case *JsonExpr:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_JsonTablePath:
-		if !visitOne(w.JsonTablePath, fn) {
+	case *JsonTablePath:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_JsonTablePathScan:
-		if !visitOne(w.JsonTablePathScan, fn) {
+	case *JsonTablePathScan:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_JsonTableSiblingJoin:
-		if !visitOne(w.JsonTableSiblingJoin, fn) {
+	case *JsonTableSiblingJoin:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_NullTest:
-		if !visitOne(w.NullTest, fn) {
+	case *NullTest:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_BooleanTest:
-		if !visitOne(w.BooleanTest, fn) {
+	case *BooleanTest:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_MergeAction:
-		if !visitOne(w.MergeAction, fn) {
+	case *MergeAction:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CoerceToDomain:
-		if !visitOne(w.CoerceToDomain, fn) {
+	case *CoerceToDomain:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CoerceToDomainValue:
-		if !visitOne(w.CoerceToDomainValue, fn) {
+	case *CoerceToDomainValue:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_SetToDefault:
-		if !visitOne(w.SetToDefault, fn) {
+	case *SetToDefault:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CurrentOfExpr:
-		if !visitOne(w.CurrentOfExpr, fn) {
+	case *CurrentOfExpr:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_NextValueExpr:
-		if !visitOne(w.NextValueExpr, fn) {
+	case *NextValueExpr:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_InferenceElem:
-		if !visitOne(w.InferenceElem, fn) {
+	case *InferenceElem:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_TargetEntry:
-		if !visitOne(w.TargetEntry, fn) {
+	case *TargetEntry:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_RangeTblRef:
-		if !visitOne(w.RangeTblRef, fn) {
+	case *RangeTblRef:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_JoinExpr:
-		if !visitOne(w.JoinExpr, fn) {
+	case *JoinExpr:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_FromExpr:
-		if !visitOne(w.FromExpr, fn) {
+	case *FromExpr:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_OnConflictExpr:
-		if !visitOne(w.OnConflictExpr, fn) {
+	case *OnConflictExpr:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_Query:
-		if !visitOne(w.Query, fn) {
+	case *Query:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_TypeName:
-		if !visitOne(w.TypeName, fn) {
+	case *TypeName:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_ColumnRef:
-		if !visitOne(w.ColumnRef, fn) {
+	case *ColumnRef:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_ParamRef:
-		if !visitOne(w.ParamRef, fn) {
+	case *ParamRef:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_AExpr:
-		if !visitOne(w.AExpr, fn) {
+	case *A_Expr:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_TypeCast:
-		if !visitOne(w.TypeCast, fn) {
+	case *TypeCast:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CollateClause:
-		if !visitOne(w.CollateClause, fn) {
+	case *CollateClause:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_RoleSpec:
-		if !visitOne(w.RoleSpec, fn) {
+	case *RoleSpec:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_FuncCall:
-		if !visitOne(w.FuncCall, fn) {
+	case *FuncCall:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_AStar:
-		if !visitOne(w.AStar, fn) {
+	case *A_Star:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_AIndices:
-		if !visitOne(w.AIndices, fn) {
+	case *A_Indices:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_AIndirection:
-		if !visitOne(w.AIndirection, fn) {
+	case *A_Indirection:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_AArrayExpr:
-		if !visitOne(w.AArrayExpr, fn) {
+	case *A_ArrayExpr:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_ResTarget:
-		if !visitOne(w.ResTarget, fn) {
+	case *ResTarget:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_MultiAssignRef:
-		if !visitOne(w.MultiAssignRef, fn) {
+	case *MultiAssignRef:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_SortBy:
-		if !visitOne(w.SortBy, fn) {
+	case *SortBy:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_WindowDef:
-		if !visitOne(w.WindowDef, fn) {
+	case *WindowDef:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_RangeSubselect:
-		if !visitOne(w.RangeSubselect, fn) {
+	case *RangeSubselect:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_RangeFunction:
-		if !visitOne(w.RangeFunction, fn) {
+	case *RangeFunction:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_RangeTableFunc:
-		if !visitOne(w.RangeTableFunc, fn) {
+	case *RangeTableFunc:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_RangeTableFuncCol:
-		if !visitOne(w.RangeTableFuncCol, fn) {
+	case *RangeTableFuncCol:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_RangeTableSample:
-		if !visitOne(w.RangeTableSample, fn) {
+	case *RangeTableSample:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_ColumnDef:
-		if !visitOne(w.ColumnDef, fn) {
+	case *ColumnDef:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_TableLikeClause:
-		if !visitOne(w.TableLikeClause, fn) {
+	case *TableLikeClause:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_IndexElem:
-		if !visitOne(w.IndexElem, fn) {
+	case *IndexElem:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_DefElem:
-		if !visitOne(w.DefElem, fn) {
+	case *DefElem:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_LockingClause:
-		if !visitOne(w.LockingClause, fn) {
+	case *LockingClause:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_XmlSerialize:
-		if !visitOne(w.XmlSerialize, fn) {
+	case *XmlSerialize:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_PartitionElem:
-		if !visitOne(w.PartitionElem, fn) {
+	case *PartitionElem:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_PartitionSpec:
-		if !visitOne(w.PartitionSpec, fn) {
+	case *PartitionSpec:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_PartitionBoundSpec:
-		if !visitOne(w.PartitionBoundSpec, fn) {
+	case *PartitionBoundSpec:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_PartitionRangeDatum:
-		if !visitOne(w.PartitionRangeDatum, fn) {
+	case *PartitionRangeDatum:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_SinglePartitionSpec:
-		if !visitOne(w.SinglePartitionSpec, fn) {
+	case *SinglePartitionSpec:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_PartitionCmd:
-		if !visitOne(w.PartitionCmd, fn) {
+	case *PartitionCmd:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_RangeTblEntry:
-		if !visitOne(w.RangeTblEntry, fn) {
+	case *RangeTblEntry:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_RtepermissionInfo:
-		if !visitOne(w.RtepermissionInfo, fn) {
+	case *RTEPermissionInfo:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_RangeTblFunction:
-		if !visitOne(w.RangeTblFunction, fn) {
+	case *RangeTblFunction:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_TableSampleClause:
-		if !visitOne(w.TableSampleClause, fn) {
+	case *TableSampleClause:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_WithCheckOption:
-		if !visitOne(w.WithCheckOption, fn) {
+	case *WithCheckOption:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_SortGroupClause:
-		if !visitOne(w.SortGroupClause, fn) {
+	case *SortGroupClause:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_GroupingSet:
-		if !visitOne(w.GroupingSet, fn) {
+	case *GroupingSet:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_WindowClause:
-		if !visitOne(w.WindowClause, fn) {
+	case *WindowClause:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_RowMarkClause:
-		if !visitOne(w.RowMarkClause, fn) {
+	case *RowMarkClause:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_WithClause:
-		if !visitOne(w.WithClause, fn) {
+	case *WithClause:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_InferClause:
-		if !visitOne(w.InferClause, fn) {
+	case *InferClause:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_OnConflictClause:
-		if !visitOne(w.OnConflictClause, fn) {
+	case *OnConflictClause:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CtesearchClause:
-		if !visitOne(w.CtesearchClause, fn) {
+	case *CTESearchClause:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CtecycleClause:
-		if !visitOne(w.CtecycleClause, fn) {
+	case *CTECycleClause:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CommonTableExpr:
-		if !visitOne(w.CommonTableExpr, fn) {
+	case *CommonTableExpr:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_MergeWhenClause:
-		if !visitOne(w.MergeWhenClause, fn) {
+	case *MergeWhenClause:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_TriggerTransition:
-		if !visitOne(w.TriggerTransition, fn) {
+	case *TriggerTransition:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_JsonOutput:
-		if !visitOne(w.JsonOutput, fn) {
+	case *JsonOutput:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_JsonArgument:
-		if !visitOne(w.JsonArgument, fn) {
+	case *JsonArgument:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_JsonFuncExpr:
-		if !visitOne(w.JsonFuncExpr, fn) {
+	case *JsonFuncExpr:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_JsonTablePathSpec:
-		if !visitOne(w.JsonTablePathSpec, fn) {
+	case *JsonTablePathSpec:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_JsonTable:
-		if !visitOne(w.JsonTable, fn) {
+	case *JsonTable:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_JsonTableColumn:
-		if !visitOne(w.JsonTableColumn, fn) {
+	case *JsonTableColumn:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_JsonKeyValue:
-		if !visitOne(w.JsonKeyValue, fn) {
+	case *JsonKeyValue:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_JsonParseExpr:
-		if !visitOne(w.JsonParseExpr, fn) {
+	case *JsonParseExpr:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_JsonScalarExpr:
-		if !visitOne(w.JsonScalarExpr, fn) {
+	case *JsonScalarExpr:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_JsonSerializeExpr:
-		if !visitOne(w.JsonSerializeExpr, fn) {
+	case *JsonSerializeExpr:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_JsonObjectConstructor:
-		if !visitOne(w.JsonObjectConstructor, fn) {
+	case *JsonObjectConstructor:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_JsonArrayConstructor:
-		if !visitOne(w.JsonArrayConstructor, fn) {
+	case *JsonArrayConstructor:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_JsonArrayQueryConstructor:
-		if !visitOne(w.JsonArrayQueryConstructor, fn) {
+	case *JsonArrayQueryConstructor:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_JsonAggConstructor:
-		if !visitOne(w.JsonAggConstructor, fn) {
+	case *JsonAggConstructor:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_JsonObjectAgg:
-		if !visitOne(w.JsonObjectAgg, fn) {
+	case *JsonObjectAgg:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_JsonArrayAgg:
-		if !visitOne(w.JsonArrayAgg, fn) {
+	case *JsonArrayAgg:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_RawStmt:
-		if !visitOne(w.RawStmt, fn) {
+	case *RawStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_InsertStmt:
-		if !visitOne(w.InsertStmt, fn) {
+	case *InsertStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_DeleteStmt:
-		if !visitOne(w.DeleteStmt, fn) {
+	case *DeleteStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_UpdateStmt:
-		if !visitOne(w.UpdateStmt, fn) {
+	case *UpdateStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_MergeStmt:
-		if !visitOne(w.MergeStmt, fn) {
+	case *MergeStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_SelectStmt:
-		if !visitOne(w.SelectStmt, fn) {
+	case *SelectStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_SetOperationStmt:
-		if !visitOne(w.SetOperationStmt, fn) {
+	case *SetOperationStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_ReturnStmt:
-		if !visitOne(w.ReturnStmt, fn) {
+	case *ReturnStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_PlassignStmt:
-		if !visitOne(w.PlassignStmt, fn) {
+	case *PLAssignStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CreateSchemaStmt:
-		if !visitOne(w.CreateSchemaStmt, fn) {
+	case *CreateSchemaStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_AlterTableStmt:
-		if !visitOne(w.AlterTableStmt, fn) {
+	case *AlterTableStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_ReplicaIdentityStmt:
-		if !visitOne(w.ReplicaIdentityStmt, fn) {
+	case *ReplicaIdentityStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_AlterTableCmd:
-		if !visitOne(w.AlterTableCmd, fn) {
+	case *AlterTableCmd:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_AlterCollationStmt:
-		if !visitOne(w.AlterCollationStmt, fn) {
+	case *AlterCollationStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_AlterDomainStmt:
-		if !visitOne(w.AlterDomainStmt, fn) {
+	case *AlterDomainStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_GrantStmt:
-		if !visitOne(w.GrantStmt, fn) {
+	case *GrantStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_ObjectWithArgs:
-		if !visitOne(w.ObjectWithArgs, fn) {
+	case *ObjectWithArgs:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_AccessPriv:
-		if !visitOne(w.AccessPriv, fn) {
+	case *AccessPriv:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_GrantRoleStmt:
-		if !visitOne(w.GrantRoleStmt, fn) {
+	case *GrantRoleStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_AlterDefaultPrivilegesStmt:
-		if !visitOne(w.AlterDefaultPrivilegesStmt, fn) {
+	case *AlterDefaultPrivilegesStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CopyStmt:
-		if !visitOne(w.CopyStmt, fn) {
+	case *CopyStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_VariableSetStmt:
-		if !visitOne(w.VariableSetStmt, fn) {
+	case *VariableSetStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_VariableShowStmt:
-		if !visitOne(w.VariableShowStmt, fn) {
+	case *VariableShowStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CreateStmt:
-		if !visitOne(w.CreateStmt, fn) {
+	case *CreateStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_Constraint:
-		if !visitOne(w.Constraint, fn) {
+	case *Constraint:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CreateTableSpaceStmt:
-		if !visitOne(w.CreateTableSpaceStmt, fn) {
+	case *CreateTableSpaceStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_DropTableSpaceStmt:
-		if !visitOne(w.DropTableSpaceStmt, fn) {
+	case *DropTableSpaceStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_AlterTableSpaceOptionsStmt:
-		if !visitOne(w.AlterTableSpaceOptionsStmt, fn) {
+	case *AlterTableSpaceOptionsStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_AlterTableMoveAllStmt:
-		if !visitOne(w.AlterTableMoveAllStmt, fn) {
+	case *AlterTableMoveAllStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CreateExtensionStmt:
-		if !visitOne(w.CreateExtensionStmt, fn) {
+	case *CreateExtensionStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_AlterExtensionStmt:
-		if !visitOne(w.AlterExtensionStmt, fn) {
+	case *AlterExtensionStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_AlterExtensionContentsStmt:
-		if !visitOne(w.AlterExtensionContentsStmt, fn) {
+	case *AlterExtensionContentsStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CreateFdwStmt:
-		if !visitOne(w.CreateFdwStmt, fn) {
+	case *CreateFdwStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_AlterFdwStmt:
-		if !visitOne(w.AlterFdwStmt, fn) {
+	case *AlterFdwStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CreateForeignServerStmt:
-		if !visitOne(w.CreateForeignServerStmt, fn) {
+	case *CreateForeignServerStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_AlterForeignServerStmt:
-		if !visitOne(w.AlterForeignServerStmt, fn) {
+	case *AlterForeignServerStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CreateForeignTableStmt:
-		if !visitOne(w.CreateForeignTableStmt, fn) {
+	case *CreateForeignTableStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CreateUserMappingStmt:
-		if !visitOne(w.CreateUserMappingStmt, fn) {
+	case *CreateUserMappingStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_AlterUserMappingStmt:
-		if !visitOne(w.AlterUserMappingStmt, fn) {
+	case *AlterUserMappingStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_DropUserMappingStmt:
-		if !visitOne(w.DropUserMappingStmt, fn) {
+	case *DropUserMappingStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_ImportForeignSchemaStmt:
-		if !visitOne(w.ImportForeignSchemaStmt, fn) {
+	case *ImportForeignSchemaStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CreatePolicyStmt:
-		if !visitOne(w.CreatePolicyStmt, fn) {
+	case *CreatePolicyStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_AlterPolicyStmt:
-		if !visitOne(w.AlterPolicyStmt, fn) {
+	case *AlterPolicyStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CreateAmStmt:
-		if !visitOne(w.CreateAmStmt, fn) {
+	case *CreateAmStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CreateTrigStmt:
-		if !visitOne(w.CreateTrigStmt, fn) {
+	case *CreateTrigStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CreateEventTrigStmt:
-		if !visitOne(w.CreateEventTrigStmt, fn) {
+	case *CreateEventTrigStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_AlterEventTrigStmt:
-		if !visitOne(w.AlterEventTrigStmt, fn) {
+	case *AlterEventTrigStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CreatePlangStmt:
-		if !visitOne(w.CreatePlangStmt, fn) {
+	case *CreatePLangStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CreateRoleStmt:
-		if !visitOne(w.CreateRoleStmt, fn) {
+	case *CreateRoleStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_AlterRoleStmt:
-		if !visitOne(w.AlterRoleStmt, fn) {
+	case *AlterRoleStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_AlterRoleSetStmt:
-		if !visitOne(w.AlterRoleSetStmt, fn) {
+	case *AlterRoleSetStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_DropRoleStmt:
-		if !visitOne(w.DropRoleStmt, fn) {
+	case *DropRoleStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CreateSeqStmt:
-		if !visitOne(w.CreateSeqStmt, fn) {
+	case *CreateSeqStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_AlterSeqStmt:
-		if !visitOne(w.AlterSeqStmt, fn) {
+	case *AlterSeqStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_DefineStmt:
-		if !visitOne(w.DefineStmt, fn) {
+	case *DefineStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CreateDomainStmt:
-		if !visitOne(w.CreateDomainStmt, fn) {
+	case *CreateDomainStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CreateOpClassStmt:
-		if !visitOne(w.CreateOpClassStmt, fn) {
+	case *CreateOpClassStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CreateOpClassItem:
-		if !visitOne(w.CreateOpClassItem, fn) {
+	case *CreateOpClassItem:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CreateOpFamilyStmt:
-		if !visitOne(w.CreateOpFamilyStmt, fn) {
+	case *CreateOpFamilyStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_AlterOpFamilyStmt:
-		if !visitOne(w.AlterOpFamilyStmt, fn) {
+	case *AlterOpFamilyStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_DropStmt:
-		if !visitOne(w.DropStmt, fn) {
+	case *DropStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_TruncateStmt:
-		if !visitOne(w.TruncateStmt, fn) {
+	case *TruncateStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CommentStmt:
-		if !visitOne(w.CommentStmt, fn) {
+	case *CommentStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_SecLabelStmt:
-		if !visitOne(w.SecLabelStmt, fn) {
+	case *SecLabelStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_DeclareCursorStmt:
-		if !visitOne(w.DeclareCursorStmt, fn) {
+	case *DeclareCursorStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_ClosePortalStmt:
-		if !visitOne(w.ClosePortalStmt, fn) {
+	case *ClosePortalStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_FetchStmt:
-		if !visitOne(w.FetchStmt, fn) {
+	case *FetchStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_IndexStmt:
-		if !visitOne(w.IndexStmt, fn) {
+	case *IndexStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CreateStatsStmt:
-		if !visitOne(w.CreateStatsStmt, fn) {
+	case *CreateStatsStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_StatsElem:
-		if !visitOne(w.StatsElem, fn) {
+	case *StatsElem:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_AlterStatsStmt:
-		if !visitOne(w.AlterStatsStmt, fn) {
+	case *AlterStatsStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CreateFunctionStmt:
-		if !visitOne(w.CreateFunctionStmt, fn) {
+	case *CreateFunctionStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_FunctionParameter:
-		if !visitOne(w.FunctionParameter, fn) {
+	case *FunctionParameter:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_AlterFunctionStmt:
-		if !visitOne(w.AlterFunctionStmt, fn) {
+	case *AlterFunctionStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_DoStmt:
-		if !visitOne(w.DoStmt, fn) {
+	case *DoStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_InlineCodeBlock:
-		if !visitOne(w.InlineCodeBlock, fn) {
+	case *InlineCodeBlock:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CallStmt:
-		if !visitOne(w.CallStmt, fn) {
+	case *CallStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CallContext:
-		if !visitOne(w.CallContext, fn) {
+	case *CallContext:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_RenameStmt:
-		if !visitOne(w.RenameStmt, fn) {
+	case *RenameStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_AlterObjectDependsStmt:
-		if !visitOne(w.AlterObjectDependsStmt, fn) {
+	case *AlterObjectDependsStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_AlterObjectSchemaStmt:
-		if !visitOne(w.AlterObjectSchemaStmt, fn) {
+	case *AlterObjectSchemaStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_AlterOwnerStmt:
-		if !visitOne(w.AlterOwnerStmt, fn) {
+	case *AlterOwnerStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_AlterOperatorStmt:
-		if !visitOne(w.AlterOperatorStmt, fn) {
+	case *AlterOperatorStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_AlterTypeStmt:
-		if !visitOne(w.AlterTypeStmt, fn) {
+	case *AlterTypeStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_RuleStmt:
-		if !visitOne(w.RuleStmt, fn) {
+	case *RuleStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_NotifyStmt:
-		if !visitOne(w.NotifyStmt, fn) {
+	case *NotifyStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_ListenStmt:
-		if !visitOne(w.ListenStmt, fn) {
+	case *ListenStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_UnlistenStmt:
-		if !visitOne(w.UnlistenStmt, fn) {
+	case *UnlistenStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_TransactionStmt:
-		if !visitOne(w.TransactionStmt, fn) {
+	case *TransactionStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CompositeTypeStmt:
-		if !visitOne(w.CompositeTypeStmt, fn) {
+	case *CompositeTypeStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CreateEnumStmt:
-		if !visitOne(w.CreateEnumStmt, fn) {
+	case *CreateEnumStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CreateRangeStmt:
-		if !visitOne(w.CreateRangeStmt, fn) {
+	case *CreateRangeStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_AlterEnumStmt:
-		if !visitOne(w.AlterEnumStmt, fn) {
+	case *AlterEnumStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_ViewStmt:
-		if !visitOne(w.ViewStmt, fn) {
+	case *ViewStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_LoadStmt:
-		if !visitOne(w.LoadStmt, fn) {
+	case *LoadStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CreatedbStmt:
-		if !visitOne(w.CreatedbStmt, fn) {
+	case *CreatedbStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_AlterDatabaseStmt:
-		if !visitOne(w.AlterDatabaseStmt, fn) {
+	case *AlterDatabaseStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_AlterDatabaseRefreshCollStmt:
-		if !visitOne(w.AlterDatabaseRefreshCollStmt, fn) {
+	case *AlterDatabaseRefreshCollStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_AlterDatabaseSetStmt:
-		if !visitOne(w.AlterDatabaseSetStmt, fn) {
+	case *AlterDatabaseSetStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_DropdbStmt:
-		if !visitOne(w.DropdbStmt, fn) {
+	case *DropdbStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_AlterSystemStmt:
-		if !visitOne(w.AlterSystemStmt, fn) {
+	case *AlterSystemStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_ClusterStmt:
-		if !visitOne(w.ClusterStmt, fn) {
+	case *ClusterStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_VacuumStmt:
-		if !visitOne(w.VacuumStmt, fn) {
+	case *VacuumStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_VacuumRelation:
-		if !visitOne(w.VacuumRelation, fn) {
+	case *VacuumRelation:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_ExplainStmt:
-		if !visitOne(w.ExplainStmt, fn) {
+	case *ExplainStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CreateTableAsStmt:
-		if !visitOne(w.CreateTableAsStmt, fn) {
+	case *CreateTableAsStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_RefreshMatViewStmt:
-		if !visitOne(w.RefreshMatViewStmt, fn) {
+	case *RefreshMatViewStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CheckPointStmt:
-		if !visitOne(w.CheckPointStmt, fn) {
+	case *CheckPointStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_DiscardStmt:
-		if !visitOne(w.DiscardStmt, fn) {
+	case *DiscardStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_LockStmt:
-		if !visitOne(w.LockStmt, fn) {
+	case *LockStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_ConstraintsSetStmt:
-		if !visitOne(w.ConstraintsSetStmt, fn) {
+	case *ConstraintsSetStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_ReindexStmt:
-		if !visitOne(w.ReindexStmt, fn) {
+	case *ReindexStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CreateConversionStmt:
-		if !visitOne(w.CreateConversionStmt, fn) {
+	case *CreateConversionStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CreateCastStmt:
-		if !visitOne(w.CreateCastStmt, fn) {
+	case *CreateCastStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CreateTransformStmt:
-		if !visitOne(w.CreateTransformStmt, fn) {
+	case *CreateTransformStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_PrepareStmt:
-		if !visitOne(w.PrepareStmt, fn) {
+	case *PrepareStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_ExecuteStmt:
-		if !visitOne(w.ExecuteStmt, fn) {
+	case *ExecuteStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_DeallocateStmt:
-		if !visitOne(w.DeallocateStmt, fn) {
+	case *DeallocateStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_DropOwnedStmt:
-		if !visitOne(w.DropOwnedStmt, fn) {
+	case *DropOwnedStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_ReassignOwnedStmt:
-		if !visitOne(w.ReassignOwnedStmt, fn) {
+	case *ReassignOwnedStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_AlterTsdictionaryStmt:
-		if !visitOne(w.AlterTsdictionaryStmt, fn) {
+	case *AlterTSDictionaryStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_AlterTsconfigurationStmt:
-		if !visitOne(w.AlterTsconfigurationStmt, fn) {
+	case *AlterTSConfigurationStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_PublicationTable:
-		if !visitOne(w.PublicationTable, fn) {
+	case *PublicationTable:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_PublicationObjSpec:
-		if !visitOne(w.PublicationObjSpec, fn) {
+	case *PublicationObjSpec:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CreatePublicationStmt:
-		if !visitOne(w.CreatePublicationStmt, fn) {
+	case *CreatePublicationStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_AlterPublicationStmt:
-		if !visitOne(w.AlterPublicationStmt, fn) {
+	case *AlterPublicationStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_CreateSubscriptionStmt:
-		if !visitOne(w.CreateSubscriptionStmt, fn) {
+	case *CreateSubscriptionStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_AlterSubscriptionStmt:
-		if !visitOne(w.AlterSubscriptionStmt, fn) {
+	case *AlterSubscriptionStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_DropSubscriptionStmt:
-		if !visitOne(w.DropSubscriptionStmt, fn) {
+	case *DropSubscriptionStmt:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_Integer:
-		if !visitOne(w.Integer, fn) {
+	case *Integer:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_Float:
-		if !visitOne(w.Float, fn) {
+	case *Float:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_Boolean:
-		if !visitOne(w.Boolean, fn) {
+	case *Boolean:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_String_:
-		if !visitOne(w.String_, fn) {
+	case *String:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_BitString:
-		if !visitOne(w.BitString, fn) {
+	case *BitString:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_List:
-		if !visitOne(w.List, fn) {
+	case *List:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_IntList:
-		if !visitOne(w.IntList, fn) {
+	case *IntList:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_OidList:
-		if !visitOne(w.OidList, fn) {
+	case *OidList:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *Node_AConst:
-		if !visitOne(w.AConst, fn) {
+	case *A_Const:
+		if !visitOne(w, fn) {
 			return false
 		}
 	}
@@ -8622,542 +6479,542 @@ func (x *Node) Clone() *Node {
 	}
 	c := *x
 	switch w := x.Node.(type) {
-	case *Node_Alias:
-		c.Node = &Node_Alias{w.Alias.Clone()}
-	case *Node_RangeVar:
-		c.Node = &Node_RangeVar{w.RangeVar.Clone()}
-	case *Node_TableFunc:
-		c.Node = &Node_TableFunc{w.TableFunc.Clone()}
-	case *Node_IntoClause:
-		c.Node = &Node_IntoClause{w.IntoClause.Clone()}
-	case *Node_Var:
-		c.Node = &Node_Var{w.Var.Clone()}
-	case *Node_Param:
-		c.Node = &Node_Param{w.Param.Clone()}
-	case *Node_Aggref:
-		c.Node = &Node_Aggref{w.Aggref.Clone()}
-	case *Node_GroupingFunc:
-		c.Node = &Node_GroupingFunc{w.GroupingFunc.Clone()}
-	case *Node_WindowFunc:
-		c.Node = &Node_WindowFunc{w.WindowFunc.Clone()}
-	case *Node_WindowFuncRunCondition:
-		c.Node = &Node_WindowFuncRunCondition{w.WindowFuncRunCondition.Clone()}
-	case *Node_MergeSupportFunc:
-		c.Node = &Node_MergeSupportFunc{w.MergeSupportFunc.Clone()}
-	case *Node_SubscriptingRef:
-		c.Node = &Node_SubscriptingRef{w.SubscriptingRef.Clone()}
-	case *Node_FuncExpr:
-		c.Node = &Node_FuncExpr{w.FuncExpr.Clone()}
-	case *Node_NamedArgExpr:
-		c.Node = &Node_NamedArgExpr{w.NamedArgExpr.Clone()}
-	case *Node_OpExpr:
-		c.Node = &Node_OpExpr{w.OpExpr.Clone()}
-	case *Node_DistinctExpr:
-		c.Node = &Node_DistinctExpr{w.DistinctExpr.Clone()}
-	case *Node_NullIfExpr:
-		c.Node = &Node_NullIfExpr{w.NullIfExpr.Clone()}
-	case *Node_ScalarArrayOpExpr:
-		c.Node = &Node_ScalarArrayOpExpr{w.ScalarArrayOpExpr.Clone()}
-	case *Node_BoolExpr:
-		c.Node = &Node_BoolExpr{w.BoolExpr.Clone()}
-	case *Node_SubLink:
-		c.Node = &Node_SubLink{w.SubLink.Clone()}
-	case *Node_SubPlan:
-		c.Node = &Node_SubPlan{w.SubPlan.Clone()}
-	case *Node_AlternativeSubPlan:
-		c.Node = &Node_AlternativeSubPlan{w.AlternativeSubPlan.Clone()}
-	case *Node_FieldSelect:
-		c.Node = &Node_FieldSelect{w.FieldSelect.Clone()}
-	case *Node_FieldStore:
-		c.Node = &Node_FieldStore{w.FieldStore.Clone()}
-	case *Node_RelabelType:
-		c.Node = &Node_RelabelType{w.RelabelType.Clone()}
-	case *Node_CoerceViaIo:
-		c.Node = &Node_CoerceViaIo{w.CoerceViaIo.Clone()}
-	case *Node_ArrayCoerceExpr:
-		c.Node = &Node_ArrayCoerceExpr{w.ArrayCoerceExpr.Clone()}
-	case *Node_ConvertRowtypeExpr:
-		c.Node = &Node_ConvertRowtypeExpr{w.ConvertRowtypeExpr.Clone()}
-	case *Node_CollateExpr:
-		c.Node = &Node_CollateExpr{w.CollateExpr.Clone()}
-	case *Node_CaseExpr:
-		c.Node = &Node_CaseExpr{w.CaseExpr.Clone()}
-	case *Node_CaseWhen:
-		c.Node = &Node_CaseWhen{w.CaseWhen.Clone()}
-	case *Node_CaseTestExpr:
-		c.Node = &Node_CaseTestExpr{w.CaseTestExpr.Clone()}
-	case *Node_ArrayExpr:
-		c.Node = &Node_ArrayExpr{w.ArrayExpr.Clone()}
-	case *Node_RowExpr:
-		c.Node = &Node_RowExpr{w.RowExpr.Clone()}
-	case *Node_RowCompareExpr:
-		c.Node = &Node_RowCompareExpr{w.RowCompareExpr.Clone()}
-	case *Node_CoalesceExpr:
-		c.Node = &Node_CoalesceExpr{w.CoalesceExpr.Clone()}
-	case *Node_MinMaxExpr:
-		c.Node = &Node_MinMaxExpr{w.MinMaxExpr.Clone()}
-	case *Node_SqlvalueFunction:
-		c.Node = &Node_SqlvalueFunction{w.SqlvalueFunction.Clone()}
-	case *Node_XmlExpr:
-		c.Node = &Node_XmlExpr{w.XmlExpr.Clone()}
-	case *Node_JsonFormat:
-		c.Node = &Node_JsonFormat{w.JsonFormat.Clone()}
-	case *Node_JsonReturning:
-		c.Node = &Node_JsonReturning{w.JsonReturning.Clone()}
-	case *Node_JsonValueExpr:
-		c.Node = &Node_JsonValueExpr{w.JsonValueExpr.Clone()}
-	case *Node_JsonConstructorExpr:
-		c.Node = &Node_JsonConstructorExpr{w.JsonConstructorExpr.Clone()}
-	case *Node_JsonIsPredicate:
-		c.Node = &Node_JsonIsPredicate{w.JsonIsPredicate.Clone()}
-	case *Node_JsonBehavior:
-		c.Node = &Node_JsonBehavior{w.JsonBehavior.Clone()}
-	case *Node_JsonExpr:
-		c.Node = &Node_JsonExpr{w.JsonExpr.Clone()}
-	case *Node_JsonTablePath:
-		c.Node = &Node_JsonTablePath{w.JsonTablePath.Clone()}
-	case *Node_JsonTablePathScan:
-		c.Node = &Node_JsonTablePathScan{w.JsonTablePathScan.Clone()}
-	case *Node_JsonTableSiblingJoin:
-		c.Node = &Node_JsonTableSiblingJoin{w.JsonTableSiblingJoin.Clone()}
-	case *Node_NullTest:
-		c.Node = &Node_NullTest{w.NullTest.Clone()}
-	case *Node_BooleanTest:
-		c.Node = &Node_BooleanTest{w.BooleanTest.Clone()}
-	case *Node_MergeAction:
-		c.Node = &Node_MergeAction{w.MergeAction.Clone()}
-	case *Node_CoerceToDomain:
-		c.Node = &Node_CoerceToDomain{w.CoerceToDomain.Clone()}
-	case *Node_CoerceToDomainValue:
-		c.Node = &Node_CoerceToDomainValue{w.CoerceToDomainValue.Clone()}
-	case *Node_SetToDefault:
-		c.Node = &Node_SetToDefault{w.SetToDefault.Clone()}
-	case *Node_CurrentOfExpr:
-		c.Node = &Node_CurrentOfExpr{w.CurrentOfExpr.Clone()}
-	case *Node_NextValueExpr:
-		c.Node = &Node_NextValueExpr{w.NextValueExpr.Clone()}
-	case *Node_InferenceElem:
-		c.Node = &Node_InferenceElem{w.InferenceElem.Clone()}
-	case *Node_TargetEntry:
-		c.Node = &Node_TargetEntry{w.TargetEntry.Clone()}
-	case *Node_RangeTblRef:
-		c.Node = &Node_RangeTblRef{w.RangeTblRef.Clone()}
-	case *Node_JoinExpr:
-		c.Node = &Node_JoinExpr{w.JoinExpr.Clone()}
-	case *Node_FromExpr:
-		c.Node = &Node_FromExpr{w.FromExpr.Clone()}
-	case *Node_OnConflictExpr:
-		c.Node = &Node_OnConflictExpr{w.OnConflictExpr.Clone()}
-	case *Node_Query:
-		c.Node = &Node_Query{w.Query.Clone()}
-	case *Node_TypeName:
-		c.Node = &Node_TypeName{w.TypeName.Clone()}
-	case *Node_ColumnRef:
-		c.Node = &Node_ColumnRef{w.ColumnRef.Clone()}
-	case *Node_ParamRef:
-		c.Node = &Node_ParamRef{w.ParamRef.Clone()}
-	case *Node_AExpr:
-		c.Node = &Node_AExpr{w.AExpr.Clone()}
-	case *Node_TypeCast:
-		c.Node = &Node_TypeCast{w.TypeCast.Clone()}
-	case *Node_CollateClause:
-		c.Node = &Node_CollateClause{w.CollateClause.Clone()}
-	case *Node_RoleSpec:
-		c.Node = &Node_RoleSpec{w.RoleSpec.Clone()}
-	case *Node_FuncCall:
-		c.Node = &Node_FuncCall{w.FuncCall.Clone()}
-	case *Node_AStar:
-		c.Node = &Node_AStar{w.AStar.Clone()}
-	case *Node_AIndices:
-		c.Node = &Node_AIndices{w.AIndices.Clone()}
-	case *Node_AIndirection:
-		c.Node = &Node_AIndirection{w.AIndirection.Clone()}
-	case *Node_AArrayExpr:
-		c.Node = &Node_AArrayExpr{w.AArrayExpr.Clone()}
-	case *Node_ResTarget:
-		c.Node = &Node_ResTarget{w.ResTarget.Clone()}
-	case *Node_MultiAssignRef:
-		c.Node = &Node_MultiAssignRef{w.MultiAssignRef.Clone()}
-	case *Node_SortBy:
-		c.Node = &Node_SortBy{w.SortBy.Clone()}
-	case *Node_WindowDef:
-		c.Node = &Node_WindowDef{w.WindowDef.Clone()}
-	case *Node_RangeSubselect:
-		c.Node = &Node_RangeSubselect{w.RangeSubselect.Clone()}
-	case *Node_RangeFunction:
-		c.Node = &Node_RangeFunction{w.RangeFunction.Clone()}
-	case *Node_RangeTableFunc:
-		c.Node = &Node_RangeTableFunc{w.RangeTableFunc.Clone()}
-	case *Node_RangeTableFuncCol:
-		c.Node = &Node_RangeTableFuncCol{w.RangeTableFuncCol.Clone()}
-	case *Node_RangeTableSample:
-		c.Node = &Node_RangeTableSample{w.RangeTableSample.Clone()}
-	case *Node_ColumnDef:
-		c.Node = &Node_ColumnDef{w.ColumnDef.Clone()}
-	case *Node_TableLikeClause:
-		c.Node = &Node_TableLikeClause{w.TableLikeClause.Clone()}
-	case *Node_IndexElem:
-		c.Node = &Node_IndexElem{w.IndexElem.Clone()}
-	case *Node_DefElem:
-		c.Node = &Node_DefElem{w.DefElem.Clone()}
-	case *Node_LockingClause:
-		c.Node = &Node_LockingClause{w.LockingClause.Clone()}
-	case *Node_XmlSerialize:
-		c.Node = &Node_XmlSerialize{w.XmlSerialize.Clone()}
-	case *Node_PartitionElem:
-		c.Node = &Node_PartitionElem{w.PartitionElem.Clone()}
-	case *Node_PartitionSpec:
-		c.Node = &Node_PartitionSpec{w.PartitionSpec.Clone()}
-	case *Node_PartitionBoundSpec:
-		c.Node = &Node_PartitionBoundSpec{w.PartitionBoundSpec.Clone()}
-	case *Node_PartitionRangeDatum:
-		c.Node = &Node_PartitionRangeDatum{w.PartitionRangeDatum.Clone()}
-	case *Node_SinglePartitionSpec:
-		c.Node = &Node_SinglePartitionSpec{w.SinglePartitionSpec.Clone()}
-	case *Node_PartitionCmd:
-		c.Node = &Node_PartitionCmd{w.PartitionCmd.Clone()}
-	case *Node_RangeTblEntry:
-		c.Node = &Node_RangeTblEntry{w.RangeTblEntry.Clone()}
-	case *Node_RtepermissionInfo:
-		c.Node = &Node_RtepermissionInfo{w.RtepermissionInfo.Clone()}
-	case *Node_RangeTblFunction:
-		c.Node = &Node_RangeTblFunction{w.RangeTblFunction.Clone()}
-	case *Node_TableSampleClause:
-		c.Node = &Node_TableSampleClause{w.TableSampleClause.Clone()}
-	case *Node_WithCheckOption:
-		c.Node = &Node_WithCheckOption{w.WithCheckOption.Clone()}
-	case *Node_SortGroupClause:
-		c.Node = &Node_SortGroupClause{w.SortGroupClause.Clone()}
-	case *Node_GroupingSet:
-		c.Node = &Node_GroupingSet{w.GroupingSet.Clone()}
-	case *Node_WindowClause:
-		c.Node = &Node_WindowClause{w.WindowClause.Clone()}
-	case *Node_RowMarkClause:
-		c.Node = &Node_RowMarkClause{w.RowMarkClause.Clone()}
-	case *Node_WithClause:
-		c.Node = &Node_WithClause{w.WithClause.Clone()}
-	case *Node_InferClause:
-		c.Node = &Node_InferClause{w.InferClause.Clone()}
-	case *Node_OnConflictClause:
-		c.Node = &Node_OnConflictClause{w.OnConflictClause.Clone()}
-	case *Node_CtesearchClause:
-		c.Node = &Node_CtesearchClause{w.CtesearchClause.Clone()}
-	case *Node_CtecycleClause:
-		c.Node = &Node_CtecycleClause{w.CtecycleClause.Clone()}
-	case *Node_CommonTableExpr:
-		c.Node = &Node_CommonTableExpr{w.CommonTableExpr.Clone()}
-	case *Node_MergeWhenClause:
-		c.Node = &Node_MergeWhenClause{w.MergeWhenClause.Clone()}
-	case *Node_TriggerTransition:
-		c.Node = &Node_TriggerTransition{w.TriggerTransition.Clone()}
-	case *Node_JsonOutput:
-		c.Node = &Node_JsonOutput{w.JsonOutput.Clone()}
-	case *Node_JsonArgument:
-		c.Node = &Node_JsonArgument{w.JsonArgument.Clone()}
-	case *Node_JsonFuncExpr:
-		c.Node = &Node_JsonFuncExpr{w.JsonFuncExpr.Clone()}
-	case *Node_JsonTablePathSpec:
-		c.Node = &Node_JsonTablePathSpec{w.JsonTablePathSpec.Clone()}
-	case *Node_JsonTable:
-		c.Node = &Node_JsonTable{w.JsonTable.Clone()}
-	case *Node_JsonTableColumn:
-		c.Node = &Node_JsonTableColumn{w.JsonTableColumn.Clone()}
-	case *Node_JsonKeyValue:
-		c.Node = &Node_JsonKeyValue{w.JsonKeyValue.Clone()}
-	case *Node_JsonParseExpr:
-		c.Node = &Node_JsonParseExpr{w.JsonParseExpr.Clone()}
-	case *Node_JsonScalarExpr:
-		c.Node = &Node_JsonScalarExpr{w.JsonScalarExpr.Clone()}
-	case *Node_JsonSerializeExpr:
-		c.Node = &Node_JsonSerializeExpr{w.JsonSerializeExpr.Clone()}
-	case *Node_JsonObjectConstructor:
-		c.Node = &Node_JsonObjectConstructor{w.JsonObjectConstructor.Clone()}
-	case *Node_JsonArrayConstructor:
-		c.Node = &Node_JsonArrayConstructor{w.JsonArrayConstructor.Clone()}
-	case *Node_JsonArrayQueryConstructor:
-		c.Node = &Node_JsonArrayQueryConstructor{w.JsonArrayQueryConstructor.Clone()}
-	case *Node_JsonAggConstructor:
-		c.Node = &Node_JsonAggConstructor{w.JsonAggConstructor.Clone()}
-	case *Node_JsonObjectAgg:
-		c.Node = &Node_JsonObjectAgg{w.JsonObjectAgg.Clone()}
-	case *Node_JsonArrayAgg:
-		c.Node = &Node_JsonArrayAgg{w.JsonArrayAgg.Clone()}
-	case *Node_RawStmt:
-		c.Node = &Node_RawStmt{w.RawStmt.Clone()}
-	case *Node_InsertStmt:
-		c.Node = &Node_InsertStmt{w.InsertStmt.Clone()}
-	case *Node_DeleteStmt:
-		c.Node = &Node_DeleteStmt{w.DeleteStmt.Clone()}
-	case *Node_UpdateStmt:
-		c.Node = &Node_UpdateStmt{w.UpdateStmt.Clone()}
-	case *Node_MergeStmt:
-		c.Node = &Node_MergeStmt{w.MergeStmt.Clone()}
-	case *Node_SelectStmt:
-		c.Node = &Node_SelectStmt{w.SelectStmt.Clone()}
-	case *Node_SetOperationStmt:
-		c.Node = &Node_SetOperationStmt{w.SetOperationStmt.Clone()}
-	case *Node_ReturnStmt:
-		c.Node = &Node_ReturnStmt{w.ReturnStmt.Clone()}
-	case *Node_PlassignStmt:
-		c.Node = &Node_PlassignStmt{w.PlassignStmt.Clone()}
-	case *Node_CreateSchemaStmt:
-		c.Node = &Node_CreateSchemaStmt{w.CreateSchemaStmt.Clone()}
-	case *Node_AlterTableStmt:
-		c.Node = &Node_AlterTableStmt{w.AlterTableStmt.Clone()}
-	case *Node_ReplicaIdentityStmt:
-		c.Node = &Node_ReplicaIdentityStmt{w.ReplicaIdentityStmt.Clone()}
-	case *Node_AlterTableCmd:
-		c.Node = &Node_AlterTableCmd{w.AlterTableCmd.Clone()}
-	case *Node_AlterCollationStmt:
-		c.Node = &Node_AlterCollationStmt{w.AlterCollationStmt.Clone()}
-	case *Node_AlterDomainStmt:
-		c.Node = &Node_AlterDomainStmt{w.AlterDomainStmt.Clone()}
-	case *Node_GrantStmt:
-		c.Node = &Node_GrantStmt{w.GrantStmt.Clone()}
-	case *Node_ObjectWithArgs:
-		c.Node = &Node_ObjectWithArgs{w.ObjectWithArgs.Clone()}
-	case *Node_AccessPriv:
-		c.Node = &Node_AccessPriv{w.AccessPriv.Clone()}
-	case *Node_GrantRoleStmt:
-		c.Node = &Node_GrantRoleStmt{w.GrantRoleStmt.Clone()}
-	case *Node_AlterDefaultPrivilegesStmt:
-		c.Node = &Node_AlterDefaultPrivilegesStmt{w.AlterDefaultPrivilegesStmt.Clone()}
-	case *Node_CopyStmt:
-		c.Node = &Node_CopyStmt{w.CopyStmt.Clone()}
-	case *Node_VariableSetStmt:
-		c.Node = &Node_VariableSetStmt{w.VariableSetStmt.Clone()}
-	case *Node_VariableShowStmt:
-		c.Node = &Node_VariableShowStmt{w.VariableShowStmt.Clone()}
-	case *Node_CreateStmt:
-		c.Node = &Node_CreateStmt{w.CreateStmt.Clone()}
-	case *Node_Constraint:
-		c.Node = &Node_Constraint{w.Constraint.Clone()}
-	case *Node_CreateTableSpaceStmt:
-		c.Node = &Node_CreateTableSpaceStmt{w.CreateTableSpaceStmt.Clone()}
-	case *Node_DropTableSpaceStmt:
-		c.Node = &Node_DropTableSpaceStmt{w.DropTableSpaceStmt.Clone()}
-	case *Node_AlterTableSpaceOptionsStmt:
-		c.Node = &Node_AlterTableSpaceOptionsStmt{w.AlterTableSpaceOptionsStmt.Clone()}
-	case *Node_AlterTableMoveAllStmt:
-		c.Node = &Node_AlterTableMoveAllStmt{w.AlterTableMoveAllStmt.Clone()}
-	case *Node_CreateExtensionStmt:
-		c.Node = &Node_CreateExtensionStmt{w.CreateExtensionStmt.Clone()}
-	case *Node_AlterExtensionStmt:
-		c.Node = &Node_AlterExtensionStmt{w.AlterExtensionStmt.Clone()}
-	case *Node_AlterExtensionContentsStmt:
-		c.Node = &Node_AlterExtensionContentsStmt{w.AlterExtensionContentsStmt.Clone()}
-	case *Node_CreateFdwStmt:
-		c.Node = &Node_CreateFdwStmt{w.CreateFdwStmt.Clone()}
-	case *Node_AlterFdwStmt:
-		c.Node = &Node_AlterFdwStmt{w.AlterFdwStmt.Clone()}
-	case *Node_CreateForeignServerStmt:
-		c.Node = &Node_CreateForeignServerStmt{w.CreateForeignServerStmt.Clone()}
-	case *Node_AlterForeignServerStmt:
-		c.Node = &Node_AlterForeignServerStmt{w.AlterForeignServerStmt.Clone()}
-	case *Node_CreateForeignTableStmt:
-		c.Node = &Node_CreateForeignTableStmt{w.CreateForeignTableStmt.Clone()}
-	case *Node_CreateUserMappingStmt:
-		c.Node = &Node_CreateUserMappingStmt{w.CreateUserMappingStmt.Clone()}
-	case *Node_AlterUserMappingStmt:
-		c.Node = &Node_AlterUserMappingStmt{w.AlterUserMappingStmt.Clone()}
-	case *Node_DropUserMappingStmt:
-		c.Node = &Node_DropUserMappingStmt{w.DropUserMappingStmt.Clone()}
-	case *Node_ImportForeignSchemaStmt:
-		c.Node = &Node_ImportForeignSchemaStmt{w.ImportForeignSchemaStmt.Clone()}
-	case *Node_CreatePolicyStmt:
-		c.Node = &Node_CreatePolicyStmt{w.CreatePolicyStmt.Clone()}
-	case *Node_AlterPolicyStmt:
-		c.Node = &Node_AlterPolicyStmt{w.AlterPolicyStmt.Clone()}
-	case *Node_CreateAmStmt:
-		c.Node = &Node_CreateAmStmt{w.CreateAmStmt.Clone()}
-	case *Node_CreateTrigStmt:
-		c.Node = &Node_CreateTrigStmt{w.CreateTrigStmt.Clone()}
-	case *Node_CreateEventTrigStmt:
-		c.Node = &Node_CreateEventTrigStmt{w.CreateEventTrigStmt.Clone()}
-	case *Node_AlterEventTrigStmt:
-		c.Node = &Node_AlterEventTrigStmt{w.AlterEventTrigStmt.Clone()}
-	case *Node_CreatePlangStmt:
-		c.Node = &Node_CreatePlangStmt{w.CreatePlangStmt.Clone()}
-	case *Node_CreateRoleStmt:
-		c.Node = &Node_CreateRoleStmt{w.CreateRoleStmt.Clone()}
-	case *Node_AlterRoleStmt:
-		c.Node = &Node_AlterRoleStmt{w.AlterRoleStmt.Clone()}
-	case *Node_AlterRoleSetStmt:
-		c.Node = &Node_AlterRoleSetStmt{w.AlterRoleSetStmt.Clone()}
-	case *Node_DropRoleStmt:
-		c.Node = &Node_DropRoleStmt{w.DropRoleStmt.Clone()}
-	case *Node_CreateSeqStmt:
-		c.Node = &Node_CreateSeqStmt{w.CreateSeqStmt.Clone()}
-	case *Node_AlterSeqStmt:
-		c.Node = &Node_AlterSeqStmt{w.AlterSeqStmt.Clone()}
-	case *Node_DefineStmt:
-		c.Node = &Node_DefineStmt{w.DefineStmt.Clone()}
-	case *Node_CreateDomainStmt:
-		c.Node = &Node_CreateDomainStmt{w.CreateDomainStmt.Clone()}
-	case *Node_CreateOpClassStmt:
-		c.Node = &Node_CreateOpClassStmt{w.CreateOpClassStmt.Clone()}
-	case *Node_CreateOpClassItem:
-		c.Node = &Node_CreateOpClassItem{w.CreateOpClassItem.Clone()}
-	case *Node_CreateOpFamilyStmt:
-		c.Node = &Node_CreateOpFamilyStmt{w.CreateOpFamilyStmt.Clone()}
-	case *Node_AlterOpFamilyStmt:
-		c.Node = &Node_AlterOpFamilyStmt{w.AlterOpFamilyStmt.Clone()}
-	case *Node_DropStmt:
-		c.Node = &Node_DropStmt{w.DropStmt.Clone()}
-	case *Node_TruncateStmt:
-		c.Node = &Node_TruncateStmt{w.TruncateStmt.Clone()}
-	case *Node_CommentStmt:
-		c.Node = &Node_CommentStmt{w.CommentStmt.Clone()}
-	case *Node_SecLabelStmt:
-		c.Node = &Node_SecLabelStmt{w.SecLabelStmt.Clone()}
-	case *Node_DeclareCursorStmt:
-		c.Node = &Node_DeclareCursorStmt{w.DeclareCursorStmt.Clone()}
-	case *Node_ClosePortalStmt:
-		c.Node = &Node_ClosePortalStmt{w.ClosePortalStmt.Clone()}
-	case *Node_FetchStmt:
-		c.Node = &Node_FetchStmt{w.FetchStmt.Clone()}
-	case *Node_IndexStmt:
-		c.Node = &Node_IndexStmt{w.IndexStmt.Clone()}
-	case *Node_CreateStatsStmt:
-		c.Node = &Node_CreateStatsStmt{w.CreateStatsStmt.Clone()}
-	case *Node_StatsElem:
-		c.Node = &Node_StatsElem{w.StatsElem.Clone()}
-	case *Node_AlterStatsStmt:
-		c.Node = &Node_AlterStatsStmt{w.AlterStatsStmt.Clone()}
-	case *Node_CreateFunctionStmt:
-		c.Node = &Node_CreateFunctionStmt{w.CreateFunctionStmt.Clone()}
-	case *Node_FunctionParameter:
-		c.Node = &Node_FunctionParameter{w.FunctionParameter.Clone()}
-	case *Node_AlterFunctionStmt:
-		c.Node = &Node_AlterFunctionStmt{w.AlterFunctionStmt.Clone()}
-	case *Node_DoStmt:
-		c.Node = &Node_DoStmt{w.DoStmt.Clone()}
-	case *Node_InlineCodeBlock:
-		c.Node = &Node_InlineCodeBlock{w.InlineCodeBlock.Clone()}
-	case *Node_CallStmt:
-		c.Node = &Node_CallStmt{w.CallStmt.Clone()}
-	case *Node_CallContext:
-		c.Node = &Node_CallContext{w.CallContext.Clone()}
-	case *Node_RenameStmt:
-		c.Node = &Node_RenameStmt{w.RenameStmt.Clone()}
-	case *Node_AlterObjectDependsStmt:
-		c.Node = &Node_AlterObjectDependsStmt{w.AlterObjectDependsStmt.Clone()}
-	case *Node_AlterObjectSchemaStmt:
-		c.Node = &Node_AlterObjectSchemaStmt{w.AlterObjectSchemaStmt.Clone()}
-	case *Node_AlterOwnerStmt:
-		c.Node = &Node_AlterOwnerStmt{w.AlterOwnerStmt.Clone()}
-	case *Node_AlterOperatorStmt:
-		c.Node = &Node_AlterOperatorStmt{w.AlterOperatorStmt.Clone()}
-	case *Node_AlterTypeStmt:
-		c.Node = &Node_AlterTypeStmt{w.AlterTypeStmt.Clone()}
-	case *Node_RuleStmt:
-		c.Node = &Node_RuleStmt{w.RuleStmt.Clone()}
-	case *Node_NotifyStmt:
-		c.Node = &Node_NotifyStmt{w.NotifyStmt.Clone()}
-	case *Node_ListenStmt:
-		c.Node = &Node_ListenStmt{w.ListenStmt.Clone()}
-	case *Node_UnlistenStmt:
-		c.Node = &Node_UnlistenStmt{w.UnlistenStmt.Clone()}
-	case *Node_TransactionStmt:
-		c.Node = &Node_TransactionStmt{w.TransactionStmt.Clone()}
-	case *Node_CompositeTypeStmt:
-		c.Node = &Node_CompositeTypeStmt{w.CompositeTypeStmt.Clone()}
-	case *Node_CreateEnumStmt:
-		c.Node = &Node_CreateEnumStmt{w.CreateEnumStmt.Clone()}
-	case *Node_CreateRangeStmt:
-		c.Node = &Node_CreateRangeStmt{w.CreateRangeStmt.Clone()}
-	case *Node_AlterEnumStmt:
-		c.Node = &Node_AlterEnumStmt{w.AlterEnumStmt.Clone()}
-	case *Node_ViewStmt:
-		c.Node = &Node_ViewStmt{w.ViewStmt.Clone()}
-	case *Node_LoadStmt:
-		c.Node = &Node_LoadStmt{w.LoadStmt.Clone()}
-	case *Node_CreatedbStmt:
-		c.Node = &Node_CreatedbStmt{w.CreatedbStmt.Clone()}
-	case *Node_AlterDatabaseStmt:
-		c.Node = &Node_AlterDatabaseStmt{w.AlterDatabaseStmt.Clone()}
-	case *Node_AlterDatabaseRefreshCollStmt:
-		c.Node = &Node_AlterDatabaseRefreshCollStmt{w.AlterDatabaseRefreshCollStmt.Clone()}
-	case *Node_AlterDatabaseSetStmt:
-		c.Node = &Node_AlterDatabaseSetStmt{w.AlterDatabaseSetStmt.Clone()}
-	case *Node_DropdbStmt:
-		c.Node = &Node_DropdbStmt{w.DropdbStmt.Clone()}
-	case *Node_AlterSystemStmt:
-		c.Node = &Node_AlterSystemStmt{w.AlterSystemStmt.Clone()}
-	case *Node_ClusterStmt:
-		c.Node = &Node_ClusterStmt{w.ClusterStmt.Clone()}
-	case *Node_VacuumStmt:
-		c.Node = &Node_VacuumStmt{w.VacuumStmt.Clone()}
-	case *Node_VacuumRelation:
-		c.Node = &Node_VacuumRelation{w.VacuumRelation.Clone()}
-	case *Node_ExplainStmt:
-		c.Node = &Node_ExplainStmt{w.ExplainStmt.Clone()}
-	case *Node_CreateTableAsStmt:
-		c.Node = &Node_CreateTableAsStmt{w.CreateTableAsStmt.Clone()}
-	case *Node_RefreshMatViewStmt:
-		c.Node = &Node_RefreshMatViewStmt{w.RefreshMatViewStmt.Clone()}
-	case *Node_CheckPointStmt:
-		c.Node = &Node_CheckPointStmt{w.CheckPointStmt.Clone()}
-	case *Node_DiscardStmt:
-		c.Node = &Node_DiscardStmt{w.DiscardStmt.Clone()}
-	case *Node_LockStmt:
-		c.Node = &Node_LockStmt{w.LockStmt.Clone()}
-	case *Node_ConstraintsSetStmt:
-		c.Node = &Node_ConstraintsSetStmt{w.ConstraintsSetStmt.Clone()}
-	case *Node_ReindexStmt:
-		c.Node = &Node_ReindexStmt{w.ReindexStmt.Clone()}
-	case *Node_CreateConversionStmt:
-		c.Node = &Node_CreateConversionStmt{w.CreateConversionStmt.Clone()}
-	case *Node_CreateCastStmt:
-		c.Node = &Node_CreateCastStmt{w.CreateCastStmt.Clone()}
-	case *Node_CreateTransformStmt:
-		c.Node = &Node_CreateTransformStmt{w.CreateTransformStmt.Clone()}
-	case *Node_PrepareStmt:
-		c.Node = &Node_PrepareStmt{w.PrepareStmt.Clone()}
-	case *Node_ExecuteStmt:
-		c.Node = &Node_ExecuteStmt{w.ExecuteStmt.Clone()}
-	case *Node_DeallocateStmt:
-		c.Node = &Node_DeallocateStmt{w.DeallocateStmt.Clone()}
-	case *Node_DropOwnedStmt:
-		c.Node = &Node_DropOwnedStmt{w.DropOwnedStmt.Clone()}
-	case *Node_ReassignOwnedStmt:
-		c.Node = &Node_ReassignOwnedStmt{w.ReassignOwnedStmt.Clone()}
-	case *Node_AlterTsdictionaryStmt:
-		c.Node = &Node_AlterTsdictionaryStmt{w.AlterTsdictionaryStmt.Clone()}
-	case *Node_AlterTsconfigurationStmt:
-		c.Node = &Node_AlterTsconfigurationStmt{w.AlterTsconfigurationStmt.Clone()}
-	case *Node_PublicationTable:
-		c.Node = &Node_PublicationTable{w.PublicationTable.Clone()}
-	case *Node_PublicationObjSpec:
-		c.Node = &Node_PublicationObjSpec{w.PublicationObjSpec.Clone()}
-	case *Node_CreatePublicationStmt:
-		c.Node = &Node_CreatePublicationStmt{w.CreatePublicationStmt.Clone()}
-	case *Node_AlterPublicationStmt:
-		c.Node = &Node_AlterPublicationStmt{w.AlterPublicationStmt.Clone()}
-	case *Node_CreateSubscriptionStmt:
-		c.Node = &Node_CreateSubscriptionStmt{w.CreateSubscriptionStmt.Clone()}
-	case *Node_AlterSubscriptionStmt:
-		c.Node = &Node_AlterSubscriptionStmt{w.AlterSubscriptionStmt.Clone()}
-	case *Node_DropSubscriptionStmt:
-		c.Node = &Node_DropSubscriptionStmt{w.DropSubscriptionStmt.Clone()}
-	case *Node_Integer:
-		c.Node = &Node_Integer{w.Integer.Clone()}
-	case *Node_Float:
-		c.Node = &Node_Float{w.Float.Clone()}
-	case *Node_Boolean:
-		c.Node = &Node_Boolean{w.Boolean.Clone()}
-	case *Node_String_:
-		c.Node = &Node_String_{w.String_.Clone()}
-	case *Node_BitString:
-		c.Node = &Node_BitString{w.BitString.Clone()}
-	case *Node_List:
-		c.Node = &Node_List{w.List.Clone()}
-	case *Node_IntList:
-		c.Node = &Node_IntList{w.IntList.Clone()}
-	case *Node_OidList:
-		c.Node = &Node_OidList{w.OidList.Clone()}
-	case *Node_AConst:
-		c.Node = &Node_AConst{w.AConst.Clone()}
+	case *Alias:
+		c.Node = w.Clone()
+	case *RangeVar:
+		c.Node = w.Clone()
+	case *TableFunc:
+		c.Node = w.Clone()
+	case *IntoClause:
+		c.Node = w.Clone()
+	case *Var:
+		c.Node = w.Clone()
+	case *Param:
+		c.Node = w.Clone()
+	case *Aggref:
+		c.Node = w.Clone()
+	case *GroupingFunc:
+		c.Node = w.Clone()
+	case *WindowFunc:
+		c.Node = w.Clone()
+	case *WindowFuncRunCondition:
+		c.Node = w.Clone()
+	case *MergeSupportFunc:
+		c.Node = w.Clone()
+	case *SubscriptingRef:
+		c.Node = w.Clone()
+	case *FuncExpr:
+		c.Node = w.Clone()
+	case *NamedArgExpr:
+		c.Node = w.Clone()
+	case *OpExpr:
+		c.Node = w.Clone()
+	case *DistinctExpr:
+		c.Node = w.Clone()
+	case *NullIfExpr:
+		c.Node = w.Clone()
+	case *ScalarArrayOpExpr:
+		c.Node = w.Clone()
+	case *BoolExpr:
+		c.Node = w.Clone()
+	case *SubLink:
+		c.Node = w.Clone()
+	case *SubPlan:
+		c.Node = w.Clone()
+	case *AlternativeSubPlan:
+		c.Node = w.Clone()
+	case *FieldSelect:
+		c.Node = w.Clone()
+	case *FieldStore:
+		c.Node = w.Clone()
+	case *RelabelType:
+		c.Node = w.Clone()
+	case *CoerceViaIO:
+		c.Node = w.Clone()
+	case *ArrayCoerceExpr:
+		c.Node = w.Clone()
+	case *ConvertRowtypeExpr:
+		c.Node = w.Clone()
+	case *CollateExpr:
+		c.Node = w.Clone()
+	case *CaseExpr:
+		c.Node = w.Clone()
+	case *CaseWhen:
+		c.Node = w.Clone()
+	case *CaseTestExpr:
+		c.Node = w.Clone()
+	case *ArrayExpr:
+		c.Node = w.Clone()
+	case *RowExpr:
+		c.Node = w.Clone()
+	case *RowCompareExpr:
+		c.Node = w.Clone()
+	case *CoalesceExpr:
+		c.Node = w.Clone()
+	case *MinMaxExpr:
+		c.Node = w.Clone()
+	case *SQLValueFunction:
+		c.Node = w.Clone()
+	case *XmlExpr:
+		c.Node = w.Clone()
+	case *JsonFormat:
+		c.Node = w.Clone()
+	case *JsonReturning:
+		c.Node = w.Clone()
+	case *JsonValueExpr:
+		c.Node = w.Clone()
+	case *JsonConstructorExpr:
+		c.Node = w.Clone()
+	case *JsonIsPredicate:
+		c.Node = w.Clone()
+	case *JsonBehavior:
+		c.Node = w.Clone()
+	case *JsonExpr:
+		c.Node = w.Clone()
+	case *JsonTablePath:
+		c.Node = w.Clone()
+	case *JsonTablePathScan:
+		c.Node = w.Clone()
+	case *JsonTableSiblingJoin:
+		c.Node = w.Clone()
+	case *NullTest:
+		c.Node = w.Clone()
+	case *BooleanTest:
+		c.Node = w.Clone()
+	case *MergeAction:
+		c.Node = w.Clone()
+	case *CoerceToDomain:
+		c.Node = w.Clone()
+	case *CoerceToDomainValue:
+		c.Node = w.Clone()
+	case *SetToDefault:
+		c.Node = w.Clone()
+	case *CurrentOfExpr:
+		c.Node = w.Clone()
+	case *NextValueExpr:
+		c.Node = w.Clone()
+	case *InferenceElem:
+		c.Node = w.Clone()
+	case *TargetEntry:
+		c.Node = w.Clone()
+	case *RangeTblRef:
+		c.Node = w.Clone()
+	case *JoinExpr:
+		c.Node = w.Clone()
+	case *FromExpr:
+		c.Node = w.Clone()
+	case *OnConflictExpr:
+		c.Node = w.Clone()
+	case *Query:
+		c.Node = w.Clone()
+	case *TypeName:
+		c.Node = w.Clone()
+	case *ColumnRef:
+		c.Node = w.Clone()
+	case *ParamRef:
+		c.Node = w.Clone()
+	case *A_Expr:
+		c.Node = w.Clone()
+	case *TypeCast:
+		c.Node = w.Clone()
+	case *CollateClause:
+		c.Node = w.Clone()
+	case *RoleSpec:
+		c.Node = w.Clone()
+	case *FuncCall:
+		c.Node = w.Clone()
+	case *A_Star:
+		c.Node = w.Clone()
+	case *A_Indices:
+		c.Node = w.Clone()
+	case *A_Indirection:
+		c.Node = w.Clone()
+	case *A_ArrayExpr:
+		c.Node = w.Clone()
+	case *ResTarget:
+		c.Node = w.Clone()
+	case *MultiAssignRef:
+		c.Node = w.Clone()
+	case *SortBy:
+		c.Node = w.Clone()
+	case *WindowDef:
+		c.Node = w.Clone()
+	case *RangeSubselect:
+		c.Node = w.Clone()
+	case *RangeFunction:
+		c.Node = w.Clone()
+	case *RangeTableFunc:
+		c.Node = w.Clone()
+	case *RangeTableFuncCol:
+		c.Node = w.Clone()
+	case *RangeTableSample:
+		c.Node = w.Clone()
+	case *ColumnDef:
+		c.Node = w.Clone()
+	case *TableLikeClause:
+		c.Node = w.Clone()
+	case *IndexElem:
+		c.Node = w.Clone()
+	case *DefElem:
+		c.Node = w.Clone()
+	case *LockingClause:
+		c.Node = w.Clone()
+	case *XmlSerialize:
+		c.Node = w.Clone()
+	case *PartitionElem:
+		c.Node = w.Clone()
+	case *PartitionSpec:
+		c.Node = w.Clone()
+	case *PartitionBoundSpec:
+		c.Node = w.Clone()
+	case *PartitionRangeDatum:
+		c.Node = w.Clone()
+	case *SinglePartitionSpec:
+		c.Node = w.Clone()
+	case *PartitionCmd:
+		c.Node = w.Clone()
+	case *RangeTblEntry:
+		c.Node = w.Clone()
+	case *RTEPermissionInfo:
+		c.Node = w.Clone()
+	case *RangeTblFunction:
+		c.Node = w.Clone()
+	case *TableSampleClause:
+		c.Node = w.Clone()
+	case *WithCheckOption:
+		c.Node = w.Clone()
+	case *SortGroupClause:
+		c.Node = w.Clone()
+	case *GroupingSet:
+		c.Node = w.Clone()
+	case *WindowClause:
+		c.Node = w.Clone()
+	case *RowMarkClause:
+		c.Node = w.Clone()
+	case *WithClause:
+		c.Node = w.Clone()
+	case *InferClause:
+		c.Node = w.Clone()
+	case *OnConflictClause:
+		c.Node = w.Clone()
+	case *CTESearchClause:
+		c.Node = w.Clone()
+	case *CTECycleClause:
+		c.Node = w.Clone()
+	case *CommonTableExpr:
+		c.Node = w.Clone()
+	case *MergeWhenClause:
+		c.Node = w.Clone()
+	case *TriggerTransition:
+		c.Node = w.Clone()
+	case *JsonOutput:
+		c.Node = w.Clone()
+	case *JsonArgument:
+		c.Node = w.Clone()
+	case *JsonFuncExpr:
+		c.Node = w.Clone()
+	case *JsonTablePathSpec:
+		c.Node = w.Clone()
+	case *JsonTable:
+		c.Node = w.Clone()
+	case *JsonTableColumn:
+		c.Node = w.Clone()
+	case *JsonKeyValue:
+		c.Node = w.Clone()
+	case *JsonParseExpr:
+		c.Node = w.Clone()
+	case *JsonScalarExpr:
+		c.Node = w.Clone()
+	case *JsonSerializeExpr:
+		c.Node = w.Clone()
+	case *JsonObjectConstructor:
+		c.Node = w.Clone()
+	case *JsonArrayConstructor:
+		c.Node = w.Clone()
+	case *JsonArrayQueryConstructor:
+		c.Node = w.Clone()
+	case *JsonAggConstructor:
+		c.Node = w.Clone()
+	case *JsonObjectAgg:
+		c.Node = w.Clone()
+	case *JsonArrayAgg:
+		c.Node = w.Clone()
+	case *RawStmt:
+		c.Node = w.Clone()
+	case *InsertStmt:
+		c.Node = w.Clone()
+	case *DeleteStmt:
+		c.Node = w.Clone()
+	case *UpdateStmt:
+		c.Node = w.Clone()
+	case *MergeStmt:
+		c.Node = w.Clone()
+	case *SelectStmt:
+		c.Node = w.Clone()
+	case *SetOperationStmt:
+		c.Node = w.Clone()
+	case *ReturnStmt:
+		c.Node = w.Clone()
+	case *PLAssignStmt:
+		c.Node = w.Clone()
+	case *CreateSchemaStmt:
+		c.Node = w.Clone()
+	case *AlterTableStmt:
+		c.Node = w.Clone()
+	case *ReplicaIdentityStmt:
+		c.Node = w.Clone()
+	case *AlterTableCmd:
+		c.Node = w.Clone()
+	case *AlterCollationStmt:
+		c.Node = w.Clone()
+	case *AlterDomainStmt:
+		c.Node = w.Clone()
+	case *GrantStmt:
+		c.Node = w.Clone()
+	case *ObjectWithArgs:
+		c.Node = w.Clone()
+	case *AccessPriv:
+		c.Node = w.Clone()
+	case *GrantRoleStmt:
+		c.Node = w.Clone()
+	case *AlterDefaultPrivilegesStmt:
+		c.Node = w.Clone()
+	case *CopyStmt:
+		c.Node = w.Clone()
+	case *VariableSetStmt:
+		c.Node = w.Clone()
+	case *VariableShowStmt:
+		c.Node = w.Clone()
+	case *CreateStmt:
+		c.Node = w.Clone()
+	case *Constraint:
+		c.Node = w.Clone()
+	case *CreateTableSpaceStmt:
+		c.Node = w.Clone()
+	case *DropTableSpaceStmt:
+		c.Node = w.Clone()
+	case *AlterTableSpaceOptionsStmt:
+		c.Node = w.Clone()
+	case *AlterTableMoveAllStmt:
+		c.Node = w.Clone()
+	case *CreateExtensionStmt:
+		c.Node = w.Clone()
+	case *AlterExtensionStmt:
+		c.Node = w.Clone()
+	case *AlterExtensionContentsStmt:
+		c.Node = w.Clone()
+	case *CreateFdwStmt:
+		c.Node = w.Clone()
+	case *AlterFdwStmt:
+		c.Node = w.Clone()
+	case *CreateForeignServerStmt:
+		c.Node = w.Clone()
+	case *AlterForeignServerStmt:
+		c.Node = w.Clone()
+	case *CreateForeignTableStmt:
+		c.Node = w.Clone()
+	case *CreateUserMappingStmt:
+		c.Node = w.Clone()
+	case *AlterUserMappingStmt:
+		c.Node = w.Clone()
+	case *DropUserMappingStmt:
+		c.Node = w.Clone()
+	case *ImportForeignSchemaStmt:
+		c.Node = w.Clone()
+	case *CreatePolicyStmt:
+		c.Node = w.Clone()
+	case *AlterPolicyStmt:
+		c.Node = w.Clone()
+	case *CreateAmStmt:
+		c.Node = w.Clone()
+	case *CreateTrigStmt:
+		c.Node = w.Clone()
+	case *CreateEventTrigStmt:
+		c.Node = w.Clone()
+	case *AlterEventTrigStmt:
+		c.Node = w.Clone()
+	case *CreatePLangStmt:
+		c.Node = w.Clone()
+	case *CreateRoleStmt:
+		c.Node = w.Clone()
+	case *AlterRoleStmt:
+		c.Node = w.Clone()
+	case *AlterRoleSetStmt:
+		c.Node = w.Clone()
+	case *DropRoleStmt:
+		c.Node = w.Clone()
+	case *CreateSeqStmt:
+		c.Node = w.Clone()
+	case *AlterSeqStmt:
+		c.Node = w.Clone()
+	case *DefineStmt:
+		c.Node = w.Clone()
+	case *CreateDomainStmt:
+		c.Node = w.Clone()
+	case *CreateOpClassStmt:
+		c.Node = w.Clone()
+	case *CreateOpClassItem:
+		c.Node = w.Clone()
+	case *CreateOpFamilyStmt:
+		c.Node = w.Clone()
+	case *AlterOpFamilyStmt:
+		c.Node = w.Clone()
+	case *DropStmt:
+		c.Node = w.Clone()
+	case *TruncateStmt:
+		c.Node = w.Clone()
+	case *CommentStmt:
+		c.Node = w.Clone()
+	case *SecLabelStmt:
+		c.Node = w.Clone()
+	case *DeclareCursorStmt:
+		c.Node = w.Clone()
+	case *ClosePortalStmt:
+		c.Node = w.Clone()
+	case *FetchStmt:
+		c.Node = w.Clone()
+	case *IndexStmt:
+		c.Node = w.Clone()
+	case *CreateStatsStmt:
+		c.Node = w.Clone()
+	case *StatsElem:
+		c.Node = w.Clone()
+	case *AlterStatsStmt:
+		c.Node = w.Clone()
+	case *CreateFunctionStmt:
+		c.Node = w.Clone()
+	case *FunctionParameter:
+		c.Node = w.Clone()
+	case *AlterFunctionStmt:
+		c.Node = w.Clone()
+	case *DoStmt:
+		c.Node = w.Clone()
+	case *InlineCodeBlock:
+		c.Node = w.Clone()
+	case *CallStmt:
+		c.Node = w.Clone()
+	case *CallContext:
+		c.Node = w.Clone()
+	case *RenameStmt:
+		c.Node = w.Clone()
+	case *AlterObjectDependsStmt:
+		c.Node = w.Clone()
+	case *AlterObjectSchemaStmt:
+		c.Node = w.Clone()
+	case *AlterOwnerStmt:
+		c.Node = w.Clone()
+	case *AlterOperatorStmt:
+		c.Node = w.Clone()
+	case *AlterTypeStmt:
+		c.Node = w.Clone()
+	case *RuleStmt:
+		c.Node = w.Clone()
+	case *NotifyStmt:
+		c.Node = w.Clone()
+	case *ListenStmt:
+		c.Node = w.Clone()
+	case *UnlistenStmt:
+		c.Node = w.Clone()
+	case *TransactionStmt:
+		c.Node = w.Clone()
+	case *CompositeTypeStmt:
+		c.Node = w.Clone()
+	case *CreateEnumStmt:
+		c.Node = w.Clone()
+	case *CreateRangeStmt:
+		c.Node = w.Clone()
+	case *AlterEnumStmt:
+		c.Node = w.Clone()
+	case *ViewStmt:
+		c.Node = w.Clone()
+	case *LoadStmt:
+		c.Node = w.Clone()
+	case *CreatedbStmt:
+		c.Node = w.Clone()
+	case *AlterDatabaseStmt:
+		c.Node = w.Clone()
+	case *AlterDatabaseRefreshCollStmt:
+		c.Node = w.Clone()
+	case *AlterDatabaseSetStmt:
+		c.Node = w.Clone()
+	case *DropdbStmt:
+		c.Node = w.Clone()
+	case *AlterSystemStmt:
+		c.Node = w.Clone()
+	case *ClusterStmt:
+		c.Node = w.Clone()
+	case *VacuumStmt:
+		c.Node = w.Clone()
+	case *VacuumRelation:
+		c.Node = w.Clone()
+	case *ExplainStmt:
+		c.Node = w.Clone()
+	case *CreateTableAsStmt:
+		c.Node = w.Clone()
+	case *RefreshMatViewStmt:
+		c.Node = w.Clone()
+	case *CheckPointStmt:
+		c.Node = w.Clone()
+	case *DiscardStmt:
+		c.Node = w.Clone()
+	case *LockStmt:
+		c.Node = w.Clone()
+	case *ConstraintsSetStmt:
+		c.Node = w.Clone()
+	case *ReindexStmt:
+		c.Node = w.Clone()
+	case *CreateConversionStmt:
+		c.Node = w.Clone()
+	case *CreateCastStmt:
+		c.Node = w.Clone()
+	case *CreateTransformStmt:
+		c.Node = w.Clone()
+	case *PrepareStmt:
+		c.Node = w.Clone()
+	case *ExecuteStmt:
+		c.Node = w.Clone()
+	case *DeallocateStmt:
+		c.Node = w.Clone()
+	case *DropOwnedStmt:
+		c.Node = w.Clone()
+	case *ReassignOwnedStmt:
+		c.Node = w.Clone()
+	case *AlterTSDictionaryStmt:
+		c.Node = w.Clone()
+	case *AlterTSConfigurationStmt:
+		c.Node = w.Clone()
+	case *PublicationTable:
+		c.Node = w.Clone()
+	case *PublicationObjSpec:
+		c.Node = w.Clone()
+	case *CreatePublicationStmt:
+		c.Node = w.Clone()
+	case *AlterPublicationStmt:
+		c.Node = w.Clone()
+	case *CreateSubscriptionStmt:
+		c.Node = w.Clone()
+	case *AlterSubscriptionStmt:
+		c.Node = w.Clone()
+	case *DropSubscriptionStmt:
+		c.Node = w.Clone()
+	case *Integer:
+		c.Node = w.Clone()
+	case *Float:
+		c.Node = w.Clone()
+	case *Boolean:
+		c.Node = w.Clone()
+	case *String:
+		c.Node = w.Clone()
+	case *BitString:
+		c.Node = w.Clone()
+	case *List:
+		c.Node = w.Clone()
+	case *IntList:
+		c.Node = w.Clone()
+	case *OidList:
+		c.Node = w.Clone()
+	case *A_Const:
+		c.Node = w.Clone()
 	}
 	return &c
 }
@@ -9728,44 +7585,18 @@ func (x *IntList) Clear(name string) {
 
 // A_Const is pg_query.proto's message A_Const.
 type A_Const struct {
-	// Val holds one of the A_Const wrappers.
-	Val      isA_Const_Val
+	// Val holds one of its members itself (a *Integer, ...: the
+	// Get methods of the members say which), or nil.
+	Val      any
 	Isnull   bool
 	Location int32
 }
-
-type isA_Const_Val interface{ isA_Const_Val() }
-
-// A_Const_Ival is the ival of a A_Const.
-type A_Const_Ival struct{ Ival *Integer }
-
-func (*A_Const_Ival) isA_Const_Val() {}
-
-// A_Const_Fval is the fval of a A_Const.
-type A_Const_Fval struct{ Fval *Float }
-
-func (*A_Const_Fval) isA_Const_Val() {}
-
-// A_Const_Boolval is the boolval of a A_Const.
-type A_Const_Boolval struct{ Boolval *Boolean }
-
-func (*A_Const_Boolval) isA_Const_Val() {}
-
-// A_Const_Sval is the sval of a A_Const.
-type A_Const_Sval struct{ Sval *String }
-
-func (*A_Const_Sval) isA_Const_Val() {}
-
-// A_Const_Bsval is the bsval of a A_Const.
-type A_Const_Bsval struct{ Bsval *BitString }
-
-func (*A_Const_Bsval) isA_Const_Val() {}
 
 // NodeType is A_Const, the message's name in pg_query.proto: for a parse
 // node, the server's name of its type.
 func (*A_Const) NodeType() string { return "A_Const" }
 
-func (x *A_Const) GetVal() isA_Const_Val {
+func (x *A_Const) GetVal() any {
 	if x != nil {
 		return x.Val
 	}
@@ -9773,38 +7604,28 @@ func (x *A_Const) GetVal() isA_Const_Val {
 }
 
 func (x *A_Const) GetIval() *Integer {
-	if w, ok := x.GetVal().(*A_Const_Ival); ok {
-		return w.Ival
-	}
-	return nil
+	v, _ := x.GetVal().(*Integer)
+	return v
 }
 
 func (x *A_Const) GetFval() *Float {
-	if w, ok := x.GetVal().(*A_Const_Fval); ok {
-		return w.Fval
-	}
-	return nil
+	v, _ := x.GetVal().(*Float)
+	return v
 }
 
 func (x *A_Const) GetBoolval() *Boolean {
-	if w, ok := x.GetVal().(*A_Const_Boolval); ok {
-		return w.Boolval
-	}
-	return nil
+	v, _ := x.GetVal().(*Boolean)
+	return v
 }
 
 func (x *A_Const) GetSval() *String {
-	if w, ok := x.GetVal().(*A_Const_Sval); ok {
-		return w.Sval
-	}
-	return nil
+	v, _ := x.GetVal().(*String)
+	return v
 }
 
 func (x *A_Const) GetBsval() *BitString {
-	if w, ok := x.GetVal().(*A_Const_Bsval); ok {
-		return w.Bsval
-	}
-	return nil
+	v, _ := x.GetVal().(*BitString)
+	return v
 }
 
 func (x *A_Const) GetIsnull() bool {
@@ -9835,23 +7656,23 @@ func (x *A_Const) unmarshal(b []byte) error {
 		case 1:
 			var v *Integer
 			err = readMsg(&b, wt, &v)
-			x.Val = &A_Const_Ival{v}
+			x.Val = v
 		case 2:
 			var v *Float
 			err = readMsg(&b, wt, &v)
-			x.Val = &A_Const_Fval{v}
+			x.Val = v
 		case 3:
 			var v *Boolean
 			err = readMsg(&b, wt, &v)
-			x.Val = &A_Const_Boolval{v}
+			x.Val = v
 		case 4:
 			var v *String
 			err = readMsg(&b, wt, &v)
-			x.Val = &A_Const_Sval{v}
+			x.Val = v
 		case 5:
 			var v *BitString
 			err = readMsg(&b, wt, &v)
-			x.Val = &A_Const_Bsval{v}
+			x.Val = v
 		default:
 			err = skip(&b, wt)
 		}
@@ -9868,20 +7689,17 @@ func (x *A_Const) marshal(b []byte) []byte {
 	}
 	b = appendBool(b, 10, x.Isnull)
 	b = appendInt32(b, 11, x.Location)
-	if w, ok := x.Val.(*A_Const_Ival); ok {
-		b = appendOneof(b, 1, w.Ival)
-	}
-	if w, ok := x.Val.(*A_Const_Fval); ok {
-		b = appendOneof(b, 2, w.Fval)
-	}
-	if w, ok := x.Val.(*A_Const_Boolval); ok {
-		b = appendOneof(b, 3, w.Boolval)
-	}
-	if w, ok := x.Val.(*A_Const_Sval); ok {
-		b = appendOneof(b, 4, w.Sval)
-	}
-	if w, ok := x.Val.(*A_Const_Bsval); ok {
-		b = appendOneof(b, 5, w.Bsval)
+	switch w := x.Val.(type) {
+	case *Integer:
+		b = appendOneof(b, 1, w)
+	case *Float:
+		b = appendOneof(b, 2, w)
+	case *Boolean:
+		b = appendOneof(b, 3, w)
+	case *String:
+		b = appendOneof(b, 4, w)
+	case *BitString:
+		b = appendOneof(b, 5, w)
 	}
 	return b
 }
@@ -9891,24 +7709,24 @@ func (x *A_Const) eachChild(fn func(Message) bool) bool {
 		return true
 	}
 	switch w := x.Val.(type) {
-	case *A_Const_Ival:
-		if !visitOne(w.Ival, fn) {
+	case *Integer:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *A_Const_Fval:
-		if !visitOne(w.Fval, fn) {
+	case *Float:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *A_Const_Boolval:
-		if !visitOne(w.Boolval, fn) {
+	case *Boolean:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *A_Const_Sval:
-		if !visitOne(w.Sval, fn) {
+	case *String:
+		if !visitOne(w, fn) {
 			return false
 		}
-	case *A_Const_Bsval:
-		if !visitOne(w.Bsval, fn) {
+	case *BitString:
+		if !visitOne(w, fn) {
 			return false
 		}
 	}
@@ -9922,16 +7740,16 @@ func (x *A_Const) Clone() *A_Const {
 	}
 	c := *x
 	switch w := x.Val.(type) {
-	case *A_Const_Ival:
-		c.Val = &A_Const_Ival{w.Ival.Clone()}
-	case *A_Const_Fval:
-		c.Val = &A_Const_Fval{w.Fval.Clone()}
-	case *A_Const_Boolval:
-		c.Val = &A_Const_Boolval{w.Boolval.Clone()}
-	case *A_Const_Sval:
-		c.Val = &A_Const_Sval{w.Sval.Clone()}
-	case *A_Const_Bsval:
-		c.Val = &A_Const_Bsval{w.Bsval.Clone()}
+	case *Integer:
+		c.Val = w.Clone()
+	case *Float:
+		c.Val = w.Clone()
+	case *Boolean:
+		c.Val = w.Clone()
+	case *String:
+		c.Val = w.Clone()
+	case *BitString:
+		c.Val = w.Clone()
 	}
 	return &c
 }

@@ -173,7 +173,7 @@ func readUint64s(b *[]byte, wt int, dst *[]uint64) error {
 // msgPtr is a pointer to a generated message.
 type msgPtr[T any] interface {
 	*T
-	Message
+	node
 }
 
 func readMsg[T any, P msgPtr[T]](b *[]byte, wt int, dst *P) error {
@@ -275,7 +275,7 @@ func appendUint64s(b []byte, num int, v []uint64) []byte {
 
 func appendMsg[P interface {
 	comparable
-	Message
+	node
 }](b []byte, num int, v P) []byte {
 	var none P
 	if v == none {
@@ -286,7 +286,7 @@ func appendMsg[P interface {
 
 func appendMsgs[P interface {
 	comparable
-	Message
+	node
 }](b []byte, num int, v []P) []byte {
 	for _, m := range v {
 		b = appendBytes(b, num, m.marshal(nil))
@@ -296,22 +296,16 @@ func appendMsgs[P interface {
 
 // appendOneof writes a oneof's member even when it is empty: that it is
 // set is what it says.
-func appendOneof[P Message](b []byte, num int, v P) []byte {
+func appendOneof[P node](b []byte, num int, v P) []byte {
 	return appendBytes(b, num, v.marshal(nil))
 }
 
-func visitOne[P interface {
-	comparable
-	Message
-}](v P, fn func(Message) bool) bool {
+func visitOne[P comparable](v P, fn func(Message) bool) bool {
 	var none P
 	return v == none || fn(v)
 }
 
-func visitList[P interface {
-	comparable
-	Message
-}](l []P, fn func(Message) bool) bool {
+func visitList[P comparable](l []P, fn func(Message) bool) bool {
 	var none P
 	for _, v := range l {
 		if v != none && !fn(v) {

@@ -87,7 +87,7 @@ func castEach(n *pgast.Node, typ *pgast.TypeName) *pgast.Node {
 		}
 		return n
 	}
-	return &pgast.Node{Node: &pgast.Node_TypeCast{TypeCast: &pgast.TypeCast{Arg: n, TypeName: typ.Clone(), Location: -1}}}
+	return &pgast.Node{Node: &pgast.TypeCast{Arg: n, TypeName: typ.Clone(), Location: -1}}
 }
 
 // typeName parses a type as format_type prints it ("numeric(12,2)",
@@ -138,10 +138,10 @@ func (s *Statement) CastToColumnOnce(column, colType string) (*Statement, int, e
 				if constant(*side.val) {
 					*side.val = cast
 				} else {
-					sel := &pgast.SelectStmt{TargetList: []*pgast.Node{{Node: &pgast.Node_ResTarget{ResTarget: &pgast.ResTarget{Val: cast, Location: -1}}}},
+					sel := &pgast.SelectStmt{TargetList: []*pgast.Node{{Node: &pgast.ResTarget{Val: cast, Location: -1}}},
 						LimitOption: pgast.LimitOption_LIMIT_OPTION_DEFAULT, Op: pgast.SetOperation_SETOP_NONE}
-					*side.val = &pgast.Node{Node: &pgast.Node_SubLink{SubLink: &pgast.SubLink{SubLinkType: pgast.SubLinkType_EXPR_SUBLINK,
-						Subselect: &pgast.Node{Node: &pgast.Node_SelectStmt{SelectStmt: sel}}, Location: -1}}}
+					*side.val = &pgast.Node{Node: &pgast.SubLink{SubLinkType: pgast.SubLinkType_EXPR_SUBLINK,
+						Subselect: &pgast.Node{Node: sel}, Location: -1}}
 				}
 				n++
 				break

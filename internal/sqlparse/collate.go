@@ -38,10 +38,10 @@ func (s *Statement) CollateSortKeys(collation string, which []int) (*Statement, 
 		i, n := 0, 0
 		c.eachSortKey(func(sb *pgast.SortBy, expr *pgast.Node) {
 			if want[i] {
-				sb.Node = &pgast.Node{Node: &pgast.Node_CollateClause{CollateClause: &pgast.CollateClause{
+				sb.Node = &pgast.Node{Node: &pgast.CollateClause{
 					Arg:      expr.Clone(),
-					Collname: []*pgast.Node{{Node: &pgast.Node_String_{String_: &pgast.String{Sval: collation}}}},
-					Location: -1}}}
+					Collname: []*pgast.Node{{Node: &pgast.String{Sval: collation}}},
+					Location: -1}}
 				n++
 			}
 			i++

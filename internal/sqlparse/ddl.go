@@ -1,6 +1,8 @@
 package sqlparse
 
 import (
+	"sync"
+
 	"github.com/pgmedic/pgmedic/internal/pgast"
 )
 
@@ -37,33 +39,37 @@ type DDLAction struct {
 }
 
 // atKinds names the ALTER TABLE subcommands whose locks or fixes differ.
-var atKinds = map[pgast.AlterTableType]string{
-	pgast.AlterTableType_AT_AddColumn:          "ADD COLUMN",
-	pgast.AlterTableType_AT_DropColumn:         "DROP COLUMN",
-	pgast.AlterTableType_AT_ColumnDefault:      "SET DEFAULT",
-	pgast.AlterTableType_AT_SetNotNull:         "SET NOT NULL",
-	pgast.AlterTableType_AT_AlterColumnType:    "ALTER COLUMN TYPE",
-	pgast.AlterTableType_AT_ValidateConstraint: "VALIDATE CONSTRAINT",
-	pgast.AlterTableType_AT_DropConstraint:     "DROP CONSTRAINT",
-	pgast.AlterTableType_AT_SetStatistics:      "SET STATISTICS",
-	pgast.AlterTableType_AT_SetOptions:         "SET COLUMN OPTIONS",
-	pgast.AlterTableType_AT_ResetOptions:       "SET COLUMN OPTIONS",
-	pgast.AlterTableType_AT_SetRelOptions:      "SET STORAGE PARAMETERS",
-	pgast.AlterTableType_AT_ResetRelOptions:    "SET STORAGE PARAMETERS",
-	pgast.AlterTableType_AT_ClusterOn:          "CLUSTER ON",
-	pgast.AlterTableType_AT_EnableTrig:         "ENABLE OR DISABLE TRIGGER",
-	pgast.AlterTableType_AT_DisableTrig:        "ENABLE OR DISABLE TRIGGER",
-	pgast.AlterTableType_AT_AttachPartition:    "ATTACH PARTITION",
-	pgast.AlterTableType_AT_DetachPartition:    "DETACH PARTITION",
-}
+var atKinds = sync.OnceValue(func() map[pgast.AlterTableType]string {
+	return map[pgast.AlterTableType]string{
+		pgast.AlterTableType_AT_AddColumn:          "ADD COLUMN",
+		pgast.AlterTableType_AT_DropColumn:         "DROP COLUMN",
+		pgast.AlterTableType_AT_ColumnDefault:      "SET DEFAULT",
+		pgast.AlterTableType_AT_SetNotNull:         "SET NOT NULL",
+		pgast.AlterTableType_AT_AlterColumnType:    "ALTER COLUMN TYPE",
+		pgast.AlterTableType_AT_ValidateConstraint: "VALIDATE CONSTRAINT",
+		pgast.AlterTableType_AT_DropConstraint:     "DROP CONSTRAINT",
+		pgast.AlterTableType_AT_SetStatistics:      "SET STATISTICS",
+		pgast.AlterTableType_AT_SetOptions:         "SET COLUMN OPTIONS",
+		pgast.AlterTableType_AT_ResetOptions:       "SET COLUMN OPTIONS",
+		pgast.AlterTableType_AT_SetRelOptions:      "SET STORAGE PARAMETERS",
+		pgast.AlterTableType_AT_ResetRelOptions:    "SET STORAGE PARAMETERS",
+		pgast.AlterTableType_AT_ClusterOn:          "CLUSTER ON",
+		pgast.AlterTableType_AT_EnableTrig:         "ENABLE OR DISABLE TRIGGER",
+		pgast.AlterTableType_AT_DisableTrig:        "ENABLE OR DISABLE TRIGGER",
+		pgast.AlterTableType_AT_AttachPartition:    "ATTACH PARTITION",
+		pgast.AlterTableType_AT_DetachPartition:    "DETACH PARTITION",
+	}
+})
 
-var constraintKinds = map[pgast.ConstrType]string{
-	pgast.ConstrType_CONSTR_FOREIGN:   "ADD FOREIGN KEY",
-	pgast.ConstrType_CONSTR_CHECK:     "ADD CHECK",
-	pgast.ConstrType_CONSTR_PRIMARY:   "ADD PRIMARY KEY",
-	pgast.ConstrType_CONSTR_UNIQUE:    "ADD UNIQUE",
-	pgast.ConstrType_CONSTR_EXCLUSION: "ADD EXCLUDE",
-}
+var constraintKinds = sync.OnceValue(func() map[pgast.ConstrType]string {
+	return map[pgast.ConstrType]string{
+		pgast.ConstrType_CONSTR_FOREIGN:   "ADD FOREIGN KEY",
+		pgast.ConstrType_CONSTR_CHECK:     "ADD CHECK",
+		pgast.ConstrType_CONSTR_PRIMARY:   "ADD PRIMARY KEY",
+		pgast.ConstrType_CONSTR_UNIQUE:    "ADD UNIQUE",
+		pgast.ConstrType_CONSTR_EXCLUSION: "ADD EXCLUDE",
+	}
+})
 
 func rangeName(rv *pgast.RangeVar) Name {
 	if rv == nil {
@@ -98,7 +104,7 @@ func (s *Statement) DDL() *DDL {
 		return &DDL{Command: "TRUNCATE", Table: firstRangeVar(n.GetTruncateStmt().Relations)}
 	case n.GetLockStmt() != nil:
 		l := n.GetLockStmt()
-		return &DDL{Command: "LOCK TABLE", LockMode: lockModes[l.Mode], Table: firstRangeVar(l.Relations)}
+		return &DDL{Command: "LOCK TABLE", LockMode: lockModes()[l.Mode], Table: firstRangeVar(l.Relations)}
 	case n.GetRefreshMatViewStmt() != nil:
 		r := n.GetRefreshMatViewStmt()
 		return &DDL{Command: "REFRESH MATERIALIZED VIEW", Table: rangeName(r.Relation), Concurrently: r.Concurrent}
@@ -117,11 +123,11 @@ func alterTableDDL(a *pgast.AlterTableStmt) *DDL {
 		if cmd == nil {
 			continue
 		}
-		act := DDLAction{Kind: atKinds[cmd.Subtype], Column: cmd.Name}
+		act := DDLAction{Kind: atKinds()[cmd.Subtype], Column: cmd.Name}
 		switch cmd.Subtype {
 		case pgast.AlterTableType_AT_AddConstraint:
 			if con := cmd.GetDef().GetConstraint(); con != nil {
-				act.Kind, act.NotValid = constraintKinds[con.Contype], con.SkipValidation
+				act.Kind, act.NotValid = constraintKinds()[con.Contype], con.SkipValidation
 			}
 		case pgast.AlterTableType_AT_AddColumn:
 			if col := cmd.GetDef().GetColumnDef(); col != nil {
@@ -193,10 +199,12 @@ func firstRangeVar(rels []*pgast.Node) Name {
 
 // lockModes are LOCK TABLE's modes by PostgreSQL's number for them
 // (lockdefs.h), as pg_locks spells them.
-var lockModes = map[int32]string{
-	1: "AccessShareLock", 2: "RowShareLock", 3: "RowExclusiveLock", 4: "ShareUpdateExclusiveLock",
-	5: "ShareLock", 6: "ShareRowExclusiveLock", 7: "ExclusiveLock", 8: "AccessExclusiveLock",
-}
+var lockModes = sync.OnceValue(func() map[int32]string {
+	return map[int32]string{
+		1: "AccessShareLock", 2: "RowShareLock", 3: "RowExclusiveLock", 4: "ShareUpdateExclusiveLock",
+		5: "ShareLock", 6: "ShareRowExclusiveLock", 7: "ExclusiveLock", 8: "AccessExclusiveLock",
+	}
+})
 
 // Undo is what takes a table back to how it was before the change, for
 // the forms that add something by name: ALTER TABLE ... ADD COLUMN c

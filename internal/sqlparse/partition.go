@@ -21,7 +21,9 @@ type HiddenKey struct {
 // volatileNow are the volatile functions a partition key is compared
 // with in place of now(): PostgreSQL evaluates them per row, so neither
 // the planner nor the executor's start can prune with them.
-var volatileNow = map[string]bool{"clock_timestamp": true, "timeofday": true, "random": true}
+var volatileNow = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{"clock_timestamp": true, "timeofday": true, "random": true}
+})
 
 // HiddenKeys lists the comparisons of column that hide it from partition
 // pruning; none when the statement also compares the bare column with a
@@ -40,7 +42,7 @@ func (s *Statement) HiddenKeys(column string) []HiddenKey {
 		case isBare:
 			bare = true
 		default:
-			h.Predicate = exprText(&pgast.Node{Node: &pgast.Node_AExpr{AExpr: e}})
+			h.Predicate = exprText(&pgast.Node{Node: e})
 			out = append(out, h)
 		}
 		return true
@@ -179,7 +181,7 @@ func rangeFor(e *pgast.A_Expr, column string) (*pgast.Node, error) {
 		tmpl = "pgmedic_key >= make_date((pgmedic_val0)::int, 1, 1) AND pgmedic_key < make_date((pgmedic_val0)::int + 1, 1, 1)"
 	}
 	if tmpl == "" {
-		return nil, fmt.Errorf("no range on %s replaces %s", column, exprText(&pgast.Node{Node: &pgast.Node_AExpr{AExpr: e}}))
+		return nil, fmt.Errorf("no range on %s replaces %s", column, exprText(&pgast.Node{Node: e}))
 	}
 	tree, err := pgast.Parse("SELECT 1 WHERE " + tmpl)
 	if err != nil {
@@ -221,7 +223,7 @@ func isDateCast(n *pgast.Node) bool {
 // nowFor is the comparison with its clock_timestamp() calls made now().
 func nowFor(e *pgast.A_Expr) *pgast.Node {
 	c := e.Clone()
-	t := &Statement{root: &pgast.Node{Node: &pgast.Node_AExpr{AExpr: c}}}
+	t := &Statement{root: &pgast.Node{Node: c}}
 	t.walk(func(m pgast.Message) bool {
 		if f, ok := m.(*pgast.FuncCall); ok && funcName(f) == "clock_timestamp" {
 			f.Funcname = []*pgast.Node{pgast.MakeStrNode("now")}
@@ -284,7 +286,7 @@ func volatileCall(n *pgast.Node) string {
 	name := ""
 	t := &Statement{root: n}
 	t.walk(func(m pgast.Message) bool {
-		if f, ok := m.(*pgast.FuncCall); ok && volatileNow[funcName(f)] {
+		if f, ok := m.(*pgast.FuncCall); ok && volatileNow()[funcName(f)] {
 			name = funcName(f)
 		}
 		return name == ""
@@ -346,8 +348,8 @@ func timeUnit(n *pgast.Node) string {
 
 // exprText deparses one expression.
 func exprText(n *pgast.Node) string {
-	sel := &pgast.SelectStmt{TargetList: []*pgast.Node{{Node: &pgast.Node_ResTarget{ResTarget: &pgast.ResTarget{Val: n}}}}}
-	tree := &pgast.ParseResult{Version: parserVersion(), Stmts: []*pgast.RawStmt{{Stmt: &pgast.Node{Node: &pgast.Node_SelectStmt{SelectStmt: sel}}}}}
+	sel := &pgast.SelectStmt{TargetList: []*pgast.Node{{Node: &pgast.ResTarget{Val: n}}}}
+	tree := &pgast.ParseResult{Version: parserVersion(), Stmts: []*pgast.RawStmt{{Stmt: &pgast.Node{Node: sel}}}}
 	out, err := pgast.Deparse(tree)
 	if err != nil {
 		return "?"

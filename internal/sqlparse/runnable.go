@@ -91,8 +91,8 @@ func sameTree(a, b *pgast.ParseResult) bool {
 func clearPositions(m pgast.Message) {
 	var rec func(m pgast.Message) bool
 	rec = func(m pgast.Message) bool {
-		m.Clear("location")
-		m.Clear("funcformat")
+		pgast.Clear(m, "location")
+		pgast.Clear(m, "funcformat")
 		return pgast.EachChild(m, rec)
 	}
 	rec(m)

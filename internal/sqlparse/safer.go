@@ -3,6 +3,7 @@ package sqlparse
 import (
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/pgmedic/pgmedic/internal/pgast"
 )
@@ -268,8 +269,10 @@ func truncName(s string) string {
 // volatileFuncs are built-in functions whose value changes per row: a
 // column default calling one is evaluated for every existing row, which
 // rewrites the table.
-var volatileFuncs = map[string]bool{"random": true, "gen_random_uuid": true, "uuid_generate_v1": true, "uuid_generate_v1mc": true,
-	"uuid_generate_v4": true, "uuidv4": true, "uuidv7": true, "clock_timestamp": true, "timeofday": true, "nextval": true, "random_normal": true}
+var volatileFuncs = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{"random": true, "gen_random_uuid": true, "uuid_generate_v1": true, "uuid_generate_v1mc": true,
+		"uuid_generate_v4": true, "uuidv4": true, "uuidv7": true, "clock_timestamp": true, "timeofday": true, "nextval": true, "random_normal": true}
+})
 
 // VolatileDefault says whether ALTER TABLE ... ADD COLUMN fills the new
 // column per row, rewriting the table: a default that calls a volatile
@@ -306,7 +309,7 @@ func (s *Statement) VolatileDefault() bool {
 			var rec func(m pgast.Message) bool
 			rec = func(m pgast.Message) bool {
 				if fc, ok := m.(*pgast.FuncCall); ok && len(fc.Funcname) > 0 &&
-					volatileFuncs[fc.Funcname[len(fc.Funcname)-1].GetString_().GetSval()] {
+					volatileFuncs()[fc.Funcname[len(fc.Funcname)-1].GetString_().GetSval()] {
 					volatile = true
 				}
 				return pgast.EachChild(m, rec)

@@ -346,8 +346,8 @@ func (s *Statement) claim(sh *QueryShape) *Claim {
 	if c.Lock == LockNoKeyUpd {
 		strength = pgast.LockClauseStrength_LCS_FORNOKEYUPDATE
 	}
-	sel.LockingClause = []*pgast.Node{{Node: &pgast.Node_LockingClause{LockingClause: &pgast.LockingClause{
-		Strength: strength, WaitPolicy: pgast.LockWaitPolicy_LockWaitSkip}}}}
+	sel.LockingClause = []*pgast.Node{{Node: &pgast.LockingClause{
+		Strength: strength, WaitPolicy: pgast.LockWaitPolicy_LockWaitSkip}}}
 	if out, err := pgast.Deparse(s.tree); err == nil {
 		c.Rewrite = out
 	}

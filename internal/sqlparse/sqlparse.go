@@ -76,7 +76,7 @@ func (s *Statement) Kind() string {
 		return ""
 	}
 	if m := s.root.Inner(); m != nil {
-		return m.NodeType()
+		return pgast.NodeType(m)
 	}
 	return ""
 }
@@ -425,8 +425,10 @@ func (s *Statement) aliasColumnType(alias, column string, resolve func(*pgast.Co
 
 // anyArgFuncs take arguments of type "any" (or variadic "any"), which
 // PostgreSQL cannot type a parameter from.
-var anyArgFuncs = map[string]bool{"jsonb_build_object": true, "json_build_object": true, "jsonb_build_array": true,
-	"json_build_array": true, "format": true, "concat": true, "concat_ws": true}
+var anyArgFuncs = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{"jsonb_build_object": true, "json_build_object": true, "jsonb_build_array": true,
+		"json_build_array": true, "format": true, "concat": true, "concat_ws": true}
+})
 
 // besideCast is the type a parameter had on the other side of op from an
 // explicit cast: date +/- a number of days, timestamp or time +/- an
@@ -457,8 +459,10 @@ func besideCast(n *pgast.Node, op string) string {
 // arguments was a number in the application's text. generate_series gets
 // integer, as its bounds almost always are (and its rows are multiplied
 // with intervals, which numeric is not).
-var numericFuncs = map[string]string{"sum": "numeric", "avg": "numeric", "generate_series": "integer", "abs": "numeric",
-	"round": "numeric", "ceil": "numeric", "floor": "numeric", "power": "numeric", "sqrt": "numeric", "mod": "numeric", "width_bucket": "numeric"}
+var numericFuncs = sync.OnceValue(func() map[string]string {
+	return map[string]string{"sum": "numeric", "avg": "numeric", "generate_series": "integer", "abs": "numeric",
+		"round": "numeric", "ceil": "numeric", "floor": "numeric", "power": "numeric", "sqrt": "numeric", "mod": "numeric", "width_bucket": "numeric"}
+})
 
 // caseResults are the parameters that are n itself or every result of a
 // CASE that n is.
@@ -618,7 +622,9 @@ func (s *Statement) FallbackCandidates(n int, columnType func(Column) string) []
 
 // numberTypes are the column types whose values arithmetic on parameters
 // can stand for without casting the column.
-var numberTypes = map[string]bool{"smallint": true, "integer": true, "bigint": true, "numeric": true, "real": true, "double precision": true}
+var numberTypes = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{"smallint": true, "integer": true, "bigint": true, "numeric": true, "real": true, "double precision": true}
+})
 
 // arithmeticTypes types the parameters of arithmetic compared with a
 // column of a number type: in id = $2 + $3 both are the column's type.
@@ -633,7 +639,7 @@ func (s *Statement) arithmeticTypes(columnType func(Column) string, set func(int
 		}
 		var sides [][2]*pgast.Node
 		switch {
-		case e.Kind == pgast.A_Expr_Kind_AEXPR_OP && comparison[e.Name[0].GetString_().GetSval()]:
+		case e.Kind == pgast.A_Expr_Kind_AEXPR_OP && comparison()[e.Name[0].GetString_().GetSval()]:
 			sides = [][2]*pgast.Node{{e.Lexpr, e.Rexpr}, {e.Rexpr, e.Lexpr}}
 		case e.Kind == pgast.A_Expr_Kind_AEXPR_BETWEEN || e.Kind == pgast.A_Expr_Kind_AEXPR_NOT_BETWEEN:
 			for _, bound := range e.Rexpr.GetList().GetItems() {
@@ -652,7 +658,7 @@ func (s *Statement) arithmeticTypes(columnType func(Column) string, set func(int
 					break
 				}
 			}
-			if !numberTypes[typ] {
+			if !numberTypes()[typ] {
 				continue
 			}
 			for _, p := range arithmeticParams(side[1]) {
@@ -664,7 +670,9 @@ func (s *Statement) arithmeticTypes(columnType func(Column) string, set func(int
 }
 
 // comparison are the operators that compare two values of one type.
-var comparison = map[string]bool{"=": true, "<>": true, "!=": true, "<": true, "<=": true, ">": true, ">=": true}
+var comparison = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{"=": true, "<>": true, "!=": true, "<": true, "<=": true, ">": true, ">=": true}
+})
 
 // arithmeticParams are the parameters of an arithmetic expression made of
 // parameters and constants only ($2 + $3, $1 * 2); nil for anything else.
@@ -763,11 +771,11 @@ func (s *Statement) argumentTypes(set func(int, string)) {
 		name := funcName(f)
 		for _, a := range f.Args {
 			switch {
-			case anyArgFuncs[name] && a.GetParamRef() != nil:
+			case anyArgFuncs()[name] && a.GetParamRef() != nil:
 				set(int(a.GetParamRef().Number), "text")
-			case numericFuncs[name] != "":
+			case numericFuncs()[name] != "":
 				for _, p := range caseResults(a) {
-					set(p, numericFuncs[name])
+					set(p, numericFuncs()[name])
 				}
 			}
 		}
@@ -946,7 +954,9 @@ func Normalised(sql string) string {
 
 // dmlStart are the first words of the statements pg_query's Normalize
 // replaces every constant of.
-var dmlStart = map[string]bool{"SELECT": true, "INSERT": true, "UPDATE": true, "DELETE": true, "MERGE": true, "WITH": true, "VALUES": true, "TABLE": true, "(": true}
+var dmlStart = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{"SELECT": true, "INSERT": true, "UPDATE": true, "DELETE": true, "MERGE": true, "WITH": true, "VALUES": true, "TABLE": true, "(": true}
+})
 
 // normaliseUtility replaces the constants Normalize leaves in utility
 // statements (EXECUTE q(42), SET work_mem = '64MB', DECLARE ... ) with
@@ -959,7 +969,7 @@ func normaliseUtility(norm string) string {
 	} else if strings.HasPrefix(first, "(") {
 		first = "("
 	}
-	if dmlStart[first] || !literalRe().MatchString(norm) {
+	if dmlStart()[first] || !literalRe().MatchString(norm) {
 		return norm
 	}
 	n := 0

@@ -1,6 +1,7 @@
 package watch
 
 import (
+	"bufio"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,6 +55,26 @@ func FuzzRing(f *testing.F) {
 			if r.At.Before(t0) || r.At.After(t0.Add(time.Minute)) {
 				t.Fatalf("a record outside the window: %v", r.At)
 			}
+		}
+	})
+}
+
+// FuzzReadRequest reads any bytes as a /metrics request: no panic, and a
+// request it accepts has a method, and a path that starts with a slash
+// and has lost its query string.
+func FuzzReadRequest(f *testing.F) {
+	f.Add("GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n")
+	f.Add("GET http://h:9187/metrics?x=1 HTTP/1.0\r\n\r\n")
+	f.Add("HEAD /metrics HTTP/1.1\n\n")
+	f.Add("GET /metrics HTTP/1.1\r\nX: a")
+	f.Add("hello\r\n\r\n")
+	f.Fuzz(func(t *testing.T, req string) {
+		method, path, ok := readRequest(bufio.NewReaderSize(strings.NewReader(req), 4096))
+		if !ok {
+			return
+		}
+		if method == "" || !strings.HasPrefix(path, "/") || strings.Contains(path, "?") {
+			t.Fatalf("accepted %q as method %q, path %q", req, method, path)
 		}
 	})
 }

@@ -3,7 +3,6 @@ package watch
 import (
 	"fmt"
 	"io"
-	"net/http"
 	"sort"
 	"strconv"
 	"strings"
@@ -223,16 +222,6 @@ func (m *Metrics) Write(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
-}
-
-// ServeHTTP serves /metrics.
-func (m *Metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != "/metrics" {
-		http.NotFound(w, r)
-		return
-	}
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	m.Write(w)
 }
 
 func targetLabels(name string, labels map[string]string) string {

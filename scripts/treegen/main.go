@@ -155,17 +155,14 @@ func (g *gen) enum(e protoreflect.EnumDescriptor) error {
 // field is one field of a message with its Go names.
 type field struct {
 	fd     protoreflect.FieldDescriptor
-	goName string // the struct field, or the oneof wrapper's field
+	goName string // the struct field, or the oneof member's getter name
 	goType string
 	oneof  *oneof
-	// wrapper is the oneof wrapper type of a oneof member.
-	wrapper string
 }
 
 type oneof struct {
 	od      protoreflect.OneofDescriptor
-	goName  string // the interface field
-	iface   string // the interface type
+	goName  string // the field that holds the member
 	members []*field
 }
 
@@ -212,15 +209,25 @@ func (g *gen) message(m protoreflect.MessageDescriptor) error {
 				if !ok {
 					return fmt.Errorf("%s: no Go field for oneof %s", name, od.Name())
 				}
-				o = &oneof{od: od, goName: sf.Name, iface: sf.Type.Name()}
+				o = &oneof{od: od, goName: sf.Name}
 				oneofs[od.FullName()] = o
 			}
-			// The wrapper type is found by setting the member on a new
-			// message and looking at what the oneof field holds.
+			// pg_query_go's wrapper type (found by setting the member on
+			// a new message and looking at what the oneof field holds)
+			// names the member's getter. The member itself is stored, so
+			// each must be a message of its own type.
 			msg := mt.New()
 			msg.Set(fd, msg.NewField(fd))
 			w := reflect.ValueOf(msg.Interface()).Elem().FieldByName(o.goName).Elem().Type().Elem()
-			f.wrapper, f.goName, f.oneof = w.Name(), w.Field(0).Name, o
+			if fd.Kind() != protoreflect.MessageKind || fd.IsList() {
+				return fmt.Errorf("%s: oneof %s has a member that is not one message (%s)", name, od.Name(), fd.Name())
+			}
+			for _, other := range o.members {
+				if other.fd.Message().FullName() == fd.Message().FullName() {
+					return fmt.Errorf("%s: oneof %s has two members of type %s", name, od.Name(), fd.Message().Name())
+				}
+			}
+			f.goName, f.oneof = w.Field(0).Name, o
 			o.members = append(o.members, f)
 		} else {
 			f.goName = byNum[fd.Number()]
@@ -321,19 +328,13 @@ func (g *gen) structDecl(name string, m protoreflect.MessageDescriptor, fields [
 		if f.oneof != nil {
 			if !seen[f.oneof] {
 				seen[f.oneof] = true
-				g.p("\t// %s holds one of the %s wrappers.\n\t%s %s\n", f.oneof.goName, name, f.oneof.goName, f.oneof.iface)
+				g.p("\t// %s holds one of its members itself (a %s, ...: the\n\t// Get methods of the members say which), or nil.\n\t%s any\n", f.oneof.goName, f.goType, f.oneof.goName)
 			}
 			continue
 		}
 		g.p("\t%s %s\n", f.goName, f.goType)
 	}
 	g.p("}\n\n")
-	for _, o := range oneofs(fields) {
-		g.p("type %s interface{ %s() }\n\n", o.iface, o.iface)
-		for _, f := range o.members {
-			g.p("// %s is the %s of a %s.\ntype %s struct{ %s %s }\n\nfunc (*%s) %s() {}\n\n", f.wrapper, f.fd.Name(), name, f.wrapper, f.goName, f.goType, f.wrapper, o.iface)
-		}
-	}
 }
 
 func oneofs(fields []*field) []*oneof {
@@ -362,11 +363,11 @@ func zero(goType string) string {
 
 func (g *gen) getters(name string, fields []*field) {
 	for _, o := range oneofs(fields) {
-		g.p("func (x *%s) Get%s() %s {\n\tif x != nil {\n\t\treturn x.%s\n\t}\n\treturn nil\n}\n\n", name, o.goName, o.iface, o.goName)
+		g.p("func (x *%s) Get%s() any {\n\tif x != nil {\n\t\treturn x.%s\n\t}\n\treturn nil\n}\n\n", name, o.goName, o.goName)
 	}
 	for _, f := range fields {
 		if f.oneof != nil {
-			g.p("func (x *%s) Get%s() %s {\n\tif w, ok := x.Get%s().(*%s); ok {\n\t\treturn w.%s\n\t}\n\treturn nil\n}\n\n", name, f.goName, f.goType, f.oneof.goName, f.wrapper, f.goName)
+			g.p("func (x *%s) Get%s() %s {\n\tv, _ := x.Get%s().(%s)\n\treturn v\n}\n\n", name, f.goName, f.goType, f.oneof.goName, f.goType)
 			continue
 		}
 		g.p("func (x *%s) Get%s() %s {\n\tif x != nil {\n\t\treturn x.%s\n\t}\n\treturn %s\n}\n\n", name, f.goName, f.goType, f.goName, zero(f.goType))
@@ -391,7 +392,7 @@ func (g *gen) unmarshal(name string, fields []*field) {
 	g.p("func (x *%s) unmarshal(b []byte) error {\n\tfor len(b) > 0 {\n\t\tnum, wt, err := readTag(&b)\n\t\tif err != nil {\n\t\t\treturn err\n\t\t}\n\t\tswitch num {\n", name)
 	for _, f := range byNumber(fields) {
 		if f.oneof != nil {
-			g.p("\t\tcase %d:\n\t\t\tvar v %s\n\t\t\terr = readMsg(&b, wt, &v)\n\t\t\tx.%s = &%s{v}\n", f.fd.Number(), f.goType, f.oneof.goName, f.wrapper)
+			g.p("\t\tcase %d:\n\t\t\tvar v %s\n\t\t\terr = readMsg(&b, wt, &v)\n\t\t\tx.%s = v\n", f.fd.Number(), f.goType, f.oneof.goName)
 			continue
 		}
 		g.p("\t\tcase %d:\n\t\t\terr = read%s(&b, wt, &x.%s)\n", f.fd.Number(), wire(f), f.goName)
@@ -402,11 +403,17 @@ func (g *gen) unmarshal(name string, fields []*field) {
 func (g *gen) marshal(name string, fields []*field) {
 	g.p("func (x *%s) marshal(b []byte) []byte {\n\tif x == nil {\n\t\treturn b\n\t}\n", name)
 	for _, f := range byNumber(fields) {
-		if f.oneof != nil {
-			g.p("\tif w, ok := x.%s.(*%s); ok {\n\t\tb = appendOneof(b, %d, w.%s)\n\t}\n", f.oneof.goName, f.wrapper, f.fd.Number(), f.goName)
-			continue
+		if f.oneof == nil {
+			g.p("\tb = append%s(b, %d, x.%s)\n", wire(f), f.fd.Number(), f.goName)
 		}
-		g.p("\tb = append%s(b, %d, x.%s)\n", wire(f), f.fd.Number(), f.goName)
+	}
+	// One member of a oneof is set, so their order does not matter.
+	for _, o := range oneofs(fields) {
+		g.p("\tswitch w := x.%s.(type) {\n", o.goName)
+		for _, m := range o.members {
+			g.p("\tcase %s:\n\t\tb = appendOneof(b, %d, w)\n", m.goType, m.fd.Number())
+		}
+		g.p("\t}\n")
 	}
 	g.p("\treturn b\n}\n\n")
 }
@@ -428,7 +435,7 @@ func (g *gen) eachChild(name string, fields []*field) {
 			seen[f.oneof] = true
 			g.p("\tswitch w := x.%s.(type) {\n", f.oneof.goName)
 			for _, m := range f.oneof.members {
-				g.p("\tcase *%s:\n\t\tif !visitOne(w.%s, fn) {\n\t\t\treturn false\n\t\t}\n", m.wrapper, m.goName)
+				g.p("\tcase %s:\n\t\tif !visitOne(w, fn) {\n\t\t\treturn false\n\t\t}\n", m.goType)
 			}
 			g.p("\t}\n")
 			continue
@@ -454,7 +461,7 @@ func (g *gen) clone(name string, fields []*field) {
 			seen[f.oneof] = true
 			g.p("\tswitch w := x.%s.(type) {\n", f.oneof.goName)
 			for _, m := range f.oneof.members {
-				g.p("\tcase *%s:\n\t\tc.%s = &%s{w.%s.Clone()}\n", m.wrapper, f.oneof.goName, m.wrapper, m.goName)
+				g.p("\tcase %s:\n\t\tc.%s = w.Clone()\n", m.goType, f.oneof.goName)
 			}
 			g.p("\t}\n")
 		case f.fd.IsList() && f.fd.Kind() == protoreflect.MessageKind:
