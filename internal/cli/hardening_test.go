@@ -229,14 +229,14 @@ func TestInterruptCancelsOnServer(t *testing.T) {
 	}
 	defer cmd.Process.Kill()
 	var backend int
-	waitUntil(t, 60*time.Second, "pgmedic's EXPLAIN ANALYZE to show up as active", func() bool {
+	testkit.WaitUntil(t, 60*time.Second, "pgmedic's EXPLAIN ANALYZE to show up as active", func() bool {
 		db.QueryRow(ctx, `SELECT coalesce(max(pid), 0) FROM pg_stat_activity
 			WHERE application_name = 'pgmedic' AND state = 'active' AND query LIKE '%generate_series(1, 400000000000)%'`).Scan(&backend)
 		return backend != 0
 	})
 	interrupted := time.Now()
 	cmd.Process.Signal(os.Interrupt)
-	waitUntil(t, 2*time.Minute, "the backend to stop after Ctrl-C", func() bool {
+	testkit.WaitUntil(t, 2*time.Minute, "the backend to stop after Ctrl-C", func() bool {
 		var state string
 		err := db.QueryRow(ctx, "SELECT coalesce(state, '') FROM pg_stat_activity WHERE pid = $1", backend).Scan(&state)
 		return err != nil || state != "active"
@@ -244,7 +244,7 @@ func TestInterruptCancelsOnServer(t *testing.T) {
 	stopped := time.Since(interrupted)
 	// The server says why: a cancel request, not a client that went away.
 	serverLog := filepath.Join(cluster.Dir, "server.log")
-	waitUntil(t, 30*time.Second, "the cancel in the server log", func() bool {
+	testkit.WaitUntil(t, 30*time.Second, "the cancel in the server log", func() bool {
 		b, _ := os.ReadFile(serverLog)
 		for _, l := range strings.Split(string(b), "\n") {
 			if strings.Contains(l, fmt.Sprintf("[%d]", backend)) && strings.Contains(l, "canceling statement due to user request") {
@@ -253,13 +253,7 @@ func TestInterruptCancelsOnServer(t *testing.T) {
 		}
 		return false
 	})
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(60 * time.Second):
-		t.Fatal("pgmedic did not exit after Ctrl-C")
-	}
+	testkit.Ended(t, cmd, 60*time.Second, "pgmedic after Ctrl-C")
 	if code := cmd.ProcessState.ExitCode(); code != 2 {
 		t.Errorf("exit %d, want 2", code)
 	}
@@ -267,19 +261,6 @@ func TestInterruptCancelsOnServer(t *testing.T) {
 		t.Errorf("stderr %q, want one line saying it was interrupted", stderr.String())
 	}
 	t.Logf("backend idle %s after SIGINT", stopped)
-}
-
-// waitUntil polls cond until it holds, failing the test after limit (a
-// bound for a machine that stalls, not a measure of speed).
-func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s after %s", what, limit)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // A pg_monitor-only role reads the statistics but not the application's

@@ -142,14 +142,7 @@ func TestInterruptLeavesNoOrphan(t *testing.T) {
 	}
 	time.Sleep(300 * time.Millisecond)
 	cmd.Process.Signal(os.Interrupt)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(60 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("pgmedic did not exit after Ctrl-C")
-	}
+	testkit.Ended(t, cmd, 60*time.Second, "pgmedic after Ctrl-C")
 	if code := cmd.ProcessState.ExitCode(); code != 2 {
 		t.Errorf("an interrupted run exits 2, got %d", code)
 	}

@@ -2,6 +2,7 @@ package profile_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -79,11 +80,27 @@ func TestAllocatorContention(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer func() { cmd.Process.Kill(); cmd.Wait() }()
-		res, err := profile.Run(context.Background(), perf, nil, []int{cmd.Process.Pid}, 2*time.Second, 499)
-		if err != nil {
-			t.Fatal(err)
+		// perf follows the threads the process has when it attaches: wait
+		// for churn's eight (a preloaded allocator makes its start slower
+		// on a loaded machine), and profile again, up to three times, until
+		// there are samples enough to judge.
+		tasks := fmt.Sprintf("/proc/%d/task", cmd.Process.Pid)
+		testkit.WaitUntil(t, 30*time.Second, "churn's 8 threads in "+tasks, func() bool {
+			entries, _ := os.ReadDir(tasks)
+			return len(entries) >= 9
+		})
+		var p model.Profile
+		for range 3 {
+			res, err := profile.Run(context.Background(), perf, nil, []int{cmd.Process.Pid}, 2*time.Second, 499)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p = res.Profile; p.Samples >= 100 {
+				break
+			}
+			t.Logf("%d samples in a profile of churn (%v): profiling again", p.Samples, env)
 		}
-		return res.Profile
+		return p
 	}
 	glibc := profileOf()
 	je := profileOf("LD_PRELOAD=" + jemalloc)

@@ -140,7 +140,7 @@ func TestScenarios(t *testing.T) {
 			}
 			labtest.NoOwnErrors(t, c, from)
 			if !res.Passed() {
-				t.Fatalf("missing %v, unexpected %v", res.Missing, res.Unexpected)
+				t.Fatalf("missing %v, unexpected %v%s", res.Missing, res.Unexpected, reportOf(res))
 			}
 			if res.Rehearse() {
 				// A rehearsal's expectations are its exit codes and figures,

@@ -10,6 +10,7 @@ import (
 	"github.com/pgmedic/pgmedic/internal/diagnose"
 	"github.com/pgmedic/pgmedic/internal/lab"
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/report"
 	"github.com/pgmedic/pgmedic/internal/testkit"
 )
 
@@ -109,7 +110,7 @@ func TestEveryVersion(t *testing.T) {
 						return
 					}
 					if !res.Passed() {
-						t.Errorf("%s on PostgreSQL %d: missing %v, unexpected %v%s", s.Name, major, res.Missing, res.Unexpected, verdictsOf(res))
+						t.Errorf("%s on PostgreSQL %d: missing %v, unexpected %v%s%s", s.Name, major, res.Missing, res.Unexpected, verdictsOf(res), reportOf(res))
 					}
 					for _, f := range res.Report.Findings {
 						if v := f.Verification; v.Status == model.Confirmed && (v.Before == nil || v.After == nil) {
@@ -159,6 +160,21 @@ func confirmed(res *Result, rule string) bool {
 		}
 	}
 	return false
+}
+
+// reportOf is the scenario's whole check report as text, for a failure:
+// a finding that did not appear says why only there (the sessions
+// sampled fewer times than asked, a rule skipped, a threshold not met by
+// the evidence other findings show).
+func reportOf(res *Result) string {
+	if res.Report == nil {
+		return ""
+	}
+	var b strings.Builder
+	if err := report.Render(&b, res.Report, "text"); err != nil {
+		return "\n(the report could not be rendered: " + err.Error() + ")"
+	}
+	return "\nthe report:\n" + b.String()
 }
 
 // verdictsOf says how the findings of the rules an expectation missed

@@ -67,10 +67,13 @@ func OpenOffline(t testing.TB, path string) *Browser {
 	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox,
 		chromedp.Flag("headless", "new"), chromedp.DisableGPU, chromedp.WindowSize(1280, 900),
-		chromedp.Flag("no-first-run", true), chromedp.Flag("disable-extensions", true))
+		chromedp.Flag("no-first-run", true), chromedp.Flag("disable-extensions", true),
+		// chromium on a loaded machine can take longer than chromedp's 20 s
+		// to say where its DevTools socket is.
+		chromedp.WSURLReadTimeout(90*time.Second))
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 150*time.Second)
 	t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
 	b := &Browser{Ctx: ctx}
 	page := "file://" + abs

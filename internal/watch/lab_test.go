@@ -114,7 +114,11 @@ func TestWatchAcrossIncidents(t *testing.T) {
 	opened := make(chan *watch.Incident, 10)
 	wctx, stop := context.WithCancel(ctx)
 	done := make(chan watch.Stats, 1)
-	cfg := watch.Config{Dir: dir, Interval: 500 * time.Millisecond, StatementsEvery: 5 * time.Second, Before: 5 * time.Second, After: 11 * time.Second,
+	// Before reaches back past connection-storm's quiet calls, the only
+	// JIT calls that complete (the storm's are cancelled at the clients'
+	// timeout): on a loaded machine the storm takes more than 5 s to
+	// build after them. watch's own default is 2 minutes.
+	cfg := watch.Config{Dir: dir, Interval: 500 * time.Millisecond, StatementsEvery: 5 * time.Second, Before: 30 * time.Second, After: 11 * time.Second,
 		Keep: 10 * time.Minute, MaxIncident: 2 * time.Minute, Version: "test", Log: t.Logf, FailFast: true,
 		Opened:  func(_ watch.Target, inc *watch.Incident) { opened <- inc },
 		Bundled: func(_ watch.Target, dir string, inc *watch.Incident) { bundles <- bundled{dir, inc} }}
