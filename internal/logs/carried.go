@@ -111,29 +111,19 @@ type azureProperties struct {
 	Statement string `json:"statement"`
 }
 
-// kind says which JSON format wrote a line ("" when none pgmedic knows).
+// kind says which JSON format wrote a line ("" when none pgmedic knows):
+// the first row of formats whose is holds.
 func (j *jsonLine) kind() Format {
-	switch {
-	case j.Level != "":
-		return JSON
-	case j.Record != nil || j.Msg != "":
-		return CNPG
-	case j.TextPayload != nil:
-		return CloudSQL
-	case j.JMessage != nil:
-		return Journald
-	case j.Properties != nil && j.Properties.Level != "":
-		return Azure
-	case j.DLog != nil && j.Stream != "":
-		return Docker
-	case j.Message != "" || j.AtMessage != nil:
-		return CloudWatch
+	for _, r := range formats {
+		if r.is != nil && r.is(j) {
+			return r.Format
+		}
 	}
 	return ""
 }
 
 // classifyJSON names the JSON format of a log from its first lines: the
-// one most of them have.
+// one most of them have (the first in the table on a tie).
 func classifyJSON(lines []string) Format {
 	votes := map[Format]int{}
 	for _, l := range lines {
@@ -145,40 +135,70 @@ func classifyJSON(lines []string) Format {
 		}
 	}
 	best, n := Format(""), 0
-	for _, f := range []Format{JSON, CNPG, CloudSQL, Journald, Azure, Docker, CloudWatch} {
-		if votes[f] > n {
-			best, n = f, votes[f]
+	for _, r := range formats {
+		if votes[r.Format] > n {
+			best, n = r.Format, votes[r.Format]
 		}
 	}
 	return best
 }
 
-// entry is a line of a format that took PostgreSQL's line apart; ok is
-// false for a line of another kind.
+// entry is a line of a format that took PostgreSQL's line apart;
+// notRecognised for a line of another kind.
 func (j *jsonLine) entry() (Entry, lineKind) {
-	switch j.kind() {
-	case JSON:
-		return Entry{Time: parseTime(jsonString(j.Timestamp)), User: j.User, Database: j.DB, PID: j.PID, Client: j.Host, Level: j.Level,
-			SQLState: j.State, Message: j.Message, Detail: j.Detail, Hint: j.Hint, Context: j.Context, Statement: j.Statement, App: j.App, Session: j.Session}, carries
-	case CNPG:
-		r := j.Record
-		if r == nil || r.Level == "" {
-			return Entry{}, other // the operator's own message
-		}
-		pid, _ := strconv.Atoi(r.PID)
-		return Entry{Time: parseTime(r.LogTime), User: r.User, Database: r.DB, PID: pid, Client: hostOf(r.Client), Level: r.Level,
-			SQLState: r.State, Message: r.Message, Detail: r.Detail, Hint: r.Hint, Context: r.Context, Statement: r.Statement, App: r.App, Session: r.Session}, carries
-	case Azure:
-		p := j.Properties
-		e := Entry{Time: parseAnyTime(j.Time), PID: p.PID, Level: p.Level, SQLState: p.State, Message: p.Message, Detail: p.Detail, Statement: p.Statement}
-		// The prefix field holds what log_line_prefix printed: the
-		// session's user and database, when it names them.
-		if pe, ok := azurePrefix().parse(p.Prefix + "LOG:  x"); ok {
-			e.User, e.Database = pe.User, pe.Database
-		}
-		return e, carries
+	if r := rowOf(j.kind()); r.entry != nil {
+		return r.entry(j)
 	}
 	return Entry{}, notRecognised
+}
+
+// text is the PostgreSQL line a line of carrier format f holds, with what
+// the carrier says of it.
+func (j *jsonLine) text(f Format) (syslogLine, lineKind) {
+	if r := rowOf(f); r.text != nil {
+		return r.text(j)
+	}
+	return syslogLine{}, notRecognised
+}
+
+// PostgreSQL's jsonlog (15+): the only format with error_severity at the
+// top.
+func isJSONLog(j *jsonLine) bool { return j.Level != "" }
+
+func jsonLogEntry(j *jsonLine) (Entry, lineKind) {
+	return Entry{Time: parseTime(jsonString(j.Timestamp)), User: j.User, Database: j.DB, PID: j.PID, Client: j.Host, Level: j.Level,
+		SQLState: j.State, Message: j.Message, Detail: j.Detail, Hint: j.Hint, Context: j.Context, Statement: j.Statement, App: j.App, Session: j.Session}, carries
+}
+
+// CloudNativePG: csvlog's columns under record, beside the operator's
+// own messages (msg, no record).
+func isCNPG(j *jsonLine) bool { return j.Record != nil || j.Msg != "" }
+
+func cnpgEntry(j *jsonLine) (Entry, lineKind) {
+	r := j.Record
+	if r == nil || r.Level == "" {
+		return Entry{}, other // the operator's own message
+	}
+	pid, _ := strconv.Atoi(r.PID)
+	return Entry{Time: parseTime(r.LogTime), User: r.User, Database: r.DB, PID: pid, Client: hostOf(r.Client), Level: r.Level,
+		SQLState: r.State, Message: r.Message, Detail: r.Detail, Hint: r.Hint, Context: r.Context, Statement: r.Statement, App: r.App, Session: r.Session}, carries
+}
+
+// Azure Monitor: the message and its fields under properties.
+func isAzure(j *jsonLine) bool { return j.Properties != nil && j.Properties.Level != "" }
+
+func azureEntry(j *jsonLine) (Entry, lineKind) {
+	p := j.Properties
+	if p == nil {
+		return Entry{}, notRecognised
+	}
+	e := Entry{Time: parseAnyTime(j.Time), PID: p.PID, Level: p.Level, SQLState: p.State, Message: p.Message, Detail: p.Detail, Statement: p.Statement}
+	// The prefix field holds what log_line_prefix printed: the
+	// session's user and database, when it names them.
+	if pe, ok := azurePrefix().parse(p.Prefix + "LOG:  x"); ok {
+		e.User, e.Database = pe.User, pe.Database
+	}
+	return e, carries
 }
 
 // azurePrefix reads the prefix field of Azure's export (its servers use
@@ -188,59 +208,76 @@ var azurePrefix = sync.OnceValue(func() *Prefix {
 	return p
 })
 
-// text is the PostgreSQL line a carrier format holds, with what the
-// carrier says of it.
-func (j *jsonLine) text(f Format) (syslogLine, lineKind) {
+// Cloud Logging: the line in textPayload.
+func isCloudSQL(j *jsonLine) bool { return j.TextPayload != nil }
+
+func cloudSQLText(j *jsonLine) (syslogLine, lineKind) {
 	var l syslogLine
-	switch f {
-	case CloudSQL:
-		if j.TextPayload == nil {
-			return l, notRecognised
-		}
-		l.text, l.at = *j.TextPayload, parseAnyTime(jsonString(j.Timestamp))
-		// Cloud SQL's prefix starts "[pid]: [line-piece] ".
-		if m := cloudSQLHead().FindStringSubmatch(l.text); m != nil {
-			l.pid, _ = strconv.Atoi(m[1])
-			l.seq = m[2]
-			l.chunk, _ = strconv.Atoi(m[3])
-			l.text = l.text[len(m[0]):]
-		}
-	case Journald:
-		if j.JMessage == nil {
-			return l, notRecognised
-		}
-		l.text = journalText(j.JMessage)
-		l.pid, _ = strconv.Atoi(j.JPID)
-		if us, err := strconv.ParseInt(j.JTime, 10, 64); err == nil {
-			l.at = time.UnixMicro(us).UTC()
-		}
-		// PostgreSQL logging to syslog under systemd: syslog's sequence
-		// numbers start the text.
-		if m := sequenceHead().FindStringSubmatch(l.text); m != nil {
-			l.seq = m[1]
-			l.chunk, _ = strconv.Atoi(m[2])
-			l.text = l.text[len(m[0]):]
-		}
-	case Docker:
-		if j.DLog == nil {
-			return l, notRecognised
-		}
-		// One record a line written, a statement's later lines in
-		// records of their own, as in a stderr file.
-		l.text, l.at = strings.TrimSuffix(*j.DLog, "\n"), parseAnyTime(j.Time)
-	case CloudWatch:
-		switch {
-		case j.AtMessage != nil:
-			l.text, l.at = *j.AtMessage, parseAnyTime(j.AtTimestamp)
-		case j.Message != "":
-			l.text = j.Message
-			if ms, err := strconv.ParseInt(string(j.Timestamp), 10, 64); err == nil {
-				l.at = time.UnixMilli(ms).UTC()
-			} else {
-				l.at = parseAnyTime(jsonString(j.Timestamp))
-			}
-		default:
-			return l, notRecognised
+	if j.TextPayload == nil {
+		return l, notRecognised
+	}
+	l.text, l.at = *j.TextPayload, parseAnyTime(jsonString(j.Timestamp))
+	// Cloud SQL's prefix starts "[pid]: [line-piece] ".
+	if m := cloudSQLHead().FindStringSubmatch(l.text); m != nil {
+		l.pid, _ = strconv.Atoi(m[1])
+		l.seq = m[2]
+		l.chunk, _ = strconv.Atoi(m[3])
+		l.text = l.text[len(m[0]):]
+	}
+	return l, carries
+}
+
+// journald: the line in MESSAGE.
+func isJournald(j *jsonLine) bool { return j.JMessage != nil }
+
+func journaldText(j *jsonLine) (syslogLine, lineKind) {
+	var l syslogLine
+	if j.JMessage == nil {
+		return l, notRecognised
+	}
+	l.text = journalText(j.JMessage)
+	l.pid, _ = strconv.Atoi(j.JPID)
+	if us, err := strconv.ParseInt(j.JTime, 10, 64); err == nil {
+		l.at = time.UnixMicro(us).UTC()
+	}
+	// PostgreSQL logging to syslog under systemd: syslog's sequence
+	// numbers start the text.
+	if m := sequenceHead().FindStringSubmatch(l.text); m != nil {
+		l.seq = m[1]
+		l.chunk, _ = strconv.Atoi(m[2])
+		l.text = l.text[len(m[0]):]
+	}
+	return l, carries
+}
+
+// Docker's json-file driver: each line the container wrote in log, with
+// the stream it went to.
+func isDocker(j *jsonLine) bool { return j.DLog != nil && j.Stream != "" }
+
+func dockerText(j *jsonLine) (syslogLine, lineKind) {
+	if j.DLog == nil {
+		return syslogLine{}, notRecognised
+	}
+	// One record a line written, a statement's later lines in records of
+	// their own, as in a stderr file.
+	return syslogLine{text: strings.TrimSuffix(*j.DLog, "\n"), at: parseAnyTime(j.Time)}, carries
+}
+
+// CloudWatch Logs: a message (or Logs Insights' @message) and a time,
+// nothing of its own; its row comes after the other JSON formats'.
+func isCloudWatch(j *jsonLine) bool { return j.Message != "" || j.AtMessage != nil }
+
+func cloudWatchText(j *jsonLine) (syslogLine, lineKind) {
+	var l syslogLine
+	switch {
+	case j.AtMessage != nil:
+		l.text, l.at = *j.AtMessage, parseAnyTime(j.AtTimestamp)
+	case j.Message != "":
+		l.text = j.Message
+		if ms, err := strconv.ParseInt(string(j.Timestamp), 10, 64); err == nil {
+			l.at = time.UnixMilli(ms).UTC()
+		} else {
+			l.at = parseAnyTime(jsonString(j.Timestamp))
 		}
 	default:
 		return l, notRecognised

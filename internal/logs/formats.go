@@ -7,9 +7,8 @@ import (
 )
 
 // formatRow is one row of the log formats table: what pgmedic needs to
-// know of a format besides recognising it (Detect, which reads a log's
-// first lines and tells the formats apart, and classifyJSON for the
-// formats that write one JSON object a line).
+// know of a format besides telling the plain-text formats apart (Detect,
+// which reads a log's first lines).
 type formatRow struct {
 	Format Format
 	// Says what writes it, for the help.
@@ -25,34 +24,61 @@ type formatRow struct {
 	// (a prefixed line that is not a DETAIL; a JSON object), so a large
 	// file is read in parallel ranges (see ranges).
 	split bool
+
+	// The formats that write one JSON object a line. is says a line is
+	// of this format: a line is the first such row's whose is holds, so
+	// a format whose lines have nothing of their own (CloudWatch's: a
+	// message and a time) comes after the others. Then either entry
+	// reads a line that took PostgreSQL's line apart into fields (as
+	// jsonlog does), or text is the stderr line a carrier holds, with
+	// what the carrier says of it (its time, its process).
+	is    func(*jsonLine) bool
+	entry func(*jsonLine) (Entry, lineKind)
+	text  func(*jsonLine) (syslogLine, lineKind)
 }
 
 // formats is every log format pgmedic reads, in the order --format-in
-// lists them: the one table a format is added to (its row, its reader,
-// its detection in Detect, a golden log under testdata).
-var formats = []formatRow{
-	{Stderr, "stderr with any log_line_prefix", asIs, readPrefixed(readStderr), true},
-	{CSV, "csvlog of every version", nil, readWhole(readCSV), false},
-	{JSON, "jsonlog (15+)", nil, readWhole(readJSON), true},
-	{Syslog, "syslog files", func(_ Format, first []string) []string { t, _ := syslogTexts(first); return t }, readPrefixed(readSyslog), false},
-	{Logplex, "Heroku logplex", func(_ Format, first []string) []string { t, _ := logplexTexts(first); return t }, readPrefixed(readLogplex), false},
-	{CloudSQL, "Google Cloud SQL's Cloud Logging JSON", carriedTexts, readCarriedFormat, false},
-	{CloudWatch, "Amazon RDS and Aurora CloudWatch exports", carriedTexts, readCarriedFormat, false},
-	{Journald, "journald's JSON (journalctl -o json)", carriedTexts, readCarriedFormat, false},
-	{Docker, "Docker's json-file driver (a container's log file)", carriedTexts, readCarriedFormat, false},
-	{CNPG, "CloudNativePG's JSON", nil, readWhole(readJSON), false},
-	{Azure, "Azure Monitor's export", nil, readWhole(readJSON), false},
-	{PgBouncer, "PgBouncer's own log", nil, readWhole(readBouncer), false},
+// lists them: the one table a format is added to (its row, its reader or
+// its JSON line's functions, a golden log under testdata; a plain-text
+// format also its recognition in Detect). It is set in init, since the
+// readers of its rows look rows up in it.
+var formats []formatRow
+
+func init() {
+	formats = []formatRow{
+		{Format: Stderr, Says: "stderr with any log_line_prefix", texts: asIs, read: readPrefixed(readStderr), split: true},
+		{Format: CSV, Says: "csvlog of every version", read: readWhole(readCSV)},
+		{Format: JSON, Says: "jsonlog (15+)", read: readWhole(readJSON), split: true, is: isJSONLog, entry: jsonLogEntry},
+		{Format: Syslog, Says: "syslog files", texts: func(_ Format, first []string) []string { t, _ := syslogTexts(first); return t }, read: readPrefixed(readSyslog)},
+		{Format: Logplex, Says: "Heroku logplex", texts: func(_ Format, first []string) []string { t, _ := logplexTexts(first); return t }, read: readPrefixed(readLogplex)},
+		{Format: CNPG, Says: "CloudNativePG's JSON", read: readWhole(readJSON), is: isCNPG, entry: cnpgEntry},
+		{Format: CloudSQL, Says: "Google Cloud SQL's Cloud Logging JSON", texts: carriedTexts, read: readCarriedFormat, is: isCloudSQL, text: cloudSQLText},
+		{Format: Journald, Says: "journald's JSON (journalctl -o json)", texts: carriedTexts, read: readCarriedFormat, is: isJournald, text: journaldText},
+		{Format: Azure, Says: "Azure Monitor's export", read: readWhole(readJSON), is: isAzure, entry: azureEntry},
+		{Format: Docker, Says: "Docker's json-file driver (a container's log file)", texts: carriedTexts, read: readCarriedFormat, is: isDocker, text: dockerText},
+		{Format: CloudWatch, Says: "Amazon RDS and Aurora CloudWatch exports", texts: carriedTexts, read: readCarriedFormat, is: isCloudWatch, text: cloudWatchText},
+		{Format: PgBouncer, Says: "PgBouncer's own log", read: readWhole(readBouncer)},
+	}
+	Formats = make([]Format, len(formats))
+	for i, r := range formats {
+		Formats[i] = r.Format
+	}
 }
 
-// Formats are the formats --format-in names.
-var Formats = func() []Format {
-	out := make([]Format, len(formats))
-	for i, r := range formats {
-		out[i] = r.Format
+// Formats are the formats --format-in names, in the table's order.
+var Formats []Format
+
+// jsonFormats are the names of the formats that write a JSON object a
+// line.
+func jsonFormats() []string {
+	var out []string
+	for _, r := range formats {
+		if r.is != nil {
+			out = append(out, string(r.Format))
+		}
 	}
 	return out
-}()
+}
 
 // rowOf is a format's row (the zero row for a format not in the table).
 func rowOf(f Format) formatRow {

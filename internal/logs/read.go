@@ -75,11 +75,11 @@ func Detect(head []byte) (Format, *Prefix, error) {
 	}
 	if strings.HasPrefix(first[0], "{") && json.Valid([]byte(first[0])) {
 		f := classifyJSON(first)
-		switch f {
-		case "":
-			return JSON, nil, fmt.Errorf("the log's lines are JSON objects of no kind pgmedic knows (jsonlog, CloudNativePG, Cloud SQL, CloudWatch, journald, Azure; first: %.120q)", first[0])
-		case JSON, CNPG, Azure:
-			return f, nil, nil
+		switch {
+		case f == "":
+			return JSON, nil, fmt.Errorf("the log's lines are JSON objects of no kind pgmedic knows (it reads %s; first: %.120q)", strings.Join(jsonFormats(), ", "), first[0])
+		case rowOf(f).entry != nil:
+			return f, nil, nil // the fields are PostgreSQL's own: no prefix
 		}
 		texts := carriedTexts(f, first)
 		if len(texts) == 0 {
