@@ -31,7 +31,8 @@ type formatRow struct {
 	// message and a time) comes after the others. Then either entry
 	// reads a line that took PostgreSQL's line apart into fields (as
 	// jsonlog does), or text is the stderr line a carrier holds, with
-	// what the carrier says of it (its time, its process).
+	// what the carrier says of it (its time, its process); init gives
+	// such a row its read and texts.
 	is    func(*jsonLine) bool
 	entry func(*jsonLine) (Entry, lineKind)
 	text  func(*jsonLine) (syslogLine, lineKind)
@@ -48,20 +49,31 @@ func init() {
 	formats = []formatRow{
 		{Format: Stderr, Says: "stderr with any log_line_prefix", texts: asIs, read: readPrefixed(readStderr), split: true},
 		{Format: CSV, Says: "csvlog of every version", read: readWhole(readCSV)},
-		{Format: JSON, Says: "jsonlog (15+)", read: readWhole(readJSON), split: true, is: isJSONLog, entry: jsonLogEntry},
+		{Format: JSON, Says: "jsonlog (15+)", split: true, is: isJSONLog, entry: jsonLogEntry},
 		{Format: Syslog, Says: "syslog files", texts: func(_ Format, first []string) []string { t, _ := syslogTexts(first); return t }, read: readPrefixed(readSyslog)},
 		{Format: Logplex, Says: "Heroku logplex", texts: func(_ Format, first []string) []string { t, _ := logplexTexts(first); return t }, read: readPrefixed(readLogplex)},
-		{Format: CNPG, Says: "CloudNativePG's JSON", read: readWhole(readJSON), is: isCNPG, entry: cnpgEntry},
-		{Format: CloudSQL, Says: "Google Cloud SQL's Cloud Logging JSON", texts: carriedTexts, read: readCarriedFormat, is: isCloudSQL, text: cloudSQLText},
-		{Format: Journald, Says: "journald's JSON (journalctl -o json)", texts: carriedTexts, read: readCarriedFormat, is: isJournald, text: journaldText},
-		{Format: Azure, Says: "Azure Monitor's export", read: readWhole(readJSON), is: isAzure, entry: azureEntry},
-		{Format: Docker, Says: "Docker's json-file driver (a container's log file)", texts: carriedTexts, read: readCarriedFormat, is: isDocker, text: dockerText},
-		{Format: CloudWatch, Says: "Amazon RDS and Aurora CloudWatch exports", texts: carriedTexts, read: readCarriedFormat, is: isCloudWatch, text: cloudWatchText},
+		{Format: CNPG, Says: "CloudNativePG's JSON", is: isCNPG, entry: cnpgEntry},
+		{Format: CloudSQL, Says: "Google Cloud SQL's Cloud Logging JSON", is: isCloudSQL, text: cloudSQLText},
+		{Format: Journald, Says: "journald's JSON (journalctl -o json)", is: isJournald, text: journaldText},
+		{Format: Azure, Says: "Azure Monitor's export", is: isAzure, entry: azureEntry},
+		{Format: Docker, Says: "Docker's json-file driver (a container's log file)", is: isDocker, text: dockerText},
+		{Format: CloudWatch, Says: "Amazon RDS and Aurora CloudWatch exports", is: isCloudWatch, text: cloudWatchText},
 		{Format: PgBouncer, Says: "PgBouncer's own log", read: readWhole(readBouncer)},
 	}
 	Formats = make([]Format, len(formats))
-	for i, r := range formats {
+	for i := range formats {
+		r := &formats[i]
 		Formats[i] = r.Format
+		// A JSON format's reader follows from its row: the lines read
+		// one by one, each by its own format's row (a file can mix an
+		// operator's lines with the server's); a carrier's stderr lines
+		// also give its prefix.
+		switch {
+		case r.entry != nil:
+			r.read = readWhole(readJSON)
+		case r.text != nil:
+			r.read, r.texts = readCarriedFormat, carriedTexts
+		}
 	}
 }
 
