@@ -57,8 +57,11 @@ func NPMCI(ctx context.Context, npm, dir, mark string, files fs.FS, what string,
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return fmt.Errorf("installing %s with npm ci failed (%v): %s; check the network or npm's registry settings, then run again",
-			what, err, strings.TrimSpace(lastLine(out.String())))
+		reason, network := npmFailure(out.String())
+		if network {
+			return fmt.Errorf("installing %s with npm ci failed (%v): %s; check the network or npm's registry settings, then run again", what, err, reason)
+		}
+		return fmt.Errorf("installing %s with npm ci failed (%v): %s; the locked packages cannot be installed as they are: their package.json and package-lock.json must name versions the registry has (npm install --package-lock-only writes the lock)", what, err, reason)
 	}
 	if prepare != nil {
 		if err := prepare(tmp); err != nil {
@@ -76,4 +79,76 @@ func NPMCI(ctx context.Context, npm, dir, mark string, files fs.FS, what string,
 		return fmt.Errorf("installing %s in %s: %w", what, dir, err)
 	}
 	return nil
+}
+
+// npmFailure reads why npm failed from its output: its message (the
+// "npm error" lines after the code, syscall and errno ones, up to a blank
+// line, a stack trace or the path of its log), and whether the cause is
+// the network or the registry (a connection, a name, an HTTP status) rather
+// than the packages asked for (a version the registry does not have, no
+// lock file), which no retry mends.
+func npmFailure(out string) (reason string, network bool) {
+	var code string
+	var msg []string
+	for _, l := range strings.Split(out, "\n") {
+		l = strings.TrimRight(l, "\r")
+		rest, ok := strings.CutPrefix(l, "npm error")
+		if !ok {
+			rest, ok = strings.CutPrefix(l, "npm ERR!") // npm before 10
+		}
+		if !ok {
+			continue
+		}
+		if rest != "" && rest[0] == ' ' {
+			rest = rest[1:]
+		}
+		word, _, _ := strings.Cut(rest, " ")
+		switch {
+		case word == "code" && code == "":
+			code = strings.TrimSpace(strings.TrimPrefix(rest, "code"))
+			continue
+		case (word == "syscall" || word == "errno") && len(msg) == 0:
+			continue
+		case strings.TrimSpace(rest) == "" || strings.HasPrefix(rest, " ") || strings.HasPrefix(rest, "A complete log"):
+			if len(msg) > 0 {
+				return npmReason(code, msg), npmNetwork(code)
+			}
+			continue
+		}
+		msg = append(msg, strings.TrimSpace(rest))
+	}
+	if len(msg) == 0 {
+		if last := strings.TrimSpace(lastLine(out)); last != "" {
+			msg = []string{last}
+		} else {
+			msg = []string{"npm said nothing"}
+		}
+	}
+	return npmReason(code, msg), npmNetwork(code)
+}
+
+func npmReason(code string, msg []string) string {
+	r := strings.Join(msg, " ")
+	if code != "" {
+		r = code + ": " + r
+	}
+	if len(r) > 300 {
+		r = strings.ToValidUTF8(r[:300], "") + "..."
+	}
+	return r
+}
+
+// npmNetwork says whether an npm error code is the network's or the
+// registry's: a system error of a connection or a name, or an HTTP status
+// (E401, E404 of the registry itself, E503).
+func npmNetwork(code string) bool {
+	switch code {
+	case "ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH", "EPROTO",
+		"UNABLE_TO_GET_ISSUER_CERT_LOCALLY", "SELF_SIGNED_CERT_IN_CHAIN", "CERT_HAS_EXPIRED", "":
+		return true
+	}
+	if len(code) == 4 && code[0] == 'E' && code[1] >= '0' && code[1] <= '9' {
+		return code != "E404" // a package or version the registry does not have
+	}
+	return false
 }
