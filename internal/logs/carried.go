@@ -111,13 +111,22 @@ type azureProperties struct {
 	Statement string `json:"statement"`
 }
 
-// kind says which JSON format wrote a line ("" when none pgmedic knows):
-// the first row of formats whose is holds.
-func (j *jsonLine) kind() Format {
-	for _, r := range formats {
-		if r.is != nil && r.is(j) {
-			return r.Format
+// row is the row of the JSON format that wrote a line (nil when none
+// pgmedic knows): the first row of formats whose is holds.
+func (j *jsonLine) row() *formatRow {
+	for i := range formats {
+		if r := &formats[i]; r.is != nil && r.is(j) {
+			return r
 		}
+	}
+	return nil
+}
+
+// kind names the JSON format that wrote a line ("" when none pgmedic
+// knows).
+func (j *jsonLine) kind() Format {
+	if r := j.row(); r != nil {
+		return r.Format
 	}
 	return ""
 }
@@ -146,19 +155,10 @@ func classifyJSON(lines []string) Format {
 // entry is a line of a format that took PostgreSQL's line apart;
 // notRecognised for a line of another kind.
 func (j *jsonLine) entry() (Entry, lineKind) {
-	if r := rowOf(j.kind()); r.entry != nil {
+	if r := j.row(); r != nil && r.entry != nil {
 		return r.entry(j)
 	}
 	return Entry{}, notRecognised
-}
-
-// text is the PostgreSQL line a line of carrier format f holds, with what
-// the carrier says of it.
-func (j *jsonLine) text(f Format) (syslogLine, lineKind) {
-	if r := rowOf(f); r.text != nil {
-		return r.text(j)
-	}
-	return syslogLine{}, notRecognised
 }
 
 // PostgreSQL's jsonlog (15+): the only format with error_severity at the
@@ -325,13 +325,14 @@ func parseAnyTime(v string) time.Time {
 // carriedTexts are the PostgreSQL lines in a JSON carrier's first lines,
 // for detecting the log_line_prefix inside them.
 func carriedTexts(f Format, lines []string) []string {
+	text := carrierText(f)
 	var out []string
 	for _, raw := range lines {
 		var j jsonLine
 		if json.Unmarshal([]byte(raw), &j) != nil {
 			continue
 		}
-		if l, k := j.text(f); k == carries && l.chunk <= 1 {
+		if l, k := text(&j); k == carries && l.chunk <= 1 {
 			out = append(out, strings.TrimLeft(l.text, " "))
 		}
 	}
@@ -340,13 +341,25 @@ func carriedTexts(f Format, lines []string) []string {
 
 // unwrapJSON is readCarried's unwrap for a JSON carrier.
 func unwrapJSON(f Format) func(string) (syslogLine, lineKind) {
+	text := carrierText(f)
 	return func(raw string) (syslogLine, lineKind) {
 		var j jsonLine
 		if json.Unmarshal([]byte(raw), &j) != nil {
 			return syslogLine{}, notRecognised
 		}
-		return j.text(f)
+		return text(&j)
 	}
+}
+
+// carrierText is carrier format f's text function, looked up once for a
+// whole log: the PostgreSQL line each of its lines holds, with what the
+// carrier says of it (notRecognised for every line of a format that
+// carries none).
+func carrierText(f Format) func(*jsonLine) (syslogLine, lineKind) {
+	if r := rowOf(f); r.text != nil {
+		return r.text
+	}
+	return func(*jsonLine) (syslogLine, lineKind) { return syslogLine{}, notRecognised }
 }
 
 // carriedPrefixes are the log_line_prefix values of the services, tried
