@@ -16,7 +16,20 @@ import (
 // sampleSQL reads every client backend in one statement: its state and
 // wait, how long its transaction, its state and its last statement took,
 // who blocks it, the lock it waits for (relation and mode), and for a
-// session inside a transaction the relations it holds locks on. It runs outside any transaction and takes no lock.
+// session idle in a transaction or blocking another the relations it
+// holds locks on. It runs outside any transaction and takes no lock.
+//
+// It must stay cheap when the server is busiest, which is when it is
+// needed: reading pg_stat_activity copies the backends' status without a
+// lock, but pg_blocking_pids() and pg_locks take every partition of the
+// shared lock table, and under a burst of sessions fighting for that very
+// table (LWLock:LockManager) one call per backend per tick is what slowed
+// the sampler from 100 ms to seconds a tick. So blockers are asked only
+// for sessions that wait for a lock, and pg_locks is read once, and only
+// when a session waits for a lock or sits idle in a transaction (a
+// pseudo-constant condition: the planner puts it above the scan, which
+// then does not run at all).
+//
 // Sessions of other roles, for a role without pg_read_all_stats, show
 // every column NULL but their pid, database and role (backend_type too),
 // and the query as "<insufficient privilege>": they are kept, and counted
@@ -30,20 +43,28 @@ func sampleSQL(h pgversion.Has) string {
 	return strings.Replace(sampleColumns, "$query_id", queryID, 1)
 }
 
-const sampleColumns = `SELECT a.pid, coalesce(a.datname, ''), coalesce(a.usename, ''), coalesce(a.application_name, ''),
-	coalesce(host(a.client_addr), ''), coalesce(a.state, ''), coalesce(a.wait_event_type, ''), coalesce(a.wait_event, ''),
-	$query_id, left(coalesce(a.query, ''), 2000),
-	coalesce(extract(epoch FROM now() - a.xact_start) * 1000, 0)::float8,
-	coalesce(extract(epoch FROM now() - a.state_change) * 1000, 0)::float8,
-	CASE WHEN a.state <> 'active' THEN coalesce(extract(epoch FROM a.state_change - a.query_start) * 1000, 0) ELSE 0 END::float8,
-	pg_blocking_pids(a.pid),
-	CASE WHEN a.xact_start IS NULL THEN '{}'::text[] ELSE ARRAY(
-		SELECT DISTINCT l.relation::regclass::text || ' (' || l.mode || ')' FROM pg_locks l
-		WHERE l.pid = a.pid AND l.granted AND l.locktype = 'relation' AND l.relation >= 16384 ORDER BY 1) END,
-	CASE WHEN a.wait_event_type = 'Lock' THEN coalesce((SELECT coalesce(l.relation::regclass::text, l.locktype) || ' (' || l.mode || ')'
-		FROM pg_locks l WHERE l.pid = a.pid AND NOT l.granted LIMIT 1), '') ELSE '' END
+const sampleColumns = `WITH a AS MATERIALIZED (SELECT a.pid, coalesce(a.datname, '') AS datname, coalesce(a.usename, '') AS usename,
+	coalesce(a.application_name, '') AS app, coalesce(host(a.client_addr), '') AS client, coalesce(a.state, '') AS state,
+	coalesce(a.wait_event_type, '') AS wait_type, coalesce(a.wait_event, '') AS wait,
+	$query_id AS query_id, left(coalesce(a.query, ''), 2000) AS query,
+	coalesce(extract(epoch FROM now() - a.xact_start) * 1000, 0)::float8 AS xact_ms,
+	coalesce(extract(epoch FROM now() - a.state_change) * 1000, 0)::float8 AS state_ms,
+	CASE WHEN a.state <> 'active' THEN coalesce(extract(epoch FROM a.state_change - a.query_start) * 1000, 0) ELSE 0 END::float8 AS last_ms,
+	CASE WHEN a.wait_event_type = 'Lock' THEN pg_blocking_pids(a.pid) ELSE '{}'::int[] END AS blocked_by,
+	a.xact_start IS NOT NULL AS in_xact
 	FROM pg_stat_activity a
-	WHERE (a.backend_type = 'client backend' OR (a.backend_type IS NULL AND a.usesysid IS NOT NULL)) AND a.pid <> pg_backend_pid()`
+	WHERE (a.backend_type = 'client backend' OR (a.backend_type IS NULL AND a.usesysid IS NOT NULL)) AND a.pid <> pg_backend_pid()),
+	l AS MATERIALIZED (SELECT l.pid, l.relation, l.locktype, l.mode, l.granted FROM pg_locks l
+	WHERE EXISTS (SELECT FROM a WHERE a.wait_type = 'Lock' OR a.state LIKE 'idle in transaction%') AND l.pid IS NOT NULL
+	AND (NOT l.granted OR (l.locktype = 'relation' AND l.relation >= 16384)))
+	SELECT a.pid, a.datname, a.usename, a.app, a.client, a.state, a.wait_type, a.wait, a.query_id, a.query,
+	a.xact_ms, a.state_ms, a.last_ms, a.blocked_by,
+	CASE WHEN a.in_xact AND (a.state LIKE 'idle in transaction%' OR a.pid IN (SELECT unnest(b.blocked_by) FROM a b)) THEN ARRAY(
+		SELECT DISTINCT l.relation::regclass::text || ' (' || l.mode || ')' FROM l
+		WHERE l.pid = a.pid AND l.granted AND l.locktype = 'relation' ORDER BY 1) ELSE '{}'::text[] END,
+	CASE WHEN a.wait_type = 'Lock' THEN coalesce((SELECT coalesce(l.relation::regclass::text, l.locktype) || ' (' || l.mode || ')'
+		FROM l WHERE l.pid = a.pid AND NOT l.granted LIMIT 1), '') ELSE '' END
+	FROM a`
 
 // deltaSQL reads the counters whose change over the window the rules
 // judge; a server without session counters reads them as 0.
@@ -71,15 +92,22 @@ func (wallClock) After(d time.Duration) <-chan time.Time { return time.After(d) 
 // maxInterval is the slowest the sampler ticks.
 const maxInterval = 2 * time.Second
 
+// slowTick is how long a tick may take before the sampler slows down.
+const slowTick = 500 * time.Millisecond
+
 // pace is the interval after a tick that took took, when the interval
-// was interval and base is the one asked for: a tick that takes more than
-// half the interval doubles it (up to maxInterval), so a saturated server
-// is not sampled harder; one that takes less than an eighth halves it
-// again (down to base), so one slow moment does not slow the sampling for
-// the rest of the window.
+// was interval and base is the one asked for. Ticks never overlap: one
+// that takes longer than the interval already delays the next, so a
+// server answering slowly is sampled as often as it answers, with a query
+// that stays cheap under load (see sampleSQL); slowing down further would
+// miss most of a burst (a sampler at one tick in 2 s saw 7 of its 55
+// ticks in a 9 s burst of 150 sessions). Only a tick slower than slowTick
+// (a server barely answering) doubles the interval, up to maxInterval;
+// one that takes less than an eighth of it halves it again (down to
+// base), so one slow moment does not slow the rest of the window.
 func pace(base, interval, took time.Duration) time.Duration {
 	switch {
-	case took > interval/2 && interval < maxInterval:
+	case took > slowTick && interval < maxInterval:
 		return min(2*interval, maxInterval)
 	case took < interval/8 && interval > base:
 		return max(interval/2, base)

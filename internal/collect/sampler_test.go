@@ -93,8 +93,12 @@ func TestScheduleStops(t *testing.T) {
 func TestPace(t *testing.T) {
 	ms := time.Millisecond
 	for _, c := range []struct{ interval, took, want time.Duration }{
-		{100 * ms, 10 * ms, 100 * ms},    // ordinary
-		{100 * ms, 60 * ms, 200 * ms},    // slow: doubles
+		{100 * ms, 10 * ms, 100 * ms}, // ordinary
+		// A busy server's answer in 60 or 300 ms: the next tick follows
+		// it at once, the interval stays.
+		{100 * ms, 60 * ms, 100 * ms},
+		{100 * ms, 300 * ms, 100 * ms},
+		{100 * ms, 600 * ms, 200 * ms},   // barely answering: doubles
 		{1600 * ms, 900 * ms, 2000 * ms}, // capped at 2s
 		{2000 * ms, 1900 * ms, 2000 * ms},
 		{400 * ms, 10 * ms, 200 * ms}, // fast again: halves

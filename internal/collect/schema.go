@@ -212,7 +212,7 @@ func indexes(ctx context.Context, q envelope.Conn, s *model.Snapshot) error {
 			var ix model.Index
 			var nkey int
 			var keys, options []int16
-			if err := rows.Scan(&ix.Schema, &ix.Table, &ix.Name, &ix.Method, &ix.Unique, &ix.Primary, &ix.Valid,
+			if err := rows.Scan(&ix.Schema, &ix.Table, &ix.Name, &ix.Method, &ix.Unique, &ix.Primary, &ix.Valid, &ix.Ready,
 				&ix.Bytes, &ix.Scans, &ix.Def, &ix.Predicate, &nkey, &keys, &options, &ix.AgeXacts, &ix.ForeignKey, &ix.PrefixKeys, &ix.KeyClasses); err != nil {
 				return err
 			}
@@ -245,7 +245,7 @@ func cLikeCollation(alias string) string {
 }
 
 // indexesSQL reads the indexes of a page of tables.
-var indexesSQL = `SELECT n.nspname, t.relname, i.relname, am.amname, x.indisunique, x.indisprimary, x.indisvalid,
+var indexesSQL = `SELECT n.nspname, t.relname, i.relname, am.amname, x.indisunique, x.indisprimary, x.indisvalid, x.indisready,
 		CASE WHEN x.indisunique AND NOT (i.oid IN ` + exclusivelyLocked + ` OR t.oid IN ` + exclusivelyLocked + `) THEN pg_relation_size(i.oid) ELSE i.relpages::int8 * current_setting('block_size')::int8 END,
 		coalesce(pg_stat_get_numscans(i.oid), 0),
 		CASE WHEN x.indexprs IS NOT NULL THEN pg_get_indexdef(i.oid) ELSE '' END,

@@ -73,7 +73,11 @@ func (o Options) checkLogs(ctx context.Context, sess *envelope.Session, user str
 
 // newFindings keeps the log's findings that the check did not make: not
 // the same rule on the same statement text, nor a session rule the
-// check's sampling already judged; with --rules, only those rules.
+// check's sampling already judged, nor a plan's finding about a statement
+// the check already explained with a rule that owns the class (see
+// rules.Owners: a LIKE prefix is collation-prefix's, a key hidden from
+// pruning partition-pruning's, however the log's plan reads); with
+// --rules, only those rules.
 func newFindings(found, have []model.Finding, only []string) []model.Finding {
 	want := map[string]bool{}
 	for _, id := range only {
@@ -83,13 +87,27 @@ func newFindings(found, have []model.Finding, only []string) []model.Finding {
 	for _, f := range have {
 		seen[f.Rule+"|"+f.Object.Name] = true
 		seen[f.Rule] = true
+		if f.Object.Fingerprint != "" {
+			seen[f.Rule+"|fp|"+f.Object.Fingerprint] = true
+		}
+	}
+	owned := func(f model.Finding) bool {
+		if f.Object.Fingerprint == "" {
+			return false
+		}
+		for _, owner := range rules.Owners(f.Rule) {
+			if seen[owner+"|fp|"+f.Object.Fingerprint] {
+				return true
+			}
+		}
+		return false
 	}
 	var out []model.Finding
 	for _, f := range found {
 		if len(want) > 0 && !want[f.Rule] {
 			continue
 		}
-		if seen[f.Rule+"|"+f.Object.Name] || (f.Object.Kind == "log" && seen[f.Rule]) {
+		if seen[f.Rule+"|"+f.Object.Name] || (f.Object.Kind == "log" && seen[f.Rule]) || owned(f) {
 			continue
 		}
 		out = append(out, f)

@@ -3,6 +3,7 @@ package diagnose
 import (
 	"context"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/pgmedic/pgmedic/internal/lab/labtest"
 	"github.com/pgmedic/pgmedic/internal/logs"
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/rules"
 	"github.com/pgmedic/pgmedic/internal/testkit"
 )
 
@@ -188,5 +190,31 @@ auto_explain.log_nested_statements = on`})
 		if strings.Contains(f.Title+f.Object.Name, "pgmedic") {
 			t.Errorf("a finding built from pgmedic's own statement: %s", f.Title)
 		}
+	}
+}
+
+// TestLogPlanFindingsTheCheckOwns: a plan from the log whose statement the
+// check already explained with the rule that owns its class (a LIKE prefix
+// is collation-prefix's, a key hidden from pruning partition-pruning's) is
+// one problem, said once; another statement's finding is kept.
+func TestLogPlanFindingsTheCheckOwns(t *testing.T) {
+	have := []model.Finding{
+		{Rule: rules.CollationPrefixID, Object: model.Object{Kind: "statement", Name: "public.parts: SELECT ...", Fingerprint: "aa11"}},
+		{Rule: rules.PartitionPruningID, Object: model.Object{Kind: "statement", Name: "public.call_records: SELECT ...", Fingerprint: "bb22"}},
+	}
+	found := []model.Finding{
+		{Rule: rules.MissingIndexID, Object: model.Object{Kind: "plan node", Name: "SELECT ... LIKE: node #2", Fingerprint: "aa11"}},
+		{Rule: rules.MissingIndexID, Object: model.Object{Kind: "plan node", Name: "SELECT ... date_trunc: node #4", Fingerprint: "bb22"}},
+		{Rule: rules.MissingIndexID, Object: model.Object{Kind: "plan node", Name: "SELECT ... other: node #1", Fingerprint: "cc33"}},
+		{Rule: rules.SortSpillID, Object: model.Object{Kind: "plan node", Name: "SELECT ... LIKE: node #1", Fingerprint: "aa11"}},
+	}
+	got := newFindings(found, have, nil)
+	var kept []string
+	for _, f := range got {
+		kept = append(kept, f.Rule+" "+f.Object.Fingerprint)
+	}
+	sort.Strings(kept)
+	if strings.Join(kept, ", ") != "missing-index cc33, sort-spill aa11" {
+		t.Errorf("kept %v", kept)
 	}
 }

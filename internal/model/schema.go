@@ -73,6 +73,11 @@ type Index struct {
 	Unique    bool
 	Primary   bool
 	Valid     bool
+	// Ready says writes maintain it (pg_index.indisready). A concurrent
+	// build sets it once the index is built and before it validates it:
+	// an invalid index that is not ready failed in its build (a unique
+	// one over duplicate keys) and is written by nobody.
+	Ready bool
 	// Bytes is measured (pg_relation_size) for unique and primary-key
 	// indexes, which the key rules judge by size; for the others it is
 	// pg_class.relpages x block size, as of the last VACUUM, ANALYZE or

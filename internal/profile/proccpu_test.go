@@ -1,6 +1,10 @@
 package profile
 
-import "testing"
+import (
+	"os"
+	"runtime"
+	"testing"
+)
 
 func TestParseProcStat(t *testing.T) {
 	for line, want := range map[string]float64{
@@ -30,4 +34,50 @@ func FuzzParseProcStat(f *testing.F) {
 			t.Fatalf("%q: %v", b, ms)
 		}
 	})
+}
+
+func TestParseSchedstat(t *testing.T) {
+	for line, want := range map[string]float64{
+		"180845561 17023700 399\n": 180845561,
+		"0 0 1":                    0,
+		"12 34":                    -1,
+		"x 1 2":                    -1,
+		"":                         -1,
+	} {
+		got, ok := parseSchedstat([]byte(line))
+		if !ok {
+			got = -1
+		}
+		if got != want {
+			t.Errorf("%q: %v, want %v", line, got, want)
+		}
+	}
+}
+
+// TestProcCPUOfThisProcess: a process that burns a few milliseconds of CPU
+// shows them, at a finer grain than the clock tick.
+func TestProcCPUOfThisProcess(t *testing.T) {
+	// ProcCPU answers only for PostgreSQL's processes: this test reads its
+	// own through the parsers instead.
+	// The busy loop runs on this OS thread, whose own count is read
+	// (a process's schedstat is its main thread's).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	b, err := os.ReadFile("/proc/thread-self/schedstat")
+	if err != nil {
+		t.Skip("no /proc/thread-self/schedstat on this kernel")
+	}
+	before, ok := parseSchedstat(b)
+	if !ok {
+		t.Fatalf("unreadable schedstat %q", b)
+	}
+	x := 0
+	for i := 0; i < 3_000_000; i++ {
+		x += i % 7
+	}
+	b, _ = os.ReadFile("/proc/thread-self/schedstat")
+	after, _ := parseSchedstat(b)
+	if after <= before || x == 0 {
+		t.Errorf("schedstat did not move over a busy loop: %v -> %v", before, after)
+	}
 }

@@ -625,106 +625,70 @@ func pidsOf(pids []int) []string {
 	return out
 }
 
-// clientStall finds sessions whose time goes to the client: idle in a
-// transaction waiting for the client's next command long after the server
-// answered (ClientRead), or blocked sending results the client does not
-// read (ClientWrite). Sessions the server found abandoned and bursts of
-// rollbacks over the same window are evidence of the timeouts and retries
-// that follow.
-func clientStall(s *model.Snapshot) ([]model.Finding, []model.Skip) {
-	if ok, skip := sampled(s, ClientStallID); !ok {
-		return nil, skip
-	}
-	d := s.Sampling.Delta
-	var out []model.Finding
-	for pid, x := range sessions(s) {
-		b := x.worst
-		stalledRead := x.clientRead >= stallMinSamples && b.XactMS >= idleMinMS && b.XactMS >= stallRatio*math.Max(b.LastMS, 0.1)
-		stalledWrite := x.clientWrite >= stallMinSamples
-		if !stalledRead && !stalledWrite {
-			continue
-		}
-		var title, side string
-		if stalledRead {
-			title = fmt.Sprintf("the database answered %s in %.1f ms; the client then kept the transaction open %s before its next command", who(b), b.LastMS, sec(b.XactMS))
-			side = "the client: between its statements the session waited for the client (ClientRead) while the transaction stayed open"
-		} else {
-			title = fmt.Sprintf("%s waited for its client to read the results for %s (ClientWrite)", who(b), sec(b.StateMS))
-			side = "the client: the server had the results and waited for the client to read them (ClientWrite)"
-		}
-		sev := model.Warning
-		verification := model.NotRunBecause(fmt.Sprintf("observed in %d of %d samples: the server's own time against the transaction's. The fix is in the client's code (what it does between statements, how fast it reads results); a twin runs the statements, not the client, so no experiment there stands in for it", x.clientRead+x.clientWrite, len(s.Sampling.Samples)))
-		if len(x.waiters) > 0 {
-			title += fmt.Sprintf("; %s waited behind it", sessionsWord(len(x.waiters)))
-			sev = model.Critical
-			if stalledRead && x.idleMS >= idleMinMS && x.idleSamples > 0 {
-				// The same session left idle in its transaction with
-				// others waiting behind it: one problem, idle-in-
-				// transaction's, which rehearses the chain; this names
-				// the client's side of it.
-				sev = model.Info
-				title += " (see idle-in-transaction)"
-				verification = model.NotRunBecause("the session is idle-in-transaction's finding, which rehearses the sessions waiting behind it with and without idle_in_transaction_session_timeout; what keeps the client from its next command is in its code")
-			}
-		}
-		evs := []model.Evidence{
-			ev("server time of its last statement", b.LastMS, "ms"),
-			ev("transaction open", b.XactMS, "ms"),
-			ev("samples waiting for the client to send (ClientRead, in a transaction)", float64(x.clientRead), ""),
-			ev("samples waiting for the client to read (ClientWrite)", float64(x.clientWrite), ""),
-			ev("sessions the server found abandoned in the window", float64(d.SessionsAbandoned), ""),
-			ev("transactions rolled back in the window", float64(d.Rollbacks), ""),
-			ev("transactions committed in the window", float64(d.Commits), ""),
-		}
-		out = append(out, model.Finding{
-			Rule: ClientStallID, Severity: sev, Title: title,
-			Object:   sessionObject(s, pid, b),
-			Evidence: evs,
-			Impact:   model.Impact{Summary: "the slow side is " + side + ". A client that times out and retries a request the database already did duplicates its work (and its rows, without an idempotency key)"},
-			Fix: model.Fix{Summary: "find what blocks the client between its statements (a blocked event loop, CPU work, a remote call inside the transaction); keep statement_timeout below the client's own timeout so the server gives up first; make retried writes idempotent (a key with ON CONFLICT DO NOTHING); retry with backoff and a budget; let the server notice clients that went away",
-				SQL: "ALTER SYSTEM SET client_connection_check_interval = '10s'; SELECT pg_reload_conf();\n-- and for the application's role: ALTER ROLE app SET idle_in_transaction_session_timeout = '30s';"},
-			Verification: verification,
-			Docs:         docsPath(ClientStallID),
-		})
-	}
-	Sort(out)
-	return out, nil
-}
-
 // runQueue is what the samples say about the sessions that wanted a core.
 // A session counts only when it is active with no wait event: waiting
 // for a lock, for its client, for I/O or WAL, or idle in a transaction,
 // it does not compete for a core (and the first two have rules of their
 // own).
+//
+// The figures are weighted by time, not counted by sample: each sample
+// stands for the time until the next one. A sampler that had to wait for
+// a saturated server took fewer samples inside a burst than outside it,
+// and a count of samples would judge the burst by the quiet around it.
 type runQueue struct {
-	onCPU     float64 // sessions on CPU, mean per sample
+	onCPU     float64 // sessions on CPU, mean over the window's time
 	peak      int
 	ticksOver int     // samples with more sessions on CPU than cores
-	waiting   float64 // active sessions that waited (lock, I/O, LWLock, client), mean per sample
+	overShare float64 // share of the window's time with more sessions on CPU than cores
+	waiting   float64 // active sessions that waited (lock, I/O, LWLock, client), mean over the time
 	// coresGot is how many cores the sampled backends got over the window,
 	// from their processes' CPU time (a server on pgmedic's machine); 0
 	// when not measured.
 	coresGot float64
 }
 
+// sampleWeights is how long each sample stands for: the time until the
+// next one; the last stands for the interval asked for (or the mean of
+// the others). Samples whose clock does not move (a test's) weigh alike.
+func sampleWeights(sm *model.Sampling) []float64 {
+	n := len(sm.Samples)
+	w := make([]float64, n)
+	total := 0.0
+	for i := 0; i+1 < n; i++ {
+		w[i] = max(sm.Samples[i+1].At.Sub(sm.Samples[i].At).Seconds(), 0)
+		total += w[i]
+	}
+	switch {
+	case n == 1 || total == 0:
+		for i := range w {
+			w[i] = 1
+		}
+	case sm.IntervalMS > 0:
+		w[n-1] = min(sm.IntervalMS/1000, total/float64(n-1))
+	default:
+		w[n-1] = total / float64(n-1)
+	}
+	return w
+}
+
 // readRunQueue folds the samples of every database: the cores are shared.
 func readRunQueue(s *model.Snapshot, cores int) runQueue {
 	var q runQueue
-	ticks := len(s.Sampling.Samples)
+	weights := sampleWeights(s.Sampling)
 	type span struct {
 		first, last float64
 		seen        int
 	}
 	cpu := map[int]*span{}
-	on, waiting := 0, 0
-	for _, smp := range s.Sampling.Samples {
-		n := 0
+	var on, waiting, over, total float64
+	for i, smp := range s.Sampling.Samples {
+		n, waits := 0, 0
 		for _, b := range smp.Backends {
 			if b.State == "active" {
 				if b.WaitType == "" {
 					n++
 				} else {
-					waiting++
+					waits++
 				}
 			}
 			if b.CPUMS > 0 {
@@ -736,14 +700,18 @@ func readRunQueue(s *model.Snapshot, cores int) runQueue {
 				sp.last, sp.seen = b.CPUMS, sp.seen+1
 			}
 		}
-		on += n
+		w := weights[i]
+		on += w * float64(n)
+		waiting += w * float64(waits)
+		total += w
 		q.peak = max(q.peak, n)
 		if n > cores {
 			q.ticksOver++
+			over += w
 		}
 	}
-	q.onCPU = float64(on) / float64(ticks)
-	q.waiting = float64(waiting) / float64(ticks)
+	q.onCPU, q.waiting, q.overShare = on/total, waiting/total, over/total
+	ticks := len(s.Sampling.Samples)
 	window := s.Sampling.Samples[ticks-1].At.Sub(s.Sampling.Samples[0].At).Seconds()
 	if window > 0 && len(cpu) > 0 {
 		used := 0.0
@@ -794,7 +762,7 @@ func connectionPressure(s *model.Snapshot) (found []model.Finding, skipped []mod
 	}
 	q := readRunQueue(s, cores)
 	maxConn := s.Activity.MaxConnections
-	j := judgeRunQueue(s, q, cores, ticks)
+	j := judgeRunQueue(s, q, cores)
 	why, sev := j.why, j.severity
 	// Connections refused are seen only in the server's log; connections
 	// held idle near the limit are why they are refused.
@@ -822,9 +790,10 @@ func connectionPressure(s *model.Snapshot) (found []model.Finding, skipped []mod
 		Title:  "connection pressure: " + strings.Join(why, "; "),
 		Object: model.Object{Kind: "server", Name: s.Database, Database: s.Database},
 		Evidence: []model.Evidence{
-			ev("sessions on CPU (active, no wait event), average over the samples", q.onCPU, ""),
+			ev("sessions on CPU (active, no wait event), average over the sampled time", q.onCPU, ""),
 			ev("sessions on CPU at the peak", float64(q.peak), ""),
 			ev("samples with more sessions on CPU than cores", float64(q.ticksOver), ""),
+			ev("share of the sampled time with more sessions on CPU than cores", 100*q.overShare, "%"),
 			ev("active sessions waiting (lock, I/O, LWLock, client), average: not counted", q.waiting, ""),
 			ev("server cores", float64(cores), ""),
 			ev("open connections, average", avgTotal, ""),
@@ -852,7 +821,36 @@ func connectionPressure(s *model.Snapshot) (found []model.Finding, skipped []mod
 		f.Evidence = append(f.Evidence, ev("cores the sessions got (CPU time of their processes)", q.coresGot, ""),
 			ev("wall time per unit of CPU time of the sessions on CPU", j.stretch, "x"))
 	}
+	if k, a := saturatedPool(s); a != nil {
+		// The clients already go through PgBouncer and queue in its
+		// pool: the sessions the server runs are the pool's server
+		// connections, and what to change is the pool (its size, the
+		// statements that hold it). One problem, pool-saturation's,
+		// which measures the pool itself.
+		size := a.pool.SvActive + a.pool.SvUsed + a.pool.SvIdle
+		f.Severity = model.Info
+		f.Title += fmt.Sprintf(" (the clients queue in PgBouncer's pool %s: see pool-saturation)", k)
+		f.Fix = model.Fix{Summary: fmt.Sprintf("the clients already go through PgBouncer: its pool (%d server connections) is what the server runs; size it to about %d (%s) and make the statements that hold it cheaper (pool-saturation)", size, pool, poolBasis(pool, cores))}
+		f.Experiment = nil
+		f.Verification = model.NotRunBecause("the server's sessions are PgBouncer's server connections, whose queue pool-saturation's finding measures")
+	}
 	return []model.Finding{f}, nil
+}
+
+// saturatedPool is a PgBouncer pool of the checked database whose clients
+// waited while every server connection was busy, as pool-saturation
+// judges it; nil when none was sampled.
+func saturatedPool(s *model.Snapshot) (string, *poolWindow) {
+	if s.Sampling == nil || s.Sampling.PgBouncer == "" {
+		return "", nil
+	}
+	pools, order := poolsOverWindow(s.Sampling.Pools)
+	for _, k := range order {
+		if a := pools[k]; a.full >= stallMinSamples && a.pool.Database == s.Database {
+			return k, a
+		}
+	}
+	return "", nil
 }
 
 // openAndChurn are the connections open on average over the samples and
@@ -881,9 +879,9 @@ type queueVerdict struct {
 // judgeRunQueue decides whether the sessions on CPU form a real queue
 // that slows each statement: measured from their processes' CPU time, or
 // bounded by the known cores; with guessed cores it only informs.
-func judgeRunQueue(s *model.Snapshot, q runQueue, cores, ticks int) queueVerdict {
+func judgeRunQueue(s *model.Snapshot, q runQueue, cores int) queueVerdict {
 	v := queueVerdict{verification: model.NotRunBecause("observed while sampling; a lab scenario measures goodput at both client counts")}
-	if q.onCPU <= float64(cores) || 2*q.ticksOver < ticks {
+	if q.onCPU <= float64(cores) || q.overShare < 0.5 {
 		return v
 	}
 	queue := fmt.Sprintf("%.1f sessions were on CPU on average (%d at the peak) on %d cores", q.onCPU, q.peak, cores)

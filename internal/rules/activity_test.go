@@ -70,6 +70,44 @@ func writersOnIO() []model.Backend {
 	return out
 }
 
+// sendingRows gives every backend a process that used msPerTick of CPU
+// between samples, one second apart (sampledSnapshot's clock).
+func sendingRows(s *model.Snapshot, msPerTick float64) *model.Snapshot {
+	for i := range s.Sampling.Samples {
+		for j := range s.Sampling.Samples[i].Backends {
+			s.Sampling.Samples[i].Backends[j].CPUMS = 5000 + float64(i)*msPerTick
+		}
+	}
+	return s
+}
+
+// abandoned records n sessions the server found abandoned over the window.
+func abandoned(s *model.Snapshot, n int64) *model.Snapshot {
+	s.Sampling.Delta.SessionsAbandoned = n
+	return s
+}
+
+// exporter is a session sending a large result, waiting for its client.
+var exporter = model.Backend{PID: 20, State: "active", WaitType: "Client", Wait: "ClientWrite", StateMS: 2500, Query: "SELECT * FROM invoices"}
+
+// streamedExport is one statement streaming a result for ticks samples,
+// 100 ms apart, on CPU but for waits samples in the middle, where it waited
+// for its client (its buffers full); the backend works all along.
+func streamedExport(ticks, waits int) *model.Snapshot {
+	s := &model.Snapshot{Database: "shop", ServerCores: 2, Activity: model.Activity{MaxConnections: 100},
+		Sampling: &model.Sampling{Seconds: float64(ticks) / 10}}
+	for i := 0; i < ticks; i++ {
+		at := time.Unix(0, 0).Add(time.Duration(i) * 100 * time.Millisecond)
+		b := model.Backend{PID: 30, Database: "shop", State: "active", StateMS: 400 + float64(i)*100, XactMS: 400 + float64(i)*100,
+			Query: "SELECT * FROM invoices", CPUMS: 1000 + float64(i)*80}
+		if i >= ticks/2 && i < ticks/2+waits {
+			b.WaitType, b.Wait = "Client", "ClientWrite"
+		}
+		s.Sampling.Samples = append(s.Sampling.Samples, model.ActivitySample{At: at, Backends: []model.Backend{b}})
+	}
+	return s
+}
+
 func TestSessionRules(t *testing.T) {
 	holder := model.Backend{PID: 10, User: "app", App: "worker", State: "idle in transaction", Wait: "ClientRead", WaitType: "Client",
 		StateMS: 4000, XactMS: 4100, LastMS: 2, Locks: []string{"public.accounts (RowExclusiveLock)"}, Query: "UPDATE accounts SET balance = balance - 5 WHERE id = 1"}
@@ -91,8 +129,19 @@ func TestSessionRules(t *testing.T) {
 			map[string]model.Severity{IdleInTransactionID: model.Critical, LockContentionID: model.Info, ClientStallID: model.Info},
 			map[string]string{IdleInTransactionID: "pid 10 (application worker, user app) sat idle in a transaction for 4.0 s holding locks on public.accounts (RowExclusiveLock); 2 sessions waited",
 				LockContentionID: "behind pid 10", ClientStallID: "the database answered pid 10 (application worker, user app) in 2.0 ms; the client then kept the transaction open 4.1 s"}},
-		{"a client that does not read its results", sampledSnapshot(4, model.Backend{PID: 20, State: "active", WaitType: "Client", Wait: "ClientWrite", StateMS: 2500, Query: "SELECT * FROM big"}),
-			map[string]model.Severity{ClientStallID: model.Warning}, map[string]string{ClientStallID: "waited for its client to read the results"}},
+		{"a client that stopped reading its results, nobody waiting: the backend sent nothing", sendingRows(sampledSnapshot(4, exporter), 0),
+			map[string]model.Severity{ClientStallID: model.Info}, map[string]string{ClientStallID: "waited 3.0 s for its client to read its results (ClientWrite) and sent nothing for 3.0 s"}},
+		{"a client that stopped reading its results, sessions abandoned in the window", abandoned(sendingRows(sampledSnapshot(4, exporter), 0), 3),
+			map[string]model.Severity{ClientStallID: model.Warning}, map[string]string{ClientStallID: "sent nothing for 3.0 s"}},
+		{"a client that stopped reading its results with a writer waiting behind it", sendingRows(sampledSnapshot(4, exporter,
+			model.Backend{PID: 21, State: "active", WaitType: "Lock", Wait: "relation", BlockedBy: []int{20}, Query: "TRUNCATE invoices"}), 0),
+			map[string]model.Severity{ClientStallID: model.Critical, LockContentionID: model.Critical}, map[string]string{ClientStallID: "1 session waited behind it"}},
+		{"a client reading a large result at its own pace: the backend kept sending", sendingRows(sampledSnapshot(4, exporter), 4),
+			map[string]model.Severity{ClientStallID: model.Info}, map[string]string{ClientStallID: "read its results slower than the server sent them"}},
+		{"a client waited for to read on another host: not known whether it read", sampledSnapshot(4, exporter),
+			map[string]model.Severity{ClientStallID: model.Info}, map[string]string{ClientStallID: "whether the client kept reading is not known"}},
+		{"an export read as fast as the client can: the server waited for it in 2 samples of 20", streamedExport(20, 2),
+			map[string]model.Severity{}, nil},
 		{"twenty sessions on CPU on two cores, each getting a tenth of a core", burning(sampledSnapshot(5, many...), 10),
 			map[string]model.Severity{ConnectionPressureID: model.Critical}, map[string]string{ConnectionPressureID: "20.0 sessions were on CPU on average (20 at the peak) on 2 cores and got 2.0 cores between them: each statement took 10.0x"}},
 		{"twenty sessions on CPU of a remote server of unknown size: counted, not measured", guessedCores(sampledSnapshot(5, many...)),
@@ -188,6 +237,33 @@ func TestPoolSaturation(t *testing.T) {
 	}
 	if fs, skips := poolSaturation(&model.Snapshot{}); len(fs) != 0 || len(skips) != 1 || !strings.Contains(skips[0].Fix, "--pgbouncer") {
 		t.Errorf("no PgBouncer: %v %v", fs, skips)
+	}
+}
+
+// TestPressureBehindAPool: twenty sessions on CPU on two cores are a run
+// queue, but when they are the server connections of a PgBouncer pool
+// whose clients queue, the queue is the pool's: connection-pressure says
+// so at info and names pool-saturation, whose finding stands.
+func TestPressureBehindAPool(t *testing.T) {
+	var busy []model.Backend
+	for i := 0; i < 20; i++ {
+		busy = append(busy, model.Backend{PID: 100 + i, State: "active", Query: "SELECT report($1)"})
+	}
+	s := burning(sampledSnapshot(5, busy...), 10)
+	fs, _ := connectionPressure(s)
+	if len(fs) != 1 || fs[0].Severity != model.Critical {
+		t.Fatalf("without a pool: %+v", fs)
+	}
+	s.Sampling.PgBouncer = "PgBouncer 1.18.0"
+	for range s.Sampling.Samples {
+		s.Sampling.Pools = append(s.Sampling.Pools, model.PoolSample{Pools: []model.Pool{{Database: "shop", User: "app", Mode: "transaction", ClActive: 20, ClWaiting: 60, SvActive: 20, MaxWaitMS: 900}}})
+	}
+	fs, _ = connectionPressure(s)
+	if len(fs) != 1 || fs[0].Severity != model.Info || !strings.Contains(fs[0].Title, "see pool-saturation") || fs[0].Experiment != nil || !strings.Contains(fs[0].Fix.Summary, "size it to about") {
+		t.Errorf("behind a saturated pool: %+v", fs)
+	}
+	if ps, _ := poolSaturation(s); len(ps) != 1 || ps[0].Severity < model.Warning {
+		t.Errorf("pool-saturation: %+v", ps)
 	}
 }
 
@@ -485,5 +561,40 @@ func TestHeldLockWithAChangeBehind(t *testing.T) {
 	exp := heldLockExperiment(s, head, map[int]bool{2: true, 3: true})
 	if exp == nil || exp.Change != "ALTER TABLE orders ADD COLUMN note text" || exp.Waiter != "SELECT total FROM orders WHERE id = $1" || exp.HeadLock != "ACCESS SHARE" {
 		t.Fatalf("the experiment: %+v", exp)
+	}
+}
+
+// TestBurstJudgedByTime: a burst of 150 sessions (49 on CPU, the rest on
+// LWLock:LockManager) on 2 cores lasts 9 s of a 14.5 s window; the sampler,
+// slowed by the saturated server, took 7 of its 55 samples inside it. By
+// samples the burst is a minority, by time a majority: it is a run queue.
+func TestBurstJudgedByTime(t *testing.T) {
+	s := &model.Snapshot{Database: "shop", ServerCores: 2, Activity: model.Activity{MaxConnections: 300},
+		Sampling: &model.Sampling{Seconds: 14.5, IntervalMS: 100}}
+	at := time.Unix(0, 0)
+	add := func(n int, gap time.Duration, onCPU, onLock int) {
+		for i := 0; i < n; i++ {
+			smp := model.ActivitySample{At: at}
+			for j := 0; j < onCPU+onLock; j++ {
+				b := model.Backend{PID: 1000 + j, Database: "shop", State: "active", Query: "SELECT score($1)"}
+				if j >= onCPU {
+					b.WaitType, b.Wait = "LWLock", "LockManager"
+				}
+				smp.Backends = append(smp.Backends, b)
+			}
+			s.Sampling.Samples = append(s.Sampling.Samples, smp)
+			at = at.Add(gap)
+		}
+	}
+	add(30, 100*time.Millisecond, 1, 0)     // 3 s quiet
+	add(7, 9*time.Second/7, 49, 100)        // the burst, sampled slowly
+	add(18, 2500*time.Millisecond/18, 1, 0) // 2.5 s quiet again
+	fs, _ := connectionPressure(s)
+	if len(fs) != 1 || fs[0].Severity < model.Warning || !strings.Contains(fs[0].Title, "on 2 cores") {
+		t.Fatalf("the burst: %+v", fs)
+	}
+	q := readRunQueue(s, 2)
+	if q.ticksOver != 7 || q.overShare < 0.5 {
+		t.Errorf("%d samples over, %.2f of the time", q.ticksOver, q.overShare)
 	}
 }

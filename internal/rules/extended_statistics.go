@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -60,12 +61,17 @@ func extendedStatistics(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 
 // correlatedCandidates is the first table the statement compares with
 // values on two or more of its columns that no statistics object of the
-// table covers.
+// table covers. A join condition (the table's key against another's, a
+// NOT EXISTS linking its subquery to the row) filters by no value and is
+// not counted. CREATE STATISTICS takes at most eight columns: of more,
+// it takes the eight with the fewest distinct values, the categories
+// whose combinations the planner multiplies wrongly (a unique key's
+// estimate is right alone).
 func correlatedCandidates(s *model.Snapshot, st *sqlparse.Statement) (*model.Table, []string) {
 	byTable := map[string][]string{}
 	var order []string
 	for _, p := range st.Shape().Predicates {
-		if p.Op != sqlparse.OpEq || p.Cast || p.Rel.Name == "" {
+		if p.Op != sqlparse.OpEq || p.Cast || p.Join || p.Rel.Name == "" {
 			continue
 		}
 		k := p.Rel.Schema + "." + p.Rel.Name
@@ -78,7 +84,7 @@ func correlatedCandidates(s *model.Snapshot, st *sqlparse.Statement) (*model.Tab
 	}
 	for _, k := range order {
 		cols := byTable[k]
-		if len(cols) < 2 || len(cols) > extMaxColumns {
+		if len(cols) < 2 {
 			continue
 		}
 		schema, name, _ := strings.Cut(k, ".")
@@ -94,6 +100,12 @@ func correlatedCandidates(s *model.Snapshot, st *sqlparse.Statement) (*model.Tab
 		}
 		if !ok || coveredByStatistics(t, cols) {
 			continue
+		}
+		if len(cols) > extMaxColumns {
+			slices.SortStableFunc(cols, func(a, b string) int {
+				return cmp.Compare(distinct(s, t, a), distinct(s, t, b))
+			})
+			cols = cols[:extMaxColumns]
 		}
 		slices.Sort(cols)
 		return t, cols

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -48,7 +49,10 @@ func TestIndexesNobodyReads(t *testing.T) {
 		{"a unique prefix enforces a constraint", indexSnapshot(50000, 0, uniqueActor, used), duplicateIndex, map[string]model.Severity{}},
 		{"the same columns twice: one reported", indexSnapshot(50000, 0, actor, actorDesc, model.Index{Name: "audit_actor_idx2", Columns: []string{"actor"}, Valid: true}), duplicateIndex,
 			map[string]model.Severity{"public.audit_actor_idx": model.Warning}},
-		{"invalid", indexSnapshot(50000, 0, pkey, invalid), invalidIndex, map[string]model.Severity{"public.audit_target_uniq": model.Warning}},
+		{"invalid and ready: written, never read", indexSnapshot(50000, 0, pkey, func() model.Index { ix := invalid; ix.Ready = true; return ix }()), invalidIndex,
+			map[string]model.Severity{"public.audit_target_uniq": model.Warning}},
+		{"invalid and never ready: a unique build that met duplicates, written by nobody", indexSnapshot(50000, 0, pkey, invalid), invalidIndex,
+			map[string]model.Severity{"public.audit_target_uniq": model.Info}},
 		{"never scanned, old, on a written table", indexSnapshot(50000, 30*24*time.Hour, pkey, used, unused), unusedIndex, map[string]model.Severity{"public.audit_detail_idx": model.Warning}},
 		{"never scanned but built a moment ago", indexSnapshot(50000, 0, func() model.Index { ix := unused; ix.AgeXacts = 40; return ix }()), unusedIndex, map[string]model.Severity{}},
 		{"never scanned, so old its age wrapped", indexSnapshot(50000, 0, func() model.Index { ix := unused; ix.AgeXacts = -5; return ix }()), unusedIndex, map[string]model.Severity{"public.audit_detail_idx": model.Warning}},
@@ -77,5 +81,22 @@ func TestIndexesNobodyReads(t *testing.T) {
 				t.Errorf("%s: %s at %s, want %s", c.name, k, got[k], v)
 			}
 		}
+	}
+}
+
+// TestInvalidIndexSaysWhoWritesIt: an invalid index that never became
+// ready is written by no statement, and the finding must not say that
+// every write maintains it (nor measure a write cost); one that is ready
+// and unique still refuses new duplicates.
+func TestInvalidIndexSaysWhoWritesIt(t *testing.T) {
+	ix := model.Index{Name: "payments_idem_key", Columns: []string{"idempotency_key"}, Unique: true}
+	fs, _ := invalidIndex(indexSnapshot(50000, 0, ix))
+	if len(fs) != 1 || strings.Contains(fs[0].Title, "every write still maintains it") || !strings.Contains(fs[0].Title, "no write maintains it") || fs[0].Experiment != nil {
+		t.Errorf("not ready: %+v", fs)
+	}
+	ix.Ready = true
+	fs, _ = invalidIndex(indexSnapshot(50000, 0, ix))
+	if len(fs) != 1 || !strings.Contains(fs[0].Title, "every write still maintains it") || !strings.Contains(fs[0].Impact.Summary, "refuses new duplicate keys") || fs[0].Experiment == nil {
+		t.Errorf("ready: %+v", fs)
 	}
 }

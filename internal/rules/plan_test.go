@@ -256,3 +256,33 @@ func TestTruncatingCasts(t *testing.T) {
 		}
 	}
 }
+
+// TestUnservedFilters: a scan whose filter no plain index on its columns
+// serves is given the fix that serves it, never "index the columns of the
+// filter": LIKE 'A1F%' on text under an ICU collation gets a
+// text_pattern_ops index (collation-prefix's class), and 30 partitions
+// scanned under date_trunc('day', started_at) = ... get the range on the
+// bare key that brings pruning back, with no index to paste
+// (partition-pruning's class). Plans from PostgreSQL 15.
+func TestUnservedFilters(t *testing.T) {
+	for _, c := range []struct {
+		fixture, title, sql, summary string
+	}{
+		{"missing-index-like-prefix", "(see collation-prefix)", "CREATE INDEX CONCURRENTLY ON public.parts (sku text_pattern_ops);", "text_pattern_ops"},
+		{"missing-index-hidden-key", "sequential scans of 30 partitions", "", "call_records.started_at >= (date_trunc('day'::text"},
+	} {
+		for _, ext := range []string{"txt", "json"} {
+			fs, _, err := RunPlan(PlanInput{Explain: loadPlan(t, "pg15/"+c.fixture+".bad."+ext)}, []string{MissingIndexID})
+			if err != nil || len(fs) != 1 {
+				t.Fatalf("%s.%s: %d findings, %v", c.fixture, ext, len(fs), err)
+			}
+			f := fs[0]
+			if !strings.Contains(f.Title, c.title) || f.Fix.SQL != c.sql || !strings.Contains(f.Fix.Summary, c.summary) || strings.Contains(f.Fix.Summary, "index the columns of the filter") {
+				t.Errorf("%s.%s: %q\nfix %q\n%q", c.fixture, ext, f.Title, f.Fix.Summary, f.Fix.SQL)
+			}
+			if f.Impact.Share > 1 || f.Evidence[0].Value > loadPlan(t, "pg15/"+c.fixture+".bad."+ext).TotalMS() {
+				t.Errorf("%s.%s: saves more than the plan takes: %+v", c.fixture, ext, f.Evidence[0])
+			}
+		}
+	}
+}

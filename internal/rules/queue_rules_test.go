@@ -180,7 +180,8 @@ func TestRandomPrimaryKey(t *testing.T) {
 			col := c.col
 			col.Schema, col.Table, col.Name, col.HasStats, col.AvgWidth = "public", "keys", "id", true, 16
 			s := &model.Snapshot{
-				Tables:  []model.Table{{Schema: "public", Name: "keys", Reltuples: c.rows, HeapBytes: 100 << 20}},
+				Tables:  []model.Table{{Schema: "public", Name: "keys", Reltuples: c.rows, HeapBytes: 100 << 20, Inserted: 1000}},
+				Missing: map[string]model.Skip{model.SrcStatements: {Reason: "not installed"}},
 				Indexes: []model.Index{{Schema: "public", Table: "keys", Name: "keys_pkey", Columns: []string{"id"}, Method: "btree", Primary: true, Unique: true, Valid: true, Bytes: 70 << 20}},
 				Columns: []model.Column{col},
 				Shapes:  map[int64]*model.QueryShape{},
@@ -193,6 +194,46 @@ func TestRandomPrimaryKey(t *testing.T) {
 				t.Errorf("finding %+v", fs[0])
 			}
 		})
+	}
+}
+
+// TestRandomSecondaryKey: a unique key that is not the primary key is
+// judged apart. Its values must stay unique, so the fix never moves the
+// primary key; beside an ordered primary key only this index scatters
+// (info); an invalid one is invalid-index's; a table that takes no
+// inserts pays nothing for random keys.
+func TestRandomSecondaryKey(t *testing.T) {
+	snap := func(ix model.Index, inserts int64) *model.Snapshot {
+		s := &model.Snapshot{
+			Tables: []model.Table{{Schema: "public", Name: "payments", Reltuples: 5e5, HeapBytes: 100 << 20, Inserted: 5e5}},
+			Indexes: []model.Index{{Schema: "public", Table: "payments", Name: "payments_pkey", Columns: []string{"id"}, Method: "btree", Primary: true, Unique: true, Valid: true, Ready: true},
+				ix},
+			Columns: []model.Column{
+				{Schema: "public", Table: "payments", Name: "id", Type: "bigint", Identity: true, HasStats: true, Correlation: 1, NDistinct: -1},
+				{Schema: "public", Table: "payments", Name: "idempotency_key", Type: "text", HasStats: true, Correlation: 0.004, NDistinct: -1, AvgWidth: 37}},
+			Statements: []model.Statement{{QueryID: 7, Query: "INSERT INTO payments (idempotency_key, amount) VALUES ($1, $2)", Calls: inserts, Rows: inserts}},
+			Shapes:     map[int64]*model.QueryShape{},
+		}
+		st, _ := sqlparse.Parse(s.Statements[0].Query)
+		s.Shapes[7] = st.Shape()
+		return s
+	}
+	key := model.Index{Schema: "public", Table: "payments", Name: "payments_idempotency_key_key", Columns: []string{"idempotency_key"}, Method: "btree", Unique: true, Valid: true, Ready: true}
+	fs, _ := randomPrimaryKey(snap(key, 40000))
+	if len(fs) != 1 || fs[0].Severity != model.Info || strings.Contains(fs[0].Fix.SQL+fs[0].Fix.Summary, "primary key") || !strings.Contains(fs[0].Title, "only this index scatters") {
+		t.Errorf("a random unique key beside an identity primary key: %+v", fs)
+	}
+	invalid := key
+	invalid.Valid, invalid.Ready = false, false
+	if fs, _ := randomPrimaryKey(snap(invalid, 40000)); len(fs) != 0 {
+		t.Errorf("an invalid unique index: %+v", fs)
+	}
+	if fs, _ := randomPrimaryKey(snap(key, 0)); len(fs) != 0 {
+		t.Errorf("a table that takes no inserts: %+v", fs)
+	}
+	if !copiesInto("COPY public.payments (id, idempotency_key) FROM STDIN", &model.Table{Schema: "public", Name: "payments"}) ||
+		copiesInto("COPY payments TO STDOUT", &model.Table{Schema: "public", Name: "payments"}) {
+		t.Error("copiesInto")
 	}
 }
 

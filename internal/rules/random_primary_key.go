@@ -3,6 +3,7 @@ package rules
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/pgmedic/pgmedic/internal/model"
@@ -33,8 +34,16 @@ func randomPrimaryKey(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		if t.Partitioned || t.Reltuples < randomKeyMinRows {
 			continue
 		}
+		inserted := insertedRows(s, t)
+		if inserted == 0 {
+			// Keys scatter when rows are inserted: a table loaded once
+			// and since only read (a catalogue) pays nothing for them.
+			continue
+		}
 		for _, ix := range s.TableIndexes(t) {
-			if !(ix.Primary || ix.Unique) || ix.Method != "btree" || len(ix.Columns) != 1 || ix.Columns[0] == "" || ix.Predicate != "" {
+			// An invalid index is invalid-index's: none that failed its
+			// build is read, and one that is not ready is not written.
+			if !(ix.Primary || ix.Unique) || !ix.Valid || ix.Method != "btree" || len(ix.Columns) != 1 || ix.Columns[0] == "" || ix.Predicate != "" {
 				continue
 			}
 			col := s.Column(t, ix.Columns[0])
@@ -48,7 +57,11 @@ func randomPrimaryKey(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 			if !randomKind(col) {
 				continue
 			}
-			out = append(out, randomKeyFinding(s, t, ix, col))
+			f := randomKeyFinding(s, t, ix, col)
+			if !ix.Primary {
+				secondaryKey(s, &f, t, col)
+			}
+			out = append(out, f)
 		}
 	}
 	return out, nil
@@ -109,7 +122,7 @@ func randomKeyFinding(s *model.Snapshot, t *model.Table, ix model.Index, col *mo
 	qt := sqlparse.QuoteIdent(t.Schema) + "." + sqlparse.QuoteIdent(t.Name)
 	switch strings.ToLower(col.Type) {
 	case "uuid":
-		fix.SQL = fmt.Sprintf("-- new rows: generate UUIDv7 in the application (time-ordered), then\nALTER TABLE %s ALTER COLUMN %s DROP DEFAULT;", qt, sqlparse.QuoteIdent(col.Name))
+		fix.SQL = fmt.Sprintf("-- new rows: generate UUIDv7 in the application (time-ordered)%s, then\nALTER TABLE %s ALTER COLUMN %s %s;", uuidv7Note(s), qt, sqlparse.QuoteIdent(col.Name), uuidv7Default(s))
 	default:
 		fix.SQL = fmt.Sprintf("-- add an ordered key (rewrites the table: plan a maintenance window), move the primary key to it\nALTER TABLE %s ADD COLUMN id_seq bigint GENERATED ALWAYS AS IDENTITY;\nCREATE UNIQUE INDEX CONCURRENTLY ON %s (id_seq);", qt, qt)
 	}
@@ -125,4 +138,94 @@ func randomKeyFinding(s *model.Snapshot, t *model.Table, ix model.Index, col *mo
 		Docs:         docsPath(RandomPrimaryKeyID),
 		Experiment:   &model.Experiment{Kind: model.ExpIndexStats, Table: model.RelRef{Schema: t.Schema, Name: t.Name}, Index: ix.Name},
 	}
+}
+
+// insertedRows is how many rows were inserted into the table as far as
+// pgmedic can tell: the rows of the INSERT and MERGE statements (and
+// COPY ... FROM) pg_stat_statements counted into it, or, when those were
+// not read in full, the table's own insert counter.
+func insertedRows(s *model.Snapshot, t *model.Table) int64 {
+	_, noStatements := s.Missing[model.SrcStatements]
+	_, cut := s.Missing[model.SrcStatementsCut]
+	if noStatements || cut {
+		return t.Inserted
+	}
+	var rows int64
+	for _, st := range s.Statements {
+		if sh := s.Shapes[st.QueryID]; sh != nil && (sh.Command == "INSERT" || sh.Command == "MERGE") && s.Table(sh.Target) == t {
+			rows += st.Rows
+		} else if copiesInto(st.Query, t) {
+			rows += st.Rows
+		}
+	}
+	return rows
+}
+
+// copiesInto says whether a statement is COPY into the table.
+func copiesInto(q string, t *model.Table) bool {
+	f := strings.Fields(strings.ToLower(q))
+	if len(f) < 3 || f[0] != "copy" {
+		return false
+	}
+	name := strings.Trim(f[1], `"`)
+	if i := strings.IndexByte(name, '('); i >= 0 {
+		name = name[:i]
+	}
+	if name != strings.ToLower(t.Name) && name != strings.ToLower(t.Schema+"."+t.Name) {
+		return false
+	}
+	return slices.Contains(f, "from")
+}
+
+// orderedKey says whether the table's primary key takes its values in
+// insert order: an identity or sequence column, or one whose values the
+// statistics see in the heap's order.
+func orderedKey(s *model.Snapshot, t *model.Table) (string, bool) {
+	for _, ix := range s.TableIndexes(t) {
+		if !ix.Primary || len(ix.Columns) != 1 {
+			continue
+		}
+		c := s.Column(t, ix.Columns[0])
+		if c == nil {
+			return "", false
+		}
+		ordered := c.Identity || strings.Contains(c.Default, "nextval(") || (c.HasStats && math.Abs(c.Correlation) >= 0.9)
+		return c.Name, ordered
+	}
+	return "", false
+}
+
+// secondaryKey rewrites a finding about a unique key that is not the
+// primary key. Its values must stay unique (an idempotency key, a public
+// id, a SKU): the fix is for new values to arrive in order, where the
+// application makes them, never to move the primary key. When the table's
+// primary key is already ordered, the heap and the primary key keep
+// their locality and only this index scatters: info.
+func secondaryKey(s *model.Snapshot, f *model.Finding, t *model.Table, col *model.Column) {
+	qt := sqlparse.QuoteIdent(t.Schema) + "." + sqlparse.QuoteIdent(t.Name)
+	f.Fix = model.Fix{Summary: fmt.Sprintf("keep the key unique; if the application makes its values, make them time-ordered (UUIDv7, ULID, a timestamp prefix) so new keys land on the index's last leaves; values that come from elsewhere in no order (a client's idempotency key, a hash) make this the price of the uniqueness, paid on every insert")}
+	if strings.EqualFold(col.Type, "uuid") && strings.Contains(strings.ToLower(col.Default), "random") {
+		f.Fix.SQL = fmt.Sprintf("-- new keys in time order: UUIDv7 from the application%s\nALTER TABLE %s ALTER COLUMN %s %s;", uuidv7Note(s), qt, sqlparse.QuoteIdent(col.Name), uuidv7Default(s))
+	}
+	if pk, ok := orderedKey(s, t); ok {
+		f.Severity = model.Info
+		f.Title += fmt.Sprintf("; the primary key (%s) is ordered, so only this index scatters", pk)
+	}
+}
+
+// uuidv7Default is the column change that stops random defaults: the
+// server's own uuidv7() from PostgreSQL 18, else no default (the
+// application supplies the value).
+func uuidv7Default(s *model.Snapshot) string {
+	if s.Server.VersionNum >= 180000 {
+		return "SET DEFAULT uuidv7()"
+	}
+	return "DROP DEFAULT"
+}
+
+func uuidv7Note(s *model.Snapshot) string {
+	if s.Server.VersionNum >= 180000 {
+		return " or PostgreSQL 18's uuidv7()"
+	}
+	return ""
 }

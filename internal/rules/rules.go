@@ -35,6 +35,25 @@ type Rule struct {
 	Profile func(p model.Profile) []model.Finding
 }
 
+// owners are, for a rule, the rules whose finding about the same
+// statement already explains what it would say: a scan the plan shows
+// wasting reads is missing-index's, unless the check found why no plain
+// index serves it (a LIKE prefix under a linguistic collation, a key
+// hidden from partition pruning, a cast on the column) or already
+// proposed the index itself. One problem, one finding.
+var owners = map[string][]string{
+	MissingIndexID: {MissingIndexID, CollationPrefixID, PartitionPruningID, ImplicitCastID},
+}
+
+// Owners lists the rules whose finding about a statement stands for a
+// finding of rule about the same statement (the rule itself first).
+func Owners(rule string) []string {
+	if o, ok := owners[rule]; ok {
+		return o
+	}
+	return []string{rule}
+}
+
 // Docs is the rule's page.
 func (r Rule) Docs() string { return docsPath(r.ID) }
 

@@ -331,8 +331,12 @@ func isYearOf(n *pgast.Node, column string) bool {
 }
 
 // timeUnit is a constant field name such as 'day' or 'year', lower case;
-// "" when it is not a plain word.
+// "" when it is not a plain word. A plan prints it with its type
+// ('day'::text).
 func timeUnit(n *pgast.Node) string {
+	for n != nil && n.GetTypeCast() != nil {
+		n = n.GetTypeCast().Arg
+	}
 	c := n.GetAConst()
 	if c == nil || c.GetSval() == nil {
 		return ""

@@ -80,6 +80,8 @@ func TestLikePrefixes(t *testing.T) {
 		"SELECT id FROM products WHERE name ILIKE $1":                           "",
 		"SELECT id FROM products WHERE name NOT LIKE $1":                        "",
 		"SELECT id FROM products WHERE lower(name) LIKE $1":                     "",
+		// As a plan prints a filter.
+		"SELECT 1 FROM parts AS parts WHERE (parts.sku ~~ 'GZ4%'::text)": "parts.sku $0",
 	} {
 		got := ""
 		for _, l := range mustParse(t, sql).LikePrefixes() {
@@ -88,6 +90,13 @@ func TestLikePrefixes(t *testing.T) {
 		if got != want {
 			t.Errorf("%s: got %q, want %q", sql, got, want)
 		}
+	}
+}
+
+func TestColumnNames(t *testing.T) {
+	got := mustParse(t, "SELECT 1 FROM calls c WHERE date_trunc('day', c.started_at) = now() - make_interval(days => $1) AND c.tenant = 3 AND started_at > $2").ColumnNames()
+	if strings.Join(got, ",") != "started_at,tenant" {
+		t.Errorf("ColumnNames: %v", got)
 	}
 }
 

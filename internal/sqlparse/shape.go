@@ -168,11 +168,12 @@ func (b *shapeBuilder) resolve(cr *pgast.ColumnRef) (RelRef, string, bool) {
 	return RelRef{}, "", false
 }
 
-// add records a predicate on the column expr refers to, if it does.
-func (b *shapeBuilder) add(expr *pgast.Node, op string) {
+// add records a predicate on the column expr refers to, if it does; join
+// says the other side is a column.
+func (b *shapeBuilder) add(expr *pgast.Node, op string, join bool) {
 	if cr, cast := columnOf(expr); cr != nil {
 		if rel, col, ok := b.resolve(cr); ok {
-			b.sh.Predicates = append(b.sh.Predicates, Predicate{Rel: rel, Column: col, Op: op, Cast: cast})
+			b.sh.Predicates = append(b.sh.Predicates, Predicate{Rel: rel, Column: col, Op: op, Cast: cast, Join: join})
 		}
 	}
 }
@@ -182,19 +183,22 @@ func (b *shapeBuilder) predicate(m pgast.Message) {
 	switch n := m.(type) {
 	case *pgast.A_Expr:
 		op := exprOp(n)
-		b.add(n.Lexpr, op)
-		b.add(n.Rexpr, op)
+		l, _ := columnOf(n.Lexpr)
+		r, _ := columnOf(n.Rexpr)
+		join := l != nil && r != nil
+		b.add(n.Lexpr, op, join)
+		b.add(n.Rexpr, op, join)
 	case *pgast.SubLink:
 		// col IN (SELECT ...) / col = ANY (SELECT ...)
 		if n.SubLinkType == pgast.SubLinkType_ANY_SUBLINK {
-			b.add(n.Testexpr, OpEq)
+			b.add(n.Testexpr, OpEq, false)
 		}
 	case *pgast.NullTest:
 		op := OpNotNull
 		if n.Nulltesttype == pgast.NullTestType_IS_NULL {
 			op = OpIsNull
 		}
-		b.add(n.Arg, op)
+		b.add(n.Arg, op, false)
 	}
 }
 

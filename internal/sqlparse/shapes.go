@@ -38,6 +38,10 @@ type Predicate struct {
 	Op     string
 	// Cast is true when the column itself is wrapped in a cast.
 	Cast bool
+	// Join is true when the other side of the comparison is a column
+	// too (a join condition, or a subquery's link to its outer row):
+	// it does not filter the table by a value.
+	Join bool
 }
 
 // OrderColumn is one ORDER BY item that is a plain column.

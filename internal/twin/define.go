@@ -134,13 +134,32 @@ func define(ctx context.Context, q envelope.Conn, t *model.Table) (*definition, 
 	// A partitioned table's index reads "ON ONLY parent" (the leaves'
 	// indexes are attached one by one); on the twin, built on the parent
 	// after the rows are in, it makes the leaves' indexes itself.
-	if d.indexes, err = strings1(ctx, q, `SELECT replace(pg_get_indexdef(i.indexrelid), ' ON ONLY ', ' ON ') FROM pg_index i
-		WHERE i.indrelid = $1::oid AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid AND c.conrelid = i.indrelid)
+	//
+	// An index a failed concurrent build left invalid is held as the
+	// target holds it. One that is not ready (the build failed before
+	// it, as a unique build over duplicate keys does) is written by no
+	// statement and read by none: it is left out. One that is ready is
+	// written by every insert and read by no plan: the twin builds it
+	// without UNIQUE (the duplicate keys that failed the build are in
+	// the rows) and marks it invalid, so its plans do not read it either.
+	if d.indexes, err = strings1(ctx, q, `SELECT CASE WHEN i.indisvalid THEN replace(pg_get_indexdef(i.indexrelid), ' ON ONLY ', ' ON ')
+		ELSE regexp_replace(pg_get_indexdef(i.indexrelid), '^CREATE UNIQUE INDEX', 'CREATE INDEX') || '; ' || `+markInvalid+` END
+		FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE i.indrelid = $1::oid AND i.indisready AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid AND c.conrelid = i.indrelid)
 		ORDER BY i.indexrelid`, t.OID); err != nil {
 		return nil, "reading its indexes: " + envelope.Message(err)
 	}
 	return d, ""
 }
+
+// markInvalid is SQL, run on the target, that writes the twin's statement
+// marking an index (i.indexrelid) invalid after it is built: the catalog's
+// flag set by a superuser, as PostgreSQL's own failed build leaves it; on
+// a scratch database where pgmedic's role may not, the index is dropped
+// (a trapped error, which the server does not log).
+const markInvalid = `format('DO $pgmedic$ BEGIN UPDATE pg_catalog.pg_index SET indisvalid = false WHERE indexrelid = %L::regclass; ' ||
+		'EXCEPTION WHEN insufficient_privilege THEN DROP INDEX %s; END $pgmedic$',
+		quote_ident(n.nspname) || '.' || quote_ident(c.relname), quote_ident(n.nspname) || '.' || quote_ident(c.relname))`
 
 func strings1(ctx context.Context, q envelope.Conn, sql string, args ...any) ([]string, error) {
 	rows, err := q.Query(ctx, envelope.Tag+sql, args...)

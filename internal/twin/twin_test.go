@@ -71,6 +71,19 @@ func TestBuild(t *testing.T) {
 	if _, err := owner.Exec(ctx, "CREATE SCHEMA shop;"+setup); err != nil {
 		t.Fatal(err)
 	}
+	// Two indexes a failed concurrent build left invalid: a unique one
+	// over duplicate keys, which failed before it was ready (no write
+	// maintains it), and one that was ready when its build failed (every
+	// insert writes it; a failed validation leaves it so, made here by
+	// setting the catalog's flags as that failure does).
+	owner.Exec(ctx, "ALTER TABLE shop.orders ADD COLUMN ext_ref text; UPDATE shop.orders SET ext_ref = 'r' || id % 100")
+	if _, err := owner.Exec(ctx, "CREATE UNIQUE INDEX CONCURRENTLY orders_ext_ref_key ON shop.orders (ext_ref)"); err == nil {
+		t.Fatal("a unique build over duplicate keys succeeded")
+	}
+	if _, err := owner.Exec(ctx, `CREATE INDEX orders_feeling_key ON shop.orders (feeling, ext_ref);
+		UPDATE pg_index SET indisvalid = false, indisunique = true WHERE indexrelid = 'shop.orders_feeling_key'::regclass`); err != nil {
+		t.Fatal(err)
+	}
 	// The point column's type is in pg_catalog; a domain is not.
 	owner.Exec(ctx, "CREATE DOMAIN positive AS int CHECK (VALUE > 0); CREATE TABLE shop.odd (v positive)")
 	var wantRows int64
@@ -129,8 +142,16 @@ func TestBuild(t *testing.T) {
 	var indexes, constraints int
 	tw.Conn.QueryRow(ctx, "SELECT count(*) FROM pg_indexes WHERE tablename = 'orders'").Scan(&indexes)
 	tw.Conn.QueryRow(ctx, "SELECT count(*) FROM pg_constraint WHERE conrelid = 'shop.orders'::regclass").Scan(&constraints)
-	if indexes != 3 || constraints != 3 {
-		t.Errorf("the twin has %d indexes (want the key, the unique and the partial one) and %d constraints (want 3)", indexes, constraints)
+	if indexes != 4 || constraints != 3 {
+		t.Errorf("the twin has %d indexes (want the key, the unique, the partial and the invalid ready one) and %d constraints (want 3)", indexes, constraints)
+	}
+	// The invalid index that was ready is written and read by no plan, as
+	// on the target; the one that never was ready is not there.
+	var ready string
+	tw.Conn.QueryRow(ctx, `SELECT string_agg(c.relname || ' valid ' || i.indisvalid || ' unique ' || i.indisunique, ', ' ORDER BY c.relname)
+		FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname IN ('orders_feeling_key', 'orders_ext_ref_key')`).Scan(&ready)
+	if ready != "orders_feeling_key valid false unique false" {
+		t.Errorf("the invalid indexes on the twin: %q", ready)
 	}
 	if got := tw.Tables; len(got) != 1 || got[0].Rows != 20000 || got[0].Fraction != 1 || got[0].Bytes < 1<<20 {
 		t.Errorf("tables copied: %+v", got)

@@ -109,12 +109,22 @@ func (e *Engine) indexExperiment(ctx context.Context, snap *model.Snapshot, f *m
 	}
 }
 
+// The missing-index rule's own bar: a statement under indexWorthMS a call
+// that is also under indexWorthShare of the database's statement time is
+// not worth an index.
+const (
+	indexWorthMS    = 5.0
+	indexWorthShare = 0.05
+)
+
 // bloatedUnmeasured judges an index proposed for a bloated table that was
 // not measured on its live rows (no copy allowed): the statement's time
 // and buffers are the bloat's as much as the missing index's. What a scan
 // of the live rows alone would take is estimated from their share of the
-// heap; when that is under a millisecond, the index is info and the bloat
-// is the fix; otherwise both fixes matter, the bloat first.
+// heap; when that falls under the bar the rule sets for any statement (a
+// few milliseconds a call and a small share of the time), the index is
+// info and the bloat is the fix (table-bloat's finding); otherwise both
+// fixes matter, the bloat first.
 func bloatedUnmeasured(snap *model.Snapshot, f *model.Finding) {
 	t := snap.Table(f.Experiment.Table)
 	if !snap.Bloated(t) {
@@ -123,12 +133,13 @@ func bloatedUnmeasured(snap *model.Snapshot, f *model.Finding) {
 	bloat := snap.BloatShare(t)
 	compacted := f.Experiment.MeanMS * (1 - bloat)
 	what := fmt.Sprintf("%.0f%% of the table's heap is not live rows (%d live, %d dead row versions)", 100*bloat, t.Live, t.Dead)
-	if f.Experiment.MeanMS > 0 && compacted >= 1 {
+	if f.Experiment.MeanMS > 0 && (compacted >= indexWorthMS || f.Impact.Share*(1-bloat) >= indexWorthShare) {
 		f.Impact.Summary = fmt.Sprintf("%s: fix the bloat first (table-bloat), and create the index: on the live rows alone the scan would still take about %.1f ms of the %.1f ms (estimated from their share; check --verify-indexes measures it on a copy). %s",
 			what, compacted, f.Experiment.MeanMS, f.Impact.Summary)
 		return
 	}
 	f.Severity = model.Info
+	f.Title += fmt.Sprintf(" (the table is %.0f%% bloat: see table-bloat)", 100*bloat)
 	f.Impact.Summary = fmt.Sprintf("%s: the scan's time is the bloat's as much as the missing index's. Fix the bloat first (table-bloat); on the live rows alone the scan would take about %.2f ms (estimated), so measure the index again after it (check --verify-indexes times it on a copy of the live rows). %s",
 		what, compacted, f.Impact.Summary)
 }

@@ -160,13 +160,14 @@ func (e *Engine) withAndWithout(ctx context.Context, relation string, drop []str
 // indexDefs are the table's index definitions: all of them, and those
 // left when the named ones are taken out.
 func (e *Engine) indexDefs(ctx context.Context, relation string, drop []string) (all, kept []string, err error) {
-	// An invalid unique index (a failed concurrent build over duplicate
-	// keys) is written but was never checked against the rows it has:
-	// the copy builds it without UNIQUE, which costs the writes the same.
+	// An invalid unique index that is ready (a concurrent build that
+	// failed validating) is written but was never checked against the
+	// rows it has: the copy builds it without UNIQUE, which costs the
+	// writes the same. One that is not ready is written by nobody.
 	rows, err := e.Conn.Query(ctx, envelope.Tag+`SELECT c.relname::text, CASE WHEN i.indisvalid THEN pg_get_indexdef(i.indexrelid)
 		ELSE regexp_replace(pg_get_indexdef(i.indexrelid), '^CREATE UNIQUE INDEX', 'CREATE INDEX') END
 		FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-		WHERE i.indrelid = to_regclass($1) ORDER BY c.relname`, relation)
+		WHERE i.indrelid = to_regclass($1) AND i.indisready ORDER BY c.relname`, relation)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -42,7 +42,7 @@ func (e *Engine) plannerSetting(ctx context.Context, snap *model.Snapshot, f *mo
 	top := append([]model.Statement(nil), snap.Statements...)
 	sort.SliceStable(top, func(i, j int) bool { return top[i].TotalExecMS > top[j].TotalExecMS })
 	var planned, changed int
-	var before, after float64
+	var before, after, saved float64
 	var faster, slower []string
 	for _, st := range top {
 		if planned == settingTopStatements || ctx.Err() != nil {
@@ -80,6 +80,7 @@ func (e *Engine) plannerSetting(ctx context.Context, snap *model.Snapshot, f *mo
 		case m1 <= m0*helpedRatio:
 			faster = append(faster, name)
 		}
+		saved += statementSaving(dbShare(snap, st.QueryID), m0, m1)
 	}
 	what := settingsText(exp.FixSettings)
 	method := fmt.Sprintf("the top %d statements planned with the settings as they are and with SET LOCAL %s (EXPLAIN, nothing run); the %d whose plan changed run x%d each way, alternating, in rolled-back read-only transactions; medians, summed weighted by calls", planned, what, changed, e.Runs)
@@ -105,7 +106,9 @@ func (e *Engine) plannerSetting(ctx context.Context, snap *model.Snapshot, f *mo
 		return
 	}
 	if len(faster) > 0 && judge(f, before, after) {
-		f.Severity = model.Warning
+		// As severe as the time it was measured to take back.
+		f.Severity = savedSeverity(saved)
+		f.Evidence = append(f.Evidence, model.Evidence{Label: "share of the database's statement time it takes back", Value: model.Round(100*saved, 2), Unit: "%"})
 		return
 	}
 	f.Verification.Status, f.Severity = model.Refuted, model.Info

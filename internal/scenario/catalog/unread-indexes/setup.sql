@@ -2,7 +2,8 @@
 -- years, for reports long gone: nothing reads them, every insert writes
 -- them. audit_events_actor_idx leads audit_events_actor_action_idx. The
 -- targets repeat: the workload's CREATE UNIQUE INDEX CONCURRENTLY on them
--- fails and leaves its index behind, invalid.
+-- fails and leaves its index behind, invalid; a build it cancels leaves
+-- another, invalid but ready.
 CREATE TABLE audit_events (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, actor int NOT NULL, action text NOT NULL,
   target text NOT NULL, detail text NOT NULL, at timestamptz NOT NULL DEFAULT now());
 CREATE INDEX audit_events_actor_idx ON audit_events (actor);
