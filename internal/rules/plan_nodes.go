@@ -285,7 +285,6 @@ func unservedFix(n *plan.Node, g *scanGroup) (model.Fix, string) {
 	return model.Fix{Summary: "no index on the filter's columns serves " + n.Filter + " as written (a column inside an expression, <>, or OR across columns): rewrite the condition so a column stands alone against a value, or index the expression if its functions are immutable"}, ""
 }
 
-
 // filterColumns reads the filter's columns through the SQL parser:
 // equality columns first, then at most one range column (a B-tree can
 // use only the first range key).
