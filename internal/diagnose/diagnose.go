@@ -417,7 +417,13 @@ func analyzesOf(tables []model.TableMaintenance, table string) int64 {
 // (the cast a client's parameter type forced, JIT per execution, the
 // generic plan a prepared statement settled on). Findings name the
 // statement's fingerprint.
-func Logs(ctx context.Context, sources []logs.Source, opt logs.Options, ruleIDs []string) (*logs.Summary, []model.Finding, []model.Skip, error) {
+//
+// catalog, when the logs are read beside a connection (check --log, the
+// server's own log), reads the catalogs of the plans' tables once, so
+// that the plans are judged as explain --dsn judges one (a cast on a
+// varchar column that an index still serves is no finding); nil reads
+// none, and the findings that need them say so.
+func Logs(ctx context.Context, sources []logs.Source, opt logs.Options, ruleIDs []string, catalog func(context.Context, []string) (*model.CastCatalog, error)) (*logs.Summary, []model.Finding, []model.Skip, error) {
 	s, err := logs.Analyze(ctx, sources, opt)
 	if err != nil {
 		return nil, nil, nil, err
@@ -427,18 +433,37 @@ func Logs(ctx context.Context, sources []logs.Source, opt logs.Options, ruleIDs 
 	var misestimates []rules.LogMisestimate
 	events := s.LogEvents()
 	unreadable := 0
+	type parsed struct {
+		p  *logs.Plan
+		ex *plan.Explain
+	}
+	var plans []parsed
+	var tables []string
 	for _, p := range s.Plans() {
 		ex, err := plan.Parse([]byte(p.Text))
 		if err != nil {
 			unreadable++
 			continue
 		}
+		plans = append(plans, parsed{p, ex})
+		tables = append(tables, ex.Tables()...)
+	}
+	var cat *model.CastCatalog
+	if catalog != nil && len(tables) > 0 {
+		if cat, err = catalog(ctx, tables); err != nil {
+			skipped = append(skipped, model.Skip{Rule: rules.ImplicitCastID, Reason: "the catalogs of the logged plans' tables could not be read: " + envelope.Message(err),
+				Fix: "GRANT pg_monitor (or SELECT on the tables) to pgmedic's role"})
+			cat = nil
+		}
+	}
+	for _, pp := range plans {
+		p, ex := pp.p, pp.ex
 		if ex.ExecutionMS == 0 {
 			// auto_explain prints no Execution Time: the log line's
 			// duration is the statement's.
 			ex.ExecutionMS = p.DurationMS
 		}
-		in := rules.PlanInput{Explain: ex, Object: model.Object{Kind: "statement (log)", Name: printable.Shorten(p.Query, 80), QueryID: p.Fingerprint, Fingerprint: p.Fingerprint}}
+		in := rules.PlanInput{Explain: ex, Catalog: cat, Object: model.Object{Kind: "statement (log)", Name: printable.Shorten(p.Query, 80), QueryID: p.Fingerprint, Fingerprint: p.Fingerprint}}
 		fs, _, err := rules.RunPlan(in, ruleIDs)
 		if err != nil {
 			return nil, nil, nil, inputErrf("--rules: %v", err)

@@ -42,7 +42,9 @@ func (o Options) checkLogs(ctx context.Context, sess *envelope.Session, user str
 	if len(sources) == 0 {
 		return nil, nil, skipped, nil
 	}
-	s, found, more, err := Logs(ctx, sources, logs.Options{}, nil)
+	s, found, more, err := Logs(ctx, sources, logs.Options{}, nil, func(ctx context.Context, tables []string) (*model.CastCatalog, error) {
+		return collect.CastCatalog(ctx, sess.Conn, tables)
+	})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -120,7 +122,7 @@ func newFindings(found, have []model.Finding, only []string) []model.Finding {
 // says why when nothing could be read, rather than a report that looks
 // complete.
 func LogsReport(ctx context.Context, version string, sources []logs.Source, opt logs.Options, ruleIDs []string) (*report.LogsReport, error) {
-	s, findings, skipped, err := Logs(ctx, sources, opt, ruleIDs)
+	s, findings, skipped, err := Logs(ctx, sources, opt, ruleIDs, nil)
 	if err != nil {
 		return nil, inputErr(err)
 	}

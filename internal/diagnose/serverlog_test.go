@@ -91,6 +91,21 @@ auto_explain.log_analyze = on`})
 	if cast == nil || !strings.Contains(cast.Object.Name, "customer_id") {
 		t.Fatalf("no implicit-cast from the server log; findings %v, skipped %+v", rep.Findings, rep.Skipped)
 	}
+	// A check has a connection: it never says to run with --dsn.
+	if strings.Contains(cast.Verification.Reason, "--dsn") || !strings.Contains(cast.Verification.Reason, "the database checked has no column") {
+		t.Errorf("a check given a DSN: %q", cast.Verification.Reason)
+	}
+	// Checked in its own database, the cast is judged with the catalogs:
+	// the column's type and its index are named.
+	rep, err = Check(ctx, c.DSN("shop"), "test", o, model.Info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range rep.Findings {
+		if f.Rule == "implicit-cast" && strings.Contains(f.Verification.Reason, "did not see the catalogs") {
+			t.Errorf("the plan's own database: %q", f.Verification.Reason)
+		}
+	}
 	for _, s := range rep.Skipped {
 		if s.Rule == "server log" {
 			t.Errorf("superuser: %+v", s)
@@ -169,7 +184,7 @@ auto_explain.log_nested_statements = on`})
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	s, found, _, err := Logs(ctx, []logs.Source{logs.FileSource(filepath.Join(c.Dir, "data", file), nil)}, logs.Options{}, nil)
+	s, found, _, err := Logs(ctx, []logs.Source{logs.FileSource(filepath.Join(c.Dir, "data", file), nil)}, logs.Options{}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -797,6 +797,12 @@ type Experiment struct {
 	// FixLock is the lock mode the fixed change takes instead of
 	// HeadLock (a ddl-hold rehearsal's second side), in LOCK TABLE's words.
 	FixLock string `json:"-"`
+	// IdleMS is how long the head of a held-lock chain was seen idle in
+	// its transaction, and TimeoutMS the idle_in_transaction_session_timeout
+	// the fix proposes (below it, so that it would have ended that
+	// transaction): what a held-lock rehearsal holds and sets.
+	IdleMS    float64 `json:",omitempty"`
+	TimeoutMS float64 `json:",omitempty"`
 	// Mix is the statement mix a concurrency experiment replays (texts as
 	// the sampler saw them, repeated as often as they were seen), Clients
 	// the sessions that ran it, Pool the server connections the fix

@@ -347,10 +347,12 @@ func TestFromLogMaintenance(t *testing.T) {
 			t.Errorf("%s: %v, want %q", c.name, got, c.want)
 		}
 	}
-	// The size proposed: 9 MB/s for 10 minutes is 2.6 GB per 5 minutes,
-	// times 1.9; the log's checkpoints say max_wal_size is about 1GB now.
+	// The size proposed: 9 MB/s is 2.6 GB per 5 minutes (a log does not
+	// say the server's checkpoint_timeout: the default), times 1.9 is
+	// 4.9 GB, rounded up; the log's checkpoints say max_wal_size is about
+	// 1GB now.
 	f := runLog(LogInput{Events: model.LogEvents{CheckpointsByWAL: 9, CheckpointMeanDistanceKB: 600000, WALKBPerSecond: 9000, CheckpointSpanS: 600}})[0]
-	if !strings.Contains(f.Fix.SQL, "max_wal_size = '4GB'") || !strings.Contains(f.Fix.Summary, "from about 1GB") {
+	if !strings.Contains(f.Fix.SQL, "max_wal_size = '6GB'") || !strings.Contains(f.Fix.Summary, "from about 1GB") || !strings.Contains(f.Fix.Summary, "default checkpoint_timeout") {
 		t.Errorf("fix: %s / %s", f.Fix.Summary, f.Fix.SQL)
 	}
 }
@@ -404,6 +406,18 @@ func TestDDLQueueFix(t *testing.T) {
 	if len(fs) != 1 || !strings.Contains(fs[0].Title, "has held AccessExclusiveLock on orders for 9.0 s; 2 sessions queued") ||
 		!strings.Contains(fs[0].Fix.Summary, "backfill it in batches") {
 		t.Errorf("a running rewrite: %+v", fs)
+	}
+	// A plain CREATE INDEX holding off the writers: the SQL to paste is
+	// the concurrent build, with no lock_timeout (a concurrent build it
+	// cancelled would leave an invalid index), never the build as
+	// written under a timeout, which would repeat the incident.
+	build := model.Backend{PID: 43, State: "active", Query: "CREATE INDEX slots_clinician_idx ON slots (clinician_id, starts_at)", StateMS: 4000, XactMS: 4000}
+	wr := model.Backend{PID: 44, State: "active", WaitType: "Lock", Wait: "relation", BlockedBy: []int{43}, Query: "UPDATE slots SET booked = true WHERE id = $1"}
+	wr2 := wr
+	wr2.PID = 45
+	fs, _ = lockContention(sampledSnapshot(5, build, wr, wr2))
+	if len(fs) != 1 || fs[0].Fix.SQL != "CREATE INDEX CONCURRENTLY slots_clinician_idx ON slots USING btree (clinician_id, starts_at);" {
+		t.Errorf("a plain index build: %q", fs[0].Fix.SQL)
 	}
 	// A row-lock queue keeps its own advice.
 	holder := model.Backend{PID: 10, State: "idle in transaction", StateMS: 5000, XactMS: 5000}

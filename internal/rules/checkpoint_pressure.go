@@ -42,10 +42,7 @@ func checkpointPressure(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	if window <= 0 || !ok {
 		return nil, nil
 	}
-	target := completionTarget
-	if v, ok := s.Settings["checkpoint_completion_target"]; ok {
-		target = v.Float()
-	}
+	timeoutS, target := checkpointSettings(s)
 	total := c.Requested + c.Timed
 	distKB := float64(c.WALBytes) / 1024 / float64(total)
 	triggerKB := maxWAL / (1 + target)
@@ -68,7 +65,7 @@ func checkpointPressure(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		Impact:       model.Impact{Summary: "each checkpoint writes every dirty page, and the first change to a page after it writes the whole page to WAL again (full_page_writes): close checkpoints multiply both writes and WAL"},
 		Verification: model.NotRunBecause("counted by the server (pg_stat_bgwriter or pg_stat_checkpointer, and pg_stat_wal); check --twin measures the WAL a batch of the busiest table's updates writes right after a checkpoint and with none between"),
 		Docs:         docsPath(CheckpointPressureID)}
-	proposeMaxWAL(&f, maxWAL, distKB, float64(c.WALBytes)/1024/window, window, "this server wrote since the reset")
+	proposeMaxWAL(&f, maxWAL, distKB, float64(c.WALBytes)/1024/window, timeoutS, target, "this server wrote since the reset")
 	CheckpointExperiment(s, &f)
 	return []model.Finding{f}, nil
 }

@@ -53,3 +53,23 @@ func TestCheckpointPressure(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckpointPressureSizesFromTheRate: 23.9 MB/s of WAL against a
+// 15-minute checkpoint_timeout needs 21 GB between checkpoints, 40 GB of
+// max_wal_size at a completion target of 0.9: the fix proposes that (48GB,
+// rounded up), never a size under which WAL still starts checkpoints
+// every 40 s.
+func TestCheckpointPressureSizesFromTheRate(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	r := now.Add(-20 * time.Minute)
+	window := 20 * 60.0
+	wal := 23.9 * window * (1 << 20)
+	s := &model.Snapshot{CollectedAt: now,
+		Settings: map[string]model.Setting{"max_wal_size": {Name: "max_wal_size", Value: "1024", Unit: "MB"},
+			"checkpoint_completion_target": {Value: "0.9"}, "checkpoint_timeout": {Value: "900", Unit: "s"}},
+		Checkpoints: &model.Checkpoints{Timed: 0, Requested: 30, Reset: &r, HasWAL: true, WALBytes: int64(wal), WALReset: &r}}
+	fs, _ := checkpointPressure(s)
+	if len(fs) != 1 || !strings.Contains(fs[0].Fix.SQL, "max_wal_size = '48GB'") || !strings.Contains(fs[0].Fix.Summary, "checkpoint_timeout (15 min)") {
+		t.Fatalf("%+v", fs)
+	}
+}

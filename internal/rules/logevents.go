@@ -5,6 +5,7 @@ import (
 	"math"
 	"regexp"
 	"sync"
+	"time"
 
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/plan"
@@ -219,7 +220,10 @@ func checkpointFinding(le model.LogEvents, logged model.Verification) model.Find
 			SQL: "ALTER SYSTEM SET max_wal_size = '<size>';\nSELECT pg_reload_conf();"},
 		Verification: logged, Docs: docsPath(CheckpointPressureID)}
 	if le.WALKBPerSecond > 0 && le.CheckpointMeanDistanceKB > 0 {
-		proposeMaxWAL(&f, le.CheckpointMeanDistanceKB*(1+completionTarget), le.CheckpointMeanDistanceKB, le.WALKBPerSecond, le.CheckpointSpanS, "the log's checkpoints wrote")
+		// A log does not say the server's settings: PostgreSQL's
+		// defaults, and the fix says so.
+		proposeMaxWAL(&f, le.CheckpointMeanDistanceKB*(1+completionTarget), le.CheckpointMeanDistanceKB, le.WALKBPerSecond, defaultCkptTimeoutS, completionTarget, "the log's checkpoints wrote")
+		f.Fix.Summary += " (sized for the default checkpoint_timeout of 5 min: check with --dsn to size it for the server's own)"
 	}
 	return f
 }
@@ -227,26 +231,80 @@ func checkpointFinding(le model.LogEvents, logged model.Verification) model.Find
 // proposeMaxWAL writes the fix of a checkpoint-pressure finding. A
 // checkpoint starts when the WAL since the last one reaches max_wal_size
 // / (1 + checkpoint_completion_target), so nowKB is the setting (read, or
-// worked out from the distance), and one that lets checkpoint_timeout (5
-// minutes by default) start checkpoints holds 5 minutes of WAL at the
-// rate seen. A window shorter than that (a burst) says no more than the
-// WAL it holds.
-func proposeMaxWAL(f *model.Finding, nowKB, distanceKB, rateKBps, spanS float64, seen string) {
-	perTimeout := math.Min(rateKBps*defaultCkptTimeoutS, rateKBps*spanS)
-	size := walSize(math.Max(perTimeout*(1+completionTarget), 2*nowKB))
-	f.Fix.Summary = fmt.Sprintf("raise max_wal_size from about %s (a checkpoint every %.0f MB of WAL) to %s: at the %.1f MB/s %s, that lets checkpoint_timeout start them; if the writes are a bulk load, batch it or raise max_wal_size for its duration",
-		walSize(nowKB), distanceKB/1024, size, rateKBps/1024, seen)
+// worked out from the distance). For checkpoint_timeout (the server's,
+// timeoutS) to start them instead, max_wal_size must hold a whole
+// timeout's WAL at the rate measured, times (1 + target): the size
+// follows from the rate and the server's own settings, rounded up, never
+// down (23.9 MB/s against a 15-minute timeout is some 40 GB, and the 1 GB
+// a default-minded fix would give is a checkpoint every 40 s).
+func proposeMaxWAL(f *model.Finding, nowKB, distanceKB, rateKBps, timeoutS, target float64, seen string) {
+	needKB := rateKBps * timeoutS * (1 + target)
+	sizeKB := walSizeUp(math.Max(needKB, 2*nowKB))
+	size := walSizeText(sizeKB)
+	every := sizeKB / (1 + target) / math.Max(rateKBps, 1)
+	f.Fix.Summary = fmt.Sprintf("raise max_wal_size from about %s (a checkpoint every %.0f MB of WAL) to %s: at the %.1f MB/s %s, a checkpoint then starts every %s of WAL, %s, so checkpoint_timeout (%s) starts them; pg_wal may hold up to that much, so its disk needs the room; if the writes are a bulk load, batch it or raise max_wal_size for its duration",
+		aboutSize(nowKB), distanceKB/1024, size, rateKBps/1024, seen, amount(sizeKB/(1+target)), heldText(time.Duration(every*float64(time.Second))), heldText(time.Duration(timeoutS*float64(time.Second))))
 	f.Fix.SQL = fmt.Sprintf("ALTER SYSTEM SET max_wal_size = '%s';\nSELECT pg_reload_conf();", size)
 }
 
-// walSize rounds kilobytes to the nearest power of two in MB or GB (at
-// least 32MB, the smallest max_wal_size PostgreSQL accepts).
-func walSize(kb float64) string {
-	mb := math.Max(32, math.Pow(2, math.Round(math.Log2(kb/1024))))
-	if mb >= 1024 {
+// walSizeUp rounds kilobytes up to the next size of the series 32MB,
+// 48MB, 64MB, 96MB, ... (a power of two or one and a half times one, so
+// that rounding up costs at most half again; at least 32MB, the smallest
+// max_wal_size PostgreSQL accepts).
+func walSizeUp(kb float64) float64 {
+	mb := math.Max(32, kb/1024)
+	p := math.Pow(2, math.Floor(math.Log2(mb)))
+	switch {
+	case mb <= p:
+		return 1024 * p
+	case mb <= 1.5*p:
+		return 1024 * 1.5 * p
+	}
+	return 1024 * 2 * p
+}
+
+// walSizeText writes kilobytes as a size setting: whole GB from a GB up
+// when it is one, else MB.
+func walSizeText(kb float64) string {
+	mb := math.Max(1, math.Round(kb/1024))
+	if mb >= 1024 && math.Mod(mb, 1024) == 0 {
 		return fmt.Sprintf("%.0fGB", mb/1024)
 	}
 	return fmt.Sprintf("%.0fMB", mb)
+}
+
+// amount writes a quantity of WAL: MB below a GB, GB to a tenth above.
+func amount(kb float64) string {
+	if kb < 1024*1024 {
+		return fmt.Sprintf("%.0f MB", kb/1024)
+	}
+	return fmt.Sprintf("%.1f GB", kb/1024/1024)
+}
+
+// aboutSize writes an estimated size rounded to the nearest power of two,
+// in MB or GB.
+func aboutSize(kb float64) string {
+	mb := math.Max(1, math.Pow(2, math.Round(math.Log2(math.Max(kb, 1)/1024))))
+	return walSizeText(mb * 1024)
+}
+
+// checkpointSettings are the server's checkpoint_timeout (seconds) and
+// checkpoint_completion_target, or their defaults when not read.
+func checkpointSettings(s *model.Snapshot) (timeoutS, target float64) {
+	timeoutS, target = defaultCkptTimeoutS, completionTarget
+	if s == nil {
+		return timeoutS, target
+	}
+	if v, ok := s.Settings["checkpoint_timeout"]; ok && v.Float() > 0 {
+		timeoutS = v.Float()
+		if v.Unit == "min" {
+			timeoutS *= 60
+		}
+	}
+	if v, ok := s.Settings["checkpoint_completion_target"]; ok && v.Float() > 0 {
+		target = v.Float()
+	}
+	return timeoutS, target
 }
 
 func seconds(s float64) string {

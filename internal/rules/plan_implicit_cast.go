@@ -308,6 +308,12 @@ func castFinding(in PlanInput, n, scan *plan.Node, c castOnColumn) (model.Findin
 		// looks the same as char(n)'s real conversion.
 		f.Fix.Summary = fmt.Sprintf("compare %s with a value of its own type (cast the literal or parameter, not the column); if the column is varchar, a cast to text is harmless", col)
 		f.Verification.Reason = "unconfirmed: pgmedic did not see the catalogs; run with --dsn to check the column's type, its indexes and the cast"
+		if in.Catalog != nil {
+			// Read beside a connection (a check reading the server's
+			// log), whose database does not hold the plan's table: the
+			// log holds every database's plans.
+			f.Verification.Reason = fmt.Sprintf("unconfirmed: the database checked has no column %s.%s.%s (a server's log holds every database's plans): check the plan's own database to judge the cast", scan.Schema, scan.RelationName, c.column)
+		}
 		if c.toType == "text" || c.toType == "character varying" {
 			f.Severity = model.Info
 		}

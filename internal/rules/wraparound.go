@@ -101,6 +101,11 @@ func wraparound(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		if holder != nil && holder.XminAge >= eff {
 			f.Fix.SQL = horizonFix(s, *holder).SQL + "\n" + f.Fix.SQL
 		}
+		if raised, sql := raisedFreezeAge(freezeMax, t.FreezeMaxAge, name); raised != "" && t.FrozenAge > defaultFreezeMax {
+			f.Title += "; " + raised
+			f.Fix.Summary += "; and put the freeze age back, so that autovacuum freezes before the ages come this close"
+			f.Fix.SQL += "\n" + sql
+		}
 		out = append(out, f)
 	}
 	// Other databases: check reads one, the limit is the server's.
@@ -112,16 +117,21 @@ func wraparound(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		if !bad {
 			continue
 		}
-		out = append(out, model.Finding{Rule: WraparoundID, Severity: sev,
-			Title:    fmt.Sprintf("database %s has rows %s transactions old that VACUUM has not frozen (its datfrozenxid): the server's wraparound limit counts every database", d.Name, printable.Count(float64(d.FrozenAge))),
-			Object:   model.Object{Kind: "database", Name: d.Name},
-			Evidence: wrapEvidence(d.FrozenAge, d.MxidAge, freezeMax, rate, days),
-			Impact:   model.Impact{Summary: "at about 2.1 billion transactions the server stops assigning transaction ids, in every database"},
-			Fix: model.Fix{Summary: fmt.Sprintf("run pgmedic check on %s to name its oldest tables and what holds them back; freeze them with vacuumdb, oldest first", d.Name),
-				SQL: fmt.Sprintf("-- from a shell:\nvacuumdb --freeze --min-xid-age=%d --dbname=%s --verbose", freezeMax, sqlparse.QuoteIdent(d.Name))},
+		f := model.Finding{Rule: WraparoundID, Severity: sev,
+			Title:        fmt.Sprintf("database %s has rows %s transactions old that VACUUM has not frozen (its datfrozenxid): the server's wraparound limit counts every database", d.Name, printable.Count(float64(d.FrozenAge))),
+			Object:       model.Object{Kind: "database", Name: d.Name},
+			Evidence:     wrapEvidence(d.FrozenAge, d.MxidAge, freezeMax, rate, days),
+			Impact:       model.Impact{Summary: "at about 2.1 billion transactions the server stops assigning transaction ids, in every database"},
+			Fix:          databaseFreezeFix(d, freezeMax),
 			Docs:         docsPath(WraparoundID),
 			Verification: model.NotRunBecause("nothing to run: the ages are the catalog's (pg_database.datfrozenxid), and the rate is two readings of the next transaction id"),
-		})
+		}
+		if raised, sql := raisedFreezeAge(freezeMax, 0, ""); raised != "" && d.FrozenAge > defaultFreezeMax {
+			f.Title += "; " + raised
+			f.Fix.Summary += "; and put the freeze age back, so that autovacuum freezes before the ages come this close"
+			f.Fix.SQL += "\n" + sql
+		}
+		out = append(out, f)
 	}
 	Sort(out)
 	return out, nil
@@ -184,4 +194,43 @@ func holderWord(kind string) string {
 		return "standby"
 	}
 	return "session"
+}
+
+// databaseFreezeFix freezes another database's tables from a shell. Its
+// --min-xid-age must be below the ages it is meant to bring down:
+// vacuumdb skips every table younger than it, so the server's own
+// autovacuum_freeze_max_age (up to 2 billion) can select nothing. The
+// default freeze age (200 million), or the server's when lower, freezes
+// every table that holds the database's age up. A database that accepts
+// no connections (template0) cannot be reached by vacuumdb: connections
+// are allowed for the freeze and refused again after it.
+func databaseFreezeFix(d model.DatabaseAge, freezeMax int64) model.Fix {
+	minAge := min(freezeMax, defaultFreezeMax)
+	db := sqlparse.QuoteIdent(d.Name)
+	vacuum := fmt.Sprintf("vacuumdb --freeze --min-xid-age=%d --dbname=%s --verbose", minAge, db)
+	if !d.AllowConn {
+		return model.Fix{Summary: fmt.Sprintf("%s accepts no connections, so neither pgmedic nor vacuumdb reaches it, and autovacuum freezes it only past autovacuum_freeze_max_age: allow connections for the freeze and refuse them again after it", d.Name),
+			SQL: fmt.Sprintf("ALTER DATABASE %s WITH ALLOW_CONNECTIONS true;\n-- from a shell:\n%s\nALTER DATABASE %s WITH ALLOW_CONNECTIONS false;", db, vacuum, db)}
+	}
+	return model.Fix{Summary: fmt.Sprintf("run pgmedic check on %s to name its oldest tables and what holds them back; freeze every table older than %s transactions with vacuumdb, oldest first", d.Name, printable.Count(float64(minAge))),
+		SQL: "-- from a shell:\n" + vacuum}
+}
+
+// raisedFreezeAge names a freeze age raised past PostgreSQL's default:
+// autovacuum does not start an anti-wraparound vacuum of a table before
+// its age passes autovacuum_freeze_max_age (or the table's own), so a
+// server set to 2 billion lets every age grow to the limit unchecked. The
+// fix sets it back (the server's needs a restart: it is read at start).
+// table is the quoted table whose own setting raised it, "" for the
+// server's.
+func raisedFreezeAge(server, own int64, table string) (why, sql string) {
+	switch {
+	case own > defaultFreezeMax && table != "":
+		return fmt.Sprintf("its own autovacuum_freeze_max_age = %s lets it wait that long (the default is %s)", printable.Count(float64(own)), printable.Count(defaultFreezeMax)),
+			fmt.Sprintf("ALTER TABLE %s RESET (autovacuum_freeze_max_age);", table)
+	case server > defaultFreezeMax && own <= 0:
+		return fmt.Sprintf("autovacuum_freeze_max_age = %s lets the ages grow that far before autovacuum freezes anything (the default is %s)", printable.Count(float64(server)), printable.Count(defaultFreezeMax)),
+			fmt.Sprintf("ALTER SYSTEM SET autovacuum_freeze_max_age = %d;  -- read at server start: takes effect at the next restart", int64(defaultFreezeMax))
+	}
+	return "", ""
 }

@@ -51,3 +51,33 @@ func TestWraparound(t *testing.T) {
 		t.Errorf("another database: %+v", fs)
 	}
 }
+
+// TestWraparoundFixesThatRun: on a server whose autovacuum_freeze_max_age
+// is 2 billion, a database at 1.75 billion is given a vacuumdb that
+// selects its tables (--min-xid-age below their ages: 200 million, not the
+// 2 billion that selects nothing), the setting that let the age grow is
+// named with the statement that puts it back, and template0, which
+// accepts no connections, gets the ALLOW_CONNECTIONS steps around it.
+func TestWraparoundFixesThatRun(t *testing.T) {
+	s := &model.Snapshot{Database: "ledger",
+		Settings: map[string]model.Setting{"autovacuum_freeze_max_age": {Value: "2000000000"}},
+		Tables:   []model.Table{{Schema: "public", Name: "entries", FrozenAge: 1_750_000_000, AutovacuumEnabled: true}},
+		Databases: []model.DatabaseAge{{Name: "ledger", FrozenAge: 1_750_000_000, AllowConn: true},
+			{Name: "archive", FrozenAge: 1_750_000_100, AllowConn: true}, {Name: "template0", FrozenAge: 1_750_000_200}}}
+	fs, _ := wraparound(s)
+	got := map[string]model.Finding{}
+	for _, f := range fs {
+		got[f.Object.Name] = f
+	}
+	if f := got["archive"]; !strings.Contains(f.Fix.SQL, "vacuumdb --freeze --min-xid-age=200000000 --dbname=archive") ||
+		!strings.Contains(f.Title, "autovacuum_freeze_max_age = 2,000,000,000") || !strings.Contains(f.Fix.SQL, "ALTER SYSTEM SET autovacuum_freeze_max_age = 200000000") {
+		t.Errorf("archive: %q\n%s", f.Title, f.Fix.SQL)
+	}
+	if f := got["template0"]; !strings.HasPrefix(f.Fix.SQL, "ALTER DATABASE template0 WITH ALLOW_CONNECTIONS true;") ||
+		!strings.Contains(f.Fix.SQL, "ALTER DATABASE template0 WITH ALLOW_CONNECTIONS false;") {
+		t.Errorf("template0: %s", f.Fix.SQL)
+	}
+	if f := got["public.entries"]; f.Severity != model.Critical || !strings.Contains(f.Title, "autovacuum_freeze_max_age = 2,000,000,000") {
+		t.Errorf("the table: %q", f.Title)
+	}
+}

@@ -35,7 +35,7 @@ func (e *Engine) ddlHold(ctx context.Context, _ *model.Snapshot, f *model.Findin
 		if fixed {
 			mode = exp.FixLock
 		}
-		return e.rehearseIdle(ctx, sessionStmt{run: "LOCK TABLE " + table + " IN " + mode + " MODE"}, wait, "", false)
+		return e.rehearseIdle(ctx, sessionStmt{run: "LOCK TABLE " + table + " IN " + mode + " MODE"}, wait, "", false, idleRehearsal{hold: idleHold})
 	})
 	if err != nil {
 		f.Verification = model.NotRunBecause("the rehearsal on the twin failed: " + envelope.Message(err))

@@ -12,16 +12,43 @@ import (
 )
 
 // The rehearsal of a transaction left idle: the head sits idle for
-// idleHold (the incident's seconds or minutes, scaled down to what a
-// check can spend), and with the fix the server ends it after
-// idleTimeout, the idle_in_transaction_session_timeout the rehearsal
-// sets on the head's session. idleWaiters sessions run the waiting
-// statement meanwhile.
+// idleHold, and with the fix the server ends it after idleTimeout, the
+// idle_in_transaction_session_timeout the rehearsal sets on the head's
+// session. idleWaiters sessions run the waiting statement meanwhile.
+// When the finding says how long the head was seen idle and which timeout
+// it proposes (Experiment.IdleMS, TimeoutMS), the rehearsal holds that
+// long (up to maxIdleHold) and sets that timeout: what is pasted is what
+// was proved. Longer stalls are scaled down to maxIdleHold, the timeout
+// with them, and the method says by how much.
 const (
 	idleHold    = 1200 * time.Millisecond
 	idleTimeout = 300 * time.Millisecond
+	maxIdleHold = 5 * time.Second
 	idleWaiters = 3
 )
+
+// idleRehearsal is how long the rehearsal's head sits idle and the
+// timeout it sets, and what the method says about them.
+type idleRehearsal struct {
+	hold, timeout time.Duration
+	note          string
+}
+
+// idlePlan sizes the rehearsal from what the finding measured and
+// proposes.
+func idlePlan(exp *model.Experiment) idleRehearsal {
+	if exp.IdleMS <= 0 || exp.TimeoutMS <= 0 || exp.TimeoutMS >= exp.IdleMS {
+		return idleRehearsal{hold: idleHold, timeout: idleTimeout, note: " (the incident's idle time scaled down)"}
+	}
+	idle := time.Duration(exp.IdleMS * float64(time.Millisecond))
+	timeout := time.Duration(exp.TimeoutMS * float64(time.Millisecond))
+	if idle <= maxIdleHold {
+		return idleRehearsal{hold: idle, timeout: timeout, note: " (as long as it was seen idle)"}
+	}
+	k := float64(maxIdleHold) / float64(idle)
+	return idleRehearsal{hold: maxIdleHold, timeout: time.Duration(float64(timeout) * k).Round(time.Millisecond),
+		note: fmt.Sprintf(" (the %s it was seen idle and the %s proposed, both scaled by %.2f to fit a check)", idle.Round(100*time.Millisecond), timeout, k)}
+}
 
 // heldLock proves what a transaction left idle costs the sessions behind
 // it and what idle_in_transaction_session_timeout gives back: the longest
@@ -62,7 +89,8 @@ func (e *Engine) heldLock(ctx context.Context, _ *model.Snapshot, f *model.Findi
 			take, how = t, "its own last statement"
 		}
 	}
-	worst, runs, err := e.idleSides(ctx, take, wait, exp.Change)
+	plan := idlePlan(exp)
+	worst, runs, err := e.idleSides(ctx, take, wait, exp.Change, plan)
 	if err != nil {
 		f.Verification = model.NotRunBecause("the rehearsal on the twin failed: " + envelope.Message(err))
 		return
@@ -71,9 +99,9 @@ func (e *Engine) heldLock(ctx context.Context, _ *model.Snapshot, f *model.Findi
 	// head locks nothing and nobody waits. The head and the waiters take
 	// one row of the table the twin does hold, as the incident's sessions
 	// shared the rows the head had locked.
-	if reproduced := worst[0] >= float64(idleHold.Milliseconds())/2; !reproduced && take.run == wait.run && wait.prepare != "" {
+	if reproduced := worst[0] >= float64(plan.hold.Milliseconds())/2; !reproduced && take.run == wait.run && wait.prepare != "" {
 		if onRow, ok := e.onARow(ctx, wait); ok {
-			if w, r, err := e.idleSides(ctx, onRow, onRow, exp.Change); err == nil {
+			if w, r, err := e.idleSides(ctx, onRow, onRow, exp.Change, plan); err == nil {
 				worst, runs, take, wait = w, r, onRow, onRow
 				how = "the waiting statement itself, on one row of the table both it and the head took"
 			}
@@ -81,16 +109,16 @@ func (e *Engine) heldLock(ctx context.Context, _ *model.Snapshot, f *model.Findi
 	}
 	// The waiters must have waited as written, or the rehearsal did not
 	// reproduce the chain (values that match no row the head locked).
-	if worst[0] < float64(idleHold.Milliseconds())/2 {
-		f.Verification = model.NotRunBecause(fmt.Sprintf("the rehearsal did not reproduce the wait: the waiting statement's longest run was %.1f ms while the head sat idle %s (its values may match no row the head locked)", worst[0], idleHold))
+	if worst[0] < float64(plan.hold.Milliseconds())/2 {
+		f.Verification = model.NotRunBecause(fmt.Sprintf("the rehearsal did not reproduce the wait: the waiting statement's longest run was %.1f ms while the head sat idle %s (its values may match no row the head locked)", worst[0], plan.hold))
 		return
 	}
 	f.Evidence = append(f.Evidence,
 		model.Evidence{Label: "longest wait behind the idle transaction (rehearsal)", Value: worst[0], Unit: "ms"},
 		model.Evidence{Label: "longest wait with idle_in_transaction_session_timeout (rehearsal)", Value: worst[1], Unit: "ms"})
 	f.Verification = model.Verification{
-		Method: fmt.Sprintf("%srehearsed: a session took the head's locks with %s and sat idle in its transaction for %s (the incident's idle time scaled down), %swhile %d sessions ran the waiting statement in a loop (%d and %d runs); then the same with SET idle_in_transaction_session_timeout = '%s' on the head's session; every transaction rolled back",
-			undone, how, idleHold, changeNote(exp.Change), idleWaiters, runs[0], runs[1], idleTimeout),
+		Method: fmt.Sprintf("%srehearsed: a session took the head's locks with %s and sat idle in its transaction for %s%s, %swhile %d sessions ran the waiting statement in a loop (%d and %d runs); then the same with SET idle_in_transaction_session_timeout = '%s' on the head's session; every transaction rolled back",
+			undone, how, plan.hold, plan.note, changeNote(exp.Change), idleWaiters, runs[0], runs[1], plan.timeout),
 		Parameters: wait.params,
 		Before:     &model.Measure{Value: worst[0], Unit: "ms longest wait"}, After: &model.Measure{Value: worst[1], Unit: "ms longest wait"}}
 	judge(f, worst[0], worst[1])
@@ -106,15 +134,15 @@ func changeNote(change string) string {
 }
 
 // idleSides rehearses both sides, without and with the timeout.
-func (e *Engine) idleSides(ctx context.Context, take, wait sessionStmt, change string) (worst [2]float64, runs [2]int, err error) {
-	return bothSides(func(timeout bool) ([]float64, error) { return e.rehearseIdle(ctx, take, wait, change, timeout) })
+func (e *Engine) idleSides(ctx context.Context, take, wait sessionStmt, change string, plan idleRehearsal) (worst [2]float64, runs [2]int, err error) {
+	return bothSides(func(timeout bool) ([]float64, error) { return e.rehearseIdle(ctx, take, wait, change, timeout, plan) })
 }
 
 // rehearseIdle runs one side: the head takes its locks and sits idle
 // (with the timeout, the server ends its session), the waiters run the
 // statement in rolled-back transactions until the head is gone. It
 // returns the waiters' latencies (ms).
-func (e *Engine) rehearseIdle(ctx context.Context, take, wait sessionStmt, change string, timeout bool) ([]float64, error) {
+func (e *Engine) rehearseIdle(ctx context.Context, take, wait sessionStmt, change string, timeout bool, plan idleRehearsal) ([]float64, error) {
 	extra := 0
 	if change != "" {
 		extra = 1
@@ -132,7 +160,7 @@ func (e *Engine) rehearseIdle(ctx context.Context, take, wait sessionStmt, chang
 		return nil, fmt.Errorf("preparing the statements: %w", err)
 	}
 	if timeout {
-		if _, err := head.Exec(ctx, fmt.Sprintf("SET idle_in_transaction_session_timeout = %d", idleTimeout.Milliseconds())); err != nil {
+		if _, err := head.Exec(ctx, fmt.Sprintf("SET idle_in_transaction_session_timeout = %d", plan.timeout.Milliseconds())); err != nil {
 			return nil, err
 		}
 	}
@@ -156,10 +184,10 @@ func (e *Engine) rehearseIdle(ctx context.Context, take, wait sessionStmt, chang
 	finish := e.loopTimed(ctx, waiters, func(ctx context.Context, c Session) (float64, error) {
 		return rolledBackRun(ctx, c, wait.run)
 	})
-	// The client comes back after idleHold and ends its transaction; with
+	// The client comes back after the hold and ends its transaction; with
 	// the timeout the server has ended the session long before, and the
 	// ROLLBACK fails on a closed connection, as the client's would.
-	e.sleep(ctx, idleHold)
+	e.sleep(ctx, plan.hold)
 	head.Exec(context.WithoutCancel(ctx), "ROLLBACK")
 	changeErr := <-changed
 	e.sleep(ctx, queueRetry)

@@ -66,6 +66,11 @@ func (e *Engine) hotspot(ctx context.Context, _ *model.Snapshot, f *model.Findin
 		f.Verification = model.NotRunBecause("the re-run failed: " + err.Error())
 		return
 	}
+	if before.runs == 0 || after.runs == 0 {
+		// No run, no number: a side that never ran has no time to compare.
+		f.Verification = model.NotRunBecause(fmt.Sprintf("the statement ran %d times as written and %d times with %s: a side that did not run has no time to compare", before.runs, after.runs, r.change))
+		return
+	}
 	f.Verification = model.Verification{
 		Method: fmt.Sprintf("perf on pgmedic's own session while it re-ran the statement as the application did and with %s (read-only transactions, rolled back); %d and %d runs, medians; %s of the %d and %d samples %.0f%% -> %.0f%%",
 			r.change, before.runs, after.runs, r.shareOf, before.samples, after.samples, 100*before.share, 100*after.share),
@@ -76,8 +81,18 @@ func (e *Engine) hotspot(ctx context.Context, _ *model.Snapshot, f *model.Findin
 			f.Fix.Summary = r.caveat
 		}
 	}
-	f.Evidence = append(f.Evidence, model.Evidence{Label: "share of the re-run as written", Value: model.Round(100*before.share, 1), Unit: "%"},
-		model.Evidence{Label: "share with the fix", Value: model.Round(100*after.share, 1), Unit: "%"})
+	// A side that ran only after the recording (a statement slower than
+	// the window) has a time but no samples: no share is said of it.
+	for _, side := range []struct {
+		label string
+		h     hotSide
+	}{{"share of the re-run as written", before}, {"share with the fix", after}} {
+		if side.h.samples > 0 {
+			f.Evidence = append(f.Evidence, model.Evidence{Label: side.label, Value: model.Round(100*side.h.share, 1), Unit: "%"})
+		} else {
+			f.Evidence = append(f.Evidence, model.Evidence{Label: side.label + ": not profiled (it ran once after the recording, timed only)", Value: 0, Fact: true})
+		}
+	}
 }
 
 // planHotspot designs the re-run for a hot spot of kind in a statement
@@ -253,6 +268,29 @@ func (e *Engine) measureHotspot(ctx context.Context, r *hotRerun, kindShare func
 	}
 	if err != nil {
 		return before, after, err
+	}
+	// A statement slower than the recording left room for (a run as
+	// written of 1.8 s) can leave the other side unrun: it runs once
+	// now, unprofiled, so that both numbers are times that were measured.
+	for k := range times {
+		if len(times[k]) > 0 {
+			continue
+		}
+		side := sides[k]
+		runErr = envelope.RolledBack(ctx, e.Conn, envelope.ReadOnly, func() error {
+			if side.set != "" {
+				if _, err := e.Conn.Exec(ctx, envelope.Tag+side.set); err != nil {
+					return err
+				}
+			}
+			from := e.CPU.Now()
+			_, err := e.Conn.Exec(ctx, envelope.Tag+side.sql)
+			times[k] = append(times[k], (e.CPU.Now()-from)*1000)
+			return err
+		})
+		if runErr != nil {
+			return before, after, fmt.Errorf("running the statement: %s", envelope.Message(runErr))
+		}
 	}
 	var out [2]hotSide
 	for k := range out {
