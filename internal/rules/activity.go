@@ -185,8 +185,8 @@ func idleInTransaction(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 				ev("samples idle in the transaction", float64(x.idleSamples), ""),
 				ev("sessions seen waiting for it", float64(len(x.waiters)), ""),
 			},
-			Impact: model.Impact{Summary: "its locks stay held while the client does something else; sessions that need them wait for the client, not for the database"},
-			Fix: idleFix(role, x.idleMS, len(x.waiters) > 0),
+			Impact:       model.Impact{Summary: "its locks stay held while the client does something else; sessions that need them wait for the client, not for the database"},
+			Fix:          idleFix(role, x.idleMS, len(x.waiters) > 0),
 			Verification: model.NotRunBecause(fmt.Sprintf("observed in %d of %d samples; no session waited behind it, so there is no wait to time: the fix is in the client's code (commit before other work), which no experiment on the database stands in for, and the timeout only ends transactions a client abandons", x.idleSamples, len(s.Sampling.Samples))),
 			Docs:         docsPath(IdleInTransactionID),
 		})
