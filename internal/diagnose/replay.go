@@ -156,6 +156,12 @@ type ReplayOptions struct {
 // ErrSlower is a replay whose change made the workload slower: exit 1.
 var ErrSlower = errors.New("the change made the replay slower")
 
+// ErrInconclusive is a replay that did not replay all of the workload
+// (sessions that could not connect, statements not sent): the report says
+// how many and why, and the run exits 2, since nothing it did not send
+// can be judged.
+var ErrInconclusive = errors.New("the replay is inconclusive: part of the workload was not replayed (see the report)")
+
 // Replay is `replay`: the capture read, then a dry run, one replay, or an
 // A/B comparison with a verdict. It returns ErrSlower beside the report
 // when B was slower.
@@ -227,8 +233,11 @@ func Replay(ctx context.Context, version string, o ReplayOptions) (*report.Repla
 		return nil, inputErr(err)
 	}
 	rep.Comparison = c
-	if c.Verdict == replay.Slower {
+	switch c.Verdict {
+	case replay.Slower:
 		return rep, ErrSlower
+	case replay.Inconclusive:
+		return rep, fmt.Errorf("%w: %s", ErrInconclusive, strings.Join(c.Why[1:], "; "))
 	}
 	return rep, nil
 }
@@ -298,6 +307,13 @@ func (o *ReplayOptions) replayOnce(ctx context.Context, w *capture.Workload, a *
 		return inputErrf("interrupted: every session was stopped and its connection closed")
 	}
 	rep.Where, rep.Single = t.Where, r
+	if r.ConnectFailed > 0 || r.NotRun > 0 {
+		why := fmt.Sprintf("%d of %d sessions could not connect and %d of %d statements were not sent", r.ConnectFailed, len(w.Sessions), r.NotRun, w.Statements)
+		if len(r.ConnectErrors) > 0 {
+			why += " (" + r.ConnectErrors[0] + ")"
+		}
+		return fmt.Errorf("%w: %s", ErrInconclusive, why)
+	}
 	return nil
 }
 

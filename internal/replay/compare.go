@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"sort"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -42,11 +43,15 @@ type Target struct {
 	Where string
 }
 
-// Verdicts.
+// Verdicts. Inconclusive is a comparison in which some of the workload
+// was not replayed (sessions that could not connect, statements not
+// sent): what was not sent measured nothing, and a side that ran none of
+// it would look like no change.
 const (
-	Faster   = "faster"
-	Slower   = "slower"
-	NoChange = "no measurable change"
+	Faster       = "faster"
+	Slower       = "slower"
+	NoChange     = "no measurable change"
+	Inconclusive = "inconclusive"
 )
 
 // MinEffect is the smallest change a verdict calls: 10% of the time or
@@ -225,6 +230,10 @@ func judge(w *capture.Workload, a, b *SideResult) *Comparison {
 		describe("failed statements", "", errA, errB, errors, true, errWhy))
 	better := time > 0 || good > 0 || errors > 0
 	worse := time < 0 || good < 0 || errors < 0
+	if why := unreplayed(w, a, b); len(why) > 0 {
+		c.Verdict, c.Why = Inconclusive, append(why, c.Why...)
+		return c
+	}
 	switch {
 	case worse:
 		// A regression on any measure is one, whatever else improved.
@@ -235,6 +244,42 @@ func judge(w *capture.Workload, a, b *SideResult) *Comparison {
 		c.Verdict = NoChange
 	}
 	return c
+}
+
+// unreplayed says what of the workload a comparison did not replay:
+// sessions that could not connect (with the server's first reason) and
+// statements not sent, side by side. Empty when all of it ran.
+func unreplayed(w *capture.Workload, sides ...*SideResult) []string {
+	var out []string
+	for _, s := range sides {
+		failed, notRun := 0, 0
+		var why []string
+		for _, r := range s.Runs {
+			failed += r.ConnectFailed
+			notRun += r.NotRun
+			for _, e := range r.ConnectErrors {
+				if len(why) < 1 {
+					why = append(why, e)
+				}
+			}
+			if r.Stopped != "" && len(why) < 2 {
+				why = append(why, "stopped: "+r.Stopped)
+			}
+		}
+		if failed == 0 && notRun == 0 {
+			continue
+		}
+		line := fmt.Sprintf("%s: over %d runs, %d of %d sessions could not connect and %d of %d statements were not sent",
+			s.Name, len(s.Runs), failed, len(w.Sessions)*len(s.Runs), notRun, w.Statements*len(s.Runs))
+		if len(why) > 0 {
+			line += " (" + strings.Join(why, "; ") + ")"
+		}
+		out = append(out, line)
+	}
+	if len(out) > 0 {
+		out = append([]string{"no verdict: part of the workload was not replayed, and what was not sent measured nothing"}, out...)
+	}
+	return out
 }
 
 // succeeded is the statements a side's runs completed without an error,

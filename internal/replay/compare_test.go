@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/pgmedic/pgmedic/internal/capture"
 )
 
@@ -79,5 +81,51 @@ func TestFewSucceededIsNoChange(t *testing.T) {
 	}
 	if c := judge(w, side(40, 41), side(2, 3)); c.Verdict != Faster {
 		t.Errorf("38 more statements a run: %s %v", c.Verdict, c.Why)
+	}
+}
+
+// TestNothingConnectedIsInconclusive: a comparison in which no session
+// could connect (a DSN that required TLS of a server without it) ran
+// nothing on either side, and both sides agree on nothing: that is no
+// verdict, never "no measurable change", and the reasons say how many
+// and why. One session of five refused on one side is inconclusive too.
+func TestNothingConnectedIsInconclusive(t *testing.T) {
+	w := &capture.Workload{Statements: 48, Sessions: make([]*capture.Session, 5)}
+	refused := func(failed, notRun int) *SideResult {
+		s := &SideResult{Name: "side"}
+		for range 3 {
+			s.Runs = append(s.Runs, &Result{Sessions: 5, ConnectFailed: failed, NotRun: notRun, Statements: 48 - notRun,
+				ConnectErrors: []string{"server refused TLS connection"}, Wall: time.Second})
+		}
+		return s
+	}
+	c := judge(w, refused(5, 48), refused(5, 48))
+	why := strings.Join(c.Why, "; ")
+	if c.Verdict != Inconclusive || !strings.Contains(why, "15 of 15 sessions could not connect") || !strings.Contains(why, "server refused TLS connection") {
+		t.Errorf("nothing connected: %s %v", c.Verdict, c.Why)
+	}
+	if c := judge(w, refused(0, 0), refused(1, 10)); c.Verdict != Inconclusive || !strings.Contains(strings.Join(c.Why, "; "), "30 of 144 statements were not sent") {
+		t.Errorf("one session refused: %s %v", c.Verdict, c.Why)
+	}
+	if c := judge(w, refused(0, 0), refused(0, 0)); c.Verdict == Inconclusive {
+		t.Errorf("all replayed: %s %v", c.Verdict, c.Why)
+	}
+}
+
+// TestRetargetKeepsTheFallbacks: a DSN without sslmode is libpq's prefer,
+// TLS first and then plain; pointed at another address (a copy, a pool),
+// a replay session keeps both ways of connecting.
+func TestRetargetKeepsTheFallbacks(t *testing.T) {
+	cfg, err := pgconn.ParseConfig("postgres://app@db.example.com:5432/shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.TLSConfig == nil || len(cfg.Fallbacks) == 0 {
+		t.Fatalf("prefer parsed as %v and %d fallbacks", cfg.TLSConfig != nil, len(cfg.Fallbacks))
+	}
+	retarget(cfg, "127.0.0.1", 6432)
+	if cfg.Host != "127.0.0.1" || cfg.Port != 6432 || len(cfg.Fallbacks) != 1 || cfg.Fallbacks[0].TLSConfig != nil ||
+		cfg.Fallbacks[0].Host != "127.0.0.1" || cfg.Fallbacks[0].Port != 6432 {
+		t.Errorf("retargeted: %s:%d tls %v, fallbacks %+v", cfg.Host, cfg.Port, cfg.TLSConfig != nil, cfg.Fallbacks)
 	}
 }

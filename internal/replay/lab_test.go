@@ -407,6 +407,26 @@ func queueCase(t *testing.T, c *lab.Cluster) {
 	if ctl.Verdict != replay.NoChange {
 		t.Fatalf("verdict of no change = %q: %v", ctl.Verdict, ctl.Why)
 	}
+	// A DSN that names no sslmode is libpq's prefer: TLS if the server
+	// offers it, else plain. The lab's server offers none; every session
+	// must still connect, and the comparison must not be inconclusive.
+	plain, ok := strings.CutSuffix(c.DSN("queue"), "?sslmode=disable")
+	if !ok {
+		t.Fatalf("the lab's DSN changed shape: %s", c.DSN("queue"))
+	}
+	psrv, err := replay.OpenServer(ctx, plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pa, _ := psrv.Side(replay.SideOptions{Name: "as is"})
+	pb, _ := psrv.Side(replay.SideOptions{Name: "no change", Apply: []string{"SELECT 1"}})
+	pc, err := replay.Compare(ctx, w, pa, pb, 1, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pc.Verdict == replay.Inconclusive || pc.A.Runs[0].ConnectFailed > 0 {
+		t.Fatalf("sslmode prefer against a server without TLS: %s, %d sessions could not connect: %v", pc.Verdict, pc.A.Runs[0].ConnectFailed, pc.Why)
+	}
 }
 
 // errorsCase: a unique violation inside a transaction (what follows it

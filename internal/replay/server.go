@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -91,10 +92,19 @@ func (s *Server) Database() string { return s.cfg.Database }
 // server the log came from unless it is named so.
 func (s *Server) Guard(ctx context.Context, allowed []string, source string) error {
 	named := false
+	var near []string
 	for _, a := range allowed {
-		if a == s.dsn {
-			named = true
+		same, why, err := s.names(a)
+		if err != nil {
+			return fmt.Errorf("--allow-writes-to: %w", err)
 		}
+		named = named || same
+		if !same && why != "" {
+			near = append(near, why)
+		}
+	}
+	if len(near) > 0 && !named {
+		return fmt.Errorf("--allow-writes-to names %s; the replay writes to %s as %s: name that database and role to allow it", strings.Join(near, " and "), endpoint(s.cfg.Host, s.cfg.Port)+"/"+s.cfg.Database, s.cfg.User)
 	}
 	if source != "" && !named {
 		src, err := OpenServer(ctx, source)
@@ -243,8 +253,8 @@ func (s *Server) open(ctx context.Context, o SideOptions, run int, copied bool) 
 		// server and the session goes on, as a client's timeout does
 		// (envelope.DialLow sends the cancel request).
 		return envelope.DialLow(ctx, s.cfg, func(c *pgconn.Config) {
-			c.Host, c.Port, c.Database = host, port, db
-			c.Fallbacks = nil
+			retarget(c, host, port)
+			c.Database = db
 			c.RuntimeParams = map[string]string{"application_name": AppName}
 			if !fresh && o.Pool == 0 {
 				for k, v := range o.Settings {
@@ -278,4 +288,65 @@ func setup(database string) func(*pgconn.Config) {
 		}
 		c.RuntimeParams = map[string]string{"application_name": AppName + " setup"}
 	}
+}
+
+// retarget points a connection's config at host:port, keeping its way of
+// trying TLS. A DSN without sslmode is libpq's "prefer": pgx parses it as
+// TLS first with a plain fallback, and dropping the fallbacks would make
+// every session require TLS from a server that may not offer it (each
+// "could not connect"). The fallbacks are kept, at the new address, one
+// per way of connecting.
+func retarget(c *pgconn.Config, host string, port uint16) {
+	c.Host, c.Port = host, port
+	var kept []*pgconn.FallbackConfig
+	seen := map[bool]bool{c.TLSConfig != nil: true}
+	for _, fb := range c.Fallbacks {
+		tls := fb.TLSConfig != nil
+		if seen[tls] {
+			continue
+		}
+		seen[tls] = true
+		kept = append(kept, &pgconn.FallbackConfig{Host: host, Port: port, TLSConfig: fb.TLSConfig})
+	}
+	c.Fallbacks = kept
+}
+
+// names says whether an --allow-writes-to DSN names this server's
+// database as this replay's role: the same host and port, database and
+// user, however each DSN spells them (a URL or key=value, localhost or
+// 127.0.0.1, the libpq environment filling what it leaves out). When it
+// names the same server but another database or role, why says which.
+func (s *Server) names(dsn string) (same bool, why string, err error) {
+	cfg, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		return false, "", fmt.Errorf("%s", envelope.Message(err))
+	}
+	if !sameHost(cfg.Host, s.cfg.Host) || cfg.Port != s.cfg.Port {
+		return false, "", nil
+	}
+	switch {
+	case cfg.Database != s.cfg.Database:
+		return false, fmt.Sprintf("database %s on that server", cfg.Database), nil
+	case cfg.User != s.cfg.User:
+		return false, fmt.Sprintf("role %s on that server", cfg.User), nil
+	}
+	return true, "", nil
+}
+
+// sameHost compares two hosts as a client reaches them: names compared
+// without case, loopback names and addresses as one.
+func sameHost(a, b string) bool {
+	loop := func(h string) bool {
+		if strings.EqualFold(h, "localhost") {
+			return true
+		}
+		ip := net.ParseIP(h)
+		return ip != nil && ip.IsLoopback()
+	}
+	return strings.EqualFold(a, b) || (loop(a) && loop(b))
+}
+
+// endpoint writes host:port (a socket directory as it is).
+func endpoint(host string, port uint16) string {
+	return fmt.Sprintf("%s:%d", host, port)
 }
