@@ -397,7 +397,10 @@ func statements(ctx context.Context, q envelope.Conn, s *model.Snapshot, limit i
 		st.Role = s.Roles[st.UserID]
 		seen++
 		if envelope.Own(st.Query) {
-			continue // pgmedic's own statements
+			// pgmedic's own statements, never the application's.
+			s.OwnStatements++
+			s.OwnStatementsMS += st.TotalExecMS
+			continue
 		}
 		if st.Query == "<insufficient privilege>" {
 			s.StatementsHidden++

@@ -3,6 +3,8 @@ package collect
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/lab"
 	"github.com/pgmedic/pgmedic/internal/lab/labtest"
+	"github.com/pgmedic/pgmedic/internal/model"
 )
 
 // TestCatalogPages reads a database in pages of two tables: every table,
@@ -74,5 +77,48 @@ func TestCatalogPages(t *testing.T) {
 	}
 	if len(s.Tables) != n || len(s.Indexes) != 2*n || len(s.Sequences) != n || len(s.Columns) != 3*n {
 		t.Errorf("read %d tables, %d indexes, %d sequences, %d columns; want %d, %d, %d, %d", len(s.Tables), len(s.Indexes), len(s.Sequences), len(s.Columns), n, 2*n, n, 3*n)
+	}
+}
+
+// TestColumnStatisticsBothWays: a superuser reads the column statistics
+// from pg_statistic, any other role from pg_stats; both give the same
+// figures for every column (null fraction, distinct values, width,
+// correlation, the most common values' frequencies).
+func TestColumnStatisticsBothWays(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a lab cluster")
+	}
+	ctx := context.Background()
+	c := labtest.Cluster(t, lab.Options{})
+	conn, err := pgx.Connect(ctx, c.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `CREATE TABLE shop (id int PRIMARY KEY, kind int, note text, at timestamptz DEFAULT now());
+		INSERT INTO shop SELECT g, g % 7, CASE WHEN g % 3 = 0 THEN NULL ELSE md5(g::text) END, now() - g * interval '1 min' FROM generate_series(1, 5000) g;
+		CREATE TABLE plain (a int); ANALYZE shop`); err != nil {
+		t.Fatal(err)
+	}
+	var oids []uint32
+	if err := conn.QueryRow(ctx, "SELECT array_agg(oid) FROM pg_class WHERE relname IN ('shop', 'plain')").Scan(&oids); err != nil {
+		t.Fatal(err)
+	}
+	read := func(super bool) []string {
+		s := &model.Snapshot{}
+		if err := columnsOf(ctx, conn, s, columnsSQL(super), oids); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, col := range s.Columns {
+			out = append(out, fmt.Sprintf("%s.%s stats=%v null=%.3f nd=%.3f corr=%.3f w=%d mcv=%.3f/%.3f def=%q", col.Table, col.Name, col.HasStats,
+				col.NullFrac, col.NDistinct, col.Correlation, col.AvgWidth, col.MostCommonFreqSum, col.MostCommonFreqMax, col.Default))
+		}
+		sort.Strings(out)
+		return out
+	}
+	viaView, direct := read(false), read(true)
+	if strings.Join(viaView, "\n") != strings.Join(direct, "\n") || len(direct) != 5 {
+		t.Errorf("pg_stats:\n%s\npg_statistic:\n%s", strings.Join(viaView, "\n"), strings.Join(direct, "\n"))
 	}
 }

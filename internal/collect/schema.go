@@ -261,31 +261,81 @@ var indexesSQL = `SELECT n.nspname, t.relname, i.relname, am.amname, x.indisuniq
 		JOIN pg_namespace n ON n.oid = t.relnamespace JOIN pg_am am ON am.oid = i.relam
 		JOIN unnest($1::oid[]) AS kept(oid) ON kept.oid = x.indrelid`
 
-// columns reads the columns of the tables collected with their pg_stats
-// figures (null fraction, distinct values, width, correlation).
+// columns reads the columns of the tables collected with their planner
+// statistics (null fraction, distinct values, width, correlation, the
+// most common values' frequencies).
+//
+// The statistics are the read that runs out of time on a loaded server:
+// pg_stats, joined by names, makes PostgreSQL scan and hash every row of
+// pg_statistic with a privilege check on each, whatever page of tables is
+// asked for, so paging does not bound it. Each column's statistics are
+// looked up instead (a lateral subquery the planner keeps apart, OFFSET
+// 0, so each lookup goes through the catalogs' indexes), in pages of
+// columnPage tables: each statement's work follows its page, and each
+// stays well within the statement timeout. A superuser reads
+// pg_statistic itself, which pg_stats is built on, without the per-row
+// privilege checks (it passes them all).
 func columns(ctx context.Context, q envelope.Conn, s *model.Snapshot) error {
-	return byTablePages(s, func(oids []uint32) error {
-		rows, err := q.Query(ctx, envelope.Tag+columnsSQL, oids)
-		if err != nil {
+	var super bool
+	if err := q.QueryRow(ctx, envelope.Tag+"SELECT current_setting('is_superuser') = 'on'").Scan(&super); err != nil {
+		return err
+	}
+	sql := columnsSQL(super)
+	oids := tableOIDs(s)
+	for len(oids) > 0 {
+		n := min(len(oids), columnPage, catalogPage)
+		if err := columnsOf(ctx, q, s, sql, oids[:n]); err != nil {
 			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var c model.Column
-			if err := rows.Scan(&c.Schema, &c.Table, &c.Name, &c.Num, &c.Type, &c.NotNull, &c.Default, &c.Identity,
-				&c.HasStats, &c.NullFrac, &c.NDistinct, &c.Correlation, &c.AvgWidth, &c.MostCommonFreqSum, &c.MostCommonFreqMax,
-				&c.Collation, &c.CLike); err != nil {
-				return err
-			}
-			s.Columns = append(s.Columns, c)
-		}
-		return rows.Err()
-	})
+		oids = oids[n:]
+	}
+	return nil
 }
 
-// columnsSQL reads the columns of a page of tables.
-var columnsSQL = `SELECT n.nspname, c.relname, a.attname, a.attnum::int, format_type(a.atttypid, a.atttypmod), a.attnotnull,
-		coalesce(pg_get_expr(d.adbin, d.adrelid), ''), a.attidentity <> '',
+// columnPage is how many tables' columns one statement reads.
+var columnPage = 1000
+
+func columnsOf(ctx context.Context, q envelope.Conn, s *model.Snapshot, sql string, oids []uint32) error {
+	rows, err := q.Query(ctx, envelope.Tag+sql, oids)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var c model.Column
+		if err := rows.Scan(&c.Schema, &c.Table, &c.Name, &c.Num, &c.Type, &c.NotNull, &c.Default, &c.Identity,
+			&c.HasStats, &c.NullFrac, &c.NDistinct, &c.Correlation, &c.AvgWidth, &c.MostCommonFreqSum, &c.MostCommonFreqMax,
+			&c.Collation, &c.CLike); err != nil {
+			return err
+		}
+		s.Columns = append(s.Columns, c)
+	}
+	return rows.Err()
+}
+
+// columnsSQL reads the columns of a page of tables. A column default's
+// text (pg_get_expr) opens its table, which would wait behind a schema
+// change's ACCESS EXCLUSIVE lock into lock_timeout: a locked table's
+// defaults are left unread.
+func columnsSQL(superuser bool) string {
+	stats := `SELECT st.null_frac, st.n_distinct, st.correlation, st.avg_width, st.most_common_freqs FROM pg_stats st
+		     WHERE st.schemaname = n.nspname AND st.tablename = c.relname AND st.attname = a.attname AND st.inherited = (c.relkind = 'p')`
+	if superuser {
+		// pg_stats' columns from pg_statistic's slots: kind 1 holds
+		// the most common values' frequencies, kind 3 the correlation.
+		slot := func(kind string) string {
+			var parts []string
+			for i := 1; i <= 5; i++ {
+				parts = append(parts, fmt.Sprintf("WHEN s.stakind%d = %s THEN s.stanumbers%d", i, kind, i))
+			}
+			return "CASE " + strings.Join(parts, " ") + " END"
+		}
+		stats = `SELECT s.stanullfrac AS null_frac, s.stadistinct AS n_distinct, (` + slot("3") + `)[1] AS correlation,
+		     s.stawidth AS avg_width, ` + slot("1") + ` AS most_common_freqs FROM pg_statistic s
+		     WHERE s.starelid = a.attrelid AND s.staattnum = a.attnum AND s.stainherit = (c.relkind = 'p')`
+	}
+	return `SELECT n.nspname, c.relname, a.attname, a.attnum::int, format_type(a.atttypid, a.atttypmod), a.attnotnull,
+		CASE WHEN c.oid IN ` + exclusivelyLocked + ` THEN '' ELSE coalesce(pg_get_expr(d.adbin, d.adrelid), '') END, a.attidentity <> '',
 		st.null_frac IS NOT NULL, coalesce(st.null_frac, 0)::float8, coalesce(st.n_distinct, 0)::float8,
 		coalesce(st.correlation, 0)::float8, coalesce(st.avg_width, 0),
 		coalesce((SELECT sum(f) FROM unnest(st.most_common_freqs) f), 0)::float8,
@@ -293,10 +343,10 @@ var columnsSQL = `SELECT n.nspname, c.relname, a.attname, a.attnum::int, format_
 		coalesce(co.collname, ''), coalesce(` + cLikeCollation("co") + `, true)
 		FROM pg_attribute a LEFT JOIN pg_collation co ON co.oid = a.attcollation JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
 		LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
-		LEFT JOIN pg_stats st ON st.schemaname = n.nspname AND st.tablename = c.relname AND st.attname = a.attname
-		     AND st.inherited = (c.relkind = 'p')
+		LEFT JOIN LATERAL (` + stats + ` OFFSET 0) st ON true
 		JOIN unnest($1::oid[]) AS kept(oid) ON kept.oid = a.attrelid
 		WHERE a.attnum > 0 AND NOT a.attisdropped`
+}
 
 // shapes parses every statement, once: the parsed statement stays on the
 // model (Statement.Parsed) for the plans, the rules and the experiments,

@@ -190,6 +190,7 @@ func Check(ctx context.Context, dsn, version string, o Options, min model.Severi
 	snap.ServerCores = serverCores(o.ServerCores, sess.Target.Host)
 	snap.CoresGuessed = o.ServerCores <= 0 && !local(sess.Target.Host)
 	snap.ShowValues = o.ShowValues
+	snap.StatsUntracked = sess.StatsUntracked
 	// The logs are read before the rules: connection-pressure joins the
 	// connections the log says were refused to the sessions sampled.
 	fromLogs, events, logSkips, err := o.checkLogs(ctx, sess, snap.User)

@@ -36,6 +36,15 @@ func unseen(s *model.Snapshot, skipped []model.Skip) []model.Unseen {
 	if skip, ok := s.Missing[model.SrcStatements]; ok {
 		out = append(out, model.Unseen{What: "statements (" + skip.Reason + ")", Share: -1, Fix: skip.Fix, Blocks: true})
 	}
+	if s.OwnStatements > 0 {
+		u := model.Unseen{What: "pgmedic's own statements in pg_stat_statements, left out of every rule (this run's and earlier runs')", Count: s.OwnStatements, Share: -1}
+		if s.StatsUntracked {
+			u.What = "pgmedic's own statements in pg_stat_statements from earlier runs (this run's session recorded none), left out of every rule"
+		} else {
+			u.Fix = "GRANT SET ON PARAMETER pg_stat_statements.track TO " + role + "; (PostgreSQL 15 and later; a superuser may already) lets pgmedic keep its statements out of the view"
+		}
+		out = append(out, u)
+	}
 	if s.StatementsHidden > 0 {
 		sh := share(s.StatementsHiddenMS)
 		out = append(out, model.Unseen{What: "statements of other roles (pg_stat_statements shows their time, not their text)",

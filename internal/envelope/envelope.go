@@ -75,6 +75,11 @@ type Session struct {
 	Conn    *pgx.Conn
 	Target  Target
 	Options Options
+	// StatsUntracked says pg_stat_statements records none of this
+	// session's statements (pg_stat_statements.track = none took), and
+	// LogQuiet that the server's log keeps none of its failures
+	// (log_min_messages = panic took).
+	StatsUntracked, LogQuiet bool
 }
 
 // ConnectError is a connection failure explained for a person: what failed,
@@ -145,6 +150,16 @@ func Connect(ctx context.Context, dsn string, opts Options) (*Session, error) {
 	}
 	s := &Session{Conn: conn, Target: target, Options: opts}
 	envelope := []string{
+		// pgmedic's own statements kept out of pg_stat_statements for
+		// this session, where its role may (a superuser; from 15 a role
+		// granted SET ON PARAMETER pg_stat_statements.track): otherwise
+		// its catalog reads, its PREPAREs and, under track = all, the
+		// statements inside its PL/pgSQL blocks take the view's slots
+		// from the application's and show beside them in the next
+		// check. Tried inside a block that traps the refusal, so that a
+		// role without the right leaves no ERROR in the server's log;
+		// Session.StatsUntracked says whether it took.
+		untrack,
 		"SET jit = off",
 		fmt.Sprintf("SET statement_timeout = %d", opts.StatementTimeout.Milliseconds()),
 		fmt.Sprintf("SET lock_timeout = %d", opts.LockTimeout.Milliseconds()),
@@ -160,9 +175,9 @@ func Connect(ctx context.Context, dsn string, opts Options) (*Session, error) {
 			return nil, &ConnectError{Target: target, Cause: "could not apply pgmedic's session limits (" + err.Error() + ")", Err: err}
 		}
 	}
-	var ver string
+	var ver, track, logMin string
 	var num int
-	if err := conn.QueryRow(ctx, Tag+"SELECT current_setting('server_version'), current_setting('server_version_num')::int").Scan(&ver, &num); err != nil {
+	if err := conn.QueryRow(ctx, Tag+"SELECT current_setting('server_version'), current_setting('server_version_num')::int, coalesce(current_setting('pg_stat_statements.track', true), ''), current_setting('log_min_messages')").Scan(&ver, &num, &track, &logMin); err != nil {
 		conn.Close(ctx)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -170,8 +185,25 @@ func Connect(ctx context.Context, dsn string, opts Options) (*Session, error) {
 		return nil, &ConnectError{Target: target, Cause: "the server does not answer like PostgreSQL (" + err.Error() + ")", Err: err}
 	}
 	s.Target.ServerVersion, s.Target.ServerVersionNum = ver, num
+	s.StatsUntracked, s.LogQuiet = track == "none", logMin == "panic"
 	return s, nil
 }
+
+// untrack stops pg_stat_statements from recording the session's
+// statements, where the role may set pg_stat_statements.track; a refusal
+// is trapped (no ERROR in the server's log) and the session goes on
+// tracked.
+//
+// The same block keeps the session's own failures out of the server's
+// log where the role may (log_min_messages, likewise a superuser's or a
+// granted role's): pgmedic runs on production servers whose teams alert
+// on ERROR lines, and what fails of its own (an experiment past its
+// statement_timeout, a read behind a migration's lock) is said in its
+// report instead. Session.LogQuiet says whether it took; without it
+// pgmedic avoids and traps the failures it can foresee.
+const untrack = "DO $pgmedic$BEGIN " +
+	"BEGIN SET " + Tag + "pg_stat_statements.track = none; EXCEPTION WHEN OTHERS THEN NULL; END; " +
+	"BEGIN SET " + Tag + "log_min_messages = panic; EXCEPTION WHEN OTHERS THEN NULL; END; END$pgmedic$"
 
 // parseDSN checks and parses a connection string without connecting. Its
 // errors are ConnectErrors that hold no part of a password.
@@ -339,11 +371,18 @@ func lastPart(err error, facts dsnFacts) string {
 // Settings are the envelope's session settings as a person reads them,
 // for the report's header.
 func (s *Session) Settings() []string {
-	return []string{"application_name = pgmedic", "jit = off",
+	out := []string{"application_name = pgmedic", "jit = off",
 		"statement_timeout = " + s.Options.StatementTimeout.String(),
 		"lock_timeout = " + s.Options.LockTimeout.String(),
 		"idle_in_transaction_session_timeout = " + s.Options.IdleInTxTimeout.String(),
 		"default_transaction_read_only = on", "experiments in transactions that are rolled back"}
+	if s.StatsUntracked {
+		out = append(out, "pg_stat_statements.track = none (its statements stay out of the view)")
+	}
+	if s.LogQuiet {
+		out = append(out, "log_min_messages = panic (its own failures are in this report, not the server's log)")
+	}
+	return out
 }
 
 // AppName is the application_name of every pgmedic session.
@@ -358,7 +397,11 @@ const AppName = "pgmedic"
 // of what the application does.
 func Own(text string) bool {
 	t := strings.TrimLeft(text, " \t\r\n")
-	if strings.HasPrefix(t, strings.TrimSpace(Tag)) {
+	// The tag anywhere: the statements inside pgmedic's PL/pgSQL blocks
+	// carry it after the word PL/pgSQL puts before them (PERFORM becomes
+	// "SELECT /* pgmedic */ set_config(...)"), and pg_stat_statements
+	// records them so under track = all.
+	if strings.Contains(t, strings.TrimSpace(Tag)) {
 		return true
 	}
 	// One scan for the common case, a text that names nothing of pgmedic's.

@@ -36,7 +36,7 @@ func quietPrepare(ctx context.Context, q Conn, name string, types []string, quer
 	}
 	body := quote("")
 	attempt := func(types []string) string {
-		head := "PREPARE " + name
+		head := Tag + "PREPARE " + name
 		if types != nil {
 			head += "(" + strings.Join(types, ", ") + ")"
 		}
@@ -45,14 +45,14 @@ func quietPrepare(ctx context.Context, q Conn, name string, types []string, quer
 	// One line, so that transcripts and the server's log show it whole.
 	var b strings.Builder
 	b.WriteString("DO " + quote("outer") + "BEGIN ")
-	b.WriteString("BEGIN " + attempt(types) + " PERFORM set_config('" + prepareSetting + "', 'ok', false); RETURN; ")
-	b.WriteString("EXCEPTION WHEN OTHERS THEN PERFORM set_config('" + prepareSetting + "', 'error:' || SQLSTATE || ':' || SQLERRM, false); END; ")
+	b.WriteString("BEGIN " + attempt(types) + " PERFORM " + Tag + "set_config('" + prepareSetting + "', 'ok', false); RETURN; ")
+	b.WriteString("EXCEPTION WHEN OTHERS OR query_canceled THEN PERFORM " + Tag + "set_config('" + prepareSetting + "', 'error:' || SQLSTATE || ':' || SQLERRM, false); END; ")
 	for _, f := range fallback {
 		// The first attempt's error says more about the statement: a
 		// failed fallback keeps it. The first fallback that prepares
 		// ends the block.
-		b.WriteString("BEGIN " + attempt(f) + " PERFORM set_config('" + prepareSetting + "', 'guessed', false); RETURN; ")
-		b.WriteString("EXCEPTION WHEN OTHERS THEN NULL; END; ")
+		b.WriteString("BEGIN " + attempt(f) + " PERFORM " + Tag + "set_config('" + prepareSetting + "', 'guessed', false); RETURN; ")
+		b.WriteString("EXCEPTION WHEN OTHERS OR query_canceled THEN NULL; END; ")
 	}
 	b.WriteString("END" + quote("outer"))
 	if _, err := q.Exec(ctx, Tag+b.String()); err != nil {
@@ -87,20 +87,26 @@ const fieldSep = "\x1f"
 // quietPrepare does, and returns what it printed. EXPLAIN checks the
 // privileges the statement needs and evaluates what ANALYZE runs, so a
 // statement pgmedic's role may not read or call would otherwise be an
-// ERROR in the log. A cancel (statement_timeout, Ctrl-C) is not trapped:
-// WHEN OTHERS leaves query_canceled alone, so it ends the block as it
-// ends any statement. The setting is emptied as it is read, so a large
-// plan does not stay in the session.
+// ERROR in the log. A cancel is trapped too (WHEN OTHERS leaves
+// query_canceled alone, so it is named): an experiment that runs past
+// pgmedic's statement_timeout is an ERROR in the target's log like any
+// other, and its caller gets SQLSTATE 57014 back all the same; a Ctrl-C's
+// cancel ends the block just as soon, since nothing follows the trap but
+// the setting. The setting is emptied as it is read, so a large plan does
+// not stay in the session.
 func quietExplain(ctx context.Context, q Conn, explain string) (string, error) {
+	// The EXPLAIN runs nested, and pg_stat_statements records it so
+	// under track = all: tagged, it is pgmedic's there too.
+	explain = Tag + explain
 	quote, ok := dollarQuote(explain)
 	if !ok {
 		return "", fmt.Errorf("the statement's text holds every dollar-quote tag pgmedic would wrap it in")
 	}
 	var b strings.Builder
 	b.WriteString("DO " + quote("outer") + "DECLARE out text; st text; msg text; det text; hnt text; BEGIN ")
-	b.WriteString("EXECUTE " + quote("") + " INTO out; PERFORM set_config('" + explainSetting + "', 'ok:' || out, false); ")
-	b.WriteString("EXCEPTION WHEN OTHERS THEN GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT; ")
-	b.WriteString("PERFORM set_config('" + explainSetting + "', concat_ws(chr(31), 'error', st, msg, coalesce(det, ''), coalesce(hnt, '')), false); ")
+	b.WriteString("EXECUTE " + quote("") + " INTO out; PERFORM " + Tag + "set_config('" + explainSetting + "', 'ok:' || out, false); ")
+	b.WriteString("EXCEPTION WHEN OTHERS OR query_canceled THEN GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT; ")
+	b.WriteString("PERFORM " + Tag + "set_config('" + explainSetting + "', concat_ws(chr(31), 'error', st, msg, coalesce(det, ''), coalesce(hnt, '')), false); ")
 	b.WriteString("END" + quote("outer"))
 	if _, err := q.Exec(ctx, Tag+b.String()); err != nil {
 		return "", err

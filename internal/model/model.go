@@ -113,6 +113,13 @@ type Snapshot struct {
 	// their execution time, which pg_stat_statements still shows.
 	StatementsHidden   int
 	StatementsHiddenMS float64
+	// OwnStatements counts pg_stat_statements' entries that are
+	// pgmedic's own (this run's or earlier ones'), left out of every
+	// rule, and OwnStatementsMS their execution time; StatsUntracked says
+	// this run's session kept its statements out of the view.
+	OwnStatements   int
+	OwnStatementsMS float64
+	StatsUntracked  bool
 	// Shapes holds the parsed SQL of each statement by queryid; statements
 	// that do not parse are counted in Unparsed.
 	Shapes   map[int64]*QueryShape

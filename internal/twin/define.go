@@ -61,9 +61,9 @@ const columnsSQL = `SELECT a.attname::text, format_type(a.atttypid, a.atttypmod)
 		THEN quote_ident(cn.nspname) || '.' || quote_ident(co.collname) ELSE '' END,
 	cn.nspname IS NOT NULL AND cn.nspname <> 'pg_catalog' AND a.attcollation <> t.typcollation,
 	t.typtype::text, tn.nspname::text, quote_ident(tn.nspname) || '.' || quote_ident(t.typname),
-	coalesce(CASE WHEN a.attgenerated = 's' THEN pg_get_expr(d.adbin, d.adrelid) END, ''),
+	coalesce(CASE WHEN a.attgenerated = 's' AND NOT $2 THEN pg_get_expr(d.adbin, d.adrelid) END, ''),
 	CASE WHEN t.typtype = 'e' THEN ARRAY(SELECT enumlabel::text FROM pg_enum WHERE enumtypid = t.oid ORDER BY enumsortorder) ELSE '{}'::text[] END,
-	coalesce(CASE WHEN a.attgenerated = '' THEN pg_get_expr(d.adbin, d.adrelid) END, ''), a.attidentity::text
+	coalesce(CASE WHEN a.attgenerated = '' AND NOT $2 THEN pg_get_expr(d.adbin, d.adrelid) END, ''), a.attidentity::text
 	FROM pg_attribute a
 	JOIN pg_type t ON t.oid = a.atttypid
 	JOIN pg_namespace tn ON tn.oid = t.typnamespace
@@ -71,6 +71,8 @@ const columnsSQL = `SELECT a.attname::text, format_type(a.atttypid, a.atttypmod)
 	LEFT JOIN pg_namespace cn ON cn.oid = co.collnamespace
 	LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
 	WHERE a.attrelid = $1::oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`
+
+// columnsSQL's $2 says the table is locked: its expressions are not read.
 
 // define reads a table's definition from the target's catalog, or says
 // why the twin cannot hold it.
@@ -81,7 +83,16 @@ func define(ctx context.Context, q envelope.Conn, t *model.Table) (*definition, 
 			return nil, why
 		}
 	}
-	rows, err := q.Query(ctx, envelope.Tag+columnsSQL, t.OID)
+	// A table with an ACCESS EXCLUSIVE lock held or queued (a schema
+	// change) is read from the catalogs alone: its column defaults and
+	// generated expressions (pg_get_expr opens the table) are not read,
+	// nor its indexes or rows, or the read would queue behind the lock
+	// into lock_timeout, an ERROR in the target's log.
+	if err := q.QueryRow(ctx, envelope.Tag+`SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'relation' AND relation = $1::oid
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND mode = 'AccessExclusiveLock')`, t.OID).Scan(&d.locked); err != nil {
+		return nil, "reading its locks: " + envelope.Message(err)
+	}
+	rows, err := q.Query(ctx, envelope.Tag+columnsSQL, t.OID, d.locked)
 	if err != nil {
 		return nil, "reading its columns: " + envelope.Message(err)
 	}
@@ -123,10 +134,6 @@ func define(ctx context.Context, q envelope.Conn, t *model.Table) (*definition, 
 	if d.constraints, err = strings1(ctx, q, `SELECT format('ALTER TABLE %s ADD CONSTRAINT %I %s', $2::text, conname, pg_get_constraintdef(oid))
 		FROM pg_constraint WHERE conrelid = $1::oid AND contype IN ('p', 'u', 'c') ORDER BY contype DESC, conname`, t.OID, d.qualified()); err != nil {
 		return nil, "reading its constraints: " + envelope.Message(err)
-	}
-	if err := q.QueryRow(ctx, envelope.Tag+`SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'relation' AND relation = $1::oid
-		AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND mode = 'AccessExclusiveLock')`, t.OID).Scan(&d.locked); err != nil {
-		return nil, "reading its locks: " + envelope.Message(err)
 	}
 	if d.locked {
 		return d, ""
@@ -223,7 +230,13 @@ func (d *definition) partitioned(ctx context.Context, q envelope.Conn, t *model.
 	if err := q.QueryRow(ctx, envelope.Tag+`SELECT pg_get_partkeydef($1::oid)`, t.OID).Scan(&d.partitionBy); err != nil {
 		return "reading its partition key: " + envelope.Message(err)
 	}
-	rows, err := q.Query(ctx, envelope.Tag+`SELECT n.nspname::text, c.relname::text, pg_get_expr(c.relpartbound, c.oid), c.relkind::text, pg_relation_size(c.oid)
+	// A partition with a schema change's lock held or queued on it
+	// (ATTACH, DETACH) is not opened: pg_get_expr and pg_relation_size
+	// would wait behind it into lock_timeout.
+	rows, err := q.Query(ctx, envelope.Tag+`WITH locked AS (SELECT relation FROM pg_locks WHERE locktype = 'relation' AND mode = 'AccessExclusiveLock'
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))
+		SELECT n.nspname::text, c.relname::text, coalesce(CASE WHEN c.oid NOT IN (SELECT relation FROM locked) THEN pg_get_expr(c.relpartbound, c.oid) END, ''),
+		c.relkind::text, CASE WHEN c.oid IN (SELECT relation FROM locked) THEN c.relpages::int8 * current_setting('block_size')::int8 ELSE pg_relation_size(c.oid) END
 		FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_namespace n ON n.oid = c.relnamespace
 		WHERE i.inhparent = $1::oid ORDER BY c.relname`, t.OID)
 	if err != nil {
@@ -239,6 +252,8 @@ func (d *definition) partitioned(ctx context.Context, q envelope.Conn, t *model.
 			return "reading its partitions: " + envelope.Message(err)
 		}
 		switch {
+		case p.bound == "":
+			return fmt.Sprintf("its partition %s has a schema change's lock held or queued on it, and reading its bounds would wait behind it", name(p.ref))
 		case kind == "p":
 			return fmt.Sprintf("its partition %s is itself partitioned, which the twin does not recreate", name(p.ref))
 		case p.ref.Schema != t.Schema:
