@@ -131,6 +131,43 @@ func quietExplain(ctx context.Context, q Conn, explain string) (string, error) {
 	return "", fmt.Errorf("EXPLAIN left no outcome (%q)", outcome)
 }
 
+// execSetting carries a quietly run statement's failure out of its block.
+const execSetting = "pgmedic.exec"
+
+// Run runs a statement pgmedic did not write (an application's SELECT, to
+// time it) inside a PL/pgSQL block that traps its failure, as Explain
+// does, its rows computed and dropped: a statement that fails or runs past
+// pgmedic's statement_timeout leaves no ERROR in the server's log. The
+// failure comes back as a *pgconn.PgError (SQLSTATE 57014 for the
+// timeout).
+func Run(ctx context.Context, q Conn, query string) error {
+	query = Tag + query
+	quote, ok := dollarQuote(query)
+	if !ok {
+		return fmt.Errorf("the statement's text holds every dollar-quote tag pgmedic would wrap it in")
+	}
+	var b strings.Builder
+	b.WriteString("DO " + quote("outer") + "DECLARE st text; msg text; BEGIN ")
+	b.WriteString("PERFORM " + Tag + "set_config('" + execSetting + "', 'ok', false); EXECUTE " + quote("") + "; ")
+	b.WriteString("EXCEPTION WHEN OTHERS OR query_canceled THEN GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT; ")
+	b.WriteString("PERFORM " + Tag + "set_config('" + execSetting + "', concat_ws(chr(31), 'error', st, msg), false); ")
+	b.WriteString("END" + quote("outer"))
+	if _, err := q.Exec(ctx, Tag+b.String()); err != nil {
+		return err
+	}
+	var outcome string
+	if err := q.QueryRow(ctx, Tag+"SELECT current_setting('"+execSetting+"')").Scan(&outcome); err != nil {
+		return err
+	}
+	if outcome == "ok" {
+		return nil
+	}
+	if f := strings.Split(outcome, fieldSep); len(f) >= 3 && f[0] == "error" {
+		return &pgconn.PgError{Severity: "ERROR", Code: f[1], Message: f[2]}
+	}
+	return fmt.Errorf("the statement left no outcome (%q)", outcome)
+}
+
 // dollarQuote returns a function that writes text between dollar quotes
 // (the query, or with a suffix, the block's own quotes) with tags that
 // the query does not contain; ok is false if it contains every candidate.

@@ -360,6 +360,9 @@ func (e *Engine) measureInPlace(ctx context.Context, t *model.Table, stmt *sqlpa
 // killed the server drops it with the session.
 func (e *Engine) withCopy(ctx context.Context, t *model.Table, fn func() error) (int64, error) {
 	qt := sqlparse.QuoteIdent(t.Schema) + "." + sqlparse.QuoteIdent(t.Name)
+	if why := e.lockedOut(ctx, qt); why != "" {
+		return 0, fmt.Errorf("not measured: %s", why)
+	}
 	// The size with indexes and TOAST is measured now, for this table
 	// only: the catalog pass reads only heap sizes, since measuring every
 	// relation's forks costs seconds on a database with many tables.
@@ -530,9 +533,13 @@ func (e *Engine) indexStats(ctx context.Context, snap *model.Snapshot, f *model.
 		return
 	}
 	var density, frag float64
+	indexName := sqlparse.QuoteIdent(exp.Table.Schema) + "." + sqlparse.QuoteIdent(exp.Index)
+	if why := e.lockedOut(ctx, indexName, sqlparse.QuoteQualified(exp.Table.Schema, exp.Table.Name)); why != "" {
+		f.Verification = model.NotRunBecause("pgstatindex was not run: " + why)
+		return
+	}
 	err := e.readOnly(ctx, func() error {
-		return e.Conn.QueryRow(ctx, envelope.Tag+"SELECT avg_leaf_density, leaf_fragmentation FROM pgstatindex($1::regclass)",
-			sqlparse.QuoteIdent(exp.Table.Schema)+"."+sqlparse.QuoteIdent(exp.Index)).Scan(&density, &frag)
+		return e.Conn.QueryRow(ctx, envelope.Tag+"SELECT avg_leaf_density, leaf_fragmentation FROM pgstatindex($1::regclass)", indexName).Scan(&density, &frag)
 	})
 	if err != nil {
 		f.Verification = model.NotRunBecause("pgstatindex failed: " + envelope.Message(err) + " (it needs the pg_stat_scan_tables role or superuser)")
@@ -634,7 +641,11 @@ func (e *Engine) tableStats(ctx context.Context, snap *model.Snapshot, f *model.
 		return
 	}
 	var notes []string
-	if _, ok := snap.Extensions["pgstattuple"]; ok && t.HeapBytes <= e.maxCopy() {
+	locked := e.lockedOut(ctx, sqlparse.QuoteQualified(t.Schema, t.Name))
+	if locked != "" {
+		notes = append(notes, "pgstattuple was not run: "+locked)
+	}
+	if _, ok := snap.Extensions["pgstattuple"]; ok && t.HeapBytes <= e.maxCopy() && locked == "" {
 		var dead, free float64
 		err := e.readOnly(ctx, func() error {
 			return e.Conn.QueryRow(ctx, envelope.Tag+"SELECT dead_tuple_percent, free_percent FROM pgstattuple($1::regclass)",
@@ -850,4 +861,23 @@ func scanMisestimate(ex *plan.Explain, t model.RelRef) (factor, planned, actual 
 // readOnly runs fn inside a read-only transaction that is rolled back.
 func (e *Engine) readOnly(ctx context.Context, fn func() error) error {
 	return envelope.RolledBack(ctx, e.Conn, envelope.ReadOnly, fn)
+}
+
+// lockedOut says why relations cannot be opened now, or "": a schema
+// change's ACCESS EXCLUSIVE lock held or queued on one of them. A read
+// that opens the relation (pgstattuple, pgstatindex, a copy) would queue
+// behind it into pgmedic's lock_timeout, an ERROR in the target's log,
+// and hold up whatever queues behind pgmedic meanwhile.
+func (e *Engine) lockedOut(ctx context.Context, relations ...string) string {
+	var locked []string
+	err := e.Conn.QueryRow(ctx, envelope.Tag+`SELECT coalesce(array_agg(DISTINCT l.relation::regclass::text), '{}') FROM pg_locks l
+		WHERE l.locktype = 'relation' AND l.mode = 'AccessExclusiveLock' AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		AND l.relation = ANY (SELECT to_regclass(r) FROM unnest($1::text[]) r)`, relations).Scan(&locked)
+	switch {
+	case err != nil:
+		return "its locks could not be read: " + envelope.Message(err)
+	case len(locked) > 0:
+		return "a schema change's ACCESS EXCLUSIVE lock is held or queued on " + strings.Join(locked, ", ") + ", and reading it would queue behind the change"
+	}
+	return ""
 }

@@ -247,7 +247,7 @@ func (e *Engine) measureHotspot(ctx context.Context, r *hotRerun, kindShare func
 					}
 				}
 				from := e.CPU.Now()
-				_, err := e.Conn.Exec(ctx, envelope.Tag+side.sql)
+				err := envelope.Run(ctx, e.Conn, side.sql)
 				to := e.CPU.Now()
 				runs = append(runs, window{from: from, to: to, side: i % 2})
 				times[i%2] = append(times[i%2], (to-from)*1000)
@@ -284,7 +284,7 @@ func (e *Engine) measureHotspot(ctx context.Context, r *hotRerun, kindShare func
 				}
 			}
 			from := e.CPU.Now()
-			_, err := e.Conn.Exec(ctx, envelope.Tag+side.sql)
+			err := envelope.Run(ctx, e.Conn, side.sql)
 			times[k] = append(times[k], (e.CPU.Now()-from)*1000)
 			return err
 		})
