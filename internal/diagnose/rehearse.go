@@ -130,7 +130,14 @@ func RehearseMigration(ctx context.Context, version string, o MigrationOptions) 
 	}
 	rep.Runs = append(rep.Runs, written)
 	if rehearse.NeedsSafer(m, written) {
-		safe := rehearse.Safer(m, written, o.MaxWait)
+		// The safe form of some changes needs the twin's catalog (a
+		// column's keys, default and indexes, to move it to a new one).
+		facts := migration.Facts(nil)
+		if conn, err := envelope.Dial(ctx, dsn, envelope.Work{}); err == nil {
+			defer conn.Close(context.WithoutCancel(ctx))
+			facts = rehearse.Facts(ctx, conn)
+		}
+		safe := rehearse.Safer(m, written, o.MaxWait, facts)
 		o.logf("rehearsing its safe form (%d steps; %s)", len(safe.Steps), safe.Why)
 		r, err := rehearse.Execute(ctx, safe, 1, ro)
 		if err != nil {

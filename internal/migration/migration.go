@@ -152,6 +152,10 @@ type Statement struct {
 	// Risky says the statement stops the application's reads or writes
 	// while it holds its lock, or rewrites or scans under it.
 	Risky bool `json:"risky"`
+	// Kept says why its safe form keeps it as written although a
+	// lighter way is known (the column's facts name a blocker), set by
+	// SaferWith.
+	Kept string `json:"kept,omitempty"`
 
 	parsed *sqlparse.Statement
 	ddl    *sqlparse.DDL

@@ -35,9 +35,37 @@ const BackfillBatch = 5000
 // they are, and so is transaction control: the safe form runs each step
 // in its own transaction, because CONCURRENTLY cannot run inside a block,
 // and a lock_timeout retry retries one step, not the whole block.
-func Safer(s *Statement, rewrote bool) []Step {
+func Safer(s *Statement, rewrote bool) []Step { return SaferWith(s, rewrote, nil) }
+
+// SaferWith is Safer where the migration's database can be read (facts):
+// a column's type change is then made through a new column
+// (TypeByNewColumn), which only the column's keys, default and indexes
+// make possible to write. Where they name a blocker, the statement keeps
+// its form as written and s.Kept says why.
+func SaferWith(s *Statement, rewrote bool, facts Facts) []Step {
 	if s.Transaction {
 		return nil
+	}
+	if s.parsed != nil && len(s.parsed.Actions()) <= 1 {
+		if table, column, _, _, ok := s.parsed.TypeChange(); ok && rewrote {
+			var f *ColumnFacts
+			var err error
+			if facts != nil {
+				f, err = facts(table, column)
+			}
+			steps, why, ok := TypeByNewColumn(s.parsed, f, BackfillBatch)
+			switch {
+			case err != nil:
+				s.Kept = "the column's keys, default and indexes could not be read: " + err.Error()
+			case ok:
+				for i := range steps {
+					steps[i].Of = s.N
+				}
+				return steps
+			default:
+				s.Kept = why
+			}
+		}
 	}
 	if s.ddl == nil {
 		return []Step{{SQL: s.SQL, Of: s.N, Written: true}}
@@ -46,7 +74,10 @@ func Safer(s *Statement, rewrote bool) []Step {
 		var out []Step
 		for _, a := range acts {
 			one := describe(s.N, s.Line, a.Text(), a)
-			out = append(out, Safer(one, rewrote)...)
+			out = append(out, SaferWith(one, rewrote, facts)...)
+			if one.Kept != "" {
+				s.Kept = one.Kept
+			}
 		}
 		return out
 	}

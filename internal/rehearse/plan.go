@@ -41,7 +41,11 @@ func NeedsSafer(m *migration.Migration, written *Run) bool {
 //   - attempts go on for three times the longest wait for a lock the
 //     statements had as written (the transaction in the way, as the
 //     workload runs it), at least 10 s and at most 2 min.
-func Safer(m *migration.Migration, written *Run, maxWait time.Duration) Plan {
+//
+// facts reads the database the migration runs on (the twin's), for the
+// steps that need the catalog (a column's type change through a new
+// column); nil reads none.
+func Safer(m *migration.Migration, written *Run, maxWait time.Duration, facts migration.Facts) Plan {
 	rewrote := map[int]bool{}
 	longest := 0.0
 	base := 0.0
@@ -54,7 +58,7 @@ func Safer(m *migration.Migration, written *Run, maxWait time.Duration) Plan {
 	}
 	p := Plan{Name: "safe form"}
 	for _, s := range m.Statements {
-		p.Steps = append(p.Steps, migration.Safer(s, rewrote[s.N])...)
+		p.Steps = append(p.Steps, migration.SaferWith(s, rewrote[s.N], facts)...)
 	}
 	lt := time.Duration(2*base*1000) * time.Microsecond
 	if written == nil || written.Before.Calls == 0 {

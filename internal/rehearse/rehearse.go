@@ -336,6 +336,11 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // target is the table a step changes, quoted ("" for none), and the
 // lock a schema change of its kind takes ("" when it is none).
 func target(sql string) (table, lock string) {
+	// A step of several statements (a switch in one transaction) is
+	// named by its first, which takes its lock.
+	if parts, err := sqlparse.Split(sql); err == nil && len(parts) > 1 {
+		sql = parts[0]
+	}
 	st, err := sqlparse.Parse(sql)
 	if err != nil {
 		return "", ""

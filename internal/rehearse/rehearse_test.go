@@ -58,7 +58,7 @@ func TestSaferPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	written := &Run{Before: Window{Calls: 100, P99: 30}, Steps: []*StepResult{{Step: migration.Step{Of: 1}, Rewrote: true, WaitedMS: 6000}, {Step: migration.Step{Of: 2}}}}
-	p := Safer(m, written, 200*time.Millisecond)
+	p := Safer(m, written, 200*time.Millisecond, nil)
 	if p.LockTimeout != 60*time.Millisecond || p.Pause != 120*time.Millisecond || p.Budget != 18*time.Second {
 		t.Errorf("schedule %s %s %s", p.LockTimeout, p.Pause, p.Budget)
 	}
@@ -77,10 +77,10 @@ func TestSaferPlan(t *testing.T) {
 		t.Errorf("steps %v", kinds)
 	}
 	written.Before.P99 = 500
-	if p := Safer(m, written, 200*time.Millisecond); p.LockTimeout != 100*time.Millisecond {
+	if p := Safer(m, written, 200*time.Millisecond, nil); p.LockTimeout != 100*time.Millisecond {
 		t.Errorf("lock_timeout %s, want half of --max-wait", p.LockTimeout)
 	}
-	if p := Safer(m, nil, 200*time.Millisecond); p.LockTimeout != 100*time.Millisecond || p.Budget != 10*time.Second || !strings.Contains(p.Why, "no traffic") {
+	if p := Safer(m, nil, 200*time.Millisecond, nil); p.LockTimeout != 100*time.Millisecond || p.Budget != 10*time.Second || !strings.Contains(p.Why, "no traffic") {
 		t.Errorf("without a run: %s %s %q", p.LockTimeout, p.Budget, p.Why)
 	}
 	if !NeedsSafer(m, nil) {

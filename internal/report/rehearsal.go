@@ -14,6 +14,7 @@ import (
 	"github.com/pgmedic/pgmedic/internal/migration"
 	"github.com/pgmedic/pgmedic/internal/printable"
 	"github.com/pgmedic/pgmedic/internal/rehearse"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
 // RehearsalReport is `rehearse migration`'s output: the migration read
@@ -206,6 +207,9 @@ func staticText(s *migration.Statement) string {
 	if len(s.Lighter) > 0 {
 		out += ". Lighter: " + strings.Join(s.Lighter, "; ")
 	}
+	if s.Kept != "" {
+		out += ". The safe form keeps it as written, under lock_timeout with retries: " + s.Kept
+	}
 	return printable.String(out)
 }
 
@@ -253,11 +257,28 @@ func stepTexts(steps []*rehearse.StepResult, safe bool) []string {
 // safeScript is the safe form as a script to run: each step in its own
 // transaction, with the lock_timeout and retries written as comments
 // where a migration tool must loop.
+//
+// lock_timeout is set for the steps that retry and reset for the others:
+// a CREATE INDEX CONCURRENTLY waits for older transactions through locks
+// too, and one a lock_timeout ended would leave an invalid index behind.
+// A step of several statements (a switch made in one transaction) is
+// written inside BEGIN and COMMIT.
 func safeScript(p rehearse.Plan) string {
 	b := &strings.Builder{}
-	fmt.Fprintf(b, "SET lock_timeout = '%dms';\n", p.LockTimeout.Milliseconds())
+	timed := false
 	for _, s := range p.Steps {
 		sql := strings.TrimRight(strings.TrimSpace(s.SQL), ";")
+		if parts, err := sqlparse.Split(sql); err == nil && len(parts) > 1 {
+			sql = "BEGIN; " + sql + "; COMMIT"
+		}
+		switch {
+		case s.Retry && !timed:
+			fmt.Fprintf(b, "SET lock_timeout = '%dms';\n", p.LockTimeout.Milliseconds())
+			timed = true
+		case !s.Retry && timed:
+			fmt.Fprintf(b, "RESET lock_timeout;\n")
+			timed = false
+		}
 		switch {
 		case s.Retry:
 			fmt.Fprintf(b, "%s;  -- on 55P03 (lock_not_available): wait %s, doubling to 2 s, and run it again, for up to %s\n", sql, p.Pause, p.Budget)

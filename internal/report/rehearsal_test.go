@@ -24,7 +24,7 @@ func sampleRehearsal(t *testing.T, text string) *RehearsalReport {
 			{Step: migration.Step{SQL: m.Statements[0].SQL, Of: 1, Written: true}, StartMS: 600, EndMS: 1500, MS: 900, Queued: 5, QueuedMaxMS: 900, Verdict: rehearse.Queued},
 			{Step: migration.Step{SQL: m.Statements[1].SQL, Of: 2, Written: true}, StartMS: 1600, EndMS: 1700, MS: 100, Lock: "ShareLock", HeldMS: 90, Verdict: rehearse.OK},
 		}}
-	safePlan := rehearse.Safer(m, written, 200e6)
+	safePlan := rehearse.Safer(m, written, 200e6, nil)
 	safe := &rehearse.Run{Plan: safePlan, Calls: calls, During: rehearse.Window{Calls: 80, P99: 17}}
 	for _, st := range safePlan.Steps {
 		safe.Steps = append(safe.Steps, &rehearse.StepResult{Step: st, Verdict: rehearse.OK, StartMS: 600, EndMS: 700, Attempts: 3})

@@ -319,3 +319,80 @@ func (s *Statement) VolatileDefault() bool {
 	}
 	return volatile
 }
+
+// TypeChange reads ALTER TABLE t ALTER COLUMN c [SET DATA] TYPE type
+// [USING expr]: the table, the column, the new type as SQL, and the
+// expression that computes a row's new value from its old one (c::type
+// without USING). ok is false for any other statement, for a type with a
+// COLLATE clause, and for a USING that reads a column other than c (a
+// trigger fed one row's c could not compute it).
+func (s *Statement) TypeChange() (table Name, column, typ, using string, ok bool) {
+	cmd, rel, ok := s.alterOne()
+	if !ok || cmd.Subtype != pgast.AlterTableType_AT_AlterColumnType {
+		return Name{}, "", "", "", false
+	}
+	def := cmd.GetDef().GetColumnDef()
+	if def == nil || def.TypeName == nil || def.CollClause != nil {
+		return Name{}, "", "", "", false
+	}
+	cast := exprText(&pgast.Node{Node: &pgast.TypeCast{Arg: &pgast.Node{Node: &pgast.A_Const{Isnull: true}}, TypeName: def.TypeName}})
+	typ, found := strings.CutPrefix(cast, "NULL::")
+	if !found {
+		return Name{}, "", "", "", false
+	}
+	column = cmd.Name
+	using = QuoteIdent(column) + "::" + typ
+	if def.RawDefault != nil {
+		using = exprText(def.RawDefault)
+		st, err := Parse("SELECT " + using)
+		if err != nil {
+			return Name{}, "", "", "", false
+		}
+		for _, c := range st.ColumnNames() {
+			if c != column {
+				return Name{}, "", "", "", false
+			}
+		}
+	}
+	return Name{Schema: rel.Schemaname, Name: rel.Relname}, column, typ, using, true
+}
+
+// IndexMoved is a CREATE INDEX (pg_get_indexdef's text) rewritten for a
+// column's replacement: named name, built CONCURRENTLY, with the column
+// from replaced by to in its keys, expressions and predicate.
+func IndexMoved(def, from, to, name string) (string, error) {
+	st, err := Parse(def)
+	if err != nil {
+		return "", err
+	}
+	if st.root.GetIndexStmt() == nil {
+		return "", fmt.Errorf("not a CREATE INDEX: %s", def)
+	}
+	out, _, err := st.rewrite("the index on the new column", func(c *Statement) int {
+		ix := c.root.GetIndexStmt()
+		ix.Idxname, ix.Concurrent = name, true
+		n := 0
+		c.walk(func(m pgast.Message) bool {
+			switch x := m.(type) {
+			case *pgast.IndexElem:
+				if x.Name == from {
+					x.Name = to
+					n++
+				}
+			case *pgast.ColumnRef:
+				if len(x.Fields) > 0 {
+					if s := x.Fields[len(x.Fields)-1].GetString_(); s != nil && s.Sval == from {
+						s.Sval = to
+						n++
+					}
+				}
+			}
+			return true
+		})
+		return max(n, 1)
+	})
+	if err != nil {
+		return "", err
+	}
+	return out.text, nil
+}
