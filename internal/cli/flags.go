@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pgmedic/pgmedic/internal/diagnose"
 	"github.com/pgmedic/pgmedic/internal/logs"
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/report"
@@ -165,15 +166,23 @@ func fileSources(files []string, stdin io.Reader) []logs.Source {
 // writeGated writes the report a gating command returned beside err and
 // exits 1 when err is its gate (a replay slower, a migration risky); any
 // other error is the command's and nothing is written.
+//
+// A run that could not conclude (diagnose.Inconclusive: a replay that
+// sent part of the workload, a rehearsal no call of the application
+// overlapped) writes its report too, which says why, and exits 2.
 func writeGated(rep report.Renderable, err, gate error, o outputFlags, stdout io.Writer) error {
 	gated := errors.Is(err, gate)
-	if err != nil && !gated {
+	unsure := diagnose.Inconclusive(err)
+	if err != nil && !gated && !unsure {
 		return err
 	}
 	if err := write(rep, o, stdout); err != nil {
 		return err
 	}
-	if gated {
+	switch {
+	case unsure:
+		return &exitError{code: ExitInput, err: err}
+	case gated:
 		return &exitError{code: ExitFindings, err: err}
 	}
 	return nil

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"io"
 	"strings"
 	"time"
@@ -131,12 +130,5 @@ func runReplay(ctx context.Context, args []string, f replayFlags, stdin io.Reade
 		DSN: f.dsn, Candidate: f.candidate, Source: f.source, Allow: f.allow, DryRun: f.dryRun,
 		BuildTwin: f.twin, Fix: f.fix, Apply: f.apply, Settings: settings, Pool: f.pool, PoolA: f.poolA,
 		Speed: f.speed, Runs: f.runs, MaxConnections: f.maxConns, ClientTimeout: f.clientTimeout, Timeout: f.timeout, NoPrepare: f.noPrepare})
-	if errors.Is(err, diagnose.ErrInconclusive) {
-		// The report says what was not replayed; the run exits 2.
-		if werr := write(rep, f.out, stdout); werr != nil {
-			return werr
-		}
-		return &exitError{code: ExitInput, err: err}
-	}
 	return writeGated(rep, err, diagnose.ErrSlower, f.out, stdout)
 }

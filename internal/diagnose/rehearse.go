@@ -164,6 +164,8 @@ func verdict(rep *report.RehearsalReport) error {
 	} else if len(rep.Runs) > 0 {
 		for _, s := range rep.Runs[0].Steps {
 			switch {
+			case on("failed") && s.Verdict == rehearse.Failed && s.Error == "":
+				add("statement %d broke the application's statements: %s", s.Of, s.Broke)
 			case on("failed") && s.Verdict == rehearse.Failed:
 				add("statement %d failed: %s", s.Of, s.Error)
 			case on("queued") && s.Verdict == rehearse.Queued:
@@ -177,7 +179,32 @@ func verdict(rep *report.RehearsalReport) error {
 	if len(rep.Failing) > 0 {
 		return ErrMigrationRisky
 	}
+	if why := rehearsalUnmeasured(rep); why != "" {
+		rep.Inconclusive = why
+		return fmt.Errorf("%w: %s", ErrRehearsalInconclusive, why)
+	}
 	return nil
+}
+
+// ErrRehearsalInconclusive is a rehearsal in which no call of the
+// application overlapped the migration: it measured the migration alone,
+// which says nothing of what it does to the application. Exit 2, with the
+// report.
+var ErrRehearsalInconclusive = errors.New("the rehearsal is inconclusive")
+
+// rehearsalUnmeasured says why a rehearsal with a captured workload
+// measured nothing of it: no call of the application overlapped the
+// migration as written. "" when some did, or no workload was given.
+func rehearsalUnmeasured(rep *report.RehearsalReport) string {
+	if rep.Static || rep.Capture == nil || len(rep.Runs) == 0 {
+		return ""
+	}
+	r := rep.Runs[0]
+	if r.During.Calls > 0 {
+		return ""
+	}
+	return fmt.Sprintf("no call of the application overlapped the migration as written (%d captured statements; %d calls replayed before it, %d after): its time, %.0f ms, is the migration's alone; capture a longer window of the application, or give --before a span inside the capture",
+		rep.Capture.Statements, r.Before.Calls, r.After.Calls, r.MigrationMS)
 }
 
 func stops(s *migration.Statement) string {

@@ -162,6 +162,13 @@ var ErrSlower = errors.New("the change made the replay slower")
 // can be judged.
 var ErrInconclusive = errors.New("the replay is inconclusive: part of the workload was not replayed (see the report)")
 
+// Inconclusive says err is a run that could not conclude and wrote its
+// report saying why: a replay that did not send all of the workload, a
+// rehearsal that no call of the application overlapped.
+func Inconclusive(err error) bool {
+	return errors.Is(err, ErrInconclusive) || errors.Is(err, ErrRehearsalInconclusive)
+}
+
 // Replay is `replay`: the capture read, then a dry run, one replay, or an
 // A/B comparison with a verdict. It returns ErrSlower beside the report
 // when B was slower.

@@ -10,6 +10,7 @@ package migration
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -141,6 +142,9 @@ type Statement struct {
 	// of it, while it holds the lock ("" when it does not).
 	Rewrites string `json:"rewrites,omitempty"`
 	Scans    string `json:"scans,omitempty"`
+	// Also are the other tables it locks in the same mode (a foreign key's
+	// referenced table): their writers wait too.
+	Also []sqlparse.Name `json:"also,omitempty"`
 	// Lighter are the lighter ways to make the change, in words.
 	Lighter []string `json:"lighter,omitempty"`
 	// Transaction is transaction control (BEGIN, COMMIT, ...): it takes
@@ -269,6 +273,9 @@ func describe(n, line int, sql string, st *sqlparse.Statement) *Statement {
 	var acts []string
 	for _, a := range d.Actions {
 		acts = append(acts, a.Kind)
+		if a.References.Name != "" && !slices.Contains(s.Also, a.References) {
+			s.Also = append(s.Also, a.References)
+		}
 	}
 	if len(acts) > 0 {
 		s.What += " " + strings.Join(acts, ", ")

@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -106,6 +107,11 @@ type StepResult struct {
 	// how long that lock was held (to its transaction's end).
 	Lock   string  `json:"lock,omitempty"`
 	HeldMS float64 `json:"held_ms"`
+	// AlsoHeld are the locks it held on other tables that stop the
+	// application's reads or writes (a foreign key locks the table it
+	// references as the one it alters): "ShareRowExclusiveLock on
+	// customers for 480 ms".
+	AlsoHeld []string `json:"also_held,omitempty"`
 	// Rewrote says its table got a new relfilenode: every row written
 	// again.
 	Rewrote bool `json:"rewrote"`
@@ -122,6 +128,11 @@ type StepResult struct {
 	// a long reader.
 	Met   string `json:"met,omitempty"`
 	Error string `json:"error,omitempty"`
+	// Broke says the application's statements began to fail after it
+	// that did not before (a prepared statement whose result type the
+	// change altered: "cached plan must not change result type"): the
+	// migration failed the application, whatever the step itself did.
+	Broke string `json:"broke,omitempty"`
 	// During is the application's statements that ran while it did.
 	During Window `json:"during"`
 	// Verdict: ok, queued (the application waited behind it past
@@ -251,7 +262,10 @@ func Execute(ctx context.Context, p Plan, run int, o Options) (*Run, error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	if !sleep(ctx, o.Before) {
+	// Before counts from the application's first statement, not from the
+	// capture's first line: a log that starts seconds before the
+	// application would leave the change no traffic before it.
+	if !sleep(ctx, firstDue(o.Workload)+o.Before) {
 		return nil, ctx.Err()
 	}
 	since := func() float64 { return float64(time.Since(start).Microseconds()) / 1000 }
@@ -309,6 +323,21 @@ func Execute(ctx context.Context, p Plan, run int, o Options) (*Run, error) {
 		}
 	}
 	return r, nil
+}
+
+// firstDue is when the workload's first statement is due, from the
+// replay's start (0 without one).
+func firstDue(w *capture.Workload) time.Duration {
+	if w == nil {
+		return 0
+	}
+	first := time.Duration(-1)
+	for _, s := range w.Sessions {
+		if len(s.Statements) > 0 && (first < 0 || s.Statements[0].At < first) {
+			first = s.Statements[0].At
+		}
+	}
+	return max(first, 0)
 }
 
 // repeats is how many times the capture is played so the traffic
@@ -418,7 +447,7 @@ func runStep(ctx context.Context, conn *pgconn.PgConn, sr *StepResult, p Plan, o
 // verdictOf judges one step from what was measured.
 func verdictOf(s *StepResult, maxWait time.Duration) string {
 	switch {
-	case s.Error != "":
+	case s.Error != "", s.Broke != "":
 		return Failed
 	case s.QueuedMaxMS >= float64(maxWait.Milliseconds()):
 		return Queued
@@ -456,6 +485,9 @@ func judge(r *Run, o Options, res *replay.Result, end float64) {
 			}
 		}
 		s.During = window(in)
+	}
+	broken(r, res, o.Workload)
+	for _, s := range r.Steps {
 		s.Verdict = verdictOf(s, o.MaxWait)
 	}
 	byShape := map[int32][2][]replay.Call{}
@@ -478,6 +510,64 @@ func judge(r *Run, o Options, res *replay.Result, end float64) {
 		}
 		return r.Shapes[i].Query < r.Shapes[j].Query
 	})
+}
+
+// broken finds the application's statements that failed after a step
+// with an error none of them had before the migration: the first such
+// failure names the step that started last before it, which is said to
+// have broken them. A rate that rises by a few calls in a hundred, or one
+// failure, is not enough: a busy twin times out a statement now and then.
+func broken(r *Run, res *replay.Result, w *capture.Workload) {
+	if len(r.Steps) == 0 {
+		return
+	}
+	before := map[string]bool{}
+	for state := range r.Before.States {
+		before[state] = true
+	}
+	first := r.Steps[0].StartMS
+	var newFails, calls int
+	states := map[string]int{}
+	firstAt := -1.0
+	for _, c := range res.Timeline {
+		if c.Due()+c.Seen() < first {
+			continue
+		}
+		calls++
+		if !c.Failed || before[c.State] || c.State == "57014" || c.State == "client" {
+			continue
+		}
+		newFails++
+		states[c.State]++
+		if firstAt < 0 || c.Due() < firstAt {
+			firstAt = c.Due()
+		}
+	}
+	rateBefore := 0.0
+	if r.Before.Calls > 0 {
+		rateBefore = float64(r.Before.Errors) / float64(r.Before.Calls)
+	}
+	if newFails < 2 || calls == 0 || float64(newFails)/float64(calls) < rateBefore+0.02 {
+		return
+	}
+	var step *StepResult
+	for _, s := range r.Steps {
+		if s.StartMS <= firstAt+1 {
+			step = s
+		}
+	}
+	if step == nil {
+		step = r.Steps[0]
+	}
+	var parts []string
+	for _, state := range slices.Sorted(maps.Keys(states)) {
+		part := fmt.Sprintf("%d with SQLSTATE %s", states[state], state)
+		if msg := res.ErrorMessages[state]; msg != "" {
+			part += " (" + printable.Clip(msg, 100) + ")"
+		}
+		parts = append(parts, part)
+	}
+	step.Broke = fmt.Sprintf("%d of the application's %d calls from the migration on failed with errors none had before it: %s", newFails, calls, strings.Join(parts, ", "))
 }
 
 // window summarises calls.
@@ -683,7 +773,7 @@ func (m *monitor) begin(ctx context.Context, table string, sr *StepResult) {
 // poll reads the migration's relation locks and the sessions whose
 // blocking pids name it.
 func (m *monitor) poll(ctx context.Context) {
-	q := fmt.Sprintf(`SELECT 'l', l.relation::regclass::text, l.mode, l.granted::text FROM pg_locks l
+	q := fmt.Sprintf(`SELECT 'l', l.relation::regclass::text, l.mode, l.granted::text FROM pg_locks l JOIN pg_class c ON c.oid = l.relation AND c.relkind IN ('r', 'p')
 		WHERE l.pid = %d AND l.locktype = 'relation' AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
 		UNION ALL
 		SELECT 'w', a.pid::text, coalesce(a.query_start::text, ''), '' FROM pg_stat_activity a WHERE %d = ANY (pg_blocking_pids(a.pid))`, m.pid, m.pid)
@@ -751,11 +841,19 @@ func (m *monitor) end(sr *StepResult, released bool) {
 	// the step's own table, held from its first sighting to its last.
 	for _, h := range m.held {
 		s := h.step
-		if s == nil || !sameRelation(h.relation, s.table) {
+		if s == nil {
+			continue
+		}
+		held := float64((h.last.Sub(h.from) + PollEvery).Milliseconds())
+		if !sameRelation(h.relation, s.table) {
+			if migration.BlocksWrites(h.mode) {
+				s.AlsoHeld = append(s.AlsoHeld, fmt.Sprintf("%s on %s for %s", h.mode, h.relation, printable.MS(held)))
+				slices.Sort(s.AlsoHeld)
+			}
 			continue
 		}
 		if s.Lock == "" || migration.Stronger(h.mode, s.Lock) {
-			s.Lock, s.HeldMS = h.mode, float64((h.last.Sub(h.from) + PollEvery).Milliseconds())
+			s.Lock, s.HeldMS = h.mode, held
 		}
 	}
 	m.held = map[string]*heldLock{}

@@ -170,3 +170,66 @@ func TestUpgradeShape(t *testing.T) {
 		t.Error(n.String())
 	}
 }
+
+// TestBrokenApplication: a migration whose change makes the application's
+// prepared statements fail ("cached plan must not change result type")
+// fails, whatever the step did itself: the step that started last before
+// the first new failure is named, with the SQLSTATE and the server's
+// message. Errors the application had before the migration, and a stray
+// timeout, are not the migration's.
+func TestBrokenApplication(t *testing.T) {
+	w := &capture.Workload{Shapes: []capture.Shape{{Query: "SELECT * FROM slots WHERE id = $1"}}}
+	var calls []replay.Call
+	for i := 0; i < 200; i++ {
+		c := replay.Call{AtMS: float32(i * 10), MS: 1}
+		switch {
+		case i%50 == 0:
+			c.Failed, c.State = true, "23505" // the application's own, before and after
+		case i >= 120 && i%3 == 0:
+			c.Failed, c.State = true, "0A000"
+		case i == 60:
+			c.Failed, c.State = true, "57014"
+		}
+		calls = append(calls, c)
+	}
+	res := &replay.Result{Timeline: calls, ErrorMessages: map[string]string{"0A000": "cached plan must not change result type"}}
+	r := &Run{Steps: []*StepResult{{Step: migration.Step{SQL: "CREATE INDEX ON slots (clinic)"}, StartMS: 500, EndMS: 600},
+		{Step: migration.Step{SQL: "ALTER TABLE slots ALTER COLUMN price TYPE bigint"}, StartMS: 1100, EndMS: 1190}}}
+	judge(r, Options{Workload: w, MaxWait: time.Second}, res, 1200)
+	if r.Steps[0].Verdict != OK || r.Steps[1].Verdict != Failed || !strings.Contains(r.Steps[1].Broke, "SQLSTATE 0A000 (cached plan must not change result type)") {
+		t.Errorf("steps: %s %q / %s %q", r.Steps[0].Verdict, r.Steps[0].Broke, r.Steps[1].Verdict, r.Steps[1].Broke)
+	}
+	// The same without the new failures: nothing broke.
+	for i := range calls {
+		if calls[i].State == "0A000" {
+			calls[i].Failed, calls[i].State = false, ""
+		}
+	}
+	r2 := &Run{Steps: []*StepResult{{Step: migration.Step{SQL: "CREATE INDEX ON slots (clinic)"}, StartMS: 500, EndMS: 600}}}
+	judge(r2, Options{Workload: w, MaxWait: time.Second}, &replay.Result{Timeline: calls}, 700)
+	if r2.Steps[0].Verdict != OK || r2.Steps[0].Broke != "" {
+		t.Errorf("no new failures: %s %q", r2.Steps[0].Verdict, r2.Steps[0].Broke)
+	}
+	if d := firstDue(&capture.Workload{Sessions: []*capture.Session{{Statements: []capture.Statement{{At: 3 * time.Second}}}, {Statements: []capture.Statement{{At: 3200 * time.Millisecond}}}}}); d != 3*time.Second {
+		t.Errorf("the first statement is due at %s", d)
+	}
+}
+
+// TestCauseExplainsOnlyAMeasuredSlowdown: a cause takes back at least
+// half of a slowdown measured in its own timing.
+func TestCauseExplainsOnlyAMeasuredSlowdown(t *testing.T) {
+	for _, c := range []struct {
+		old, new, fixed   float64
+		reproduced, cause bool
+	}{
+		{85, 1570, 129, true, true},         // JIT: 18x slower, back to 1.5x
+		{2.585, 0.457, 0.218, false, false}, // not slower at all here
+		{10, 40, 30, true, false},           // takes back a third
+		{10, 11, 5, false, false},           // 10% is no slowdown
+	} {
+		r, e := explains(c.old, c.new, c.fixed, true)
+		if r != c.reproduced || e != c.cause {
+			t.Errorf("%v -> %v -> %v: reproduced %v, explains %v", c.old, c.new, c.fixed, r, e)
+		}
+	}
+}

@@ -129,3 +129,41 @@ func TestRetargetKeepsTheFallbacks(t *testing.T) {
 		t.Errorf("retargeted: %s:%d tls %v, fallbacks %+v", cfg.Host, cfg.Port, cfg.TLSConfig != nil, cfg.Fallbacks)
 	}
 }
+
+// TestPairedRunsSeeThroughALoadSpike: a shape 3.7x slower on B, four calls
+// a run, three pairs of runs; a busy moment slows A's calls of the third
+// pair to B's level. The pooled interval then holds 1, but two pairs of
+// three had every B call slower than every A call: slower, with the ratio
+// of those pairs. Two identical sides are no change; one call a run is
+// too few to decide on, and the reason says so.
+func TestPairedRunsSeeThroughALoadSpike(t *testing.T) {
+	w := &capture.Workload{Statements: 12, Shapes: []capture.Shape{{Fingerprint: "f", Query: "SELECT total FROM orders WHERE id = $1"}}}
+	side := func(runs ...[]float64) *SideResult {
+		s := &SideResult{}
+		for _, ms := range runs {
+			total := 0.0
+			for _, x := range ms {
+				total += x
+			}
+			s.Runs = append(s.Runs, &Result{Statements: len(ms), Wall: time.Second,
+				Shapes: []*ShapeResult{{Fingerprint: "f", Query: w.Shapes[0].Query, Calls: len(ms), TotalMS: total, MS: ms}}})
+		}
+		return s
+	}
+	a := side([]float64{1.0, 1.1, 0.9, 1.0}, []float64{1.05, 0.95, 1.0, 1.1}, []float64{3.9, 4.2, 3.5, 4.6})
+	b := side([]float64{3.7, 3.6, 3.9, 3.8}, []float64{3.8, 3.5, 3.7, 4.0}, []float64{3.9, 3.6, 4.0, 3.7})
+	c := judge(w, a, b)
+	sh := c.Shapes[0]
+	if sh.Verdict != Slower || sh.Ratio.Low < 3 || !strings.Contains(sh.Why, "2 of 3 pairs") {
+		t.Errorf("the spike: %s, ratio %+v, %s", sh.Verdict, sh.Ratio, sh.Why)
+	}
+	same := side([]float64{1.0, 1.1, 0.9, 1.0}, []float64{1.05, 0.95, 1.0, 1.1}, []float64{1.0, 1.2, 0.9, 1.1})
+	if sh := judge(w, a, same).Shapes[0]; sh.Verdict == Slower {
+		t.Errorf("identical sides but a spike on A: %s %s", sh.Verdict, sh.Why)
+	}
+	one := side([]float64{1}, []float64{1.1}, []float64{1})
+	oneB := side([]float64{0.95}, []float64{3.7}, []float64{1.05})
+	if sh := judge(w, one, oneB).Shapes[0]; sh.Verdict != NoChange || !strings.Contains(sh.Why, "too few calls") {
+		t.Errorf("one call a run: %s %s", sh.Verdict, sh.Why)
+	}
+}

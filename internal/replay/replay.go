@@ -89,8 +89,10 @@ type Result struct {
 	Lag Lag `json:"lag"`
 	// Shapes are the per-statement-shape measurements, by total time.
 	Shapes []*ShapeResult `json:"shapes"`
-	// ErrorStates counts errors by SQLSTATE.
-	ErrorStates map[string]int `json:"error_states,omitempty"`
+	// ErrorStates counts errors by SQLSTATE, and ErrorMessages is the
+	// server's first message for each.
+	ErrorStates   map[string]int    `json:"error_states,omitempty"`
+	ErrorMessages map[string]string `json:"error_messages,omitempty"`
 	// Stopped says the replay did not run to its end, and why.
 	Stopped string `json:"stopped,omitempty"`
 	// Start is when the replay began; Timeline every call, in the order
@@ -186,6 +188,8 @@ type sessionRun struct {
 	connectDur time.Duration
 	timedOut   int
 	reconnects int
+	// messages is the server's first message for each SQLSTATE.
+	messages map[string]string
 }
 
 // Run replays the workload and measures it. It returns when every session
@@ -354,6 +358,12 @@ func runSession(ctx context.Context, s *capture.Session, start time.Time, slots 
 				return notRun(i)
 			case errors.As(err, &pgErr):
 				c.state = pgErr.Code
+				if run.messages == nil {
+					run.messages = map[string]string{}
+				}
+				if _, seen := run.messages[c.state]; !seen {
+					run.messages[c.state] = pgErr.Message
+				}
 
 			case conn.IsClosed():
 				// The connection is gone (the server ended it, or a
@@ -481,6 +491,14 @@ func collect(w *capture.Workload, runs []sessionRun, wall time.Duration, speed f
 		}
 		r.NotRun += run.notRun
 		r.TimedOut += run.timedOut
+		for state, msg := range run.messages {
+			if r.ErrorMessages == nil {
+				r.ErrorMessages = map[string]string{}
+			}
+			if _, seen := r.ErrorMessages[state]; !seen {
+				r.ErrorMessages[state] = msg
+			}
+		}
 		r.Reconnects += run.reconnects
 		r.Lag.SlotWaitS += run.slotWait.Seconds()
 		if run.connErr != nil {

@@ -40,6 +40,9 @@ type RehearsalReport struct {
 	// ones that did.
 	FailOn  []string `json:"fail_on"`
 	Failing []string `json:"failing,omitempty"`
+	// Inconclusive says why the rehearsal measured nothing of the
+	// application (no call of it overlapped the migration): no verdict.
+	Inconclusive string `json:"inconclusive,omitempty"`
 }
 
 // JSON writes the report as JSON.
@@ -154,6 +157,10 @@ func (r *RehearsalReport) summary(b *strings.Builder, bullet string) {
 
 // failing says the exit code's reasons.
 func (r *RehearsalReport) failing(b *strings.Builder, bullet string) {
+	if r.Inconclusive != "" && len(r.Failing) == 0 {
+		fmt.Fprintf(b, "\nVerdict: INCONCLUSIVE: %s\n", printable.String(r.Inconclusive))
+		return
+	}
 	if len(r.Failing) == 0 {
 		fmt.Fprintf(b, "\nVerdict: nothing --fail-on %s names.\n", strings.Join(r.FailOn, ","))
 		return
@@ -188,7 +195,11 @@ func staticText(s *migration.Statement) string {
 	case s.Lock == "":
 		return s.What + ": takes no lock the application waits for"
 	}
-	parts := []string{fmt.Sprintf("%s: %s on %s", s.What, s.Lock, s.Table.Name)}
+	on := s.Table.Name
+	for _, a := range s.Also {
+		on += " and on " + a.Name + " (the table it references)"
+	}
+	parts := []string{fmt.Sprintf("%s: %s on %s", s.What, s.Lock, on)}
 	switch {
 	case s.BlocksReads:
 		parts = append(parts, "stops reads and writes while held or waited for")
@@ -237,6 +248,9 @@ func stepTexts(steps []*rehearse.StepResult, safe bool) []string {
 		if s.Lock != "" {
 			p = append(p, fmt.Sprintf("held %s %s", s.Lock, printable.MS(s.HeldMS)))
 		}
+		for _, o := range s.AlsoHeld {
+			p = append(p, "and "+o)
+		}
 		if s.Rewrote {
 			p = append(p, "rewrote the table")
 		}
@@ -248,6 +262,9 @@ func stepTexts(steps []*rehearse.StepResult, safe bool) []string {
 		}
 		if s.Error != "" {
 			p = append(p, "error: "+printable.String(s.Error))
+		}
+		if s.Broke != "" {
+			p = append(p, "it broke the application: "+printable.String(s.Broke))
 		}
 		out = append(out, strings.ToUpper(s.Verdict)+": "+strings.Join(p, "; "))
 	}
@@ -303,8 +320,11 @@ func indent(s, by string) string {
 // markdown writes the report for a pull request.
 func (r *RehearsalReport) markdown(b *strings.Builder) {
 	verdict := "nothing risky"
-	if len(r.Failing) > 0 {
+	switch {
+	case len(r.Failing) > 0:
 		verdict = "risky as written"
+	case r.Inconclusive != "":
+		verdict = "inconclusive: " + mdText(r.Inconclusive)
 	}
 	fmt.Fprintf(b, "**Verdict: %s** (`--fail-on %s`)\n\n", verdict, strings.Join(r.FailOn, ","))
 	for _, f := range r.Failing {

@@ -82,7 +82,7 @@ func TestUpgradeReport(t *testing.T) {
 		Settings:   []rehearse.SettingChange{{Name: "jit", Kind: "jit available", Toggle: "SET jit = off"}},
 		Comparison: &replay.Comparison{Verdict: replay.Slower, Shapes: []*replay.ShapeChange{ch}},
 		Shapes: []*rehearse.UpgradeShape{{Query: ch.Query, Change: ch, PlanOld: "Index Scan", PlanNew: "Index Scan",
-			Cause: &rehearse.Cause{Setting: "jit", Toggle: "SET jit = off", OldMS: 4, NewMS: 160, FixedMS: 4.2, Explains: true}}},
+			Cause: &rehearse.Cause{Setting: "jit", Toggle: "SET jit = off", OldMS: 4, NewMS: 160, FixedMS: 4.2, Explains: true, Reproduced: true}}},
 		Failing: []string{"SELECT ... is 40x slower"}}
 	for _, f := range Formats() {
 		var b strings.Builder

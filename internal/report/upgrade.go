@@ -117,6 +117,9 @@ func shapeLine(s *rehearse.UpgradeShape, minRatio float64) string {
 // shapeDetails are a shape's plan change and measured cause.
 func shapeDetails(s *rehearse.UpgradeShape) []string {
 	var out []string
+	if s.Change != nil && s.Change.Why != "" {
+		out = append(out, "verdict: "+printable.String(s.Change.Why))
+	}
 	if s.PlanChanged() {
 		out = append(out, "plan changed: "+printable.Clip(s.PlanOld, 120)+" -> "+printable.Clip(s.PlanNew, 120))
 	}
@@ -126,6 +129,8 @@ func shapeDetails(s *rehearse.UpgradeShape) []string {
 	case c != nil && c.Explains:
 		out = append(out, fmt.Sprintf("slower because of %s: %s on the old major, %s on the new, %s on the new with %s: fixed by %s (for this application: ALTER ROLE ... %s)",
 			c.Setting, printable.MS(c.OldMS), printable.MS(c.NewMS), printable.MS(c.FixedMS), c.Toggle, c.Toggle, strings.TrimPrefix(c.Toggle, "SET ")))
+	case c != nil && !c.Reproduced:
+		out = append(out, fmt.Sprintf("the slowdown did not show when its statements were timed one at a time (%s on the old major, %s on the new): it came with the workload around it (load, locks, the cache), and no setting is named as its cause", printable.MS(c.OldMS), printable.MS(c.NewMS)))
 	case c != nil && c.Toggle != "":
 		out = append(out, fmt.Sprintf("no setting the upgrade changes explains it: %s on the old major, %s on the new; the best, %s, gives %s", printable.MS(c.OldMS), printable.MS(c.NewMS), c.Toggle, printable.MS(c.FixedMS)))
 	case c != nil:

@@ -36,6 +36,10 @@ type DDLAction struct {
 	// NotValid is a constraint added NOT VALID (checked later by VALIDATE
 	// CONSTRAINT).
 	NotValid bool
+	// References is the table a foreign key points to: ADD FOREIGN KEY
+	// locks it too (SHARE ROW EXCLUSIVE, as the table altered), so its
+	// writers wait as well.
+	References Name
 }
 
 // atKinds names the ALTER TABLE subcommands whose locks or fixes differ.
@@ -128,6 +132,9 @@ func alterTableDDL(a *pgast.AlterTableStmt) *DDL {
 		case pgast.AlterTableType_AT_AddConstraint:
 			if con := cmd.GetDef().GetConstraint(); con != nil {
 				act.Kind, act.NotValid = constraintKinds()[con.Contype], con.SkipValidation
+				if con.Contype == pgast.ConstrType_CONSTR_FOREIGN {
+					act.References = rangeName(con.Pktable)
+				}
 			}
 		case pgast.AlterTableType_AT_AddColumn:
 			if col := cmd.GetDef().GetColumnDef(); col != nil {
