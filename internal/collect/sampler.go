@@ -143,7 +143,7 @@ func schedule(ctx context.Context, clk Clock, duration, interval time.Duration, 
 		select {
 		case <-ctx.Done():
 			return backedOff, ctx.Err()
-		case <-clk.After(next.Sub(clk.Now())):
+		case <-clk.After(max(next.Sub(clk.Now()), 0)):
 		}
 	}
 }

@@ -12,7 +12,7 @@ type fakeClock struct{ t time.Time }
 
 func (c *fakeClock) Now() time.Time { return c.t }
 func (c *fakeClock) After(d time.Duration) <-chan time.Time {
-	c.t = c.t.Add(d)
+	c.t = c.t.Add(max(d, 0)) // as time.After: a past moment is now
 	ch := make(chan time.Time, 1)
 	ch <- c.t
 	return ch
@@ -34,13 +34,25 @@ func TestSchedule(t *testing.T) {
 		wantGaps []time.Duration
 	}{
 		{"fast server", time.Second, func(int) time.Duration { return ms }, 10, false, nil},
+		// A busy server answers in 80 or 300 ms: the next tick follows at
+		// the interval or at once, the interval stays (sampled as often
+		// as the server answers, not less often).
 		{"one slow tick, then fast", time.Second, func(i int) time.Duration {
 			if i == 2 {
 				return 80 * ms
 			}
 			return ms
-		}, 9, true, []time.Duration{100 * ms, 100 * ms, 200 * ms, 100 * ms, 100 * ms, 100 * ms, 100 * ms, 100 * ms}},
-		{"a slow server", 10 * time.Second, func(int) time.Duration { return 1500 * ms }, 8, true, nil},
+		}, 10, false, []time.Duration{100 * ms, 100 * ms, 100 * ms, 100 * ms, 100 * ms, 100 * ms, 100 * ms, 100 * ms}},
+		{"a busy server", time.Second, func(int) time.Duration { return 300 * ms }, 4, false, []time.Duration{300 * ms, 300 * ms, 300 * ms}},
+		// One that barely answers (over half a second) is asked half as
+		// often, and at the interval again once it answers.
+		{"one tick barely answered, then fast", 2 * time.Second, func(i int) time.Duration {
+			if i == 2 {
+				return 600 * ms
+			}
+			return ms
+		}, 15, true, []time.Duration{100 * ms, 100 * ms, 600 * ms, 100 * ms}},
+		{"a slow server", 10 * time.Second, func(int) time.Duration { return 1500 * ms }, 6, true, nil},
 		{"a tick longer than the window", time.Second, func(int) time.Duration { return 3 * time.Second }, 1, true, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {

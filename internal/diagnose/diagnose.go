@@ -220,6 +220,9 @@ func Check(ctx context.Context, dsn, version string, o Options, min model.Severi
 		logged = append(logged, f)
 	}
 	skipped = append(skipped, logSkips...)
+	if own := ownStatements(snap); own != nil {
+		skipped = append(skipped, *own)
+	}
 	var twinLine string
 	if !o.NoVerify {
 		var more []model.Skip

@@ -130,22 +130,31 @@ func RehearseMigration(ctx context.Context, version string, o MigrationOptions) 
 	}
 	rep.Runs = append(rep.Runs, written)
 	if rehearse.NeedsSafer(m, written) {
-		// The safe form of some changes needs the twin's catalog (a
-		// column's keys, default and indexes, to move it to a new one).
-		facts := migration.Facts(nil)
-		if conn, err := envelope.Dial(ctx, dsn, envelope.Work{}); err == nil {
-			defer conn.Close(context.WithoutCancel(ctx))
-			facts = rehearse.Facts(ctx, conn)
-		}
-		safe := rehearse.Safer(m, written, o.MaxWait, facts)
-		o.logf("rehearsing its safe form (%d steps; %s)", len(safe.Steps), safe.Why)
-		r, err := rehearse.Execute(ctx, safe, 1, ro)
+		r, err := o.rehearseSafer(ctx, m, written, dsn, ro)
 		if err != nil {
-			return nil, inputErr(err)
+			return nil, err
 		}
 		rep.Runs = append(rep.Runs, r)
 	}
 	return rep, verdict(rep)
+}
+
+// rehearseSafer rehearses the migration's safe form. Some changes' safe
+// form needs the twin's catalog (a column's keys, default and indexes, to
+// move it to a new one), read over a connection of its own.
+func (o MigrationOptions) rehearseSafer(ctx context.Context, m *migration.Migration, written *rehearse.Run, dsn string, ro rehearse.Options) (*rehearse.Run, error) {
+	facts := migration.Facts(nil)
+	if conn, err := envelope.Dial(ctx, dsn, envelope.Work{}); err == nil {
+		defer conn.Close(context.WithoutCancel(ctx))
+		facts = rehearse.Facts(ctx, conn)
+	}
+	safe := rehearse.Safer(m, written, o.MaxWait, facts)
+	o.logf("rehearsing its safe form (%d steps; %s)", len(safe.Steps), safe.Why)
+	r, err := rehearse.Execute(ctx, safe, 1, ro)
+	if err != nil {
+		return nil, inputErr(err)
+	}
+	return r, nil
 }
 
 // verdict sets the report's failing reasons from --fail-on.

@@ -1,6 +1,7 @@
 package diagnose
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/pgmedic/pgmedic/internal/model"
@@ -35,15 +36,6 @@ func unseen(s *model.Snapshot, skipped []model.Skip) []model.Unseen {
 	}
 	if skip, ok := s.Missing[model.SrcStatements]; ok {
 		out = append(out, model.Unseen{What: "statements (" + skip.Reason + ")", Share: -1, Fix: skip.Fix, Blocks: true})
-	}
-	if s.OwnStatements > 0 {
-		u := model.Unseen{What: "pgmedic's own statements in pg_stat_statements, left out of every rule (this run's and earlier runs')", Count: s.OwnStatements, Share: -1}
-		if s.StatsUntracked {
-			u.What = "pgmedic's own statements in pg_stat_statements from earlier runs (this run's session recorded none), left out of every rule"
-		} else {
-			u.Fix = "GRANT SET ON PARAMETER pg_stat_statements.track TO " + role + "; (PostgreSQL 15 and later; a superuser may already) lets pgmedic keep its statements out of the view"
-		}
-		out = append(out, u)
 	}
 	if s.StatementsHidden > 0 {
 		sh := share(s.StatementsHiddenMS)
@@ -105,4 +97,25 @@ func isWrite(command string) bool {
 func permissionDenied(msg string) bool {
 	m := strings.ToLower(msg)
 	return strings.Contains(m, "permission denied") || strings.Contains(m, "must be superuser") || strings.Contains(m, "privilege")
+}
+
+// ownStatements is the skipped entry that counts pgmedic's own entries in
+// pg_stat_statements (this run's and earlier runs'): they are never the
+// application's, and every rule left them out. Nil when there are none.
+func ownStatements(s *model.Snapshot) *model.Skip {
+	if s.OwnStatements == 0 {
+		return nil
+	}
+	sk := &model.Skip{Rule: "pgmedic's own statements",
+		Reason: fmt.Sprintf("pg_stat_statements holds %d entries of pgmedic's own (%.0f ms of execution), this run's and earlier runs': every rule left them out", s.OwnStatements, s.OwnStatementsMS)}
+	if s.StatsUntracked {
+		sk.Reason = fmt.Sprintf("pg_stat_statements holds %d entries of pgmedic's own from earlier runs (this run's session recorded none): every rule left them out", s.OwnStatements)
+	} else {
+		role := "<pgmedic's role>"
+		if s.User != "" {
+			role = sqlparse.QuoteIdent(s.User)
+		}
+		sk.Fix = "GRANT SET ON PARAMETER pg_stat_statements.track TO " + role + "; (PostgreSQL 15 and later) lets pgmedic keep its statements out of the view"
+	}
+	return sk
 }

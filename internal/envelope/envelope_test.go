@@ -203,7 +203,9 @@ func TestOwn(t *testing.T) {
 		"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE pgmedic_copy_stmt(1)": true,
 		"SELECT * FROM orders":                                        false,
 		"SELECT 'pgmedic' AS tool":                                    false,
-		"SELECT 1 /* pgmedic */":                                      false,
+		"SELECT 1 /* pgmedic */":                                      true,
+		"SELECT /* pgmedic */ set_config($1, $2, $3)":                 true,
+		"SELECT 1 /* pgmedic_report */":                               false,
 		"":                                                            false,
 	} {
 		if got := Own(text); got != want {

@@ -64,51 +64,70 @@ func TypeByNewColumn(st *sqlparse.Statement, f *ColumnFacts, batch int) (steps [
 	if len(f.Blockers) > 0 {
 		return nil, strings.Join(f.Blockers, "; "), false
 	}
-	t := sqlparse.QuoteQualified(table.Schema, table.Name)
-	short := func(s string) string {
-		if len(s) > 63 {
-			return s[:63]
-		}
-		return s
-	}
-	newCol := short(column + "__new")
-	c, n := sqlparse.QuoteIdent(column), sqlparse.QuoteIdent(newCol)
-	fn := sqlparse.QuoteQualified(table.Schema, short(table.Name+"_"+column+"_to_new"))
-	trig := sqlparse.QuoteIdent(short(table.Name + "_" + column + "_to_new"))
+	m := newMove(table, column)
 	retry := func(sql string) Step { return Step{SQL: sql, Retry: true} }
 	plain := func(sql string) Step { return Step{SQL: sql} }
+	t, c, n := m.table, m.col, m.newCol
 	steps = append(steps,
 		retry(fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s %s", t, n, typ)),
 		// The trigger computes the new value from the row's old one, as
 		// USING would: the expression reads the column through a
 		// one-row subquery that names it.
 		plain(fmt.Sprintf("CREATE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql AS $pgmedic$BEGIN NEW.%s := (SELECT %s FROM (SELECT NEW.%s AS %s) AS old); RETURN NEW; END$pgmedic$",
-			fn, n, using, c, c)),
-		retry(fmt.Sprintf("CREATE TRIGGER %s BEFORE INSERT OR UPDATE OF %s ON %s FOR EACH ROW EXECUTE FUNCTION %s()", trig, c, t, fn)),
+			m.fn, n, using, c, c)),
+		retry(fmt.Sprintf("CREATE TRIGGER %s BEFORE INSERT OR UPDATE OF %s ON %s FOR EACH ROW EXECUTE FUNCTION %s()", m.trig, c, t, m.fn)),
 		Step{SQL: fmt.Sprintf("UPDATE %s SET %s = %s WHERE ctid = ANY (ARRAY(SELECT ctid FROM %s WHERE %s IS DISTINCT FROM (%s) LIMIT %d))", t, n, using, t, n, using, batch), Batches: true})
-	check := sqlparse.QuoteIdent(short(table.Name + "_" + newCol + "_not_null"))
 	if f.NotNull {
 		steps = append(steps,
-			retry(fmt.Sprintf("ALTER TABLE %s ADD CONSTRAINT %s CHECK (%s IS NOT NULL) NOT VALID", t, check, n)),
-			plain(fmt.Sprintf("ALTER TABLE %s VALIDATE CONSTRAINT %s", t, check)))
+			retry(fmt.Sprintf("ALTER TABLE %s ADD CONSTRAINT %s CHECK (%s IS NOT NULL) NOT VALID", t, m.check, n)),
+			plain(fmt.Sprintf("ALTER TABLE %s VALIDATE CONSTRAINT %s", t, m.check)))
 	}
-	type moved struct{ old, tmp string }
-	var renames []moved
 	for _, ix := range f.Indexes {
-		tmp := short(ix.Name + "__new")
-		def, err := sqlparse.IndexMoved(ix.Def, column, newCol, tmp)
+		def, err := sqlparse.IndexMoved(ix.Def, column, m.bareNew, shortName(ix.Name+"__new"))
 		if err != nil {
 			return nil, "its index " + ix.Name + " could not be rewritten for the new column: " + err.Error(), false
 		}
 		steps = append(steps, plain(def))
-		renames = append(renames, moved{ix.Name, tmp})
 	}
-	// The switch: one transaction (the statements of one query run in
-	// one), which a lock_timeout ends whole.
-	// The trigger names the old column (UPDATE OF) and goes first: the
-	// column cannot be dropped while something depends on it.
+	return append(steps, retry(m.switchOver(f))), "", true
+}
+
+// shortName cuts a name to PostgreSQL's 63 bytes.
+func shortName(s string) string {
+	if len(s) > 63 {
+		return s[:63]
+	}
+	return s
+}
+
+// move names what a column's move to a new one creates: the new column,
+// the trigger and its function, the NOT NULL check; quoted, the table
+// qualified.
+type move struct {
+	schema, table, col, newCol, bareNew, fn, trig, check string
+}
+
+func newMove(table sqlparse.Name, column string) move {
+	bareNew := shortName(column + "__new")
+	return move{schema: table.Schema, table: sqlparse.QuoteQualified(table.Schema, table.Name),
+		col: sqlparse.QuoteIdent(column), newCol: sqlparse.QuoteIdent(bareNew), bareNew: bareNew,
+		fn:    sqlparse.QuoteQualified(table.Schema, shortName(table.Name+"_"+column+"_to_new")),
+		trig:  sqlparse.QuoteIdent(shortName(table.Name + "_" + column + "_to_new")),
+		check: sqlparse.QuoteIdent(shortName(table.Name + "_" + bareNew + "_not_null"))}
+}
+
+// switchOver is the switch: one transaction (the statements of one query
+// run in one), which a lock_timeout ends whole. The trigger names the old
+// column (UPDATE OF) and goes first, since the column cannot be dropped
+// while something depends on it; then the keys on the old column, its
+// identity or default (a serial's sequence re-owned, or it would go with
+// the column), the old column, the new one's name, NOT NULL (proved from
+// the validated CHECK without reading the table, PostgreSQL 12 and
+// later), and the indexes' names and keys.
+func (m move) switchOver(f *ColumnFacts) string {
+	t, c, n := m.table, m.col, m.newCol
 	sw := []string{fmt.Sprintf("LOCK TABLE %s IN ACCESS EXCLUSIVE MODE", t),
-		fmt.Sprintf("DROP TRIGGER %s ON %s", trig, t), fmt.Sprintf("DROP FUNCTION %s()", fn)}
+		fmt.Sprintf("DROP TRIGGER %s ON %s", m.trig, t), fmt.Sprintf("DROP FUNCTION %s()", m.fn)}
 	for _, ix := range f.Indexes {
 		if ix.Constraint != "" {
 			sw = append(sw, fmt.Sprintf("ALTER TABLE %s DROP CONSTRAINT %s", t, sqlparse.QuoteIdent(ix.Constraint)))
@@ -124,35 +143,30 @@ func TypeByNewColumn(st *sqlparse.Statement, f *ColumnFacts, batch int) (steps [
 			fmt.Sprintf("ALTER TABLE %s ALTER COLUMN %s SET NOT NULL", t, n),
 			fmt.Sprintf("ALTER TABLE %s ALTER COLUMN %s ADD GENERATED %s AS IDENTITY", t, n, kind),
 			fmt.Sprintf("SELECT setval(pg_get_serial_sequence(%s, %s), coalesce(max(%s), 0) + 1, false) FROM %s",
-				sqlparse.QuoteLiteral(t), sqlparse.QuoteLiteral(newCol), n, t))
+				sqlparse.QuoteLiteral(t), sqlparse.QuoteLiteral(m.bareNew), n, t))
 	case f.Default != "":
 		sw = append(sw, fmt.Sprintf("ALTER TABLE %s ALTER COLUMN %s SET DEFAULT %s", t, n, f.Default))
 		if f.Sequence != "" {
-			// A serial's sequence belongs to the old column, and would
-			// go with it.
 			sw = append(sw, fmt.Sprintf("ALTER SEQUENCE %s OWNED BY %s.%s", f.Sequence, t, n))
 		}
 	}
 	sw = append(sw, fmt.Sprintf("ALTER TABLE %s DROP COLUMN %s", t, c),
 		fmt.Sprintf("ALTER TABLE %s RENAME COLUMN %s TO %s", t, n, c))
 	if f.NotNull {
-		// PostgreSQL 12 and later prove NOT NULL from the validated
-		// CHECK without reading the table.
 		sw = append(sw, fmt.Sprintf("ALTER TABLE %s ALTER COLUMN %s SET NOT NULL", t, c),
-			fmt.Sprintf("ALTER TABLE %s DROP CONSTRAINT %s", t, check))
+			fmt.Sprintf("ALTER TABLE %s DROP CONSTRAINT %s", t, m.check))
 	}
-	for i, ix := range f.Indexes {
-		r := renames[i]
+	for _, ix := range f.Indexes {
+		tmp := shortName(ix.Name + "__new")
 		if ix.Constraint != "" {
 			kind := "UNIQUE"
 			if ix.Primary {
 				kind = "PRIMARY KEY"
 			}
-			sw = append(sw, fmt.Sprintf("ALTER TABLE %s ADD CONSTRAINT %s %s USING INDEX %s", t, sqlparse.QuoteIdent(ix.Constraint), kind, sqlparse.QuoteIdent(r.tmp)))
+			sw = append(sw, fmt.Sprintf("ALTER TABLE %s ADD CONSTRAINT %s %s USING INDEX %s", t, sqlparse.QuoteIdent(ix.Constraint), kind, sqlparse.QuoteIdent(tmp)))
 			continue
 		}
-		sw = append(sw, fmt.Sprintf("ALTER INDEX %s RENAME TO %s", sqlparse.QuoteQualified(table.Schema, r.tmp), sqlparse.QuoteIdent(r.old)))
+		sw = append(sw, fmt.Sprintf("ALTER INDEX %s RENAME TO %s", sqlparse.QuoteQualified(m.schema, tmp), sqlparse.QuoteIdent(ix.Name)))
 	}
-	steps = append(steps, retry(strings.Join(sw, "; ")))
-	return steps, "", true
+	return strings.Join(sw, "; ")
 }

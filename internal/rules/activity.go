@@ -864,20 +864,26 @@ func connectionPressure(s *model.Snapshot) (found []model.Finding, skipped []mod
 		f.Evidence = append(f.Evidence, ev("cores the sessions got (CPU time of their processes)", q.coresGot, ""),
 			ev("wall time per unit of CPU time of the sessions on CPU", j.stretch, "x"))
 	}
-	if k, a := saturatedPool(s); a != nil {
-		// The clients already go through PgBouncer and queue in its
-		// pool: the sessions the server runs are the pool's server
-		// connections, and what to change is the pool (its size, the
-		// statements that hold it). One problem, pool-saturation's,
-		// which measures the pool itself.
-		size := a.pool.SvActive + a.pool.SvUsed + a.pool.SvIdle
-		f.Severity = model.Info
-		f.Title += fmt.Sprintf(" (the clients queue in PgBouncer's pool %s: see pool-saturation)", k)
-		f.Fix = model.Fix{Summary: fmt.Sprintf("the clients already go through PgBouncer: its pool (%d server connections) is what the server runs; size it to about %d (%s) and make the statements that hold it cheaper (pool-saturation)", size, pool, poolBasis(pool, cores))}
-		f.Experiment = nil
-		f.Verification = model.NotRunBecause("the server's sessions are PgBouncer's server connections, whose queue pool-saturation's finding measures")
-	}
+	behindPool(s, &f, pool, cores)
 	return []model.Finding{f}, nil
+}
+
+// behindPool makes a connection-pressure finding pool-saturation's when
+// the clients already go through PgBouncer and queue in its pool: the
+// sessions the server runs are the pool's server connections, and what to
+// change is the pool (its size, the statements that hold it). One
+// problem, pool-saturation's, which measures the pool itself.
+func behindPool(s *model.Snapshot, f *model.Finding, pool, cores int) {
+	k, a := saturatedPool(s)
+	if a == nil {
+		return
+	}
+	size := a.pool.SvActive + a.pool.SvUsed + a.pool.SvIdle
+	f.Severity = model.Info
+	f.Title += fmt.Sprintf(" (the clients queue in PgBouncer's pool %s: see pool-saturation)", k)
+	f.Fix = model.Fix{Summary: fmt.Sprintf("the clients already go through PgBouncer: its pool (%d server connections) is what the server runs; size it to about %d (%s) and make the statements that hold it cheaper (pool-saturation)", size, pool, poolBasis(pool, cores))}
+	f.Experiment = nil
+	f.Verification = model.NotRunBecause("the server's sessions are PgBouncer's server connections, whose queue pool-saturation's finding measures")
 }
 
 // saturatedPool is a PgBouncer pool of the checked database whose clients

@@ -281,6 +281,23 @@ func scanFor(n *plan.Node, scans map[string]*plan.Node, qualifier string) *plan.
 	return nil
 }
 
+// uncatalogued says what a cast finding is without the column's catalog:
+// without it a varchar column's harmless relabel to text looks the same
+// as char(n)'s real conversion.
+func uncatalogued(in PlanInput, f *model.Finding, scan *plan.Node, c castOnColumn) {
+	f.Fix.Summary = fmt.Sprintf("compare %s with a value of its own type (cast the literal or parameter, not the column); if the column is varchar, a cast to text is harmless", sqlparse.QuoteIdent(c.column))
+	f.Verification.Reason = "unconfirmed: pgmedic did not see the catalogs; run with --dsn to check the column's type, its indexes and the cast"
+	if in.Catalog != nil {
+		// Read beside a connection (a check reading the server's log),
+		// whose database does not hold the plan's table: the log holds
+		// every database's plans.
+		f.Verification.Reason = fmt.Sprintf("unconfirmed: the database checked has no column %s.%s.%s (a server's log holds every database's plans): check the plan's own database to judge the cast", scan.Schema, scan.RelationName, c.column)
+	}
+	if c.toType == "text" || c.toType == "character varying" {
+		f.Severity = model.Info
+	}
+}
+
 // castFinding judges one cast on a column with the catalog: it is a finding
 // when an index on the column exists that the cast keeps the planner from
 // using; the fix casts the value instead, or drops the cast when the
@@ -304,19 +321,7 @@ func castFinding(in PlanInput, n, scan *plan.Node, c castOnColumn) (model.Findin
 	}
 	colInfo, known := in.Catalog.Lookup(scan.Schema, scan.RelationName, c.column)
 	if !known {
-		// Without the catalogs a varchar column's harmless relabel to text
-		// looks the same as char(n)'s real conversion.
-		f.Fix.Summary = fmt.Sprintf("compare %s with a value of its own type (cast the literal or parameter, not the column); if the column is varchar, a cast to text is harmless", col)
-		f.Verification.Reason = "unconfirmed: pgmedic did not see the catalogs; run with --dsn to check the column's type, its indexes and the cast"
-		if in.Catalog != nil {
-			// Read beside a connection (a check reading the server's
-			// log), whose database does not hold the plan's table: the
-			// log holds every database's plans.
-			f.Verification.Reason = fmt.Sprintf("unconfirmed: the database checked has no column %s.%s.%s (a server's log holds every database's plans): check the plan's own database to judge the cast", scan.Schema, scan.RelationName, c.column)
-		}
-		if c.toType == "text" || c.toType == "character varying" {
-			f.Severity = model.Info
-		}
+		uncatalogued(in, &f, scan, c)
 		return f, true
 	}
 	if colInfo.BaseType == c.toType || in.Catalog.Binary[colInfo.BaseType+">"+c.toType] {

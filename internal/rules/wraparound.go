@@ -101,11 +101,7 @@ func wraparound(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		if holder != nil && holder.XminAge >= eff {
 			f.Fix.SQL = horizonFix(s, *holder).SQL + "\n" + f.Fix.SQL
 		}
-		if raised, sql := raisedFreezeAge(freezeMax, t.FreezeMaxAge, name); raised != "" && t.FrozenAge > defaultFreezeMax {
-			f.Title += "; " + raised
-			f.Fix.Summary += "; and put the freeze age back, so that autovacuum freezes before the ages come this close"
-			f.Fix.SQL += "\n" + sql
-		}
+		nameRaisedAge(&f, freezeMax, t.FreezeMaxAge, name, t.FrozenAge)
 		out = append(out, f)
 	}
 	// Other databases: check reads one, the limit is the server's.
@@ -126,11 +122,7 @@ func wraparound(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 			Docs:         docsPath(WraparoundID),
 			Verification: model.NotRunBecause("nothing to run: the ages are the catalog's (pg_database.datfrozenxid), and the rate is two readings of the next transaction id"),
 		}
-		if raised, sql := raisedFreezeAge(freezeMax, 0, ""); raised != "" && d.FrozenAge > defaultFreezeMax {
-			f.Title += "; " + raised
-			f.Fix.Summary += "; and put the freeze age back, so that autovacuum freezes before the ages come this close"
-			f.Fix.SQL += "\n" + sql
-		}
+		nameRaisedAge(&f, freezeMax, 0, "", d.FrozenAge)
 		out = append(out, f)
 	}
 	Sort(out)
@@ -214,6 +206,18 @@ func databaseFreezeFix(d model.DatabaseAge, freezeMax int64) model.Fix {
 	}
 	return model.Fix{Summary: fmt.Sprintf("run pgmedic check on %s to name its oldest tables and what holds them back; freeze every table older than %s transactions with vacuumdb, oldest first", d.Name, printable.Count(float64(minAge))),
 		SQL: "-- from a shell:\n" + vacuum}
+}
+
+// nameRaisedAge adds to a finding the raised freeze age that let its age
+// (past the default freeze age) grow, and the statement that puts it back.
+func nameRaisedAge(f *model.Finding, server, own int64, table string, age int64) {
+	raised, sql := raisedFreezeAge(server, own, table)
+	if raised == "" || age <= defaultFreezeMax {
+		return
+	}
+	f.Title += "; " + raised
+	f.Fix.Summary += "; and put the freeze age back, so that autovacuum freezes before the ages come this close"
+	f.Fix.SQL += "\n" + sql
 }
 
 // raisedFreezeAge names a freeze age raised past PostgreSQL's default:

@@ -88,13 +88,9 @@ func define(ctx context.Context, q envelope.Conn, t *model.Table) (*definition, 
 	// generated expressions (pg_get_expr opens the table) are not read,
 	// nor its indexes or rows, or the read would queue behind the lock
 	// into lock_timeout, an ERROR in the target's log.
-	if err := q.QueryRow(ctx, envelope.Tag+`SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'relation' AND relation = $1::oid
-		AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND mode = 'AccessExclusiveLock')`, t.OID).Scan(&d.locked); err != nil {
-		return nil, "reading its locks: " + envelope.Message(err)
-	}
-	rows, err := q.Query(ctx, envelope.Tag+columnsSQL, t.OID, d.locked)
+	rows, err := d.columnRows(ctx, q, t.OID)
 	if err != nil {
-		return nil, "reading its columns: " + envelope.Message(err)
+		return nil, err.Error()
 	}
 	for rows.Next() {
 		var c column
@@ -167,6 +163,28 @@ func define(ctx context.Context, q envelope.Conn, t *model.Table) (*definition, 
 const markInvalid = `format('DO $pgmedic$ BEGIN UPDATE pg_catalog.pg_index SET indisvalid = false WHERE indexrelid = %L::regclass; ' ||
 		'EXCEPTION WHEN insufficient_privilege THEN DROP INDEX %s; END $pgmedic$',
 		quote_ident(n.nspname) || '.' || quote_ident(c.relname), quote_ident(n.nspname) || '.' || quote_ident(c.relname))`
+
+// columnRows reads whether the table is locked, then its columns.
+func (d *definition) columnRows(ctx context.Context, q envelope.Conn, oid uint32) (pgx.Rows, error) {
+	var err error
+	if d.locked, err = exclusivelyLocked(ctx, q, oid); err != nil {
+		return nil, fmt.Errorf("reading its locks: %s", envelope.Message(err))
+	}
+	rows, err := q.Query(ctx, envelope.Tag+columnsSQL, oid, d.locked)
+	if err != nil {
+		return nil, fmt.Errorf("reading its columns: %s", envelope.Message(err))
+	}
+	return rows, nil
+}
+
+// exclusivelyLocked says whether a schema change's ACCESS EXCLUSIVE lock
+// is held or queued on the relation.
+func exclusivelyLocked(ctx context.Context, q envelope.Conn, oid uint32) (bool, error) {
+	var locked bool
+	err := q.QueryRow(ctx, envelope.Tag+`SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'relation' AND relation = $1::oid
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND mode = 'AccessExclusiveLock')`, oid).Scan(&locked)
+	return locked, err
+}
 
 func strings1(ctx context.Context, q envelope.Conn, sql string, args ...any) ([]string, error) {
 	rows, err := q.Query(ctx, envelope.Tag+sql, args...)

@@ -239,20 +239,12 @@ func (e *Engine) measureHotspot(ctx context.Context, r *hotRerun, kindShare func
 		// in two.
 		deadline := e.CPU.Now() + (d - 300*time.Millisecond).Seconds()
 		for i := 0; runErr == nil && recording.Err() == nil && e.CPU.Now() < deadline; i++ {
-			side := sides[i%2]
-			runErr = envelope.RolledBack(ctx, e.Conn, envelope.ReadOnly, func() error {
-				if side.set != "" {
-					if _, err := e.Conn.Exec(ctx, envelope.Tag+side.set); err != nil {
-						return err
-					}
-				}
-				from := e.CPU.Now()
-				err := envelope.Run(ctx, e.Conn, side.sql)
-				to := e.CPU.Now()
+			var from, to float64
+			from, to, runErr = e.hotRun(ctx, sides[i%2].set, sides[i%2].sql)
+			if runErr == nil {
 				runs = append(runs, window{from: from, to: to, side: i % 2})
 				times[i%2] = append(times[i%2], (to-from)*1000)
-				return err
-			})
+			}
 		}
 	}
 	builders := [2]*profile.Builder{profile.NewBuilder("pgmedic's backend"), profile.NewBuilder("pgmedic's backend")}
@@ -276,21 +268,11 @@ func (e *Engine) measureHotspot(ctx context.Context, r *hotRerun, kindShare func
 		if len(times[k]) > 0 {
 			continue
 		}
-		side := sides[k]
-		runErr = envelope.RolledBack(ctx, e.Conn, envelope.ReadOnly, func() error {
-			if side.set != "" {
-				if _, err := e.Conn.Exec(ctx, envelope.Tag+side.set); err != nil {
-					return err
-				}
-			}
-			from := e.CPU.Now()
-			err := envelope.Run(ctx, e.Conn, side.sql)
-			times[k] = append(times[k], (e.CPU.Now()-from)*1000)
-			return err
-		})
-		if runErr != nil {
-			return before, after, fmt.Errorf("running the statement: %s", envelope.Message(runErr))
+		from, to, err := e.hotRun(ctx, sides[k].set, sides[k].sql)
+		if err != nil {
+			return before, after, fmt.Errorf("running the statement: %s", envelope.Message(err))
 		}
+		times[k] = append(times[k], (to-from)*1000)
 	}
 	var out [2]hotSide
 	for k := range out {
@@ -302,4 +284,22 @@ func (e *Engine) measureHotspot(ctx context.Context, r *hotRerun, kindShare func
 		}
 	}
 	return out[0], out[1], nil
+}
+
+// hotRun runs one side of a hot spot's re-run once, in a read-only
+// transaction rolled back, after its setting: when it began and ended on
+// e.CPU's clock (the profile's).
+func (e *Engine) hotRun(ctx context.Context, set, sql string) (from, to float64, err error) {
+	err = envelope.RolledBack(ctx, e.Conn, envelope.ReadOnly, func() error {
+		if set != "" {
+			if _, err := e.Conn.Exec(ctx, envelope.Tag+set); err != nil {
+				return err
+			}
+		}
+		from = e.CPU.Now()
+		err := envelope.Run(ctx, e.Conn, sql)
+		to = e.CPU.Now()
+		return err
+	})
+	return from, to, err
 }

@@ -93,13 +93,9 @@ func (e *Engine) plannerSetting(ctx context.Context, snap *model.Snapshot, f *mo
 			Reason: fmt.Sprintf("no plan of the top %d statements changes with %s: nothing to measure, and nothing it would change today", planned, what)}
 		return
 	}
-	f.Evidence = append(f.Evidence,
-		model.Evidence{Label: "top statements planned both ways", Value: float64(planned)},
-		model.Evidence{Label: "statements whose plan changes", Value: float64(changed)},
-		model.Evidence{Label: "faster with it" + listed(faster), Value: float64(len(faster))},
-		model.Evidence{Label: "slower with it" + listed(slower), Value: float64(len(slower))})
-	f.Verification = model.Verification{Method: method,
-		Before: &model.Measure{Value: model.Round(before, 2), Unit: "ms"}, After: &model.Measure{Value: model.Round(after, 2), Unit: "ms"}}
+	f.Evidence = append(f.Evidence, ev("top statements planned both ways", float64(planned), ""), ev("statements whose plan changes", float64(changed), ""),
+		ev("faster with it"+listed(faster), float64(len(faster)), ""), ev("slower with it"+listed(slower), float64(len(slower)), ""))
+	f.Verification = model.Verification{Method: method, Before: &model.Measure{Value: model.Round(before, 2), Unit: "ms"}, After: &model.Measure{Value: model.Round(after, 2), Unit: "ms"}}
 	if len(slower) > 0 {
 		f.Verification.Status, f.Severity = model.Refuted, model.Info
 		f.Title = fmt.Sprintf("%s would make %d of the top statements slower: keep the setting as it is", what, len(slower))

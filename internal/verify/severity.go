@@ -47,3 +47,8 @@ func dbShare(snap *model.Snapshot, queryID int64) float64 {
 	}
 	return own / total
 }
+
+// ev is a figure of evidence.
+func ev(label string, v float64, unit string) model.Evidence {
+	return model.Evidence{Label: label, Value: v, Unit: unit}
+}
