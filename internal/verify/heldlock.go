@@ -43,7 +43,7 @@ func idlePlan(exp *model.Experiment) idleRehearsal {
 	idle := time.Duration(exp.IdleMS * float64(time.Millisecond))
 	timeout := time.Duration(exp.TimeoutMS * float64(time.Millisecond))
 	if idle <= maxIdleHold {
-		return idleRehearsal{hold: idle, timeout: timeout, note: " (as long as it was seen idle)"}
+		return idleRehearsal{hold: idle.Round(10 * time.Millisecond), timeout: timeout, note: " (as long as it was seen idle)"}
 	}
 	k := float64(maxIdleHold) / float64(idle)
 	return idleRehearsal{hold: maxIdleHold, timeout: time.Duration(float64(timeout) * k).Round(time.Millisecond),

@@ -601,10 +601,13 @@ var (
 	executeRe = regexp.MustCompile(`^EXECUTE (\w+)\(`)
 	// quietPrepareRe is envelope's PREPARE inside a PL/pgSQL block that
 	// traps its failure: the name and the query of its first attempt.
-	quietPrepareRe = regexp.MustCompile(`^DO \$pgmedic\d+outer\$BEGIN BEGIN EXECUTE 'PREPARE (\w+)(?:\(.*?\))? AS ' \|\| \$(pgmedic\d+)\$(.*?)\$pgmedic\d+\$`)
+	quietPrepareRe = regexp.MustCompile(`^DO \$pgmedic\d+outer\$BEGIN BEGIN EXECUTE '/\* pgmedic \*/ PREPARE (\w+)(?:\(.*?\))? AS ' \|\| \$(pgmedic\d+)\$(.*?)\$pgmedic\d+\$`)
 	// quietExplainRe is envelope's EXPLAIN inside a PL/pgSQL block that
 	// traps its failure: the EXPLAIN it runs.
-	quietExplainRe = regexp.MustCompile(`^DO \$pgmedic\d+outer\$DECLARE .*? BEGIN EXECUTE \$(pgmedic\d+)\$(EXPLAIN .*?)\$pgmedic\d+\$ INTO`)
+	quietExplainRe = regexp.MustCompile(`^DO \$pgmedic\d+outer\$DECLARE .*? BEGIN EXECUTE \$(pgmedic\d+)\$/\* pgmedic \*/ (EXPLAIN .*?)\$pgmedic\d+\$ INTO`)
+	// quietRunRe is envelope's Run: an application's statement inside a
+	// PL/pgSQL block that traps its failure.
+	quietRunRe = regexp.MustCompile(`^DO \$pgmedic\d+outer\$DECLARE .*? EXECUTE \$(pgmedic\d+)\$/\* pgmedic \*/ (.*?)\$pgmedic\d+\$;`)
 	// relations pgmedic creates inside its rolled-back transactions: the
 	// temporary copies, and pgmedic_hot, a plain table because a temporary
 	// one writes no WAL, which the hot-update experiment measures (it runs
@@ -657,6 +660,8 @@ func envelopeProblems(calls []call) []string {
 			continue
 		}
 		if m := quietExplainRe.FindStringSubmatch(sql); m != nil {
+			sql = m[2]
+		} else if m := quietRunRe.FindStringSubmatch(sql); m != nil {
 			sql = m[2]
 		}
 		if why := writes(sql, prepared); why != "" {
