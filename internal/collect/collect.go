@@ -140,7 +140,11 @@ func jitAvailable(ctx context.Context, q envelope.Conn) (bool, error) {
 		if _, err := q.Exec(ctx, envelope.Tag+"SET LOCAL jit = on"); err != nil {
 			return err
 		}
-		return q.QueryRow(ctx, envelope.Tag+"SELECT pg_jit_available()").Scan(&ok)
+		// Loading LLVM can take seconds on a saturated machine: a read
+		// past the statement_timeout is trapped, not logged.
+		v, err := envelope.Value(ctx, q, "SELECT pg_jit_available()")
+		ok = v == "true"
+		return err
 	})
 	if err != nil {
 		return false, fmt.Errorf("checking JIT availability: %w", err)

@@ -244,12 +244,16 @@ func cLikeCollation(alias string) string {
 		FROM pg_database d WHERE d.datname = current_database())))`
 }
 
-// indexesSQL reads the indexes of a page of tables.
+// indexesSQL reads the indexes of a page of tables. pg_get_indexdef and
+// pg_get_expr open the table, and wait behind a schema change's lock held
+// or queued on it: a locked table's expression and predicate texts are
+// not read (its indexes are still listed, by their key columns).
 var indexesSQL = `SELECT n.nspname, t.relname, i.relname, am.amname, x.indisunique, x.indisprimary, x.indisvalid, x.indisready,
 		CASE WHEN x.indisunique AND NOT (i.oid IN ` + exclusivelyLocked + ` OR t.oid IN ` + exclusivelyLocked + `) THEN pg_relation_size(i.oid) ELSE i.relpages::int8 * current_setting('block_size')::int8 END,
 		coalesce(pg_stat_get_numscans(i.oid), 0),
-		CASE WHEN x.indexprs IS NOT NULL THEN pg_get_indexdef(i.oid) ELSE '' END,
-		coalesce(pg_get_expr(x.indpred, x.indrelid), ''), x.indnkeyatts::int, x.indkey::int2[], x.indoption::int2[],
+		CASE WHEN x.indexprs IS NOT NULL AND NOT (i.oid IN ` + exclusivelyLocked + ` OR t.oid IN ` + exclusivelyLocked + `) THEN pg_get_indexdef(i.oid) ELSE '' END,
+		CASE WHEN x.indpred IS NULL THEN '' WHEN i.oid IN ` + exclusivelyLocked + ` OR t.oid IN ` + exclusivelyLocked + ` THEN '(not read: a schema change holds its lock)' ELSE pg_get_expr(x.indpred, x.indrelid) END,
+		x.indnkeyatts::int, x.indkey::int2[], x.indoption::int2[],
 		age(i.xmin)::int8, EXISTS (SELECT FROM pg_constraint fk WHERE fk.conrelid = x.indrelid AND fk.contype = 'f' AND fk.conkey[1] = x.indkey[0]),
 		ARRAY(SELECT oc.opcname LIKE '%pattern_ops' OR coalesce(` + cLikeCollation("co") + `, false)
 			FROM unnest(x.indclass::oid[], x.indcollation::oid[]) WITH ORDINALITY AS k(cls, coll, ord)

@@ -161,11 +161,13 @@ func TestJITQuestionTimesOut(t *testing.T) {
 	if err := json.Unmarshal(b, &tp); err != nil {
 		t.Fatal(err)
 	}
+	// The question runs in a quiet block that traps the cancel and leaves
+	// it in a setting, which the next call reads.
 	cut := false
-	for i := range tp.Calls {
-		if strings.Contains(tp.Calls[i].SQL, "pg_jit_available()") {
-			tp.Calls[i].Row = nil
-			tp.Calls[i].Err = &testkit.CallErr{Code: "57014", Message: "canceling statement due to statement timeout"}
+	for i := range tp.Calls[:len(tp.Calls)-1] {
+		if strings.Contains(tp.Calls[i].SQL, "pg_jit_available()") && strings.Contains(tp.Calls[i+1].SQL, "pgmedic.value") {
+			outcome, _ := json.Marshal("error\x1f57014\x1fcanceling statement due to statement timeout")
+			tp.Calls[i+1].Row = []json.RawMessage{outcome}
 			cut = true
 		}
 	}

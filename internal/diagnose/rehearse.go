@@ -144,11 +144,16 @@ func RehearseMigration(ctx context.Context, version string, o MigrationOptions) 
 // move it to a new one), read over a connection of its own.
 func (o MigrationOptions) rehearseSafer(ctx context.Context, m *migration.Migration, written *rehearse.Run, dsn string, ro rehearse.Options) (*rehearse.Run, error) {
 	facts := migration.Facts(nil)
-	if conn, err := envelope.Dial(ctx, dsn, envelope.Work{}); err == nil {
-		defer conn.Close(context.WithoutCancel(ctx))
+	conn, err := envelope.Dial(ctx, dsn, envelope.Work{})
+	if err == nil {
 		facts = rehearse.Facts(ctx, conn)
 	}
 	safe := rehearse.Safer(m, written, o.MaxWait, facts)
+	// Closed before the run: each run copies the twin's database, which
+	// no other session may be connected to.
+	if conn != nil {
+		conn.Close(context.WithoutCancel(ctx))
+	}
 	o.logf("rehearsing its safe form (%d steps; %s)", len(safe.Steps), safe.Why)
 	r, err := rehearse.Execute(ctx, safe, 1, ro)
 	if err != nil {

@@ -168,6 +168,43 @@ func Run(ctx context.Context, q Conn, query string) error {
 	return fmt.Errorf("the statement left no outcome (%q)", outcome)
 }
 
+// valueSetting carries a quietly read value, or its failure, out of its
+// block.
+const valueSetting = "pgmedic.value"
+
+// Value reads one value (the first column of the first row, as text) of
+// a query inside a PL/pgSQL block that traps its failure, as Run does:
+// a read that may run past pgmedic's statement_timeout on a busy server
+// (pg_jit_available() loading the JIT provider) leaves no ERROR in the
+// server's log, and its caller still gets SQLSTATE 57014.
+func Value(ctx context.Context, q Conn, query string) (string, error) {
+	query = Tag + query
+	quote, ok := dollarQuote(query)
+	if !ok {
+		return "", fmt.Errorf("the query's text holds every dollar-quote tag pgmedic would wrap it in")
+	}
+	var b strings.Builder
+	b.WriteString("DO " + quote("outer") + "DECLARE out text; st text; msg text; BEGIN ")
+	b.WriteString("EXECUTE " + quote("") + " INTO out; PERFORM " + Tag + "set_config('" + valueSetting + "', 'ok:' || coalesce(out, ''), false); ")
+	b.WriteString("EXCEPTION WHEN OTHERS OR query_canceled THEN GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT; ")
+	b.WriteString("PERFORM " + Tag + "set_config('" + valueSetting + "', concat_ws(chr(31), 'error', st, msg), false); ")
+	b.WriteString("END" + quote("outer"))
+	if _, err := q.Exec(ctx, Tag+b.String()); err != nil {
+		return "", err
+	}
+	var outcome string
+	if err := q.QueryRow(ctx, Tag+"SELECT current_setting('"+valueSetting+"')").Scan(&outcome); err != nil {
+		return "", err
+	}
+	if out, ok := strings.CutPrefix(outcome, "ok:"); ok {
+		return out, nil
+	}
+	if f := strings.Split(outcome, fieldSep); len(f) >= 3 && f[0] == "error" {
+		return "", &pgconn.PgError{Severity: "ERROR", Code: f[1], Message: f[2]}
+	}
+	return "", fmt.Errorf("the query left no outcome (%q)", outcome)
+}
+
 // dollarQuote returns a function that writes text between dollar quotes
 // (the query, or with a suffix, the block's own quotes) with tags that
 // the query does not contain; ok is false if it contains every candidate.

@@ -864,7 +864,7 @@ func connectionPressure(s *model.Snapshot) (found []model.Finding, skipped []mod
 		f.Evidence = append(f.Evidence, ev("cores the sessions got (CPU time of their processes)", q.coresGot, ""),
 			ev("wall time per unit of CPU time of the sessions on CPU", j.stretch, "x"))
 	}
-	behindPool(s, &f, pool, cores)
+	behindPool(s, &f, q, pool, cores)
 	return []model.Finding{f}, nil
 }
 
@@ -872,13 +872,19 @@ func connectionPressure(s *model.Snapshot) (found []model.Finding, skipped []mod
 // the clients already go through PgBouncer and queue in its pool: the
 // sessions the server runs are the pool's server connections, and what to
 // change is the pool (its size, the statements that hold it). One
-// problem, pool-saturation's, which measures the pool itself.
-func behindPool(s *model.Snapshot, f *model.Finding, pool, cores int) {
+// problem, pool-saturation's, which measures the pool itself. When more
+// sessions worked than the pool holds server connections, others connect
+// directly (or through another pool) and the run queue is the server's
+// own problem, so the finding stands.
+func behindPool(s *model.Snapshot, f *model.Finding, q runQueue, pool, cores int) {
 	k, a := saturatedPool(s)
 	if a == nil {
 		return
 	}
 	size := a.pool.SvActive + a.pool.SvUsed + a.pool.SvIdle
+	if q.onCPU > float64(size)+0.5 {
+		return
+	}
 	f.Severity = model.Info
 	f.Title += fmt.Sprintf(" (the clients queue in PgBouncer's pool %s: see pool-saturation)", k)
 	f.Fix = model.Fix{Summary: fmt.Sprintf("the clients already go through PgBouncer: its pool (%d server connections) is what the server runs; size it to about %d (%s) and make the statements that hold it cheaper (pool-saturation)", size, pool, poolBasis(pool, cores))}

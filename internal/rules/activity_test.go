@@ -243,7 +243,8 @@ func TestPoolSaturation(t *testing.T) {
 // TestPressureBehindAPool: twenty sessions on CPU on two cores are a run
 // queue, but when they are the server connections of a PgBouncer pool
 // whose clients queue, the queue is the pool's: connection-pressure says
-// so at info and names pool-saturation, whose finding stands.
+// so at info and names pool-saturation, whose finding stands; beside a
+// pool smaller than the queue it is the server's own.
 func TestPressureBehindAPool(t *testing.T) {
 	var busy []model.Backend
 	for i := 0; i < 20; i++ {
@@ -264,6 +265,15 @@ func TestPressureBehindAPool(t *testing.T) {
 	}
 	if ps, _ := poolSaturation(s); len(ps) != 1 || ps[0].Severity < model.Warning {
 		t.Errorf("pool-saturation: %+v", ps)
+	}
+	// A pool of two server connections cannot be twenty sessions on CPU:
+	// the others connect directly, and the server's queue stands.
+	for i := range s.Sampling.Pools {
+		s.Sampling.Pools[i].Pools[0].SvActive = 2
+	}
+	fs, _ = connectionPressure(s)
+	if len(fs) != 1 || fs[0].Severity != model.Critical || strings.Contains(fs[0].Title, "pool-saturation") {
+		t.Errorf("beside a pool smaller than the queue: %+v", fs)
 	}
 }
 

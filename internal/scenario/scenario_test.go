@@ -171,7 +171,7 @@ func TestScenarios(t *testing.T) {
 }
 
 // ownStatementsSafe reads the target's pg_stat_statements: pgmedic's own
-// statements (tagged) must never have paid for JIT, nor run past its
+// statements (tagged) are few, never paid for JIT, nor ran past its
 // timeout.
 func ownStatementsSafe(t *testing.T, dsn string) {
 	conn, err := pgx.Connect(context.Background(), dsn)
@@ -186,8 +186,14 @@ func ownStatementsSafe(t *testing.T, dsn string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n < 5 {
-		t.Fatalf("only %d pgmedic statements recorded: the tag is not reaching pg_stat_statements", n)
+	// The session turns its own tracking off first thing (a superuser may):
+	// what is left is that one tagged block, which proves the tag arrives,
+	// and nothing pgmedic ran after it.
+	if n < 1 {
+		t.Fatalf("no pgmedic statement recorded: the tag is not reaching pg_stat_statements")
+	}
+	if n > 3 {
+		t.Errorf("%d pgmedic statements recorded: the session did not keep itself out of pg_stat_statements", n)
 	}
 	if jitFns != 0 {
 		t.Errorf("pgmedic's own statements compiled %d JIT functions", jitFns)
