@@ -132,6 +132,9 @@ func wastefulScans(s *model.Snapshot, st model.Statement, ex *plan.Explain) []sc
 		case n.NodeType != "Seq Scan" && blocks >= 1000 && blocks >= wastefulBlocks*math.Max(rows, 1) && blocks >= 0.05*float64(t.RelPages):
 			c.reason = fmt.Sprintf("%s on %s filters rows the index cannot skip: %s buffers per call for %s rows", n.NodeType, n.IndexName, count(blocks), count(rows))
 		case n.NodeType == "Seq Scan" && blocks >= 0.5*float64(t.RelPages) && blocks >= wastefulBlocks*math.Max(rows, 1) && t.RelPages >= 1000:
+			if bloatExplains(s, t, blocks, rows) {
+				return
+			}
 			c.reason = fmt.Sprintf("sequential scan reading %s buffers per call for %s rows", count(blocks), count(rows))
 		default:
 			return
@@ -139,6 +142,20 @@ func wastefulScans(s *model.Snapshot, st model.Statement, ex *plan.Explain) []sc
 		out = append(out, c)
 	})
 	return out
+}
+
+// bloatExplains says a sequential scan that keeps more than a tenth of a
+// table reads many buffers per row because most of what it reads is dead
+// rows: over the live rows alone (the pages a VACUUM FULL or pg_repack
+// would leave) it would read a small table, or few buffers per row. Its
+// fix is table-bloat's, which reports those dead rows; an index would
+// only hide them.
+func bloatExplains(s *model.Snapshot, t *model.Table, blocks, rows float64) bool {
+	if !deadRowsReported(t) {
+		return false
+	}
+	live := 1 - s.BloatShare(t)
+	return live*float64(t.RelPages) < 1000 || live*blocks < wastefulBlocks*math.Max(rows, 1)
 }
 
 // proposal is an index to create.
