@@ -119,7 +119,7 @@ func TestMissingIndexLeavesBloatToTableBloat(t *testing.T) {
 		{"nine rows in ten dead", 120000, 1100000, 0},
 		{"no dead rows", 1200000, 0, 1},
 	} {
-		s := queueSnap(t, []model.Statement{st}, map[int64]*plan.Explain{1: scan("Seq Scan", "", "(state = $1)", "", 0.25 * float64(c.live))})
+		s := queueSnap(t, []model.Statement{st}, map[int64]*plan.Explain{1: scan("Seq Scan", "", "(state = $1)", "", 0.25*float64(c.live))})
 		s.Tables[0].Live, s.Tables[0].Dead, s.Tables[0].Reltuples = c.live, c.dead, float64(c.live)
 		if fs, _ := missingIndex(s); len(fs) != c.want {
 			t.Errorf("%s: %d findings, want %d: %+v", c.name, len(fs), c.want, fs)
