@@ -133,7 +133,7 @@ func classifyKeyComparison(e *pgast.A_Expr, column string) (h HiddenKey, bare, o
 		switch {
 		case isDateOf(key, column):
 			return HiddenKey{Why: fmt.Sprintf("%s is cast to date, and a partition's bounds are on %s itself", column, column), Fixable: e.Kind == pgast.A_Expr_Kind_AEXPR_OP || e.Kind == pgast.A_Expr_Kind_AEXPR_BETWEEN}, false, true
-		case truncUnit(key, column) != "" && op == "=":
+		case (truncUnit(key, column) != "" || truncParam(key, column) != nil) && op == "=":
 			return HiddenKey{Why: fmt.Sprintf("%s is inside date_trunc(), and a partition's bounds are on %s itself", column, column), Fixable: true}, false, true
 		case isYearOf(key, column) && op == "=":
 			return HiddenKey{Why: fmt.Sprintf("the year of %s is compared, and a partition's bounds are on %s itself", column, column), Fixable: true}, false, true
@@ -176,7 +176,13 @@ func rangeFor(e *pgast.A_Expr, column string) (*pgast.Node, error) {
 			">=": "pgmedic_key >= " + day(0), ">": "pgmedic_key >= " + day(0) + " + 1",
 			"<": "pgmedic_key < " + day(0), "<=": "pgmedic_key < " + day(0) + " + 1"}[op]
 	case truncUnit(key, column) != "":
-		tmpl = "pgmedic_key >= pgmedic_val0 AND pgmedic_key < pgmedic_val0 + interval '1 " + truncUnit(key, column) + "'"
+		tmpl = "pgmedic_key >= pgmedic_val0 AND pgmedic_key < pgmedic_val0 + interval '" + unitInterval(truncUnit(key, column)) + "'"
+	case truncParam(key, column) != nil:
+		// The unit is a parameter (pg_stat_statements turns the literal
+		// 'day' into $n): the interval is built from it when the
+		// statement runs. Interval input knows every unit date_trunc
+		// takes but the quarter.
+		tmpl = "pgmedic_key >= pgmedic_val0 AND pgmedic_key < pgmedic_val0 + (CASE lower((pgmedic_unit)::text) WHEN 'quarter' THEN '3 months' ELSE '1 ' || (pgmedic_unit)::text END)::interval"
 	case isYearOf(key, column):
 		tmpl = "pgmedic_key >= make_date((pgmedic_val0)::int, 1, 1) AND pgmedic_key < make_date((pgmedic_val0)::int + 1, 1, 1)"
 	}
@@ -202,6 +208,8 @@ func rangeFor(e *pgast.A_Expr, column string) (*pgast.Node, error) {
 		switch name := lastField(cr); {
 		case name == "pgmedic_key":
 			w.Node = bareKey.Clone().Node
+		case name == "pgmedic_unit":
+			w.Node = truncParam(key, column).Clone().Node
 		case strings.HasPrefix(name, "pgmedic_val"):
 			i := int(name[len(name)-1] - '0')
 			w.Node = vals[i].Clone().Node
@@ -318,6 +326,35 @@ func truncUnit(n *pgast.Node, column string) string {
 		return ""
 	}
 	return timeUnit(f.Args[0])
+}
+
+// truncParam is the unit of date_trunc($n, column) when it is a
+// parameter (through casts); nil otherwise.
+func truncParam(n *pgast.Node, column string) *pgast.Node {
+	f := n.GetFuncCall()
+	if f == nil || funcName(f) != "date_trunc" || len(f.Args) != 2 {
+		return nil
+	}
+	if cr := f.Args[1].GetColumnRef(); cr == nil || lastField(cr) != column {
+		return nil
+	}
+	u := f.Args[0]
+	for u != nil && u.GetTypeCast() != nil {
+		u = u.GetTypeCast().Arg
+	}
+	if u.GetParamRef() == nil {
+		return nil
+	}
+	return f.Args[0]
+}
+
+// unitInterval is one date_trunc unit as interval input: the quarter,
+// which interval input does not take, is three months.
+func unitInterval(unit string) string {
+	if unit == "quarter" {
+		return "3 months"
+	}
+	return "1 " + unit
 }
 
 // isYearOf: extract(year FROM column) or date_part('year', column).

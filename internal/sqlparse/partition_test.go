@@ -19,6 +19,10 @@ func TestHiddenKeysAndPruneOnKey(t *testing.T) {
 		{"SELECT count(*) FROM readings WHERE taken_at::date = $1::date", "taken_at >= $1::date AND taken_at < ($1::date + 1)", true},
 		{"SELECT count(*) FROM readings WHERE taken_at::date >= '2026-03-01'::date", "taken_at >= '2026-03-01'::date", true},
 		{"SELECT avg(v) FROM readings WHERE date_trunc('day', taken_at) = $1", "taken_at >= $1 AND taken_at < ($1 + '1 day'::interval)", true},
+		{"SELECT avg(v) FROM readings WHERE date_trunc('quarter', taken_at) = $1", "taken_at < ($1 + '3 months'::interval)", true},
+		// pg_stat_statements' text: the unit is a parameter too.
+		{"SELECT count(*) FROM calls WHERE date_trunc($2, taken_at) = date_trunc($3, timestamptz $4) - make_interval(days => $1)",
+			"taken_at < ((date_trunc($3, $4::timestamptz) - make_interval(days := $1)) + CASE lower($2::text) WHEN 'quarter' THEN '3 months' ELSE '1 ' || $2::text END::interval)", true},
 		{"SELECT avg(v) FROM readings WHERE extract(year FROM taken_at) = $1", "taken_at >= make_date($1::int, 1, 1) AND taken_at < make_date($1::int + 1, 1, 1)", true},
 		{"SELECT avg(v) FROM readings WHERE date_part('year', taken_at) = 2025", "taken_at >= make_date(2025::int, 1, 1)", true},
 		{"SELECT * FROM readings WHERE taken_at > clock_timestamp() - interval '1 hour'", "taken_at > (now() - '1 hour'::interval)", true},

@@ -153,9 +153,12 @@ func domainValue(typ string) (string, bool) {
 	case "boolean":
 		return "true", true
 	case "date":
-		return "2000-01-01", true
+		// A time no column's statistics bound is most often relative to
+		// the present ("yesterday's calls"): PostgreSQL's special inputs
+		// 'today' and 'now' are the day and the moment the statement runs.
+		return "today", true
 	case "timestamp without time zone", "timestamp with time zone":
-		return "2000-01-01 00:00:00", true
+		return "now", true
 	case "uuid":
 		return "00000000-0000-0000-0000-000000000000", true
 	case "json", "jsonb":
