@@ -160,7 +160,7 @@ func misestimateBites(e *plan.Explain, table string) (rows float64, bites bool) 
 
 func extStatsFinding(s *model.Snapshot, st model.Statement, t *model.Table, cols []string, planned float64, hasPlan bool, dbTotal float64) model.Finding {
 	share := timeShare(st, dbTotal)
-	name := t.Name + "_" + strings.Join(cols, "_") + "_stats"
+	name := objectName(append([]string{t.Name}, cols...), "_stats")
 	quoted := make([]string, len(cols))
 	for i, c := range cols {
 		quoted[i] = sqlparse.QuoteIdent(c)

@@ -3,6 +3,7 @@ package rules
 import (
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/plan"
@@ -95,5 +96,24 @@ func TestExtendedStatisticsCountsValuesOnly(t *testing.T) {
 	}
 	if got := strings.Join(fs[0].Experiment.StatColumns, ","); got != "city,district,floor_band,furnished,kind,pets,rooms,status" {
 		t.Errorf("columns %s", got)
+	}
+}
+
+// TestObjectNameFits: a proposed name stays within PostgreSQL's 63 bytes
+// and keeps its suffix, leaving out the columns that do not fit; a table
+// name too long on its own is cut at a character.
+func TestObjectNameFits(t *testing.T) {
+	cols := []string{"city", "district", "floor_band", "furnished", "kind", "pets", "rooms", "status"}
+	got := objectName(append([]string{"listings"}, cols...), "_stats")
+	if got != "listings_city_district_floor_band_furnished_kind_pets_stats" {
+		t.Errorf("%q (%d bytes)", got, len(got))
+	}
+	long := strings.Repeat("é", 40) // 80 bytes
+	got = objectName([]string{long, "a"}, "_idx")
+	if len(got) > 63 || !strings.HasSuffix(got, "_idx") || !utf8.ValidString(got) {
+		t.Errorf("%q (%d bytes)", got, len(got))
+	}
+	if got := objectName([]string{"t", "a"}, "_idx"); got != "t_a_idx" {
+		t.Errorf("%q", got)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/plan"
@@ -394,18 +395,49 @@ func shortDef(p *proposal) string {
 // indexName names a proposed index as people do: table, keys, and the
 // partial predicate's column, within PostgreSQL's 63-byte limit.
 func indexName(table string, keys []string, partialCol string, notNull bool) string {
-	name := table + "_" + strings.Join(keys, "_")
+	parts := append([]string{table}, keys...)
 	if partialCol != "" {
-		name += "_" + partialCol + "_null"
+		suffix := "null"
 		if notNull {
-			name = strings.TrimSuffix(name, "_null") + "_notnull"
+			suffix = "notnull"
 		}
+		parts = append(parts, partialCol, suffix)
 	}
-	name += "_idx"
-	if len(name) > 63 {
-		name = name[:63]
+	return objectName(parts, "_idx")
+}
+
+// objectName joins parts with underscores and ends with suffix, within
+// the 63 bytes PostgreSQL keeps of a name (NAMEDATALEN - 1; it truncates
+// a longer one with a NOTICE). Parts that do not fit are left out from
+// the end; a first part too long on its own is cut at a character.
+func objectName(parts []string, suffix string) string {
+	const maxName = 63
+	name := ""
+	for i, p := range parts {
+		next := p
+		if i > 0 {
+			next = name + "_" + p
+		}
+		if len(next)+len(suffix) > maxName {
+			if i == 0 {
+				name = cutBytes(p, maxName-len(suffix))
+			}
+			break
+		}
+		name = next
 	}
-	return name
+	return name + suffix
+}
+
+// cutBytes is s cut to at most n bytes, at a character boundary.
+func cutBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // belongs says whether a predicate's column is on table t: its relation

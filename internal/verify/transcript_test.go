@@ -608,6 +608,9 @@ var (
 	// quietRunRe is envelope's Run: an application's statement inside a
 	// PL/pgSQL block that traps its failure.
 	quietRunRe = regexp.MustCompile(`^DO \$pgmedic\d+outer\$DECLARE .*? EXECUTE \$(pgmedic\d+)\$/\* pgmedic \*/ (.*?)\$pgmedic\d+\$;`)
+	// quietValueRe is envelope's Value: a query whose first value a
+	// PL/pgSQL block that traps its failure reads.
+	quietValueRe = regexp.MustCompile(`^DO \$pgmedic\d+outer\$DECLARE .*? EXECUTE \$(pgmedic\d+)\$/\* pgmedic \*/ (.*?)\$pgmedic\d+\$ INTO out;`)
 	// relations pgmedic creates inside its rolled-back transactions: the
 	// temporary copies, and pgmedic_hot, a plain table because a temporary
 	// one writes no WAL, which the hot-update experiment measures (it runs
@@ -662,6 +665,8 @@ func envelopeProblems(calls []call) []string {
 		if m := quietExplainRe.FindStringSubmatch(sql); m != nil {
 			sql = m[2]
 		} else if m := quietRunRe.FindStringSubmatch(sql); m != nil {
+			sql = m[2]
+		} else if m := quietValueRe.FindStringSubmatch(sql); m != nil {
 			sql = m[2]
 		}
 		if why := writes(sql, prepared); why != "" {
