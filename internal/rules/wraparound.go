@@ -104,21 +104,27 @@ func wraparound(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		nameRaisedAge(&f, freezeMax, t.FreezeMaxAge, name, t.FrozenAge)
 		out = append(out, f)
 	}
-	// Other databases: check reads one, the limit is the server's.
+	// Every database, this one too: the limit is the server's, and a
+	// database's age (datfrozenxid) moves only once every relation in it
+	// is frozen, its system catalogs included. Those grow as old as the
+	// tables named above (the same held horizon, the same raised freeze
+	// age), so freezing the named tables alone leaves this one's age where
+	// it was.
 	for _, d := range s.Databases {
-		if d.Name == s.Database {
-			continue
-		}
 		sev, days, bad := judge(d.FrozenAge, d.MxidAge, 0)
 		if !bad {
 			continue
 		}
+		title := fmt.Sprintf("database %s has rows %s transactions old that VACUUM has not frozen (its datfrozenxid): the server's wraparound limit counts every database", d.Name, printable.Count(float64(d.FrozenAge)))
+		if d.Name == s.Database {
+			title = fmt.Sprintf("database %s, the one checked, has rows %s transactions old that VACUUM has not frozen (its datfrozenxid): it moves only once every relation is frozen, the system catalogs included, not only the tables named apart", d.Name, printable.Count(float64(d.FrozenAge)))
+		}
 		f := model.Finding{Rule: WraparoundID, Severity: sev,
-			Title:        fmt.Sprintf("database %s has rows %s transactions old that VACUUM has not frozen (its datfrozenxid): the server's wraparound limit counts every database", d.Name, printable.Count(float64(d.FrozenAge))),
+			Title:        title,
 			Object:       model.Object{Kind: "database", Name: d.Name},
 			Evidence:     wrapEvidence(d.FrozenAge, d.MxidAge, freezeMax, rate, days),
 			Impact:       model.Impact{Summary: "at about 2.1 billion transactions the server stops assigning transaction ids, in every database"},
-			Fix:          databaseFreezeFix(d, freezeMax),
+			Fix:          databaseFreezeFix(d, freezeMax, d.Name == s.Database),
 			Docs:         docsPath(WraparoundID),
 			Verification: model.NotRunBecause("nothing to run: the ages are the catalog's (pg_database.datfrozenxid), and the rate is two readings of the next transaction id"),
 		}
@@ -188,7 +194,7 @@ func holderWord(kind string) string {
 	return "session"
 }
 
-// databaseFreezeFix freezes another database's tables from a shell. Its
+// databaseFreezeFix freezes a database's tables from a shell. Its
 // --min-xid-age must be below the ages it is meant to bring down:
 // vacuumdb skips every table younger than it, so the server's own
 // autovacuum_freeze_max_age (up to 2 billion) can select nothing. The
@@ -196,13 +202,17 @@ func holderWord(kind string) string {
 // every table that holds the database's age up. A database that accepts
 // no connections (template0) cannot be reached by vacuumdb: connections
 // are allowed for the freeze and refused again after it.
-func databaseFreezeFix(d model.DatabaseAge, freezeMax int64) model.Fix {
+func databaseFreezeFix(d model.DatabaseAge, freezeMax int64, checked bool) model.Fix {
 	minAge := min(freezeMax, defaultFreezeMax)
 	db := sqlparse.QuoteIdent(d.Name)
 	vacuum := fmt.Sprintf("vacuumdb --freeze --min-xid-age=%d --dbname=%s --verbose", minAge, db)
 	if !d.AllowConn {
 		return model.Fix{Summary: fmt.Sprintf("%s accepts no connections, so neither pgmedic nor vacuumdb reaches it, and autovacuum freezes it only past autovacuum_freeze_max_age: allow connections for the freeze and refuse them again after it", d.Name),
 			SQL: fmt.Sprintf("ALTER DATABASE %s WITH ALLOW_CONNECTIONS true;\n-- from a shell:\n%s\nALTER DATABASE %s WITH ALLOW_CONNECTIONS false;", db, vacuum, db)}
+	}
+	if checked {
+		return model.Fix{Summary: fmt.Sprintf("once what holds the tables named apart back is gone, freeze every relation of %s older than %s transactions (the system catalogs too) with vacuumdb, oldest first", d.Name, printable.Count(float64(minAge))),
+			SQL: "-- from a shell:\n" + vacuum}
 	}
 	return model.Fix{Summary: fmt.Sprintf("run pgmedic check on %s to name its oldest tables and what holds them back; freeze every table older than %s transactions with vacuumdb, oldest first", d.Name, printable.Count(float64(minAge))),
 		SQL: "-- from a shell:\n" + vacuum}

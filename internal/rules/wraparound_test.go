@@ -56,8 +56,9 @@ func TestWraparound(t *testing.T) {
 // is 2 billion, a database at 1.75 billion is given a vacuumdb that
 // selects its tables (--min-xid-age below their ages: 200 million, not the
 // 2 billion that selects nothing), the setting that let the age grow is
-// named with the statement that puts it back, and template0, which
-// accepts no connections, gets the ALLOW_CONNECTIONS steps around it.
+// named with the statement that puts it back, template0, which accepts no
+// connections, gets the ALLOW_CONNECTIONS steps around it, and the
+// checked database its own vacuumdb beside its table's VACUUM.
 func TestWraparoundFixesThatRun(t *testing.T) {
 	s := &model.Snapshot{Database: "ledger",
 		Settings: map[string]model.Setting{"autovacuum_freeze_max_age": {Value: "2000000000"}},
@@ -79,5 +80,10 @@ func TestWraparoundFixesThatRun(t *testing.T) {
 	}
 	if f := got["public.entries"]; f.Severity != model.Critical || !strings.Contains(f.Title, "autovacuum_freeze_max_age = 2,000,000,000") {
 		t.Errorf("the table: %q", f.Title)
+	}
+	// The checked database's own age moves only once its catalogs are
+	// frozen too: freezing the named table alone leaves it at 1.75 billion.
+	if f := got["ledger"]; !strings.Contains(f.Fix.SQL, "vacuumdb --freeze --min-xid-age=200000000 --dbname=ledger") || !strings.Contains(f.Title, "the system catalogs included") {
+		t.Errorf("the checked database: %q\n%s", f.Title, f.Fix.SQL)
 	}
 }
