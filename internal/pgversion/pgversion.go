@@ -40,6 +40,9 @@ type Has struct {
 	// VacuumReloadsCost: a running autovacuum worker takes a reloaded
 	// cost limit or delay at once (16); before, at its next table.
 	VacuumReloadsCost bool
+	// ClientCheck: client_connection_check_interval notices a client that
+	// went away while its statement runs (14, on Linux).
+	ClientCheck bool
 	// WorkerSlots: autovacuum_max_workers changes with a reload, up to
 	// autovacuum_worker_slots (18); before, a restart.
 	WorkerSlots bool
@@ -48,13 +51,13 @@ type Has struct {
 // Table holds every major version pgmedic supports, oldest first.
 var Table = []Has{
 	{Major: 13},
-	{Major: 14, QueryIDInActivity: true, SessionStats: true, StatWAL: true},
-	{Major: 15, QueryIDInActivity: true, SessionStats: true, StatWAL: true, JSONLog: true, PGSSJIT: true, ICULocale: true},
-	{Major: 16, QueryIDInActivity: true, SessionStats: true, StatWAL: true, JSONLog: true, PGSSJIT: true, ICULocale: true, StatIO: true, ExplainGenericPlan: true,
+	{Major: 14, QueryIDInActivity: true, SessionStats: true, ClientCheck: true, StatWAL: true},
+	{Major: 15, QueryIDInActivity: true, SessionStats: true, ClientCheck: true, StatWAL: true, JSONLog: true, PGSSJIT: true, ICULocale: true},
+	{Major: 16, QueryIDInActivity: true, SessionStats: true, ClientCheck: true, StatWAL: true, JSONLog: true, PGSSJIT: true, ICULocale: true, StatIO: true, ExplainGenericPlan: true,
 		VacuumReloadsCost: true},
-	{Major: 17, QueryIDInActivity: true, SessionStats: true, StatWAL: true, JSONLog: true, PGSSJIT: true, ICULocale: true, StatIO: true, ExplainGenericPlan: true,
+	{Major: 17, QueryIDInActivity: true, SessionStats: true, ClientCheck: true, StatWAL: true, JSONLog: true, PGSSJIT: true, ICULocale: true, StatIO: true, ExplainGenericPlan: true,
 		PGSSSharedBlkTime: true, Checkpointer: true, ExplainSerialize: true, ExplainMemory: true, VacuumReloadsCost: true},
-	{Major: 18, QueryIDInActivity: true, SessionStats: true, StatWAL: true, JSONLog: true, PGSSJIT: true, ICULocale: true, StatIO: true, ExplainGenericPlan: true,
+	{Major: 18, QueryIDInActivity: true, SessionStats: true, ClientCheck: true, StatWAL: true, JSONLog: true, PGSSJIT: true, ICULocale: true, StatIO: true, ExplainGenericPlan: true,
 		PGSSSharedBlkTime: true, Checkpointer: true, ExplainSerialize: true, ExplainMemory: true, AnalyzeBuffers: true, VacuumReloadsCost: true, WorkerSlots: true},
 }
 

@@ -236,13 +236,19 @@ func timeoutText(ms float64) string {
 // is what the rehearsal sets; a session idle without waiters gets the
 // same, as a bound on what an abandoned transaction can hold.
 func idleFix(role string, idleMS float64, waited bool) model.Fix {
+	why, sql := idleTimeout(role, idleMS, waited)
+	return model.Fix{Summary: "commit (or roll back) before the client does other work (network calls, computation, waiting on a queue); let the server end transactions a client abandons: " + why, SQL: sql}
+}
+
+// idleTimeout is the idle_in_transaction_session_timeout for role below
+// a stall of idleMS, why that value, and the statement that sets it.
+func idleTimeout(role string, idleMS float64, waited bool) (why, sql string) {
 	t := idleTimeoutFor(idleMS)
-	why := fmt.Sprintf("%s is below the %s it was seen idle, so it would have ended that transaction; keep it above the longest pause the application makes between the statements of a transaction on purpose", timeoutText(t), sec(idleMS))
+	why = fmt.Sprintf("%s is below the %s it was seen idle, so it would have ended that transaction; keep it above the longest pause the application makes between the statements of a transaction on purpose", timeoutText(t), sec(idleMS))
 	if !waited {
 		why = fmt.Sprintf("%s is below the %s it was seen idle; keep it above the longest pause the application makes between the statements of a transaction on purpose", timeoutText(t), sec(idleMS))
 	}
-	return model.Fix{Summary: "commit (or roll back) before the client does other work (network calls, computation, waiting on a queue); let the server end transactions a client abandons: " + why,
-		SQL: fmt.Sprintf("ALTER ROLE %s SET idle_in_transaction_session_timeout = %s;", sqlparse.QuoteIdent(role), timeoutText(t))}
+	return why, fmt.Sprintf("ALTER ROLE %s SET idle_in_transaction_session_timeout = %s;", sqlparse.QuoteIdent(role), timeoutText(t))
 }
 
 // lockContention finds lock waits that take a large share of the sampled

@@ -189,6 +189,15 @@ func TestSessionRules(t *testing.T) {
 			}
 		})
 	}
+	// The client's side of a stalled transaction pastes what idle-in-
+	// transaction pastes: its own role, a timeout below the stall.
+	snap := sampledSnapshot(5, holder, waiter(11), waiter(12))
+	idle, _ := idleInTransaction(snap)
+	stall, _ := clientStall(snap)
+	const want = "ALTER ROLE app SET idle_in_transaction_session_timeout = '2s';"
+	if len(idle) != 1 || len(stall) != 1 || idle[0].Fix.SQL != want || stall[0].Fix.SQL != want {
+		t.Errorf("idle-in-transaction and client-stall fixes: %+v %+v", idle, stall)
+	}
 	// Nothing sampled: each rule says so, with the flag that samples.
 	for _, check := range []func(*model.Snapshot) ([]model.Finding, []model.Skip){idleInTransaction, lockContention, clientStall, connectionPressure} {
 		fs, skips := check(&model.Snapshot{})

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/pgversion"
 )
 
 // A backend sending a large result waits on ClientWrite whenever the
@@ -190,17 +191,39 @@ func clientStall(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 			ev("transactions committed in the window", float64(d.Commits), ""))
 		out = append(out, model.Finding{
 			Rule: ClientStallID, Severity: sev, Title: title,
-			Object:   sessionObject(s, pid, b),
-			Evidence: evs,
-			Impact:   model.Impact{Summary: "the slow side is " + side + ". A client that times out and retries a request the database already did duplicates its work (and its rows, without an idempotency key)"},
-			Fix: model.Fix{Summary: "find what blocks the client between its statements (a blocked event loop, CPU work, a remote call inside the transaction); keep statement_timeout below the client's own timeout so the server gives up first; make retried writes idempotent (a key with ON CONFLICT DO NOTHING); retry with backoff and a budget; let the server notice clients that went away",
-				SQL: "ALTER SYSTEM SET client_connection_check_interval = '10s'; SELECT pg_reload_conf();\n-- and for the application's role: ALTER ROLE app SET idle_in_transaction_session_timeout = '30s';"},
+			Object:       sessionObject(s, pid, b),
+			Evidence:     evs,
+			Impact:       model.Impact{Summary: "the slow side is " + side + ". A client that times out and retries a request the database already did duplicates its work (and its rows, without an idempotency key)"},
+			Fix:          stallFix(s, b, stalledRead, math.Max(x.idleMS, b.XactMS-math.Max(b.LastMS, 0)), len(x.waiters) > 0),
 			Verification: verification,
 			Docs:         docsPath(ClientStallID),
 		})
 	}
 	Sort(out)
 	return out, nil
+}
+
+// stallFix is what the server can do about a client's stall; the rest is
+// in the client's code. A client that stops between the statements of a
+// transaction leaves the session idle in it:
+// idle_in_transaction_session_timeout ends it, sized as idle-in-
+// transaction sizes it from the time the session was seen idle (one
+// above it would never fire) and set for the session's own role. A client
+// that stops reading leaves its statement running: statement_timeout
+// (which fires while the server waits to send) bounds it, and from 14
+// client_connection_check_interval notices a client that went away
+// while its statement runs.
+func stallFix(s *model.Snapshot, b model.Backend, stalledRead bool, idleMS float64, waited bool) model.Fix {
+	summary := "find what blocks the client between its statements (a blocked event loop, CPU work, a remote call inside the transaction); keep statement_timeout below the client's own timeout so the server gives up first; make retried writes idempotent (a key with ON CONFLICT DO NOTHING); retry with backoff and a budget"
+	if stalledRead && b.User != "" {
+		why, sql := idleTimeout(b.User, idleMS, waited)
+		return model.Fix{Summary: summary + "; let the server end the transactions such a client leaves open: " + why, SQL: sql}
+	}
+	if pgversion.Of(s.Server.VersionNum).ClientCheck {
+		return model.Fix{Summary: summary + "; let the server notice a client that went away while its statement runs (client_connection_check_interval, PostgreSQL 14 and later on Linux)",
+			SQL: "ALTER SYSTEM SET client_connection_check_interval = '10s';\nSELECT pg_reload_conf();"}
+	}
+	return model.Fix{Summary: summary}
 }
 
 // writeStall says what a statement that waited for its client to read
