@@ -73,8 +73,13 @@ func deltaSQL(h pgversion.Has) string {
 	if !h.SessionStats {
 		sessions = "0::bigint, 0::bigint, 0::bigint, 0::bigint"
 	}
+	// The WAL position is the server's (a standby replays, it writes
+	// none): its change over the window is the write rate now, which a
+	// burst of writes makes far higher than the average since a reset.
 	return `SELECT ` + sessions + `, xact_commit, xact_rollback,
-	deadlocks, temp_files, conflicts FROM pg_stat_database WHERE datname = current_database()`
+	deadlocks, temp_files, conflicts,
+	CASE WHEN pg_is_in_recovery() THEN 0 ELSE (pg_current_wal_lsn() - '0/0'::pg_lsn)::int8 END
+	FROM pg_stat_database WHERE datname = current_database()`
 }
 
 // Clock is the time the sampler reads and waits on: the wall clock, or a
@@ -315,7 +320,7 @@ func deltaOf(before, after model.DatabaseDelta) model.DatabaseDelta {
 	return model.DatabaseDelta{Sessions: after.Sessions - before.Sessions, SessionsAbandoned: after.SessionsAbandoned - before.SessionsAbandoned,
 		SessionsFatal: after.SessionsFatal - before.SessionsFatal, SessionsKilled: after.SessionsKilled - before.SessionsKilled,
 		Commits: after.Commits - before.Commits, Rollbacks: after.Rollbacks - before.Rollbacks, Deadlocks: after.Deadlocks - before.Deadlocks,
-		TempFiles: after.TempFiles - before.TempFiles, Conflicts: after.Conflicts - before.Conflicts}
+		TempFiles: after.TempFiles - before.TempFiles, Conflicts: after.Conflicts - before.Conflicts, WALBytes: after.WALBytes - before.WALBytes}
 }
 
 // sampleOnce is one tick; it also counts the sessions of database db whose
@@ -391,7 +396,7 @@ func dropOwn(backends []model.Backend) []model.Backend {
 func databaseDelta(ctx context.Context, q envelope.Conn, h pgversion.Has) (model.DatabaseDelta, error) {
 	var d model.DatabaseDelta
 	err := q.QueryRow(ctx, envelope.Tag+deltaSQL(h)).Scan(&d.Sessions, &d.SessionsAbandoned, &d.SessionsFatal, &d.SessionsKilled,
-		&d.Commits, &d.Rollbacks, &d.Deadlocks, &d.TempFiles, &d.Conflicts)
+		&d.Commits, &d.Rollbacks, &d.Deadlocks, &d.TempFiles, &d.Conflicts, &d.WALBytes)
 	return d, err
 }
 

@@ -127,6 +127,9 @@ type DatabaseDelta struct {
 	Deadlocks         int64 `json:"deadlocks"`
 	TempFiles         int64 `json:"temp_files"`
 	Conflicts         int64 `json:"conflicts"`
+	// WALBytes is the WAL the server wrote over the window (0 on a
+	// standby).
+	WALBytes int64 `json:"wal_bytes,omitempty"`
 }
 
 // InTransaction says whether the session is inside a transaction.

@@ -73,3 +73,25 @@ func TestCheckpointPressureSizesFromTheRate(t *testing.T) {
 		t.Fatalf("%+v", fs)
 	}
 }
+
+// TestCheckpointPressureSizesFromTheBurst: averaged over the two hours
+// since a reset, WAL came at 0.5 MB/s; while pgmedic sampled, at 20 MB/s,
+// the rate at which the checkpoints were requested. The size follows the
+// burst (20 MB/s x 5 min x 1.9 = 11.1 GB: 12GB), and says so.
+func TestCheckpointPressureSizesFromTheBurst(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	r := now.Add(-2 * time.Hour)
+	s := &model.Snapshot{CollectedAt: now,
+		Settings: map[string]model.Setting{"max_wal_size": {Name: "max_wal_size", Value: "64", Unit: "MB"},
+			"checkpoint_completion_target": {Value: "0.9"}, "checkpoint_timeout": {Value: "300", Unit: "s"}},
+		Checkpoints: &model.Checkpoints{Timed: 20, Requested: 60, Reset: &r, HasWAL: true, WALBytes: int64(0.5 * 7200 * (1 << 20)), WALReset: &r},
+		Sampling:    &model.Sampling{Seconds: 20, Delta: model.DatabaseDelta{WALBytes: 20 * 20 * (1 << 20)}}}
+	fs, _ := checkpointPressure(s)
+	if len(fs) != 1 || !strings.Contains(fs[0].Fix.SQL, "max_wal_size = '12GB'") || !strings.Contains(fs[0].Fix.Summary, "while pgmedic sampled") {
+		t.Fatalf("%+v", fs)
+	}
+	s.Sampling.Delta.WALBytes = 0 // an idle window: the average stands
+	if fs, _ := checkpointPressure(s); len(fs) != 1 || !strings.Contains(fs[0].Fix.Summary, "since the reset") {
+		t.Fatalf("%+v", fs)
+	}
+}
