@@ -645,16 +645,21 @@ func Control(sql string) int {
 func isBegin(sql string) bool { return Control(sql) == Begins }
 
 // Repeated is the workload played n times end to end: each session again
-// with every time shifted by the capture's duration (plus a pause of a
-// tenth of it, so a session's repeat does not meet its own end). A
+// with every time shifted so that a repeat's first statement follows the
+// previous one's last after the mean pause between statements. A
 // rehearsal needs traffic before, during and after a change that may
-// last longer than the capture did.
+// last longer than the capture did, with no hole in it: the quiet lines a
+// log holds before the application's first statement and after its last
+// are not repeated.
 func (w *Workload) Repeated(n int) *Workload {
 	if n <= 1 {
 		return w
 	}
 	out := *w
 	period := w.Duration + w.Duration/10 + time.Millisecond
+	if first, last, ok := w.statementSpan(); ok && last > first {
+		period = last - first + (last-first)/time.Duration(max(w.Statements, 1)) + time.Millisecond
+	}
 	out.Sessions = nil
 	for k := 0; k < n; k++ {
 		shift := time.Duration(k) * period
@@ -675,4 +680,23 @@ func (w *Workload) Repeated(n int) *Workload {
 	out.Duration = time.Duration(n-1)*period + w.Duration
 	out.Statements, out.Transactions, out.Failed, out.Extended = n*w.Statements, n*w.Transactions, n*w.Failed, n*w.Extended
 	return &out
+}
+
+// statementSpan is when the workload's first statement is due and when
+// its last one is; ok is false without statements.
+func (w *Workload) statementSpan() (first, last time.Duration, ok bool) {
+	for _, s := range w.Sessions {
+		if len(s.Statements) == 0 {
+			continue
+		}
+		a, b := s.Statements[0].At, s.Statements[len(s.Statements)-1].At
+		if !ok || a < first {
+			first = a
+		}
+		if !ok || b > last {
+			last = b
+		}
+		ok = true
+	}
+	return first, last, ok
 }

@@ -199,3 +199,23 @@ func TestControl(t *testing.T) {
 		}
 	}
 }
+
+// TestRepeatedLeavesNoHole: a capture whose log starts 3 s before the
+// application and whose statements span 2 s is repeated with the next
+// copy's first statement right after the last one, not after the quiet
+// lead-in again.
+func TestRepeatedLeavesNoHole(t *testing.T) {
+	w := &Workload{Duration: 5 * time.Second, Statements: 3, Sessions: []*Session{{ID: "a",
+		Statements: []Statement{{At: 3 * time.Second}, {At: 4 * time.Second}, {At: 5 * time.Second}}}}}
+	r := w.Repeated(3)
+	if len(r.Sessions) != 3 || r.Statements != 9 {
+		t.Fatalf("%d sessions, %d statements", len(r.Sessions), r.Statements)
+	}
+	gap := r.Sessions[1].Statements[0].At - r.Sessions[0].Statements[2].At
+	if gap <= 0 || gap > time.Second {
+		t.Errorf("the second copy starts %s after the first one's last statement", gap)
+	}
+	if r.Sessions[2].ID != "a (repeat 3)" {
+		t.Errorf("%q", r.Sessions[2].ID)
+	}
+}

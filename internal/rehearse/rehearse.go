@@ -526,21 +526,31 @@ func broken(r *Run, res *replay.Result, w *capture.Workload) {
 		before[state] = true
 	}
 	first := r.Steps[0].StartMS
-	var newFails, calls int
-	states := map[string]int{}
+	isNew := func(c replay.Call) bool {
+		return c.Failed && !before[c.State] && c.State != "57014" && c.State != "client"
+	}
 	firstAt := -1.0
 	for _, c := range res.Timeline {
-		if c.Due()+c.Seen() < first {
+		if c.Due()+c.Seen() >= first && isNew(c) && (firstAt < 0 || c.Due() < firstAt) {
+			firstAt = c.Due()
+		}
+	}
+	if firstAt < 0 {
+		return
+	}
+	// The rate counts from the first new failure: a long step before
+	// the one that broke the statements (a backfill's minutes of calls)
+	// would otherwise dilute it below any bar.
+	var newFails, calls int
+	states := map[string]int{}
+	for _, c := range res.Timeline {
+		if c.Due() < firstAt {
 			continue
 		}
 		calls++
-		if !c.Failed || before[c.State] || c.State == "57014" || c.State == "client" {
-			continue
-		}
-		newFails++
-		states[c.State]++
-		if firstAt < 0 || c.Due() < firstAt {
-			firstAt = c.Due()
+		if isNew(c) {
+			newFails++
+			states[c.State]++
 		}
 	}
 	rateBefore := 0.0
@@ -567,7 +577,14 @@ func broken(r *Run, res *replay.Result, w *capture.Workload) {
 		}
 		parts = append(parts, part)
 	}
-	step.Broke = fmt.Sprintf("%d of the application's %d calls from the migration on failed with errors none had before it: %s", newFails, calls, strings.Join(parts, ", "))
+	step.Broke = fmt.Sprintf("%d of the application's %d calls from the first such error on failed with errors none had before the migration: %s", newFails, calls, strings.Join(parts, ", "))
+	if states["0A000"] > 0 {
+		// A prepared statement's plan keeps the result columns it was
+		// prepared with; a change of a column's type, or a column added
+		// under SELECT *, fails each later EXECUTE in every session that
+		// prepared it, however the change is made.
+		step.Broke += "; the sessions' prepared statements return other columns than they were prepared with: whatever form the change takes, the application must prepare them again after it (recycle its pool's connections, or DEALLOCATE ALL in each), and name its columns rather than SELECT *"
+	}
 }
 
 // window summarises calls.

@@ -176,7 +176,8 @@ func TestUpgradeShape(t *testing.T) {
 // fails, whatever the step did itself: the step that started last before
 // the first new failure is named, with the SQLSTATE and the server's
 // message. Errors the application had before the migration, and a stray
-// timeout, are not the migration's.
+// timeout, are not the migration's; a long step before the one that
+// broke them does not dilute the failures.
 func TestBrokenApplication(t *testing.T) {
 	w := &capture.Workload{Shapes: []capture.Shape{{Query: "SELECT * FROM slots WHERE id = $1"}}}
 	var calls []replay.Call
@@ -209,6 +210,24 @@ func TestBrokenApplication(t *testing.T) {
 	judge(r2, Options{Workload: w, MaxWait: time.Second}, &replay.Result{Timeline: calls}, 700)
 	if r2.Steps[0].Verdict != OK || r2.Steps[0].Broke != "" {
 		t.Errorf("no new failures: %s %q", r2.Steps[0].Verdict, r2.Steps[0].Broke)
+	}
+	// A safe form: a backfill of 5,000 calls, none failing, then a
+	// switch after which a third of the calls fail. From the migration
+	// on that is under 1%; from the switch on, a third: the switch broke
+	// them.
+	var long []replay.Call
+	for i := 0; i < 5200; i++ {
+		c := replay.Call{AtMS: float32(i), MS: 1}
+		if i >= 5080 && i%3 == 0 {
+			c.Failed, c.State = true, "0A000"
+		}
+		long = append(long, c)
+	}
+	r3 := &Run{Steps: []*StepResult{{Step: migration.Step{SQL: "UPDATE slots SET price__new = price"}, StartMS: 50, EndMS: 5070},
+		{Step: migration.Step{SQL: "ALTER TABLE slots RENAME COLUMN price__new TO price"}, StartMS: 5075, EndMS: 5078}}}
+	judge(r3, Options{Workload: w, MaxWait: time.Second}, &replay.Result{Timeline: long}, 5100)
+	if r3.Steps[0].Verdict != OK || r3.Steps[1].Verdict != Failed || !strings.Contains(r3.Steps[1].Broke, "40 of the application's 118 calls") {
+		t.Errorf("after a long backfill: %s %q / %s %q", r3.Steps[0].Verdict, r3.Steps[0].Broke, r3.Steps[1].Verdict, r3.Steps[1].Broke)
 	}
 	if d := firstDue(&capture.Workload{Sessions: []*capture.Session{{Statements: []capture.Statement{{At: 3 * time.Second}}}, {Statements: []capture.Statement{{At: 3200 * time.Millisecond}}}}}); d != 3*time.Second {
 		t.Errorf("the first statement is due at %s", d)
