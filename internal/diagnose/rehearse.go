@@ -162,6 +162,27 @@ func (o MigrationOptions) rehearseSafer(ctx context.Context, m *migration.Migrat
 	return r, nil
 }
 
+// safeFails adds to a failing verdict what its safe form did not avoid:
+// a step of it that failed or broke the application's statements (a
+// column's changed type breaks prepared statements whichever way it is
+// made), so that nobody takes the safe form for the cure of that.
+func safeFails(rep *report.RehearsalReport) {
+	if len(rep.Runs) < 2 {
+		return
+	}
+	for i, s := range rep.Runs[1].Steps {
+		if s.Verdict != rehearse.Failed {
+			continue
+		}
+		if s.Error != "" {
+			rep.Failing = append(rep.Failing, fmt.Sprintf("its safe form failed too: step %d: %s", i+1, s.Error))
+		} else {
+			rep.Failing = append(rep.Failing, fmt.Sprintf("its safe form broke the application's statements too: step %d: %s", i+1, s.Broke))
+		}
+		return
+	}
+}
+
 // verdict sets the report's failing reasons from --fail-on.
 func verdict(rep *report.RehearsalReport) error {
 	on := func(name string) bool { return slices.Contains(rep.FailOn, name) }
@@ -191,6 +212,7 @@ func verdict(rep *report.RehearsalReport) error {
 		}
 	}
 	if len(rep.Failing) > 0 {
+		safeFails(rep)
 		return ErrMigrationRisky
 	}
 	if why := rehearsalUnmeasured(rep); why != "" {
