@@ -657,7 +657,7 @@ func (w *Workload) Repeated(n int) *Workload {
 	}
 	out := *w
 	period := w.Duration + w.Duration/10 + time.Millisecond
-	if first, last, ok := w.statementSpan(); ok && last > first {
+	if first, last, ok := w.StatementSpan(); ok && last > first {
 		period = last - first + (last-first)/time.Duration(max(w.Statements, 1)) + time.Millisecond
 	}
 	out.Sessions = nil
@@ -682,9 +682,9 @@ func (w *Workload) Repeated(n int) *Workload {
 	return &out
 }
 
-// statementSpan is when the workload's first statement is due and when
+// StatementSpan is when the workload's first statement is due and when
 // its last one is; ok is false without statements.
-func (w *Workload) statementSpan() (first, last time.Duration, ok bool) {
+func (w *Workload) StatementSpan() (first, last time.Duration, ok bool) {
 	for _, s := range w.Sessions {
 		if len(s.Statements) == 0 {
 			continue

@@ -245,8 +245,10 @@ func Execute(ctx context.Context, p Plan, run int, o Options) (*Run, error) {
 	var res *replay.Result
 	var replayErr error
 	var wg sync.WaitGroup
+	scheduled := time.Duration(0) // when the traffic's last statement is due
 	if o.Workload != nil && len(o.Workload.Sessions) > 0 {
 		w := o.Workload.Repeated(repeats(o.Workload))
+		_, scheduled, _ = w.StatementSpan()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -311,11 +313,9 @@ func Execute(ctx context.Context, p Plan, run int, o Options) (*Run, error) {
 	}
 	if res != nil {
 		r.Calls = res.Timeline
-		last := 0.0
-		for _, c := range res.Timeline {
-			last = max(last, c.Due())
-		}
-		r.TrafficEnded = last < end
+		// Ran out by its schedule: sparse traffic with no call in the
+		// last seconds has not ended.
+		r.TrafficEnded = float64(scheduled.Microseconds())/1000 < end
 		judge(r, o, res, end)
 	} else {
 		for _, s := range r.Steps {
