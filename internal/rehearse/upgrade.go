@@ -213,7 +213,7 @@ func FindCause(ctx context.Context, oldConn, newConn *pgconn.PgConn, sample []ca
 	slices.SortStableFunc(ordered, func(a, b SettingChange) int { return rank[a.Kind] - rank[b.Kind] })
 	var toggles []SettingChange
 	for _, c := range ordered {
-		if c.Toggle != "" && len(toggles) < 4 {
+		if c.Toggle != "" && len(toggles) < 4 && togglesPlan(ctx, newConn, sample, c) {
 			toggles = append(toggles, c)
 		}
 	}
@@ -277,6 +277,21 @@ func explains(oldMS, newMS, fixedMS float64, toggled bool) (reproduced, explaine
 // ("Hash Join(Seq Scan,Hash(Index Scan))"): two majors that plan it
 // alike give the same string.
 func PlanShape(ctx context.Context, conn *pgconn.PgConn, st capture.Statement) (string, error) {
+	p, err := explainPlan(ctx, conn, st)
+	if err != nil {
+		return "", err
+	}
+	return p.Plan.String(), nil
+}
+
+// explained is what EXPLAIN (FORMAT JSON) says of a statement's plan:
+// its nodes, and whether it would be compiled by JIT.
+type explained struct {
+	Plan planNode        `json:"Plan"`
+	JIT  json.RawMessage `json:"JIT"`
+}
+
+func explainPlan(ctx context.Context, conn *pgconn.PgConn, st capture.Statement) (*explained, error) {
 	sql := "EXPLAIN (FORMAT JSON) " + st.SQL
 	var res []*pgconn.Result
 	var err error
@@ -287,15 +302,48 @@ func PlanShape(ctx context.Context, conn *pgconn.PgConn, st capture.Statement) (
 		res, err = conn.Exec(ctx, sql).ReadAll()
 	}
 	if err != nil || len(res) == 0 || len(res[0].Rows) == 0 {
-		return "", fmt.Errorf("EXPLAIN: %s", envelope.Message(err))
+		return nil, fmt.Errorf("EXPLAIN: %s", envelope.Message(err))
 	}
-	var doc []struct {
-		Plan planNode `json:"Plan"`
-	}
+	var doc []explained
 	if err := json.Unmarshal(res[0].Rows[0][0], &doc); err != nil || len(doc) == 0 {
-		return "", fmt.Errorf("reading EXPLAIN's JSON: %v", err)
+		return nil, fmt.Errorf("reading EXPLAIN's JSON: %v", err)
 	}
-	return doc[0].Plan.String(), nil
+	return &doc[0], nil
+}
+
+// togglesPlan says whether a setting can be what changed the sample's
+// time, read from its plans on the new major alone: a planner feature
+// the plan of none of its statements changes with (SET ... = off in a
+// rolled-back transaction), or JIT where none of them would be compiled,
+// did not slow them down, whatever a timing under load says (a primary
+// key's lookup holds no aggregate for enable_presorted_aggregate to
+// change). Other settings (a default that changes how a plan runs, not
+// which) are left to the timing.
+func togglesPlan(ctx context.Context, conn *pgconn.PgConn, sample []capture.Statement, c SettingChange) bool {
+	if c.Kind != "new planner feature" && c.Kind != "jit available" {
+		return true
+	}
+	for _, st := range sample[:min(len(sample), 3)] {
+		as, err := explainPlan(ctx, conn, st)
+		if err != nil {
+			continue // not a statement with a plan (BEGIN, SET)
+		}
+		if c.Kind == "jit available" {
+			if len(as.JIT) > 0 {
+				return true
+			}
+			continue
+		}
+		if _, err := conn.Exec(ctx, "BEGIN; "+strings.Replace(c.Toggle, "SET ", "SET LOCAL ", 1)).ReadAll(); err != nil {
+			return true // the timing decides
+		}
+		off, err := explainPlan(ctx, conn, st)
+		conn.Exec(ctx, "ROLLBACK").ReadAll()
+		if err != nil || off.Plan.String() != as.Plan.String() {
+			return true
+		}
+	}
+	return false
 }
 
 type planNode struct {
