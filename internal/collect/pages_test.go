@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/lab"
 	"github.com/pgmedic/pgmedic/internal/lab/labtest"
@@ -25,11 +23,7 @@ func TestCatalogPages(t *testing.T) {
 	}
 	ctx := context.Background()
 	c := labtest.Cluster(t, lab.Options{})
-	conn, err := pgx.Connect(ctx, c.DSN("postgres"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := labtest.Admin(t, c)
 	const n = 7
 	for i := 0; i < n; i++ {
 		if _, err := conn.Exec(ctx, fmt.Sprintf("CREATE TABLE t%d (id serial PRIMARY KEY, a int, b text); CREATE INDEX t%d_a ON t%d (a)", i, i, i)); err != nil {
@@ -89,12 +83,7 @@ func TestColumnStatisticsBothWays(t *testing.T) {
 		t.Skip("starts a lab cluster")
 	}
 	ctx := context.Background()
-	c := labtest.Cluster(t, lab.Options{})
-	conn, err := pgx.Connect(ctx, c.DSN("postgres"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := labtest.Admin(t, labtest.Cluster(t, lab.Options{}))
 	if _, err := conn.Exec(ctx, `CREATE TABLE shop (id int PRIMARY KEY, kind int, note text, at timestamptz DEFAULT now());
 		INSERT INTO shop SELECT g, g % 7, CASE WHEN g % 3 = 0 THEN NULL ELSE md5(g::text) END, now() - g * interval '1 min' FROM generate_series(1, 5000) g;
 		CREATE TABLE plain (a int); ANALYZE shop`); err != nil {

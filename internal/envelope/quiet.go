@@ -74,10 +74,6 @@ func quietPrepare(ctx context.Context, q Conn, name string, types []string, quer
 	return false, fmt.Errorf("preparing the statement left no outcome (%q)", outcome)
 }
 
-// explainSetting carries an EXPLAIN's output, or its failure, out of the
-// block that runs it quietly.
-const explainSetting = "pgmedic.explain"
-
 // fieldSep separates SQLSTATE, message, detail and hint in a trapped
 // failure: a control character no message holds.
 const fieldSep = "\x1f"
@@ -97,25 +93,93 @@ const fieldSep = "\x1f"
 func quietExplain(ctx context.Context, q Conn, explain string) (string, error) {
 	// The EXPLAIN runs nested, and pg_stat_statements records it so
 	// under track = all: tagged, it is pgmedic's there too.
-	explain = Tag + explain
-	quote, ok := dollarQuote(explain)
+	return explainBlock.run(ctx, q, explain)
+}
+
+// Run runs a statement pgmedic did not write (an application's SELECT, to
+// time it) inside a PL/pgSQL block that traps its failure, as Explain
+// does, its rows computed and dropped: a statement that fails or runs past
+// pgmedic's statement_timeout leaves no ERROR in the server's log. The
+// failure comes back as a *pgconn.PgError (SQLSTATE 57014 for the
+// timeout).
+func Run(ctx context.Context, q Conn, query string) error {
+	_, err := runBlock.run(ctx, q, query)
+	return err
+}
+
+// Value reads one value (the first column of the first row, as text) of
+// a query inside a PL/pgSQL block that traps its failure, as Run does:
+// a read that may run past pgmedic's statement_timeout on a busy server
+// (pg_jit_available() loading the JIT provider) leaves no ERROR in the
+// server's log, and its caller still gets SQLSTATE 57014.
+func Value(ctx context.Context, q Conn, query string) (string, error) {
+	return valueBlock.run(ctx, q, query)
+}
+
+// quietBlock is one way of running a statement inside a PL/pgSQL block
+// that traps its failure (a cancel included) and leaves the outcome in a
+// session setting, read right after: "ok", "ok:" and the value, or the
+// SQLSTATE and message (with detail and hint) separated by fieldSep.
+type quietBlock struct {
+	what    string // the statement, in an error that says it left no outcome
+	setting string
+	// value is what the block keeps of the statement's first value
+	// ("" for none: the statement's rows are dropped).
+	value string
+	// detail keeps the failure's detail and hint too; clear empties the
+	// setting as it is read (a large plan does not stay in the session).
+	detail, clear bool
+}
+
+var (
+	explainBlock = quietBlock{what: "EXPLAIN", setting: "pgmedic.explain", value: "out", detail: true, clear: true}
+	runBlock     = quietBlock{what: "the statement", setting: "pgmedic.exec"}
+	valueBlock   = quietBlock{what: "the query", setting: "pgmedic.value", value: "coalesce(out, '')"}
+)
+
+func (k quietBlock) run(ctx context.Context, q Conn, query string) (string, error) {
+	query = Tag + query
+	quote, ok := dollarQuote(query)
 	if !ok {
-		return "", fmt.Errorf("the statement's text holds every dollar-quote tag pgmedic would wrap it in")
+		return "", fmt.Errorf("%s's text holds every dollar-quote tag pgmedic would wrap it in", k.what)
+	}
+	set := func(v string) string { return "PERFORM " + Tag + "set_config('" + k.setting + "', " + v + ", false); " }
+	diag, fields := "st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT", "'error', st, msg"
+	declare := "st text; msg text; "
+	if k.detail {
+		declare += "det text; hnt text; "
+		diag += ", det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT"
+		fields += ", coalesce(det, ''), coalesce(hnt, '')"
 	}
 	var b strings.Builder
-	b.WriteString("DO " + quote("outer") + "DECLARE out text; st text; msg text; det text; hnt text; BEGIN ")
-	b.WriteString("EXECUTE " + quote("") + " INTO out; PERFORM " + Tag + "set_config('" + explainSetting + "', 'ok:' || out, false); ")
-	b.WriteString("EXCEPTION WHEN OTHERS OR query_canceled THEN GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT; ")
-	b.WriteString("PERFORM " + Tag + "set_config('" + explainSetting + "', concat_ws(chr(31), 'error', st, msg, coalesce(det, ''), coalesce(hnt, '')), false); ")
+	if k.value != "" {
+		b.WriteString("DO " + quote("outer") + "DECLARE out text; " + declare + "BEGIN ")
+		b.WriteString("EXECUTE " + quote("") + " INTO out; " + set("'ok:' || "+k.value))
+	} else {
+		b.WriteString("DO " + quote("outer") + "DECLARE " + declare + "BEGIN ")
+		b.WriteString(set("'ok'") + "EXECUTE " + quote("") + "; ")
+	}
+	b.WriteString("EXCEPTION WHEN OTHERS OR query_canceled THEN GET STACKED DIAGNOSTICS " + diag + "; ")
+	b.WriteString(set("concat_ws(chr(31), " + fields + ")"))
 	b.WriteString("END" + quote("outer"))
 	if _, err := q.Exec(ctx, Tag+b.String()); err != nil {
 		return "", err
 	}
+	read := Tag + "SELECT current_setting('" + k.setting + "')"
 	var outcome, cleared string
-	if err := q.QueryRow(ctx, Tag+"SELECT current_setting('"+explainSetting+"'), set_config('"+explainSetting+"', '', false)").Scan(&outcome, &cleared); err != nil {
+	var err error
+	if k.clear {
+		err = q.QueryRow(ctx, Tag+"SELECT current_setting('"+k.setting+"'), set_config('"+k.setting+"', '', false)").Scan(&outcome, &cleared)
+	} else {
+		err = q.QueryRow(ctx, read).Scan(&outcome)
+	}
+	if err != nil {
 		return "", err
 	}
-	if out, ok := strings.CutPrefix(outcome, "ok:"); ok {
+	if outcome == "ok" && k.value == "" {
+		return "", nil
+	}
+	if out, ok := strings.CutPrefix(outcome, "ok:"); ok && k.value != "" {
 		return out, nil
 	}
 	if f := strings.Split(outcome, fieldSep); len(f) >= 3 && f[0] == "error" {
@@ -128,81 +192,7 @@ func quietExplain(ctx context.Context, q Conn, explain string) (string, error) {
 		}
 		return "", e
 	}
-	return "", fmt.Errorf("EXPLAIN left no outcome (%q)", outcome)
-}
-
-// execSetting carries a quietly run statement's failure out of its block.
-const execSetting = "pgmedic.exec"
-
-// Run runs a statement pgmedic did not write (an application's SELECT, to
-// time it) inside a PL/pgSQL block that traps its failure, as Explain
-// does, its rows computed and dropped: a statement that fails or runs past
-// pgmedic's statement_timeout leaves no ERROR in the server's log. The
-// failure comes back as a *pgconn.PgError (SQLSTATE 57014 for the
-// timeout).
-func Run(ctx context.Context, q Conn, query string) error {
-	query = Tag + query
-	quote, ok := dollarQuote(query)
-	if !ok {
-		return fmt.Errorf("the statement's text holds every dollar-quote tag pgmedic would wrap it in")
-	}
-	var b strings.Builder
-	b.WriteString("DO " + quote("outer") + "DECLARE st text; msg text; BEGIN ")
-	b.WriteString("PERFORM " + Tag + "set_config('" + execSetting + "', 'ok', false); EXECUTE " + quote("") + "; ")
-	b.WriteString("EXCEPTION WHEN OTHERS OR query_canceled THEN GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT; ")
-	b.WriteString("PERFORM " + Tag + "set_config('" + execSetting + "', concat_ws(chr(31), 'error', st, msg), false); ")
-	b.WriteString("END" + quote("outer"))
-	if _, err := q.Exec(ctx, Tag+b.String()); err != nil {
-		return err
-	}
-	var outcome string
-	if err := q.QueryRow(ctx, Tag+"SELECT current_setting('"+execSetting+"')").Scan(&outcome); err != nil {
-		return err
-	}
-	if outcome == "ok" {
-		return nil
-	}
-	if f := strings.Split(outcome, fieldSep); len(f) >= 3 && f[0] == "error" {
-		return &pgconn.PgError{Severity: "ERROR", Code: f[1], Message: f[2]}
-	}
-	return fmt.Errorf("the statement left no outcome (%q)", outcome)
-}
-
-// valueSetting carries a quietly read value, or its failure, out of its
-// block.
-const valueSetting = "pgmedic.value"
-
-// Value reads one value (the first column of the first row, as text) of
-// a query inside a PL/pgSQL block that traps its failure, as Run does:
-// a read that may run past pgmedic's statement_timeout on a busy server
-// (pg_jit_available() loading the JIT provider) leaves no ERROR in the
-// server's log, and its caller still gets SQLSTATE 57014.
-func Value(ctx context.Context, q Conn, query string) (string, error) {
-	query = Tag + query
-	quote, ok := dollarQuote(query)
-	if !ok {
-		return "", fmt.Errorf("the query's text holds every dollar-quote tag pgmedic would wrap it in")
-	}
-	var b strings.Builder
-	b.WriteString("DO " + quote("outer") + "DECLARE out text; st text; msg text; BEGIN ")
-	b.WriteString("EXECUTE " + quote("") + " INTO out; PERFORM " + Tag + "set_config('" + valueSetting + "', 'ok:' || coalesce(out, ''), false); ")
-	b.WriteString("EXCEPTION WHEN OTHERS OR query_canceled THEN GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT; ")
-	b.WriteString("PERFORM " + Tag + "set_config('" + valueSetting + "', concat_ws(chr(31), 'error', st, msg), false); ")
-	b.WriteString("END" + quote("outer"))
-	if _, err := q.Exec(ctx, Tag+b.String()); err != nil {
-		return "", err
-	}
-	var outcome string
-	if err := q.QueryRow(ctx, Tag+"SELECT current_setting('"+valueSetting+"')").Scan(&outcome); err != nil {
-		return "", err
-	}
-	if out, ok := strings.CutPrefix(outcome, "ok:"); ok {
-		return out, nil
-	}
-	if f := strings.Split(outcome, fieldSep); len(f) >= 3 && f[0] == "error" {
-		return "", &pgconn.PgError{Severity: "ERROR", Code: f[1], Message: f[2]}
-	}
-	return "", fmt.Errorf("the query left no outcome (%q)", outcome)
+	return "", fmt.Errorf("%s left no outcome (%q)", k.what, outcome)
 }
 
 // dollarQuote returns a function that writes text between dollar quotes

@@ -38,6 +38,18 @@ func Cluster(t testing.TB, opts lab.Options) *lab.Cluster {
 	return c
 }
 
+// Admin is a connection to the cluster's postgres database as its
+// superuser, closed when the test ends.
+func Admin(t testing.TB, c *lab.Cluster) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), c.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
 // Loop loads a workload folder (setup.sql, then workload.sql: one
 // statement) into a new database of the cluster named after the folder
 // and runs the statement in a loop from one connection, with jit and
