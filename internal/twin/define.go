@@ -63,7 +63,7 @@ const columnsSQL = `SELECT a.attname::text, format_type(a.atttypid, a.atttypmod)
 	t.typtype::text, tn.nspname::text, quote_ident(tn.nspname) || '.' || quote_ident(t.typname),
 	coalesce(CASE WHEN a.attgenerated = 's' AND NOT $2 THEN pg_get_expr(d.adbin, d.adrelid) END, ''),
 	CASE WHEN t.typtype = 'e' THEN ARRAY(SELECT enumlabel::text FROM pg_enum WHERE enumtypid = t.oid ORDER BY enumsortorder) ELSE '{}'::text[] END,
-	coalesce(CASE WHEN a.attgenerated = '' AND NOT $2 THEN pg_get_expr(d.adbin, d.adrelid) END, ''), a.attidentity::text
+	coalesce(CASE WHEN a.attgenerated = '' THEN pg_get_expr(d.adbin, 0) END, ''), a.attidentity::text
 	FROM pg_attribute a
 	JOIN pg_type t ON t.oid = a.atttypid
 	JOIN pg_namespace tn ON tn.oid = t.typnamespace
@@ -72,7 +72,11 @@ const columnsSQL = `SELECT a.attname::text, format_type(a.atttypid, a.atttypmod)
 	LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
 	WHERE a.attrelid = $1::oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`
 
-// columnsSQL's $2 says the table is locked: its expressions are not read.
+// columnsSQL's $2 says the table is locked: its generated columns'
+// expressions are not read. pg_get_expr given a table opens it, under
+// ACCESS SHARE, to name its columns, and so queues behind a schema
+// change's lock; a default names no column (PostgreSQL refuses one that
+// does), so it is read with no table given, which opens nothing.
 
 // define reads a table's definition from the target's catalog, or says
 // why the twin cannot hold it.

@@ -13,6 +13,7 @@ import (
 	"github.com/pgmedic/pgmedic/internal/lab"
 	"github.com/pgmedic/pgmedic/internal/lab/labtest"
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/testkit"
 )
 
 // setup is a table with what a twin must carry over: an enum, a column
@@ -205,5 +206,50 @@ func TestICUTag(t *testing.T) {
 		if got := icuTag(in); got != want {
 			t.Errorf("icuTag(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestDefinitionBehindAQueuedChange: a schema change queued behind a
+// reader (its ACCESS EXCLUSIVE lock waiting) must not make the twin's
+// read of the table's definition queue too: the columns and their
+// defaults come from the catalogs, which take no lock on the table, and
+// the table is marked as locked so that its rows are not read.
+func TestDefinitionBehindAQueuedChange(t *testing.T) {
+	ctx := context.Background()
+	c := labtest.Cluster(t, lab.Options{})
+	owner, err := pgx.Connect(ctx, c.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Close(ctx)
+	if _, err := owner.Exec(ctx, `CREATE TABLE ledger (id bigint PRIMARY KEY, booked date NOT NULL DEFAULT current_date, amount numeric DEFAULT 0)`); err != nil {
+		t.Fatal(err)
+	}
+	// A report holds ACCESS SHARE; the ALTER queues behind it.
+	reader, _ := pgx.Connect(ctx, c.DSN("postgres"))
+	defer reader.Close(ctx)
+	reader.Exec(ctx, "BEGIN; SELECT count(*) FROM ledger")
+	alter, _ := pgx.Connect(ctx, c.DSN("postgres"))
+	defer alter.Close(ctx)
+	go alter.Exec(ctx, "ALTER TABLE ledger ADD COLUMN note text")
+	testkit.WaitUntil(t, 30*time.Second, "the ALTER queues", func() bool {
+		var n int
+		owner.QueryRow(ctx, "SELECT count(*) FROM pg_locks WHERE relation = 'ledger'::regclass AND mode = 'AccessExclusiveLock' AND NOT granted").Scan(&n)
+		return n == 1
+	})
+	sess, err := envelope.Connect(ctx, c.DSN("postgres"), envelope.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	var oid uint32
+	owner.QueryRow(ctx, "SELECT 'ledger'::regclass::oid").Scan(&oid)
+	d, why := define(ctx, sess.Conn, &model.Table{Schema: "public", Name: "ledger", OID: oid})
+	reader.Exec(ctx, "COMMIT")
+	if why != "" {
+		t.Fatalf("the definition was not read behind the queued ALTER: %s", why)
+	}
+	if !d.locked || len(d.columns) != 3 || d.columns[1].def != "CURRENT_DATE" || d.columns[2].def != "0" {
+		t.Errorf("definition behind the lock: locked %v, columns %+v", d.locked, d.columns)
 	}
 }
