@@ -201,6 +201,7 @@ func (o *UpgradeOptions) explainShapes(ctx context.Context, w *capture.Workload,
 		}
 		sample := rehearse.Samples(w, shape, 2)
 		if len(sample) == 0 {
+			s.CauseError = "no captured statement of this shape succeeded, so there is none to time on each major"
 			continue
 		}
 		s.PlanOld, _ = rehearse.PlanShape(ctx, conns[0], sample[0])

@@ -216,7 +216,7 @@ func rehearseUpgrade(ctx context.Context, c *lab.Cluster, env *Env, s Scenario, 
 			}
 		}
 		if !found {
-			res.Missing = append(res.Missing, fmt.Sprintf("the slower shape's cause measured as %s (measured: %s)", want, strings.Join(seen, "; ")))
+			res.Missing = append(res.Missing, fmt.Sprintf("the slower shape's cause measured as %s (measured: %s; the verdict's reasons: %s)", want, strings.Join(seen, "; "), strings.Join(rep.Failing, "; ")))
 		}
 	}
 	return nil
