@@ -680,6 +680,13 @@ const (
 	// settings as they are and with FixSettings (SET LOCAL), and times
 	// those whose plan changes both ways, read-only and rolled back.
 	ExpPlannerSetting = "planner-setting"
+	// ExpFreeze runs VACUUM (FREEZE) on the twin's copy of a table past
+	// its freeze age: the copy's oldest age before and after, and the time.
+	ExpFreeze = "freeze"
+	// ExpKeyWiden tries the first number past a key's limit (Limit, of
+	// ColumnType: Column's, or the sequence's when Column is empty) on a
+	// copy before and after widening it to bigint.
+	ExpKeyWiden = "key-widen"
 )
 
 // IndexProposal is an index a rule proposes, as fields rather than SQL
@@ -780,6 +787,8 @@ type Experiment struct {
 	// Column and ColumnType are what an implicit-cast experiment compares
 	// in the column's own type; CastType is the type the plan cast it to.
 	Column, ColumnType, CastType string
+	// Limit is the last number a key-widen experiment's type holds.
+	Limit int64 `json:",omitempty"`
 	// KeepValue: drop the cast on the column and leave the value alone,
 	// because the index's operator family compares the two types directly.
 	KeepValue bool

@@ -105,9 +105,10 @@ func sequenceExhaustion(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 			},
 			Impact:       model.Impact{Summary: "when the last number is given every INSERT that needs one fails, and changing the column's type then rewrites the table under an ACCESS EXCLUSIVE lock, during the outage"},
 			Fix:          seqFix(sq),
-			Verification: model.NotRunBecause("nothing to run: the numbers left are counted from the catalog, and the rate from two readings of the sequence on the server's clock; the change itself is a migration to rehearse on a copy before production"),
+			Verification: model.NotRunBecause("the numbers left are counted from the catalog, and the rate from two readings of the sequence on the server's clock; check --twin tries the first number past the limit on a copy, before and after widening it"),
 			Docs:         docsPath(SequenceExhaustionID),
 		}
+		f.Experiment = keyWidenExperiment(sq)
 		if sq.Column != "" {
 			f.Object.Name = fmt.Sprintf("%s (%s.%s)", name, sqlparse.QuoteQualified(sq.Table.Schema, sq.Table.Name), sqlparse.QuoteIdent(sq.Column))
 		}
@@ -137,6 +138,21 @@ func daysText(d float64) string {
 		return fmt.Sprintf("%.1f days", d)
 	}
 	return fmt.Sprintf("%.0f days", d)
+}
+
+// keyWidenExperiment tries the number past the limit where the limit is:
+// the key column's type when it is the narrower, else the sequence's own.
+func keyWidenExperiment(sq model.Sequence) *model.Experiment {
+	limit, _ := seqLimit(sq)
+	if m, ok := typeMax(sq.ColumnType); ok && sq.Column != "" && m == limit && sq.ColumnType != "bigint" {
+		return &model.Experiment{Kind: model.ExpKeyWiden, Table: sq.Table, Column: sq.Column, ColumnType: sq.ColumnType, Limit: limit}
+	}
+	if sq.Type == "bigint" {
+		// A bigint sequence held below bigint's end by hand: widening is
+		// raising its maximum, nothing a copy would show more of.
+		return nil
+	}
+	return &model.Experiment{Kind: model.ExpKeyWiden, Table: sq.Table, ColumnType: sq.Type, Limit: sq.Max}
 }
 
 // seqFix is the change to bigint in a form that does not hold an ACCESS

@@ -87,7 +87,8 @@ func wraparound(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 			Evidence:     wrapEvidence(t.FrozenAge, t.MxidAge, eff, rate, days),
 			Impact:       model.Impact{Summary: "at about 2.1 billion transactions the server stops assigning transaction ids to protect its data: every write fails until the oldest tables are vacuumed, in single-user mode if it comes to that"},
 			Docs:         docsPath(WraparoundID),
-			Verification: model.NotRunBecause("nothing to run: the ages are the catalog's (age(relfrozenxid), mxid_age(relminmxid)), and the rate is two readings of the next transaction id on the server's clock"),
+			Verification: model.NotRunBecause("the ages are the catalog's (age(relfrozenxid), mxid_age(relminmxid)), and the rate is two readings of the next transaction id on the server's clock; check --twin runs the fix, VACUUM (FREEZE), on a copy of the table and times it"),
+			Experiment:   &model.Experiment{Kind: model.ExpFreeze, Table: model.RelRef{Schema: t.Schema, Name: t.Name}},
 		}
 		if t.MxidAge > 0 && float64(t.MxidAge) >= wrapOverdue*float64(mxFreezeMax) {
 			f.Title += fmt.Sprintf("; its multixacts are %s old", printable.Count(float64(t.MxidAge)))

@@ -30,6 +30,9 @@ type tape struct {
 	// through the held-sessions role's connectors (Engine.Admit),
 	// directly and through its pool, in order; Admitted[i] is client i's.
 	Admitted, Pooled [][]attempt `json:",omitempty"`
+	// Twin says the connection stood for a twin's, whose tables are
+	// pgmedic's own: a VACUUM of one is no write to a target.
+	Twin bool `json:",omitempty"`
 }
 
 // attempt is one connection a load client asked for: refused (Err), cut

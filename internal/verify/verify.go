@@ -316,6 +316,10 @@ var Kinds = []Kind{
 	{model.ExpExtendedStats, CopiesOnTwin, WithRows, "extended-statistics", (*Engine).extendedStats},
 	{model.ExpBatch, OnTarget, WithRows, "batch", (*Engine).batch},
 	{model.ExpPlannerSetting, OnTarget, WithRows, "planner-setting", (*Engine).plannerSetting},
+	{model.ExpKeyWiden, CopiesOnTwin, WithRows, "key-widen", (*Engine).keyWiden},
+	// Last: VACUUM leaves the twin's table frozen for the experiments
+	// after it, and cannot be rolled back.
+	{model.ExpFreeze, OnTwin, WithRows, "freeze", (*Engine).freeze},
 }
 
 // Session is a worker's connection (Engine.Workers): the statements it
