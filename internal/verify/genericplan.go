@@ -50,10 +50,22 @@ func (e *Engine) genericPlan(ctx context.Context, _ *model.Snapshot, f *model.Fi
 	// The blocks a custom plan reads for the costliest value tried: an
 	// application whose calls read no more on average runs custom plans.
 	customBlocks := 0.0
+	// A plan that runs past pgmedic's statement_timeout for a value is
+	// timed at the timeout, a lower bound of its time, and not run again.
+	timedOut := map[[2]string]float64{}
 	run := func(v, mode string, n int) ([]float64, error) {
 		var ms []float64
 		for range n {
+			if bound := timedOut[[2]string{v, mode}]; bound > 0 {
+				ms = append(ms, bound)
+				continue
+			}
 			ex, err := e.onceWith(ctx, "ANALYZE, BUFFERS, TIMING OFF", target(v), e.jitSetting(), exp.AppSettings, mode)
+			if bound, ok := bounded(err); ok {
+				timedOut[[2]string{v, mode}] = bound
+				ms = append(ms, bound)
+				continue
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -102,6 +114,10 @@ func (e *Engine) genericPlan(ctx context.Context, _ *model.Snapshot, f *model.Fi
 		}
 	}
 	before, after := median(generic), median(custom)
+	if timedOut[[2]string{v, customPlan}] > 0 {
+		f.Verification = model.NotRunBecause(fmt.Sprintf("a custom plan ran past pgmedic's statement_timeout (%s) too, so neither plan's time was measured: raise --statement-timeout", e.StatementTimeoutText))
+		return
+	}
 	valueDesc := e.valueText(exp.Param, v, typ, fmt.Sprintf("pg_stats %s.%s, the value among %d tried on which the generic plan loses most", exp.Table.Name, exp.Column, len(candidates)), true)
 	params := []string{valueDesc}
 	for _, d := range b.desc {
@@ -116,6 +132,9 @@ func (e *Engine) genericPlan(ctx context.Context, _ *model.Snapshot, f *model.Fi
 		Method:     fmt.Sprintf("EXECUTE of the statement prepared once, x%d with SET LOCAL plan_cache_mode = force_generic_plan and x%d with force_custom_plan, alternating, in rolled-back read-only transactions, for the value of $%d (of %d from pg_stats) on which the generic plan lost most in a first pass; medians of planning + execution time", e.Runs, e.Runs, exp.Param, len(candidates)),
 		Parameters: params,
 		Before:     &model.Measure{Value: model.Round(before, 3), Unit: "ms"}, After: &model.Measure{Value: model.Round(after, 3), Unit: "ms"}}
+	if timedOut[[2]string{v, genericPlan}] > 0 {
+		f.Verification.Method += fmt.Sprintf("; the generic plan ran past pgmedic's statement_timeout (%s) for this value and was not run again: its time is at least that, a lower bound", e.StatementTimeoutText)
+	}
 	if !judge(f, before, after) {
 		f.Title = fmt.Sprintf("generic plan re-measured: no slower than custom plans for the values tried (%.2f ms generic, %.2f ms custom)", before, after)
 		f.Fix = model.Fix{Summary: "keep the prepared statement as it is"}
@@ -132,7 +151,11 @@ func (e *Engine) genericPlan(ctx context.Context, _ *model.Snapshot, f *model.Fi
 		f.Title = fmt.Sprintf("the generic plan is slower for a value (%.2f ms generic, %.2f ms custom), but %s", before, after, why)
 		return
 	}
-	f.Title = fmt.Sprintf("the generic plan is %.0fx slower than a custom plan for a common value of %s.%s (%.2f ms against %.2f ms)", before/max(after, 0.001), exp.Table.Name, exp.Column, before, after)
+	atLeast := ""
+	if timedOut[[2]string{v, genericPlan}] > 0 {
+		atLeast = "at least "
+	}
+	f.Title = fmt.Sprintf("the generic plan is %s%.0fx slower than a custom plan for a common value of %s.%s (%s%.2f ms against %.2f ms)", atLeast, before/max(after, 0.001), exp.Table.Name, exp.Column, atLeast, before, after)
 }
 
 // columnValues are the values of a column a skewed parameter is tried

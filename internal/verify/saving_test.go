@@ -1,6 +1,8 @@
 package verify
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -120,6 +122,27 @@ func TestBloatedUnmeasured(t *testing.T) {
 		}
 		if c.summary != "" && !strings.Contains(f.Impact.Summary, c.summary) || c.summary == "" && strings.Contains(f.Impact.Summary, "bloat") {
 			t.Errorf("%s at %.0f ms: summary %q", c.table, c.meanMS, f.Impact.Summary)
+		}
+	}
+}
+
+// TestTimedOutIsABound: a run cancelled by pgmedic's statement_timeout
+// is the timeout's milliseconds, a lower bound; any other error, or a
+// limit that does not parse, is no measurement.
+func TestTimedOutIsABound(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		ms   float64
+		isOK bool
+	}{
+		{&TimedOut{Limit: "5s"}, 5000, true},
+		{fmt.Errorf("re-running: %w", &TimedOut{Limit: "250ms"}), 250, true},
+		{&TimedOut{Limit: ""}, 0, false},
+		{errors.New("canceling statement due to statement timeout"), 0, false},
+		{nil, 0, false},
+	} {
+		if ms, ok := bounded(c.err); ms != c.ms || ok != c.isOK {
+			t.Errorf("bounded(%v) = %v, %v; want %v, %v", c.err, ms, ok, c.ms, c.isOK)
 		}
 	}
 }

@@ -417,6 +417,9 @@ type toggle struct {
 	lastCost                           float64
 	genericMS, genericCost, customCost float64
 	genericFunctions                   int
+	// onBound is pgmedic's statement_timeout (ms) when the side with JIT
+	// ran past it: the side's time is at least that.
+	onBound float64
 }
 
 const stmtName = "pgmedic_verify"
@@ -450,6 +453,15 @@ func (e *Engine) jitToggle(ctx context.Context, snap *model.Snapshot, exp *model
 		}
 		custom := *t
 		gen, err := e.once(ctx, explain, appJIT, exp.AppSettings, genericPlan)
+		if bound, ok := bounded(err); ok && !t.jitFired {
+			// The generic plan ran past the timeout with JIT as the
+			// application has it: measure it both ways.
+			*t = toggle{plan: genericPlan, params: custom.params, genericMS: bound}
+			if err := e.toggleSides(ctx, t, explain, appJIT, exp.AppSettings, genericPlan); err != nil {
+				t.reason = err.Error()
+			}
+			return t
+		}
 		if err != nil {
 			t.reason = err.Error()
 			return t
@@ -494,10 +506,22 @@ func (e *Engine) toggleSides(ctx context.Context, t *toggle, explain, appJIT str
 			order = []string{"off", "app"}
 		}
 		for _, side := range order {
+			if side == "app" && t.onBound > 0 {
+				// Compiled past the timeout once: not run again.
+				t.on = append(t.on, t.onBound)
+				continue
+			}
 			var ex *plan.Explain
 			var err error
 			if side == "app" {
 				ex, err = e.once(ctx, explain, appJIT, settings, mode)
+				if bound, ok := bounded(err); ok {
+					// With JIT it ran past the timeout while without it
+					// the warm-up finished: JIT's compile is the time.
+					t.onBound, t.jitFired = bound, true
+					t.on = append(t.on, bound)
+					continue
+				}
 			} else {
 				ex, err = e.once(ctx, explain, "off", nil, mode)
 			}
@@ -658,13 +682,43 @@ func (e *Engine) onceWith(ctx context.Context, options, target, jit string, sett
 		var pgErr *pgconn.PgError
 		switch {
 		case errors.As(err, &pgErr) && pgErr.Code == "57014":
-			return fmt.Errorf("the statement ran past pgmedic's statement_timeout (%s): raise --statement-timeout to measure it", e.StatementTimeoutText)
+			return &TimedOut{Limit: e.StatementTimeoutText}
 		case err != nil:
 			return fmt.Errorf("re-running the statement failed: %s", envelope.Message(err))
 		}
 		return nil
 	})
 	return ex, err
+}
+
+// TimedOut is a run cancelled by pgmedic's statement_timeout. It is a
+// measurement too: the statement takes at least that long with these
+// values and settings. A side of an experiment that times out is not run
+// again (each try would cost the whole timeout); its time is the bound,
+// and a verdict that rests on the bound says so.
+type TimedOut struct{ Limit string }
+
+func (t *TimedOut) Error() string {
+	return fmt.Sprintf("the statement ran past pgmedic's statement_timeout (%s): raise --statement-timeout to measure it", t.Limit)
+}
+
+// MS is the bound in milliseconds; 0 when the limit does not parse.
+func (t *TimedOut) MS() float64 {
+	d, err := time.ParseDuration(t.Limit)
+	if err != nil {
+		return 0
+	}
+	return float64(d.Milliseconds())
+}
+
+// bounded splits a run's error: a timeout with a known limit is a lower
+// bound of the time (ms), anything else an error.
+func bounded(err error) (float64, bool) {
+	var to *TimedOut
+	if errors.As(err, &to) && to.MS() > 0 {
+		return to.MS(), true
+	}
+	return 0, false
 }
 
 func onOff(v string) string {
@@ -685,6 +739,9 @@ func applyToggle(f *model.Finding, t *toggle, runs int) {
 	before, after := median(t.on), median(t.off)
 	method := fmt.Sprintf("EXPLAIN ANALYZE x%d with jit as the role runs it and x%d with SET LOCAL jit = off, alternating, in rolled-back read-only transactions; medians of planning + execution time", runs, runs)
 	method += planChoice(t)
+	if t.onBound > 0 {
+		method += fmt.Sprintf("; with JIT the statement ran past pgmedic's statement_timeout (%.0f ms) and was not run again: its time is at least that, a lower bound", t.onBound)
+	}
 	if t.genericCost > 0 {
 		f.Evidence = append(f.Evidence,
 			model.Evidence{Label: "generic plan with JIT as the role runs it (one run)", Value: model.Round(t.genericMS, 2), Unit: "ms"},
