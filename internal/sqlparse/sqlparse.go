@@ -566,10 +566,12 @@ func (s *Statement) FallbackParamTypes(n int, columnType func(Column) string) []
 		}
 		s.arithmeticTypes(columnType, set)
 		s.insertSelectTypes(columnType, set)
+		s.updateSetTypes(columnType, set)
 		for p, typ := range s.valuesParamTypes(columnType) {
 			set(p, typ)
 		}
 	}
+	s.limitTypes(set)
 	for _, p := range s.BareTargetParams() {
 		set(p, "integer")
 	}
@@ -704,6 +706,54 @@ func arithmeticParams(n *pgast.Node) []int {
 		}
 	}
 	return out
+}
+
+// updateSetTypes types UPDATE ... SET col = $1, and SET col = $2 * $3
+// for a column of a number type: the value is the column's.
+func (s *Statement) updateSetTypes(columnType func(Column) string, set func(int, string)) {
+	up := s.root.GetUpdateStmt()
+	if up == nil || up.Relation == nil {
+		return
+	}
+	for _, t := range up.TargetList {
+		rt := t.GetResTarget()
+		if rt == nil || rt.Val == nil {
+			continue
+		}
+		typ := columnType(Column{Schema: up.Relation.Schemaname, Table: up.Relation.Relname, Column: rt.Name})
+		if p := rt.Val.GetParamRef(); p != nil {
+			set(int(p.Number), typ)
+			continue
+		}
+		if numberTypes()[typ] {
+			for _, p := range arithmeticParams(rt.Val) {
+				set(p, typ)
+			}
+		}
+	}
+}
+
+// limitTypes types the parameters of a LIMIT or OFFSET (LIMIT $1, LIMIT
+// $1 + $2): PostgreSQL takes a bigint there, and casts no numeric to it.
+func (s *Statement) limitTypes(set func(int, string)) {
+	s.walk(func(m pgast.Message) bool {
+		st, ok := m.(*pgast.SelectStmt)
+		if !ok {
+			return true
+		}
+		for _, n := range []*pgast.Node{st.LimitCount, st.LimitOffset} {
+			switch {
+			case n == nil:
+			case n.GetParamRef() != nil:
+				set(int(n.GetParamRef().Number), "bigint")
+			default:
+				for _, p := range arithmeticParams(n) {
+					set(p, "bigint")
+				}
+			}
+		}
+		return true
+	})
 }
 
 // insertSelectTypes types INSERT ... SELECT $1, $2: each item is the value
