@@ -88,7 +88,7 @@ func TestApplicationValuesFromActivity(t *testing.T) {
 			continue
 		}
 		joined := strings.Join(f.Verification.Parameters, "; ")
-		if !strings.Contains(joined, "'queued' (the application's value, from pg_stat_activity)") {
+		if !strings.Contains(joined, "'queued' (the application's value, seen in pg_stat_activity or the server log)") {
 			t.Errorf("the experiment did not use the application's value: %q", joined)
 		}
 		if !strings.Contains(joined, "$2 = 5 (the application's value") {

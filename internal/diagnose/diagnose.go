@@ -193,7 +193,7 @@ func Check(ctx context.Context, dsn, version string, o Options, min model.Severi
 	snap.StatsUntracked = sess.StatsUntracked
 	// The logs are read before the rules: connection-pressure joins the
 	// connections the log says were refused to the sessions sampled.
-	fromLogs, events, logSkips, err := o.checkLogs(ctx, sess, snap.User)
+	fromLogs, events, logSkips, err := o.checkLogs(ctx, sess, snap)
 	if err != nil {
 		return nil, err
 	}

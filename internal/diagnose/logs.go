@@ -13,6 +13,7 @@ import (
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/report"
 	"github.com/pgmedic/pgmedic/internal/rules"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
 // checkLogs reads the logs a check was given (--log) and the end of the
@@ -21,7 +22,13 @@ import (
 // the log's events') and the events themselves, which the snapshot's rules
 // read too (connections refused are seen only in the log). newFindings
 // keeps those the check did not make itself.
-func (o Options) checkLogs(ctx context.Context, sess *envelope.Session, user string) ([]model.Finding, *model.LogEvents, []model.Skip, error) {
+//
+// The log's statements with their values (auto_explain's query texts,
+// the slowest logged calls) are given to the snapshot's statements of
+// the same fingerprint that pg_stat_activity showed none for: a re-run
+// then uses the application's constants, not stand-ins of their types.
+func (o Options) checkLogs(ctx context.Context, sess *envelope.Session, snap *model.Snapshot) ([]model.Finding, *model.LogEvents, []model.Skip, error) {
+	user := snap.User
 	var sources []logs.Source
 	for _, f := range o.LogFiles {
 		sources = append(sources, logs.FileSource(f, nil))
@@ -70,7 +77,31 @@ func (o Options) checkLogs(ctx context.Context, sess *envelope.Session, user str
 		ev := s.LogEvents()
 		events = &ev
 	}
+	literalsFromLog(snap, s.Literals())
 	return found, events, skipped, nil
+}
+
+// literalsFromLog fills snap.Literals, for statements it has none of,
+// from the log's texts by fingerprint.
+func literalsFromLog(snap *model.Snapshot, byFingerprint map[string]string) {
+	if len(byFingerprint) == 0 {
+		return
+	}
+	if snap.Literals == nil {
+		snap.Literals = map[int64]string{}
+	}
+	for _, st := range snap.Statements {
+		if snap.Literals[st.QueryID] != "" {
+			continue
+		}
+		fp := st.Fingerprint
+		if fp == "" {
+			fp, _ = sqlparse.Fingerprint(st.Query)
+		}
+		if lit := byFingerprint[fp]; lit != "" {
+			snap.Literals[st.QueryID] = lit
+		}
+	}
 }
 
 // newFindings keeps the log's findings that the check did not make: not

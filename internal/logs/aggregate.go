@@ -77,7 +77,11 @@ type StatementStats struct {
 	TotalMS float64 `json:"total_ms"`
 	MaxMS   float64 `json:"max_ms"`
 	// Example is the slowest call's text with its values (ShowLiterals).
-	Example       string    `json:"example,omitempty"`
+	Example string `json:"example,omitempty"`
+	// literal is the slowest call's text with its values, kept whatever
+	// ShowLiterals says: never printed, it gives check's re-runs the
+	// values the application sent (Literals).
+	literal       string
 	P50, P95, P99 float64   `json:"-"`
 	First, Last   time.Time `json:"-"`
 	sample        []float64
@@ -613,6 +617,9 @@ type Plan struct {
 	Query       string  `json:"query"`
 	DurationMS  float64 `json:"duration_ms"`
 	Text        string  `json:"-"`
+	// Literal is the statement as auto_explain printed it, with its
+	// values (never printed; see Literals).
+	Literal string `json:"-"`
 }
 
 // maxPlans bounds the plans kept per fingerprint (the slowest are kept).
@@ -620,7 +627,29 @@ const maxPlans = 3
 
 func (s *Summary) addPlan(query, plan string, ms float64) {
 	fp, norm := s.fingerprint(query)
-	s.addPlanRecord(fp, &Plan{Fingerprint: fp, Query: norm, DurationMS: ms, Text: plan})
+	s.addPlanRecord(fp, &Plan{Fingerprint: fp, Query: norm, DurationMS: ms, Text: plan, Literal: query})
+}
+
+// Literals are, by fingerprint, statements as the log wrote them with
+// their values: the slowest plan's query text, else the slowest logged
+// call's. pg_stat_statements keeps neither; a re-run with these values
+// runs the plan the application got, not one for a value of pgmedic's.
+func (s *Summary) Literals() map[string]string {
+	out := map[string]string{}
+	for fp, st := range s.stmts {
+		if st.literal != "" {
+			out[fp] = st.literal
+		}
+	}
+	for fp, list := range s.plans {
+		slowest := 0.0
+		for _, p := range list {
+			if p.Literal != "" && p.DurationMS >= slowest {
+				out[fp], slowest = p.Literal, p.DurationMS
+			}
+		}
+	}
+	return out
 }
 
 // addPlanRecord keeps the slowest maxPlans plans of a fingerprint.
@@ -652,8 +681,11 @@ func (s *Summary) addStatement(text string, ms float64, at time.Time) {
 		st = &StatementStats{Fingerprint: fp, Query: norm, rng: rand.New(rand.NewSource(int64(len(s.stmts))))}
 		s.stmts[fp] = st
 	}
-	if s.ShowLiterals && ms >= st.MaxMS {
-		st.Example = text
+	if ms >= st.MaxMS {
+		st.literal = text
+		if s.ShowLiterals {
+			st.Example = text
+		}
 	}
 	st.add(ms, at)
 }
@@ -677,6 +709,9 @@ func (s *Summary) untimed(pid int) {
 	if st == nil {
 		st = &StatementStats{Fingerprint: fp, Query: norm, rng: rand.New(rand.NewSource(int64(len(s.stmts))))}
 		s.stmts[fp] = st
+	}
+	if st.literal == "" {
+		st.literal = l.text
 	}
 	if s.ShowLiterals && st.Example == "" {
 		st.Example = l.text
@@ -820,6 +855,9 @@ func (s *Summary) Merge(o *Summary) {
 func (mine *StatementStats) merge(st *StatementStats) {
 	if st.MaxMS > mine.MaxMS && st.Example != "" {
 		mine.Example = st.Example
+	}
+	if st.literal != "" && (mine.literal == "" || st.MaxMS > mine.MaxMS) {
+		mine.literal = st.literal
 	}
 	for _, ms := range st.sample {
 		mine.add(ms, time.Time{})

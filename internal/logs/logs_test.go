@@ -372,3 +372,24 @@ func TestOwnEntriesLeftOut(t *testing.T) {
 		t.Errorf("%d entries counted as pgmedic's, want at least 7", n)
 	}
 }
+
+// TestLiteralsKept: whatever ShowLiterals says, the summary keeps each
+// shape's text with its values (the slowest plan's query text, else the
+// slowest logged call's) for check's re-runs, and prints none of them.
+func TestLiteralsKept(t *testing.T) {
+	s := analyze(t, "testdata/lab/stderr.log")
+	lits := s.Literals()
+	fp, _ := s.fingerprint("SELECT balance FROM accounts WHERE id = 1")
+	if got := lits[fp]; got != "SELECT balance FROM accounts WHERE id = 7;" {
+		t.Errorf("the slowest call's text: %q", got)
+	}
+	fp, _ = s.fingerprint("INSERT INTO accounts SELECT g, 'x' || g, 1 FROM generate_series(1, 2) g")
+	if got := lits[fp]; !strings.Contains(got, "generate_series(1, 300000)") {
+		t.Errorf("the plan's query text: %q", got)
+	}
+	for _, st := range s.Statements {
+		if st.Example != "" {
+			t.Errorf("a literal was printed without ShowLiterals: %q", st.Example)
+		}
+	}
+}

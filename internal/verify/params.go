@@ -13,7 +13,8 @@ import (
 
 // parameterValues picks a value for each $n of a pg_stat_statements entry,
 // whose constants were replaced by parameters. A value the application
-// itself sent, seen in pg_stat_activity (seen), is used as it is. A
+// itself sent, seen in pg_stat_activity or the server log (seen), is used
+// as it is. A
 // LIMIT's count is the
 // statement's rows per call (limits). Another value comes from pg_stats
 // for the column the parameter is compared with (the most common value, else
@@ -31,7 +32,7 @@ func (e *Engine) parameterValues(ctx context.Context, cols map[int][]sqlparse.Co
 		if lit, ok := seen[n]; ok {
 			// The application's own value, as SQL: used as it is.
 			values[i] = "(" + lit + ")::" + typ
-			desc = append(desc, e.valueText(n, lit, typ, "the application's value, from pg_stat_activity", true))
+			desc = append(desc, e.valueText(n, lit, typ, "the application's value, seen in pg_stat_activity or the server log", true))
 			continue
 		}
 		var v, from string
