@@ -208,12 +208,17 @@ func Check(ctx context.Context, dsn, version string, o Options, min model.Severi
 	// (a checkpoint's cost to the writes after it) is verified with the
 	// others.
 	fromLogs = newFindings(fromLogs, findings, o.Rules)
-	// The others keep what they say (read from the executed plan, counted
-	// in the log): their statements are texts without values.
+	// So is one from a logged plan whose statement the log wrote with its
+	// values (a spill re-run with more work_mem). The others keep what
+	// they say (counted in the log).
 	var logged []model.Finding
 	for _, f := range fromLogs {
 		if f.Rule == rules.CheckpointPressureID {
 			rules.CheckpointExperiment(snap, &f)
+			findings = append(findings, f)
+			continue
+		}
+		if f.Experiment != nil {
 			findings = append(findings, f)
 			continue
 		}
@@ -467,7 +472,10 @@ func Logs(ctx context.Context, sources []logs.Source, opt logs.Options, ruleIDs 
 			// duration is the statement's.
 			ex.ExecutionMS = p.DurationMS
 		}
-		in := rules.PlanInput{Explain: ex, Catalog: cat, Object: model.Object{Kind: "statement (log)", Name: printable.Shorten(p.Query, 80), QueryID: p.Fingerprint, Fingerprint: p.Fingerprint}}
+		// The query text auto_explain printed, with its values, is what
+		// an experiment re-runs (check verifies it beside the others).
+		in := rules.PlanInput{Explain: ex, Catalog: cat, Query: p.Literal,
+			Object: model.Object{Kind: "statement (log)", Name: printable.Shorten(p.Query, 80), QueryID: p.Fingerprint, Fingerprint: p.Fingerprint}}
 		fs, _, err := rules.RunPlan(in, ruleIDs)
 		if err != nil {
 			return nil, nil, nil, inputErrf("--rules: %v", err)

@@ -233,3 +233,62 @@ func TestLogPlanFindingsTheCheckOwns(t *testing.T) {
 		t.Errorf("kept %v", kept)
 	}
 }
+
+// TestLoggedSpillIsReRun: a report's sort spilled to disk, and only the
+// server log's auto_explain plan shows it (pg_stat_statements was reset
+// since). The plan's query text, with its values, is re-run with the
+// role's work_mem and with more, as a spill from pg_stat_statements is.
+func TestLoggedSpillIsReRun(t *testing.T) {
+	if _, err := lab.FindBinDir(""); err != nil {
+		testkit.Missing(t, "PostgreSQL 15 server binaries", err)
+	}
+	ctx := context.Background()
+	c, err := lab.Create(ctx, lab.Options{Config: `logging_collector = on
+log_destination = 'jsonlog'
+work_mem = '64kB'
+auto_explain.log_min_duration = 0
+auto_explain.log_analyze = on`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Destroy(ctx)
+	conn, err := pgx.Connect(ctx, c.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	const report = "SELECT id, md5(id::text) AS tag FROM readings WHERE id > 1000 ORDER BY tag"
+	for _, q := range []string{
+		"CREATE TABLE readings (id bigint PRIMARY KEY, v float8)",
+		"INSERT INTO readings SELECT g, random() FROM generate_series(1, 60000) g", "ANALYZE readings",
+		"CREATE EXTENSION IF NOT EXISTS pg_stat_statements", report, "SELECT pg_stat_statements_reset()",
+	} {
+		if _, err := conn.Exec(ctx, q, pgx.QueryExecModeSimpleProtocol); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	testkit.WaitUntil(t, 60*time.Second, "the plan reaches the server log", func() bool {
+		var logged bool
+		err := conn.QueryRow(ctx, `SELECT coalesce(strpos(pg_read_file(pg_current_logfile('jsonlog')), 'external merge') > 0, false)`).Scan(&logged)
+		return err == nil && logged
+	})
+	o := valid()
+	o.SampleFor, o.ServerLogBytes = 0, 64<<20
+	rep, err := Check(ctx, c.DSN("postgres"), "test", o, model.Info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spill *model.Finding
+	for i, f := range rep.Findings {
+		if f.Rule == rules.SortSpillID && strings.Contains(f.Object.Name, "readings") {
+			spill = &rep.Findings[i]
+		}
+	}
+	if spill == nil {
+		t.Fatalf("no sort-spill from the log's plan: %v", rep.Findings)
+	}
+	v := spill.Verification
+	if v.Before == nil || v.After == nil || !strings.Contains(v.Method, "work_mem") || (v.Status != model.Confirmed && v.Status != model.Refuted) {
+		t.Errorf("the logged spill was not re-run: %+v", v)
+	}
+}

@@ -190,6 +190,19 @@ func workMemSQL(kb float64) string {
 	return fmt.Sprintf("SET work_mem = '%s';", workMemFor(kb))
 }
 
+// workMemExperiment re-runs a plan's statement, when its text is known
+// (a plan from the server's log, whose query text auto_explain printed
+// with its values), with work_mem as it is and with kb: the same
+// experiment as a spilling statement of pg_stat_statements gets. nil
+// without the text, or when no work_mem could hold kb.
+func workMemExperiment(in PlanInput, kb float64) *model.Experiment {
+	if in.Query == "" || workMemSQL(kb) == "" {
+		return nil
+	}
+	return &model.Experiment{Kind: model.ExpWorkMem, Query: in.Query, Stmt: in.Stmt, Calls: 1, MeanMS: in.Explain.TotalMS(),
+		FixSettings: map[string]string{"work_mem": workMemFor(kb)}}
+}
+
 // tempIOms is the temp-file I/O time the node spent (track_io_timing).
 func tempIOms(n *plan.Node) float64 { return n.IO.TempReadMS + n.IO.TempWriteMS }
 

@@ -348,6 +348,7 @@ func sortSpill(in PlanInput) []model.Finding {
 		// size (tuple headers, the array of pointers): ask for three times.
 		f.Fix = model.Fix{Summary: "give the sort enough work_mem to stay in memory (for this query or role), or add an index that returns the rows in order (Sort Key: " + strings.Join(n.SortKey, ", ") + ")",
 			SQL: workMemSQL(3 * disk)}
+		f.Experiment = workMemExperiment(in, 3*disk)
 		out = append(out, f)
 	}
 	return out
@@ -393,6 +394,7 @@ func hashBatches(in PlanInput) []model.Finding {
 		}
 		f.Fix = model.Fix{Summary: "raise work_mem (or hash_mem_multiplier) for this query so the hash fits in one batch",
 			SQL: workMemSQL(need)}
+		f.Experiment = workMemExperiment(in, need)
 		out = append(out, f)
 	}
 	return out

@@ -9,7 +9,11 @@ func TestUpdateEveryRow(t *testing.T) {
 	for _, c := range []struct{ in, want, err string }{
 		{in: "UPDATE jobs SET status = 'done', finished_at = now() WHERE id = $1 RETURNING id", want: `UPDATE pgmedic_hot jobs SET status = 'done', finished_at = now()`},
 		{in: "UPDATE public.jobs j SET attempts = j.attempts + 1, run_at = $2 WHERE j.id = $1", want: `UPDATE pgmedic_hot j SET attempts = j.attempts + 1, run_at = $2`},
-		{in: "UPDATE jobs SET status = 'x' FROM batches b WHERE b.id = jobs.batch", err: "FROM"},
+		// A join keeps one row of each joined table: the SET list's
+		// values come from a real row, and each row is updated once.
+		{in: "UPDATE jobs SET status = b.state FROM batches b WHERE b.id = jobs.batch", want: `UPDATE pgmedic_hot jobs SET status = b.state FROM (SELECT * FROM batches LIMIT 1) b`},
+		{in: "UPDATE orders o SET total = s.sum FROM (SELECT order_id, sum(amount) FROM lines GROUP BY 1) s, public.fx WHERE s.order_id = o.id", want: `UPDATE pgmedic_hot o SET total = s.sum FROM (SELECT * FROM (SELECT order_id, sum(amount) FROM lines GROUP BY 1) pgmedic_joined LIMIT 1) s, (SELECT * FROM public.fx LIMIT 1) fx`},
+		{in: "UPDATE jobs SET status = 'x' FROM batches b JOIN owners w ON w.id = b.owner WHERE b.id = jobs.batch", err: "JOIN"},
 		{in: "WITH c AS (SELECT 1) UPDATE jobs SET status = 'x'", err: "WITH"},
 		{in: "DELETE FROM jobs", err: "not an UPDATE"},
 	} {

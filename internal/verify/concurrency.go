@@ -17,9 +17,13 @@ import (
 )
 
 // A load replay runs each side for loadPhase after loadWarm (sessions
-// connected, caches warm), with at most loadMaxClients sessions.
+// connected, caches warm), with at most loadMaxClients sessions. When no
+// statement finished in the phase on either side (statements that take
+// seconds each on a busy twin), both sides run again for loadLongPhase:
+// a slow moment is measured longer, not given up on.
 const (
 	loadPhase      = 3 * time.Second
+	loadLongPhase  = 4 * loadPhase
 	loadWarm       = 500 * time.Millisecond
 	loadMaxClients = 64
 )
@@ -50,15 +54,26 @@ func (e *Engine) concurrency(ctx context.Context, _ *model.Snapshot, f *model.Fi
 	}
 	clients, poolNow, pool := min(toTwinCores(exp.Clients, exp.Cores), loadMaxClients), toTwinCores(exp.PoolNow, exp.Cores), toTwinCores(exp.Pool, exp.Cores)
 	here := runtime.NumCPU()
-	before, err := e.loadSide(ctx, mix, clients, poolNow, exp.Reconnect)
-	if err != nil {
-		f.Verification = model.NotRunBecause("the replay on the twin failed: " + envelope.Message(err))
-		return
+	var before, after load
+	phase := loadPhase
+	for {
+		var err error
+		if before, err = e.loadSide(ctx, mix, clients, poolNow, exp.Reconnect, phase); err != nil {
+			f.Verification = model.NotRunBecause("the replay on the twin failed: " + envelope.Message(err))
+			return
+		}
+		if after, err = e.loadSide(ctx, mix, clients, pool, false, phase); err != nil {
+			f.Verification = model.NotRunBecause("the replay on the twin through a pool failed: " + envelope.Message(err))
+			return
+		}
+		if before.ok > 0 || after.ok > 0 || phase >= loadLongPhase {
+			break
+		}
+		phase = loadLongPhase
 	}
-	after, err := e.loadSide(ctx, mix, clients, pool, false)
-	if err != nil {
-		f.Verification = model.NotRunBecause("the replay on the twin through a pool failed: " + envelope.Message(err))
-		return
+	longer := ""
+	if phase > loadPhase {
+		longer = fmt.Sprintf(" (run again for %s after no statement finished in %s on either side)", phase, loadPhase)
 	}
 	asRan := "directly"
 	switch {
@@ -73,8 +88,8 @@ func (e *Engine) concurrency(ctx context.Context, _ *model.Snapshot, f *model.Fi
 		model.Evidence{Label: "replayed p95 " + asRan, Value: model.Round(before.p95, 1), Unit: "ms"},
 		model.Evidence{Label: fmt.Sprintf("replayed p95 through a pool of %d", pool), Value: model.Round(after.p95, 1), Unit: "ms"},
 		model.Evidence{Label: "replayed statements failed (as run, pooled)", Value: float64(before.failed + after.failed)})
-	method := fmt.Sprintf("replayed on the twin: %d distinct statements in the proportions sampled, %d clients (%d on the server's %d cores, scaled to the twin's %d) for %s each, %s and through PgBouncer in transaction mode with %d server connections; writes rolled back; goodput is statements finished per second, p95 as the clients saw it (pool waits and connecting included)",
-		distinct(exp.Mix), clients, exp.Clients, exp.Cores, here, loadPhase, asRan, pool)
+	method := fmt.Sprintf("replayed on the twin: %d distinct statements in the proportions sampled, %d clients (%d on the server's %d cores, scaled to the twin's %d) for %s each%s, %s and through PgBouncer in transaction mode with %d server connections; writes rolled back; goodput is statements finished per second, p95 as the clients saw it (pool waits and connecting included)",
+		distinct(exp.Mix), clients, exp.Clients, exp.Cores, here, phase, longer, asRan, pool)
 	f.Verification = model.Verification{Method: method, Parameters: params,
 		Before: &model.Measure{Value: model.Round(before.goodput, 1), Unit: "statements/s", HigherIsBetter: true},
 		After:  &model.Measure{Value: model.Round(after.goodput, 1), Unit: "statements/s", HigherIsBetter: true}}
@@ -83,7 +98,7 @@ func (e *Engine) concurrency(ctx context.Context, _ *model.Snapshot, f *model.Fi
 		// both sides (on a twin whose machine is slower than the
 		// server's, or a mix of long statements).
 		f.Verification.Status, f.Verification.Before, f.Verification.After = model.NotRun, nil, nil
-		f.Verification.Reason = fmt.Sprintf("no replayed statement finished within the %s phase on either side (%d failed, the others outlasted it): a load this slow on the twin cannot be compared; replay the log (pgmedic replay) with the clients' own timeouts", loadPhase, before.failed+after.failed)
+		f.Verification.Reason = fmt.Sprintf("no replayed statement finished within %s on either side, nor within %s when run again (%d failed, the others outlasted it): a load this slow on the twin cannot be compared; replay the log (pgmedic replay) with the clients' own timeouts", loadPhase, phase, before.failed+after.failed)
 		return
 	}
 	// The pool must give back goodput, or the same goodput at a p95 the
@@ -144,7 +159,7 @@ func (e *Engine) mixRuns(ctx context.Context, texts []string) ([]mixRun, []strin
 // loadSide runs the mix from clients sessions for loadPhase: directly
 // (pool 0; a session per statement with reconnect) or through a pool of
 // that many server connections.
-func (e *Engine) loadSide(ctx context.Context, mix []mixRun, clients, pool int, reconnect bool) (load, error) {
+func (e *Engine) loadSide(ctx context.Context, mix []mixRun, clients, pool int, reconnect bool, phase time.Duration) (load, error) {
 	connect := e.Workers
 	if pool > 0 {
 		c, stop, err := e.Pool(ctx, pool)
@@ -169,7 +184,7 @@ func (e *Engine) loadSide(ctx context.Context, mix []mixRun, clients, pool int, 
 			conns = append(conns, c)
 		}
 	}
-	return runClients(ctx, clients, func(pctx context.Context, i int, t *tally) {
+	return runClients(ctx, clients, phase, func(pctx context.Context, i int, t *tally) {
 		// A client with a session of its own keeps its clock on it (a
 		// replayed one runs to the end of its recording); one that
 		// connects for each statement has the side's. The statement the
@@ -198,6 +213,7 @@ func (e *Engine) loadSide(ctx context.Context, mix []mixRun, clients, pool int, 
 // that finished, the first error.
 type tally struct {
 	begin      time.Time
+	phase      time.Duration
 	ok, failed atomic.Int64
 	mu         sync.Mutex
 	lat        []float64
@@ -218,15 +234,15 @@ func sessionOf(conns []Session, i int) Session {
 
 // inPhase says whether a moment of a client's clock is in the measured
 // phase: after the warm-up, before the side ends.
-func inPhase(at time.Duration) bool {
-	return at >= loadWarm && at < loadWarm+loadPhase
+func (t *tally) inPhase(at time.Duration) bool {
+	return at >= loadWarm && at < loadWarm+t.phase
 }
 
 // add counts a statement that ran from start to end on its client's
 // clock and ended with err, when it ended within the phase (one still
 // running at the end was cancelled, and is not a failure).
 func (t *tally) add(start, end time.Duration, err error) {
-	if !inPhase(end) {
+	if !t.inPhase(end) {
 		return
 	}
 	if err != nil {
@@ -247,13 +263,13 @@ func (t *tally) fail(err error) {
 	t.mu.Unlock()
 }
 
-// runClients runs client(i) for clients sessions for loadWarm+loadPhase,
+// runClients runs client(i) for clients sessions for loadWarm+phase,
 // measuring after loadWarm, and returns what they finished: goodput is
 // statements finished per second of the phase. A side that finished
 // nothing returns its first error.
-func runClients(ctx context.Context, clients int, client func(pctx context.Context, i int, t *tally)) (load, error) {
-	t := tally{begin: time.Now()}
-	pctx, stop := context.WithTimeout(ctx, loadWarm+loadPhase)
+func runClients(ctx context.Context, clients int, phase time.Duration, client func(pctx context.Context, i int, t *tally)) (load, error) {
+	t := tally{begin: time.Now(), phase: phase}
+	pctx, stop := context.WithTimeout(ctx, loadWarm+phase)
 	defer stop()
 	var wg sync.WaitGroup
 	for i := range clients {
@@ -269,7 +285,7 @@ func runClients(ctx context.Context, clients int, client func(pctx context.Conte
 	}
 	sort.Float64s(t.lat)
 	return load{ok: t.ok.Load(), failed: t.failed.Load(), p50: model.Percentile(t.lat, 0.5), p95: model.Percentile(t.lat, 0.95),
-		goodput: float64(t.ok.Load()) / loadPhase.Seconds()}, nil
+		goodput: float64(t.ok.Load()) / phase.Seconds()}, nil
 }
 
 // clientKey carries a load client's number in the contexts its

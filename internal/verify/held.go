@@ -123,7 +123,7 @@ func (e *Engine) heldSessions(ctx context.Context, _ *model.Snapshot, f *model.F
 // recorded time of its calls and the idle time it slept.
 func (e *Engine) holdSide(ctx context.Context, mix []mixRun, clients int, think time.Duration, connect func(context.Context) (Session, error)) (heldSide, error) {
 	var refused atomic.Int64
-	l, err := runClients(ctx, clients, func(pctx context.Context, i int, t *tally) {
+	l, err := runClients(ctx, clients, loadPhase, func(pctx context.Context, i int, t *tally) {
 		clk := &clientClock{live: t.since, virtual: e.Sleep != nil}
 		var c Session
 		defer func() {
@@ -147,7 +147,7 @@ func (e *Engine) holdSide(ctx context.Context, mix []mixRun, clients int, think 
 						return
 					case pctx.Err() != nil:
 					case envelope.NoSlot(err):
-						if inPhase(clk.now()) {
+						if t.inPhase(clk.now()) {
 							refused.Add(1)
 						}
 					default:

@@ -68,6 +68,9 @@ func (e *Engine) parameterValues(ctx context.Context, cols map[int][]sqlparse.Co
 			}
 			v, from = dv, "type "+typ
 		}
+		if strings.HasPrefix(from, "type ") || strings.HasPrefix(from, "a value ") {
+			e.standIns = append(e.standIns, fmt.Sprintf("$%d (%s %s)", n, typ, sqlparse.QuoteLiteral(v)))
+		}
 		if isArray {
 			values[i] = sqlparse.QuoteLiteral("{"+arrayElem(v)+"}") + "::" + typ
 		} else {

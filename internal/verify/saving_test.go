@@ -146,3 +146,39 @@ func TestTimedOutIsABound(t *testing.T) {
 		}
 	}
 }
+
+// TestSettleStandIns: a confirmation measured with values of pgmedic's
+// stands when the side as the application runs it took about what the
+// application's calls take; orders of magnitude off, it was another plan
+// and the finding is estimated; a count that is not a time keeps its
+// verdict; no stand-in, nothing said.
+func TestSettleStandIns(t *testing.T) {
+	ms := func(before, after float64) model.Verification {
+		return model.Verification{Status: model.Confirmed, Before: &model.Measure{Value: before, Unit: "ms"}, After: &model.Measure{Value: after, Unit: "ms"}}
+	}
+	for _, c := range []struct {
+		name     string
+		v        model.Verification
+		mean     float64
+		standIns []string
+		want     string
+	}{
+		{"same work", ms(40, 1), 11, []string{"$2 (interval '1 day')"}, model.Confirmed},
+		{"another plan", ms(480, 30), 11, []string{"$2 (interval '1 day')", "$2 (interval '1 day')"}, model.Estimated},
+		{"no mean", ms(480, 30), 0, []string{"$1 (integer '1')"}, model.Estimated},
+		{"not a time", model.Verification{Status: model.Confirmed, Before: &model.Measure{Value: 240, Unit: "duplicate claims"}, After: &model.Measure{Unit: "duplicate claims"}}, 3, []string{"$1 (integer '1')"}, model.Confirmed},
+		{"the application's values", ms(480, 30), 11, nil, model.Confirmed},
+	} {
+		f := &model.Finding{Verification: c.v, Experiment: &model.Experiment{MeanMS: c.mean}}
+		settleStandIns(f, c.standIns, appMeanMS(&model.Snapshot{}, f))
+		if f.Verification.Status != c.want {
+			t.Errorf("%s: %s (%s)", c.name, f.Verification.Status, f.Verification.Reason)
+		}
+		if len(c.standIns) > 0 && strings.Count(f.Verification.Method, "interval '1 day'") > 1 {
+			t.Errorf("%s: a stand-in named twice: %s", c.name, f.Verification.Method)
+		}
+		if len(c.standIns) == 0 && f.Verification.Method != "" {
+			t.Errorf("%s: said %q", c.name, f.Verification.Method)
+		}
+	}
+}

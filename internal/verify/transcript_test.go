@@ -540,15 +540,15 @@ func (replayedSession) Close(context.Context) error { return nil }
 func (s replayedSession) Ended() bool               { return s.Done() }
 
 // trim keeps what the engine reads of a snapshot: tables, indexes,
-// columns, extensions, activity, the jit and work_mem settings, and for
-// a planner setting tried on the top statements, the statements.
+// columns, extensions, activity, statements, the jit and work_mem
+// settings.
 func trim(s *model.Snapshot, kinds map[string]bool) *model.Snapshot {
 	out := &model.Snapshot{CollectedAt: s.CollectedAt, Server: s.Server, Database: s.Database, User: s.User,
 		Tables: s.Tables, Indexes: s.Indexes, Columns: s.Columns, Extensions: s.Extensions, Activity: s.Activity,
 		Settings: map[string]model.Setting{}}
-	if kinds[model.ExpPlannerSetting] {
-		out.Statements = s.Statements
-	}
+	// The statements: a planner setting is tried on the top ones, and a
+	// re-run with a stand-in is compared with its statement's mean.
+	out.Statements = s.Statements
 	for k, v := range s.Settings {
 		// JIT's and work_mem for the re-runs; the page costs and block
 		// size a vacuum throttle is timed with; max_wal_size, which

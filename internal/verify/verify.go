@@ -18,7 +18,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -101,14 +103,80 @@ type Engine struct {
 	// snapshot's ColumnType).
 	columnType func(sqlparse.Column) string
 	// literals are statements with their values as pg_stat_activity
-	// showed them (the snapshot's Literals).
+	// or the server log showed them (the snapshot's Literals).
 	literals map[int64]string
+	// standIns are the parameters of the experiment running now that got
+	// a value of pgmedic's (its type's, a word a function takes) for a
+	// constant nobody saw: see settleStandIns.
+	standIns []string
 }
 
 // A fix counts as helping when the measured figure after it is at most
 // helpedRatio of the one before (20% better): JIT off, an index on a copy,
 // a compact or analysed copy, a cast moved to the value.
 const helpedRatio = 0.8
+
+// standInSpread is how far (a factor either way) a re-run with a
+// stand-in may be from the application's mean time and still be taken for
+// the same work: a busy moment on either side stays inside it, a plan for
+// other values (a range of a day where the application asks for a week, a
+// generic plan where its calls get custom ones) is orders of magnitude
+// off.
+const standInSpread = 10.0
+
+// settleStandIns judges a confirmation whose statement ran with values of
+// pgmedic's for constants pg_stat_statements normalised and nobody saw
+// written (not in pg_stat_activity, not in the server log): '1 day' for
+// the application's interval '7 days' is another plan, and its gain is
+// not the application's. The side measured as the application runs it is
+// compared with the application's own mean time: within standInSpread it
+// did the same work, and the method says which values stood in;
+// otherwise the finding is estimated, not confirmed, with both numbers.
+func settleStandIns(f *model.Finding, standIns []string, mean float64) {
+	v := &f.Verification
+	if len(standIns) == 0 || v.Status != model.Confirmed || v.Before == nil {
+		return
+	}
+	note := "; measured with a stand-in for " + strings.Join(slices.Compact(slices.Sorted(slices.Values(standIns))), ", ") + ": the application's value was seen neither in pg_stat_activity nor in the server log"
+	if v.Before.Unit != "ms" {
+		// Not a time (duplicate claims, refused connections, a size): the
+		// count does not hang on which rows the value picks.
+		v.Method += note
+		return
+	}
+	if mean > 0 && v.Before.Value <= standInSpread*mean && v.Before.Value >= mean/standInSpread {
+		v.Method += note + fmt.Sprintf(", and the re-run as the application runs it (%.2f ms) took about what its calls take (%.2f ms on average), the same work", v.Before.Value, mean)
+		return
+	}
+	v.Method += note
+	v.Status = model.Estimated
+	if mean > 0 {
+		v.Reason = fmt.Sprintf("the re-run with the stand-in took %.2f ms as the application runs it, where its calls take %.2f ms on average: another plan for other values, so the gain measured is not the application's (check again while it runs, so that pg_stat_activity shows its values, or with the server log and auto_explain)", v.Before.Value, mean)
+		return
+	}
+	v.Reason = "the re-run used a stand-in for a constant and could not be compared with the application's own time, so the gain measured may not be the application's (check again while it runs, so that pg_stat_activity shows its values, or with the server log)"
+}
+
+// appMeanMS is the mean time of the application's calls of the finding's
+// statement: the experiment's, else pg_stat_statements' entry of its
+// queryid (the experiment's, or the finding's object's); 0 when unknown.
+func appMeanMS(snap *model.Snapshot, f *model.Finding) float64 {
+	exp := f.Experiment
+	if exp == nil {
+		return 0
+	}
+	if exp.MeanMS > 0 {
+		return exp.MeanMS
+	}
+	id := exp.QueryID
+	if id == 0 {
+		id, _ = strconv.ParseInt(f.Object.QueryID, 10, 64)
+	}
+	if st := snap.Statement(id); id != 0 && st != nil {
+		return st.MeanExecMS()
+	}
+	return 0
+}
 
 // judge sets the verdict of a before/after measurement: confirmed when the
 // fix made it at least helpedRatio better, else refuted and dropped to info.
@@ -163,10 +231,13 @@ func (e *Engine) Run(ctx context.Context, snap *model.Snapshot, findings []model
 			}
 			ran++
 			e.Log("verifying %s: %s", f.Rule, f.Object.Name)
+			e.standIns = nil
 			r = e.jitToggle(ctx, snap, f.Experiment)
+			r.standIns = e.standIns
 			results[f.Experiment.QueryID] = r
 		}
 		applyToggle(f, r, e.Runs)
+		settleStandIns(f, r.standIns, appMeanMS(snap, f))
 	}
 	for i := range findings {
 		f := &findings[i]
@@ -193,7 +264,9 @@ func (e *Engine) Run(ctx context.Context, snap *model.Snapshot, findings []model
 			}
 			ran++
 			e.Log("verifying %s: %s", f.Rule, f.Object.Name)
+			e.standIns = nil
 			x.run(e, ctx, snap, f)
+			settleStandIns(f, e.standIns, appMeanMS(snap, f))
 		}
 	}
 	return findings, skipped
@@ -420,6 +493,8 @@ type toggle struct {
 	// onBound is pgmedic's statement_timeout (ms) when the side with JIT
 	// ran past it: the side's time is at least that.
 	onBound float64
+	// standIns are the parameters given values of pgmedic's.
+	standIns []string
 }
 
 const stmtName = "pgmedic_verify"
