@@ -123,14 +123,19 @@ func shapeDetails(s *rehearse.UpgradeShape) []string {
 	if s.PlanChanged() {
 		out = append(out, "plan changed: "+printable.Clip(s.PlanOld, 120)+" -> "+printable.Clip(s.PlanNew, 120))
 	}
-	switch c := s.Cause; {
+	c := s.Cause
+	rounds := ""
+	if c != nil && c.Rounds > 5 {
+		rounds = fmt.Sprintf(" (medians of %d rounds: the first five did not decide)", c.Rounds)
+	}
+	switch {
 	case s.CauseError != "":
 		out = append(out, "cause not measured: "+printable.String(s.CauseError))
 	case c != nil && c.Explains:
-		out = append(out, fmt.Sprintf("slower because of %s: %s on the old major, %s on the new, %s on the new with %s: fixed by %s (for this application: ALTER ROLE ... %s)",
-			c.Setting, printable.MS(c.OldMS), printable.MS(c.NewMS), printable.MS(c.FixedMS), c.Toggle, c.Toggle, strings.TrimPrefix(c.Toggle, "SET ")))
+		out = append(out, fmt.Sprintf("slower because of %s: %s on the old major, %s on the new, %s on the new with %s%s: fixed by %s (for this application: ALTER ROLE ... %s)",
+			c.Setting, printable.MS(c.OldMS), printable.MS(c.NewMS), printable.MS(c.FixedMS), c.Toggle, rounds, c.Toggle, strings.TrimPrefix(c.Toggle, "SET ")))
 	case c != nil && !c.Reproduced:
-		out = append(out, fmt.Sprintf("the slowdown did not show when its statements were timed one at a time (%s on the old major, %s on the new): it came with the workload around it (load, locks, the cache), and no setting is named as its cause", printable.MS(c.OldMS), printable.MS(c.NewMS)))
+		out = append(out, fmt.Sprintf("the slowdown did not show when its statements were timed one at a time (%s on the old major, %s on the new%s): it came with the workload around it (load, locks, the cache), and no setting is named as its cause", printable.MS(c.OldMS), printable.MS(c.NewMS), rounds))
 	case c != nil && c.Toggle != "":
 		out = append(out, fmt.Sprintf("no setting the upgrade changes explains it: %s on the old major, %s on the new; the best, %s, gives %s", printable.MS(c.OldMS), printable.MS(c.NewMS), c.Toggle, printable.MS(c.FixedMS)))
 	case c != nil:

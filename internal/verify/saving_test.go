@@ -169,7 +169,7 @@ func TestSettleStandIns(t *testing.T) {
 		{"not a time", model.Verification{Status: model.Confirmed, Before: &model.Measure{Value: 240, Unit: "duplicate claims"}, After: &model.Measure{Unit: "duplicate claims"}}, 3, []string{"$1 (integer '1')"}, model.Confirmed},
 		{"the application's values", ms(480, 30), 11, nil, model.Confirmed},
 	} {
-		f := &model.Finding{Verification: c.v, Experiment: &model.Experiment{MeanMS: c.mean}}
+		f := &model.Finding{Verification: c.v, Experiment: &model.Experiment{Query: "SELECT 1", MeanMS: c.mean}}
 		settleStandIns(f, c.standIns, appMeanMS(&model.Snapshot{}, f))
 		if f.Verification.Status != c.want {
 			t.Errorf("%s: %s (%s)", c.name, f.Verification.Status, f.Verification.Reason)

@@ -134,7 +134,9 @@ const standInSpread = 10.0
 // otherwise the finding is estimated, not confirmed, with both numbers.
 func settleStandIns(f *model.Finding, standIns []string, mean float64) {
 	v := &f.Verification
-	if len(standIns) == 0 || v.Status != model.Confirmed || v.Before == nil {
+	// One statement's experiment only: a sum over the top statements (a
+	// planner setting) is no call of the application's to compare with.
+	if len(standIns) == 0 || v.Status != model.Confirmed || v.Before == nil || f.Experiment == nil || f.Experiment.Query == "" {
 		return
 	}
 	note := "; measured with a stand-in for " + strings.Join(slices.Compact(slices.Sorted(slices.Values(standIns))), ", ") + ": the application's value was seen neither in pg_stat_activity nor in the server log"
