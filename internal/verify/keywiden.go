@@ -104,7 +104,8 @@ func (e *Engine) keyWiden(ctx context.Context, snap *model.Snapshot, f *model.Fi
 		what = fmt.Sprintf("a temporary copy of %s (%s rows)", sqlparse.QuoteQualified(exp.Table.Schema, exp.Table.Name), printable.Count(float64(rows)))
 		f.Evidence = append(f.Evidence, model.Evidence{Label: "ALTER COLUMN ... TYPE bigint rewrote the copy (its rows, not its indexes) in; a plain ALTER holds ACCESS EXCLUSIVE at least that long", Value: model.Round(rewriteMS, 1), Unit: "ms"})
 	}
-	method := fmt.Sprintf("%s tried on %s, refused (%s), then accepted after %s (%.1f ms); rolled back", strings.Replace(try, copyName, "the copy", 1), what, pgErr.Message, strings.Replace(widen, copyName, "the copy", 1), rewriteMS)
+	copyText := strings.NewReplacer("'pg_temp."+copyName+"'", "the copy", "pg_temp."+copyName, "the copy", copyName, "the copy")
+	method := fmt.Sprintf("%s tried on %s, refused (%s), then accepted after %s (%.1f ms); rolled back", copyText.Replace(try), what, copyText.Replace(pgErr.Message), copyText.Replace(widen), rewriteMS)
 	unit := "values past " + printable.Count(float64(exp.Limit)) + " stored"
 	f.Verification = model.Verification{Status: model.Confirmed, Where: where, Method: method,
 		Before: &model.Measure{Value: 0, Unit: unit, HigherIsBetter: true}, After: &model.Measure{Value: 1, Unit: unit, HigherIsBetter: true}}
