@@ -16,8 +16,9 @@ import (
 //
 // pg_stat_statements copies the text between constants as it is, so the
 // two token streams line up one to one, except that a negative number is
-// one constant ($n) but two tokens (- 5). Any other difference means the
-// texts are not the same statement, and ok is false.
+// one constant ($n) but two tokens (- 5). A $n the client bound is a $n in
+// both texts, and gets no value. Any other difference means the texts are
+// not the same statement, and ok is false.
 func Literals(normalised, literal string) (values map[int]string, ok bool) {
 	a, err := pgast.Scan(normalised)
 	if err != nil {
@@ -40,6 +41,13 @@ func Literals(normalised, literal string) (values map[int]string, ok bool) {
 				return nil, false
 			}
 			start, end := u.Start, u.End
+			if u.Token == pgast.Token_PARAM {
+				// A parameter the client bound (the extended protocol's
+				// text, as pg_stat_activity and auto_explain show it): its
+				// value is not in the text, the constants beside it are.
+				j++
+				continue
+			}
 			if u.Token == pgast.Token_ASCII_45 && j+1 < len(b.Tokens) && isNumber(b.Tokens[j+1].Token) {
 				j++
 				end = b.Tokens[j].End

@@ -345,6 +345,10 @@ func TestLiterals(t *testing.T) {
 		{"SELECT * FROM t WHERE x = $1", "SELECT * FROM t WHERE x = y", nil},
 		{"SELECT * FROM t WHERE x = $1", "SELECT * FROM t WHERE x = 1 AND y = 2", nil},
 		{"SELECT 1", "SELECT 1", nil},
+		// The client bound $1 (its value is not in the text); the
+		// constant beside it is the application's.
+		{"SELECT * FROM calls WHERE caller = $1 AND started_at > now() - interval $2", "SELECT * FROM calls WHERE caller = $1 AND started_at > now() - interval '7 days'", map[int]string{2: "'7 days'"}},
+		{"SELECT * FROM t WHERE x = $1", "SELECT * FROM t WHERE x = $1", nil},
 	} {
 		got, ok := Literals(c.norm, c.lit)
 		if ok != (c.want != nil) || (ok && !reflect.DeepEqual(got, c.want)) {
