@@ -218,10 +218,13 @@ func Check(ctx context.Context, dsn, version string, o Options, min model.Severi
 			findings = append(findings, f)
 			continue
 		}
-		if f.Experiment != nil {
+		// A plan the log says ran in another database of the server is
+		// not re-run here: its tables are that database's.
+		if f.Experiment != nil && (f.Object.Database == "" || f.Object.Database == snap.Database) {
 			findings = append(findings, f)
 			continue
 		}
+		f.Experiment = nil
 		logged = append(logged, f)
 	}
 	skipped = append(skipped, logSkips...)
@@ -475,7 +478,7 @@ func Logs(ctx context.Context, sources []logs.Source, opt logs.Options, ruleIDs 
 		// The query text auto_explain printed, with its values, is what
 		// an experiment re-runs (check verifies it beside the others).
 		in := rules.PlanInput{Explain: ex, Catalog: cat, Query: p.Literal,
-			Object: model.Object{Kind: "statement (log)", Name: printable.Shorten(p.Query, 80), QueryID: p.Fingerprint, Fingerprint: p.Fingerprint}}
+			Object: model.Object{Kind: "statement (log)", Name: printable.Shorten(p.Query, 80), QueryID: p.Fingerprint, Fingerprint: p.Fingerprint, Database: p.Database}}
 		fs, _, err := rules.RunPlan(in, ruleIDs)
 		if err != nil {
 			return nil, nil, nil, inputErrf("--rules: %v", err)

@@ -291,4 +291,18 @@ auto_explain.log_analyze = on`})
 	if v.Before == nil || v.After == nil || !strings.Contains(v.Method, "work_mem") || (v.Status != model.Confirmed && v.Status != model.Refuted) {
 		t.Errorf("the logged spill was not re-run: %+v", v)
 	}
+	// Checked from another database of the server, the plan (the log
+	// names its database) is reported as read, not re-run where its
+	// table is not.
+	if _, err := conn.Exec(ctx, "CREATE DATABASE other"); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err = Check(ctx, c.DSN("other"), "test", o, model.Info); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range rep.Findings {
+		if f.Rule == rules.SortSpillID && (f.Verification.Before != nil || strings.Contains(f.Verification.Reason, "does not exist")) {
+			t.Errorf("another database's plan was re-run here: %+v", f.Verification)
+		}
+	}
 }

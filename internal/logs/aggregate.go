@@ -315,7 +315,7 @@ func (s *Summary) Add(e Entry) {
 			if d.text == "" {
 				query = queryText(text)
 			}
-			s.addPlan(query, text, ms)
+			s.addPlan(query, text, ms, e.Database)
 			return
 		}
 		s.addStatement(text, ms, e.Time)
@@ -618,16 +618,18 @@ type Plan struct {
 	DurationMS  float64 `json:"duration_ms"`
 	Text        string  `json:"-"`
 	// Literal is the statement as auto_explain printed it, with its
-	// values (never printed; see Literals).
-	Literal string `json:"-"`
+	// values (never printed; see Literals), and Database the database it
+	// ran in, when the log's lines name it ("" otherwise).
+	Literal  string `json:"-"`
+	Database string `json:"-"`
 }
 
 // maxPlans bounds the plans kept per fingerprint (the slowest are kept).
 const maxPlans = 3
 
-func (s *Summary) addPlan(query, plan string, ms float64) {
+func (s *Summary) addPlan(query, plan string, ms float64, database string) {
 	fp, norm := s.fingerprint(query)
-	s.addPlanRecord(fp, &Plan{Fingerprint: fp, Query: norm, DurationMS: ms, Text: plan, Literal: query})
+	s.addPlanRecord(fp, &Plan{Fingerprint: fp, Query: norm, DurationMS: ms, Text: plan, Literal: query, Database: database})
 }
 
 // Literals are, by fingerprint, statements as the log wrote them with
