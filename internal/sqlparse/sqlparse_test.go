@@ -397,7 +397,7 @@ func TestFallbackParamTypes(t *testing.T) {
 		// A backfill in batches: each SET value is its column's, and a
 		// LIMIT's arithmetic a bigint (no numeric is cast to it).
 		"UPDATE t SET id = $1, x = $2 * $3 WHERE t.id IN (SELECT id FROM t ORDER BY id LIMIT $4 + $5)": "bigint numeric numeric bigint bigint",
-		"SELECT * FROM events ORDER BY kind LIMIT $1 OFFSET $2 * $3":                                    "bigint bigint bigint",
+		"SELECT * FROM events ORDER BY kind LIMIT $1 OFFSET $2 * $3":                                   "bigint bigint bigint",
 	} {
 		st := mustParse(t, sql)
 		got := strings.Join(st.FallbackParamTypes(st.ParamCount(), col), " ")
