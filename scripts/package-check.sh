@@ -51,6 +51,8 @@ want="pgmedic version $version (commit $commit)"
 mkdir -p "$work/amd64" "$work/arm64"
 for arch in amd64 arm64; do
   tar -xzf "$work"/dist/pgmedic_*_linux_$arch.tar.gz -C "$work/$arch" --strip-components=1
+  cmp -s "$work/$arch/LICENSE" LICENSE || fail "the $arch tarball does not carry LICENSE"
+  grep -q "Apache License, Version 2.0" "$work/$arch/NOTICE" || fail "the $arch tarball's NOTICE does not name the licence"
 done
 run_arm64() { qemu-aarch64-static "$work/arm64/pgmedic" "$@"; }
 [ "$(run_arm64 --version)" = "$want" ] || fail "arm64 --version says '$(run_arm64 --version)', want '$want'"
@@ -73,6 +75,8 @@ for f in /usr/share/man/man1/pgmedic.1.gz /usr/share/man/man1/pgmedic-rehearse-u
          /usr/share/fish/vendor_completions.d/pgmedic.fish /usr/share/doc/pgmedic/copyright; do
   [ -s "$f" ] || fail "$f is not installed"
 done
+copyright=$(cat /usr/share/doc/pgmedic/copyright)
+grep -q "Apache License, Version 2.0" <<<"$copyright" || fail "the .deb's copyright file does not name the licence"
 # (Read whole before grep: grep -q would stop reading early, and pipefail
 # would take the writer's SIGPIPE for a failure.)
 page=$(zcat /usr/share/man/man1/pgmedic-check.1.gz)

@@ -45,6 +45,10 @@ notices() {
   {
     echo "pgmedic $version (commit $commit), https://github.com/pgmedic/pgmedic"
     echo
+    echo "Copyright the pgmedic developers. Licensed under the Apache License, Version 2.0:"
+    echo "the LICENSE file beside this one in the tarball, /usr/share/common-licenses/Apache-2.0"
+    echo "on Debian, https://www.apache.org/licenses/LICENSE-2.0 online."
+    echo
     echo "The Go modules linked into the binary, each under its own licence, are"
     echo "listed by: go version -m \$(command -v pgmedic)"
     echo "It links libpg_query (BSD 3-Clause), which carries PostgreSQL's parser"
@@ -84,7 +88,7 @@ for arch in "${archs[@]}"; do
   cp "$bin" "$tree/pgmedic"
   cp "$work"/help/man1/* "$tree/man/man1/"
   cp "$work"/help/completions/* "$tree/completions/"
-  cp README.md "$tree/"
+  cp README.md LICENSE "$tree/"
   notices "$tree/NOTICE"
   tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$SOURCE_DATE_EPOCH" \
     -C "$work" -czf "$dist/$name.tar.gz" "$name"

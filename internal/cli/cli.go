@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -23,17 +24,54 @@ import (
 // Version and Commit are set at build time (scripts/build.sh:
 // -ldflags "-X ...cli.Version=... -X ...cli.Commit=...").
 var (
-	Version = "0.1.0-dev"
+	Version = defaultVersion
 	Commit  = ""
 )
 
+const defaultVersion = "0.1.0-dev"
+
 // versionText is what --version prints: the version, and the commit it
-// was built from when the build said.
+// was built from when the build said. A binary built without -ldflags
+// (go install, go build) says what Go's build information holds.
 func versionText() string {
-	if Commit == "" {
-		return Version
+	v, c := Version, Commit
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		v, c = fromBuildInfo(bi, v, c)
 	}
-	return Version + " (commit " + Commit + ")"
+	if c == "" {
+		return v
+	}
+	return v + " (commit " + c + ")"
+}
+
+// fromBuildInfo fills what -ldflags did not set: the module's version
+// (go install ...@v1.2.0, or a pseudo-version for a commit) and the VCS
+// revision go build records from a checkout, marked when the tree had
+// changes.
+func fromBuildInfo(bi *debug.BuildInfo, version, commit string) (string, string) {
+	if version == defaultVersion && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		version = bi.Main.Version
+	}
+	if commit != "" {
+		return version, commit
+	}
+	var rev string
+	modified := false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if rev != "" && modified {
+		rev += ", with changes"
+	}
+	return version, rev
 }
 
 // Exit codes: a contract with scripts and CI jobs, documented in README.md.
