@@ -36,7 +36,9 @@ func (e *Engine) parameterValues(ctx context.Context, cols map[int][]sqlparse.Co
 			continue
 		}
 		var v, from string
-		userData := false
+		// userData: a value of the user's rows; standIn: one of pgmedic's
+		// for a constant nobody saw (see settleStandIns).
+		userData, standIn := false, false
 		if l, ok := limits[n]; ok {
 			v, from = fmt.Sprint(l), "rows per call in pg_stat_statements"
 		}
@@ -58,7 +60,7 @@ func (e *Engine) parameterValues(ctx context.Context, cols map[int][]sqlparse.Co
 			// date_trunc('a', ...) fails. For those functions, a word
 			// each takes.
 			if fv, known := argumentValue(a); known {
-				v, from = fv, fmt.Sprintf("a value %s() takes", a.Func)
+				v, from, standIn = fv, fmt.Sprintf("a value %s() takes", a.Func), true
 			}
 		}
 		if from == "" {
@@ -66,9 +68,9 @@ func (e *Engine) parameterValues(ctx context.Context, cols map[int][]sqlparse.Co
 			if !ok {
 				return nil, nil, fmt.Sprintf("not re-run: no safe value for parameter $%d of type %s (no pg_stats for the column it is compared with)", n, typ)
 			}
-			v, from = dv, "type "+typ
+			v, from, standIn = dv, "type "+typ, true
 		}
-		if strings.HasPrefix(from, "type ") || strings.HasPrefix(from, "a value ") {
+		if standIn {
 			e.standIns = append(e.standIns, fmt.Sprintf("$%d (%s %s)", n, typ, sqlparse.QuoteLiteral(v)))
 		}
 		if isArray {
