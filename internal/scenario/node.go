@@ -95,7 +95,7 @@ func installNodeClients(ctx context.Context, npm, dir string) error {
 	if err != nil {
 		return err
 	}
-	return lab.NPMCI(ctx, npm, dir, installedMark, files, "the lab's Node packages (pg, piscina)", nodeInstallTimeout, nil)
+	return lab.NPMCI(ctx, npm, dir, installedMark, files, "the lab's Node packages (pg, piscina)", nodeInstallTimeout, nil, nil)
 }
 
 // runNode runs a Node client until ctx ends (it runs while check samples)

@@ -174,11 +174,12 @@ func Run(ctx context.Context, c *lab.Cluster, s Scenario, version string, o diag
 		lo := lab.Options{BinDir: c.BinDir, Standby: s.Standby, Log: o.Log, Config: strings.Join(s.ServerConfig, "\n")}
 		if r := s.Rehearse; r != nil && r.From != 0 {
 			// An upgrade's source runs the major it is upgraded from.
-			if _, err := lab.FindServer("", r.From); err != nil {
-				return &Result{Scenario: s.Name, Skipped: fmt.Sprintf("PostgreSQL %d is not installed here (pgmedic lab install %d)", r.From, r.From)}, nil
-			}
-			if _, err := lab.FindServer("", r.To); err != nil {
-				return &Result{Scenario: s.Name, Skipped: fmt.Sprintf("PostgreSQL %d is not installed here (pgmedic lab install %d)", r.To, r.To)}, nil
+			// A major that is not installed is a missing part, as a client
+			// is: the scenario cannot run here until it is installed.
+			for _, m := range []int{r.From, r.To} {
+				if _, err := lab.FindServer("", m); err != nil {
+					return nil, MissingMajor(m)
+				}
 			}
 			lo.BinDir, lo.Major = "", r.From
 		}

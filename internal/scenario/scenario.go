@@ -270,6 +270,32 @@ func contains(list []Scenario, name string) bool {
 	return false
 }
 
+// Majors are the PostgreSQL majors the catalogue's scenarios run on
+// besides the lab's own server: an upgrade's two sides. `pgmedic lab
+// install scenarios` installs those missing, so that the demo runs all of
+// them.
+func Majors(list []Scenario) []int {
+	var out []int
+	for _, s := range list {
+		if r := s.Rehearse; r != nil && r.From != 0 {
+			for _, m := range []int{r.From, r.To} {
+				if !slices.Contains(out, m) {
+					out = append(out, m)
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// MissingMajor says a scenario needs a PostgreSQL major the lab has no
+// server of, and how to install it.
+func MissingMajor(major int) *MissingClient {
+	return &MissingClient{Need: fmt.Sprintf("PostgreSQL %d", major), Install: fmt.Sprintf("pgmedic lab install %d", major),
+		Also: "`pgmedic lab install scenarios` installs every major the scenarios need"}
+}
+
 // Find returns the named scenario.
 func Find(name string) (Scenario, error) {
 	list, err := All()

@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -105,6 +106,13 @@ func TestScenarios(t *testing.T) {
 	}
 	if _, _, err := nodeClients(context.Background()); err != nil {
 		testkit.Missing(t, "the lab's Node clients (node, npm)", err)
+	}
+	if all, err := All(); err == nil {
+		for _, m := range Majors(all) {
+			if _, err := lab.FindServer("", m); err != nil {
+				testkit.Missing(t, fmt.Sprintf("PostgreSQL %d (pgmedic lab install scenarios)", m), err)
+			}
+		}
 	}
 	ctx := context.Background()
 	c, err := lab.Create(ctx, lab.Options{})
