@@ -89,6 +89,11 @@ for arch in "${archs[@]}"; do
   cp "$work"/help/man1/* "$tree/man/man1/"
   cp "$work"/help/completions/* "$tree/completions/"
   cp README.md LICENSE "$tree/"
+  # README's links lead into docs/: the guides, the rules, the reference
+  # and the picture travel with it.
+  (cd docs && find . -name '*.md' -o -name '*.png') | while read -r f; do
+    install -D -m 0644 "docs/$f" "$tree/docs/$f"
+  done
   notices "$tree/NOTICE"
   tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$SOURCE_DATE_EPOCH" \
     -C "$work" -czf "$dist/$name.tar.gz" "$name"
@@ -103,6 +108,9 @@ for arch in "${archs[@]}"; do
   install -D -m 0644 "$work/help/completions/_pgmedic" "$root/usr/share/zsh/vendor-completions/_pgmedic"
   install -D -m 0644 "$work/help/completions/pgmedic.fish" "$root/usr/share/fish/vendor_completions.d/pgmedic.fish"
   gzip -9nc README.md > "$root/usr/share/doc/pgmedic/README.md.gz"
+  (cd docs && find . -name '*.md' -o -name '*.png') | while read -r f; do
+    install -D -m 0644 "docs/$f" "$root/usr/share/doc/pgmedic/docs/$f"
+  done
   notices "$root/usr/share/doc/pgmedic/copyright"
   mkdir -p "$root/DEBIAN"
   cat > "$root/DEBIAN/control" <<EOF

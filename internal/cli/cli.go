@@ -38,7 +38,13 @@ func versionText() string {
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		v, c = fromBuildInfo(bi, v, c)
 	}
-	if c == "" {
+	switch {
+	case c == "" && v == defaultVersion:
+		// Go records the revision of the checkout it builds from, unless
+		// told not to (-buildvcs=false, in GOFLAGS or go env) or there is
+		// no git to ask: a bug report then names no commit, and says why.
+		return v + " (no commit recorded: built outside a git checkout or with -buildvcs=false)"
+	case c == "":
 		return v
 	}
 	return v + " (commit " + c + ")"
@@ -177,16 +183,19 @@ var commands = []struct {
 	name  string
 	build func(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command
 	quiet func(*cobra.Command) bool
+	// page is the command's guide under docs/ (its flags are in
+	// docs/reference, generated from the tree).
+	page string
 }{
-	{"check", func(_ io.Reader, o, e io.Writer) *cobra.Command { return newCheck(o, e) }, nil},
-	{"explain", newExplain, explainQuiet},
-	{"lab", func(_ io.Reader, o, e io.Writer) *cobra.Command { return newLab(o, e) }, nil},
-	{"demo", func(_ io.Reader, o, e io.Writer) *cobra.Command { return newDemo(o, e) }, nil},
-	{"logs", func(i io.Reader, o, _ io.Writer) *cobra.Command { return newLogs(i, o) }, nil},
-	{"profile", func(_ io.Reader, o, e io.Writer) *cobra.Command { return newProfile(o, e) }, nil},
-	{"replay", newReplay, nil},
-	{"rehearse", newRehearse, nil},
-	{"watch", newWatch, nil},
+	{"check", func(_ io.Reader, o, e io.Writer) *cobra.Command { return newCheck(o, e) }, nil, "docs/check.md"},
+	{"explain", newExplain, explainQuiet, "docs/explain.md"},
+	{"lab", func(_ io.Reader, o, e io.Writer) *cobra.Command { return newLab(o, e) }, nil, "docs/lab.md"},
+	{"demo", func(_ io.Reader, o, e io.Writer) *cobra.Command { return newDemo(o, e) }, nil, "docs/lab.md"},
+	{"logs", func(i io.Reader, o, _ io.Writer) *cobra.Command { return newLogs(i, o) }, nil, "docs/logs.md"},
+	{"profile", func(_ io.Reader, o, e io.Writer) *cobra.Command { return newProfile(o, e) }, nil, "docs/profile.md"},
+	{"replay", newReplay, nil, "docs/replay.md"},
+	{"rehearse", newRehearse, nil, "docs/rehearse.md"},
+	{"watch", newWatch, nil, "docs/watch.md"},
 }
 
 // newRoot is the pgmedic command with its subcommands: only the one args

@@ -425,6 +425,35 @@ func TestDemoPage(t *testing.T) {
 	}
 }
 
+// TestReadmePicture takes the README's picture of a report: the demo's
+// page of the incident pgmedic began with (JIT compiling millisecond
+// queries), at its finding and the experiment that confirmed it. With
+// -update it is written to docs/img/report.png.
+func TestReadmePicture(t *testing.T) {
+	needCluster(t)
+	if testing.Short() {
+		t.Skip("the demo starts its own cluster")
+	}
+	dir := t.TempDir()
+	code, _, errOut := run(t, "demo", "--scenarios", "jit-oltp", "--out", filepath.Join(dir, "demo.txt"))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	b := testkit.OpenOffline(t, filepath.Join(dir, "pgmedic-demo.html"))
+	var verified string
+	if err := chromedp.Run(b.Ctx,
+		chromedp.Evaluate(`(() => { const f = document.querySelector('.finding'); window.scrollTo(0, f.getBoundingClientRect().top + window.scrollY - 48); return f.innerText })()`, &verified)); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(verified, "jit") || !strings.Contains(strings.ToLower(verified), "confirmed") {
+		t.Fatalf("the page's first finding is not the confirmed JIT finding: %s", verified)
+	}
+	testkit.Picture(t, "../../docs/img/report.png", b.Viewport(t))
+	if errs := b.Errors(); len(errs) > 0 {
+		t.Errorf("the page complained: %v", errs)
+	}
+}
+
 // TestDemoWithoutAClient: a machine without Node.js still runs every other
 // scenario; the one that needs Node is listed as not run with the command
 // that installs it, and the demo exits 2 with one line saying so.

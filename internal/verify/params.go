@@ -101,7 +101,11 @@ func likePrefix(v string) string {
 // own domain is pgmedic's, and shown.
 func (e *Engine) valueText(n int, v, typ, from string, userData bool) string {
 	if userData && !e.ShowValues {
-		return fmt.Sprintf("$%d = a %s value (%s; --show-values shows it)", n, typ, from)
+		article := "a"
+		if typ != "" && strings.ContainsRune("aeiou", rune(typ[0])) {
+			article = "an"
+		}
+		return fmt.Sprintf("$%d = %s %s value (%s; --show-values shows it)", n, article, typ, from)
 	}
 	return fmt.Sprintf("$%d = %s (%s)", n, shorten(v, 40), from)
 }

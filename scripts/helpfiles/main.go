@@ -2,9 +2,12 @@
 // pages (DIR/man1) and the shell completions (DIR/completions), from the
 // command tree itself. SOURCE_DATE_EPOCH, when set, dates the pages. It
 // is its own program so that the binary does not link the man page
-// writer.
+// writer. With -reference it writes the Markdown command reference that
+// docs/reference holds (TestReferenceIsCurrent fails when it is stale).
 //
 // usage: go run ./scripts/helpfiles DIR
+//
+//	go run ./scripts/helpfiles -reference docs/reference
 package main
 
 import (
@@ -20,8 +23,15 @@ import (
 )
 
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == "-reference" {
+		if err := writeReference(os.Args[2]); err != nil {
+			fmt.Fprintln(os.Stderr, "helpfiles:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: go run ./scripts/helpfiles DIR")
+		fmt.Fprintln(os.Stderr, "usage: go run ./scripts/helpfiles DIR | -reference DIR")
 		os.Exit(2)
 	}
 	date := time.Now().UTC()
@@ -54,6 +64,27 @@ func writeManPages(dir string, date time.Time) error {
 	header := &doc.GenManHeader{Title: "PGMEDIC", Section: "1", Source: "pgmedic " + root.Version, Manual: "pgmedic manual", Date: &date}
 	if err := doc.GenManTree(root, header, dir); err != nil {
 		return fmt.Errorf("writing the man pages: %w", err)
+	}
+	return nil
+}
+
+// writeReference writes one Markdown page per command into dir (its
+// earlier pages removed first, so a command that is gone leaves none),
+// as cobra renders the tree: usage, flags with their defaults, and links
+// between parents and subcommands.
+func writeReference(dir string) error {
+	old, _ := filepath.Glob(filepath.Join(dir, "pgmedic*.md"))
+	for _, f := range old {
+		if err := os.Remove(f); err != nil {
+			return fmt.Errorf("writing the command reference: %w", err)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("writing the command reference: %w", err)
+	}
+	root := cli.Tree()
+	if err := doc.GenMarkdownTree(root, dir); err != nil {
+		return fmt.Errorf("writing the command reference: %w", err)
 	}
 	return nil
 }

@@ -41,3 +41,35 @@ func TestManPages(t *testing.T) {
 		t.Errorf("%d man pages", pages)
 	}
 }
+
+// TestReferenceIsCurrent: docs/reference is what the command tree renders
+// now, page for page; a flag added, removed or reworded without it fails.
+func TestReferenceIsCurrent(t *testing.T) {
+	dir := t.TempDir()
+	if err := writeReference(dir); err != nil {
+		t.Fatal(err)
+	}
+	const committed = "../../docs/reference"
+	fix := "regenerate it: go run ./scripts/helpfiles -reference docs/reference"
+	want, _ := filepath.Glob(filepath.Join(dir, "*.md"))
+	have, _ := filepath.Glob(filepath.Join(committed, "*.md"))
+	if len(want) < 10 {
+		t.Fatalf("%d reference pages rendered", len(want))
+	}
+	for _, f := range have {
+		if _, err := os.Stat(filepath.Join(dir, filepath.Base(f))); err != nil {
+			t.Errorf("docs/reference/%s names no command any more: %s", filepath.Base(f), fix)
+		}
+	}
+	for _, f := range want {
+		got, _ := os.ReadFile(f)
+		old, err := os.ReadFile(filepath.Join(committed, filepath.Base(f)))
+		if err != nil {
+			t.Errorf("docs/reference/%s is missing: %s", filepath.Base(f), fix)
+			continue
+		}
+		if string(got) != string(old) {
+			t.Errorf("docs/reference/%s is stale: %s", filepath.Base(f), fix)
+		}
+	}
+}
