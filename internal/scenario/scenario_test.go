@@ -93,6 +93,10 @@ func TestScenarios(t *testing.T) {
 	if testing.Short() {
 		t.Skip("reproduces every scenario")
 	}
+	// The three lab tests of this package each run on clusters of their
+	// own and spend most of their time waiting (sampling windows, sleeping
+	// clients): side by side they take the time of the longest.
+	t.Parallel()
 	if _, err := lab.FindBinDir(""); err != nil {
 		testkit.Missing(t, "PostgreSQL 15 server binaries", err)
 	}

@@ -25,6 +25,10 @@ func TestScenariosOnTwin(t *testing.T) {
 	if testing.Short() {
 		t.Skip("reproduces scenarios and builds twins")
 	}
+	// The three lab tests of this package each run on clusters of their
+	// own and spend most of their time waiting (sampling windows, sleeping
+	// clients): side by side they take the time of the longest.
+	t.Parallel()
 	if _, err := lab.FindBinDir(""); err != nil {
 		testkit.Missing(t, "PostgreSQL 15 server binaries", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,77 +52,94 @@ var provedOnTwin = map[string]string{"vacuum-held-back": "xmin-horizon", "vacuum
 
 // TestEveryVersion runs the representative scenarios on a lab cluster of
 // each PostgreSQL major version from 13 to 18 (`pgmedic lab install N`
-// fetches those Debian does not have). The majors run side by side, as
-// many at once as go test's -parallel allows (the cores): each has its own
-// cluster, and every expectation is judged on what the experiments
+// fetches those Debian does not have). The majors run side by side, three
+// at a time: each has its own cluster, and every expectation is judged on what the experiments
 // measured, not on how fast the machine was.
 func TestEveryVersion(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster of every major version")
 	}
+	// The three lab tests of this package each run on clusters of their
+	// own and spend most of their time waiting (sampling windows, sleeping
+	// clients): side by side they take the time of the longest.
+	t.Parallel()
 	full, _ := lab.FindServer("", 0)
 	ctx := context.Background()
 	opts := diagnose.Options{Runs: 5, StatementTimeout: 5 * time.Second, CopyTimeout: 2 * time.Minute,
 		MaxCopyBytes: 1 << 30, MaxTables: 200000, MaxStatements: 10000}
+	// Three majors at once, whatever go test's -parallel (the cores): a
+	// major's scenarios mostly wait on their sampling windows and clients.
+	sem := make(chan struct{}, 3)
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for _, major := range lab.Majors {
-		t.Run(fmt.Sprintf("pg%d", major), func(t *testing.T) {
-			if major == full.Major {
-				t.Skip("TestScenarios runs every scenario on this server")
-			}
-			t.Parallel()
-			if _, err := lab.FindServer("", major); err != nil {
-				testkit.Missing(t, fmt.Sprintf("PostgreSQL %d server binaries (pgmedic lab install %d)", major, major), err)
-			}
-			c, err := lab.Create(ctx, lab.Options{Major: major})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { c.Destroy(context.Background()) })
-			if c.Major != major || !strings.Contains(c.Version, fmt.Sprintf(" %d.", major)) {
-				t.Fatalf("asked for PostgreSQL %d, got %s", major, c.Version)
-			}
-			var list []Scenario
-			for _, name := range representative {
-				s, err := Find(name)
-				if err != nil {
-					t.Fatal(err)
-				}
-				list = append(list, s)
-			}
-			// Those with clusters of their own beside the others; the
-			// scenarios that wait stay in the first lane, because the
-			// majors already run side by side.
-			RunLanes(ctx, list, c, nil, func(i int, c *lab.Cluster) bool {
-				s := list[i]
-				t.Run(s.Name, func(t *testing.T) {
-					o := opts
-					o.Log = t.Logf
-					rule, proved := provedOnTwin[s.Name]
-					o.Twin = proved
-					res, err := Run(ctx, c, s, "test", o, model.Info)
-					if err != nil {
-						t.Fatalf("%s: %v", s.Name, err)
-					}
-					if proved && !confirmed(res, rule) {
-						t.Errorf("%s on PostgreSQL %d: %s not confirmed on the twin: %+v", s.Name, major, rule, res.Report.Findings)
-					}
-					if res.Skipped != "" {
-						t.Logf("%s on PostgreSQL %d: skipped: %s", s.Name, major, res.Skipped)
-						return
-					}
-					if !res.Passed() {
-						t.Errorf("%s on PostgreSQL %d: missing %v, unexpected %v%s%s", s.Name, major, res.Missing, res.Unexpected, verdictsOf(res), reportOf(res))
-					}
-					for _, f := range res.Report.Findings {
-						if v := f.Verification; v.Status == model.Confirmed && (v.Before == nil || v.After == nil) {
-							t.Errorf("%s: %s confirmed without two measured numbers", s.Name, f.Rule)
-						}
-					}
-				})
-				return true
-			})
-		})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			t.Run(fmt.Sprintf("pg%d", major), func(t *testing.T) { everyVersionOn(t, ctx, major, full, opts) })
+		}()
 	}
+}
+
+// everyVersionOn runs the representative scenarios on a cluster of one
+// major.
+func everyVersionOn(t *testing.T, ctx context.Context, major int, full lab.Server, opts diagnose.Options) {
+	if major == full.Major {
+		t.Skip("TestScenarios runs every scenario on this server")
+	}
+	if _, err := lab.FindServer("", major); err != nil {
+		testkit.Missing(t, fmt.Sprintf("PostgreSQL %d server binaries (pgmedic lab install %d)", major, major), err)
+	}
+	c, err := lab.Create(ctx, lab.Options{Major: major})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Destroy(context.Background()) })
+	if c.Major != major || !strings.Contains(c.Version, fmt.Sprintf(" %d.", major)) {
+		t.Fatalf("asked for PostgreSQL %d, got %s", major, c.Version)
+	}
+	var list []Scenario
+	for _, name := range representative {
+		s, err := Find(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		list = append(list, s)
+	}
+	// Those with clusters of their own beside the others; the
+	// scenarios that wait stay in the first lane, because the
+	// majors already run side by side.
+	RunLanes(ctx, list, c, nil, func(i int, c *lab.Cluster) bool {
+		s := list[i]
+		t.Run(s.Name, func(t *testing.T) {
+			o := opts
+			o.Log = t.Logf
+			rule, proved := provedOnTwin[s.Name]
+			o.Twin = proved
+			res, err := Run(ctx, c, s, "test", o, model.Info)
+			if err != nil {
+				t.Fatalf("%s: %v", s.Name, err)
+			}
+			if proved && !confirmed(res, rule) {
+				t.Errorf("%s on PostgreSQL %d: %s not confirmed on the twin: %+v", s.Name, major, rule, res.Report.Findings)
+			}
+			if res.Skipped != "" {
+				t.Logf("%s on PostgreSQL %d: skipped: %s", s.Name, major, res.Skipped)
+				return
+			}
+			if !res.Passed() {
+				t.Errorf("%s on PostgreSQL %d: missing %v, unexpected %v%s%s", s.Name, major, res.Missing, res.Unexpected, verdictsOf(res), reportOf(res))
+			}
+			for _, f := range res.Report.Findings {
+				if v := f.Verification; v.Status == model.Confirmed && (v.Before == nil || v.After == nil) {
+					t.Errorf("%s: %s confirmed without two measured numbers", s.Name, f.Rule)
+				}
+			}
+		})
+		return true
+	})
 }
 
 // TestNeeds: on a build without JIT the scenarios that are about JIT are
