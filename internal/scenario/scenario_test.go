@@ -79,11 +79,14 @@ func TestBrokenFolders(t *testing.T) {
 	}
 }
 
-// cpuBound are the scenarios that saturate the cores on purpose, or whose
+// cpuBound are the scenarios that saturate the cores on purpose, whose
 // proof is a ratio of CPU times (JIT's compilation against the query's
-// run) that another test saturating the cores would distort: they take
-// turns with the other such tests (labtest.CPUHeavy).
-var cpuBound = map[string]bool{"connection-storm": true, "connection-burst": true, "jit-oltp": true, "asyncpg-introspection": true}
+// run) that another test saturating the cores would distort, or whose
+// workload must turn around faster than a starved scheduler lets it (the
+// N+1 loop's client answers within a tenth of a second, or it is a stalled
+// client): they take turns with the other such tests (labtest.CPUHeavy),
+// here and in TestEveryVersion.
+var cpuBound = map[string]bool{"connection-storm": true, "connection-burst": true, "jit-oltp": true, "asyncpg-introspection": true, "n-plus-one": true}
 
 // TestScenarios reproduces every scenario once, in the demo's lanes (a
 // throwaway cluster, a second one for the scenarios that wait, clusters of
