@@ -10,6 +10,7 @@ import (
 
 	"github.com/pgmedic/pgmedic/internal/diagnose"
 	"github.com/pgmedic/pgmedic/internal/lab"
+	"github.com/pgmedic/pgmedic/internal/lab/labtest"
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/report"
 	"github.com/pgmedic/pgmedic/internal/testkit"
@@ -114,6 +115,9 @@ func everyVersionOn(t *testing.T, ctx context.Context, major int, full lab.Serve
 	RunLanes(ctx, list, c, nil, func(i int, c *lab.Cluster) bool {
 		s := list[i]
 		t.Run(s.Name, func(t *testing.T) {
+			if cpuBound[s.Name] {
+				labtest.CPUHeavy(t)
+			}
 			o := opts
 			o.Log = t.Logf
 			rule, proved := provedOnTwin[s.Name]
