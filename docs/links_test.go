@@ -17,7 +17,7 @@ var link = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 // anchorTag is an explicit anchor a page sets with <a id="...">.
 var anchorTag = regexp.MustCompile(`<a id="([^"]+)">`)
 
-// TestRelativeLinksResolve: every relative link in README.md and docs/
+// TestRelativeLinksResolve: every relative link in README.md, CONTRIBUTING.md and docs/
 // names a file of the repository, and a #fragment names a heading (or an
 // explicit anchor) of the page it points into. Links to other sites are
 // not followed: the tests run offline.
@@ -27,7 +27,7 @@ func TestRelativeLinksResolve(t *testing.T) {
 		t.Fatal(err)
 	}
 	more, _ := filepath.Glob("*/*.md")
-	pages = append(append(pages, more...), "../README.md")
+	pages = append(append(pages, more...), "../README.md", "../CONTRIBUTING.md")
 	if len(pages) < 20 {
 		t.Fatalf("%d pages found", len(pages))
 	}
