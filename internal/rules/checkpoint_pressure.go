@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/pgmedic/pgmedic/internal/model"
@@ -86,4 +87,175 @@ func fpiShare(c *model.Checkpoints) float64 {
 		return 0
 	}
 	return min(100, 100*float64(c.FPI)*8192/float64(c.WALBytes))
+}
+
+// CheckpointPressureID is the rule that reads the checkpointer's log
+// lines: checkpoints started by WAL volume, not by checkpoint_timeout.
+const CheckpointPressureID = "checkpoint-pressure"
+
+// Thresholds of checkpoint-pressure (see docs/rules/checkpoint-pressure.md).
+const (
+	ckptMinByWAL        = 2     // WAL-started checkpoints before it is a pattern
+	ckptCriticalWarns   = 10    // "too frequently" warnings ...
+	ckptCriticalSeconds = 30.0  // ... with checkpoints this close together
+	defaultCkptTimeoutS = 300.0 // checkpoint_timeout's default
+	completionTarget    = 0.9   // checkpoint_completion_target's default
+)
+
+// checkpointPressureLog: checkpoints that WAL volume forces.
+func checkpointPressureLog(in LogInput) []model.Finding {
+	le := in.Events
+	if le.CheckpointsTooFrequent > 0 || (le.CheckpointsByWAL >= ckptMinByWAL && le.CheckpointsByWAL >= le.CheckpointsByTime) {
+		return []model.Finding{checkpointFinding(le, loggedVerification)}
+	}
+	return nil
+}
+
+// CheckpointExperiment gives a checkpoint-pressure finding from the log
+// its experiment when check also read the database: the table with the
+// most rows written (inserted, updated, deleted) since the statistics
+// were reset, whose pages a write after each checkpoint logs whole again.
+// The finding is left as it is when no table has had writes.
+func CheckpointExperiment(s *model.Snapshot, f *model.Finding) {
+	if f.Rule != CheckpointPressureID || s == nil {
+		return
+	}
+	var best *model.Table
+	for i := range s.Tables {
+		t := &s.Tables[i]
+		if t.Partitioned || (t.RelPages == 0 && t.HeapBytes == 0) {
+			continue
+		}
+		if w := t.Inserted + t.Updated + t.Deleted; w > 0 && (best == nil || w > best.Inserted+best.Updated+best.Deleted) {
+			best = t
+		}
+	}
+	if best == nil {
+		return
+	}
+	f.Experiment = &model.Experiment{Kind: model.ExpCheckpointWAL, Table: model.RelRef{Schema: best.Schema, Name: best.Name}}
+	counted := "counted in the server log"
+	if f.Object.Kind == "server" {
+		counted = "counted by the server (its checkpoint and WAL statistics)"
+	}
+	f.Verification = model.NotRunBecause(counted + "; check --twin measures, on a copy of " + best.Schema + "." + best.Name + " (the table with the most writes), the WAL a batch of its updates writes right after a checkpoint and with none between")
+}
+
+// checkpointFinding says how often WAL volume started checkpoints and how
+// large max_wal_size would need to be for checkpoint_timeout to start
+// them instead.
+func checkpointFinding(le model.LogEvents, logged model.Verification) model.Finding {
+	sev := model.Warning
+	if le.CheckpointsTooFrequent >= ckptCriticalWarns && le.CheckpointMedianIntervalS > 0 && le.CheckpointMedianIntervalS < ckptCriticalSeconds {
+		sev = model.Critical
+	}
+	all := le.CheckpointsByWAL + le.CheckpointsByTime
+	title := fmt.Sprintf("%d of %d checkpoints were started by WAL volume", le.CheckpointsByWAL, all)
+	if le.CheckpointMedianIntervalS > 0 {
+		title += fmt.Sprintf(", a median %s apart", seconds(le.CheckpointMedianIntervalS))
+	}
+	title += ": max_wal_size is small for this write rate"
+	f := model.Finding{Rule: CheckpointPressureID, Severity: sev, Title: title,
+		Object: model.Object{Kind: "server (log)", Name: "checkpointer"},
+		Evidence: []model.Evidence{ev2("checkpoints started by WAL volume", le.CheckpointsByWAL), ev2("started by checkpoint_timeout", le.CheckpointsByTime),
+			ev2("\"checkpoints are occurring too frequently\" warnings", le.CheckpointsTooFrequent),
+			ev("median time between checkpoints", le.CheckpointMedianIntervalS, "s"), ev("mean WAL between checkpoints", le.CheckpointMeanDistanceKB/1024, "MB"),
+			ev("WAL written", le.WALKBPerSecond/1024, "MB/s")},
+		Impact: model.Impact{Summary: "each checkpoint writes every dirty page, and the first change to a page after it writes the whole page to WAL again (full_page_writes): close checkpoints multiply both writes and WAL"},
+		Fix: model.Fix{Summary: "raise max_wal_size so that checkpoint_timeout, not WAL volume, starts checkpoints; if the writes are a bulk load, batch it or raise max_wal_size for its duration",
+			SQL: "ALTER SYSTEM SET max_wal_size = '<size>';\nSELECT pg_reload_conf();"},
+		Verification: logged, Docs: docsPath(CheckpointPressureID)}
+	if le.WALKBPerSecond > 0 && le.CheckpointMeanDistanceKB > 0 {
+		// A log does not say the server's settings: PostgreSQL's
+		// defaults, and the fix says so.
+		proposeMaxWAL(&f, le.CheckpointMeanDistanceKB*(1+completionTarget), le.CheckpointMeanDistanceKB, le.WALKBPerSecond, defaultCkptTimeoutS, completionTarget, "the log's checkpoints wrote")
+		f.Fix.Summary += " (sized for the default checkpoint_timeout of 5 min: check with --dsn to size it for the server's own)"
+	}
+	return f
+}
+
+// proposeMaxWAL writes the fix of a checkpoint-pressure finding. A
+// checkpoint starts when the WAL since the last one reaches max_wal_size
+// / (1 + checkpoint_completion_target), so nowKB is the setting (read, or
+// worked out from the distance). For checkpoint_timeout (the server's,
+// timeoutS) to start them instead, max_wal_size must hold a whole
+// timeout's WAL at the rate measured, times (1 + target): the size
+// follows from the rate and the server's own settings, rounded up, never
+// down (23.9 MB/s against a 15-minute timeout is some 40 GB, and the 1 GB
+// a default-minded fix would give is a checkpoint every 40 s).
+func proposeMaxWAL(f *model.Finding, nowKB, distanceKB, rateKBps, timeoutS, target float64, seen string) {
+	needKB := rateKBps * timeoutS * (1 + target)
+	sizeKB := walSizeUp(math.Max(needKB, 2*nowKB))
+	size := walSizeText(sizeKB)
+	every := sizeKB / (1 + target) / math.Max(rateKBps, 1)
+	f.Fix.Summary = fmt.Sprintf("raise max_wal_size from about %s (a checkpoint every %.0f MB of WAL) to %s: at the %.1f MB/s %s, a checkpoint then starts every %s of WAL, %s, so checkpoint_timeout (%s) starts them; pg_wal may hold up to that much, so its disk needs the room; if the writes are a bulk load, batch it or raise max_wal_size for its duration",
+		aboutSize(nowKB), distanceKB/1024, size, rateKBps/1024, seen, amount(sizeKB/(1+target)), heldText(time.Duration(every*float64(time.Second))), heldText(time.Duration(timeoutS*float64(time.Second))))
+	f.Fix.SQL = fmt.Sprintf("ALTER SYSTEM SET max_wal_size = '%s';\nSELECT pg_reload_conf();", size)
+}
+
+// walSizeUp rounds kilobytes up to the next size of the series 32MB,
+// 48MB, 64MB, 96MB, ... (a power of two or one and a half times one, so
+// that rounding up costs at most half again; at least 32MB, the smallest
+// max_wal_size PostgreSQL accepts).
+func walSizeUp(kb float64) float64 {
+	mb := math.Max(32, kb/1024)
+	p := math.Pow(2, math.Floor(math.Log2(mb)))
+	switch {
+	case mb <= p:
+		return 1024 * p
+	case mb <= 1.5*p:
+		return 1024 * 1.5 * p
+	}
+	return 1024 * 2 * p
+}
+
+// walSizeText writes kilobytes as a size setting: whole GB from a GB up
+// when it is one, else MB.
+func walSizeText(kb float64) string {
+	mb := math.Max(1, math.Round(kb/1024))
+	if mb >= 1024 && math.Mod(mb, 1024) == 0 {
+		return fmt.Sprintf("%.0fGB", mb/1024)
+	}
+	return fmt.Sprintf("%.0fMB", mb)
+}
+
+// amount writes a quantity of WAL: MB below a GB, GB to a tenth above.
+func amount(kb float64) string {
+	if kb < 1024*1024 {
+		return fmt.Sprintf("%.0f MB", kb/1024)
+	}
+	return fmt.Sprintf("%.1f GB", kb/1024/1024)
+}
+
+// aboutSize writes an estimated size rounded to the nearest power of two,
+// in MB or GB.
+func aboutSize(kb float64) string {
+	mb := math.Max(1, math.Pow(2, math.Round(math.Log2(math.Max(kb, 1)/1024))))
+	return walSizeText(mb * 1024)
+}
+
+// checkpointSettings are the server's checkpoint_timeout (seconds) and
+// checkpoint_completion_target, or their defaults when not read.
+func checkpointSettings(s *model.Snapshot) (timeoutS, target float64) {
+	timeoutS, target = defaultCkptTimeoutS, completionTarget
+	if s == nil {
+		return timeoutS, target
+	}
+	if v, ok := s.Settings["checkpoint_timeout"]; ok && v.Float() > 0 {
+		timeoutS = v.Float()
+		if v.Unit == "min" {
+			timeoutS *= 60
+		}
+	}
+	if v, ok := s.Settings["checkpoint_completion_target"]; ok && v.Float() > 0 {
+		target = v.Float()
+	}
+	return timeoutS, target
+}
+
+func seconds(s float64) string {
+	if s < 10 {
+		return fmt.Sprintf("%.1f s", s)
+	}
+	return fmt.Sprintf("%.0f s", s)
 }

@@ -254,3 +254,31 @@ func writeStall(b model.Backend, w sending, abandoned int64) (title, side string
 	return fmt.Sprintf("%s waited %s for its client to read the results (ClientWrite); whether the client kept reading is not known from here", who(b), wait),
 		"the client: the server had the results and waited for the client to read them (ClientWrite); a client reading slowly and one that stopped look alike without the backend's CPU time (check run on the server's host measures it)", sev
 }
+
+// ClientStallID is the stable id of the rule.
+const ClientStallID = "client-stall"
+
+// Thresholds of client-stall (see docs/rules/client-stall.md).
+const (
+	stallMinSamples = 2    // a stall seen in at least this many ticks
+	stallRatio      = 10.0 // transaction open at least 10x what the server spent
+)
+
+// clientStallLog: clients that went away while duplicate-key errors
+// followed timeouts (retries of work the database had done).
+func clientStallLog(in LogInput) []model.Finding {
+	le := in.Events
+	if le.ClientsLost == 0 || le.DuplicateKeys == 0 || le.StatementTimeouts+le.CancelledByClients == 0 {
+		return nil
+	}
+	return []model.Finding{{Rule: ClientStallID, Severity: model.Warning,
+		Title: fmt.Sprintf("clients went away %d times and %d duplicate-key errors followed %d timeouts and cancels: retries of work the database had done",
+			le.ClientsLost, le.DuplicateKeys, le.StatementTimeouts+le.CancelledByClients),
+		Object: logObject(in),
+		Evidence: []model.Evidence{ev2("client connections lost", le.ClientsLost), ev2("duplicate-key errors", le.DuplicateKeys),
+			ev2("statement timeouts", le.StatementTimeouts), ev2("statements cancelled by clients", le.CancelledByClients)},
+		Impact:       model.Impact{Summary: "a client that times out and retries a write the database already did duplicates it; with a unique key, the retry fails instead"},
+		Fix:          model.Fix{Summary: "keep statement_timeout below the client's timeout, make retried writes idempotent (ON CONFLICT DO NOTHING with a key), retry with backoff and a budget"},
+		Verification: model.NotRunBecause("counted in the server log; the fix is in the client's code (its timeouts and retries), which no experiment on the database stands in for"),
+		Docs:         docsPath(ClientStallID)}}
+}

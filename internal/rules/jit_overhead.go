@@ -244,3 +244,31 @@ func num(v string) float64 {
 	}
 	return f
 }
+
+// Thresholds of jit-overhead (see docs/rules/jit-overhead.md).
+const (
+	planJITMinShare = 0.1 // JIT at least this share of execution ...
+	planJITMinMS    = 5.0 // ... and at least this long
+)
+
+// planJIT is jit-overhead for one plan: compilation time that the query's
+// own work does not justify.
+func planJIT(in PlanInput) []model.Finding {
+	e := in.Explain
+	if e.JIT == nil || e.JIT.TimingMS == nil || e.ExecutionMS <= 0 {
+		return nil
+	}
+	jit := e.JIT.TimingMS.Total
+	if jit < planJITMinMS || jit < planJITMinShare*e.ExecutionMS {
+		return nil
+	}
+	f := planFinding(in, JITOverheadID, nil, fmt.Sprintf("JIT compilation took %s of the %s execution", ms(jit), ms(e.ExecutionMS)), jit, "")
+	f.Evidence = append(f.Evidence, ev("JIT total", jit, "ms"), ev("execution", e.ExecutionMS, "ms"),
+		ev("functions compiled", float64(e.JIT.Functions), ""), ev("plan cost", e.Plan.TotalCost, ""))
+	f.Fix = model.Fix{Summary: fmt.Sprintf("turn JIT off for this workload (the plan's cost %.0f passed jit_above_cost); if only some queries are analytic, raise jit_above_cost instead", e.Plan.TotalCost),
+		SQL: "SET jit = off;  -- or ALTER ROLE <app role> SET jit = off;"}
+	if e.JIT.Inlining || e.JIT.Optimization {
+		f.Fix.Summary += "; inlining and optimisation ran, which is most of the cost"
+	}
+	return []model.Finding{f}
+}

@@ -506,3 +506,244 @@ var (
 	count = printable.Rows
 	ms    = printable.MS
 )
+
+// Thresholds of missing-index (see docs/rules/missing-index.md).
+const (
+	missingIndexMinRemoved = 1000 // rows a filter threw away
+	missingIndexMaxKept    = 0.1  // share of the scanned rows the filter kept
+)
+
+// planMissingIndex flags a sequential scan whose filter throws away nearly
+// everything it reads: an index on the filtered columns reads only the
+// rows that are kept.
+func planMissingIndex(in PlanInput) []model.Finding {
+	var out []model.Finding
+	for _, g := range seqScanGroups(in.Explain) {
+		if g.removed < missingIndexMinRemoved || g.kept > missingIndexMaxKept*(g.kept+g.removed) {
+			continue
+		}
+		n := g.scans[0]
+		if len(findCasts(n.Filter, "")) > 0 {
+			continue // implicit-cast explains this scan better
+		}
+		// Parallel workers' times add up past the plan's own: no
+		// saving is larger than the whole plan.
+		saved := min(g.ms*(1-g.kept/(g.kept+g.removed)), in.Explain.TotalMS())
+		cols := filterColumns(n)
+		quoted := make([]string, len(cols))
+		for i, c := range cols {
+			quoted[i] = sqlparse.QuoteIdent(c)
+		}
+		var f model.Finding
+		if len(g.scans) == 1 {
+			title := fmt.Sprintf("sequential scan of %s keeps %s of %s rows", relName(n), count(g.kept), count(g.kept+g.removed))
+			f = planFinding(in, MissingIndexID, n, title, saved, "")
+			if len(cols) > 0 {
+				f.Fix = model.Fix{Summary: fmt.Sprintf("index the filtered column%s (equality columns first)", plural(len(cols))),
+					SQL: fmt.Sprintf("CREATE INDEX CONCURRENTLY ON %s (%s);", relName(n), strings.Join(quoted, ", "))}
+			}
+		} else {
+			last := g.scans[len(g.scans)-1]
+			title := fmt.Sprintf("sequential scans of %d partitions (%s … %s) keep %s of %s rows", len(g.scans), relName(n), relName(last), count(g.kept), count(g.kept+g.removed))
+			f = planFinding(in, MissingIndexID, g.parent, title, saved, "")
+			f.Evidence = append(f.Evidence, ev("partitions scanned", float64(len(g.scans)), ""))
+			if len(cols) > 0 {
+				// The plan names the partitions, not the partitioned
+				// table; the scans' alias (events_1, events_2, ...) is the
+				// query's name for it, which is the table's unless the
+				// query gave it another.
+				parent := "<partitioned table>"
+				if base := aliasBase(g.scans); base != "" {
+					parent = sqlparse.QuoteIdent(base)
+				}
+				f.Fix = model.Fix{Summary: fmt.Sprintf("index the filtered column%s on the partitioned table: one CREATE INDEX on it creates the index on every partition (CONCURRENTLY is refused on a partitioned table; create it on each partition first to avoid the long lock)", plural(len(cols))),
+					SQL: fmt.Sprintf("CREATE INDEX ON %s (%s);", parent, strings.Join(quoted, ", "))}
+			}
+		}
+		f.Evidence = append(f.Evidence, ev("rows kept", g.kept, "rows"), ev("rows removed by filter", g.removed, "rows"),
+			ev("time in the scan", g.ms, "ms"), ev("blocks read", g.blocks, "blocks"))
+		if len(cols) == 0 {
+			// No column of the filter is one a B-tree serves as
+			// written: the fix is what would serve it, or none.
+			fix, owner := unservedFix(n, g)
+			f.Fix = fix
+			if owner != "" {
+				f.Title += fmt.Sprintf(" (see %s)", owner)
+			}
+			if fix.SQL == "" {
+				f.Severity = min(f.Severity, model.Warning)
+			}
+		}
+		f.Experiment = nil
+		out = append(out, f)
+	}
+	return out
+}
+
+// scanGroup is the sequential scans judged together: one scan, or the
+// scans of a partitioned table's partitions.
+type scanGroup struct {
+	parent                    *plan.Node
+	scans                     []*plan.Node
+	kept, removed, ms, blocks float64
+}
+
+// seqScanGroups gathers the executed, filtered sequential scans. A
+// partitioned table shows as an Append (or MergeAppend) over one scan per
+// partition, each with the same filter: each alone may be too small to
+// matter, together they are the statement's time, and one index on the
+// partitioned table fixes them all, so they are judged as one.
+func seqScanGroups(e *plan.Explain) []*scanGroup {
+	all, parent := nodes(e)
+	var groups []*scanGroup
+	byKey := map[[2]any]*scanGroup{}
+	for _, n := range all {
+		if n.NodeType != "Seq Scan" || n.Filter == "" || !n.Executed() {
+			continue
+		}
+		var g *scanGroup
+		if p := parent[n]; p != nil && (p.NodeType == "Append" || p.NodeType == "Merge Append") {
+			// Under VERBOSE each partition's filter names its own
+			// alias (call_records_3.started_at): the same condition.
+			key := [2]any{p, unaliased(n)}
+			if g = byKey[key]; g == nil {
+				g = &scanGroup{parent: p}
+				byKey[key] = g
+				groups = append(groups, g)
+			}
+		} else {
+			g = &scanGroup{}
+			groups = append(groups, g)
+		}
+		g.scans = append(g.scans, n)
+		g.removed += n.RowsRemovedByFilter * n.ActualLoops
+		g.kept += n.Figures.TotalRows
+		g.ms += n.Figures.ExclusiveMS
+		g.blocks += float64(n.Buffers.SharedHit + n.Buffers.SharedRead)
+	}
+	return groups
+}
+
+// unaliased is a scan's filter without its alias's qualification.
+func unaliased(n *plan.Node) string {
+	if n.Alias == "" {
+		return n.Filter
+	}
+	return strings.ReplaceAll(n.Filter, n.Alias+".", "")
+}
+
+// aliasBase is the name PostgreSQL derived the partitions' aliases from
+// (events_1, events_2 → events), when they all share it.
+func aliasBase(scans []*plan.Node) string {
+	base := ""
+	for _, n := range scans {
+		i := strings.LastIndexByte(n.Alias, '_')
+		if i <= 0 || strings.Trim(n.Alias[i+1:], "0123456789") != "" || n.Alias[i+1:] == "" {
+			return ""
+		}
+		if base != "" && n.Alias[:i] != base {
+			return ""
+		}
+		base = n.Alias[:i]
+	}
+	return base
+}
+
+// unservedFix is the fix for a scan whose filter no plain B-tree on its
+// columns serves as written, and the rule whose class the filter is:
+//   - LIKE 'abc%' under a linguistic collation: a B-tree compares by the
+//     collation, which cannot bound a prefix; one built with
+//     text_pattern_ops compares as C does and can (collation-prefix);
+//   - a column inside date_trunc(), a cast to date or extract(year):
+//     rewritten as a range on the bare column, a B-tree on it serves the
+//     filter and, on a partitioned table, the planner prunes partitions
+//     again (partition-pruning, which rewrites the statement itself);
+//   - anything else (a function of the column, <>, OR across columns):
+//     no index pgmedic can name serves it, and the fix says so, with no
+//     SQL to paste.
+func unservedFix(n *plan.Node, g *scanGroup) (model.Fix, string) {
+	alias := n.Alias
+	if alias == "" {
+		alias = n.RelationName
+	}
+	rel := relName(n)
+	partitioned := len(g.scans) > 1
+	if partitioned {
+		rel = "<partitioned table>"
+		if base := aliasBase(g.scans); base != "" {
+			rel = sqlparse.QuoteIdent(base)
+		}
+	}
+	table, filter := n.RelationName, n.Filter
+	if partitioned && aliasBase(g.scans) != "" {
+		// Said of the partitioned table, in the query's own name.
+		table, alias = aliasBase(g.scans), aliasBase(g.scans)
+		filter = strings.ReplaceAll(n.Filter, n.Alias+".", alias+".")
+	}
+	where := fmt.Sprintf("SELECT 1 FROM %s AS %s WHERE %s", sqlparse.QuoteIdent(table), sqlparse.QuoteIdent(alias), filter)
+	st, err := sqlparse.Parse(where)
+	if err != nil {
+		return model.Fix{Summary: "no plain index serves the filter " + n.Filter + " as written"}, ""
+	}
+	if likes := st.LikePrefixes(); len(likes) > 0 {
+		col := sqlparse.QuoteIdent(likes[0].Column.Column)
+		create := "CREATE INDEX CONCURRENTLY ON"
+		if partitioned {
+			create = "CREATE INDEX ON"
+		}
+		return model.Fix{Summary: fmt.Sprintf("an index on %s as it is compares by the column's collation, which cannot bound LIKE 'prefix%%' unless the collation is C: build one with text_pattern_ops (it serves LIKE and equality, not ORDER BY), or declare the column COLLATE \"C\" if it holds codes", likes[0].Column.Column),
+			SQL: fmt.Sprintf("%s %s (%s text_pattern_ops);", create, rel, col)}, CollationPrefixID
+	}
+	for _, col := range st.ColumnNames() {
+		hidden := st.HiddenKeys(col)
+		if len(hidden) == 0 || !hidden[0].Fixable {
+			continue
+		}
+		rewritten, changed, err := st.PruneOnKey(col)
+		if err != nil || changed == 0 {
+			continue
+		}
+		range_ := rewritten.Text()
+		if _, after, ok := strings.Cut(range_, " WHERE "); ok {
+			range_ = after
+		}
+		if partitioned {
+			return model.Fix{Summary: fmt.Sprintf("%s: rewrite %s as a range on the bare column (%s); the planner then prunes the partitions the range leaves out, and an index on %s serves what is left",
+				hidden[0].Why, hidden[0].Predicate, range_, col)}, PartitionPruningID
+		}
+		return model.Fix{Summary: fmt.Sprintf("%s, which no index on %s serves: rewrite %s as a range on the bare column (%s), which an index on %s serves", hidden[0].Why, col, hidden[0].Predicate, range_, col),
+			SQL: fmt.Sprintf("CREATE INDEX CONCURRENTLY ON %s (%s);  -- once the statement compares the bare column", rel, sqlparse.QuoteIdent(col))}, ""
+	}
+	return model.Fix{Summary: "no index on the filter's columns serves " + n.Filter + " as written (a column inside an expression, <>, or OR across columns): rewrite the condition so a column stands alone against a value, or index the expression if its functions are immutable"}, ""
+}
+
+// filterColumns reads the filter's columns through the SQL parser:
+// equality columns first, then at most one range column (a B-tree can
+// use only the first range key).
+func filterColumns(n *plan.Node) []string {
+	alias := n.Alias
+	if alias == "" {
+		alias = n.RelationName
+	}
+	sh, err := sqlparse.Describe(fmt.Sprintf("SELECT 1 FROM %s AS %s WHERE %s", sqlparse.QuoteIdent(n.RelationName), sqlparse.QuoteIdent(alias), n.Filter))
+	if err != nil {
+		return nil
+	}
+	var eq, rng []string
+	for _, p := range sh.Predicates {
+		if p.Cast {
+			continue
+		}
+		switch p.Op {
+		case sqlparse.OpEq:
+			eq = appendNew(eq, p.Column)
+		case sqlparse.OpRange:
+			rng = appendNew(rng, p.Column)
+		}
+	}
+	sort.Strings(eq)
+	if len(rng) > 0 {
+		eq = appendNew(eq, rng[0])
+	}
+	return eq
+}

@@ -25,20 +25,6 @@ type PlanInput struct {
 	Stmt  *sqlparse.Statement
 }
 
-// Rule ids of the plan rules (jit-overhead and missing-index are shared
-// with the statement rules).
-const (
-	ImplicitCastID     = "implicit-cast"
-	SortSpillID        = "sort-spill"
-	HashBatchesID      = "hash-batches"
-	MisestimateID      = "misestimate"
-	NestedLoopBlowupID = "nested-loop-blowup"
-	LossyBitmapID      = "lossy-bitmap"
-	LargeOffsetID      = "large-offset"
-	HeapFetchesID      = "heap-fetches"
-	SlowPlanningID     = "slow-planning"
-)
-
 // RunPlan applies the plan rules (all when ids is empty) and returns the
 // findings ranked by the time they could save, plus what was skipped.
 func RunPlan(in PlanInput, ids []string) ([]model.Finding, []model.Skip, error) {
@@ -219,4 +205,12 @@ func allNodes(e *plan.Explain) []*plan.Node {
 	var out []*plan.Node
 	e.Plan.Walk(func(n, _ *plan.Node) { out = append(out, n) })
 	return out
+}
+
+// plural is the "s" of a count that is not one.
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }

@@ -26,21 +26,6 @@ const (
 	spillWarnTotalBlocks = 131072
 )
 
-// sortSpillStatements and hashBatchesStatements read pg_stat_statements'
-// temp_blks_written: statements that write temporary files on every call
-// because a sort, or a hash, does not fit in work_mem. Which of the two
-// spilled is read from the statement's plan (check plans the top
-// statements without running them); a plan with both kinds of node goes
-// to sort-spill, and the experiment's EXPLAIN ANALYZE says which node
-// wrote the files.
-func sortSpillStatements(s *model.Snapshot) ([]model.Finding, []model.Skip) {
-	return spillStatements(s, SortSpillID)
-}
-
-func hashBatchesStatements(s *model.Snapshot) ([]model.Finding, []model.Skip) {
-	return spillStatements(s, HashBatchesID)
-}
-
 func spillStatements(s *model.Snapshot, rule string) ([]model.Finding, []model.Skip) {
 	var out []model.Finding
 	skipped := hiddenStatements(s, rule, "whether they spill to disk is unknown")

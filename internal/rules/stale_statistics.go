@@ -3,9 +3,13 @@ package rules
 import (
 	"fmt"
 	"math"
+	"regexp"
+	"sync"
 	"time"
 
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/plan"
+	"github.com/pgmedic/pgmedic/internal/printable"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
@@ -115,4 +119,104 @@ func topReader(s *model.Snapshot, t *model.Table) *model.Statement {
 		}
 	}
 	return nil
+}
+
+// LogMisestimate is an executed plan's scan whose row estimate was far
+// off, with what the log says about the table's autoanalyze runs.
+type LogMisestimate struct {
+	Table       string // the scanned relation, as the plan names it
+	Node        string
+	Factor      float64 // estimate off by this factor, either way
+	Estimated   float64
+	Actual      float64
+	Fingerprint string
+	Query       string
+	// Analyzes is the autoanalyze runs of the table the log shows, and
+	// LogHours the span the log covers.
+	Analyzes int64
+	LogHours float64
+	// Unlogged says the log holds no autovacuum or autoanalyze run of any
+	// table (log_autovacuum_min_duration is -1, or above every run): that
+	// the table's Analyzes is 0 then says nothing.
+	Unlogged bool
+	// Generic says the scan's conditions hold parameters ($1): a
+	// prepared statement's generic plan, estimated without the values.
+	Generic bool
+}
+
+// paramRef finds a parameter symbol in a plan's condition: a generic
+// plan prints $1 where a custom plan prints the value.
+var paramRef = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\$\d+\b`) })
+
+// ScanMisestimates are the scans of a plan whose row estimate was off by
+// misestimateFactor or more (at least misestimateMinRows on the larger
+// side), leaving out filters with a cast on the column (implicit-cast's)
+// and scans a Limit stopped early.
+func ScanMisestimates(e *plan.Explain) []LogMisestimate {
+	var out []LogMisestimate
+	all, parent := nodes(e)
+	for _, n := range all {
+		fig := n.Figures
+		if n.RelationName == "" || fig.Misestimate < misestimateFactor || math.Max(n.PlanRows, n.ActualRows) < misestimateMinRows {
+			continue
+		}
+		if len(findCasts(n.Filter, "")) > 0 || (!fig.Under && stoppedEarly(n, parent)) {
+			continue
+		}
+		table := n.RelationName
+		if n.Schema != "" {
+			table = n.Schema + "." + table
+		}
+		generic := false
+		for _, cond := range []string{n.Filter, n.IndexCond, n.RecheckCond} {
+			generic = generic || paramRef().MatchString(cond)
+		}
+		out = append(out, LogMisestimate{Table: table, Node: fmt.Sprintf("node #%d %s", fig.ID, n.Label()), Factor: fig.Misestimate,
+			Estimated: n.PlanRows * math.Max(n.ActualLoops, 1), Actual: fig.TotalRows, Generic: generic})
+	}
+	return out
+}
+
+// staleStatisticsLog is stale-statistics from the log: a scan in an
+// executed plan estimated far off, of a table autoanalyze did not analyze
+// while the log ran. (A misestimate with fresh statistics is the plan
+// rule misestimate's to explain: correlated columns, functions.) A scan
+// whose condition holds a parameter is a generic plan's: the planner
+// estimated it without the value, from an average over the column, so on
+// skewed data it is far off for the common values however fresh the
+// statistics are, and ANALYZE changes nothing.
+func staleStatisticsLog(in LogInput) []model.Finding {
+	var out []model.Finding
+	seen := map[string]bool{}
+	for _, m := range in.Misestimates {
+		if m.Analyzes > 0 || m.Generic || m.Factor < misestimateFactor || seen[m.Table] {
+			continue
+		}
+		seen[m.Table] = true
+		sev, title := model.Warning, fmt.Sprintf("%s estimated %s rows and read %s (%.0fx off), and autoanalyze did not analyze %s in the %s the log covers",
+			m.Node, count(m.Estimated), count(m.Actual), m.Factor, m.Table, span(m.LogHours))
+		if m.Unlogged {
+			sev, title = model.Info, fmt.Sprintf("%s estimated %s rows and read %s (%.0fx off); the log records no autoanalyze run of any table (log_autovacuum_min_duration), so whether %s's statistics are stale is not known",
+				m.Node, count(m.Estimated), count(m.Actual), m.Factor, m.Table)
+		}
+		out = append(out, model.Finding{Rule: StaleStatisticsID, Severity: sev,
+			Title:  title,
+			Object: model.Object{Kind: "statement (log)", Name: printable.Shorten(m.Query, 80), QueryID: m.Fingerprint, Fingerprint: m.Fingerprint},
+			Evidence: []model.Evidence{ev("rows estimated", m.Estimated, "rows"), ev("rows read", m.Actual, "rows"), ev("estimate off by", m.Factor, "x"),
+				ev2("autoanalyze runs of the table in the log", m.Analyzes)},
+			Impact: model.Impact{Summary: "plans are chosen from the statistics: a row count off by this much picks the wrong join and scan methods"},
+			Fix: model.Fix{Summary: "analyze the table now, and if it changes fast lower its autovacuum_analyze_scale_factor so autoanalyze keeps up (or ANALYZE after bulk loads)",
+				SQL: fmt.Sprintf("ANALYZE %s;", m.Table)},
+			Verification: model.NotRunBecause("read from the executed plan and the log; check --dsn re-plans the statement after ANALYZE in the lab"),
+			Docs:         docsPath(StaleStatisticsID)})
+	}
+	return out
+}
+
+// span says a log's length in hours, or minutes under one.
+func span(hours float64) string {
+	if hours < 1 {
+		return fmt.Sprintf("%.0f minutes", math.Max(1, hours*60))
+	}
+	return fmt.Sprintf("%.1f hours", hours)
 }

@@ -216,3 +216,35 @@ func nonHOTFinding(s *model.Snapshot, t *model.Table) *model.Finding {
 	}
 	return f
 }
+
+// Thresholds of table-bloat (see docs/rules/table-bloat.md).
+const (
+	stuckMinRows  = 10000 // dead rows vacuum could not remove
+	stuckMinShare = 0.1   // ... as a share of the table's rows
+)
+
+// tableBloatLog: dead rows vacuum found but could not remove because a
+// snapshot still saw them.
+func tableBloatLog(in LogInput) []model.Finding {
+	var out []model.Finding
+	for _, t := range in.Events.Tables {
+		if t.NotRemovable < stuckMinRows || float64(t.NotRemovable) < stuckMinShare*float64(t.RemainAt) {
+			continue
+		}
+		sev, cleared := model.Warning, ""
+		if t.LastNotRemovable == 0 {
+			sev, cleared = model.Info, "; a later run removed them, so what held them had gone by the end of the log"
+		}
+		out = append(out, model.Finding{Rule: TableBloatID, Severity: sev,
+			Title:  fmt.Sprintf("autovacuum could not remove %s dead rows of %s: a snapshot still saw them%s", count(float64(t.NotRemovable)), t.Table, cleared),
+			Object: model.Object{Kind: "table (log)", Name: t.Table},
+			Evidence: []model.Evidence{ev("dead rows not yet removable, most in one run", float64(t.NotRemovable), "rows"), ev("rows in the table then", float64(t.RemainAt), "rows"),
+				ev("dead rows not yet removable, last run", float64(t.LastNotRemovable), "rows"), ev2("autovacuum runs", t.Vacuums), ev("dead rows removed", float64(t.Removed), "rows")},
+			Impact: model.Impact{Summary: "vacuum ran and left the dead rows: the table and its indexes grow, scans read the dead versions, and every run repeats the work"},
+			Fix: model.Fix{Summary: "find what holds the xmin horizon back: a long transaction or a session idle in one (end it; set idle_in_transaction_session_timeout), a replication slot or a standby with hot_standby_feedback, a forgotten prepared transaction",
+				SQL: "SELECT pid, state, now() - xact_start AS open_for, backend_xmin FROM pg_stat_activity WHERE backend_xmin IS NOT NULL ORDER BY age(backend_xmin) DESC LIMIT 5;\n" +
+					"SELECT slot_name, xmin, catalog_xmin FROM pg_replication_slots;\nSELECT gid, prepared FROM pg_prepared_xacts;"},
+			Verification: loggedVerification, Docs: docsPath(TableBloatID)})
+	}
+	return out
+}

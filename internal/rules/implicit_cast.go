@@ -389,3 +389,6 @@ func truncates(from, to string) bool {
 	integers := map[string]bool{"smallint": true, "integer": true, "bigint": true}
 	return (timestamps[from] && times[to]) || (fractions[from] && integers[to])
 }
+
+// ImplicitCastID is the stable id of the rule.
+const ImplicitCastID = "implicit-cast"
