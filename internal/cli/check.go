@@ -54,10 +54,10 @@ func (c *checkFlags) register(cmd *cobra.Command) {
 	addStatementTimeout(cmd, &c.statementTimeout, 5*time.Second)
 	cmd.Flags().DurationVar(&c.copyTimeout, "copy-timeout", 2*time.Minute, "statement_timeout while --verify-indexes copies a table and builds the proposed index on the copy")
 	addServerCores(cmd, &c.serverCores)
-	cmd.Flags().IntVar(&c.runs, "runs", 5, "runs per side of each experiment (at least 5)")
-	cmd.Flags().BoolVar(&c.noVerify, "no-verify", false, "diagnose only: run no experiments")
+	addExperimentRuns(cmd, &c.runs)
+	addNoVerify(cmd, &c.noVerify)
 	cmd.Flags().BoolVar(&c.verifyIndexes, "verify-indexes", false, "time proposed indexes on a temporary copy of the table (temporary objects only, in a transaction that is rolled back)")
-	cmd.Flags().StringSliceVar(&c.allowFunctions, "allow-function", nil, "a VOLATILE function (schema.name) that experiments may execute; repeat or separate with commas")
+	addAllowFunction(cmd, &c.allowFunctions)
 	cmd.Flags().IntVar(&c.maxTables, "max-tables", collect.Defaults().MaxTables, "read at most this many tables, the largest first (those left out are listed in skipped)")
 	cmd.Flags().IntVar(&c.maxStatements, "max-statements", collect.Defaults().MaxStatements, "read at most this many pg_stat_statements entries, the most expensive first (those left out are listed in skipped)")
 	cmd.Flags().DurationVar(&c.sample, "sample", 10*time.Second, "watch the server's sessions this long (pg_stat_activity, pg_locks, pg_stat_database) for stalled clients, idle transactions, lock queues and connection pressure; 0 turns it off")
@@ -133,7 +133,7 @@ grant that shows it.`,
 		},
 	}
 	f.register(cmd)
-	cmd.Flags().StringArrayVar(&f.logFiles, "log", nil, "a server log to read with the check (stderr, csvlog, jsonlog, syslog; plain or .gz); its auto_explain plans and events add findings; repeat for several")
+	addLogFiles(cmd, &f.logFiles)
 	cmd.Flags().DurationVar(&f.profile, "profile", 0, "sample the busiest backends' CPU with perf this long (on the database server, as root) and name the hot spots; 0 for none")
 	addTwin(cmd, &f.twin)
 	addTwinCopy(cmd, &f.twinDSN, &f.twinMaxMB)

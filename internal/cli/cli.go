@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"github.com/pgmedic/pgmedic/internal/diagnose"
@@ -214,7 +215,10 @@ func newRoot(args []string, stdin io.Reader, stdout, stderr io.Writer) *cobra.Co
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr("%v", err) })
-	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) { armUnlessQuiet(cmd) }
+	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) {
+		warnRenamed(cmd, stderr)
+		armUnlessQuiet(cmd)
+	}
 	for _, c := range commands {
 		if len(args) > 0 && args[0] == c.name {
 			root.AddCommand(c.build(stdin, stdout, stderr))
@@ -228,6 +232,18 @@ func newRoot(args []string, stdin io.Reader, stdout, stderr io.Writer) *cobra.Co
 		root.AddCommand(c.build(stdin, stdout, stderr))
 	}
 	return root
+}
+
+// warnRenamed says, in one line on stderr, which renamed flag a command
+// line used and what replaced it: the old spelling works for one release.
+// (pflag writes its own notice into cobra's flag-error buffer, which is
+// printed only when parsing fails.)
+func warnRenamed(cmd *cobra.Command, stderr io.Writer) {
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if f.Deprecated != "" {
+			fmt.Fprintf(stderr, "pgmedic: --%s is an old name: %s\n", f.Name, f.Deprecated)
+		}
+	})
 }
 
 // progress returns a logger that writes to stderr only when it is a terminal.

@@ -16,7 +16,6 @@ import (
 	"github.com/pgmedic/pgmedic/internal/diagnose"
 	"github.com/pgmedic/pgmedic/internal/lab"
 	"github.com/pgmedic/pgmedic/internal/model"
-	"github.com/pgmedic/pgmedic/internal/pgversion"
 	"github.com/pgmedic/pgmedic/internal/report"
 	"github.com/pgmedic/pgmedic/internal/scenario"
 )
@@ -87,7 +86,7 @@ must not.`,
 	}
 	f.register(cmd)
 	cmd.Flags().StringSliceVar(&only, "scenarios", nil, "reproduce only these scenarios (names from `pgmedic lab list`; default all)")
-	cmd.Flags().IntVar(&major, "pg", 0, "run the lab on this PostgreSQL major version, "+pgversion.Range()+" (default: the first server found; `pgmedic lab install N` fetches one)")
+	addPg(cmd.Flags(), &major)
 	cmd.Flags().StringVar(&htmlPath, "html", "", "where the text report's HTML twin goes (default pgmedic-demo.html beside --out, or in the current directory); none for no page")
 	return cmd
 }

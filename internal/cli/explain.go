@@ -75,13 +75,13 @@ connection error, 3 internal error.`,
 	}
 	// A pasted plan gets every tip: info findings are shown too.
 	addReport(cmd, &f.outputFlags, "info")
-	cmd.Flags().StringVar(&f.dsn, "dsn", "", "database to check the plan's casts against, or to EXPLAIN --query on")
+	addDSN(cmd, &f.dsn)
 	cmd.Flags().StringVar(&f.query, "query", "", "SQL to EXPLAIN on --dsn (no $n parameters: put the values in)")
 	cmd.Flags().BoolVar(&f.analyze, "analyze", false, "with --query: EXPLAIN ANALYZE (SELECT only, rolled back)")
 	cmd.Flags().BoolVar(&f.compare, "compare", false, "compare two plans: explain --compare A B")
-	cmd.Flags().IntVar(&f.runs, "runs", 5, "runs per side of the implicit-cast experiment (at least 5)")
+	addExperimentRuns(cmd, &f.runs)
 	addStatementTimeout(cmd, &f.statementTimeout, diagnose.ExplainTimeout)
-	cmd.Flags().StringSliceVar(&f.allowFunctions, "allow-function", nil, "a VOLATILE function (schema.name) that --analyze may execute; repeat or separate with commas")
+	addAllowFunction(cmd, &f.allowFunctions)
 	return cmd
 }
 

@@ -7,10 +7,12 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/pgmedic/pgmedic/internal/diagnose"
 	"github.com/pgmedic/pgmedic/internal/logs"
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/pgversion"
 	"github.com/pgmedic/pgmedic/internal/report"
 	"github.com/pgmedic/pgmedic/internal/rules"
 )
@@ -186,4 +188,81 @@ func writeGated(rep report.Renderable, err, gate error, o outputFlags, stdout io
 		return &exitError{code: ExitFindings, err: err}
 	}
 	return nil
+}
+
+// The flags below are taken by more than one command with one meaning
+// each; what a command does with it is said in its own help.
+
+// addAllowFunction adds --allow-function: a function the user vouches
+// for, which pgmedic's re-runs may then execute.
+func addAllowFunction(cmd *cobra.Command, v *[]string) {
+	cmd.Flags().StringSliceVar(v, "allow-function", nil, "a VOLATILE function (schema.name) that pgmedic's re-runs (experiments, EXPLAIN ANALYZE) may execute; repeat or separate with commas")
+}
+
+// addExperimentRuns adds --runs: how many times each side of an
+// experiment runs (replays count theirs with --replays).
+func addExperimentRuns(cmd *cobra.Command, v *int) {
+	cmd.Flags().IntVar(v, "runs", 5, "runs per side of each experiment (at least 5)")
+}
+
+// addReplays adds --replays: how many times a comparison replays each
+// side. --runs, its old name here, stays one release as a hidden alias
+// that warns: --runs is an experiment's.
+func addReplays(cmd *cobra.Command, v *int) {
+	cmd.Flags().IntVar(v, "replays", 3, "replays of each side of a comparison, alternating (at least 2 for a verdict other than no measurable change)")
+	cmd.Flags().IntVar(v, "runs", 3, "")
+	cmd.Flags().MarkDeprecated("runs", "use --replays (--runs is the number of runs of an experiment in check and explain)")
+}
+
+// addNoVerify adds --no-verify: diagnose only.
+func addNoVerify(cmd *cobra.Command, v *bool) {
+	cmd.Flags().BoolVar(v, "no-verify", false, "run no experiments: diagnose only, no statement re-run with its fix")
+}
+
+// addDatabaseFilter adds --database: the captured sessions of one
+// database only.
+func addDatabaseFilter(cmd *cobra.Command, v *string) {
+	cmd.Flags().StringVar(v, "database", "", "replay only the captured sessions of this database (default: all)")
+}
+
+// addSource adds --source: the production server a capture came from.
+func addSource(cmd *cobra.Command, v *string) {
+	cmd.Flags().StringVar(v, "source", "", "the production server the captured workload came from: read only, its tables copied into twins, never replayed against (unless replay's --allow-writes-to names it)")
+}
+
+// addLogFiles adds --log: server logs to read, repeatable.
+func addLogFiles(cmd *cobra.Command, v *[]string) {
+	cmd.Flags().StringArrayVar(v, "log", nil, "a server log to read (stderr, csvlog, jsonlog, syslog, cloud exports; plain or .gz); repeat for several")
+}
+
+// addDSN adds --dsn: the database a command connects to besides its
+// input.
+func addDSN(cmd *cobra.Command, v *string) {
+	cmd.Flags().StringVar(v, "dsn", "", "the database to connect to (a URL or libpq key=value pairs)")
+}
+
+// addDuration adds --duration: how long the command runs.
+func addDuration(cmd *cobra.Command, v *time.Duration, def time.Duration) {
+	cmd.Flags().DurationVar(v, "duration", def, "how long to run: profile samples this long; watch stops after it (0: until SIGTERM or Ctrl-C)")
+}
+
+// addMaxConnections adds --max-connections: the most connections pgmedic
+// opens at once.
+func addMaxConnections(cmd *cobra.Command, v *int, def int) {
+	cmd.Flags().IntVar(v, "max-connections", def, "the most connections pgmedic opens to servers at once")
+}
+
+// addDir adds --dir: where the command keeps its files.
+func addDir(fl *pflag.FlagSet, v *string, def string) {
+	fl.StringVar(v, "dir", def, "the directory where the command keeps its files (lab: its clusters' state, default $TMPDIR/pgmedic-lab as root, else ~/.cache/pgmedic/lab; watch: the ring and the incident bundles)")
+}
+
+// addPg adds --pg: the lab server's major version.
+func addPg(fl *pflag.FlagSet, v *int) {
+	fl.IntVar(v, "pg", 0, "the PostgreSQL major version of the lab's server, "+pgversion.Range()+" (default: the first found; `pgmedic lab install N` fetches one)")
+}
+
+// addSpeed adds --speed: the pace of a replay.
+func addSpeed(cmd *cobra.Command, v *float64) {
+	cmd.Flags().Float64Var(v, "speed", 1, "pace: 1 as captured, 2 twice as fast, 0 as fast as the server answers")
 }

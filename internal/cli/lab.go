@@ -30,8 +30,8 @@ func newLab(stdout, stderr io.Writer) *cobra.Command {
 		Use:   "lab",
 		Short: "throwaway PostgreSQL cluster and the incident scenarios",
 	}
-	cmd.PersistentFlags().StringVar(&l.dir, "dir", "", "lab state directory (default $TMPDIR/pgmedic-lab as root, else ~/.cache/pgmedic/lab)")
-	cmd.PersistentFlags().IntVar(&l.major, "pg", 0, "the PostgreSQL major version of the lab's server, "+pgversion.Range()+" (default: the first found; `pgmedic lab install N` fetches one)")
+	addDir(cmd.PersistentFlags(), &l.dir, "")
+	addPg(cmd.PersistentFlags(), &l.major)
 	cmd.AddCommand(l.up(), l.status(), l.down(), l.list(), l.run(), l.install(), l.servers())
 	return cmd
 }

@@ -69,13 +69,13 @@ Exit codes: 0 nothing at or above --min-severity, 1 findings, 2 usage, perf or c
 	cmd.Flags().IntSliceVar(&pids, "pid", nil, "profile these processes (any process; repeat or separate with commas)")
 	cmd.Flags().IntVar(&busiest, "busiest", 0, "profile the K client backends using the most CPU now (default 1 when neither --pid nor --query-like)")
 	cmd.Flags().StringVar(&like, "query-like", "", "profile the active backends whose query contains this text")
-	cmd.Flags().DurationVar(&duration, "duration", 10*time.Second, "how long to sample")
+	addDuration(cmd, &duration, 10*time.Second)
 	cmd.Flags().IntVar(&freq, "frequency", 499, "samples a second per CPU (an odd number avoids beating with periodic work)")
 	cmd.Flags().StringVar(&svg, "svg", "", "write the flame graph as an interactive SVG to this file")
 	cmd.Flags().StringVar(&folded, "folded", "", "write the folded stacks (flamegraph.pl's input) to this file")
 	cmd.Flags().StringVar(&speedscope, "speedscope", "", "write a speedscope profile (https://www.speedscope.app) to this file")
 	cmd.Flags().StringVar(&pprof, "pprof", "", "write a pprof profile (go tool pprof) to this file")
-	cmd.Flags().BoolVar(&noVerify, "no-verify", false, "do not re-run the statements with their fix (each re-run takes 2 s in pgmedic's own session)")
+	addNoVerify(cmd, &noVerify)
 	return cmd
 }
 

@@ -70,7 +70,7 @@ from what the first run measured.
 
 The source is never written: its write counters (pg_stat_database) are read before and after.
 
-Exit codes: 0 nothing --fail-on names, 1 the migration as written does, 2 bad input or a
+Exit codes: 0 nothing --fail-when names, 1 the migration as written does, 2 bad input or a
 refused connection.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -79,16 +79,23 @@ refused connection.`,
 	}
 	fl := cmd.Flags()
 	addOutput(cmd, &f.out)
-	fl.StringVar(&f.source, "source", "", "the server the migration is for: read only, its tables copied into a twin")
-	fl.StringArrayVar(&f.logFiles, "log", nil, "a server log that captured the application's workload (repeat for several; plain or .gz)")
+	addSource(cmd, &f.source)
+	addLogFiles(cmd, &f.logFiles)
 	addLogInput(cmd, &f.in)
-	fl.StringVar(&f.dbf, "database", "", "replay only the captured sessions of this database (default: all)")
+	addDatabaseFilter(cmd, &f.dbf)
 	addTwinCopy(cmd, &f.twinDSN, &f.twinMaxMB)
 	addStatementTimeout(cmd, &f.statementTimeout, 5*time.Second)
 	fl.DurationVar(&f.maxWait, "max-wait", 200*time.Millisecond, "an application session that waited behind a statement longer than this was queued by it")
-	fl.DurationVar(&f.before, "before", 2*time.Second, "traffic replayed before the first statement (and the longest a statement waits for a long reader to meet)")
+	fl.DurationVar(&f.before, "lead-in", 2*time.Second, "traffic replayed before the first statement (and the longest a statement waits for a long reader to meet)")
+	// --before was its name; watch's --before is an incident's window.
+	fl.DurationVar(&f.before, "before", 2*time.Second, "")
+	fl.MarkDeprecated("before", "use --lead-in (watch's --before is the ring kept before an incident)")
 	fl.DurationVar(&f.stepTime, "step-timeout", 10*time.Minute, "statement_timeout of each statement of the migration on the twin")
-	fl.StringVar(&f.failOn, "fail-on", "queued,failed", "what exits 1, comma-separated: "+strings.Join(failOn, "; "))
+	fl.StringVar(&f.failOn, "fail-when", "queued,failed", "what exits 1, comma-separated: "+strings.Join(failOn, "; "))
+	// --fail-on was its name; check's --fail-on gates on a baseline, in
+	// another grammar.
+	fl.StringVar(&f.failOn, "fail-on", "queued,failed", "")
+	fl.MarkDeprecated("fail-on", "use --fail-when (check's --fail-on gates on a baseline)")
 	return cmd
 }
 
@@ -104,7 +111,7 @@ func runRehearseMigration(ctx context.Context, file string, f migrationFlags, st
 			for _, o := range diagnose.FailOnMigration {
 				names = append(names, o.Name)
 			}
-			return usageErr("--fail-on %q: give %s, comma-separated", s, strings.Join(names, ", "))
+			return usageErr("--fail-when %q: give %s, comma-separated", s, strings.Join(names, ", "))
 		}
 		if s != "none" {
 			failOn = append(failOn, s)
@@ -114,7 +121,7 @@ func runRehearseMigration(ctx context.Context, file string, f migrationFlags, st
 	case f.maxWait <= 0:
 		return usageErr("--max-wait %s: give a positive duration, such as 200ms", f.maxWait)
 	case f.before < 100*time.Millisecond || f.before > 5*time.Minute:
-		return usageErr("--before %s: give 100ms to 5m", f.before)
+		return usageErr("--lead-in %s: give 100ms to 5m", f.before)
 	case f.stepTime <= 0:
 		return usageErr("--step-timeout %s: give a positive duration", f.stepTime)
 	case f.twinMaxMB < 1:
@@ -173,7 +180,7 @@ changes for this server: defaults that differ between the majors where the sourc
 default, settings the source sets that major N no longer has, planner features new in N, and JIT
 where the new build has it and the old did not.
 
-The sessions of the --log files (every format logs reads) replay on both, --runs times each,
+The sessions of the --log files (every format logs reads) replay on both, --replays times each,
 alternating, with replay's verdict per statement shape (the ratio of the medians with its 95%
 interval) and each shape's plan on both majors. For each shape slower on N, its captured
 statements are timed on both majors and on N with each setting the upgrade changes put back to the
@@ -191,16 +198,16 @@ on N, 1 otherwise, 2 bad input or a refused connection.`,
 	}
 	fl := cmd.Flags()
 	addOutput(cmd, &f.out)
-	fl.StringVar(&f.source, "source", "", "the server to upgrade: read only, its tables copied into the twins")
+	addSource(cmd, &f.source)
 	fl.IntVar(&f.to, "to", 0, "the PostgreSQL major to upgrade to")
-	fl.StringArrayVar(&f.logFiles, "log", nil, "a server log that captured the application's workload (repeat for several; plain or .gz)")
+	addLogFiles(cmd, &f.logFiles)
 	addLogInput(cmd, &f.in)
-	fl.StringVar(&f.dbf, "database", "", "replay only the captured sessions of this database (default: all)")
+	addDatabaseFilter(cmd, &f.dbf)
 	addTwinCopy(cmd, &f.twinDSN, &f.twinMaxMB)
 	addStatementTimeout(cmd, &f.statementTimeout, 5*time.Second)
-	fl.IntVar(&f.runs, "runs", 3, "replays of each major, alternating (at least 2 for a verdict other than no measurable change)")
+	addReplays(cmd, &f.runs)
 	fl.Float64Var(&f.minRatio, "min-ratio", 1.25, "a shape fails the upgrade when it is this many times slower at the lower end of its interval")
-	fl.Float64Var(&f.speed, "speed", 1, "pace: 1 as captured, 2 twice as fast, 0 as fast as the server answers")
+	addSpeed(cmd, &f.speed)
 	return cmd
 }
 
@@ -218,7 +225,7 @@ func runRehearseUpgrade(ctx context.Context, f upgradeFlags, stdin io.Reader, st
 	case f.twinDSN != "":
 		return usageErr("--twin-dsn: an upgrade needs two servers of different majors; rehearse upgrade makes both as lab clusters")
 	case f.runs < 1 || f.runs > 20:
-		return usageErr("--runs %d: give 1 to 20", f.runs)
+		return usageErr("--replays %d: give 1 to 20", f.runs)
 	case f.minRatio < 1:
 		return usageErr("--min-ratio %g: give 1 or more", f.minRatio)
 	case f.speed < 0 || f.speed > 1000:

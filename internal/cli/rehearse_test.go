@@ -28,8 +28,12 @@ func TestRehearseMigrationInput(t *testing.T) {
 	if code, out, _ := run(t, "rehearse", "migration", quiet); code != 0 || !strings.Contains(out, "reads and writes go on") {
 		t.Errorf("quiet, read only: exit %d\n%s", code, out)
 	}
-	if code, _, _ := run(t, "rehearse", "migration", risky, "--fail-on", "none"); code != 0 {
-		t.Errorf("--fail-on none: exit %d", code)
+	if code, _, _ := run(t, "rehearse", "migration", risky, "--fail-when", "none"); code != 0 {
+		t.Errorf("--fail-when none: exit %d", code)
+	}
+	// The old spelling still works for a release, and says what replaced it.
+	if code, _, errOut := run(t, "rehearse", "migration", risky, "--fail-on", "none"); code != 0 || !strings.Contains(errOut, "use --fail-when") {
+		t.Errorf("--fail-on none (the old name): exit %d, stderr %q", code, errOut)
 	}
 	if code, out, _ := run(t, "rehearse", "migration", risky, "--format", "json"); code != 1 || !strings.Contains(out, `"lock": "AccessExclusiveLock"`) {
 		t.Errorf("json: exit %d\n%s", code, out)
@@ -41,7 +45,7 @@ func TestRehearseMigrationInput(t *testing.T) {
 		{[]string{filepath.Join(dir, "missing.sql")}, "no such file"},
 		{[]string{write("bad.sql", "ALTER TABLE orders ADD COLUMN;")}, "bad.sql"},
 		{[]string{write("empty.sql", "-- nothing yet\n")}, "no SQL statement"},
-		{[]string{risky, "--fail-on", "slow"}, "--fail-on"},
+		{[]string{risky, "--fail-when", "slow"}, "--fail-when"},
 		{[]string{risky, "--log", "x.log"}, "--source"},
 		{[]string{risky, "--max-wait", "0s"}, "--max-wait"},
 		{[]string{risky, "--source", "postgres://nobody@127.0.0.1:1/x?connect_timeout=2"}, "127.0.0.1"},

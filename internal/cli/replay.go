@@ -50,7 +50,7 @@ for a slow server.
 A change makes it an A/B: --candidate DSN (another server), --apply SQL (an index, a
 migration, run on B's copy), --set NAME=VALUE (a setting for B's sessions, such as jit=off),
 --pool N (B through PgBouncer with N server connections; --pool-a N for A). Each side is
-replayed --runs times, alternating, and every run starts from a fresh copy of the database
+replayed --replays times, alternating, and every run starts from a fresh copy of the database
 (CREATE DATABASE ... TEMPLATE) on any server: the database the DSN names is never written by a
 comparison, which is refused before it writes where the role cannot make the copy (it needs
 CREATEDB and to own the database, or superuser). The verdict is faster, slower or no measurable change (a change under
@@ -69,14 +69,14 @@ or failed connection, or a replay refused by the safety rules.`,
 	}
 	fl := cmd.Flags()
 	addOutput(cmd, &f.out)
-	fl.StringVar(&f.dsn, "dsn", "", "the server to replay against (side A of a comparison)")
+	addDSN(cmd, &f.dsn)
 	fl.StringVar(&f.candidate, "candidate", "", "a second server to replay against as side B")
-	fl.StringVar(&f.source, "source", "", "the server the log came from: never replayed against (unless --allow-writes-to names it)")
+	addSource(cmd, &f.source)
 	fl.StringArrayVar(&f.allow, "allow-writes-to", nil, "a DSN that is not a pgmedic lab cluster or twin that the replay may write to (repeat for --candidate)")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "read the log and report what would be replayed; send nothing")
-	fl.Float64Var(&f.speed, "speed", 1, "pace: 1 as captured, 2 twice as fast, 0 as fast as the server answers")
-	fl.IntVar(&f.runs, "runs", 3, "replays of each side in a comparison (at least 2 for a verdict other than no measurable change)")
-	fl.IntVar(&f.maxConns, "max-connections", replay.DefaultMaxConnections, "sessions connected at once; more wait for a free slot (the wait is reported)")
+	addSpeed(cmd, &f.speed)
+	addReplays(cmd, &f.runs)
+	addMaxConnections(cmd, &f.maxConns, replay.DefaultMaxConnections)
 	fl.DurationVar(&f.timeout, "timeout", 0, "stop each replay after this long (default: the capture's duration at --speed, plus 5 minutes)")
 	fl.DurationVar(&f.clientTimeout, "client-timeout", 0, "cancel a replayed statement that runs longer, as the application's own timeout did (default: none)")
 	fl.StringArrayVar(&f.apply, "apply", nil, "SQL run on side B's copy before each run (repeatable)")
@@ -84,7 +84,7 @@ or failed connection, or a replay refused by the safety rules.`,
 	fl.IntVar(&f.pool, "pool", 0, "side B through PgBouncer in transaction mode with this many server connections")
 	fl.IntVar(&f.poolA, "pool-a", 0, "side A through PgBouncer in transaction mode with this many server connections")
 	addLogInput(cmd, &f.in)
-	fl.StringVar(&f.dbf, "database", "", "replay only the sessions of this database (default: all)")
+	addDatabaseFilter(cmd, &f.dbf)
 	fl.BoolVar(&f.noPrepare, "no-prepare", false, "send every extended statement unnamed: for a --dsn that is a PgBouncer in transaction mode (before 1.21, or without max_prepared_statements)")
 	addTwin(cmd, &f.twin)
 	fl.StringVar(&f.fix, "fix", "", "side B gets the fix of this finding of --source (its id, such as missing-index/3f2a9c1b, or a rule when one finding has it)")
@@ -99,7 +99,7 @@ func runReplay(ctx context.Context, args []string, f replayFlags, stdin io.Reade
 		return usageErr("--speed %g: give 0 (as fast as possible) or a factor up to 1000", f.speed)
 	}
 	if f.runs < 1 || f.runs > 20 {
-		return usageErr("--runs %d: give 1 to 20", f.runs)
+		return usageErr("--replays %d: give 1 to 20", f.runs)
 	}
 	if f.maxConns < 1 {
 		return usageErr("--max-connections %d: give at least 1", f.maxConns)

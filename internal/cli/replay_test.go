@@ -184,7 +184,7 @@ func TestReplayTwinFix(t *testing.T) {
 	// The page draws each shape's calls over the first run of each side,
 	// and opens in headless Chromium without a complaint.
 	page := filepath.Join(t.TempDir(), "replay.html")
-	if code, _, errOut := run(t, "replay", log, "--database", "queue", "--source", dsn, "--twin", "--fix", "missing-index", "--speed", "0", "--runs", "1", "--format", "html", "--out", page); code != 0 {
+	if code, _, errOut := run(t, "replay", log, "--database", "queue", "--source", dsn, "--twin", "--fix", "missing-index", "--speed", "0", "--replays", "1", "--format", "html", "--out", page); code != 0 {
 		t.Fatalf("--format html: exit %d: %s", code, errOut)
 	}
 	br := testkit.OpenOffline(t, page)

@@ -74,7 +74,7 @@ Triggers:
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.dir, "dir", "pgmedic-watch", "directory of the ring (ring/) and the incident bundles (incidents/); with --targets, one directory per target inside it")
+	addDir(fl, &f.dir, "pgmedic-watch")
 	fl.DurationVar(&f.keep, "keep", 2*time.Hour, "how long the ring keeps what it recorded")
 	fl.IntVar(&f.maxSizeMB, "max-size", 256, "most MB the ring holds (per target); the oldest minutes go first")
 	fl.DurationVar(&f.interval, "interval", time.Second, "time between two samples of the sessions (one query each)")
@@ -83,12 +83,12 @@ Triggers:
 	fl.DurationVar(&f.after, "after", time.Minute, "an incident ends once no trigger has fired for this long; its bundle holds it")
 	fl.DurationVar(&f.maxIncident, "max-incident", 30*time.Minute, "write an incident that goes on this long, and open no other until it is over")
 	fl.IntVar(&f.maxBundles, "max-bundles", 200, "bundles kept (per target); the oldest go first")
-	fl.DurationVar(&f.duration, "duration", 0, "stop after this long (0: until SIGTERM or Ctrl-C)")
+	addDuration(cmd, &f.duration, 0)
 	addPgBouncer(cmd, &f.pgbouncer)
 	addServerCores(cmd, &f.serverCores)
 	fl.StringVar(&f.targets, "targets", "", "a YAML file of servers to watch from one process (name, dsn, pgbouncer, labels, server_cores for each)")
 	fl.StringVar(&f.shard, "shard", "", "with --targets, watch only shard I of N (I/N): each target's name is hashed, so N processes given the same file split it without coordination")
-	fl.IntVar(&f.maxConnections, "max-connections", 100, "with --targets, the most connections this process may open (one per server, one per PgBouncer console); more is refused")
+	addMaxConnections(cmd, &f.maxConnections, 100)
 	fl.StringVar(&f.metrics, "metrics", "", "serve /metrics in Prometheus's text format on this address (127.0.0.1:9849)")
 	addMinSeverity(cmd, &f.minSeverity, "warning")
 	return cmd

@@ -40,7 +40,7 @@ type MigrationOptions struct {
 	FailOn []string
 }
 
-// FailOnMigration are the outcomes --fail-on names, and what each means.
+// FailOnMigration are the outcomes --fail-when names, and what each means.
 var FailOnMigration = []struct{ Name, Means string }{
 	{"queued", "a statement as written queued the application past --max-wait (without --source: a statement whose lock stops reads or writes)"},
 	{"failed", "a statement as written failed on the twin"},
@@ -49,7 +49,7 @@ var FailOnMigration = []struct{ Name, Means string }{
 }
 
 // ErrMigrationRisky is a rehearsal whose migration, as written, did what
-// --fail-on names: exit 1.
+// --fail-when names: exit 1.
 var ErrMigrationRisky = errors.New("the migration as written is risky")
 
 // RehearseMigration is `rehearse migration`: the migration read
@@ -183,7 +183,7 @@ func safeFails(rep *report.RehearsalReport) {
 	}
 }
 
-// verdict sets the report's failing reasons from --fail-on.
+// verdict sets the report's failing reasons from --fail-when.
 func verdict(rep *report.RehearsalReport) error {
 	on := func(name string) bool { return slices.Contains(rep.FailOn, name) }
 	add := func(format string, args ...any) { rep.Failing = append(rep.Failing, fmt.Sprintf(format, args...)) }

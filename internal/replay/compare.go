@@ -318,7 +318,7 @@ func measuredWhy(a, b []float64, higher bool) (int, string) {
 		return 0, "both sides are 0"
 	case len(a) < 2 || len(b) < 2:
 		// One run a side shows no spread to judge a difference by.
-		return 0, "one run a side shows no spread to judge by (--runs 2 or more)"
+		return 0, "one run a side shows no spread to judge by (--replays 2 or more)"
 	}
 	rel := (mb - ma) / math.Max(math.Abs(ma), 1e-9)
 	if !higher {
