@@ -173,7 +173,7 @@ func isCobraUsage(err error) bool {
 
 // oneLine folds a message onto one line and shows any control character
 // left in it (a relation name from the database can hold ESC sequences).
-func oneLine(s string) string { return printable.String(strings.Join(strings.Fields(s), " ")) }
+func oneLine(s string) string { return printable.String(printable.OneLine(s)) }
 
 // commands are pgmedic's subcommands by name, in the order help lists
 // them. quiet, when set, says a run of the command has nothing for Ctrl-C

@@ -1,9 +1,11 @@
 // Package diagnose is pgmedic's pipeline, in the order the data flows:
 // collect a snapshot (and the server log, a CPU profile), run the rules of
 // the one table on each input, verify the findings with experiments, and
-// hand back a report that says first what it could not see. Every command
-// (check, explain, logs, profile, lab run, demo) reads its flags and calls
-// it; the scenarios call it the same way.
+// hand back a report that says first what it could not see. Each command
+// of internal/cli reads its flags and calls its one function here (Check,
+// FromBundle, Explain, ComparePlans, LogsReport, ProfileCommand, Replay,
+// RehearseMigration, RehearseUpgrade, Watch); the lab's scenarios call
+// Check the same way.
 package diagnose
 
 import (

@@ -11,6 +11,7 @@ import (
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 	"github.com/pgmedic/pgmedic/internal/twin"
 	"github.com/pgmedic/pgmedic/internal/verify"
+	"github.com/pgmedic/pgmedic/internal/wait"
 )
 
 // place is where a kind runs with a twin (verify's table): OnTwin kinds
@@ -65,7 +66,7 @@ func (o Options) verifyWithTwin(ctx context.Context, sess *envelope.Session, sna
 	busy := verify.LoadRule(snap.Activity, cores)
 	for try := 0; busy != "" && try < loadRetries; try++ {
 		if try > 0 {
-			verify.Sleep(ctx, time.Second)
+			wait.For(ctx, time.Second)
 		}
 		if a, err := collect.Load(ctx, sess.Conn); err == nil {
 			busy = verify.LoadRule(a, cores)

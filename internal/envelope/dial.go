@@ -45,7 +45,8 @@ type Work struct {
 	SimpleProtocol bool
 }
 
-// workConfig is the low-level configuration every connection shares.
+// apply sets on a low-level configuration what every connection shares:
+// the bounded connect timeout, pgmedic's application_name, the protocol.
 func (w Work) apply(cfg *pgconn.Config) {
 	timeout := w.ConnectTimeout
 	if timeout <= 0 {

@@ -2,7 +2,6 @@ package model
 
 import (
 	"sort"
-	"strings"
 
 	"github.com/pgmedic/pgmedic/internal/printable"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
@@ -76,7 +75,7 @@ func (s *Sampling) Summary() *Sessions {
 		}
 		for _, b := range s.Samples[worst].Backends {
 			if len(b.BlockedBy) > 0 || involved[b.PID] {
-				out.Blocking = append(out.Blocking, Blocked{PID: b.PID, BlockedBy: append([]int{}, b.BlockedBy...), State: b.State, Query: shorten(b.Query, 100)})
+				out.Blocking = append(out.Blocking, Blocked{PID: b.PID, BlockedBy: append([]int{}, b.BlockedBy...), State: b.State, Query: printable.Cut(b.Query, 100)})
 			}
 		}
 	}
@@ -109,10 +108,10 @@ func (s *Sampling) Summary() *Sessions {
 		out.ByWait = append(out.ByWait, Load{Key: k, AAS: Round(float64(n)/ticks, 2)})
 	}
 	for id, n := range byQuery {
-		out.ByQuery = append(out.ByQuery, Load{Key: shorten(queries[id], 100), QueryID: id, AAS: Round(float64(n)/ticks, 2)})
+		out.ByQuery = append(out.ByQuery, Load{Key: printable.Cut(queries[id], 100), QueryID: id, AAS: Round(float64(n)/ticks, 2)})
 	}
 	for text, n := range byText.n {
-		out.ByQuery = append(out.ByQuery, Load{Key: shorten(text, 100), AAS: Round(float64(n)/ticks, 2)})
+		out.ByQuery = append(out.ByQuery, Load{Key: printable.Cut(text, 100), AAS: Round(float64(n)/ticks, 2)})
 	}
 	byLoad := func(l []Load) {
 		sort.Slice(l, func(i, j int) bool { return l[i].AAS > l[j].AAS || l[i].AAS == l[j].AAS && l[i].Key < l[j].Key })
@@ -137,12 +136,6 @@ func countBlocked(smp ActivitySample) int {
 		}
 	}
 	return n
-}
-
-// shorten folds s onto one line and cuts it at n bytes, never inside a
-// character.
-func shorten(s string, n int) string {
-	return printable.Trim(strings.Join(strings.Fields(s), " "), n, "...")
 }
 
 // textCounts counts statements by their text without values: how the

@@ -80,16 +80,21 @@ func Lines(s string) []string {
 	return parts
 }
 
-// Clip folds s onto one line (runs of white space become one space) and
-// cuts it to at most n bytes without splitting a character, marking the
-// cut with an ellipsis.
-func Clip(s string, n int) string { return Trim(strings.Join(strings.Fields(s), " "), n, "…") }
+// OneLine folds s onto one line: runs of white space, line ends included,
+// become one space.
+func OneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// Clip folds s onto one line and cuts it to at most n bytes without
+// splitting a character, marking the cut with an ellipsis.
+func Clip(s string, n int) string { return Trim(OneLine(s), n, "…") }
 
 // Shorten is Clip marking the cut with " ..." in ASCII: statement texts in
 // finding titles and object names, which go to terminals, logs and JSON.
-func Shorten(s string, n int) string {
-	return Trim(strings.Join(strings.Fields(s), " "), n, " ...")
-}
+func Shorten(s string, n int) string { return Trim(OneLine(s), n, " ...") }
+
+// Cut is Clip marking the cut with "..." in ASCII: statement texts in the
+// sessions' views of reports.
+func Cut(s string, n int) string { return Trim(OneLine(s), n, "...") }
 
 // Trim cuts s to at most n bytes without splitting a UTF-8 character and
 // appends mark when it cut; s is kept as it is otherwise.

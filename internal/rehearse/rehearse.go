@@ -35,6 +35,7 @@ import (
 	"github.com/pgmedic/pgmedic/internal/printable"
 	"github.com/pgmedic/pgmedic/internal/replay"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
+	"github.com/pgmedic/pgmedic/internal/wait"
 )
 
 // Plan is one way of running the migration: as written, or its safe
@@ -267,7 +268,7 @@ func Execute(ctx context.Context, p Plan, run int, o Options) (*Run, error) {
 	// Before counts from the application's first statement, not from the
 	// capture's first line: a log that starts seconds before the
 	// application would leave the change no traffic before it.
-	if !sleep(ctx, firstDue(o.Workload)+o.Before) {
+	if !wait.For(ctx, firstDue(o.Workload)+o.Before) {
 		return nil, ctx.Err()
 	}
 	since := func() float64 { return float64(time.Since(start).Microseconds()) / 1000 }
@@ -302,7 +303,7 @@ func Execute(ctx context.Context, p Plan, run int, o Options) (*Run, error) {
 		m.end(nil, true)
 	}
 	end := since()
-	sleep(ctx, o.After)
+	wait.For(ctx, o.After)
 	stopReplay()
 	wg.Wait()
 	if replayErr != nil {
@@ -349,17 +350,6 @@ func repeats(w *capture.Workload) int {
 		n = min(n, max(1, 1_000_000/w.Statements))
 	}
 	return max(n, 1)
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // target is the table a step changes, quoted ("" for none), and the
@@ -418,7 +408,7 @@ func runStep(ctx context.Context, conn *pgconn.PgConn, sr *StepResult, p Plan, o
 				}
 				return
 			}
-			if !sleep(ctx, pause) {
+			if !wait.For(ctx, pause) {
 				return
 			}
 			pause = min(2*pause, 2*time.Second)
@@ -694,7 +684,7 @@ func (m *monitor) meet(ctx context.Context, table, lock string, limit time.Durat
 				return said(string(row[0]), string(row[1]))
 			}
 		}
-		if !time.Now().Before(deadline) || !sleep(ctx, 10*time.Millisecond) {
+		if !time.Now().Before(deadline) || !wait.For(ctx, 10*time.Millisecond) {
 			return ""
 		}
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/pgmedic/pgmedic/internal/capture"
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
+	"github.com/pgmedic/pgmedic/internal/wait"
 )
 
 // Options bound and pace a replay.
@@ -262,29 +263,13 @@ func at(start time.Time, d time.Duration, speed float64) time.Time {
 	return start.Add(time.Duration(float64(d) / speed))
 }
 
-// sleepUntil waits for t or the context's end.
-func sleepUntil(ctx context.Context, t time.Time) bool {
-	d := time.Until(t)
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-tm.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
 func runSession(ctx context.Context, s *capture.Session, start time.Time, slots chan struct{}, o Options) (run sessionRun) {
 	run.calls = make([]call, 0, len(s.Statements))
 	notRun := func(from int) sessionRun {
 		run.notRun = len(s.Statements) - from
 		return run
 	}
-	if !sleepUntil(ctx, at(start, s.Start, o.Speed)) {
+	if !wait.Until(ctx, at(start, s.Start, o.Speed)) {
 		return notRun(0)
 	}
 	waitFrom := time.Now()
@@ -312,7 +297,7 @@ func runSession(ctx context.Context, s *capture.Session, start time.Time, slots 
 	for i := range s.Statements {
 		st := &s.Statements[i]
 		due := at(start, st.At, o.Speed)
-		if o.Speed > 0 && !sleepUntil(ctx, due) {
+		if o.Speed > 0 && !wait.Until(ctx, due) {
 			return notRun(i)
 		}
 		if ctx.Err() != nil {

@@ -52,7 +52,7 @@ func (r *ReplayReport) Text(w io.Writer) error {
 		if len(r.Capture.Top) > 0 {
 			b.WriteString("\nBusiest statements:\n")
 			for _, t := range r.Capture.Top {
-				fmt.Fprintf(b, "  %8d  %s\n", t.Count, safe(printable.Clip(oneLineText(t.Query), 110)))
+				fmt.Fprintf(b, "  %8d  %s\n", t.Count, safe(printable.Clip(printable.OneLine(t.Query), 110)))
 			}
 		}
 	case r.Single != nil:
@@ -99,8 +99,6 @@ func speedText(s float64) string {
 	return fmt.Sprintf("%g", s)
 }
 
-func oneLineText(s string) string { return strings.Join(strings.Fields(s), " ") }
-
 func resultText(b *strings.Builder, r *replay.Result) {
 	fmt.Fprintf(b, "  took %.2f s", r.WallS)
 	if r.ScheduleS > 0 {
@@ -145,7 +143,7 @@ func resultText(b *strings.Builder, r *replay.Result) {
 		if s.LockWait > 0 {
 			fmt.Fprintf(b, "  lock wait %.0f ms", s.LockWait)
 		}
-		fmt.Fprintf(b, "  %s\n", safe(printable.Clip(oneLineText(s.Query), 80)))
+		fmt.Fprintf(b, "  %s\n", safe(printable.Clip(printable.OneLine(s.Query), 80)))
 	}
 }
 
@@ -182,7 +180,7 @@ func compareText(b *strings.Builder, c *replay.Comparison, speed float64) {
 		if s.Why != "" {
 			fmt.Fprintf(b, "  (%s)", s.Why)
 		}
-		fmt.Fprintf(b, "\n      %s\n", safe(printable.Clip(oneLineText(s.Query), 100)))
+		fmt.Fprintf(b, "\n      %s\n", safe(printable.Clip(printable.OneLine(s.Query), 100)))
 	}
 }
 
@@ -219,7 +217,7 @@ func (r *ReplayReport) markdown(b *strings.Builder) {
 	case r.DryRun:
 		b.WriteString("\n**Dry run**: nothing was sent.\n\n| statements | shape |\n|---:|---|\n")
 		for _, t := range c.Top {
-			fmt.Fprintf(b, "| %d | %s |\n", t.Count, mdCode(printable.Clip(oneLineText(t.Query), 120)))
+			fmt.Fprintf(b, "| %d | %s |\n", t.Count, mdCode(printable.Clip(printable.OneLine(t.Query), 120)))
 		}
 	case r.Single != nil:
 		s := r.Single
@@ -230,7 +228,7 @@ func (r *ReplayReport) markdown(b *strings.Builder) {
 			if i == 15 {
 				break
 			}
-			fmt.Fprintf(b, "| %d | %.2f | %.2f | %.2f | %d | %s |\n", sh.Calls, sh.P50, sh.P95, sh.P99, sh.Errors, mdCode(printable.Clip(oneLineText(sh.Query), 100)))
+			fmt.Fprintf(b, "| %d | %.2f | %.2f | %.2f | %d | %s |\n", sh.Calls, sh.P50, sh.P95, sh.P99, sh.Errors, mdCode(printable.Clip(printable.OneLine(sh.Query), 100)))
 		}
 	case r.Comparison != nil:
 		cm := r.Comparison
@@ -249,7 +247,7 @@ func (r *ReplayReport) markdown(b *strings.Builder) {
 			}
 			fmt.Fprintf(b, "| %s | %d | %s → %s | %.2f → %.2f | %.2f → %.2f | %.2f [%.2f–%.2f] | %d → %d | %s |\n", mdText(verdict), s.Calls/max(1, len(cm.A.Runs)),
 				short(s.A.Value), short(s.B.Value), s.AP95, s.BP95, s.AP99, s.BP99, s.Ratio.Value, s.Ratio.Low, s.Ratio.High, s.AErrors, s.BErrors,
-				mdCode(printable.Clip(oneLineText(s.Query), 90)))
+				mdCode(printable.Clip(printable.OneLine(s.Query), 90)))
 		}
 	}
 }
@@ -287,7 +285,7 @@ type shapePicture struct {
 }
 
 func pictureOf(query, verdict string, c *replay.ShapeChange) shapePicture {
-	p := shapePicture{Query: printable.Clip(oneLineText(query), 160), Verdict: verdict}
+	p := shapePicture{Query: printable.Clip(printable.OneLine(query), 160), Verdict: verdict}
 	if c != nil {
 		p.Bars, p.Over = histSVG(c), overSVG(c)
 	}

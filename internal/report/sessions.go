@@ -39,7 +39,7 @@ func sessionsText(b *strings.Builder, s *model.Sessions) {
 		if i == 3 {
 			break
 		}
-		fmt.Fprintf(b, "  transaction open %.1f s: pid %d %s, %s\n", t.XactMS/1000, t.PID, safe(t.State), safe(shorten(t.Query, 80)))
+		fmt.Fprintf(b, "  transaction open %.1f s: pid %d %s, %s\n", t.XactMS/1000, t.PID, safe(t.State), safe(printable.Cut(t.Query, 80)))
 	}
 	if s.PgBouncer != "" {
 		fmt.Fprintf(b, "  %s sampled with them", safe(s.PgBouncer))
@@ -69,9 +69,4 @@ func sessionsText(b *strings.Builder, s *model.Sessions) {
 	d := s.Delta
 	fmt.Fprintf(b, "  over the window: %d new sessions, %d abandoned, %d commits, %d rollbacks, %d deadlocks\n",
 		d.Sessions, d.SessionsAbandoned, d.Commits, d.Rollbacks, d.Deadlocks)
-}
-
-// shorten folds a statement onto one line and cuts it at n bytes.
-func shorten(s string, n int) string {
-	return printable.Trim(strings.Join(strings.Fields(s), " "), n, "...")
 }

@@ -58,8 +58,10 @@ func Owners(rule string) []string {
 func (r Rule) Docs() string { return docsPath(r.ID) }
 
 // Registry lists every rule once, in the order they run: adding a rule is
-// adding its file, its entry here, its page in docs/rules and its row in
-// README.md (TestRegistryIsDocumented checks the last two).
+// adding its file (internal/rules/<id>.go, TestEveryRuleHasItsFile), its
+// entry here, its page in docs/rules, its row in README.md and the
+// scenario or plans that prove it (TestRegistryIsDocumentedAndProved; see
+// CONTRIBUTING.md).
 var Registry = []Rule{
 	{ID: JITOverheadID, Title: "JIT compilation dominating short queries", Needs: []string{model.SrcStatements, model.SrcStatementsCut, model.SrcRoleSets},
 		Check: jitOverhead, Plan: planJIT, PlanNeedsAnalyze: true},

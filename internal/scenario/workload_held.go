@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgmedic/pgmedic/internal/envelope"
-	"github.com/pgmedic/pgmedic/internal/verify"
+	"github.com/pgmedic/pgmedic/internal/wait"
 )
 
 // Connections held idle until the server refuses new ones: an
@@ -61,7 +61,7 @@ func heldSessions(pooled bool) Workload {
 						held.Add(1)
 					case envelope.NoSlot(err):
 						refused.Add(1)
-						verify.Sleep(ctx, heldThink)
+						wait.For(ctx, heldThink)
 						continue
 					default:
 						if ctx.Err() == nil {
@@ -76,7 +76,7 @@ func heldSessions(pooled bool) Workload {
 					}
 					return
 				}
-				verify.Sleep(ctx, heldThink)
+				wait.For(ctx, heldThink)
 			}
 		}
 		for i := range heldWorkers + heldLate {

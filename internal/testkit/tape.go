@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/pgmedic/pgmedic/internal/printable"
 )
 
 // Conn is what the recorder wraps and the replayer stands in for: the one
@@ -273,7 +274,7 @@ func (r *Replayer) take(sql string, args []any, query, many bool) Call {
 		r.T.Fatalf("%s: call %d differs from the tape\n sent:     %s %s\n recorded: %s %s\n(%s)",
 			r.Name, r.next, sql, argsJSON(args), c.SQL, compact(c.Args), r.Rerecord)
 	}
-	fmt.Fprintf(&r.out, "> %s%s\n", oneLine(strings.TrimPrefix(sql, r.Strip)), argsText(args))
+	fmt.Fprintf(&r.out, "> %s%s\n", printable.OneLine(strings.TrimPrefix(sql, r.Strip)), argsText(args))
 	if c.Err != nil {
 		code := c.Err.Code
 		if code == "" {
@@ -332,7 +333,7 @@ func (r *Replayer) scan(row []json.RawMessage, dest []any, sql string) ([]string
 		}
 		show := r.Show
 		if show == nil {
-			show = func(raw json.RawMessage) string { return clipLine(oneLine(string(raw)), 100) }
+			show = func(raw json.RawMessage) string { return clipLine(printable.OneLine(string(raw)), 100) }
 		}
 		shown = append(shown, show(row[i]))
 	}
@@ -389,5 +390,3 @@ func compact(raw json.RawMessage) string {
 	}
 	return b.String()
 }
-
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/wait"
 )
 
 // Admitted are sessions of a role the server admits only so many of.
@@ -196,7 +197,7 @@ func (c *clientClock) sleep(ctx context.Context, d time.Duration) {
 		c.at += d
 		return
 	}
-	Sleep(ctx, d)
+	wait.For(ctx, d)
 }
 
 // ran runs f on session s and, on a virtual clock, moves it by the

@@ -8,6 +8,7 @@ import (
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
+	"github.com/pgmedic/pgmedic/internal/wait"
 )
 
 // horizonRows is how many of the table's rows the experiment copies and
@@ -142,6 +143,6 @@ func statsReached(ctx context.Context, c Session, counter string, want int64) er
 		if time.Now().After(deadline) {
 			return fmt.Errorf("the server's statistics did not count the experiment's own work within %s (%s is %d, expected %d)", horizonStatsWait, counter, got, want)
 		}
-		Sleep(ctx, 50*time.Millisecond)
+		wait.For(ctx, 50*time.Millisecond)
 	}
 }

@@ -107,7 +107,7 @@ func (e *Engine) valueText(n int, v, typ, from string, userData bool) string {
 		}
 		return fmt.Sprintf("$%d = %s %s value (%s; --show-values shows it)", n, article, typ, from)
 	}
-	return fmt.Sprintf("$%d = %s (%s)", n, shorten(v, 40), from)
+	return fmt.Sprintf("$%d = %s (%s)", n, printable.Trim(v, 40, "..."), from)
 }
 
 // statsValue reads a representative value for a column from pg_stats.
@@ -229,9 +229,6 @@ func ParseArray(s string) []string {
 func arrayElem(v string) string {
 	return `"` + strings.ReplaceAll(strings.ReplaceAll(v, `\`, `\\`), `"`, `\"`) + `"`
 }
-
-// shorten cuts a parameter's value at n bytes, never inside a character.
-func shorten(s string, n int) string { return printable.Trim(s, n, "...") }
 
 // argumentValue is a value a function is known to take at an argument,
 // for the functions whose text arguments are words from a fixed list (a

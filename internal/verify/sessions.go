@@ -12,6 +12,7 @@ import (
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
+	"github.com/pgmedic/pgmedic/internal/wait"
 )
 
 // The rehearsals and replays on a twin run a statement the sampler saw
@@ -244,15 +245,5 @@ func (e *Engine) sleep(ctx context.Context, d time.Duration) {
 		e.Sleep(ctx, d)
 		return
 	}
-	Sleep(ctx, d)
-}
-
-// Sleep waits d, or until ctx ends.
-func Sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
+	wait.For(ctx, d)
 }

@@ -6,12 +6,12 @@
 // held snapshot), inside pgmedic's safety envelope: only
 // SELECTs are executed on a target, each run inside a transaction that is rolled back, under
 // statement_timeout; temporary copies only in the lab or with
-// --verify-indexes; nothing while the server is busy (LoadRule). The kinds
-// that run on pgmedic's one connection are replayed without a server from
-// recorded tapes (testdata/transcripts); those that need concurrent
-// sessions (claim-race, lock-queue, held-lock, ddl-hold, checkpoint-wal,
-// concurrency, vacuum-horizon) are tested on lab clusters, where their
-// interleaving is real.
+// --verify-indexes; nothing while the server is busy (LoadRule). Every kind
+// replays without a server from what it sent and was answered, recorded
+// from the lab scenarios (testdata/tapes, testdata/transcripts): those that
+// open worker sessions (claim-race, lock-queue, held-lock, ddl-hold,
+// checkpoint-wal, concurrency, vacuum-horizon) keep each worker's calls on
+// a tape of its own (Session), and the lab tests run them for real.
 package verify
 
 import (
@@ -95,7 +95,7 @@ type Engine struct {
 	Now func() time.Time
 	// Sleep waits for what a rehearsal gives the server's time to do (a
 	// head holding its lock, a change queueing behind it); nil waits on
-	// the wall clock (verify.Sleep). A transcript's replay, whose sessions
+	// the wall clock (wait.For). A transcript's replay, whose sessions
 	// answer from their recordings, does not wait.
 	Sleep func(ctx context.Context, d time.Duration)
 
