@@ -289,19 +289,9 @@ Exit 0 when the scenario produced every finding it must and none it must not.`,
 				return err
 			}
 			logf := progress(l.stderr)
-			c, err := lab.Load(l.stateDir())
-			// The lab cluster that is up serves unless --pg asks for
-			// another major; then a throwaway one of that major does.
-			if err != nil || !c.Running() || (l.major != 0 && c.Major != l.major) {
-				if c, err = lab.Create(cmd.Context(), lab.Options{Major: l.major, Log: logf, Started: announceThrowaway(l.stderr)}); err != nil {
-					return inputErr(err)
-				}
-				defer c.Destroy(context.Background())
-			}
-			logf("lab server: %s", c.Server().Describe())
 			o := f.options(ids, logf)
 			o.Twin = asTarget
-			res, err := scenario.Run(cmd.Context(), c, sc, Version, o, min)
+			res, err := scenario.RunOnLab(cmd.Context(), l.stateDir(), l.major, sc, Version, o, min, announceThrowaway(l.stderr))
 			if err != nil {
 				return err
 			}
@@ -316,12 +306,12 @@ Exit 0 when the scenario produced every finding it must and none it must not.`,
 					if err := res.Text(w); err != nil {
 						return err
 					}
-					writeMetrics(w, res.Metrics)
+					scenario.WriteMetrics(w, res.Metrics)
 					return nil
 				},
 				json: res.JSON,
 				doc: func() *report.Document {
-					return scenarioDocument(Version, "pgmedic lab run "+sc.Name, []*scenario.Result{res})
+					return scenario.Document(Version, "pgmedic lab run "+sc.Name, []*scenario.Result{res})
 				},
 			}
 			if err := write(out, f.outputFlags, l.stdout); err != nil {
