@@ -145,3 +145,48 @@ func TestSlug(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryFuzzerIsListed: docs/fuzzing.md gives the command that runs
+// each fuzz target of the repository, in its package, and a row of the
+// table for it: a new parser's fuzzer is documented when it is added.
+func TestEveryFuzzerIsListed(t *testing.T) {
+	page, err := os.ReadFile("fuzzing.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fuzzer := regexp.MustCompile(`(?m)^func (Fuzz\w+)\(`)
+	n := 0
+	err = filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "node_modules" || d.Name() == ".git" || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		pkg := "./" + filepath.ToSlash(filepath.Dir(strings.TrimPrefix(path, "../")))
+		for _, m := range fuzzer.FindAllStringSubmatch(string(b), -1) {
+			n++
+			cmd := regexp.MustCompile(`go test ` + regexp.QuoteMeta(pkg) + ` +-run '\^\$' -fuzz '\^` + m[1] + `\$'`)
+			if !cmd.Match(page) {
+				t.Errorf("docs/fuzzing.md gives no command for %s (%s)", m[1], pkg)
+			}
+			if !regexp.MustCompile("(?m)^\\|.*`" + m[1] + "`").Match(page) {
+				t.Errorf("docs/fuzzing.md has no row for %s", m[1])
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 30 {
+		t.Errorf("found %d fuzz targets: the walk missed them", n)
+	}
+}
