@@ -199,6 +199,15 @@ var commands = []struct {
 	{"watch", newWatch, nil, "docs/watch.md"},
 }
 
+// Guides maps each command to its guide under docs/, for the house's tests.
+func Guides() map[string]string {
+	out := map[string]string{}
+	for _, c := range commands {
+		out[c.name] = c.page
+	}
+	return out
+}
+
 // newRoot is the pgmedic command with its subcommands: only the one args
 // name when they start with one, every one otherwise (help, completion, a
 // mistyped name that gets suggestions). Building every command's flags

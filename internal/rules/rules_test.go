@@ -1,7 +1,6 @@
 package rules
 
 import (
-	"os"
 	"strings"
 	"testing"
 
@@ -290,23 +289,5 @@ func TestMerge(t *testing.T) {
 	}
 	if len(out[1].Evidence) != 0 || len(out[2].Evidence) != 1 {
 		t.Errorf("evidence: %+v / %+v", out[1].Evidence, out[2].Evidence)
-	}
-}
-
-// TestEveryRuleHasItsFile: a rule lives in a file named for it (its id with
-// underscores: lock-contention in lock_contention.go), which declares its id,
-// so that a newcomer finds all of one rule in one place. Helpers shared by
-// several rules live in files named for what they hold.
-func TestEveryRuleHasItsFile(t *testing.T) {
-	for _, r := range Registry {
-		file := strings.ReplaceAll(r.ID, "-", "_") + ".go"
-		b, err := os.ReadFile(file)
-		if err != nil {
-			t.Errorf("%s has no file of its own (%s): %v", r.ID, file, err)
-			continue
-		}
-		if !strings.Contains(string(b), `= "`+r.ID+`"`) {
-			t.Errorf("%s does not declare the id %q", file, r.ID)
-		}
 	}
 }

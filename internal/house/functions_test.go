@@ -1,4 +1,4 @@
-package testkit
+package house
 
 import (
 	"go/ast"

@@ -1,10 +1,11 @@
-package cli
+package house
 
 import (
 	"os"
 	"strings"
 	"testing"
 
+	"github.com/pgmedic/pgmedic/internal/cli"
 	"github.com/pgmedic/pgmedic/internal/rules"
 	"github.com/pgmedic/pgmedic/internal/scenario"
 )
@@ -106,11 +107,8 @@ func TestEveryCommandHasAPage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows := map[string]string{}
-	for _, c := range commands {
-		rows[c.name] = c.page
-	}
-	for _, c := range Tree().Commands() {
+	rows := cli.Guides()
+	for _, c := range cli.Tree().Commands() {
 		if c.Name() == "help" || c.Name() == "completion" {
 			continue
 		}
@@ -129,6 +127,24 @@ func TestEveryCommandHasAPage(t *testing.T) {
 		}
 		if !strings.Contains(string(readme), "("+page+")") && !strings.Contains(string(readme), "("+page+"#") {
 			t.Errorf("README.md does not link to %s (pgmedic %s)", page, c.Name())
+		}
+	}
+}
+
+// TestEveryRuleHasItsFile: a rule lives in a file named for it (its id with
+// underscores: lock-contention in lock_contention.go), which declares its id,
+// so that a newcomer finds all of one rule in one place. Helpers shared by
+// several rules live in files named for what they hold.
+func TestEveryRuleHasItsFile(t *testing.T) {
+	for _, r := range rules.Registry {
+		file := strings.ReplaceAll(r.ID, "-", "_") + ".go"
+		b, err := os.ReadFile("../rules/" + file)
+		if err != nil {
+			t.Errorf("%s has no file of its own (%s): %v", r.ID, file, err)
+			continue
+		}
+		if !strings.Contains(string(b), `= "`+r.ID+`"`) {
+			t.Errorf("%s does not declare the id %q", file, r.ID)
 		}
 	}
 }

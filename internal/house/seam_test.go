@@ -1,4 +1,4 @@
-package envelope
+package house
 
 import (
 	"io/fs"
