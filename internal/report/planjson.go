@@ -43,24 +43,7 @@ func writePlanJSON(w io.Writer, r *PlanReport) error {
 			return err
 		}
 	}
-	if len(p.Settings) > 0 {
-		b = append(b, ",\n    \"settings\": {"...)
-		keys := make([]string, 0, len(p.Settings))
-		for k := range p.Settings {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for i, k := range keys {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, "\n      "...)
-			b = appendJSONString(b, k)
-			b = append(b, ": "...)
-			b = appendJSONString(b, p.Settings[k])
-		}
-		b = append(b, "\n    }"...)
-	}
+	b = appendSettings(b, p.Settings)
 	b = append(b, ",\n    \"nodes\": "...)
 	if p.Nodes == nil {
 		b = append(b, "null"...)
@@ -100,6 +83,30 @@ func writePlanJSON(w io.Writer, r *PlanReport) error {
 		return err
 	}
 	return bw.Flush()
+}
+
+// appendSettings writes the plan's non-default settings, by name, when it
+// has any.
+func appendSettings(b []byte, settings map[string]string) []byte {
+	if len(settings) == 0 {
+		return b
+	}
+	b = append(b, ",\n    \"settings\": {"...)
+	keys := make([]string, 0, len(settings))
+	for k := range settings {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, "\n      "...)
+		b = appendJSONString(b, k)
+		b = append(b, ": "...)
+		b = appendJSONString(b, settings[k])
+	}
+	return append(b, "\n    }"...)
 }
 
 // appendNode writes one node at the depth of plan.nodes' elements.

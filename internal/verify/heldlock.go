@@ -74,21 +74,7 @@ func (e *Engine) heldLock(ctx context.Context, _ *model.Snapshot, f *model.Findi
 			return
 		}
 	}
-	// The head takes its locks with its own last statement when it can be
-	// replayed, else with the waiters' statement and values: the same
-	// rows, so the same row locks.
-	take, how := wait, "the waiting statement itself, with the same values"
-	switch {
-	case exp.HeadLock != "":
-		take = sessionStmt{run: "LOCK TABLE " + sqlparse.QuoteQualified(exp.Table.Schema, exp.Table.Name) + " IN " + exp.HeadLock + " MODE"}
-		how = "LOCK TABLE in " + exp.HeadLock + " mode, the lock it held"
-	case exp.Query != "" && wait.prepare == "":
-		// Only when the waiters' values are known too: values bind picks
-		// for $n need not be the rows the head's own statement locked.
-		if t, why := e.forSessions(ctx, exp.Query, "pgmedic_head"); why == "" {
-			take, how = t, "its own last statement"
-		}
-	}
+	take, how := e.headTake(ctx, exp, wait)
 	plan := idlePlan(exp)
 	worst, runs, err := e.idleSides(ctx, take, wait, exp.Change, plan)
 	if err != nil {
@@ -135,6 +121,25 @@ func (e *Engine) heldLock(ctx context.Context, _ *model.Snapshot, f *model.Findi
 		Parameters: wait.params,
 		Before:     &model.Measure{Value: worst[0], Unit: "ms longest wait"}, After: &model.Measure{Value: worst[1], Unit: "ms longest wait"}}
 	judge(f, worst[0], worst[1])
+}
+
+// headTake is the statement the rehearsal's head takes its locks with, and
+// how the method says so: its own last statement when it can be replayed,
+// else the waiters' statement and values (the same rows, so the same row
+// locks), or LOCK TABLE for a table lock.
+func (e *Engine) headTake(ctx context.Context, exp *model.Experiment, wait sessionStmt) (sessionStmt, string) {
+	switch {
+	case exp.HeadLock != "":
+		return sessionStmt{run: "LOCK TABLE " + sqlparse.QuoteQualified(exp.Table.Schema, exp.Table.Name) + " IN " + exp.HeadLock + " MODE"},
+			"LOCK TABLE in " + exp.HeadLock + " mode, the lock it held"
+	case exp.Query != "" && wait.prepare == "":
+		// Only when the waiters' values are known too: values bind picks
+		// for $n need not be the rows the head's own statement locked.
+		if t, why := e.forSessions(ctx, exp.Query, "pgmedic_head"); why == "" {
+			return t, "its own last statement"
+		}
+	}
+	return wait, "the waiting statement itself, with the same values"
 }
 
 // changeNote says, in a held-lock rehearsal's method, that a schema change
