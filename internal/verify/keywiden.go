@@ -48,32 +48,11 @@ func (e *Engine) keyWiden(ctx context.Context, snap *model.Snapshot, f *model.Fi
 	var refused, accepted error
 	var rewriteMS float64
 	var rows int64
-	var try, widen string
-	if exp.Column != "" {
-		col := sqlparse.QuoteIdent(exp.Column)
-		try = fmt.Sprintf("INSERT INTO %s (%s) VALUES (%d)", copyName, col, past)
-		widen = fmt.Sprintf("ALTER TABLE %s ALTER COLUMN %s TYPE bigint", copyName, col)
-	} else {
-		try = "SELECT nextval('pg_temp." + copyName + "')"
-		widen = "ALTER SEQUENCE pg_temp." + copyName + " AS bigint MAXVALUE 9223372036854775807"
-	}
+	try, widen := keyWidenStatements(exp, past)
 	err := e.inTempTransaction(ctx, conn, func() error {
-		if exp.Column != "" {
-			create := "CREATE TEMP TABLE " + copyName + " AS SELECT * FROM " + sqlparse.QuoteQualified(exp.Table.Schema, exp.Table.Name)
-			tag, err := conn.Exec(ctx, envelope.Tag+create)
-			if err != nil {
-				return fmt.Errorf("copying the table: %s", envelope.Message(err))
-			}
-			rows = tag.RowsAffected()
-		} else {
-			// The sequence's last number is given first, so that the
-			// next is the one past the limit.
-			create := fmt.Sprintf("CREATE TEMP SEQUENCE %s AS %s MAXVALUE %d START %d", copyName, exp.ColumnType, exp.Limit, exp.Limit)
-			for _, q := range []string{create, "SELECT nextval('pg_temp." + copyName + "')"} {
-				if _, err := conn.Exec(ctx, envelope.Tag+q); err != nil {
-					return fmt.Errorf("making a sequence like it: %s", envelope.Message(err))
-				}
-			}
+		var err error
+		if rows, err = keyWidenCopy(ctx, conn, exp); err != nil {
+			return err
 		}
 		refused = envelope.Run(ctx, conn, try)
 		start := time.Now()
@@ -109,4 +88,36 @@ func (e *Engine) keyWiden(ctx context.Context, snap *model.Snapshot, f *model.Fi
 	unit := "values past " + printable.Count(float64(exp.Limit)) + " stored"
 	f.Verification = model.Verification{Status: model.Confirmed, Where: where, Method: method,
 		Before: &model.Measure{Value: 0, Unit: unit, HigherIsBetter: true}, After: &model.Measure{Value: 1, Unit: unit, HigherIsBetter: true}}
+}
+
+// keyWidenStatements are the number past the limit tried on the copy, and
+// the widening: a column's type, or a sequence's.
+func keyWidenStatements(exp *model.Experiment, past int64) (try, widen string) {
+	if exp.Column != "" {
+		col := sqlparse.QuoteIdent(exp.Column)
+		return fmt.Sprintf("INSERT INTO %s (%s) VALUES (%d)", copyName, col, past),
+			fmt.Sprintf("ALTER TABLE %s ALTER COLUMN %s TYPE bigint", copyName, col)
+	}
+	return "SELECT nextval('pg_temp." + copyName + "')", "ALTER SEQUENCE pg_temp." + copyName + " AS bigint MAXVALUE 9223372036854775807"
+}
+
+// keyWidenCopy makes the copy the limit is tried on: the table, or a
+// temporary sequence of the same type whose last number is given first,
+// so that the next is the one past the limit. It returns the rows copied.
+func keyWidenCopy(ctx context.Context, conn envelope.Conn, exp *model.Experiment) (int64, error) {
+	if exp.Column != "" {
+		create := "CREATE TEMP TABLE " + copyName + " AS SELECT * FROM " + sqlparse.QuoteQualified(exp.Table.Schema, exp.Table.Name)
+		tag, err := conn.Exec(ctx, envelope.Tag+create)
+		if err != nil {
+			return 0, fmt.Errorf("copying the table: %s", envelope.Message(err))
+		}
+		return tag.RowsAffected(), nil
+	}
+	create := fmt.Sprintf("CREATE TEMP SEQUENCE %s AS %s MAXVALUE %d START %d", copyName, exp.ColumnType, exp.Limit, exp.Limit)
+	for _, q := range []string{create, "SELECT nextval('pg_temp." + copyName + "')"} {
+		if _, err := conn.Exec(ctx, envelope.Tag+q); err != nil {
+			return 0, fmt.Errorf("making a sequence like it: %s", envelope.Message(err))
+		}
+	}
+	return 0, nil
 }
