@@ -481,35 +481,7 @@ func shapeChanges(w *capture.Workload, a, b *SideResult) []*ShapeChange {
 	}
 	add(a, false)
 	add(b, true)
-	pooled := func(s *SideResult, fp string) []float64 {
-		var all []float64
-		for _, r := range s.Runs {
-			for _, sh := range r.Shapes {
-				if sh.Fingerprint == fp {
-					all = append(all, sh.MS...)
-				}
-			}
-		}
-		sort.Float64s(all)
-		return all
-	}
-	for i, s := range []*SideResult{a, b} {
-		if len(s.Runs) == 0 {
-			continue
-		}
-		for _, call := range s.Runs[0].Timeline {
-			if int(call.Shape) >= len(w.Shapes) {
-				continue
-			}
-			if c := by[w.Shapes[call.Shape].Fingerprint]; c != nil {
-				if i == 0 {
-					c.AOver = append(c.AOver, call)
-				} else {
-					c.BOver = append(c.BOver, call)
-				}
-			}
-		}
-	}
+	overTime(w, a, b, by)
 	for _, c := range out {
 		xa, xb := pooled(a, c.Fingerprint), pooled(b, c.Fingerprint)
 		c.A, c.B = bootstrap(xa, 0.5), bootstrap(xb, 0.5)
@@ -537,6 +509,43 @@ func shapeChanges(w *capture.Workload, a, b *SideResult) []*ShapeChange {
 		return mean(out[i].aRunMean)*float64(out[i].Calls) > mean(out[j].aRunMean)*float64(out[j].Calls)
 	})
 	return out
+}
+
+// pooled are the times of one shape's calls over every run of a side,
+// sorted.
+func pooled(s *SideResult, fp string) []float64 {
+	var all []float64
+	for _, r := range s.Runs {
+		for _, sh := range r.Shapes {
+			if sh.Fingerprint == fp {
+				all = append(all, sh.MS...)
+			}
+		}
+	}
+	sort.Float64s(all)
+	return all
+}
+
+// overTime gives each shape its calls in each side's first run, in the
+// order sent, for the report's picture of latency over the replay.
+func overTime(w *capture.Workload, a, b *SideResult, by map[string]*ShapeChange) {
+	for i, s := range []*SideResult{a, b} {
+		if len(s.Runs) == 0 {
+			continue
+		}
+		for _, call := range s.Runs[0].Timeline {
+			if int(call.Shape) >= len(w.Shapes) {
+				continue
+			}
+			if c := by[w.Shapes[call.Shape].Fingerprint]; c != nil {
+				if i == 0 {
+					c.AOver = append(c.AOver, call)
+				} else {
+					c.BOver = append(c.BOver, call)
+				}
+			}
+		}
+	}
 }
 
 // histograms bins both sides' latencies on one log scale (20 bins), for
