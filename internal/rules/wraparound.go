@@ -105,35 +105,37 @@ func wraparound(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		nameRaisedAge(&f, freezeMax, t.FreezeMaxAge, name, t.FrozenAge)
 		out = append(out, f)
 	}
-	// Every database, this one too: the limit is the server's, and a
-	// database's age (datfrozenxid) moves only once every relation in it
-	// is frozen, its system catalogs included. Those grow as old as the
-	// tables named above (the same held horizon, the same raised freeze
-	// age), so freezing the named tables alone leaves this one's age where
-	// it was.
 	for _, d := range s.Databases {
-		sev, days, bad := judge(d.FrozenAge, d.MxidAge, 0)
-		if !bad {
-			continue
+		if sev, days, bad := judge(d.FrozenAge, d.MxidAge, 0); bad {
+			out = append(out, databaseWrapFinding(s, d, sev, days, freezeMax, rate))
 		}
-		title := fmt.Sprintf("database %s has rows %s transactions old that VACUUM has not frozen (its datfrozenxid): the server's wraparound limit counts every database", d.Name, printable.Count(float64(d.FrozenAge)))
-		if d.Name == s.Database {
-			title = fmt.Sprintf("database %s, the one checked, has rows %s transactions old that VACUUM has not frozen (its datfrozenxid): it moves only once every relation is frozen, the system catalogs included, not only the tables named apart", d.Name, printable.Count(float64(d.FrozenAge)))
-		}
-		f := model.Finding{Rule: WraparoundID, Severity: sev,
-			Title:        title,
-			Object:       model.Object{Kind: "database", Name: d.Name},
-			Evidence:     wrapEvidence(d.FrozenAge, d.MxidAge, freezeMax, rate, days),
-			Impact:       model.Impact{Summary: "at about 2.1 billion transactions the server stops assigning transaction ids, in every database"},
-			Fix:          databaseFreezeFix(d, freezeMax, d.Name == s.Database),
-			Docs:         docsPath(WraparoundID),
-			Verification: model.NotRunBecause("nothing to run: the ages are the catalog's (pg_database.datfrozenxid), and the rate is two readings of the next transaction id"),
-		}
-		nameRaisedAge(&f, freezeMax, 0, "", d.FrozenAge)
-		out = append(out, f)
 	}
 	Sort(out)
 	return out, nil
+}
+
+// databaseWrapFinding is wraparound for one database of the server, this
+// one too: the limit is the server's, and a database's age
+// (datfrozenxid) moves only once every relation in it is frozen, its
+// system catalogs included. Those grow as old as the tables named apart
+// (the same held horizon, the same raised freeze age), so freezing the
+// named tables alone leaves this one's age where it was.
+func databaseWrapFinding(s *model.Snapshot, d model.DatabaseAge, sev model.Severity, days float64, freezeMax int64, rate float64) model.Finding {
+	title := fmt.Sprintf("database %s has rows %s transactions old that VACUUM has not frozen (its datfrozenxid): the server's wraparound limit counts every database", d.Name, printable.Count(float64(d.FrozenAge)))
+	if d.Name == s.Database {
+		title = fmt.Sprintf("database %s, the one checked, has rows %s transactions old that VACUUM has not frozen (its datfrozenxid): it moves only once every relation is frozen, the system catalogs included, not only the tables named apart", d.Name, printable.Count(float64(d.FrozenAge)))
+	}
+	f := model.Finding{Rule: WraparoundID, Severity: sev,
+		Title:        title,
+		Object:       model.Object{Kind: "database", Name: d.Name},
+		Evidence:     wrapEvidence(d.FrozenAge, d.MxidAge, freezeMax, rate, days),
+		Impact:       model.Impact{Summary: "at about 2.1 billion transactions the server stops assigning transaction ids, in every database"},
+		Fix:          databaseFreezeFix(d, freezeMax, d.Name == s.Database),
+		Docs:         docsPath(WraparoundID),
+		Verification: model.NotRunBecause("nothing to run: the ages are the catalog's (pg_database.datfrozenxid), and the rate is two readings of the next transaction id"),
+	}
+	nameRaisedAge(&f, freezeMax, 0, "", d.FrozenAge)
+	return f
 }
 
 func wrapEvidence(xidAge, mxAge, eff int64, rate, days float64) []model.Evidence {
