@@ -26,23 +26,13 @@ func (e *Engine) partitionPruning(ctx context.Context, _ *model.Snapshot, f *mod
 		return
 	}
 	defer b.cleanup()
-	fixed, err := sqlparse.Parse(exp.Rewrite)
-	if err != nil {
-		f.Verification = model.NotRunBecause("the rewritten statement does not parse: " + err.Error())
+	fixedTarget, why := e.rewrittenTarget(ctx, exp.Rewrite, b)
+	if why != "" {
+		f.Verification = model.NotRunBecause(why)
 		return
 	}
-	if why := e.refusal(ctx, fixed); why != "" {
-		f.Verification = model.NotRunBecause("the rewritten statement is not re-run: " + why)
-		return
-	}
-	fixedTarget := exp.Rewrite
-	if len(b.types) > 0 {
-		if err := envelope.PrepareAs(ctx, e.Conn, fixedStmtName, b.types, exp.Rewrite); err != nil {
-			f.Verification = model.NotRunBecause("cannot prepare the rewritten statement: " + envelope.Message(err))
-			return
-		}
+	if fixedTarget != exp.Rewrite {
 		defer e.Conn.Exec(context.Background(), envelope.Tag+"DEALLOCATE "+fixedStmtName)
-		fixedTarget = "EXECUTE " + fixedStmtName + strings.TrimPrefix(b.target, "EXECUTE "+stmtName)
 	}
 	leaves, err := e.leafPartitions(ctx, exp.Table)
 	if err != nil || len(leaves) == 0 {
@@ -110,6 +100,27 @@ func (e *Engine) partitionPruning(ctx context.Context, _ *model.Snapshot, f *mod
 		return
 	}
 	f.Title = fmt.Sprintf("the range on the key prunes %d of %d partitions but is not faster (%.2f ms as written, %.2f ms)", len(leaves)-scannedFixed, len(leaves), before, after)
+}
+
+// rewrittenTarget readies the rewritten statement to run beside the
+// original, with its values: the statement itself, or an EXECUTE of it
+// prepared with the original's parameter types (the caller deallocates
+// it). A statement that does not parse or may not run says why.
+func (e *Engine) rewrittenTarget(ctx context.Context, rewrite string, b *bound) (string, string) {
+	fixed, err := sqlparse.Parse(rewrite)
+	if err != nil {
+		return "", "the rewritten statement does not parse: " + err.Error()
+	}
+	if why := e.refusal(ctx, fixed); why != "" {
+		return "", "the rewritten statement is not re-run: " + why
+	}
+	if len(b.types) == 0 {
+		return rewrite, ""
+	}
+	if err := envelope.PrepareAs(ctx, e.Conn, fixedStmtName, b.types, rewrite); err != nil {
+		return "", "cannot prepare the rewritten statement: " + envelope.Message(err)
+	}
+	return "EXECUTE " + fixedStmtName + strings.TrimPrefix(b.target, "EXECUTE "+stmtName), ""
 }
 
 // onBlocks says whether a range the times did not confirm is confirmed
