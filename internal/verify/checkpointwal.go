@@ -35,23 +35,7 @@ func (e *Engine) checkpointWAL(ctx context.Context, snap *model.Snapshot, f *mod
 		f.Verification = model.NotRunBecause("the table is not in the snapshot")
 		return
 	}
-	// A column no index holds, where there is one: its update can stay on
-	// the page (HOT), as most of an application's updates do, so the WAL
-	// is the row's and, after a checkpoint, its page's.
-	indexed := map[string]bool{}
-	for _, ix := range snap.Indexes {
-		if ix.Schema == t.Schema && ix.Table == t.Name {
-			for _, c := range ix.Columns {
-				indexed[c] = true
-			}
-		}
-	}
-	var col string
-	for _, c := range snap.Columns {
-		if c.Schema == t.Schema && c.Table == t.Name && (col == "" || indexed[col] && !indexed[c.Name]) {
-			col = c.Name
-		}
-	}
+	col := unindexedColumn(snap, t)
 	if col == "" {
 		f.Verification = model.NotRunBecause("the table's columns are not in the snapshot")
 		return
@@ -118,6 +102,28 @@ func (e *Engine) checkpointWAL(ctx context.Context, snap *model.Snapshot, f *mod
 		Before: &model.Measure{Value: perRow(near), Unit: "bytes of WAL per row, checkpoints close"},
 		After:  &model.Measure{Value: perRow(far), Unit: "bytes of WAL per row, checkpoints far apart"}}
 	judge(f, near, far)
+}
+
+// unindexedColumn is a column of t no index holds, where there is one:
+// its update can stay on the page (HOT), as most of an application's
+// updates do, so the WAL is the row's and, after a checkpoint, its page's.
+// "" when the snapshot has none of t's columns.
+func unindexedColumn(snap *model.Snapshot, t *model.Table) string {
+	indexed := map[string]bool{}
+	for _, ix := range snap.Indexes {
+		if ix.Schema == t.Schema && ix.Table == t.Name {
+			for _, c := range ix.Columns {
+				indexed[c] = true
+			}
+		}
+	}
+	var col string
+	for _, c := range snap.Columns {
+		if c.Schema == t.Schema && c.Table == t.Name && (col == "" || indexed[col] && !indexed[c.Name]) {
+			col = c.Name
+		}
+	}
+	return col
 }
 
 // batchRows is how many rows a batch updates: ckptRows, or fewer on a
