@@ -462,17 +462,7 @@ func collect(w *capture.Workload, runs []sessionRun, wall time.Duration, speed f
 	var behind, own, connects []float64
 	for _, run := range runs {
 		if speed > 0 && len(run.calls) > 0 {
-			end := float64(run.calls[len(run.calls)-1].behind) / 1000
-			ownSum := 0.0
-			for _, c := range run.calls {
-				ownSum += float64(c.own) / 1000
-			}
-			r.Lag.ReplayerTotalS += ownSum
-			if end > r.Lag.EndS {
-				r.Lag.EndS = end
-				r.Lag.ReplayerS = math.Min(ownSum, end)
-				r.Lag.ServerS = end - r.Lag.ReplayerS
-			}
+			r.Lag.addSession(run)
 		}
 		r.NotRun += run.notRun
 		r.TimedOut += run.timedOut
@@ -531,6 +521,23 @@ func collect(w *capture.Workload, runs []sessionRun, wall time.Duration, speed f
 	}
 	sort.SliceStable(r.Shapes, func(i, j int) bool { return r.Shapes[i].TotalMS > r.Shapes[j].TotalMS })
 	return r
+}
+
+// addSession counts one session's lag behind the schedule: the replayer's
+// own time, and, for the session that ended latest, how much of its lag
+// was the replayer's and how much the server's.
+func (l *Lag) addSession(run sessionRun) {
+	end := float64(run.calls[len(run.calls)-1].behind) / 1000
+	ownSum := 0.0
+	for _, c := range run.calls {
+		ownSum += float64(c.own) / 1000
+	}
+	l.ReplayerTotalS += ownSum
+	if end > l.EndS {
+		l.EndS = end
+		l.ReplayerS = math.Min(ownSum, end)
+		l.ServerS = end - l.ReplayerS
+	}
 }
 
 // Due is when the call was due on the capture's schedule (ms from the
