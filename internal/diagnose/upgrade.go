@@ -112,15 +112,9 @@ func RehearseUpgrade(ctx context.Context, version string, o UpgradeOptions) (*re
 	rep.From, rep.To = servers[0].Version, servers[1].Version
 	rep.Settings = rehearse.Changes(srcServer.Settings, servers[0], servers[1])
 
-	var sides [2]replay.Side
-	for i, tw := range tws {
-		srv, err := replay.OpenServer(ctx, tw.DSN())
-		if err != nil {
-			return nil, inputErrf("the twin: %w", err)
-		}
-		if sides[i], err = srv.Side(replay.SideOptions{Name: "PostgreSQL " + servers[i].Version, Users: w.Users()}); err != nil {
-			return nil, inputErr(err)
-		}
+	sides, err := upgradeSides(ctx, tws, servers, w)
+	if err != nil {
+		return nil, err
 	}
 	ro := replay.Options{Speed: o.Speed, Timeout: w.Duration + 5*time.Minute, Timeline: o.Timeline}
 	o.logf("replaying %d sessions, %d statements: %d runs on PostgreSQL %s and on %s, alternating", len(w.Sessions), w.Statements, o.Runs, rep.From, rep.To)
@@ -132,22 +126,47 @@ func RehearseUpgrade(ctx context.Context, version string, o UpgradeOptions) (*re
 	if err := o.explainShapes(ctx, w, tws, rep); err != nil {
 		return nil, err
 	}
-	for _, s := range rep.Shapes {
-		switch {
-		case s.Slower(o.MinRatio):
-			why := fmt.Sprintf("%s is %.1fx slower on PostgreSQL %s (median %.2f -> %.2f ms, interval %.2f-%.2f)", printable.Clip(s.Query, 100), s.Change.Ratio.Value, rep.To, s.Change.A.Value, s.Change.B.Value, s.Change.Ratio.Low, s.Change.Ratio.High)
-			if s.Cause != nil && s.Cause.Explains {
-				why += fmt.Sprintf(": because of %s, fixed by %s", s.Cause.Setting, s.Cause.Toggle)
-			}
-			rep.Failing = append(rep.Failing, why)
-		case s.Change.BErrors > 0 && s.Change.AErrors == 0:
-			rep.Failing = append(rep.Failing, fmt.Sprintf("%s failed %d times on PostgreSQL %s and never on %s", printable.Clip(s.Query, 100), s.Change.BErrors, rep.To, rep.From))
-		}
-	}
+	rep.Failing = upgradeFailing(rep, o.MinRatio)
 	if len(rep.Failing) > 0 {
 		return rep, ErrUpgradeSlower
 	}
 	return rep, nil
+}
+
+// upgradeSides are the two twins as the sides of a replay: the old major's
+// and the new one's.
+func upgradeSides(ctx context.Context, tws []*twin.Twin, servers [2]*rehearse.Server, w *capture.Workload) ([2]replay.Side, error) {
+	var sides [2]replay.Side
+	for i, tw := range tws {
+		srv, err := replay.OpenServer(ctx, tw.DSN())
+		if err != nil {
+			return sides, inputErrf("the twin: %w", err)
+		}
+		if sides[i], err = srv.Side(replay.SideOptions{Name: "PostgreSQL " + servers[i].Version, Users: w.Users()}); err != nil {
+			return sides, inputErr(err)
+		}
+	}
+	return sides, nil
+}
+
+// upgradeFailing says why the upgrade fails, a line a statement shape:
+// slower on the new major by minRatio at the lower end of its interval
+// (with the setting that causes it, when one does), or failing only there.
+func upgradeFailing(rep *report.UpgradeReport, minRatio float64) []string {
+	var out []string
+	for _, s := range rep.Shapes {
+		switch {
+		case s.Slower(minRatio):
+			why := fmt.Sprintf("%s is %.1fx slower on PostgreSQL %s (median %.2f -> %.2f ms, interval %.2f-%.2f)", printable.Clip(s.Query, 100), s.Change.Ratio.Value, rep.To, s.Change.A.Value, s.Change.B.Value, s.Change.Ratio.Low, s.Change.Ratio.High)
+			if s.Cause != nil && s.Cause.Explains {
+				why += fmt.Sprintf(": because of %s, fixed by %s", s.Cause.Setting, s.Cause.Toggle)
+			}
+			out = append(out, why)
+		case s.Change.BErrors > 0 && s.Change.AErrors == 0:
+			out = append(out, fmt.Sprintf("%s failed %d times on PostgreSQL %s and never on %s", printable.Clip(s.Query, 100), s.Change.BErrors, rep.To, rep.From))
+		}
+	}
+	return out
 }
 
 // sourceFacts are the source's settings and version.

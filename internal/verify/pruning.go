@@ -66,13 +66,7 @@ func (e *Engine) partitionPruning(ctx context.Context, _ *model.Snapshot, f *mod
 		}
 	}
 	before, after := median(asWritten), median(asRange)
-	f.Evidence = append(f.Evidence,
-		model.Evidence{Label: "partitions scanned as written", Value: float64(scanned)},
-		model.Evidence{Label: "partitions scanned with the range on the key", Value: float64(scannedFixed)},
-		model.Evidence{Label: "blocks read as written", Value: float64(blocks)},
-		model.Evidence{Label: "blocks read with the range on the key", Value: float64(blocksFixed)},
-		model.Evidence{Label: "measured as written (median)", Value: model.Round(before, 3), Unit: "ms"},
-		model.Evidence{Label: "measured with the range on the key (median)", Value: model.Round(after, 3), Unit: "ms"})
+	f.Evidence = append(f.Evidence, pruningEvidence(scanned, scannedFixed, blocks, blocksFixed, before, after)...)
 	f.Verification = model.Verification{
 		Method:     fmt.Sprintf("EXPLAIN (ANALYZE, BUFFERS) x%d as written and x%d with the predicate rewritten as a range on the key, the same values, alternating, in rolled-back read-only transactions; partitions counted as the leaf partitions whose scans ran; medians of planning + execution time", e.Runs, e.Runs),
 		Parameters: b.desc,
@@ -100,6 +94,18 @@ func (e *Engine) partitionPruning(ctx context.Context, _ *model.Snapshot, f *mod
 		return
 	}
 	f.Title = fmt.Sprintf("the range on the key prunes %d of %d partitions but is not faster (%.2f ms as written, %.2f ms)", len(leaves)-scannedFixed, len(leaves), before, after)
+}
+
+// pruningEvidence is what the pruning experiment measured, each side:
+// partitions scanned, blocks read, median times.
+func pruningEvidence(scanned, scannedFixed, blocks, blocksFixed int, before, after float64) []model.Evidence {
+	return []model.Evidence{
+		{Label: "partitions scanned as written", Value: float64(scanned)},
+		{Label: "partitions scanned with the range on the key", Value: float64(scannedFixed)},
+		{Label: "blocks read as written", Value: float64(blocks)},
+		{Label: "blocks read with the range on the key", Value: float64(blocksFixed)},
+		{Label: "measured as written (median)", Value: model.Round(before, 3), Unit: "ms"},
+		{Label: "measured with the range on the key (median)", Value: model.Round(after, 3), Unit: "ms"}}
 }
 
 // rewrittenTarget readies the rewritten statement to run beside the

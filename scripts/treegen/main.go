@@ -172,21 +172,9 @@ func (g *gen) message(m protoreflect.MessageDescriptor) error {
 		return err
 	}
 	name := t.Name()
-	byNum := map[protoreflect.FieldNumber]string{}
-	oneofField := map[string]reflect.StructField{}
-	for i := 0; i < t.NumField(); i++ {
-		sf := t.Field(i)
-		if tag := sf.Tag.Get("protobuf"); tag != "" {
-			parts := strings.Split(tag, ",")
-			n, err := strconv.Atoi(parts[1])
-			if err != nil {
-				return fmt.Errorf("%s.%s: tag %q", name, sf.Name, tag)
-			}
-			byNum[protoreflect.FieldNumber(n)] = sf.Name
-		}
-		if o := sf.Tag.Get("protobuf_oneof"); o != "" {
-			oneofField[o] = sf
-		}
+	byNum, oneofField, err := goFields(t)
+	if err != nil {
+		return err
 	}
 	var fields []*field
 	oneofs := map[protoreflect.FullName]*oneof{}
@@ -253,6 +241,28 @@ func (g *gen) message(m protoreflect.MessageDescriptor) error {
 	g.clone(name, fields)
 	g.clear(name, fields)
 	return nil
+}
+
+// goFields reads pg_query_go's struct for a message: its fields by
+// protobuf field number, and its oneof fields by the oneof's name.
+func goFields(t reflect.Type) (map[protoreflect.FieldNumber]string, map[string]reflect.StructField, error) {
+	byNum := map[protoreflect.FieldNumber]string{}
+	oneofField := map[string]reflect.StructField{}
+	for i := 0; i < t.NumField(); i++ {
+		sf := t.Field(i)
+		if tag := sf.Tag.Get("protobuf"); tag != "" {
+			parts := strings.Split(tag, ",")
+			n, err := strconv.Atoi(parts[1])
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s.%s: tag %q", t.Name(), sf.Name, tag)
+			}
+			byNum[protoreflect.FieldNumber(n)] = sf.Name
+		}
+		if o := sf.Tag.Get("protobuf_oneof"); o != "" {
+			oneofField[o] = sf
+		}
+	}
+	return byNum, oneofField, nil
 }
 
 func scalarOrMessage(fd protoreflect.FieldDescriptor) (string, error) {
