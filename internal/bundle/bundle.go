@@ -37,16 +37,10 @@ type Meta struct {
 	Server  model.Target      `json:"server"`
 	// Database is the database the snapshot was read from: the one whose
 	// sessions the incident involved most.
-	Database string    `json:"database"`
-	From     time.Time `json:"from"`
-	To       time.Time `json:"to"`
-	Opened   time.Time `json:"opened"`
+	Database string `json:"database"`
+	model.IncidentWindow
 	// Triggers say what fired, first of each kind, as "kind: detail".
-	Triggers []string       `json:"triggers"`
-	Firings  map[string]int `json:"firings"`
-	// Fired says when each trigger fired: a span per run of ticks.
-	Fired    []model.FiredSpan `json:"fired,omitempty"`
-	CutShort string            `json:"cut_short,omitempty"`
+	Triggers []string `json:"triggers"`
 	// Ticks and Statements count what the window holds; Gaps say when
 	// watch was not connected; Notes say what the bundle lacks.
 	Ticks      int      `json:"ticks"`

@@ -197,3 +197,17 @@ func Fire(spans []FiredSpan, kind string, at, prev time.Time) []FiredSpan {
 	}
 	return append(spans, FiredSpan{Kind: kind, From: at, To: at})
 }
+
+// IncidentWindow is what an incident covers, as watch tracks it and its
+// bundle keeps it: when it opened, the stretch its bundle holds (Before
+// ahead of the first trigger, After past the last), how many ticks each
+// trigger fired at and when (a span per run of ticks), and why the bundle
+// was written before the incident ended, if it was.
+type IncidentWindow struct {
+	Opened   time.Time      `json:"opened"`
+	From     time.Time      `json:"from"`
+	To       time.Time      `json:"to"`
+	Firings  map[string]int `json:"firings"`
+	Fired    []FiredSpan    `json:"fired,omitempty"`
+	CutShort string         `json:"cut_short,omitempty"`
+}

@@ -53,8 +53,8 @@ func (w *watcher) writeBundle(ctx context.Context, inc *Incident) error {
 	var ticks []Record
 	var stmts []Record
 	meta := bundle.Meta{PGMedic: w.cfg.Version, Target: w.t.Name, Labels: w.t.Labels, Server: w.target,
-		From: inc.From.UTC(), To: inc.To.UTC(), Opened: inc.Opened.UTC(), Firings: inc.Firings, Fired: inc.Fired, CutShort: inc.CutShort,
-		ServerCores: w.server.Cores, CoresGuessed: w.server.CoresGuessed}
+		IncidentWindow: model.IncidentWindow{From: inc.From.UTC(), To: inc.To.UTC(), Opened: inc.Opened.UTC(), Firings: inc.Firings, Fired: inc.Fired, CutShort: inc.CutShort},
+		ServerCores:    w.server.Cores, CoresGuessed: w.server.CoresGuessed}
 	for _, f := range inc.Triggers {
 		meta.Triggers = append(meta.Triggers, f.Kind+": "+f.Detail)
 	}

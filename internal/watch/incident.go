@@ -14,8 +14,11 @@ import (
 // for After. Its bundle covers Before ahead of the first and After past
 // the last.
 type Incident struct {
-	ID       string    `json:"id"`
-	Opened   time.Time `json:"opened"`
+	ID string `json:"id"`
+	// The window's To and CutShort are set when the incident closes or
+	// is written cut short (at MaxLength: it goes on, and no new incident
+	// opens until it is over; or because watch stopped).
+	model.IncidentWindow
 	LastFire time.Time `json:"last_fire"`
 	// SessionsFrom and SessionsTo bound the ticks where a trigger read
 	// from the sessions fired (a lock queue, working sessions, pool
@@ -23,18 +26,8 @@ type Incident struct {
 	// sessions: PostgreSQL reports an idle backend's up to 10 s late.
 	SessionsFrom time.Time `json:"sessions_from,omitzero"`
 	SessionsTo   time.Time `json:"sessions_to,omitzero"`
-	From         time.Time `json:"from"`
-	To           time.Time `json:"to"`
 	// Triggers are the first firing of each kind, in order.
 	Triggers []Firing `json:"triggers"`
-	// Firings counts the ticks each kind fired at; Fired says when, one
-	// span per run of consecutive ticks.
-	Firings map[string]int    `json:"firings"`
-	Fired   []model.FiredSpan `json:"fired,omitempty"`
-	// CutShort says the bundle was written before the incident ended:
-	// at MaxLength (it goes on, and no new incident opens until it is
-	// over) or because watch stopped.
-	CutShort string `json:"cut_short,omitempty"`
 }
 
 // Kinds lists the trigger kinds that fired, in the order they first did.
@@ -84,7 +77,7 @@ func (m *Incidents) Observe(at time.Time, fired []Firing) (opened, done *Inciden
 		if len(fired) == 0 {
 			return nil, nil
 		}
-		m.open = &Incident{ID: incidentID(at, fired), Opened: at, Firings: map[string]int{}}
+		m.open = &Incident{ID: incidentID(at, fired), IncidentWindow: model.IncidentWindow{Opened: at, Firings: map[string]int{}}}
 		opened = m.open
 	}
 	inc := m.open
