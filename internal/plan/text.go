@@ -488,7 +488,7 @@ func (p *textParser) detail(n *Node, text string, ind int) error {
 func setExpression(n *Node, key, val string) bool {
 	switch key {
 	case "Output":
-		n.Output = splitList(val)
+		n.Output = SplitList(val)
 	case "Filter":
 		n.Filter = val
 	case "Index Cond":
@@ -504,9 +504,9 @@ func setExpression(n *Node, key, val string) bool {
 	case "One-Time Filter":
 		n.OneTimeFilter = val
 	case "Sort Key":
-		n.SortKey = splitList(val)
+		n.SortKey = SplitList(val)
 	case "Group Key":
-		n.GroupKey = splitList(val)
+		n.GroupKey = SplitList(val)
 	default:
 		return false
 	}
@@ -648,7 +648,7 @@ func parseIO(val string) IOTiming {
 // parseSettings reads "work_mem = '64MB', jit = 'off'".
 func parseSettings(val string) map[string]string {
 	out := map[string]string{}
-	for _, item := range splitList(val) {
+	for _, item := range SplitList(val) {
 		k, v, ok := strings.Cut(item, "=")
 		if !ok {
 			continue
@@ -662,9 +662,11 @@ func parseSettings(val string) map[string]string {
 	return out
 }
 
-// splitList splits on commas that are outside parentheses, brackets and
-// quotes: "a, (f(b, c)), 'x,y'" has three items.
-func splitList(s string) []string {
+// SplitList splits on commas that are outside parentheses, brackets and
+// quotes: "a, (f(b, c)), 'x,y'" has three items. The plan's lists (Output,
+// Sort Key, Group Key) are read with it, and so are the keys the rules
+// rewrite.
+func SplitList(s string) []string {
 	var out []string
 	depth, start := 0, 0
 	var quote byte

@@ -54,7 +54,6 @@ func keyset(sortKey string) (cols, cond string) {
 		desc bool
 	}
 	var keys []key
-	depth, start := 0, 0
 	add := func(part string) {
 		f := strings.Fields(part)
 		desc := false
@@ -68,20 +67,13 @@ func keyset(sortKey string) (cols, cond string) {
 		}
 		keys = append(keys, key{strings.Join(f, " "), desc})
 	}
-	for i, r := range sortKey {
-		switch r {
-		case '(':
-			depth++
-		case ')':
-			depth--
-		case ',':
-			if depth == 0 {
-				add(sortKey[start:i])
-				start = i + 1
-			}
-		}
+	parts := plan.SplitList(sortKey)
+	if len(parts) == 0 {
+		parts = []string{""}
 	}
-	add(sortKey[start:])
+	for _, part := range parts {
+		add(part)
+	}
 	names, last := make([]string, len(keys)), make([]string, len(keys))
 	same := true
 	for i, k := range keys {
