@@ -121,7 +121,7 @@ func runExplain(ctx context.Context, args []string, stdin io.Reader, f explainFl
 		defer debug.SetMemoryLimit(math.MaxInt64)
 	}
 	o := diagnose.ExplainOptions{Stdin: stdin, DSN: f.dsn, Query: f.query, Analyze: f.analyze,
-		Options: diagnose.Options{Rules: ids, Runs: f.runs, StatementTimeout: f.statementTimeout, AllowFunctions: f.allowFunctions, Log: progress(stderr)},
+		PlanOptions: diagnose.PlanOptions{Rules: ids, Runs: f.runs, StatementTimeout: f.statementTimeout, AllowFunctions: f.allowFunctions, Log: progress(stderr)},
 		Warn:    func(s string) { fmt.Fprintln(stderr, "pgmedic: "+s) }}
 	if len(args) == 1 {
 		o.Path = args[0]

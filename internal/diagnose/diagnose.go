@@ -346,11 +346,27 @@ func local(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// PlanOptions are what a plan's pipeline uses: the rules to run, and for
+// its experiments (which never copy tables) the runs a side, the
+// session's statement_timeout, the functions the user vouched for, and
+// where progress goes.
+type PlanOptions struct {
+	Rules            []string
+	Runs             int
+	StatementTimeout time.Duration
+	AllowFunctions   []string
+	Log              func(format string, args ...any)
+}
+
+// PlanOptions are the options a plan's pipeline reads of a check's.
+func (o Options) PlanOptions() PlanOptions {
+	return PlanOptions{Rules: o.Rules, Runs: o.Runs, StatementTimeout: o.StatementTimeout, AllowFunctions: o.AllowFunctions, Log: o.Log}
+}
+
 // Plan runs the plan rules on one plan; with a session it reads the
 // catalogs for implicit casts and, when the query is known, runs the
-// experiments on it. Only Runs, StatementTimeout, AllowFunctions, Rules
-// and Log of the options are used: a plan's experiments never copy tables.
-func Plan(ctx context.Context, sess *envelope.Session, in rules.PlanInput, o Options) ([]model.Finding, []model.Skip, error) {
+// experiments on it.
+func Plan(ctx context.Context, sess *envelope.Session, in rules.PlanInput, o PlanOptions) ([]model.Finding, []model.Skip, error) {
 	if sess != nil {
 		cat, err := collect.CastCatalog(ctx, sess.Conn, in.Explain.Tables())
 		if err != nil {

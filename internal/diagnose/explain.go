@@ -23,7 +23,7 @@ const maxPlanBytes = 64 << 20
 // ExplainOptions are `explain`'s: a plan from Path (or stdin, "-"), or
 // Query EXPLAINed on DSN.
 type ExplainOptions struct {
-	Options
+	PlanOptions
 	Path    string
 	Stdin   io.Reader
 	DSN     string
@@ -61,7 +61,7 @@ func Explain(ctx context.Context, version string, o ExplainOptions, min model.Se
 		}
 	}
 	in := rules.PlanInput{Explain: e, Object: model.Object{Kind: "plan", Name: source}, Query: o.Query, Stmt: stmt}
-	findings, skipped, err := Plan(ctx, sess, in, o.Options)
+	findings, skipped, err := Plan(ctx, sess, in, o.PlanOptions)
 	if err != nil {
 		return nil, err
 	}

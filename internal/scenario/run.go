@@ -253,7 +253,7 @@ func Run(ctx context.Context, c *lab.Cluster, s Scenario, version string, o diag
 				return nil, err
 			}
 			in := rules.PlanInput{Explain: e, Query: q, Stmt: stmt, Object: model.Object{Kind: "query", Name: printable.Shorten(q, 80)}}
-			fs, _, err := diagnose.Plan(ctx, sess, in, o)
+			fs, _, err := diagnose.Plan(ctx, sess, in, o.PlanOptions())
 			if err != nil {
 				return nil, err
 			}
