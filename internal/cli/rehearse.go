@@ -145,8 +145,8 @@ func runRehearseMigration(ctx context.Context, file string, f migrationFlags, st
 	}
 	sources := fileSources(f.logFiles, stdin)
 	rep, err := diagnose.RehearseMigration(ctx, Version, diagnose.MigrationOptions{
-		Options: diagnose.Options{Log: progress(stderr), StatementTimeout: f.statementTimeout, TwinDSN: f.twinDSN, TwinMaxBytes: int64(f.twinMaxMB) << 20},
-		File:    file, Script: script, Source: f.source,
+		SourceOptions: diagnose.SourceOptions{Log: progress(stderr), StatementTimeout: f.statementTimeout, TwinDSN: f.twinDSN, TwinMaxBytes: int64(f.twinMaxMB) << 20},
+		File:          file, Script: script, Source: f.source,
 		Logs: f.logFiles, Sources: sources, Read: read, Database: f.dbf,
 		MaxWait: f.maxWait, Before: f.before, StepTimeout: f.stepTime, FailOn: failOn})
 	return writeGated(rep, err, diagnose.ErrMigrationRisky, f.out, stdout)
@@ -239,8 +239,8 @@ func runRehearseUpgrade(ctx context.Context, f upgradeFlags, stdin io.Reader, st
 	}
 	sources := fileSources(f.logFiles, stdin)
 	rep, err := diagnose.RehearseUpgrade(ctx, Version, diagnose.UpgradeOptions{
-		Options: diagnose.Options{Log: progress(stderr), StatementTimeout: f.statementTimeout, TwinMaxBytes: int64(f.twinMaxMB) << 20},
-		Source:  f.source, To: f.to, Logs: f.logFiles, Sources: sources, Read: read, Database: f.dbf,
+		SourceOptions: diagnose.SourceOptions{Log: progress(stderr), StatementTimeout: f.statementTimeout, TwinMaxBytes: int64(f.twinMaxMB) << 20},
+		Source:        f.source, To: f.to, Logs: f.logFiles, Sources: sources, Read: read, Database: f.dbf,
 		Runs: f.runs, MinRatio: f.minRatio, Speed: f.speed, Timeline: f.out.format == "html"})
 	return writeGated(rep, err, diagnose.ErrUpgradeSlower, f.out, stdout)
 }

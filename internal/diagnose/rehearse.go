@@ -19,7 +19,7 @@ import (
 
 // MigrationOptions are `rehearse migration`'s.
 type MigrationOptions struct {
-	Options
+	SourceOptions
 	// File names the migration and Script holds it.
 	File   string
 	Script []byte
@@ -87,7 +87,7 @@ func RehearseMigration(ctx context.Context, version string, o MigrationOptions) 
 			return nil, inputErrf("--source: %w", err)
 		}
 		queries := migrationQueries(m, w)
-		src, err := ReplaySource(ctx, o.Source, queries, true, o.Options)
+		src, err := ReplaySource(ctx, o.Source, queries, true, o.SourceOptions)
 		if err != nil {
 			return nil, inputErrf("--source: %w", err)
 		}

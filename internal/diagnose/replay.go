@@ -31,11 +31,32 @@ type Source struct {
 	Twin     *twin.Twin
 }
 
+// SourceOptions are what reading a production source and copying it into
+// twins use (replay --source, the rehearsals): the rules run on its
+// snapshot, its cores for the load rule, pgmedic's statement_timeout and
+// the copy's, where the twin lives and how much it copies, and where
+// progress goes.
+type SourceOptions struct {
+	Rules            []string
+	ServerCores      int
+	StatementTimeout time.Duration
+	CopyTimeout      time.Duration
+	TwinDSN          string
+	TwinMaxBytes     int64
+	Log              func(format string, args ...any)
+}
+
+func (o *SourceOptions) logf(format string, args ...any) {
+	if o.Log != nil {
+		o.Log(format, args...)
+	}
+}
+
 // ReplaySource reads the source server for a replay. queries are the
 // capture's statement texts (one per shape); the twin copies the tables
 // they name that the source has. The copy reads the source, so the load
 // rule holds: a busy source is not copied.
-func ReplaySource(ctx context.Context, dsn string, queries []string, build bool, o Options) (*Source, error) {
+func ReplaySource(ctx context.Context, dsn string, queries []string, build bool, o SourceOptions) (*Source, error) {
 	var twins []twin.Options
 	if build {
 		twins = append(twins, twin.Options{MaxBytes: o.TwinMaxBytes, CopyTimeout: o.CopyTimeout, DSN: o.TwinDSN, Log: o.Log})
@@ -54,7 +75,7 @@ func ReplaySource(ctx context.Context, dsn string, queries []string, build bool,
 // snapshot) and builds one twin per entry of twins, each holding the
 // tables queries name that the source has. The copies read the source,
 // so the load rule holds: a busy source is not copied.
-func sourceTwins(ctx context.Context, dsn string, queries []string, o Options, twins ...twin.Options) (*Source, []*twin.Twin, error) {
+func sourceTwins(ctx context.Context, dsn string, queries []string, o SourceOptions, twins ...twin.Options) (*Source, []*twin.Twin, error) {
 	sess, err := envelope.Connect(ctx, dsn, envelope.Options{StatementTimeout: o.StatementTimeout})
 	if err != nil {
 		return nil, nil, err
@@ -258,7 +279,7 @@ func (o *ReplayOptions) fromSource(ctx context.Context, w *capture.Workload, rep
 	for _, sh := range w.Shapes {
 		queries = append(queries, sh.Query)
 	}
-	src, err := ReplaySource(ctx, o.Source, queries, o.BuildTwin, Options{Log: o.Log})
+	src, err := ReplaySource(ctx, o.Source, queries, o.BuildTwin, SourceOptions{Log: o.Log})
 	if err != nil {
 		return closeTwin, inputErrf("--source: %w", err)
 	}

@@ -23,7 +23,7 @@ import (
 
 // UpgradeOptions are `rehearse upgrade`'s.
 type UpgradeOptions struct {
-	Options
+	SourceOptions
 	// Timeline keeps every replayed call's time and latency, for the
 	// HTML report's picture of each shape over the replay.
 	Timeline bool
@@ -89,7 +89,7 @@ func RehearseUpgrade(ctx context.Context, version string, o UpgradeOptions) (*re
 	base := twin.Options{MaxBytes: o.TwinMaxBytes, CopyTimeout: o.CopyTimeout, Log: o.Log, SetOnly: true}
 	old, upgraded := base, base
 	upgraded.Major = o.To
-	_, tws, err := sourceTwins(ctx, o.Source, queries, o.Options, old, upgraded)
+	_, tws, err := sourceTwins(ctx, o.Source, queries, o.SourceOptions, old, upgraded)
 	if err != nil {
 		return nil, inputErrf("--source: %w", err)
 	}

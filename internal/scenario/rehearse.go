@@ -44,8 +44,8 @@ func rehearseScenario(ctx context.Context, c *lab.Cluster, s Scenario, version s
 		capture := captures[runs%len(captures)]
 		runs++
 		rep, err := diagnose.RehearseMigration(ctx, version, diagnose.MigrationOptions{
-			Options: diagnose.Options{Log: o.Log, StatementTimeout: o.StatementTimeout},
-			File:    name, Script: script, Source: c.DSN(env.DB),
+			SourceOptions: diagnose.SourceOptions{Log: o.Log, StatementTimeout: o.StatementTimeout},
+			File:          name, Script: script, Source: c.DSN(env.DB),
 			Logs: []string{"the server's " + formatOf(capture)}, Sources: []logs.Source{logs.FileSource(capture, nil)}, Database: env.DB,
 			MaxWait: 200 * time.Millisecond, Before: time.Second, StepTimeout: time.Minute, FailOn: []string{"queued", "failed"}})
 		risky := errors.Is(err, diagnose.ErrMigrationRisky)
@@ -186,8 +186,8 @@ func fileSize(path string) int64 {
 // setting measured as why; without, the upgrade must pass.
 func rehearseUpgrade(ctx context.Context, c *lab.Cluster, env *Env, s Scenario, version string, o diagnose.Options, captures []string, res *Result) error {
 	rep, err := diagnose.RehearseUpgrade(ctx, version, diagnose.UpgradeOptions{
-		Options: diagnose.Options{Log: o.Log, StatementTimeout: o.StatementTimeout, CopyTimeout: o.CopyTimeout},
-		Source:  c.DSN(env.DB), To: s.Rehearse.To, Logs: []string{"the server's " + formatOf(captures[0])},
+		SourceOptions: diagnose.SourceOptions{Log: o.Log, StatementTimeout: o.StatementTimeout, CopyTimeout: o.CopyTimeout},
+		Source:        c.DSN(env.DB), To: s.Rehearse.To, Logs: []string{"the server's " + formatOf(captures[0])},
 		Sources: []logs.Source{logs.FileSource(captures[0], nil)}, Database: env.DB, Runs: 2, MinRatio: 1.25, Speed: 1})
 	slower := errors.Is(err, diagnose.ErrUpgradeSlower)
 	if err != nil && !slower {
