@@ -143,7 +143,7 @@ func Setup(ctx context.Context, c *lab.Cluster, s Scenario, logf func(string, ..
 		return nil, fmt.Errorf("installing extensions in %s: %w", env.DB, err)
 	}
 	// Fail before loading anything when the client is missing.
-	if err := Needs(ctx, s); err != nil {
+	if err := CheckClients(ctx, s); err != nil {
 		return nil, err
 	}
 	logf("%s: loading schema and data", s.Name)

@@ -85,10 +85,12 @@ type Scenario struct {
 	// the scenario's own cluster: a limit the scenario runs into, a log
 	// check reads over the connection.
 	ServerConfig []string `json:"server_config,omitempty"`
-	// Needs lists what the scenario needs of the server beyond its core:
-	// "jit" (a build with LLVM), "hypopg" or "pg_stat_wal" (14+). Where the lab's build lacks
-	// one, the scenario is not run, and says so.
-	Needs []string `json:"needs,omitempty"`
+	// ServerFeatures lists what the scenario needs of the server beyond
+	// its core: "jit" (a build with LLVM), "hypopg" or "pg_stat_wal" (14+).
+	// Where the lab's build lacks one, the scenario is not run, and says
+	// so. (A rule's Needs are the sources it reads; a workload's Clients the
+	// programs it drives.)
+	ServerFeatures []string `json:"server_features,omitempty"`
 	// Setup holds the statements of setup.sql.
 	Setup []string
 	// SQL holds the statements of workload.sql, run Repeat times.
@@ -151,9 +153,9 @@ type Expect struct {
 	// info). For a fix whose worth depends on the machine (more memory
 	// for a spill whose temporary files sit in the page cache).
 	Measured bool `json:"measured,omitempty"`
-	// Needs, when set ("jit", "hypopg", "pg_stat_wal"), holds the expectation only on a
+	// ServerFeature, when set ("jit", "hypopg", "pg_stat_wal"), holds the expectation only on a
 	// build that has it; elsewhere it is left out, and the result says so.
-	Needs string `json:"needs,omitempty"`
+	ServerFeature string `json:"server_feature,omitempty"`
 }
 
 // String names the expectation in a test failure or the demo report.
@@ -363,10 +365,10 @@ func load(fsys fs.FS, dir string) (Scenario, error) {
 			return fail("expect.json: %s %q: want a duration up to 1m", name, v)
 		}
 	}
-	needs := slices.Clone(s.Needs)
+	needs := slices.Clone(s.ServerFeatures)
 	for _, e := range s.Expect {
-		if e.Needs != "" {
-			needs = append(needs, e.Needs)
+		if e.ServerFeature != "" {
+			needs = append(needs, e.ServerFeature)
 		}
 	}
 	for _, n := range needs {
@@ -471,7 +473,7 @@ func pgbenchArgs(script string) ([]string, error) {
 // NotRunOn says why the scenario cannot run on the cluster's build ("" when
 // it can): what it needs that the build lacks.
 func (s Scenario) NotRunOn(c *lab.Cluster) string {
-	for _, n := range s.Needs {
+	for _, n := range s.ServerFeatures {
 		if why := lacks(c, n); why != "" {
 			return why
 		}
@@ -485,7 +487,7 @@ func (s Scenario) On(c *lab.Cluster) (Scenario, []string) {
 	var kept []Expect
 	var left []string
 	for _, e := range s.Expect {
-		if why := lacks(c, e.Needs); why != "" {
+		if why := lacks(c, e.ServerFeature); why != "" {
 			left = append(left, e.String()+": "+why)
 			continue
 		}

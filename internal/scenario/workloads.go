@@ -21,10 +21,10 @@ type GoWorkload struct {
 	// AfterCheck measures, once check is done, what the scenario's
 	// findings are verified from.
 	AfterCheck func(context.Context, *Env, []model.Finding) error
-	// Needs checks what the workload needs that is not PostgreSQL,
+	// Clients checks the programs the workload drives that are not PostgreSQL,
 	// before the scenario loads anything: a *MissingClient when it is not
 	// installed (the Node clients are installed here on first use).
-	Needs func(context.Context) error
+	Clients func(context.Context) error
 }
 
 // workloads are the Go workloads by scenario name: the one table a
@@ -33,17 +33,17 @@ type GoWorkload struct {
 // measured while the workload runs are here; the others are workload.sql
 // or workload.pgbench in their folder.
 var workloads = map[string]GoWorkload{
-	"asyncpg-introspection": {Run: asyncpgIntrospection, Needs: needPython("asyncpg", "python3-asyncpg")},
+	"asyncpg-introspection": {Run: asyncpgIntrospection, Clients: needPython("asyncpg", "python3-asyncpg")},
 	// Ready once an event was exported twice (events exported, fixed).
-	"blocked-event-loop":       {Run: blockedEventLoop, SignalsReady: true, Needs: needNode},
-	"blocked-event-loop-fixed": {Run: blockedEventLoopFixed, SignalsReady: true, Needs: needNode},
-	"client-param-types":       {Run: clientParamTypes, Needs: needPython("psycopg", "python3-psycopg")},
+	"blocked-event-loop":       {Run: blockedEventLoop, SignalsReady: true, Clients: needNode},
+	"blocked-event-loop-fixed": {Run: blockedEventLoopFixed, SignalsReady: true, Clients: needNode},
+	"client-param-types":       {Run: clientParamTypes, Clients: needPython("psycopg", "python3-psycopg")},
 	"client-stall":             {Run: clientStall},
 	"connection-burst":         {Run: connectionBurst},
 	// Ready after the quiet calls pg_stat_statements must count.
-	"connection-storm": {Run: connectionStorm, SignalsReady: true, AfterCheck: connectionStormGoodput, Needs: needPgBouncer},
-	"pool-saturation":  {Run: poolSaturation, Needs: needPgBouncer},
-	"pool-roomy":       {Run: poolRoomy, Needs: needPgBouncer},
+	"connection-storm": {Run: connectionStorm, SignalsReady: true, AfterCheck: connectionStormGoodput, Clients: needPgBouncer},
+	"pool-saturation":  {Run: poolSaturation, Clients: needPgBouncer},
+	"pool-roomy":       {Run: poolRoomy, Clients: needPgBouncer},
 	"lock-chain":       {Run: lockChain},
 	// Ready once the readers queue behind the ALTER.
 	"migration-lock-queue": {Run: migrationLockQueue, SignalsReady: true, AfterCheck: migrationLockQueueMeasure},
@@ -72,7 +72,7 @@ var workloads = map[string]GoWorkload{
 	// Workers holding a connection each, and newcomers refused; ready once
 	// the server has refused a few. The same through a pool.
 	"connections-held-idle": {Run: heldSessions(false), SignalsReady: true},
-	"connections-pooled":    {Run: heldSessions(true), SignalsReady: true, Needs: needPgBouncer},
+	"connections-pooled":    {Run: heldSessions(true), SignalsReady: true, Clients: needPgBouncer},
 	// The application a migration is rehearsed under, captured from the
 	// server's log.
 	"migration-rehearsal": {Run: shopTraffic},
@@ -99,11 +99,11 @@ func needPgBouncer(context.Context) error {
 	return nil
 }
 
-// Needs checks what a scenario needs besides PostgreSQL, installing the
+// CheckClients checks the programs a scenario drives besides PostgreSQL, installing the
 // lab's Node clients if it is their first use; a *MissingClient says what
 // to install.
-func Needs(ctx context.Context, s Scenario) error {
-	if need := workloads[s.Name].Needs; need != nil {
+func CheckClients(ctx context.Context, s Scenario) error {
+	if need := workloads[s.Name].Clients; need != nil {
 		return need(ctx)
 	}
 	return nil
