@@ -53,8 +53,8 @@ Exit codes: 0 nothing at or above --min-severity, 1 findings, 2 usage, perf or c
 				dsn = args[0]
 			}
 			rep, p, err := diagnose.ProfileCommand(cmd.Context(), Version, diagnose.ProfileOptions{
-				Options: diagnose.Options{Rules: ids, NoVerify: noVerify, Log: progress(stderr)},
-				DSN:     dsn, HasDSN: len(args) == 1, Select: profile.Select{PIDs: pids, Busiest: busiest, QueryLike: like},
+				ProfileRules: diagnose.ProfileRules{Rules: ids, NoVerify: noVerify, Log: progress(stderr)},
+				DSN:          dsn, HasDSN: len(args) == 1, Select: profile.Select{PIDs: pids, Busiest: busiest, QueryLike: like},
 				Duration: duration, Frequency: freq}, least)
 			if err != nil {
 				return err

@@ -38,7 +38,7 @@ func (o Options) checkProfile(ctx context.Context, sess *envelope.Session) ([]mo
 		return skip(err.Error())
 	}
 	o.logf("profiling backends %v for %s", pids, o.ProfileFor)
-	res, found, err := Profile(ctx, perf, sess.Conn, pids, o.ProfileFor, 499, o)
+	res, found, err := Profile(ctx, perf, sess.Conn, pids, o.ProfileFor, 499, ProfileRules{Rules: o.Rules, NoVerify: o.NoVerify, Log: o.Log})
 	if err != nil {
 		return skip(err.Error())
 	}
@@ -72,7 +72,7 @@ func ProfileReport(version string, p model.Profile, findings []model.Finding, sk
 // load rule. It is the one profile pipeline of check --profile and
 // pgmedic profile; conn is nil when only --pid was given, and then
 // nothing is attributed to statements or re-run.
-func Profile(ctx context.Context, cpu profile.CPU, conn envelope.Conn, pids []int, d time.Duration, freq int, o Options) (profile.Result, []model.Finding, error) {
+func Profile(ctx context.Context, cpu profile.CPU, conn envelope.Conn, pids []int, d time.Duration, freq int, o ProfileRules) (profile.Result, []model.Finding, error) {
 	res, err := profile.Run(ctx, cpu, conn, pids, d, freq)
 	if err != nil {
 		return res, nil, err
@@ -102,15 +102,28 @@ func Profile(ctx context.Context, cpu profile.CPU, conn envelope.Conn, pids []in
 	}
 	// perf samples local processes only, so the server's cores are this
 	// machine's.
-	eng := &verify.Engine{Conn: conn, Cores: runtime.NumCPU(), CPU: cpu, Log: o.logf}
+	logf := o.Log
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	eng := &verify.Engine{Conn: conn, Cores: runtime.NumCPU(), CPU: cpu, Log: logf}
 	found, _ = eng.Run(ctx, snap, found)
 	return res, found, nil
+}
+
+// ProfileRules are what a profile's pipeline reads besides the samples:
+// the rules to run on them, whether to re-run a hot spot's statement with
+// its fix, and where progress goes.
+type ProfileRules struct {
+	Rules    []string
+	NoVerify bool
+	Log      func(format string, args ...any)
 }
 
 // ProfileOptions are `profile`'s: the server (DSN, or none with PIDs
 // alone), which backends, how long and how often.
 type ProfileOptions struct {
-	Options
+	ProfileRules
 	DSN       string
 	HasDSN    bool
 	Select    profile.Select
@@ -144,8 +157,10 @@ func ProfileCommand(ctx context.Context, version string, o ProfileOptions, least
 			return nil, model.Profile{}, inputErr(err)
 		}
 	}
-	o.logf("profiling %v for %s", targets, o.Duration)
-	res, findings, err := Profile(ctx, perf, conn, targets, o.Duration, o.Frequency, o.Options)
+	if o.Log != nil {
+		o.Log("profiling %v for %s", targets, o.Duration)
+	}
+	res, findings, err := Profile(ctx, perf, conn, targets, o.Duration, o.Frequency, o.ProfileRules)
 	if err != nil {
 		return nil, model.Profile{}, inputErr(err)
 	}

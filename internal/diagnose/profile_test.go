@@ -67,7 +67,7 @@ func TestProfileTranscript(t *testing.T) {
 	rp := &testkit.Replayer{T: t, Name: "profile tz-conversion", Calls: tp.Calls, Strip: envelope.Tag,
 		Rerecord: "record again: go test ./internal/diagnose -run ProfileTranscript -record-profile"}
 	cpu := &testkit.CPUReplayer{T: t, Tape: tp.CPU}
-	res, found, err := diagnose.Profile(context.Background(), cpu, rp, tp.PIDs, time.Second, 499, diagnose.Options{})
+	res, found, err := diagnose.Profile(context.Background(), cpu, rp, tp.PIDs, time.Second, 499, diagnose.ProfileRules{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func recordScenario(t *testing.T, scenario, like string) (*profileTape, tzRun) {
 	}
 	conn := &testkit.Recorder{Conn: sess.Conn}
 	cpu := &testkit.CPURecorder{CPU: perf}
-	res, found, err := diagnose.Profile(ctx, cpu, conn, pids, time.Second, 499, diagnose.Options{})
+	res, found, err := diagnose.Profile(ctx, cpu, conn, pids, time.Second, 499, diagnose.ProfileRules{})
 	if err != nil {
 		t.Fatal(err)
 	}
