@@ -125,7 +125,7 @@ func runReplay(ctx context.Context, args []string, f replayFlags, stdin io.Reade
 		return err
 	}
 	sources := fileSources(args, stdin)
-	rep, err := diagnose.Replay(ctx, Version, diagnose.ReplayOptions{Options: diagnose.Options{Log: progress(stderr)}, Timeline: f.out.format == "html",
+	rep, err := diagnose.Replay(ctx, Version, diagnose.ReplayOptions{SourceOptions: diagnose.SourceOptions{Log: progress(stderr)}, Timeline: f.out.format == "html",
 		Logs: args, Sources: sources, Read: read, Database: f.dbf,
 		DSN: f.dsn, Candidate: f.candidate, Source: f.source, Allow: f.allow, DryRun: f.dryRun,
 		BuildTwin: f.twin, Fix: f.fix, Apply: f.apply, Settings: settings, Pool: f.pool, PoolA: f.poolA,

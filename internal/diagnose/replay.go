@@ -139,7 +139,7 @@ func sourceTwins(ctx context.Context, dsn string, queries []string, o SourceOpti
 
 // ReplayOptions are `replay`'s.
 type ReplayOptions struct {
-	Options
+	SourceOptions
 	// Timeline keeps every call's send time and latency, for the HTML
 	// report's picture of each shape over the replay (memory grows with
 	// the capture, so only when that report is asked for).
@@ -279,7 +279,7 @@ func (o *ReplayOptions) fromSource(ctx context.Context, w *capture.Workload, rep
 	for _, sh := range w.Shapes {
 		queries = append(queries, sh.Query)
 	}
-	src, err := ReplaySource(ctx, o.Source, queries, o.BuildTwin, SourceOptions{Log: o.Log})
+	src, err := ReplaySource(ctx, o.Source, queries, o.BuildTwin, o.SourceOptions)
 	if err != nil {
 		return closeTwin, inputErrf("--source: %w", err)
 	}
