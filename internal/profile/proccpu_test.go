@@ -4,6 +4,7 @@ import (
 	"os"
 	"runtime"
 	"testing"
+	"time"
 )
 
 func TestParseProcStat(t *testing.T) {
@@ -71,13 +72,18 @@ func TestProcCPUOfThisProcess(t *testing.T) {
 	if !ok {
 		t.Fatalf("unreadable schedstat %q", b)
 	}
-	x := 0
-	for i := 0; i < 3_000_000; i++ {
-		x += i % 7
+	// The kernel adds a running thread's time to schedstat at its
+	// scheduler tick or when it is switched out, not at every read: busy
+	// work goes on until the count moves (a few ms), for at most 5 s.
+	x, after := 0, before
+	for deadline := time.Now().Add(5 * time.Second); after <= before && time.Now().Before(deadline); {
+		for i := 0; i < 1_000_000; i++ {
+			x += i % 7
+		}
+		b, _ = os.ReadFile("/proc/thread-self/schedstat")
+		after, _ = parseSchedstat(b)
 	}
-	b, _ = os.ReadFile("/proc/thread-self/schedstat")
-	after, _ := parseSchedstat(b)
 	if after <= before || x == 0 {
-		t.Errorf("schedstat did not move over a busy loop: %v -> %v", before, after)
+		t.Errorf("schedstat did not move over 5 s of a busy loop: %v -> %v", before, after)
 	}
 }

@@ -151,7 +151,10 @@ type Expect struct {
 	// Measured requires the experiment's two numbers, whichever way they
 	// go: the finding counts confirmed (at its severity) or refuted (at
 	// info). For a fix whose worth depends on the machine (more memory
-	// for a spill whose temporary files sit in the page cache).
+	// for a spill whose temporary files sit in the page cache), or whose
+	// rank does: a confirmed index is ranked by what it saves of the
+	// application's mean time, which the load while the workload ran
+	// stretches (with Confirmed, the proof itself is still required).
 	Measured bool `json:"measured,omitempty"`
 	// ServerFeature, when set ("jit", "hypopg", "pg_stat_wal"), holds the expectation only on a
 	// build that has it; elsewhere it is left out, and the result says so.
