@@ -1,12 +1,14 @@
 package lab
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -114,25 +116,50 @@ func TestMissingBinaries(t *testing.T) {
 func TestInterruptLeavesNoOrphan(t *testing.T) {
 	needPostgres(t)
 	bin := pgmedicBinary(t)
-	before, _ := filepath.Glob(filepath.Join(os.TempDir(), "pgmedic-lab-*"))
 	cmd := exec.Command(bin, "lab", "run", "jit-oltp", "--dir", filepath.Join(t.TempDir(), "none"))
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
+	// The cluster is the one pgmedic names on stderr: other packages'
+	// tests make lab clusters in the same temporary directory meanwhile.
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	var mu sync.Mutex
+	var stderrText strings.Builder
+	named := make(chan string, 1)
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		sc := bufio.NewScanner(pipe)
+		for sc.Scan() {
+			line := sc.Text()
+			mu.Lock()
+			stderrText.WriteString(line + "\n")
+			mu.Unlock()
+			const mark = "throwaway lab cluster in "
+			if i := strings.Index(line, mark); i >= 0 {
+				select {
+				case named <- strings.Fields(line[i+len(mark):])[0]:
+				default:
+				}
+			}
+		}
+	}()
 	// Wait for the throwaway cluster to be up.
 	var dir string
 	var pid int
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) && pid == 0 {
-		now, _ := filepath.Glob(filepath.Join(os.TempDir(), "pgmedic-lab-*"))
-		for _, d := range now {
-			if !contains(before, d) {
-				dir = d
-				c := &Cluster{Dir: d}
-				pid = c.PostmasterPID()
+		if dir == "" {
+			select {
+			case dir = <-named:
+			default:
 			}
+		}
+		if dir != "" {
+			pid = (&Cluster{Dir: dir}).PostmasterPID()
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -142,13 +169,24 @@ func TestInterruptLeavesNoOrphan(t *testing.T) {
 	}
 	time.Sleep(300 * time.Millisecond)
 	cmd.Process.Signal(os.Interrupt)
+	// stderr is read to its end (the process exits) before it is waited for.
+	select {
+	case <-read:
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		<-read
+		t.Errorf("pgmedic did not end within 60 s of Ctrl-C")
+	}
 	testkit.Ended(t, cmd, 60*time.Second, "pgmedic after Ctrl-C")
 	if code := cmd.ProcessState.ExitCode(); code != 2 {
 		t.Errorf("an interrupted run exits 2, got %d", code)
 	}
-	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
-	if last := lines[len(lines)-1]; !strings.Contains(last, "interrupted") || strings.Contains(stderr.String(), "context canceled") || len(lines) > 2 {
-		t.Errorf("stderr after Ctrl-C should be the throwaway line and one 'interrupted' line, got:\n%s", stderr.String())
+	mu.Lock()
+	got := stderrText.String()
+	mu.Unlock()
+	lines := strings.Split(strings.TrimSpace(got), "\n")
+	if last := lines[len(lines)-1]; !strings.Contains(last, "interrupted") || strings.Contains(got, "context canceled") || len(lines) > 2 {
+		t.Errorf("stderr after Ctrl-C should be the throwaway line and one 'interrupted' line, got:\n%s", got)
 	}
 	if !(&Cluster{}).WaitGone(pid, 10*time.Second) {
 		t.Errorf("postmaster %d orphaned", pid)
@@ -156,13 +194,4 @@ func TestInterruptLeavesNoOrphan(t *testing.T) {
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("%s left behind", dir)
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
