@@ -463,52 +463,16 @@ func TestDemoWithoutAClient(t *testing.T) {
 		t.Skip("the demo starts its own cluster")
 	}
 	t.Setenv("PATH", t.TempDir()) // no node, no npm (the lab finds PostgreSQL without PATH)
-	code, b, errOut := runDemo(t, "healthy,blocked-event-loop")
-	var doc struct {
-		Passed    bool `json:"passed"`
-		Scenarios []struct {
-			Scenario string   `json:"scenario"`
-			NotRun   string   `json:"not_run"`
-			Missing  []string `json:"missing"`
-		} `json:"scenarios"`
-	}
-	if err := json.Unmarshal(b, &doc); err != nil {
-		t.Fatal(err)
-	}
-	if code != 2 || doc.Passed || len(doc.Scenarios) != 2 {
-		t.Fatalf("exit %d, passed %v, %d scenarios: %s", code, doc.Passed, len(doc.Scenarios), b)
-	}
-	for _, s := range doc.Scenarios {
-		switch s.Scenario {
-		case "healthy":
-			if s.NotRun != "" || len(s.Missing) > 0 {
-				t.Errorf("healthy did not run to the end: %+v", s)
-			}
-		case "blocked-event-loop":
-			if !strings.Contains(s.NotRun, "apt-get install nodejs npm") {
-				t.Errorf("blocked-event-loop: not_run %q does not say what to install", s.NotRun)
-			}
-		}
-	}
-	lines := strings.Split(strings.TrimSpace(errOut), "\n")
-	if last := lines[len(lines)-1]; !strings.Contains(last, "blocked-event-loop") || !strings.Contains(last, "could not run") || strings.Contains(errOut, "internal error") {
-		t.Errorf("stderr %q, want a last line naming the scenario that could not run", errOut)
-	}
+	demoWithOneNotRun(t, "blocked-event-loop", "apt-get install nodejs npm")
 }
 
-// TestDemoWithoutAMajor: where the PostgreSQL major an upgrade rehearsal
-// starts from was never installed, the scenario is listed as not run with
-// the command that installs it, the others run, and the demo exits 2.
-func TestDemoWithoutAMajor(t *testing.T) {
-	needCluster(t)
-	if testing.Short() {
-		t.Skip("the demo starts its own cluster")
-	}
-	t.Setenv("PGMEDIC_PG_CACHE", t.TempDir()) // hides the builds pgmedic lab install fetched
-	if s, err := lab.FindServer("", 14); err == nil {
-		t.Skipf("PostgreSQL 14 is installed outside pgmedic's cache (%s): it cannot be made unavailable here", s.BinDir)
-	}
-	code, b, errOut := runDemo(t, "healthy,upgrade-quiet")
+// demoWithOneNotRun runs the demo on healthy and a scenario that cannot run
+// here: healthy runs to its end, the other is listed as not run (not
+// skipped) with the command that installs what it lacks, the demo exits 2
+// and its last line on stderr names the scenario.
+func demoWithOneNotRun(t *testing.T, name, install string) {
+	t.Helper()
+	code, b, errOut := runDemo(t, "healthy,"+name)
 	var doc struct {
 		Passed    bool `json:"passed"`
 		Scenarios []struct {
@@ -530,16 +494,31 @@ func TestDemoWithoutAMajor(t *testing.T) {
 			if s.NotRun != "" || s.Skipped != "" || len(s.Missing) > 0 {
 				t.Errorf("healthy did not run to the end: %+v", s)
 			}
-		case "upgrade-quiet":
-			if !strings.Contains(s.NotRun, "pgmedic lab install 14") || s.Skipped != "" {
-				t.Errorf("upgrade-quiet: not_run %q (skipped %q) does not say what to install", s.NotRun, s.Skipped)
+		case name:
+			if !strings.Contains(s.NotRun, install) || s.Skipped != "" {
+				t.Errorf("%s: not_run %q (skipped %q) does not say what to install", name, s.NotRun, s.Skipped)
 			}
 		}
 	}
 	lines := strings.Split(strings.TrimSpace(errOut), "\n")
-	if last := lines[len(lines)-1]; !strings.Contains(last, "upgrade-quiet") || !strings.Contains(last, "could not run") {
+	if last := lines[len(lines)-1]; !strings.Contains(last, name) || !strings.Contains(last, "could not run") || strings.Contains(errOut, "internal error") {
 		t.Errorf("stderr %q, want a last line naming the scenario that could not run", errOut)
 	}
+}
+
+// TestDemoWithoutAMajor: where the PostgreSQL major an upgrade rehearsal
+// starts from was never installed, the scenario is listed as not run with
+// the command that installs it, the others run, and the demo exits 2.
+func TestDemoWithoutAMajor(t *testing.T) {
+	needCluster(t)
+	if testing.Short() {
+		t.Skip("the demo starts its own cluster")
+	}
+	t.Setenv("PGMEDIC_PG_CACHE", t.TempDir()) // hides the builds pgmedic lab install fetched
+	if s, err := lab.FindServer("", 14); err == nil {
+		t.Skipf("PostgreSQL 14 is installed outside pgmedic's cache (%s): it cannot be made unavailable here", s.BinDir)
+	}
+	demoWithOneNotRun(t, "upgrade-quiet", "pgmedic lab install 14")
 }
 
 // TestBinaryCarriesItsClients: a pgmedic binary alone in an empty

@@ -122,7 +122,7 @@ func runExplain(ctx context.Context, args []string, stdin io.Reader, f explainFl
 	}
 	o := diagnose.ExplainOptions{Stdin: stdin, DSN: f.dsn, Query: f.query, Analyze: f.analyze,
 		PlanOptions: diagnose.PlanOptions{Rules: ids, Runs: f.runs, StatementTimeout: f.statementTimeout, AllowFunctions: f.allowFunctions, Log: progress(stderr)},
-		Warn:    func(s string) { fmt.Fprintln(stderr, "pgmedic: "+s) }}
+		Warn:        func(s string) { fmt.Fprintln(stderr, "pgmedic: "+s) }}
 	if len(args) == 1 {
 		o.Path = args[0]
 	}
