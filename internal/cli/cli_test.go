@@ -251,7 +251,7 @@ func TestHiddenStatementsWithoutPrivilege(t *testing.T) {
 	if strings.Contains(out, "holds no statements of this database yet") {
 		t.Errorf("hidden statements reported as none:\n%s", out)
 	}
-	// The quiet twin: a role that may read the statistics and the tables
+	// The quiet counterpart: a role that may read the statistics and the tables
 	// (not write them) gets the all-clear on a healthy database.
 	if _, err := conn.Exec(ctx, "GRANT pg_read_all_stats TO reader; GRANT SELECT ON ALL TABLES IN SCHEMA public TO reader"); err != nil {
 		t.Fatal(err)

@@ -73,11 +73,11 @@ must not.`,
 	f.register(cmd)
 	cmd.Flags().StringSliceVar(&only, "scenarios", nil, "reproduce only these scenarios (names from `pgmedic lab list`; default all)")
 	addPg(cmd.Flags(), &major)
-	cmd.Flags().StringVar(&htmlPath, "html", "", "where the text report's HTML twin goes (default pgmedic-demo.html beside --out, or in the current directory); none for no page")
+	cmd.Flags().StringVar(&htmlPath, "html", "", "where the text report's HTML page goes (default pgmedic-demo.html beside --out, or in the current directory); none for no page")
 	return cmd
 }
 
-// writeDemoPage writes the text report's HTML twin: to path, or
+// writeDemoPage writes the text report's HTML page: to path, or
 // pgmedic-demo.html beside --out (or in the current directory), and says
 // where.
 func writeDemoPage(page *report.Document, path, out string, stdout io.Writer) error {

@@ -9,12 +9,12 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/pgmedic/pgmedic/internal/diagnose"
 	"github.com/pgmedic/pgmedic/internal/logs"
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/pgversion"
 	"github.com/pgmedic/pgmedic/internal/report"
 	"github.com/pgmedic/pgmedic/internal/rules"
+	"github.com/pgmedic/pgmedic/internal/trial"
 )
 
 // Every flag that more than one command takes is declared here, once,
@@ -169,12 +169,12 @@ func fileSources(files []string, stdin io.Reader) []logs.Source {
 // exits 1 when err is its gate (a replay slower, a migration risky); any
 // other error is the command's and nothing is written.
 //
-// A run that could not conclude (diagnose.Inconclusive: a replay that
+// A run that could not conclude (trial.Inconclusive: a replay that
 // sent part of the workload, a rehearsal no call of the application
 // overlapped) writes its report too, which says why, and exits 2.
 func writeGated(rep report.Renderable, err, gate error, o outputFlags, stdout io.Writer) error {
 	gated := errors.Is(err, gate)
-	unsure := diagnose.Inconclusive(err)
+	unsure := trial.Inconclusive(err)
 	if err != nil && !gated && !unsure {
 		return err
 	}

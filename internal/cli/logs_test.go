@@ -45,7 +45,7 @@ func TestLogs(t *testing.T) {
 	if !rules["jit-overhead"] || !rules["implicit-cast"] || !rules["stale-statistics"] {
 		t.Errorf("findings from the executed plans: %v", rules)
 	}
-	// The workload log is the maintenance log's quiet twin: one CHECKPOINT
+	// The workload log is the maintenance log's quiet counterpart: one CHECKPOINT
 	// command and autovacuum that removed what it found.
 	if rules["checkpoint-pressure"] || rules["table-bloat"] {
 		t.Errorf("maintenance findings on the workload log: %v", rules)

@@ -8,9 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pgmedic/pgmedic/internal/trial"
 	"github.com/spf13/cobra"
-
-	"github.com/pgmedic/pgmedic/internal/diagnose"
 )
 
 // migrationFlags are `pgmedic rehearse migration`'s flags.
@@ -42,7 +41,7 @@ func newRehearse(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 func newRehearseMigration(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	var f migrationFlags
 	var failOn []string
-	for _, o := range diagnose.FailOnMigration {
+	for _, o := range trial.FailOnMigration {
 		failOn = append(failOn, o.Name+" ("+o.Means+")")
 	}
 	cmd := &cobra.Command{
@@ -106,9 +105,9 @@ func runRehearseMigration(ctx context.Context, file string, f migrationFlags, st
 	var failOn []string
 	for _, s := range strings.Split(f.failOn, ",") {
 		s = strings.TrimSpace(s)
-		if !slices.ContainsFunc(diagnose.FailOnMigration, func(o struct{ Name, Means string }) bool { return o.Name == s }) {
+		if !slices.ContainsFunc(trial.FailOnMigration, func(o struct{ Name, Means string }) bool { return o.Name == s }) {
 			var names []string
-			for _, o := range diagnose.FailOnMigration {
+			for _, o := range trial.FailOnMigration {
 				names = append(names, o.Name)
 			}
 			return usageErr("--fail-when %q: give %s, comma-separated", s, strings.Join(names, ", "))
@@ -144,12 +143,12 @@ func runRehearseMigration(ctx context.Context, file string, f migrationFlags, st
 		return err
 	}
 	sources := fileSources(f.logFiles, stdin)
-	rep, err := diagnose.RehearseMigration(ctx, Version, diagnose.MigrationOptions{
-		SourceOptions: diagnose.SourceOptions{Log: progress(stderr), StatementTimeout: f.statementTimeout, TwinDSN: f.twinDSN, TwinMaxBytes: int64(f.twinMaxMB) << 20},
+	rep, err := trial.RehearseMigration(ctx, Version, trial.MigrationOptions{
+		SourceOptions: trial.SourceOptions{Log: progress(stderr), StatementTimeout: f.statementTimeout, TwinDSN: f.twinDSN, TwinMaxBytes: int64(f.twinMaxMB) << 20},
 		File:          file, Script: script, Source: f.source,
 		Logs: f.logFiles, Sources: sources, Read: read, Database: f.dbf,
 		MaxWait: f.maxWait, Before: f.before, StepTimeout: f.stepTime, FailOn: failOn})
-	return writeGated(rep, err, diagnose.ErrMigrationRisky, f.out, stdout)
+	return writeGated(rep, err, trial.ErrMigrationRisky, f.out, stdout)
 }
 
 // upgradeFlags are `pgmedic rehearse upgrade`'s flags.
@@ -238,9 +237,9 @@ func runRehearseUpgrade(ctx context.Context, f upgradeFlags, stdin io.Reader, st
 		return err
 	}
 	sources := fileSources(f.logFiles, stdin)
-	rep, err := diagnose.RehearseUpgrade(ctx, Version, diagnose.UpgradeOptions{
-		SourceOptions: diagnose.SourceOptions{Log: progress(stderr), StatementTimeout: f.statementTimeout, TwinMaxBytes: int64(f.twinMaxMB) << 20},
+	rep, err := trial.RehearseUpgrade(ctx, Version, trial.UpgradeOptions{
+		SourceOptions: trial.SourceOptions{Log: progress(stderr), StatementTimeout: f.statementTimeout, TwinMaxBytes: int64(f.twinMaxMB) << 20},
 		Source:        f.source, To: f.to, Logs: f.logFiles, Sources: sources, Read: read, Database: f.dbf,
 		Runs: f.runs, MinRatio: f.minRatio, Speed: f.speed, Timeline: f.out.format == "html"})
-	return writeGated(rep, err, diagnose.ErrUpgradeSlower, f.out, stdout)
+	return writeGated(rep, err, trial.ErrUpgradeSlower, f.out, stdout)
 }

@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/pgmedic/pgmedic/internal/diagnose"
 	"github.com/pgmedic/pgmedic/internal/replay"
+	"github.com/pgmedic/pgmedic/internal/trial"
 )
 
 // replayFlags are `pgmedic replay`'s flags.
@@ -125,10 +125,10 @@ func runReplay(ctx context.Context, args []string, f replayFlags, stdin io.Reade
 		return err
 	}
 	sources := fileSources(args, stdin)
-	rep, err := diagnose.Replay(ctx, Version, diagnose.ReplayOptions{SourceOptions: diagnose.SourceOptions{Log: progress(stderr)}, Timeline: f.out.format == "html",
+	rep, err := trial.Replay(ctx, Version, trial.ReplayOptions{SourceOptions: trial.SourceOptions{Log: progress(stderr)}, Timeline: f.out.format == "html",
 		Logs: args, Sources: sources, Read: read, Database: f.dbf,
 		DSN: f.dsn, Candidate: f.candidate, Source: f.source, Allow: f.allow, DryRun: f.dryRun,
 		BuildTwin: f.twin, Fix: f.fix, Apply: f.apply, Settings: settings, Pool: f.pool, PoolA: f.poolA,
 		Speed: f.speed, Runs: f.runs, MaxConnections: f.maxConns, ClientTimeout: f.clientTimeout, Timeout: f.timeout, NoPrepare: f.noPrepare})
-	return writeGated(rep, err, diagnose.ErrSlower, f.out, stdout)
+	return writeGated(rep, err, trial.ErrSlower, f.out, stdout)
 }

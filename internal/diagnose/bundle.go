@@ -22,11 +22,11 @@ import (
 func FromBundle(dir, version string, o Options, min model.Severity) (*report.Report, error) {
 	selected, err := rules.Select(o.Rules)
 	if err != nil {
-		return nil, inputErrf("--rules: %v", err)
+		return nil, InputErrorf("--rules: %v", err)
 	}
 	meta, snap, err := bundle.Read(dir)
 	if err != nil {
-		return nil, inputErr(err)
+		return nil, InputErr(err)
 	}
 	collect.Reparse(snap)
 	if snap.Missing == nil {

@@ -1,11 +1,12 @@
-// Package diagnose is pgmedic's pipeline, in the order the data flows:
-// collect a snapshot (and the server log, a CPU profile), run the rules of
-// the one table on each input, verify the findings with experiments, and
-// hand back a report that says first what it could not see. Each command
-// of internal/cli reads its flags and calls its one function here (Check,
-// FromBundle, Explain, ComparePlans, LogsReport, ProfileCommand, Replay,
-// RehearseMigration, RehearseUpgrade, Watch); the lab's scenarios call
-// Check the same way.
+// Package diagnose holds the pipelines of the commands that find and
+// prove, in the order the data flows: collect a snapshot (and the server
+// log, a CPU profile), run the rules of the one table on each input,
+// verify the findings with experiments, and hand back a report that says
+// first what it could not see. Each of those commands in internal/cli
+// reads its flags and calls its one function here (Check, FromBundle,
+// Explain, ComparePlans, LogsReport, ProfileCommand, Watch); the lab's
+// scenarios call Check the same way. The commands that compare two sides
+// of a workload (replay, the rehearsals) are internal/trial's.
 package diagnose
 
 import (
@@ -99,9 +100,9 @@ type InputError struct{ Err error }
 func (e *InputError) Error() string { return e.Err.Error() }
 func (e *InputError) Unwrap() error { return e.Err }
 
-func inputErr(err error) error { return &InputError{Err: err} }
+func InputErr(err error) error { return &InputError{Err: err} }
 
-func inputErrf(format string, args ...any) error {
+func InputErrorf(format string, args ...any) error {
 	return &InputError{Err: fmt.Errorf(format, args...)}
 }
 
@@ -115,33 +116,33 @@ func (o *Options) logf(format string, args ...any) {
 func (o Options) Validate() error {
 	switch {
 	case o.Runs < 5:
-		return inputErrf("--runs must be at least 5: a median of fewer runs is noise")
+		return InputErrorf("--runs must be at least 5: a median of fewer runs is noise")
 	case o.MaxCopyBytes <= 0:
-		return inputErrf("--verify-max-size must be a positive number of megabytes")
+		return InputErrorf("--verify-max-size must be a positive number of megabytes")
 	case o.StatementTimeout < 100*time.Millisecond:
-		return inputErrf("--statement-timeout must be at least 100ms")
+		return InputErrorf("--statement-timeout must be at least 100ms")
 	case o.CopyTimeout < 100*time.Millisecond:
-		return inputErrf("--copy-timeout must be at least 100ms")
+		return InputErrorf("--copy-timeout must be at least 100ms")
 	case o.MaxTables <= 0 || o.MaxStatements <= 0:
-		return inputErrf("--max-tables and --max-statements must be positive")
+		return InputErrorf("--max-tables and --max-statements must be positive")
 	case o.SampleFor < 0 || o.SampleFor > 10*time.Minute:
-		return inputErrf("--sample must be between 0 (off) and 10m")
+		return InputErrorf("--sample must be between 0 (off) and 10m")
 	case o.SampleFor > 0 && o.SampleEvery < 10*time.Millisecond:
-		return inputErrf("--sample-interval must be at least 10ms")
+		return InputErrorf("--sample-interval must be at least 10ms")
 	case o.ServerLogBytes < 0:
-		return inputErrf("--server-log must be 0 (off) or a number of megabytes")
+		return InputErrorf("--server-log must be 0 (off) or a number of megabytes")
 	}
 	if _, err := rules.Select(o.Rules); err != nil {
-		return inputErrf("--rules: %v", err)
+		return InputErrorf("--rules: %v", err)
 	}
 	// A log named on the command line must be readable: say so before the
 	// check connects, not after it has run.
 	for _, f := range o.LogFiles {
 		if f == "-" {
-			return inputErrf("--log -: check reads stdin for nothing else; give the log as a file")
+			return InputErrorf("--log -: check reads stdin for nothing else; give the log as a file")
 		}
 		if _, err := os.Stat(f); err != nil {
-			return inputErrf("--log %s: %v", f, err)
+			return InputErrorf("--log %s: %v", f, err)
 		}
 	}
 	return nil
@@ -183,13 +184,13 @@ func Check(ctx context.Context, dsn, version string, o Options, min model.Severi
 	}
 	snap, err := collect.SnapshotWith(ctx, sess.Conn, time.Now(), opts)
 	if err != nil {
-		return nil, inputErr(err)
+		return nil, InputErr(err)
 	}
 	o.logf("collected %d statements", len(snap.Statements))
 	if o.Sampled != nil {
 		o.Sampled()
 	}
-	snap.ServerCores = serverCores(o.ServerCores, sess.Target.Host)
+	snap.ServerCores = ServerCores(o.ServerCores, sess.Target.Host)
 	snap.CoresGuessed = o.ServerCores <= 0 && !local(sess.Target.Host)
 	snap.ShowValues = o.ShowValues
 	snap.StatsUntracked = sess.StatsUntracked
@@ -293,7 +294,7 @@ func (o Options) verify(ctx context.Context, sess *envelope.Session, dsn string,
 }
 
 func (o Options) engine(sess *envelope.Session) *verify.Engine {
-	return &verify.Engine{Conn: sess.Conn, Runs: o.Runs, Cores: serverCores(o.ServerCores, sess.Target.Host),
+	return &verify.Engine{Conn: sess.Conn, Runs: o.Runs, Cores: ServerCores(o.ServerCores, sess.Target.Host),
 		StatementTimeoutText: o.StatementTimeout.String(), Log: o.Log,
 		Lab: o.Lab, VerifyIndexes: o.VerifyIndexes, MaxCopyBytes: o.MaxCopyBytes,
 		AllowFunctions: o.AllowFunctions, CopyTimeout: o.CopyTimeout, ShowValues: o.ShowValues}
@@ -324,9 +325,9 @@ func (o Options) remeasure(ctx context.Context, sess *envelope.Session, snap *mo
 	}
 }
 
-// serverCores is the flag's value, this machine's CPU count for a server
+// ServerCores is the flag's value, this machine's CPU count for a server
 // on this machine, else a guess of 4.
-func serverCores(flag int, host string) int {
+func ServerCores(flag int, host string) int {
 	if flag > 0 {
 		return flag
 	}
@@ -370,20 +371,20 @@ func Plan(ctx context.Context, sess *envelope.Session, in rules.PlanInput, o Pla
 	if sess != nil {
 		cat, err := collect.CastCatalog(ctx, sess.Conn, in.Explain.Tables())
 		if err != nil {
-			return nil, nil, inputErr(err)
+			return nil, nil, InputErr(err)
 		}
 		in.Catalog = cat
 	}
 	findings, skipped, err := rules.RunPlan(in, o.Rules)
 	if err != nil {
-		return nil, nil, inputErrf("--rules: %v", err)
+		return nil, nil, InputErrorf("--rules: %v", err)
 	}
 	if sess == nil || in.Query == "" {
 		return findings, skipped, nil
 	}
 	snap := &model.Snapshot{}
 	if err := collect.Activity(ctx, sess.Conn, snap); err != nil {
-		return nil, nil, inputErr(err)
+		return nil, nil, InputErr(err)
 	}
 	plain := Options{Runs: o.Runs, StatementTimeout: o.StatementTimeout, AllowFunctions: o.AllowFunctions, Log: o.Log}
 	var more []model.Skip
@@ -399,22 +400,22 @@ func Plan(ctx context.Context, sess *envelope.Session, in rules.PlanInput, o Pla
 func Query(ctx context.Context, sess *envelope.Session, query string, analyze bool, allow []string) (*sqlparse.Statement, *plan.Explain, error) {
 	stmt, err := sqlparse.Parse(query)
 	if err != nil {
-		return nil, nil, inputErrf("--query: %v", err)
+		return nil, nil, InputErrorf("--query: %v", err)
 	}
 	if stmt.ParamCount() > 0 {
-		return nil, nil, inputErrf("--query has $n parameters; put literal values in their place so PostgreSQL can plan it as the application runs it")
+		return nil, nil, InputErrorf("--query has $n parameters; put literal values in their place so PostgreSQL can plan it as the application runs it")
 	}
 	opts := "VERBOSE, SETTINGS, SUMMARY"
 	if analyze {
 		if ok, why := stmt.SafeToAnalyze(); !ok {
-			return nil, nil, inputErrf("--analyze runs only a plain SELECT on a target (%s); drop --analyze to see its plan", why)
+			return nil, nil, InputErrorf("--analyze runs only a plain SELECT on a target (%s); drop --analyze to see its plan", why)
 		}
 		why, err := verify.UnsafeCallee(ctx, sess.Conn, stmt, allow)
 		if err != nil {
-			return nil, nil, inputErrf("--analyze: %w", err)
+			return nil, nil, InputErrorf("--analyze: %w", err)
 		}
 		if why != "" {
-			return nil, nil, inputErrf("--analyze refused: %s; or drop --analyze to see the plan without executing it", why)
+			return nil, nil, InputErrorf("--analyze refused: %s; or drop --analyze to see the plan without executing it", why)
 		}
 		opts = "ANALYZE, BUFFERS, " + opts
 	}
@@ -424,7 +425,7 @@ func Query(ctx context.Context, sess *envelope.Session, query string, analyze bo
 		return err
 	})
 	if err != nil {
-		return nil, nil, inputErrf("EXPLAIN of --query failed: %s", strings.TrimSpace(err.Error()))
+		return nil, nil, InputErrorf("EXPLAIN of --query failed: %s", strings.TrimSpace(err.Error()))
 	}
 	return stmt, e, nil
 }
@@ -499,7 +500,7 @@ func Logs(ctx context.Context, sources []logs.Source, opt logs.Options, ruleIDs 
 			Object: model.Object{Kind: "statement (log)", Name: printable.Shorten(p.Query, 80), QueryID: p.Fingerprint, Fingerprint: p.Fingerprint, Database: p.Database}}
 		fs, _, err := rules.RunPlan(in, ruleIDs)
 		if err != nil {
-			return nil, nil, nil, inputErrf("--rules: %v", err)
+			return nil, nil, nil, InputErrorf("--rules: %v", err)
 		}
 		findings = append(findings, fs...)
 		for _, m := range rules.ScanMisestimates(ex) {
@@ -510,7 +511,7 @@ func Logs(ctx context.Context, sources []logs.Source, opt logs.Options, ruleIDs 
 	}
 	fromEvents, err := rules.RunLog(rules.LogInput{Events: events, Misestimates: misestimates, Name: "the server log"}, ruleIDs)
 	if err != nil {
-		return nil, nil, nil, inputErrf("--rules: %v", err)
+		return nil, nil, nil, InputErrorf("--rules: %v", err)
 	}
 	findings = append(findings, fromEvents...)
 	if unreadable > 0 {

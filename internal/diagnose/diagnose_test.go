@@ -54,8 +54,8 @@ func TestServerCores(t *testing.T) {
 		{0, "localhost", runtime.NumCPU()},
 		{0, "/var/run/postgresql", runtime.NumCPU()},
 	} {
-		if got := serverCores(c.flag, c.host); got != c.want {
-			t.Errorf("serverCores(%d, %q) = %d, want %d", c.flag, c.host, got, c.want)
+		if got := ServerCores(c.flag, c.host); got != c.want {
+			t.Errorf("ServerCores(%d, %q) = %d, want %d", c.flag, c.host, got, c.want)
 		}
 	}
 }

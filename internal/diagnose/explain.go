@@ -78,7 +78,7 @@ func Explain(ctx context.Context, version string, o ExplainOptions, min model.Se
 // and the difference that decides which is faster.
 func ComparePlans(ctx context.Context, version, pathA, pathB string, stdin io.Reader) (*report.CompareReport, error) {
 	if pathA == "-" && pathB == "-" {
-		return nil, inputErrf("only one of the two plans can come from stdin")
+		return nil, InputErrorf("only one of the two plans can come from stdin")
 	}
 	a, nameA, err := ReadPlan(ctx, pathA, stdin)
 	if err != nil {
@@ -100,7 +100,7 @@ func ReadPlan(ctx context.Context, path string, stdin io.Reader) (*plan.Explain,
 	if path != "-" {
 		fh, err := os.Open(path)
 		if err != nil {
-			return nil, "", inputErrf("cannot read the plan: %w", err)
+			return nil, "", InputErrorf("cannot read the plan: %w", err)
 		}
 		defer fh.Close()
 		r, name = fh, path
@@ -121,14 +121,14 @@ func ReadPlan(ctx context.Context, path string, stdin io.Reader) (*plan.Explain,
 	}
 	b := buf.Bytes()
 	if err != nil {
-		return nil, "", inputErrf("cannot read the plan from %s: %w", name, err)
+		return nil, "", InputErrorf("cannot read the plan from %s: %w", name, err)
 	}
 	if len(b) > maxPlanBytes {
-		return nil, "", inputErrf("%s is larger than %d MB; that is not one plan", name, maxPlanBytes>>20)
+		return nil, "", InputErrorf("%s is larger than %d MB; that is not one plan", name, maxPlanBytes>>20)
 	}
 	e, err := plan.Parse(b)
 	if err != nil {
-		return nil, "", inputErrf("%s: %w (pgmedic reads EXPLAIN output in JSON or TEXT format)", name, err)
+		return nil, "", InputErrorf("%s: %w (pgmedic reads EXPLAIN output in JSON or TEXT format)", name, err)
 	}
 	return e, name, nil
 }

@@ -69,7 +69,7 @@ func (o Options) checkLogs(ctx context.Context, sess *envelope.Session, snap *mo
 			continue
 		}
 		// A file the user named must be read: say so and stop.
-		return nil, nil, nil, inputErrf("--log %s: %s", f.Name, why)
+		return nil, nil, nil, InputErrorf("--log %s: %s", f.Name, why)
 	}
 	o.logf("the logs gave %d findings", len(found))
 	var events *model.LogEvents
@@ -155,10 +155,10 @@ func newFindings(found, have []model.Finding, only []string) []model.Finding {
 func LogsReport(ctx context.Context, version string, sources []logs.Source, opt logs.Options, ruleIDs []string) (*report.LogsReport, error) {
 	s, findings, skipped, err := Logs(ctx, sources, opt, ruleIDs, nil)
 	if err != nil {
-		return nil, inputErr(err)
+		return nil, InputErr(err)
 	}
 	if !s.Parsed() {
-		return nil, inputErrf("nothing could be parsed (%s)", whyUnparsed(s))
+		return nil, InputErrorf("nothing could be parsed (%s)", whyUnparsed(s))
 	}
 	for i := range findings {
 		findings[i].Clamp() // its id, as check's findings have

@@ -79,7 +79,7 @@ func Profile(ctx context.Context, cpu profile.CPU, conn envelope.Conn, pids []in
 	}
 	found, err := rules.RunProfile(res.Profile, o.Rules)
 	if err != nil {
-		return res, nil, inputErrf("--rules: %v", err)
+		return res, nil, InputErrorf("--rules: %v", err)
 	}
 	if conn == nil || o.NoVerify {
 		return res, found, nil
@@ -138,13 +138,13 @@ type ProfileOptions struct {
 func ProfileCommand(ctx context.Context, version string, o ProfileOptions, least model.Severity) (*report.ProfileReport, model.Profile, error) {
 	perf, err := profile.FindPerf(ctx)
 	if err != nil {
-		return nil, model.Profile{}, inputErr(err)
+		return nil, model.Profile{}, InputErr(err)
 	}
 	var conn envelope.Conn
 	var targets []int
 	if !o.HasDSN && len(o.Select.PIDs) > 0 {
 		if targets, err = profile.Backends(ctx, nil, o.Select); err != nil {
-			return nil, model.Profile{}, inputErr(err)
+			return nil, model.Profile{}, InputErr(err)
 		}
 	} else {
 		sess, err := envelope.Connect(ctx, o.DSN, envelope.Options{})
@@ -154,7 +154,7 @@ func ProfileCommand(ctx context.Context, version string, o ProfileOptions, least
 		defer sess.Close()
 		conn = sess.Conn
 		if targets, err = profile.Backends(ctx, conn, o.Select); err != nil {
-			return nil, model.Profile{}, inputErr(err)
+			return nil, model.Profile{}, InputErr(err)
 		}
 	}
 	if o.Log != nil {
@@ -162,14 +162,14 @@ func ProfileCommand(ctx context.Context, version string, o ProfileOptions, least
 	}
 	res, findings, err := Profile(ctx, perf, conn, targets, o.Duration, o.Frequency, o.ProfileRules)
 	if err != nil {
-		return nil, model.Profile{}, inputErr(err)
+		return nil, model.Profile{}, InputErr(err)
 	}
 	if res.Profile.Samples == 0 {
-		return nil, model.Profile{}, inputErrf("perf took no sample of %v in %s: the processes did not run on a CPU (idle)", targets, o.Duration)
+		return nil, model.Profile{}, InputErrorf("perf took no sample of %v in %s: the processes did not run on a CPU (idle)", targets, o.Duration)
 	}
 	rep, err := ProfileReport(version, res.Profile, findings, nil, least)
 	if err != nil {
-		return nil, model.Profile{}, inputErr(err)
+		return nil, model.Profile{}, InputErr(err)
 	}
 	rep.Unread = res.Stats.Unrecognised
 	return rep, res.Profile, nil

@@ -30,7 +30,7 @@ func place(kind string) verify.Place {
 func (o Options) verifyWithTwin(ctx context.Context, sess *envelope.Session, snap *model.Snapshot, findings []model.Finding) ([]model.Finding, []model.Skip, string) {
 	var here, there []model.Finding
 	var refs []model.RelRef
-	// Tables only lock-queue rehearsals need are copied without rows.
+	// Tables only lock-queue reproductions need are copied without rows.
 	rowsNeeded, defOnly := map[model.RelRef]bool{}, map[model.RelRef]bool{}
 	for _, f := range findings {
 		if f.Experiment == nil {
@@ -62,7 +62,7 @@ func (o Options) verifyWithTwin(ctx context.Context, sess *envelope.Session, sna
 	// server is asked again. While it stays busy the twin gets the tables'
 	// definitions only (catalog reads, as check itself makes): enough for
 	// the experiments that need no rows, and the others say why not.
-	cores := serverCores(o.ServerCores, sess.Target.Host)
+	cores := ServerCores(o.ServerCores, sess.Target.Host)
 	busy := verify.LoadRule(snap.Activity, cores)
 	for try := 0; busy != "" && try < loadRetries; try++ {
 		if try > 0 {
@@ -117,7 +117,7 @@ func (o Options) verifyWithTwin(ctx context.Context, sess *envelope.Session, sna
 	here, skipped := target.Run(ctx, snap, here)
 	var copied []model.Finding
 	for _, f := range there {
-		if why, ok := left[normalRef(snap, f.Experiment.Table)]; ok {
+		if why, ok := left[NormalRef(snap, f.Experiment.Table)]; ok {
 			f.Verification = model.NotRunBecause("the twin could not hold " + f.Experiment.Table.Name + ": " + why)
 			here = append(here, f)
 			continue
@@ -169,7 +169,7 @@ func lockedOut(snap *model.Snapshot, tw *twin.Twin, exp *model.Experiment) strin
 const loadRetries = 5
 
 // needsRows says whether an experiment needs the tables' rows on the
-// twin: a lock-queue rehearsal needs only their definitions, and a load
+// twin: a lock-queue reproduction needs only their definitions, and a load
 // replay whose statements read no table of the snapshot only the catalogs.
 func needsRows(snap *model.Snapshot, exp *model.Experiment) bool {
 	k, _ := verify.KindOf(exp.Kind)
@@ -184,8 +184,8 @@ func needsRows(snap *model.Snapshot, exp *model.Experiment) bool {
 	return true
 }
 
-// normalRef is a reference with the schema the snapshot's table has.
-func normalRef(snap *model.Snapshot, r model.RelRef) model.RelRef {
+// NormalRef is a reference with the schema the snapshot's table has.
+func NormalRef(snap *model.Snapshot, r model.RelRef) model.RelRef {
 	if t := snap.Table(r); t != nil {
 		return model.RelRef{Schema: t.Schema, Name: t.Name}
 	}
@@ -197,7 +197,7 @@ func normalRef(snap *model.Snapshot, r model.RelRef) model.RelRef {
 func tablesOf(snap *model.Snapshot, exp *model.Experiment) []model.RelRef {
 	var refs []model.RelRef
 	add := func(r model.RelRef) {
-		if r = normalRef(snap, r); !slices.Contains(refs, r) {
+		if r = NormalRef(snap, r); !slices.Contains(refs, r) {
 			refs = append(refs, r)
 		}
 	}

@@ -45,7 +45,7 @@ func Watch(ctx context.Context, version string, o WatchOptions) (string, error) 
 	if o.Metrics != "" {
 		ln, err := net.Listen("tcp", o.Metrics)
 		if err != nil {
-			return "", inputErrf("--metrics %s: %v", o.Metrics, err)
+			return "", InputErrorf("--metrics %s: %v", o.Metrics, err)
 		}
 		srv := metrics.Serve(ln)
 		defer srv.Close()

@@ -13,7 +13,7 @@ import (
 // Every registered rule, whatever it reads, is documented and proved: a
 // page in docs/rules, a row in README.md, and a lab scenario that must
 // produce it (for the rules that read a database; the healthy scenario is
-// every rule's quiet twin), a pair of real plans it must fire on and stay
+// every rule's quiet counterpart), a pair of real plans it must fire on and stay
 // quiet on (for the plan rules). The rules that read a log or a profile
 // are proved on fixtures in their own tests (rules, logs, profile).
 func TestRegistryIsDocumentedAndProved(t *testing.T) {

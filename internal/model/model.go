@@ -599,17 +599,17 @@ const (
 	// written and with FOR UPDATE SKIP LOCKED, counting rows claimed
 	// twice (on a twin or a lab database only).
 	ExpClaimRace = "claim-race"
-	// ExpLockQueue rehearses a schema change queued behind a lock: a
+	// ExpLockQueue reproduces a schema change queued behind a lock: a
 	// session holding the lock as the head did, the change, and readers
 	// running the waiting statement, as written and with lock_timeout and
 	// retries (on a twin only).
 	ExpLockQueue = "lock-queue"
-	// ExpHeldLock rehearses sessions waiting behind a transaction left
+	// ExpHeldLock reproduces sessions waiting behind a transaction left
 	// idle: a session taking the head's locks and sitting idle, and
 	// sessions running the waiting statement, as it happened and with
 	// idle_in_transaction_session_timeout (on a twin only).
 	ExpHeldLock = "held-lock"
-	// ExpDDLHold rehearses statements queued behind a schema change that
+	// ExpDDLHold reproduces statements queued behind a schema change that
 	// holds its lock while it runs (a CREATE INDEX blocking writes): a
 	// session holding the change's lock for a while and sessions running
 	// the waiting statement, then the same with the lock the fix takes
@@ -802,21 +802,21 @@ type Experiment struct {
 	Rewrite string `json:",omitempty"`
 	// Waiter is a statement queued behind a lock (with its values, as
 	// pg_stat_activity showed it) and HeadLock the lock mode the head of
-	// the queue held on Table: what a lock-queue rehearsal replays. They
+	// the queue held on Table: what a lock-queue reproduction replays. They
 	// are never reported.
 	Waiter   string `json:"-"`
 	HeadLock string `json:"-"`
 	// Change is a schema change queued between a held lock's head and its
 	// waiters (an ALTER waiting behind an idle transaction, reads queued
-	// behind the ALTER): a held-lock rehearsal queues it the same way.
+	// behind the ALTER): a held-lock reproduction queues it the same way.
 	Change string `json:"-"`
 	// FixLock is the lock mode the fixed change takes instead of
-	// HeadLock (a ddl-hold rehearsal's second side), in LOCK TABLE's words.
+	// HeadLock (a ddl-hold reproduction's second side), in LOCK TABLE's words.
 	FixLock string `json:"-"`
 	// IdleMS is how long the head of a held-lock chain was seen idle in
 	// its transaction, and TimeoutMS the idle_in_transaction_session_timeout
 	// the fix proposes (below it, so that it would have ended that
-	// transaction): what a held-lock rehearsal holds and sets.
+	// transaction): what a held-lock reproduction holds and sets.
 	IdleMS    float64 `json:",omitempty"`
 	TimeoutMS float64 `json:",omitempty"`
 	// Mix is the statement mix a concurrency experiment replays (texts as

@@ -137,7 +137,7 @@ func TestConversionScenarios(t *testing.T) {
 	for _, sc := range []struct{ name, kind, statement string }{
 		{"tz-conversion", "timezone", "readings"},
 		{"numeric-float", "numeric-float", "invoice_lines"},
-		{"healthy", "", "readings"}, // the quiet twin: no hot spot
+		{"healthy", "", "readings"}, // the quiet counterpart: no hot spot
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			var runs atomic.Int64

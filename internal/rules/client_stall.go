@@ -164,11 +164,11 @@ func clientStall(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 			if stalledRead && x.idleMS >= idleMinMS && x.idleSamples > 0 {
 				// The same session left idle in its transaction with
 				// others waiting behind it: one problem, idle-in-
-				// transaction's, which rehearses the chain; this names
+				// transaction's, which reproduces the chain; this names
 				// the client's side of it.
 				sev = model.Info
 				title += " (see idle-in-transaction)"
-				verification = model.NotRunBecause("the session is idle-in-transaction's finding, which rehearses the sessions waiting behind it with and without idle_in_transaction_session_timeout; what keeps the client from its next command is in its code")
+				verification = model.NotRunBecause("the session is idle-in-transaction's finding, which reproduces the sessions waiting behind it with and without idle_in_transaction_session_timeout; what keeps the client from its next command is in its code")
 			}
 		}
 		evs := []model.Evidence{

@@ -8,7 +8,7 @@ import (
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
-// heldLockExperiment is the rehearsal of sessions waiting behind a
+// heldLockExperiment is the reproduction of sessions waiting behind a
 // transaction its client left idle: on a twin, a session does what the
 // head did (its last statement, when it touches the waiters' table and
 // can be replayed; otherwise the waiters' own statement, which takes the
@@ -42,10 +42,10 @@ func heldLockExperiment(s *model.Snapshot, head model.Backend, waiters map[int]b
 	return nil
 }
 
-// changeBehind is the rehearsal of a chain with a schema change in its
+// changeBehind is the reproduction of a chain with a schema change in its
 // middle: the idle head holds a lock the change needs, the change waits
 // for it, and the application's statements queue behind the change
-// (they would not wait for the head alone). The rehearsal queues the
+// (they would not wait for the head alone). The reproduction queues the
 // change the same way; nil when no change waits directly for the head,
 // or nothing behind it can be replayed.
 func changeBehind(s *model.Snapshot, head model.Backend, waiters map[int]bool) *model.Experiment {
@@ -110,7 +110,7 @@ func lastSeen(s *model.Snapshot, pid int) (model.Backend, bool) {
 }
 
 // dml says whether a statement is a SELECT, INSERT, UPDATE or DELETE:
-// what a rehearsal or a replay on a twin runs (a write in a transaction
+// what a reproduction or a replay on a twin runs (a write in a transaction
 // it rolls back).
 func dml(st *sqlparse.Statement) bool {
 	switch st.Shape().Command {

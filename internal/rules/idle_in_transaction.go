@@ -114,7 +114,7 @@ func timeoutText(ms float64) string {
 // idleFix is the fix for a transaction left idle: commit before other
 // work, and a server-side timeout below the stall measured, so that it
 // would have ended this one. With sessions waiting behind it the value
-// is what the rehearsal sets; a session idle without waiters gets the
+// is what the reproduction sets; a session idle without waiters gets the
 // same, as a bound on what an abandoned transaction can hold.
 func idleFix(role string, idleMS float64, waited bool) model.Fix {
 	why, sql := idleTimeout(role, idleMS, waited)

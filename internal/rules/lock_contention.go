@@ -79,7 +79,7 @@ func lockContention(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		Impact:   model.Impact{Summary: "the head of the chain: " + headText, Share: math.Min(share, 1)},
 		Fix: model.Fix{Summary: chainFix(smp),
 			SQL: fmt.Sprintf("-- the head of the chain, if it must go:\nSELECT pg_cancel_backend(%d); -- or pg_terminate_backend(%d)", head.PID, head.PID)},
-		Verification: model.NotRunBecause("observed while sampling; the head of the chain was running a statement, not idle: shortening its transaction is a change to the application, and no rehearsal stands in for it"),
+		Verification: model.NotRunBecause("observed while sampling; the head of the chain was running a statement, not idle: shortening its transaction is a change to the application, and no reproduction stands in for it"),
 		Docs:         docsPath(LockContentionID),
 	}
 	whoseChain(s, &f, head, headWaiters, blocks, behind[head.PID], byPID)
@@ -99,14 +99,14 @@ func whoseChain(s *model.Snapshot, f *model.Finding, head model.Backend, headWai
 		f.Title += fmt.Sprintf(" behind prepared transaction %s: no session holds its locks, they stay until COMMIT PREPARED or ROLLBACK PREPARED", strings.Join(gids, ", "))
 		f.Impact.Summary = "the head of the chain: prepared transaction " + strings.Join(gids, ", ") + ", which belongs to no session"
 		f.Fix = horizonFix(s, model.XminHolder{Kind: model.HolderPrepared, Name: strings.Trim(gids[0], "'"), Database: s.Database})
-		f.Verification = model.NotRunBecause("the head is a prepared transaction: ending it is the fix, and there is no wait to rehearse without it")
+		f.Verification = model.NotRunBecause("the head is a prepared transaction: ending it is the fix, and there is no wait to reproduce without it")
 		if preparedReported(s) {
 			f.Severity = model.Info
 			f.Title += " (see xmin-horizon)"
 		}
 	} else if headWaiters == 0 {
 		f.Fix.SQL = ""
-		f.Verification = model.NotRunBecause("observed while sampling; the head of the chain was not visible, so there is nothing to rehearse")
+		f.Verification = model.NotRunBecause("observed while sampling; the head of the chain was not visible, so there is nothing to reproduce")
 	} else if claimChain(head, behind, byPID) {
 		// Workers taking the same queue row: one problem, the claim
 		// race, whose experiment measures the claim with SKIP LOCKED.
@@ -115,11 +115,11 @@ func whoseChain(s *model.Snapshot, f *model.Finding, head model.Backend, headWai
 		f.Verification = model.NotRunBecause("the chain is the queue's claim race: its sessions wait for the row the head claimed with the same statement, and queue-claim-race's experiment measures the claim with FOR UPDATE SKIP LOCKED")
 	} else if x, ok := sessions(s)[head.PID]; ok && strings.HasPrefix(head.State, "idle in transaction") && x.idleMS >= idleMinMS && x.idleSamples > 0 && len(x.waiters) > 0 {
 		// The head is a transaction its client left idle: one problem,
-		// idle-in-transaction's, which names the session and rehearses
+		// idle-in-transaction's, which names the session and reproduces
 		// the chain with idle_in_transaction_session_timeout.
 		f.Severity = model.Info
 		f.Title += ": its head is a transaction left idle (see idle-in-transaction)"
-		f.Verification = model.NotRunBecause("the chain is idle-in-transaction's: its head is a transaction left idle, and that finding's experiment rehearses the chain with and without idle_in_transaction_session_timeout")
+		f.Verification = model.NotRunBecause("the chain is idle-in-transaction's: its head is a transaction left idle, and that finding's experiment reproduces the chain with and without idle_in_transaction_session_timeout")
 	} else if strings.HasPrefix(head.State, "idle in transaction") {
 		if f.Experiment = heldLockExperiment(s, head, behind); f.Experiment == nil {
 			f.Verification = model.NotRunBecause("observed while sampling; no statement waiting in the chain could be replayed on a twin")
@@ -328,12 +328,12 @@ func ddlQueue(s *model.Snapshot, smp model.ActivitySample, byPID map[int]model.B
 		},
 		Impact:       model.Impact{Summary: impact},
 		Fix:          model.Fix{Summary: summary, SQL: sql},
-		Verification: model.NotRunBecause("observed while sampling; no read queued behind the change that pgmedic could rehearse (check --twin rehearses a queue that has one, with and without lock_timeout)"),
+		Verification: model.NotRunBecause("observed while sampling; no read queued behind the change that pgmedic could reproduce (check --twin reproduces a queue that has one, with and without lock_timeout)"),
 		Docs:         docsPath(LockContentionID),
 	}, true
 }
 
-// queueExperiment is the rehearsal of what queues behind a schema change:
+// queueExperiment is the reproduction of what queues behind a schema change:
 // a change that waits for its lock (lockQueueExperiment), or one that
 // holds its lock while it runs and has a form that takes a weaker one
 // (ddlHoldExperiment).
@@ -352,11 +352,11 @@ func queueExperiment(d *sqlparse.DDL, ddl model.Backend, waiting bool, byPID map
 // blocks no read or write.
 var fixLocks = map[string]string{"CREATE INDEX": "SHARE UPDATE EXCLUSIVE", "REINDEX": "SHARE UPDATE EXCLUSIVE"}
 
-// ddlHoldExperiment is the rehearsal of statements queued behind a
+// ddlHoldExperiment is the reproduction of statements queued behind a
 // change that holds its lock while it runs: the change's lock held, then
 // its fixed form's, with one of the queued statements (a read or a
 // write, run rolled back on the twin) in a loop. Nil when the change has
-// no form with a weaker lock, or nothing it can rehearse queued.
+// no form with a weaker lock, or nothing it can reproduce queued.
 func ddlHoldExperiment(d *sqlparse.DDL, ddl model.Backend, byPID map[int]model.Backend, behind map[int]map[int]bool) *model.Experiment {
 	fix := fixLocks[d.Command]
 	if fix == "" || d.Concurrently {
@@ -381,7 +381,7 @@ func ddlHoldExperiment(d *sqlparse.DDL, ddl model.Backend, byPID map[int]model.B
 	return nil
 }
 
-// lockQueueExperiment is the rehearsal of a schema change's queue: the
+// lockQueueExperiment is the reproduction of a schema change's queue: the
 // change as the sampler saw it, the lock its head held on the table, and
 // one of the reads queued behind it (a SELECT, with its values). Without
 // such a read there is nothing to time, and no experiment.

@@ -583,7 +583,7 @@ func TestClaimChainIsTheClaimRace(t *testing.T) {
 // TestHeldLockWithAChangeBehind: an idle transaction holds ACCESS SHARE
 // (it read the table), an ALTER waits for it, reads queue behind the
 // ALTER. The reads would not wait for the idle transaction alone: the
-// rehearsal queues the ALTER between them.
+// reproduction queues the ALTER between them.
 func TestHeldLockWithAChangeBehind(t *testing.T) {
 	s := sampledSnapshot(5,
 		model.Backend{PID: 1, State: "idle in transaction", Query: "SELECT count(*) FROM orders", Locks: []string{"public.orders (AccessShareLock)"}},

@@ -17,6 +17,7 @@ import (
 	"github.com/pgmedic/pgmedic/internal/printable"
 	"github.com/pgmedic/pgmedic/internal/rehearse"
 	"github.com/pgmedic/pgmedic/internal/report"
+	"github.com/pgmedic/pgmedic/internal/trial"
 )
 
 // rehearseScenario runs a rehearsal scenario: the workload captured from
@@ -43,12 +44,12 @@ func rehearseScenario(ctx context.Context, c *lab.Cluster, s Scenario, version s
 	run := func(name string, script []byte) (*report.RehearsalReport, bool, error) {
 		capture := captures[runs%len(captures)]
 		runs++
-		rep, err := diagnose.RehearseMigration(ctx, version, diagnose.MigrationOptions{
-			SourceOptions: diagnose.SourceOptions{Log: o.Log, StatementTimeout: o.StatementTimeout},
+		rep, err := trial.RehearseMigration(ctx, version, trial.MigrationOptions{
+			SourceOptions: trial.SourceOptions{Log: o.Log, StatementTimeout: o.StatementTimeout},
 			File:          name, Script: script, Source: c.DSN(env.DB),
 			Logs: []string{"the server's " + formatOf(capture)}, Sources: []logs.Source{logs.FileSource(capture, nil)}, Database: env.DB,
 			MaxWait: 200 * time.Millisecond, Before: time.Second, StepTimeout: time.Minute, FailOn: []string{"queued", "failed"}})
-		risky := errors.Is(err, diagnose.ErrMigrationRisky)
+		risky := errors.Is(err, trial.ErrMigrationRisky)
 		if err != nil && !risky {
 			return nil, false, err
 		}
@@ -185,11 +186,11 @@ func fileSize(path string) int64 {
 // major To on the capture: with a Cause, a shape must be slower and that
 // setting measured as why; without, the upgrade must pass.
 func rehearseUpgrade(ctx context.Context, c *lab.Cluster, env *Env, s Scenario, version string, o diagnose.Options, captures []string, res *Result) error {
-	rep, err := diagnose.RehearseUpgrade(ctx, version, diagnose.UpgradeOptions{
-		SourceOptions: diagnose.SourceOptions{Log: o.Log, StatementTimeout: o.StatementTimeout, CopyTimeout: o.CopyTimeout},
+	rep, err := trial.RehearseUpgrade(ctx, version, trial.UpgradeOptions{
+		SourceOptions: trial.SourceOptions{Log: o.Log, StatementTimeout: o.StatementTimeout, CopyTimeout: o.CopyTimeout},
 		Source:        c.DSN(env.DB), To: s.Rehearse.To, Logs: []string{"the server's " + formatOf(captures[0])},
 		Sources: []logs.Source{logs.FileSource(captures[0], nil)}, Database: env.DB, Runs: 2, MinRatio: 1.25, Speed: 1})
-	slower := errors.Is(err, diagnose.ErrUpgradeSlower)
+	slower := errors.Is(err, trial.ErrUpgradeSlower)
 	if err != nil && !slower {
 		return err
 	}

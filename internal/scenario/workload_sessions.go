@@ -147,7 +147,7 @@ func untilDone(ctx context.Context, n int, fn func(context.Context, *pgx.Conn) e
 // clients queue in the pool, and the server sees only two sessions.
 func poolSaturation(ctx context.Context, env *Env) error { return pooledClients(ctx, env, 12) }
 
-// poolRoomy is its quiet twin: two clients, a pool of four.
+// poolRoomy is its quiet counterpart: two clients, a pool of four.
 func poolRoomy(ctx context.Context, env *Env) error { return pooledClients(ctx, env, 2) }
 
 // pooledClients runs n clients through the scenario's PgBouncer, each

@@ -52,7 +52,7 @@ type Options struct {
 	// Keep leaves the lab cluster running (--keep-twin).
 	Keep bool
 	// DefinitionOnly are tables whose definition is enough (a lock
-	// queue's rehearsal needs the table, not its rows): no row of theirs
+	// queue's reproduction needs the table, not its rows): no row of theirs
 	// is read, so no lock on them is asked for on the target.
 	DefinitionOnly map[model.RelRef]bool
 	Log            func(format string, args ...any)

@@ -21,7 +21,7 @@ import (
 func (e *Engine) ddlHold(ctx context.Context, _ *model.Snapshot, f *model.Finding) {
 	exp := f.Experiment
 	if e.Workers == nil || !e.InPlace {
-		f.Verification = model.NotRunBecause("observed while sampling; check --twin rehearses it on a twin (the change's lock held, the queued statement behind it) with the lock its CONCURRENTLY form takes")
+		f.Verification = model.NotRunBecause("observed while sampling; check --twin reproduces it on a twin (the change's lock held, the queued statement behind it) with the lock its CONCURRENTLY form takes")
 		return
 	}
 	wait, why := e.forSessions(ctx, exp.Waiter, "pgmedic_wait")
@@ -35,21 +35,21 @@ func (e *Engine) ddlHold(ctx context.Context, _ *model.Snapshot, f *model.Findin
 		if fixed {
 			mode = exp.FixLock
 		}
-		return e.rehearseIdle(ctx, sessionStmt{run: "LOCK TABLE " + table + " IN " + mode + " MODE"}, wait, "", false, idleRehearsal{hold: idleHold})
+		return e.reproduceIdle(ctx, sessionStmt{run: "LOCK TABLE " + table + " IN " + mode + " MODE"}, wait, "", false, idleReproduction{hold: idleHold})
 	})
 	if err != nil {
-		f.Verification = model.NotRunBecause("the rehearsal on the twin failed: " + envelope.Message(err))
+		f.Verification = model.NotRunBecause("the reproduction on the twin failed: " + envelope.Message(err))
 		return
 	}
 	if worst[0] < float64(idleHold.Milliseconds())/2 {
-		f.Verification = model.NotRunBecause(fmt.Sprintf("the rehearsal did not reproduce the queue: the queued statement's longest run was %.1f ms while %s was held for %s (it does not conflict with that lock)", worst[0], exp.HeadLock, idleHold))
+		f.Verification = model.NotRunBecause(fmt.Sprintf("the twin did not reproduce the queue: the queued statement's longest run was %.1f ms while %s was held for %s (it does not conflict with that lock)", worst[0], exp.HeadLock, idleHold))
 		return
 	}
 	f.Evidence = append(f.Evidence,
-		model.Evidence{Label: "longest run of the queued statement under the change's lock (rehearsal)", Value: worst[0], Unit: "ms"},
-		model.Evidence{Label: "longest run under the lock of its CONCURRENTLY form (rehearsal)", Value: worst[1], Unit: "ms"})
+		model.Evidence{Label: "longest run of the queued statement under the change's lock (reproduction)", Value: worst[0], Unit: "ms"},
+		model.Evidence{Label: "longest run under the lock of its CONCURRENTLY form (reproduction)", Value: worst[1], Unit: "ms"})
 	f.Verification = model.Verification{
-		Method: fmt.Sprintf("rehearsed: a session held %s on %s for %s, as the change does while it runs, and %d sessions ran the queued statement in a loop, each run rolled back (%d runs); then the same under %s, the lock the change's CONCURRENTLY form takes (%d runs)",
+		Method: fmt.Sprintf("reproduced: a session held %s on %s for %s, as the change does while it runs, and %d sessions ran the queued statement in a loop, each run rolled back (%d runs); then the same under %s, the lock the change's CONCURRENTLY form takes (%d runs)",
 			exp.HeadLock, table, idleHold, idleWaiters, runs[0], exp.FixLock, runs[1]),
 		Parameters: wait.params,
 		Before:     &model.Measure{Value: worst[0], Unit: "ms longest run"}, After: &model.Measure{Value: worst[1], Unit: "ms longest run"}}

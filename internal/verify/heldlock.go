@@ -11,12 +11,12 @@ import (
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
-// The rehearsal of a transaction left idle: the head sits idle for
+// The reproduction of a transaction left idle: the head sits idle for
 // idleHold, and with the fix the server ends it after idleTimeout, the
-// idle_in_transaction_session_timeout the rehearsal sets on the head's
+// idle_in_transaction_session_timeout the reproduction sets on the head's
 // session. idleWaiters sessions run the waiting statement meanwhile.
 // When the finding says how long the head was seen idle and which timeout
-// it proposes (Experiment.IdleMS, TimeoutMS), the rehearsal holds that
+// it proposes (Experiment.IdleMS, TimeoutMS), the reproduction holds that
 // long (up to maxIdleHold) and sets that timeout: what is pasted is what
 // was proved. Longer stalls are scaled down to maxIdleHold, the timeout
 // with them, and the method says by how much.
@@ -27,26 +27,26 @@ const (
 	idleWaiters = 3
 )
 
-// idleRehearsal is how long the rehearsal's head sits idle and the
+// idleReproduction is how long the reproduction's head sits idle and the
 // timeout it sets, and what the method says about them.
-type idleRehearsal struct {
+type idleReproduction struct {
 	hold, timeout time.Duration
 	note          string
 }
 
-// idlePlan sizes the rehearsal from what the finding measured and
+// idlePlan sizes the reproduction from what the finding measured and
 // proposes.
-func idlePlan(exp *model.Experiment) idleRehearsal {
+func idlePlan(exp *model.Experiment) idleReproduction {
 	if exp.IdleMS <= 0 || exp.TimeoutMS <= 0 || exp.TimeoutMS >= exp.IdleMS {
-		return idleRehearsal{hold: idleHold, timeout: idleTimeout, note: " (the incident's idle time scaled down)"}
+		return idleReproduction{hold: idleHold, timeout: idleTimeout, note: " (the incident's idle time scaled down)"}
 	}
 	idle := time.Duration(exp.IdleMS * float64(time.Millisecond))
 	timeout := time.Duration(exp.TimeoutMS * float64(time.Millisecond))
 	if idle <= maxIdleHold {
-		return idleRehearsal{hold: idle.Round(10 * time.Millisecond), timeout: timeout, note: " (as long as it was seen idle)"}
+		return idleReproduction{hold: idle.Round(10 * time.Millisecond), timeout: timeout, note: " (as long as it was seen idle)"}
 	}
 	k := float64(maxIdleHold) / float64(idle)
-	return idleRehearsal{hold: maxIdleHold, timeout: time.Duration(float64(timeout) * k).Round(time.Millisecond),
+	return idleReproduction{hold: maxIdleHold, timeout: time.Duration(float64(timeout) * k).Round(time.Millisecond),
 		note: fmt.Sprintf(" (the %s it was seen idle and the %s proposed, both scaled by %.2f to fit a check)", idle.Round(100*time.Millisecond), timeout, k)}
 }
 
@@ -58,7 +58,7 @@ func idlePlan(exp *model.Experiment) idleRehearsal {
 func (e *Engine) heldLock(ctx context.Context, _ *model.Snapshot, f *model.Finding) {
 	exp := f.Experiment
 	if e.Workers == nil || !e.InPlace {
-		f.Verification = model.NotRunBecause("observed while sampling; check --twin rehearses it on a twin (a session holding the head's locks idle, the waiting statement behind it) with and without idle_in_transaction_session_timeout")
+		f.Verification = model.NotRunBecause("observed while sampling; check --twin reproduces it on a twin (a session holding the head's locks idle, the waiting statement behind it) with and without idle_in_transaction_session_timeout")
 		return
 	}
 	wait, why := e.forSessions(ctx, exp.Waiter, "pgmedic_wait")
@@ -70,7 +70,7 @@ func (e *Engine) heldLock(ctx context.Context, _ *model.Snapshot, f *model.Findi
 	if exp.Change != "" {
 		var err error
 		if undone, err = e.undoOnTwin(ctx, exp.Change); err != nil {
-			f.Verification = model.NotRunBecause("the rehearsal on the twin failed: " + envelope.Message(err))
+			f.Verification = model.NotRunBecause("the reproduction on the twin failed: " + envelope.Message(err))
 			return
 		}
 	}
@@ -78,7 +78,7 @@ func (e *Engine) heldLock(ctx context.Context, _ *model.Snapshot, f *model.Findi
 	plan := idlePlan(exp)
 	worst, runs, err := e.idleSides(ctx, take, wait, exp.Change, plan)
 	if err != nil {
-		f.Verification = model.NotRunBecause("the rehearsal on the twin failed: " + envelope.Message(err))
+		f.Verification = model.NotRunBecause("the reproduction on the twin failed: " + envelope.Message(err))
 		return
 	}
 	reproduced := func() bool { return worst[0] >= float64(plan.hold.Milliseconds())/2 }
@@ -106,24 +106,24 @@ func (e *Engine) heldLock(ctx context.Context, _ *model.Snapshot, f *model.Findi
 			}
 		}
 	}
-	// The waiters must have waited as written, or the rehearsal did not
+	// The waiters must have waited as written, or the reproduction did not
 	// reproduce the chain (values that match no row the head locked).
 	if !reproduced() {
-		f.Verification = model.NotRunBecause(fmt.Sprintf("the rehearsal did not reproduce the wait: the waiting statement's longest run was %.1f ms while the head sat idle %s (its values may match no row the head locked)", worst[0], plan.hold))
+		f.Verification = model.NotRunBecause(fmt.Sprintf("the twin did not reproduce the wait: the waiting statement's longest run was %.1f ms while the head sat idle %s (its values may match no row the head locked)", worst[0], plan.hold))
 		return
 	}
 	f.Evidence = append(f.Evidence,
-		model.Evidence{Label: "longest wait behind the idle transaction (rehearsal)", Value: worst[0], Unit: "ms"},
-		model.Evidence{Label: "longest wait with idle_in_transaction_session_timeout (rehearsal)", Value: worst[1], Unit: "ms"})
+		model.Evidence{Label: "longest wait behind the idle transaction (reproduction)", Value: worst[0], Unit: "ms"},
+		model.Evidence{Label: "longest wait with idle_in_transaction_session_timeout (reproduction)", Value: worst[1], Unit: "ms"})
 	f.Verification = model.Verification{
-		Method: fmt.Sprintf("%srehearsed: a session took the head's locks with %s and sat idle in its transaction for %s%s, %swhile %d sessions ran the waiting statement in a loop (%d and %d runs); then the same with SET idle_in_transaction_session_timeout = '%s' on the head's session; every transaction rolled back",
+		Method: fmt.Sprintf("%sreproduced: a session took the head's locks with %s and sat idle in its transaction for %s%s, %swhile %d sessions ran the waiting statement in a loop (%d and %d runs); then the same with SET idle_in_transaction_session_timeout = '%s' on the head's session; every transaction rolled back",
 			undone, how, plan.hold, plan.note, changeNote(exp.Change), idleWaiters, runs[0], runs[1], plan.timeout),
 		Parameters: wait.params,
 		Before:     &model.Measure{Value: worst[0], Unit: "ms longest wait"}, After: &model.Measure{Value: worst[1], Unit: "ms longest wait"}}
 	judge(f, worst[0], worst[1])
 }
 
-// headTake is the statement the rehearsal's head takes its locks with, and
+// headTake is the statement the reproduction's head takes its locks with, and
 // how the method says so: its own last statement when it can be replayed,
 // else the waiters' statement and values (the same rows, so the same row
 // locks), or LOCK TABLE for a table lock.
@@ -142,7 +142,7 @@ func (e *Engine) headTake(ctx context.Context, exp *model.Experiment, wait sessi
 	return wait, "the waiting statement itself, with the same values"
 }
 
-// changeNote says, in a held-lock rehearsal's method, that a schema change
+// changeNote says, in a held-lock reproduction's method, that a schema change
 // queued behind the head.
 func changeNote(change string) string {
 	if change == "" {
@@ -151,16 +151,16 @@ func changeNote(change string) string {
 	return fmt.Sprintf("the schema change %q queued behind it as on the target, ", printable.Shorten(change, 60))
 }
 
-// idleSides rehearses both sides, without and with the timeout.
-func (e *Engine) idleSides(ctx context.Context, take, wait sessionStmt, change string, plan idleRehearsal) (worst [2]float64, runs [2]int, err error) {
-	return bothSides(func(timeout bool) ([]float64, error) { return e.rehearseIdle(ctx, take, wait, change, timeout, plan) })
+// idleSides reproduces both sides, without and with the timeout.
+func (e *Engine) idleSides(ctx context.Context, take, wait sessionStmt, change string, plan idleReproduction) (worst [2]float64, runs [2]int, err error) {
+	return bothSides(func(timeout bool) ([]float64, error) { return e.reproduceIdle(ctx, take, wait, change, timeout, plan) })
 }
 
-// rehearseIdle runs one side: the head takes its locks and sits idle
+// reproduceIdle runs one side: the head takes its locks and sits idle
 // (with the timeout, the server ends its session), the waiters run the
 // statement in rolled-back transactions until the head is gone. It
 // returns the waiters' latencies (ms).
-func (e *Engine) rehearseIdle(ctx context.Context, take, wait sessionStmt, change string, timeout bool, plan idleRehearsal) ([]float64, error) {
+func (e *Engine) reproduceIdle(ctx context.Context, take, wait sessionStmt, change string, timeout bool, plan idleReproduction) ([]float64, error) {
 	extra := 0
 	if change != "" {
 		extra = 1

@@ -14,7 +14,7 @@ import (
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
-// The rehearsal of a lock queue: a head holds its lock for queueHold,
+// The reproduction of a lock queue: a head holds its lock for queueHold,
 // the schema change starts queueLag after it, and queueReaders sessions
 // run the waiting read in a loop until the head has gone and the change
 // is through. With the fix the change gives up after queueLockTimeout
@@ -37,11 +37,11 @@ const (
 func (e *Engine) lockQueue(ctx context.Context, _ *model.Snapshot, f *model.Finding) {
 	exp := f.Experiment
 	if e.Workers == nil || !e.InPlace {
-		f.Verification = model.NotRunBecause("observed while sampling; check --twin rehearses the queue on a twin (a head holding the lock, the change, the reads behind it) with and without lock_timeout")
+		f.Verification = model.NotRunBecause("observed while sampling; check --twin reproduces the queue on a twin (a head holding the lock, the change, the reads behind it) with and without lock_timeout")
 		return
 	}
 	if strings.Contains(strings.ToUpper(exp.Query), "CONCURRENTLY") {
-		f.Verification = model.NotRunBecause("the change cannot run inside a transaction (CONCURRENTLY), so it cannot be rehearsed and rolled back")
+		f.Verification = model.NotRunBecause("the change cannot run inside a transaction (CONCURRENTLY), so it cannot be reproduced and rolled back")
 		return
 	}
 	table := sqlparse.QuoteQualified(exp.Table.Schema, exp.Table.Name)
@@ -52,19 +52,19 @@ func (e *Engine) lockQueue(ctx context.Context, _ *model.Snapshot, f *model.Find
 	}
 	undone, err := e.undoOnTwin(ctx, exp.Query)
 	if err != nil {
-		f.Verification = model.NotRunBecause("the rehearsal on the twin failed: " + envelope.Message(err))
+		f.Verification = model.NotRunBecause("the reproduction on the twin failed: " + envelope.Message(err))
 		return
 	}
-	worst, reads, err := bothSides(func(retry bool) ([]float64, error) { return e.rehearse(ctx, exp, table, read, retry) })
+	worst, reads, err := bothSides(func(retry bool) ([]float64, error) { return e.reproduce(ctx, exp, table, read, retry) })
 	if err != nil {
-		f.Verification = model.NotRunBecause("the rehearsal on the twin failed: " + envelope.Message(err))
+		f.Verification = model.NotRunBecause("the reproduction on the twin failed: " + envelope.Message(err))
 		return
 	}
 	f.Evidence = append(f.Evidence,
-		model.Evidence{Label: "longest read while the change queues as written (rehearsal)", Value: worst[0], Unit: "ms"},
-		model.Evidence{Label: "longest read with lock_timeout and retries (rehearsal)", Value: worst[1], Unit: "ms"})
+		model.Evidence{Label: "longest read while the change queues as written (reproduction)", Value: worst[0], Unit: "ms"},
+		model.Evidence{Label: "longest read with lock_timeout and retries (reproduction)", Value: worst[1], Unit: "ms"})
 	f.Verification = model.Verification{
-		Method: fmt.Sprintf("%srehearsed: a session held %s on %s for %s as the head did, the change queued behind it, and %d sessions ran the waiting read in a loop (%d and %d reads); then the same with SET lock_timeout = '%s' and a retry every %s; the change rolled back each time",
+		Method: fmt.Sprintf("%sreproduced: a session held %s on %s for %s as the head did, the change queued behind it, and %d sessions ran the waiting read in a loop (%d and %d reads); then the same with SET lock_timeout = '%s' and a retry every %s; the change rolled back each time",
 			undone, exp.HeadLock, table, queueHold, queueReaders, reads[0], reads[1], queueLockTimeout, queueRetry),
 		Parameters: read.params,
 		Before:     &model.Measure{Value: worst[0], Unit: "ms longest read"}, After: &model.Measure{Value: worst[1], Unit: "ms longest read"}}
@@ -75,7 +75,7 @@ func (e *Engine) lockQueue(ctx context.Context, _ *model.Snapshot, f *model.Find
 // change had gone through on the target by the time the twin copied it:
 // the change is tried once (rolled back), and if it fails because what it
 // adds already exists, what it added is dropped on the twin, so the
-// rehearsal runs the change as the target first ran it. It says what it
+// reproduction runs the change as the target first ran it. It says what it
 // did, "" when nothing was needed.
 func (e *Engine) undoOnTwin(ctx context.Context, ddl string) (string, error) {
 	conns, closeAll, err := e.openWorkers(ctx, 1)
@@ -91,7 +91,7 @@ func (e *Engine) undoOnTwin(ctx context.Context, ddl string) (string, error) {
 	c.Exec(context.WithoutCancel(ctx), "ROLLBACK")
 	var pgErr *pgconn.PgError
 	if !errors.As(tried, &pgErr) || !alreadyThere[pgErr.Code] {
-		return "", nil // it runs, or fails for a reason the rehearsal will report
+		return "", nil // it runs, or fails for a reason the reproduction will report
 	}
 	st, err := sqlparse.Parse(ddl)
 	if err != nil {
@@ -99,7 +99,7 @@ func (e *Engine) undoOnTwin(ctx context.Context, ddl string) (string, error) {
 	}
 	undo := st.Undo()
 	if len(undo) == 0 {
-		return "", fmt.Errorf("the change had gone through before the twin copied the table (%s), and pgmedic cannot take it back to rehearse it", pgErr.Message)
+		return "", fmt.Errorf("the change had gone through before the twin copied the table (%s), and pgmedic cannot take it back to reproduce it", pgErr.Message)
 	}
 	for _, u := range undo {
 		if _, err := c.Exec(ctx, u); err != nil {
@@ -114,8 +114,8 @@ func (e *Engine) undoOnTwin(ctx context.Context, ddl string) (string, error) {
 // index's name).
 var alreadyThere = map[string]bool{"42701": true, "42710": true, "42P07": true}
 
-// rehearse runs one side and returns the readers' latencies (ms).
-func (e *Engine) rehearse(ctx context.Context, exp *model.Experiment, table string, read sessionStmt, retry bool) ([]float64, error) {
+// reproduce runs one side and returns the readers' latencies (ms).
+func (e *Engine) reproduce(ctx context.Context, exp *model.Experiment, table string, read sessionStmt, retry bool) ([]float64, error) {
 	conns, closeAll, err := e.openWorkers(ctx, 2+queueReaders)
 	defer closeAll()
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 
 // TestLockQueueAfterTheChange: the twin was copied after the queued
 // change had gone through on the target, so the column it adds is
-// already there. The rehearsal takes the twin's table back to before the
+// already there. The reproduction takes the twin's table back to before the
 // change and measures the queue as it was, instead of failing on
 // "column already exists".
 func TestLockQueueAfterTheChange(t *testing.T) {
@@ -35,7 +35,7 @@ func TestLockQueueAfterTheChange(t *testing.T) {
 	// machine is slow to start the change and the reads. Half the hold
 	// is what no read waits without the queue.
 	if v.Before == nil || v.After == nil || v.Before.Value < 600 || !strings.Contains(v.Method, "taken back") {
-		t.Fatalf("the rehearsal: %s: %s (%s)", v.Status, v.Reason, v.Method)
+		t.Fatalf("the reproduction: %s: %s (%s)", v.Status, v.Reason, v.Method)
 	}
 	if v.Status != model.Confirmed {
 		t.Errorf("the queue as written %.0f ms, with lock_timeout %.0f ms: %s", v.Before.Value, v.After.Value, v.Status)
@@ -46,7 +46,7 @@ func TestLockQueueAfterTheChange(t *testing.T) {
 // $2 through the extended protocol, so their values are unknown, and the
 // table has no statistics to take one from: the value bind falls back to
 // (1) matches no row, the head locks nothing and nobody waits. The
-// rehearsal then takes one row the twin holds for the head and the
+// reproduction then takes one row the twin holds for the head and the
 // waiters, and measures the wait.
 func TestHeldLockOnARowTheTwinHolds(t *testing.T) {
 	ctx := context.Background()
@@ -61,7 +61,7 @@ func TestHeldLockOnARowTheTwinHolds(t *testing.T) {
 	out, _ := e.Run(ctx, snap, []model.Finding{f})
 	v := out[0].Verification
 	if v.Before == nil || v.After == nil || v.Before.Value < 600 {
-		t.Fatalf("the rehearsal: %s: %s (%s)", v.Status, v.Reason, v.Method)
+		t.Fatalf("the reproduction: %s: %s (%s)", v.Status, v.Reason, v.Method)
 	}
 	if !strings.Contains(v.Method, "one row") || !strings.Contains(strings.Join(v.Parameters, " "), "a row of accounts") {
 		t.Errorf("the method and values do not say the row was the twin's: %s %v", v.Method, v.Parameters)
@@ -73,7 +73,7 @@ func TestHeldLockOnARowTheTwinHolds(t *testing.T) {
 
 // TestHeldLockWithAChangeBehind: a transaction left idle after reading
 // the table, an ALTER queued behind it, reads queued behind the ALTER.
-// The rehearsal queues the ALTER between the head and the reads: as
+// The reproduction queues the ALTER between the head and the reads: as
 // written the reads wait out the head's idle time, with the idle timeout
 // a fraction of it.
 func TestHeldLockWithAChangeBehind(t *testing.T) {
@@ -86,7 +86,7 @@ func TestHeldLockWithAChangeBehind(t *testing.T) {
 	out, _ := e.Run(ctx, &model.Snapshot{Database: "postgres", Tables: []model.Table{{Schema: "public", Name: "orders"}}}, []model.Finding{f})
 	v := out[0].Verification
 	if v.Status != model.Confirmed || v.Before == nil || v.Before.Value < 1000 || !strings.Contains(v.Method, "ALTER TABLE orders") {
-		t.Fatalf("the rehearsal: %s: %s (%s) %v %v", v.Status, v.Reason, v.Method, v.Before, v.After)
+		t.Fatalf("the reproduction: %s: %s (%s) %v %v", v.Status, v.Reason, v.Method, v.Before, v.After)
 	}
 }
 

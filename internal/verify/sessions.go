@@ -15,7 +15,7 @@ import (
 	"github.com/pgmedic/pgmedic/internal/wait"
 )
 
-// The rehearsals and replays on a twin run a statement the sampler saw
+// The reproductions and replays on a twin run a statement the sampler saw
 // from several sessions of their own. This file holds what they share:
 // the statement made runnable on any session, and sessions timing it in
 // a loop.
@@ -215,7 +215,7 @@ func execMS(ctx context.Context, c Session, q string) (float64, error) {
 	return ms, err
 }
 
-// bothSides runs a rehearsal's two sides, as it happened and with the
+// bothSides runs a reproduction's two sides, as it happened and with the
 // fix, and returns each side's longest run (ms: the incident is in the
 // few runs a lock held up, among thousands it did not) and how many runs
 // it timed.

@@ -48,7 +48,7 @@ type tapedFinding struct {
 	Finding    model.Finding
 	Experiment *model.Experiment
 	// Unreported are the experiment's fields a report never shows (the
-	// statements with their values, the lock modes): a rehearsal replays
+	// statements with their values, the lock modes): a reproduction replays
 	// them, so the tape keeps them beside it.
 	Unreported *unreported `json:",omitempty"`
 }

@@ -42,8 +42,8 @@ var record = flag.Bool("record", false, "record the tapes again from lab scenari
 // it, whose sessions are recorded among the workers; with admit, it may
 // make a role the server admits only so many sessions of, each load
 // client's connection attempts recorded and replayed as its own;
-// with twin, the connection stands for a twin's, where the rehearsals of
-// lock queues run, and a replay's rehearsal does not wait); its
+// with twin, the connection stands for a twin's, where the reproductions of
+// lock queues run, and a replay's reproduction does not wait); its
 // input may hold "setup: SQL" lines (run before collecting, when
 // recording) and a "query: SQL" line that replaces the experiment's
 // statement.
@@ -83,7 +83,7 @@ type tcase struct {
 	// (Engine.Admit), its sessions workers.
 	admit bool
 	// twin: the connection is a twin's (Engine.InPlace), where the
-	// rehearsals of lock queues run.
+	// reproductions of lock queues run.
 	twin  bool
 	setup []string
 	query string
@@ -532,7 +532,7 @@ type recordedSession struct {
 func (s *recordedSession) Close(ctx context.Context) error { return s.conn.Close(ctx) }
 
 // replayedSession is a worker session replayed from its tape: a
-// verify.Replayed, so a rehearsal's loop runs to the end of its recording
+// verify.Replayed, so a reproduction's loop runs to the end of its recording
 // and its statements take the time they took.
 type replayedSession struct{ *testkit.Replayer }
 

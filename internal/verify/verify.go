@@ -2,7 +2,7 @@
 // row of Kinds per model.Exp* id (JIT toggled, an index on a temporary
 // copy or through HypoPG, a cast removed, statistics refreshed,
 // pgstattuple and pgstatindex, a CPU hot spot's statement re-run under
-// perf, rehearsals on a twin, an index rebuilt on a copy, VACUUM behind a
+// perf, reproductions on a twin, an index rebuilt on a copy, VACUUM behind a
 // held snapshot), inside pgmedic's safety envelope: only
 // SELECTs are executed on a target, each run inside a transaction that is rolled back, under
 // statement_timeout; temporary copies only in the lab or with
@@ -93,7 +93,7 @@ type Engine struct {
 	// loop of round trips); nil is the wall clock. A transcript's replay
 	// gives one that counts the calls sent.
 	Now func() time.Time
-	// Sleep waits for what a rehearsal gives the server's time to do (a
+	// Sleep waits for what a reproduction gives the server's time to do (a
 	// head holding its lock, a change queueing behind it); nil waits on
 	// the wall clock (wait.For). A transcript's replay, whose sessions
 	// answer from their recordings, does not wait.
@@ -328,13 +328,13 @@ type Rows int
 
 const (
 	WithRows Rows = iota
-	// DefinitionsOnly: a lock-queue rehearsal needs the tables'
+	// DefinitionsOnly: a lock-queue reproduction needs the tables'
 	// definitions, not their rows.
 	DefinitionsOnly
 	// RowsWhenTables: a load replay needs rows only when its statements
 	// read a table of the snapshot.
 	RowsWhenTables
-	// RowsForRowLocks: a held-lock rehearsal needs rows when the head's
+	// RowsForRowLocks: a held-lock reproduction needs rows when the head's
 	// locks are taken on rows (its statement, the waiters'); a head that
 	// held a table lock (LOCK TABLE in its mode) needs the definition only.
 	RowsForRowLocks
@@ -405,9 +405,9 @@ type Session interface {
 	Close(ctx context.Context) error
 }
 
-// Replayed is a Session that answers from a recording. The rehearsals
+// Replayed is a Session that answers from a recording. The reproductions
 // whose sessions race each other on the wall clock run a replayed
-// session's loop to the end of its recording, not until the rehearsal
+// session's loop to the end of its recording, not until the reproduction
 // stops it, and take each statement's time from it (LastMS), so that a
 // replay makes the calls and the measurements that were recorded.
 type Replayed interface {

@@ -1,4 +1,4 @@
-package diagnose
+package trial
 
 import (
 	"context"
@@ -10,132 +10,12 @@ import (
 	"time"
 
 	"github.com/pgmedic/pgmedic/internal/capture"
-	"github.com/pgmedic/pgmedic/internal/collect"
-	"github.com/pgmedic/pgmedic/internal/envelope"
+	"github.com/pgmedic/pgmedic/internal/diagnose"
 	"github.com/pgmedic/pgmedic/internal/logs"
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/replay"
 	"github.com/pgmedic/pgmedic/internal/report"
-	"github.com/pgmedic/pgmedic/internal/rules"
-	"github.com/pgmedic/pgmedic/internal/sqlparse"
-	"github.com/pgmedic/pgmedic/internal/twin"
-	"github.com/pgmedic/pgmedic/internal/verify"
 )
-
-// Source is what `replay --source` learns of the server a log came from:
-// its findings (the rules on a read-only snapshot; nothing is re-run
-// there), and, with --twin, a twin holding every table the captured
-// statements name.
-type Source struct {
-	Findings []model.Finding
-	Twin     *twin.Twin
-}
-
-// SourceOptions are what reading a production source and copying it into
-// twins use (replay --source, the rehearsals): the rules run on its
-// snapshot, its cores for the load rule, pgmedic's statement_timeout and
-// the copy's, where the twin lives and how much it copies, and where
-// progress goes.
-type SourceOptions struct {
-	Rules            []string
-	ServerCores      int
-	StatementTimeout time.Duration
-	CopyTimeout      time.Duration
-	TwinDSN          string
-	TwinMaxBytes     int64
-	Log              func(format string, args ...any)
-}
-
-func (o *SourceOptions) logf(format string, args ...any) {
-	if o.Log != nil {
-		o.Log(format, args...)
-	}
-}
-
-// ReplaySource reads the source server for a replay. queries are the
-// capture's statement texts (one per shape); the twin copies the tables
-// they name that the source has. The copy reads the source, so the load
-// rule holds: a busy source is not copied.
-func ReplaySource(ctx context.Context, dsn string, queries []string, build bool, o SourceOptions) (*Source, error) {
-	var twins []twin.Options
-	if build {
-		twins = append(twins, twin.Options{MaxBytes: o.TwinMaxBytes, CopyTimeout: o.CopyTimeout, DSN: o.TwinDSN, Log: o.Log})
-	}
-	src, tws, err := sourceTwins(ctx, dsn, queries, o, twins...)
-	if err != nil {
-		return nil, err
-	}
-	if len(tws) > 0 {
-		src.Twin = tws[0]
-	}
-	return src, nil
-}
-
-// sourceTwins reads the source read-only (its findings by the rules on a
-// snapshot) and builds one twin per entry of twins, each holding the
-// tables queries name that the source has. The copies read the source,
-// so the load rule holds: a busy source is not copied.
-func sourceTwins(ctx context.Context, dsn string, queries []string, o SourceOptions, twins ...twin.Options) (*Source, []*twin.Twin, error) {
-	sess, err := envelope.Connect(ctx, dsn, envelope.Options{StatementTimeout: o.StatementTimeout})
-	if err != nil {
-		return nil, nil, err
-	}
-	defer sess.Close()
-	opts := collect.Defaults()
-	opts.SampleFor = 0
-	snap, err := collect.SnapshotWith(ctx, sess.Conn, time.Now(), opts)
-	if err != nil {
-		return nil, nil, inputErr(err)
-	}
-	snap.ServerCores = serverCores(o.ServerCores, sess.Target.Host)
-	selected, _ := rules.Select(o.Rules)
-	findings, _ := rules.Run(snap, selected)
-	for i := range findings {
-		findings[i].Clamp()
-	}
-	src := &Source{Findings: findings}
-	if len(twins) == 0 {
-		return src, nil, nil
-	}
-	var refs []model.RelRef
-	for _, q := range queries {
-		st, err := sqlparse.Parse(q)
-		if err != nil || st == nil {
-			continue
-		}
-		for _, rel := range st.Relations() {
-			r := model.RelRef{Schema: rel.Schema, Name: rel.Name}
-			if snap.Table(r) == nil {
-				continue
-			}
-			if r = normalRef(snap, r); !slices.Contains(refs, r) {
-				refs = append(refs, r)
-			}
-		}
-	}
-	if len(refs) == 0 {
-		return nil, nil, inputErrf("none of the captured statements names a table of the source's database %s: check --source (the server and database the log came from)", sess.Target.Database)
-	}
-	if busy := verify.LoadRule(snap.Activity, snap.ServerCores); busy != "" {
-		return nil, nil, inputErrf("the source is too busy to copy from (%s): run the replay when it is quieter, or replay against a copy you made (--dsn)", busy)
-	}
-	var out []*twin.Twin
-	for _, to := range twins {
-		o.logf("building the twin: %d tables the capture names", len(refs))
-		tw, skipped, err := twin.Build(ctx, sess.Conn, snap, refs, to)
-		if err != nil {
-			for _, t := range out {
-				t.Close(context.WithoutCancel(ctx))
-			}
-			return nil, nil, fmt.Errorf("building the twin: %w", err)
-		}
-		for r, why := range skipped {
-			o.logf("twin: %s.%s left out: %s", r.Schema, r.Name, why)
-		}
-		out = append(out, tw)
-	}
-	return src, out, nil
-}
 
 // ReplayOptions are `replay`'s.
 type ReplayOptions struct {
@@ -196,7 +76,7 @@ func Inconclusive(err error) bool {
 func Replay(ctx context.Context, version string, o ReplayOptions) (*report.ReplayReport, error) {
 	w, err := capture.Read(ctx, o.Sources, capture.Options{Database: o.Database, Options: o.Read})
 	if err != nil {
-		return nil, inputErr(err)
+		return nil, diagnose.InputErr(err)
 	}
 	rep := &report.ReplayReport{PGMedic: version, Logs: o.Logs, Capture: w.Stats(), Speed: o.Speed}
 	if o.DryRun {
@@ -217,10 +97,10 @@ func Replay(ctx context.Context, version string, o ReplayOptions) (*report.Repla
 	change := o.Candidate != "" || len(o.Apply) > 0 || len(settings) > 0 || o.Pool > 0
 	a, err := replay.OpenServer(ctx, o.DSN)
 	if err != nil {
-		return nil, inputErrf("--dsn: %w", err)
+		return nil, diagnose.InputErrorf("--dsn: %w", err)
 	}
 	if err := a.Guard(ctx, o.Allow, o.Source); err != nil {
-		return nil, inputErr(err)
+		return nil, diagnose.InputErr(err)
 	}
 	ro := replay.Options{Speed: o.Speed, MaxConnections: o.MaxConnections, StatementTimeout: o.ClientTimeout, Timeout: o.Timeout, NoPrepare: o.NoPrepare, Timeline: o.Timeline}
 	if ro.Timeout == 0 {
@@ -234,7 +114,7 @@ func Replay(ctx context.Context, version string, o ReplayOptions) (*report.Repla
 	users := w.Users()
 	sideA, err := a.Side(replay.SideOptions{Name: "as is", Pool: o.PoolA, Users: users})
 	if err != nil {
-		return nil, inputErr(err)
+		return nil, diagnose.InputErr(err)
 	}
 	if o.PoolA > 0 {
 		sideA.Name = fmt.Sprintf("pool of %d", o.PoolA)
@@ -245,20 +125,20 @@ func Replay(ctx context.Context, version string, o ReplayOptions) (*report.Repla
 	bServer := a
 	if o.Candidate != "" {
 		if bServer, err = replay.OpenServer(ctx, o.Candidate); err != nil {
-			return nil, inputErrf("--candidate: %w", err)
+			return nil, diagnose.InputErrorf("--candidate: %w", err)
 		}
 		if err := bServer.Guard(ctx, o.Allow, o.Source); err != nil {
-			return nil, inputErrf("--candidate: %w", err)
+			return nil, diagnose.InputErrorf("--candidate: %w", err)
 		}
 	}
 	sideB, err := bServer.Side(replay.SideOptions{Name: changeName(o.Candidate != "", o.Apply, settings, o.Pool), Apply: o.Apply, Settings: settings, Pool: o.Pool, Users: users})
 	if err != nil {
-		return nil, inputErr(err)
+		return nil, diagnose.InputErr(err)
 	}
 	o.logf("replaying %d sessions, %d statements at speed %g: %d runs of %q and of %q, alternating", len(w.Sessions), w.Statements, o.Speed, o.Runs, sideA.Name, sideB.Name)
 	c, err := replay.Compare(ctx, w, sideA, sideB, o.Runs, ro)
 	if err != nil {
-		return nil, inputErr(err)
+		return nil, diagnose.InputErr(err)
 	}
 	rep.Comparison = c
 	switch c.Verdict {
@@ -281,7 +161,7 @@ func (o *ReplayOptions) fromSource(ctx context.Context, w *capture.Workload, rep
 	}
 	src, err := ReplaySource(ctx, o.Source, queries, o.BuildTwin, o.SourceOptions)
 	if err != nil {
-		return closeTwin, inputErrf("--source: %w", err)
+		return closeTwin, diagnose.InputErrorf("--source: %w", err)
 	}
 	if src.Twin != nil {
 		closeTwin = func() { src.Twin.Close(context.WithoutCancel(ctx)) }
@@ -294,12 +174,12 @@ func (o *ReplayOptions) fromSource(ctx context.Context, w *capture.Workload, rep
 	fd, err := findingByID(src.Findings, o.Fix)
 	if err != nil {
 		closeTwin()
-		return func() {}, inputErr(err)
+		return func() {}, diagnose.InputErr(err)
 	}
 	ch, err := replay.ChangeOf(fd)
 	if err != nil {
 		closeTwin()
-		return func() {}, inputErr(err)
+		return func() {}, diagnose.InputErr(err)
 	}
 	o.Apply = append(o.Apply, ch.B.Apply...)
 	for k, v := range ch.B.Settings {
@@ -321,7 +201,7 @@ func (o *ReplayOptions) replayOnce(ctx context.Context, w *capture.Workload, a *
 	o.logf("replaying %d sessions, %d statements at speed %g on %s", len(w.Sessions), w.Statements, o.Speed, a.Name)
 	t, err := sideA.Open(ctx, 0)
 	if err != nil {
-		return inputErr(err)
+		return diagnose.InputErr(err)
 	}
 	one := ro
 	one.Connect, one.NoPrepare = t.Connect, o.NoPrepare || t.NoPrepare
@@ -329,10 +209,10 @@ func (o *ReplayOptions) replayOnce(ctx context.Context, w *capture.Workload, a *
 	r, err := replay.Run(ctx, w, one)
 	t.Close()
 	if err != nil {
-		return inputErr(err)
+		return diagnose.InputErr(err)
 	}
 	if ctx.Err() != nil {
-		return inputErrf("interrupted: every session was stopped and its connection closed")
+		return diagnose.InputErrorf("interrupted: every session was stopped and its connection closed")
 	}
 	rep.Where, rep.Single = t.Where, r
 	if r.ConnectFailed > 0 || r.NotRun > 0 {

@@ -1,4 +1,4 @@
-package diagnose
+package trial
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgmedic/pgmedic/internal/capture"
+	"github.com/pgmedic/pgmedic/internal/diagnose"
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/lab"
 	"github.com/pgmedic/pgmedic/internal/logs"
@@ -56,28 +57,28 @@ var ErrUpgradeSlower = errors.New("the upgrade made the workload slower")
 // the old behaviour put back).
 func RehearseUpgrade(ctx context.Context, version string, o UpgradeOptions) (*report.UpgradeReport, error) {
 	if _, err := lab.FindServer("", o.To); err != nil {
-		return nil, inputErrf("--to %d: %v", o.To, err)
+		return nil, diagnose.InputErrorf("--to %d: %v", o.To, err)
 	}
 	w, err := capture.Read(ctx, o.Sources, capture.Options{Database: o.Database, Options: o.Read})
 	if err != nil {
-		return nil, inputErr(err)
+		return nil, diagnose.InputErr(err)
 	}
 	if len(w.Sessions) == 0 {
-		return nil, inputErrf("the capture holds no session to replay (%d statements read): log with log_min_duration_statement = 0, log_connections and log_disconnections, or name the database with --database", w.Statements)
+		return nil, diagnose.InputErrorf("the capture holds no session to replay (%d statements read): log with log_min_duration_statement = 0, log_connections and log_disconnections, or name the database with --database", w.Statements)
 	}
 	st := w.Stats()
 	rep := &report.UpgradeReport{PGMedic: version, Logs: o.Logs, Capture: st, MinRatio: o.MinRatio}
 	before, err := writeCounters(ctx, o.Source, o.StatementTimeout)
 	if err != nil {
-		return nil, inputErrf("--source: %w", err)
+		return nil, diagnose.InputErrorf("--source: %w", err)
 	}
 	srcServer, err := sourceServer(ctx, o.Source, o.StatementTimeout)
 	if err != nil {
-		return nil, inputErrf("--source: %w", err)
+		return nil, diagnose.InputErrorf("--source: %w", err)
 	}
 	from := pgversion.Major(srcServer.VersionNum)
 	if o.To <= from {
-		return nil, inputErrf("--to %d: the source runs PostgreSQL %d; give a later major to rehearse an upgrade to", o.To, from)
+		return nil, diagnose.InputErrorf("--to %d: the source runs PostgreSQL %d; give a later major to rehearse an upgrade to", o.To, from)
 	}
 	var queries []string
 	for _, sh := range w.Shapes {
@@ -91,7 +92,7 @@ func RehearseUpgrade(ctx context.Context, version string, o UpgradeOptions) (*re
 	upgraded.Major = o.To
 	_, tws, err := sourceTwins(ctx, o.Source, queries, o.SourceOptions, old, upgraded)
 	if err != nil {
-		return nil, inputErrf("--source: %w", err)
+		return nil, diagnose.InputErrorf("--source: %w", err)
 	}
 	for _, tw := range tws {
 		defer tw.Close(context.WithoutCancel(ctx))
@@ -103,7 +104,7 @@ func RehearseUpgrade(ctx context.Context, version string, o UpgradeOptions) (*re
 	var servers [2]*rehearse.Server
 	for i, tw := range tws {
 		if servers[i], err = rehearse.ReadServer(ctx, tw.Conn.PgConn()); err != nil {
-			return nil, inputErrf("the twin: %w", err)
+			return nil, diagnose.InputErrorf("the twin: %w", err)
 		}
 		o.logf("twin %d: PostgreSQL %s, jit = %s, JIT compiles here: %v", i+1, servers[i].Version, servers[i].Settings["jit"].Value, servers[i].JIT)
 		tw.Release(ctx)
@@ -120,7 +121,7 @@ func RehearseUpgrade(ctx context.Context, version string, o UpgradeOptions) (*re
 	o.logf("replaying %d sessions, %d statements: %d runs on PostgreSQL %s and on %s, alternating", len(w.Sessions), w.Statements, o.Runs, rep.From, rep.To)
 	cmp, err := replay.Compare(ctx, w, sides[0], sides[1], o.Runs, ro)
 	if err != nil {
-		return nil, inputErr(err)
+		return nil, diagnose.InputErr(err)
 	}
 	rep.Comparison = cmp
 	if err := o.explainShapes(ctx, w, tws, rep); err != nil {
@@ -140,10 +141,10 @@ func upgradeSides(ctx context.Context, tws []*twin.Twin, servers [2]*rehearse.Se
 	for i, tw := range tws {
 		srv, err := replay.OpenServer(ctx, tw.DSN())
 		if err != nil {
-			return sides, inputErrf("the twin: %w", err)
+			return sides, diagnose.InputErrorf("the twin: %w", err)
 		}
 		if sides[i], err = srv.Side(replay.SideOptions{Name: "PostgreSQL " + servers[i].Version, Users: w.Users()}); err != nil {
-			return sides, inputErr(err)
+			return sides, diagnose.InputErr(err)
 		}
 	}
 	return sides, nil
@@ -203,7 +204,7 @@ func (o *UpgradeOptions) explainShapes(ctx context.Context, w *capture.Workload,
 	for i, tw := range tws {
 		c, err := envelope.Dial(ctx, tw.DSN(), envelope.Work{})
 		if err != nil {
-			return inputErrf("connecting to the twin: %s", envelope.Message(err))
+			return diagnose.InputErrorf("connecting to the twin: %s", envelope.Message(err))
 		}
 		defer c.Close(context.WithoutCancel(ctx))
 		conns[i] = c.PgConn()

@@ -1,4 +1,4 @@
-package diagnose
+package trial
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pgmedic/pgmedic/internal/capture"
+	"github.com/pgmedic/pgmedic/internal/diagnose"
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/logs"
 	"github.com/pgmedic/pgmedic/internal/migration"
@@ -61,7 +62,7 @@ var ErrMigrationRisky = errors.New("the migration as written is risky")
 func RehearseMigration(ctx context.Context, version string, o MigrationOptions) (*report.RehearsalReport, error) {
 	m, err := migration.Read(o.File, o.Script)
 	if err != nil {
-		return nil, inputErr(err)
+		return nil, diagnose.InputErr(err)
 	}
 	rep := &report.RehearsalReport{PGMedic: version, Migration: m, FailOn: o.FailOn, MaxWaitMS: float64(o.MaxWait.Milliseconds())}
 	if o.Source == "" && o.TwinDSN == "" {
@@ -71,12 +72,12 @@ func RehearseMigration(ctx context.Context, version string, o MigrationOptions) 
 	var w *capture.Workload
 	if len(o.Sources) > 0 {
 		if w, err = capture.Read(ctx, o.Sources, capture.Options{Database: o.Database, Options: o.Read}); err != nil {
-			return nil, inputErr(err)
+			return nil, diagnose.InputErr(err)
 		}
 		st := w.Stats()
 		rep.Capture, rep.Logs = &st, o.Logs
 		if len(w.Sessions) == 0 {
-			return nil, inputErrf("the capture holds no session to replay (%d statements read): log with log_min_duration_statement = 0, log_connections and log_disconnections, or name the database with --database", w.Statements)
+			return nil, diagnose.InputErrorf("the capture holds no session to replay (%d statements read): log with log_min_duration_statement = 0, log_connections and log_disconnections, or name the database with --database", w.Statements)
 		}
 	}
 	dsn := o.TwinDSN
@@ -84,12 +85,12 @@ func RehearseMigration(ctx context.Context, version string, o MigrationOptions) 
 	if o.Source != "" {
 		before, err := writeCounters(ctx, o.Source, o.StatementTimeout)
 		if err != nil {
-			return nil, inputErrf("--source: %w", err)
+			return nil, diagnose.InputErrorf("--source: %w", err)
 		}
 		queries := migrationQueries(m, w)
 		src, err := ReplaySource(ctx, o.Source, queries, true, o.SourceOptions)
 		if err != nil {
-			return nil, inputErrf("--source: %w", err)
+			return nil, diagnose.InputErrorf("--source: %w", err)
 		}
 		defer src.Twin.Close(context.WithoutCancel(ctx))
 		src.Twin.Release(ctx)
@@ -106,10 +107,10 @@ func RehearseMigration(ctx context.Context, version string, o MigrationOptions) 
 	}
 	srv, err := replay.OpenServer(ctx, dsn)
 	if err != nil {
-		return nil, inputErrf("the twin: %w", err)
+		return nil, diagnose.InputErrorf("the twin: %w", err)
 	}
 	if err := srv.Guard(ctx, allow, o.Source); err != nil {
-		return nil, inputErr(err)
+		return nil, diagnose.InputErr(err)
 	}
 	var users []string
 	if w != nil {
@@ -117,16 +118,16 @@ func RehearseMigration(ctx context.Context, version string, o MigrationOptions) 
 	}
 	side, err := srv.Side(replay.SideOptions{Name: "twin", Users: users})
 	if err != nil {
-		return nil, inputErr(err)
+		return nil, diagnose.InputErr(err)
 	}
 	if !side.Fresh {
-		return nil, inputErrf("the twin's server cannot copy the database for each run (%s): give the role CREATEDB on a database it owns, or leave out --twin-dsn", side.NoCopy)
+		return nil, diagnose.InputErrorf("the twin's server cannot copy the database for each run (%s): give the role CREATEDB on a database it owns, or leave out --twin-dsn", side.NoCopy)
 	}
 	ro := rehearse.Options{Workload: w, Side: side, MaxWait: o.MaxWait, Before: o.Before, After: o.Before / 2, StepTimeout: o.StepTimeout, Log: o.Log}
 	o.logf("rehearsing %s as written (%d statements)", o.File, len(m.Statements))
 	written, err := rehearse.Execute(ctx, rehearse.Written(m), 0, ro)
 	if err != nil {
-		return nil, inputErr(err)
+		return nil, diagnose.InputErr(err)
 	}
 	rep.Runs = append(rep.Runs, written)
 	if rehearse.NeedsSafer(m, written) {
@@ -157,7 +158,7 @@ func (o MigrationOptions) rehearseSafer(ctx context.Context, m *migration.Migrat
 	o.logf("rehearsing its safe form (%d steps; %s)", len(safe.Steps), safe.Why)
 	r, err := rehearse.Execute(ctx, safe, 1, ro)
 	if err != nil {
-		return nil, inputErr(err)
+		return nil, diagnose.InputErr(err)
 	}
 	return r, nil
 }
