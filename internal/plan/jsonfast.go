@@ -630,144 +630,21 @@ func (d *fastJSON) node(level int) (Node, error) {
 	}
 	n := d.scratch[level]
 	*n = rawNode{}
-	var seen seenKeys
-	var kids []Node
-	// One case per json tag of rawNode (TestFastReadsEveryField holds the
-	// two together); a switch on a string compiles to a search on its
-	// length and bytes, with no hashing.
+	f := nodeFill{n: n, level: level}
+	// One case per json tag of rawNode, in two switches split at the
+	// key's first letter so that each key still meets one search
+	// (TestFastReadsEveryField holds them and rawNode together). A switch
+	// on a string compiles to a search on its length and bytes, with no
+	// hashing.
 	err := d.members(func(key []byte) error {
-		switch string(key) {
-		case "Node Type":
-			return d.internedString(&n.NodeType)
-		case "Strategy":
-			return d.internedString(&n.Strategy)
-		case "Partial Mode":
-			return d.internedString(&n.PartialMode)
-		case "Join Type":
-			return d.internedString(&n.JoinType)
-		case "Operation":
-			return d.internedString(&n.Operation)
-		case "Command":
-			return d.internedString(&n.Command)
-		case "Scan Direction":
-			return d.internedString(&n.ScanDirection)
-		case "Parent Relationship":
-			return d.internedString(&n.ParentRelationship)
-		case "Subplan Name":
-			return d.string(&n.SubplanName)
-		case "Parallel Aware":
-			return d.bool(&n.ParallelAware)
-		case "Custom Plan Provider":
-			return d.internedString(&n.CustomProvider)
-		case "Relation Name":
-			return d.internedString(&n.RelationName)
-		case "Schema":
-			return d.internedString(&n.Schema)
-		case "Alias":
-			return d.string(&n.Alias)
-		case "Index Name":
-			return d.internedString(&n.IndexName)
-		case "Function Name":
-			return d.internedString(&n.FunctionName)
-		case "CTE Name":
-			return d.internedString(&n.CTEName)
-		case "Startup Cost":
-			return d.float(&n.StartupCost)
-		case "Total Cost":
-			return d.float(&n.TotalCost)
-		case "Plan Rows":
-			return d.float(&n.PlanRows)
-		case "Plan Width":
-			return d.int(&n.PlanWidth)
-		case "Actual Startup Time":
-			return d.float(&n.ActualStartup)
-		case "Actual Total Time":
-			return d.float(&n.ActualTotal)
-		case "Actual Rows":
-			return d.floatPtr(&n.ActualRows)
-		case "Actual Loops":
-			return d.floatPtr(&n.ActualLoops)
-		case "Output":
-			if !seen.first(sliceOutput) {
-				return errSlow
-			}
-			return d.strings(&n.Output)
-		case "Filter":
-			return d.string(&n.Filter)
-		case "Index Cond":
-			return d.string(&n.IndexCond)
-		case "Recheck Cond":
-			return d.string(&n.RecheckCond)
-		case "Join Filter":
-			return d.string(&n.JoinFilter)
-		case "Hash Cond":
-			return d.string(&n.HashCond)
-		case "Merge Cond":
-			return d.string(&n.MergeCond)
-		case "One-Time Filter":
-			return d.string(&n.OneTimeFilter)
-		case "Sort Key":
-			if !seen.first(sliceSortKey) {
-				return errSlow
-			}
-			return d.strings(&n.SortKey)
-		case "Group Key":
-			if !seen.first(sliceGroupKey) {
-				return errSlow
-			}
-			return d.strings(&n.GroupKey)
-		case "Rows Removed by Filter":
-			return d.float(&n.RemovedFilter)
-		case "Rows Removed by Join Filter":
-			return d.float(&n.RemovedJoinFilter)
-		case "Rows Removed by Index Recheck":
-			return d.float(&n.RemovedRecheck)
-		case "Heap Fetches":
-			return d.float(&n.HeapFetches)
-		case "Exact Heap Blocks":
-			return d.float(&n.ExactHeapBlocks)
-		case "Lossy Heap Blocks":
-			return d.float(&n.LossyHeapBlocks)
-		case "Sort Method":
-			return d.internedString(&n.SortMethod)
-		case "Sort Space Used":
-			return d.float(&n.SortSpaceUsed)
-		case "Sort Space Type":
-			return d.internedString(&n.SortSpaceType)
-		case "Hash Buckets":
-			return d.float(&n.HashBuckets)
-		case "Original Hash Buckets":
-			return d.float(&n.OrigHashBuckets)
-		case "Hash Batches":
-			return d.float(&n.HashBatches)
-		case "Original Hash Batches":
-			return d.float(&n.OrigHashBatches)
-		case "Peak Memory Usage":
-			return d.float(&n.PeakMemory)
-		case "HashAgg Batches":
-			return d.float(&n.HashAggBatches)
-		case "Disk Usage":
-			return d.float(&n.DiskUsage)
-		case "Workers Planned":
-			return d.int(&n.WorkersPlanned)
-		case "Workers Launched":
-			return d.int(&n.WorkersLaunched)
-		case "Workers":
-			return d.delegate(&n.Workers)
-		case "Target Tables":
-			return d.delegate(&n.Targets)
-		case "WAL Records":
-			return d.int64(&n.WALRecords)
-		case "WAL FPI":
-			return d.int64(&n.WALFPI)
-		case "WAL Bytes":
-			return d.int64(&n.WALBytes)
-		case "Plans":
-			if !seen.first(slicePlans) {
-				return errSlow
-			}
-			var err error
-			kids, err = d.children(level)
+		var ok bool
+		var err error
+		if len(key) > 0 && key[0] < 'P' {
+			ok, err = d.fieldAtoO(&f, key)
+		} else {
+			ok, err = d.fieldPtoZ(&f, key)
+		}
+		if ok {
 			return err
 		}
 		if ok, err := d.buffer(key, &n.rawBuffers); ok {
@@ -782,13 +659,171 @@ func (d *fastJSON) node(level int) (Node, error) {
 	if err != nil {
 		return Node{}, errSlow
 	}
-	if len(kids) > 0 {
+	if kids := f.kids; len(kids) > 0 {
 		if level >= maxDepth {
 			return Node{}, errSlow
 		}
 		out.Plans = kids
 	}
 	return out, nil
+}
+
+// nodeFill is one node being read: its raw fields, the lists already
+// met, its children, and its depth.
+type nodeFill struct {
+	n     *rawNode
+	seen  seenKeys
+	kids  []Node
+	level int
+}
+
+// fieldAtoO reads a field whose key starts before P: whether key is one,
+// and the error reading it.
+func (d *fastJSON) fieldAtoO(f *nodeFill, key []byte) (bool, error) {
+	n := f.n
+	switch string(key) {
+	case "Node Type":
+		return true, d.internedString(&n.NodeType)
+	case "Join Type":
+		return true, d.internedString(&n.JoinType)
+	case "Operation":
+		return true, d.internedString(&n.Operation)
+	case "Command":
+		return true, d.internedString(&n.Command)
+	case "Custom Plan Provider":
+		return true, d.internedString(&n.CustomProvider)
+	case "Alias":
+		return true, d.string(&n.Alias)
+	case "Index Name":
+		return true, d.internedString(&n.IndexName)
+	case "Function Name":
+		return true, d.internedString(&n.FunctionName)
+	case "CTE Name":
+		return true, d.internedString(&n.CTEName)
+	case "Actual Startup Time":
+		return true, d.float(&n.ActualStartup)
+	case "Actual Total Time":
+		return true, d.float(&n.ActualTotal)
+	case "Actual Rows":
+		return true, d.floatPtr(&n.ActualRows)
+	case "Actual Loops":
+		return true, d.floatPtr(&n.ActualLoops)
+	case "Output":
+		if !f.seen.first(sliceOutput) {
+			return true, errSlow
+		}
+		return true, d.strings(&n.Output)
+	case "Filter":
+		return true, d.string(&n.Filter)
+	case "Index Cond":
+		return true, d.string(&n.IndexCond)
+	case "Join Filter":
+		return true, d.string(&n.JoinFilter)
+	case "Hash Cond":
+		return true, d.string(&n.HashCond)
+	case "Merge Cond":
+		return true, d.string(&n.MergeCond)
+	case "One-Time Filter":
+		return true, d.string(&n.OneTimeFilter)
+	case "Group Key":
+		if !f.seen.first(sliceGroupKey) {
+			return true, errSlow
+		}
+		return true, d.strings(&n.GroupKey)
+	case "Heap Fetches":
+		return true, d.float(&n.HeapFetches)
+	case "Exact Heap Blocks":
+		return true, d.float(&n.ExactHeapBlocks)
+	case "Lossy Heap Blocks":
+		return true, d.float(&n.LossyHeapBlocks)
+	case "Hash Buckets":
+		return true, d.float(&n.HashBuckets)
+	case "Original Hash Buckets":
+		return true, d.float(&n.OrigHashBuckets)
+	case "Hash Batches":
+		return true, d.float(&n.HashBatches)
+	case "Original Hash Batches":
+		return true, d.float(&n.OrigHashBatches)
+	case "HashAgg Batches":
+		return true, d.float(&n.HashAggBatches)
+	case "Disk Usage":
+		return true, d.float(&n.DiskUsage)
+	}
+	return false, nil
+}
+
+// fieldPtoZ reads a field whose key starts at P or later.
+func (d *fastJSON) fieldPtoZ(f *nodeFill, key []byte) (bool, error) {
+	n := f.n
+	switch string(key) {
+	case "Strategy":
+		return true, d.internedString(&n.Strategy)
+	case "Partial Mode":
+		return true, d.internedString(&n.PartialMode)
+	case "Scan Direction":
+		return true, d.internedString(&n.ScanDirection)
+	case "Parent Relationship":
+		return true, d.internedString(&n.ParentRelationship)
+	case "Subplan Name":
+		return true, d.string(&n.SubplanName)
+	case "Parallel Aware":
+		return true, d.bool(&n.ParallelAware)
+	case "Relation Name":
+		return true, d.internedString(&n.RelationName)
+	case "Schema":
+		return true, d.internedString(&n.Schema)
+	case "Startup Cost":
+		return true, d.float(&n.StartupCost)
+	case "Total Cost":
+		return true, d.float(&n.TotalCost)
+	case "Plan Rows":
+		return true, d.float(&n.PlanRows)
+	case "Plan Width":
+		return true, d.int(&n.PlanWidth)
+	case "Recheck Cond":
+		return true, d.string(&n.RecheckCond)
+	case "Sort Key":
+		if !f.seen.first(sliceSortKey) {
+			return true, errSlow
+		}
+		return true, d.strings(&n.SortKey)
+	case "Rows Removed by Filter":
+		return true, d.float(&n.RemovedFilter)
+	case "Rows Removed by Join Filter":
+		return true, d.float(&n.RemovedJoinFilter)
+	case "Rows Removed by Index Recheck":
+		return true, d.float(&n.RemovedRecheck)
+	case "Sort Method":
+		return true, d.internedString(&n.SortMethod)
+	case "Sort Space Used":
+		return true, d.float(&n.SortSpaceUsed)
+	case "Sort Space Type":
+		return true, d.internedString(&n.SortSpaceType)
+	case "Peak Memory Usage":
+		return true, d.float(&n.PeakMemory)
+	case "Workers Planned":
+		return true, d.int(&n.WorkersPlanned)
+	case "Workers Launched":
+		return true, d.int(&n.WorkersLaunched)
+	case "Workers":
+		return true, d.delegate(&n.Workers)
+	case "Target Tables":
+		return true, d.delegate(&n.Targets)
+	case "WAL Records":
+		return true, d.int64(&n.WALRecords)
+	case "WAL FPI":
+		return true, d.int64(&n.WALFPI)
+	case "WAL Bytes":
+		return true, d.int64(&n.WALBytes)
+	case "Plans":
+		if !f.seen.first(slicePlans) {
+			return true, errSlow
+		}
+		var err error
+		f.kids, err = d.children(f.level)
+		return true, err
+	}
+	return false, nil
 }
 
 // children reads the "Plans" of a node at level.
