@@ -28,50 +28,18 @@ func place(kind string) verify.Place {
 // the target as always. It returns the findings, what was skipped, and
 // the twin's line for the report.
 func (o Options) verifyWithTwin(ctx context.Context, sess *envelope.Session, snap *model.Snapshot, findings []model.Finding) ([]model.Finding, []model.Skip, string) {
-	var here, there []model.Finding
-	var refs []model.RelRef
-	// Tables only lock-queue reproductions need are copied without rows.
-	rowsNeeded, defOnly := map[model.RelRef]bool{}, map[model.RelRef]bool{}
-	for _, f := range findings {
-		if f.Experiment == nil {
-			here = append(here, f)
-			continue
-		}
-		k := f.Experiment.Kind
-		if place(k) != verify.OnTarget {
-			for _, r := range tablesOf(snap, f.Experiment) {
-				if !slices.Contains(refs, r) {
-					refs = append(refs, r)
-				}
-				rowsNeeded[r] = rowsNeeded[r] || needsRows(snap, f.Experiment)
-			}
-		}
-		if place(k) == verify.OnTwin {
-			there = append(there, f)
-		} else {
-			here = append(here, f)
-		}
-	}
+	here, there, refs, rowsNeeded := byPlace(snap, findings)
+	defOnly := map[model.RelRef]bool{}
 	target := o.engine(sess)
 	if len(refs) == 0 && len(there) == 0 {
 		out, skipped := target.Run(ctx, snap, findings)
 		return out, skipped, ""
 	}
 	// The copy reads the target: the load rule holds for it as for any
-	// experiment. The snapshot's load was read before sampling, so a busy
-	// server is asked again. While it stays busy the twin gets the tables'
+	// experiment. While the target stays busy the twin gets the tables'
 	// definitions only (catalog reads, as check itself makes): enough for
 	// the experiments that need no rows, and the others say why not.
-	cores := ServerCores(o.ServerCores, sess.Target.Host)
-	busy := verify.LoadRule(snap.Activity, cores)
-	for try := 0; busy != "" && try < loadRetries; try++ {
-		if try > 0 {
-			wait.For(ctx, time.Second)
-		}
-		if a, err := collect.Load(ctx, sess.Conn); err == nil {
-			busy = verify.LoadRule(a, cores)
-		}
-	}
+	busy := o.stillBusy(ctx, sess, snap)
 	for _, r := range refs {
 		defOnly[r] = busy != "" || !rowsNeeded[r]
 	}
@@ -129,6 +97,65 @@ func (o Options) verifyWithTwin(ctx context.Context, sess *envelope.Session, sna
 		}
 		copied = append(copied, f)
 	}
+	eng := o.twinEngine(sess, tw)
+	copied, more := eng.Run(ctx, twSnap, copied)
+	for i := range copied {
+		if copied[i].Experiment != nil {
+			copied[i].Verification.Where = tw.Where(copied[i].Experiment.Table)
+		}
+	}
+	return append(here, copied...), append(skipped, more...), tw.Summary()
+}
+
+// byPlace sorts findings by where their experiments run: here (on the
+// target, or none), there (on the twin). refs are the tables the twin
+// must hold, and rowsNeeded says which of them need their rows.
+func byPlace(snap *model.Snapshot, findings []model.Finding) (here, there []model.Finding, refs []model.RelRef, rowsNeeded map[model.RelRef]bool) {
+	rowsNeeded = map[model.RelRef]bool{}
+	for _, f := range findings {
+		if f.Experiment == nil {
+			here = append(here, f)
+			continue
+		}
+		k := f.Experiment.Kind
+		if place(k) != verify.OnTarget {
+			for _, r := range tablesOf(snap, f.Experiment) {
+				if !slices.Contains(refs, r) {
+					refs = append(refs, r)
+				}
+				rowsNeeded[r] = rowsNeeded[r] || needsRows(snap, f.Experiment)
+			}
+		}
+		if place(k) == verify.OnTwin {
+			there = append(there, f)
+		} else {
+			here = append(here, f)
+		}
+	}
+	return here, there, refs, rowsNeeded
+}
+
+// stillBusy is the load rule's reason the target is too busy to copy
+// rows from, or "". The snapshot's load was read before sampling, so a
+// busy server is asked again, a few times.
+func (o Options) stillBusy(ctx context.Context, sess *envelope.Session, snap *model.Snapshot) string {
+	cores := ServerCores(o.ServerCores, sess.Target.Host)
+	busy := verify.LoadRule(snap.Activity, cores)
+	for try := 0; busy != "" && try < loadRetries; try++ {
+		if try > 0 {
+			wait.For(ctx, time.Second)
+		}
+		if a, err := collect.Load(ctx, sess.Conn); err == nil {
+			busy = verify.LoadRule(a, cores)
+		}
+	}
+	return busy
+}
+
+// twinEngine runs experiments on the twin: its connection, sessions and
+// pool stand for the target's, and changes are made in place (the twin
+// is pgmedic's to write).
+func (o Options) twinEngine(sess *envelope.Session, tw *twin.Twin) *verify.Engine {
 	eng := o.engine(sess)
 	eng.Conn, eng.Lab, eng.InPlace, eng.Workers = tw.Conn, true, true, verify.Sessions(tw.Connect)
 	eng.Pool = verify.Pooled(tw.Pool)
@@ -139,13 +166,7 @@ func (o Options) verifyWithTwin(ctx context.Context, sess *envelope.Session, sna
 		}
 		return &verify.Admitted{Connect: verify.Sessions(connect), Pool: verify.Pooled(pool), Close: drop}, nil
 	}
-	copied, more := eng.Run(ctx, twSnap, copied)
-	for i := range copied {
-		if copied[i].Experiment != nil {
-			copied[i].Verification.Where = tw.Where(copied[i].Experiment.Table)
-		}
-	}
-	return append(here, copied...), append(skipped, more...), tw.Summary()
+	return eng
 }
 
 // lockedOut says why an experiment that needs rows cannot have them: a
