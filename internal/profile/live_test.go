@@ -158,9 +158,19 @@ func TestConversionScenarios(t *testing.T) {
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
-			res, err := profile.Run(ctx, perf, conn, pids, 2*time.Second, 499)
-			if err != nil {
-				t.Fatal(err)
+			// The quiet case needs enough samples to say "no hot spot": on a
+			// machine busy with other tests the backend gets less of a
+			// core, so it is profiled again (up to five times) until perf
+			// has taken 100, not failed for the machine's load.
+			var res profile.Result
+			for try := 0; try < 5; try++ {
+				if res, err = profile.Run(ctx, perf, conn, pids, 2*time.Second, 499); err != nil {
+					t.Fatal(err)
+				}
+				if sc.kind != "" || res.Profile.Samples >= 100 {
+					break
+				}
+				t.Logf("%s: %d samples on try %d; again", sc.name, res.Profile.Samples, try+1)
 			}
 			p, st := res.Profile, res.Stats
 			if res.Raw[statementOf(p, sc.statement)] == "" {
