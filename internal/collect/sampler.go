@@ -54,7 +54,7 @@ const sampleColumns = `WITH a AS MATERIALIZED (SELECT a.pid, coalesce(a.datname,
 	a.xact_start IS NOT NULL AS in_xact
 	FROM pg_stat_activity a
 	WHERE (a.backend_type = 'client backend' OR (a.backend_type IS NULL AND a.usesysid IS NOT NULL)) AND a.pid <> pg_backend_pid()),
-	l AS MATERIALIZED (SELECT l.pid, l.relation, l.locktype, l.mode, l.granted FROM pg_locks l
+	l AS MATERIALIZED (SELECT l.pid, l.relation, l.locktype, l.mode, l.granted, l.classid, l.objid, l.database FROM pg_locks l
 	WHERE EXISTS (SELECT FROM a WHERE a.wait_type = 'Lock' OR a.state LIKE 'idle in transaction%') AND l.pid IS NOT NULL
 	AND (NOT l.granted OR (l.locktype = 'relation' AND l.relation >= 16384)))
 	SELECT a.pid, a.datname, a.usename, a.app, a.client, a.state, a.wait_type, a.wait, a.query_id, a.query,
@@ -62,7 +62,8 @@ const sampleColumns = `WITH a AS MATERIALIZED (SELECT a.pid, coalesce(a.datname,
 	CASE WHEN a.in_xact AND (a.state LIKE 'idle in transaction%' OR a.pid IN (SELECT unnest(b.blocked_by) FROM a b)) THEN ARRAY(
 		SELECT DISTINCT l.relation::regclass::text || ' (' || l.mode || ')' FROM l
 		WHERE l.pid = a.pid AND l.granted AND l.locktype = 'relation' ORDER BY 1) ELSE '{}'::text[] END,
-	CASE WHEN a.wait_type = 'Lock' THEN coalesce((SELECT coalesce(l.relation::regclass::text, l.locktype) || ' (' || l.mode || ')'
+	CASE WHEN a.wait_type = 'Lock' THEN coalesce((SELECT CASE WHEN l.locktype = 'object' THEN 'object ' || l.classid || '/' || l.objid || ' of database ' || l.database
+		ELSE coalesce(l.relation::regclass::text, l.locktype) END || ' (' || l.mode || ')'
 		FROM l WHERE l.pid = a.pid AND NOT l.granted LIMIT 1), '') ELSE '' END
 	FROM a`
 

@@ -102,7 +102,8 @@ type Backend struct {
 	// BlockedBy are the sessions it waits for (pg_blocking_pids).
 	BlockedBy []int `json:"blocked_by,omitempty"`
 	// WaitsFor is the lock it waits for, as "relation (mode)" (or the
-	// lock type, for a row's transaction id), when it waits for one.
+	// lock type, for a row's transaction id; "object CLASS/OBJ of database
+	// DB (mode)" for an object's), when it waits for one.
 	WaitsFor string `json:"waits_for,omitempty"`
 	// BlockedByPgmedic says it waited only for pgmedic's own sessions:
 	// a wait pgmedic caused, never evidence against the application.

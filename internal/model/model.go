@@ -683,6 +683,10 @@ const (
 	// ExpFreeze runs VACUUM (FREEZE) on the twin's copy of a table past
 	// its freeze age: the copy's oldest age before and after, and the time.
 	ExpFreeze = "freeze"
+	// ExpNotifyCommits times concurrent one-row write transactions with a
+	// NOTIFY in each and then without it (the outbox's form): commits per
+	// second on each side, on a database pgmedic may write to.
+	ExpNotifyCommits = "notify-commits"
 	// ExpKeyWiden tries the first number past a key's limit (Limit, of
 	// ColumnType: Column's, or the sequence's when Column is empty) on a
 	// copy before and after widening it to bigint.

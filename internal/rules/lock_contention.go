@@ -164,7 +164,8 @@ func countLockWaits(s *model.Snapshot) (busy, waiting, worst, worstAt int) {
 			if b.State == "active" || strings.HasPrefix(b.State, "idle in transaction") {
 				busy++
 			}
-			if b.WaitType == "Lock" && !b.BlockedByPgmedic {
+			// Commits queued on the NOTIFY queue's lock are notify-lock's.
+			if b.WaitType == "Lock" && !b.BlockedByPgmedic && !notifyWait(b) {
 				waiting++
 				n++
 			}

@@ -50,9 +50,13 @@ var workloads = map[string]GoWorkload{
 	// Ready once the writers queue behind a build.
 	"index-build-blocks": {Run: indexBuildBlocks, SignalsReady: true},
 	"queue-claim-race":   {Run: queueClaimRace},
-	"queue-churn":        {Run: queueChurn},
-	"queue-poll":         {Run: queuePoll},
-	"random-keys":        {Run: randomKeys},
+	// Many writers, each with a NOTIFY in its transaction; its quiet
+	// counterpart through an outbox.
+	"notify-commits": {Run: notifyCommits},
+	"notify-outbox":  {Run: notifyOutbox},
+	"queue-churn":    {Run: queueChurn},
+	"queue-poll":     {Run: queuePoll},
+	"random-keys":    {Run: randomKeys},
 	// A prepared transaction, and transaction ids consumed while check
 	// samples them.
 	"freeze-held-back": {Run: freezeHeldBack, SignalsReady: true},

@@ -392,6 +392,8 @@ var Kinds = []Kind{
 	{model.ExpBatch, OnTarget, WithRows, "batch", (*Engine).batch},
 	{model.ExpPlannerSetting, OnTarget, WithRows, "planner-setting", (*Engine).plannerSetting},
 	{model.ExpKeyWiden, CopiesOnTwin, WithRows, "key-widen", (*Engine).keyWiden},
+	// Its own scratch table: the twin needs none of the target's.
+	{model.ExpNotifyCommits, OnTwin, DefinitionsOnly, "notify-commits", (*Engine).notifyCommits},
 	// Last: VACUUM leaves the twin's table frozen for the experiments
 	// after it, and cannot be rolled back.
 	{model.ExpFreeze, OnTwin, WithRows, "freeze", (*Engine).freeze},

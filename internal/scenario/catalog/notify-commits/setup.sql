@@ -1,0 +1,1 @@
+CREATE TABLE orders (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, customer int NOT NULL, total numeric(12,2) NOT NULL, created_at timestamptz NOT NULL DEFAULT now());
