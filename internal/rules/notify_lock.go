@@ -84,7 +84,6 @@ func notifyLock(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 			ev("session-samples waiting on the notification queue's lock", float64(waiting), ""),
 			ev("session-samples active or in a transaction", float64(active), ""),
 			ev("sessions waiting at the worst moment", float64(worst), ""),
-			ev("statements that notify (pg_stat_statements)", float64(len(notifying)), ""),
 		},
 		Impact: model.Impact{Share: math.Min(share, 1),
 			Summary: "every transaction that sent a NOTIFY commits one at a time, behind the lock on the server's one notification queue (" +
@@ -93,6 +92,9 @@ func notifyLock(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		Docs: docsPath(NotifyLockID),
 		Experiment: &model.Experiment{Kind: model.ExpNotifyCommits, Clients: max(worst+1, 4),
 			AppSettings: map[string]string{"synchronous_commit": s.Settings["synchronous_commit"].Value, "fsync": s.Settings["fsync"].Value}},
+	}
+	if s.Statements != nil { // nil: pg_stat_statements was not read
+		f.Evidence = append(f.Evidence, ev("statements that notify (pg_stat_statements)", float64(len(notifying)), ""))
 	}
 	for i, q := range notifying {
 		if i == 3 {
