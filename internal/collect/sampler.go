@@ -15,8 +15,9 @@ import (
 
 // sampleSQL reads every client backend in one statement: its state and
 // wait, how long its transaction, its state and its last statement took,
-// who blocks it, the lock it waits for (relation and mode), and for a
-// session idle in a transaction or blocking another the relations it
+// who blocks it, the lock it waits for (relation and mode) and the
+// autovacuum worker among its blockers (with its VACUUM's phase), and for
+// a session idle in a transaction or blocking another the relations it
 // holds locks on. It runs outside any transaction and takes no lock.
 //
 // It must stay cheap when the server is busiest, which is when it is
@@ -64,7 +65,10 @@ const sampleColumns = `WITH a AS MATERIALIZED (SELECT a.pid, coalesce(a.datname,
 		WHERE l.pid = a.pid AND l.granted AND l.locktype = 'relation' ORDER BY 1) ELSE '{}'::text[] END,
 	CASE WHEN a.wait_type = 'Lock' THEN coalesce((SELECT CASE WHEN l.locktype = 'object' THEN 'object ' || l.classid || '/' || l.objid || ' of database ' || l.database
 		ELSE coalesce(l.relation::regclass::text, l.locktype) END || ' (' || l.mode || ')'
-		FROM l WHERE l.pid = a.pid AND NOT l.granted LIMIT 1), '') ELSE '' END
+		FROM l WHERE l.pid = a.pid AND NOT l.granted LIMIT 1), '') ELSE '' END,
+	CASE WHEN a.wait_type = 'Lock' THEN coalesce((SELECT w.pid || ' ' || w.query || coalesce(' [' || p.phase || ']', '')
+		FROM pg_stat_activity w LEFT JOIN pg_stat_progress_vacuum p ON p.pid = w.pid
+		WHERE w.pid = ANY (a.blocked_by) AND w.backend_type = 'autovacuum worker' LIMIT 1), '') ELSE '' END
 	FROM a`
 
 // deltaSQL reads the counters whose change over the window the rules
@@ -339,7 +343,7 @@ func sampleOnce(ctx context.Context, q envelope.Conn, h pgversion.Has, at time.T
 		var b model.Backend
 		var blocked []int32
 		if err := rows.Scan(&b.PID, &b.Database, &b.User, &b.App, &b.Client, &b.State, &b.WaitType, &b.Wait, &b.QueryID, &b.Query,
-			&b.XactMS, &b.StateMS, &b.LastMS, &blocked, &b.Locks, &b.WaitsFor); err != nil {
+			&b.XactMS, &b.StateMS, &b.LastMS, &blocked, &b.Locks, &b.WaitsFor, &b.Autovacuum); err != nil {
 			return smp, 0, err
 		}
 		for _, p := range blocked {

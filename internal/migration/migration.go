@@ -47,6 +47,7 @@ var kinds = sync.OnceValue(func() map[string]kind {
 		"DROP TABLE":     {lock: AccessExclusive},
 		"LOCK TABLE":     {lock: AccessExclusive},
 		"CREATE TRIGGER": {lock: ShareRowExclusive},
+		"DROP TRIGGER":   {lock: AccessExclusive},
 		"VACUUM":         {lock: ShareUpdateExclusive},
 		"ANALYZE":        {lock: ShareUpdateExclusive},
 

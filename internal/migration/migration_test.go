@@ -27,6 +27,7 @@ func TestRead(t *testing.T) {
 		{"ALTER TABLE orders SET (fillfactor = 70)", "ALTER TABLE SET STORAGE PARAMETERS", ShareUpdateExclusive, false, false, false, false, false, ""},
 		{"UPDATE orders SET status = 'x'", "UPDATE", RowExclusive, false, true, false, true, true, "batches"},
 		{"VACUUM FULL orders", "VACUUM FULL", AccessExclusive, true, true, true, false, true, "pg_repack"},
+		{"DROP TRIGGER IF EXISTS orders_audit ON app.orders", "DROP TRIGGER", AccessExclusive, true, true, false, false, true, ""},
 		{"CREATE TABLE t (id int)", "CREATE", "", false, false, false, false, false, ""},
 		{"DO $$ BEGIN ALTER TABLE t ADD COLUMN c int; END $$", "DO", "", false, false, false, false, false, ""},
 	}

@@ -105,6 +105,12 @@ type Backend struct {
 	// lock type, for a row's transaction id; "object CLASS/OBJ of database
 	// DB (mode)" for an object's), when it waits for one.
 	WaitsFor string `json:"waits_for,omitempty"`
+	// Autovacuum is the autovacuum worker among the sessions it waits for,
+	// as "PID QUERY [PHASE]" ("1234 autovacuum: VACUUM public.objects (to
+	// prevent wraparound) [scanning heap]"), when one blocks it: a
+	// background process the sampler does not list as a session, which
+	// may be a chain's head.
+	Autovacuum string `json:"autovacuum,omitempty"`
 	// BlockedByPgmedic says it waited only for pgmedic's own sessions:
 	// a wait pgmedic caused, never evidence against the application.
 	BlockedByPgmedic bool `json:"blocked_by_pgmedic,omitempty"`

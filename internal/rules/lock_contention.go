@@ -72,13 +72,21 @@ func lockContention(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		headText = fmt.Sprintf("%s, %s for %s, running %q", who(head), head.State, sec(head.StateMS), printable.Shorten(s.Shown(head.Query), 100))
 		title += fmt.Sprintf(" behind %s (%s)", who(head), head.State)
 	}
+	fix := model.Fix{Summary: chainFix(smp),
+		SQL: fmt.Sprintf("-- the head of the chain, if it must go:\nSELECT pg_cancel_backend(%d); -- or pg_terminate_backend(%d)", head.PID, head.PID)}
+	if av, n := headOfWaiters(smp); headWaiters == 0 && n > 0 {
+		headText = av.String()
+		title += " behind " + av.String()
+		if av.truncating() {
+			fix = av.truncateFix()
+		}
+	}
 	f := model.Finding{
 		Rule: LockContentionID, Severity: sev, Title: title,
-		Object:   model.Object{Kind: "database", Name: s.Database, Database: s.Database},
-		Evidence: evidence,
-		Impact:   model.Impact{Summary: "the head of the chain: " + headText, Share: math.Min(share, 1)},
-		Fix: model.Fix{Summary: chainFix(smp),
-			SQL: fmt.Sprintf("-- the head of the chain, if it must go:\nSELECT pg_cancel_backend(%d); -- or pg_terminate_backend(%d)", head.PID, head.PID)},
+		Object:       model.Object{Kind: "database", Name: s.Database, Database: s.Database},
+		Evidence:     evidence,
+		Impact:       model.Impact{Summary: "the head of the chain: " + headText, Share: math.Min(share, 1)},
+		Fix:          fix,
 		Verification: model.NotRunBecause("observed while sampling; the head of the chain was running a statement, not idle: shortening its transaction is a change to the application, and no reproduction stands in for it"),
 		Docs:         docsPath(LockContentionID),
 	}
@@ -104,6 +112,10 @@ func whoseChain(s *model.Snapshot, f *model.Finding, head model.Backend, headWai
 			f.Severity = model.Info
 			f.Title += " (see xmin-horizon)"
 		}
+	} else if av, n := headOfWaiters(s.Sampling.Samples[worstSample(s)]); headWaiters == 0 && n > 0 {
+		// An autovacuum at the head: its truncation is the server's own
+		// timing, which no copy reproduces.
+		f.Verification = model.NotRunBecause("observed while sampling; the head of the chain was " + av.String() + ", whose timing no copy reproduces")
 	} else if headWaiters == 0 {
 		f.Fix.SQL = ""
 		f.Verification = model.NotRunBecause("observed while sampling; the head of the chain was not visible, so there is nothing to reproduce")
@@ -175,6 +187,12 @@ func countLockWaits(s *model.Snapshot) (busy, waiting, worst, worstAt int) {
 		}
 	}
 	return busy, waiting, worst, worstAt
+}
+
+// worstSample is the sample with the most lock waits.
+func worstSample(s *model.Snapshot) int {
+	_, _, _, at := countLockWaits(s)
+	return max(at, 0)
 }
 
 // chainFix is the advice for a lock chain no schema change heads: end the
@@ -289,9 +307,12 @@ func ddlQueue(s *model.Snapshot, smp model.ActivitySample, byPID map[int]model.B
 		rel, mode = r, strings.TrimSuffix(m, ")")
 	}
 	var blockers []string
+	av, byAutovacuum := autovacuumHead(ddl)
 	for _, p := range ddl.BlockedBy {
 		if b, ok := byPID[p]; ok {
 			blockers = append(blockers, fmt.Sprintf("%s, %s for %s, running %q", who(b), b.State, sec(b.StateMS), printable.Shorten(s.Shown(b.Query), 80)))
+		} else if byAutovacuum && av.PID == p {
+			blockers = append(blockers, av.String())
 		} else {
 			blockers = append(blockers, fmt.Sprintf("pid %d (not visible to pgmedic's role)", p))
 		}
@@ -305,16 +326,22 @@ func ddlQueue(s *model.Snapshot, smp model.ActivitySample, byPID map[int]model.B
 	for i, p := range ddl.BlockedBy {
 		if b, ok := byPID[p]; ok {
 			heads[i] = fmt.Sprintf("%s running %q", who(b), printable.Shorten(s.Shown(b.Query), 60))
+		} else if byAutovacuum && av.PID == p {
+			heads[i] = av.String()
 		}
 	}
 	summary, sql := ddlFix(d, ddl.Query)
+	if byAutovacuum && av.Wraparound {
+		more, freeze := av.wraparoundAdvice()
+		summary, sql = summary+"; "+more, sql+"\n"+freeze
+	}
 	title := fmt.Sprintf("schema change %q has held %s on %s for %s; %s queued behind it", printable.Shorten(s.Shown(ddl.Query), 80), mode, rel, sec(ddl.StateMS), sessionsWord(queued))
 	impact := fmt.Sprintf("the %s of %s holds %s while it runs, and %s waits behind it", d.Command, who(ddl), mode, what)
 	if waiting {
 		title = fmt.Sprintf("schema change %q waited %s for %s on %s behind %s; %s queued behind it", printable.Shorten(s.Shown(ddl.Query), 80), sec(ddl.StateMS), mode, rel,
 			strings.Join(heads, ", "), sessionsWord(queued))
 		impact = fmt.Sprintf("the %s of %s waits for %s, and %s waits behind it. It waits for %s", d.Command, who(ddl), mode, what, strings.Join(blockers, "; "))
-		if len(ddl.BlockedBy) > 0 {
+		if len(ddl.BlockedBy) > 0 && !(byAutovacuum && av.Wraparound) {
 			sql += fmt.Sprintf("\n-- what it waits for, if it must go:\nSELECT pg_cancel_backend(%d); -- or pg_terminate_backend(%d)", ddl.BlockedBy[0], ddl.BlockedBy[0])
 		}
 	}
@@ -388,6 +415,9 @@ func ddlHoldExperiment(d *sqlparse.DDL, ddl model.Backend, byPID map[int]model.B
 // such a read there is nothing to time, and no experiment.
 func lockQueueExperiment(d *sqlparse.DDL, ddl model.Backend, byPID map[int]model.Backend, behind map[int]map[int]bool) *model.Experiment {
 	head := "ACCESS SHARE"
+	if av, ok := autovacuumHead(ddl); ok {
+		head = av.lockMode()
+	}
 	for _, p := range ddl.BlockedBy {
 		if b, ok := byPID[p]; ok {
 			if m := heldMode(b.Locks, d.Table.Name); m != "" {

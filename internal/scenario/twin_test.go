@@ -56,8 +56,16 @@ func TestScenariosOnTwin(t *testing.T) {
 		// many clients again as admitted sessions, each idle between its
 		// statements), not by the machine's speed.
 		"connections-held-idle": {"connection-pressure"},
+		// The DROP TRIGGER's queue behind an autovacuum to prevent
+		// wraparound, reproduced on a twin that has no such trigger until
+		// the experiment makes one; the reads' longest wait with and
+		// without lock_timeout.
+		"wraparound-ddl-queue": {"lock-contention"},
+		// Commits with and without NOTIFY on a twin whose fsync is set to
+		// the target's (on) for the run.
+		"notify-commits": {"notify-lock"},
 	}
-	for _, name := range []string{"pool-saturation", "lock-chain", "pool-roomy", "vacuum-held-back", "connections-held-idle"} {
+	for _, name := range []string{"pool-saturation", "lock-chain", "pool-roomy", "vacuum-held-back", "connections-held-idle", "wraparound-ddl-queue", "notify-commits"} {
 		t.Run(name, func(t *testing.T) {
 			s, err := Find(name)
 			if err != nil {

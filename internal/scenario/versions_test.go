@@ -43,7 +43,7 @@ import (
 var representative = []string{"healthy", "lock-chain", "migration-lock-queue", "queue-poll", "implicit-casts", "bloated-scan", "queue-churn", "fresh-changes",
 	"unread-indexes", "vacuum-held-back", "ids-running-out", "sparse-index", "wal-pressure", "freeze-held-back", "vacuum-falls-behind", "replica-report-stalls",
 	"report-spills", "generic-plan-skew", "partition-scan-all", "like-prefix-scan", "correlated-filter", "n-plus-one", "page-cost-cached",
-	"connections-held-idle", "notify-commits"}
+	"connections-held-idle", "notify-commits", "wraparound-ddl-queue"}
 
 // provedOnTwin are the representative scenarios checked with a twin on
 // every major, and the rule each must have confirmed there: their

@@ -53,10 +53,15 @@ var workloads = map[string]GoWorkload{
 	// Many writers, each with a NOTIFY in its transaction; its quiet
 	// counterpart through an outbox.
 	"notify-commits": {Run: notifyCommits},
-	"notify-outbox":  {Run: notifyOutbox},
-	"queue-churn":    {Run: queueChurn},
-	"queue-poll":     {Run: queuePoll},
-	"random-keys":    {Run: randomKeys},
+	// Transaction ids spent until an autovacuum to prevent wraparound
+	// runs, then a DDL and reads; ready once the reads queue. Its quiet
+	// counterpart freezes the table first.
+	"wraparound-ddl-queue": {Run: wraparoundQueue, SignalsReady: true},
+	"wraparound-frozen":    {Run: wraparoundFrozen, SignalsReady: true},
+	"notify-outbox":        {Run: notifyOutbox},
+	"queue-churn":          {Run: queueChurn},
+	"queue-poll":           {Run: queuePoll},
+	"random-keys":          {Run: randomKeys},
 	// A prepared transaction, and transaction ids consumed while check
 	// samples them.
 	"freeze-held-back": {Run: freezeHeldBack, SignalsReady: true},

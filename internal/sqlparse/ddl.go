@@ -11,9 +11,11 @@ import (
 type DDL struct {
 	// Command is ALTER TABLE, CREATE INDEX, DROP INDEX, DROP TABLE,
 	// REINDEX, VACUUM FULL, VACUUM, ANALYZE, CLUSTER, TRUNCATE, LOCK
-	// TABLE, REFRESH MATERIALIZED VIEW or CREATE TRIGGER.
+	// TABLE, REFRESH MATERIALIZED VIEW, CREATE TRIGGER or DROP TRIGGER.
 	Command string
 	Table   Name
+	// Trigger is the trigger a DROP TRIGGER drops.
+	Trigger string
 	// Concurrently is CREATE/DROP INDEX, REINDEX or REFRESH ...
 	// CONCURRENTLY.
 	Concurrently bool
@@ -158,6 +160,16 @@ func dropDDL(d *pgast.DropStmt) *DDL {
 		out.Command = "DROP INDEX"
 	case pgast.ObjectType_OBJECT_TABLE:
 		out.Command = "DROP TABLE"
+	case pgast.ObjectType_OBJECT_TRIGGER:
+		// Its name is the list's last item, after the table's.
+		out.Command = "DROP TRIGGER"
+		if len(d.Objects) > 0 {
+			if l := d.Objects[0].GetList(); l != nil && len(l.Items) > 1 {
+				out.Table = qualified(l.Items[:len(l.Items)-1])
+				out.Trigger = qualified(l.Items[len(l.Items)-1:]).Name
+			}
+		}
+		return out
 	default:
 		return nil
 	}

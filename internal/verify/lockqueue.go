@@ -50,7 +50,13 @@ func (e *Engine) lockQueue(ctx context.Context, _ *model.Snapshot, f *model.Find
 		f.Verification = model.NotRunBecause("the waiting read: " + why)
 		return
 	}
+	made, err := e.makeWhatItDrops(ctx, exp.Query)
+	if err != nil {
+		f.Verification = model.NotRunBecause("the reproduction on the twin failed: " + envelope.Message(err))
+		return
+	}
 	undone, err := e.undoOnTwin(ctx, exp.Query)
+	undone = made + undone
 	if err != nil {
 		f.Verification = model.NotRunBecause("the reproduction on the twin failed: " + envelope.Message(err))
 		return
@@ -107,6 +113,42 @@ func (e *Engine) undoOnTwin(ctx context.Context, ddl string) (string, error) {
 		}
 	}
 	return fmt.Sprintf("the change had gone through on the target before the twin copied the table (%s), so the twin was taken back first (%s); then ", pgErr.Message, strings.Join(undo, "; ")), nil
+}
+
+// makeWhatItDrops puts on the twin the trigger a DROP TRIGGER drops when
+// the twin lacks it (a twin copies a table's columns, constraints and
+// indexes, not its triggers): without it DROP TRIGGER IF EXISTS only
+// notices there is nothing to drop, and no queue forms. The trigger calls
+// a function that does nothing. It says what it did, "" when nothing was
+// needed.
+func (e *Engine) makeWhatItDrops(ctx context.Context, ddl string) (string, error) {
+	st, err := sqlparse.Parse(ddl)
+	if err != nil {
+		return "", nil // undoOnTwin and the reproduction report it
+	}
+	d := st.DDL()
+	if d == nil || d.Command != "DROP TRIGGER" || d.Trigger == "" {
+		return "", nil
+	}
+	conns, closeAll, err := e.openWorkers(ctx, 1)
+	defer closeAll()
+	if err != nil {
+		return "", err
+	}
+	c, table := conns[0], sqlparse.QuoteQualified(d.Table.Schema, d.Table.Name)
+	var n int
+	if err := c.QueryRow(ctx, "SELECT count(*) FROM pg_trigger WHERE tgrelid = to_regclass($1) AND tgname = $2", table, d.Trigger).Scan(&n); err != nil || n > 0 {
+		return "", err
+	}
+	for _, q := range []string{
+		"CREATE OR REPLACE FUNCTION pgmedic_noop_trigger() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RETURN NEW; END$$",
+		"CREATE TRIGGER " + sqlparse.QuoteIdent(d.Trigger) + " BEFORE UPDATE ON " + table + " FOR EACH ROW EXECUTE FUNCTION pgmedic_noop_trigger()",
+	} {
+		if _, err := c.Exec(ctx, q); err != nil {
+			return "", fmt.Errorf("making the trigger the change drops on the twin: %w", err)
+		}
+	}
+	return fmt.Sprintf("the twin's %s had no trigger %s (a twin copies no triggers), so one that does nothing was made for the change to drop; then ", table, d.Trigger), nil
 }
 
 // alreadyThere are the SQLSTATEs of a change that adds what exists:

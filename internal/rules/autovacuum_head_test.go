@@ -1,0 +1,89 @@
+package rules
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/pgmedic/pgmedic/internal/model"
+)
+
+func TestAutovacuumHead(t *testing.T) {
+	for _, c := range []struct {
+		in             string
+		ok, wraparound bool
+		table, phase   string
+		lock           string
+	}{
+		{"4242 autovacuum: VACUUM public.manta_objects (to prevent wraparound) [scanning heap]", true, true, "public.manta_objects", "scanning heap", "SHARE UPDATE EXCLUSIVE"},
+		{"17 autovacuum: VACUUM ANALYZE app.grants [truncating heap]", true, false, "app.grants", "truncating heap", "ACCESS EXCLUSIVE"},
+		{"9 autovacuum: VACUUM public.t", true, false, "public.t", "", "SHARE UPDATE EXCLUSIVE"},
+		{"", false, false, "", "", ""},
+		{"x autovacuum: VACUUM public.t", false, false, "", "", ""},
+	} {
+		h, ok := autovacuumHead(model.Backend{Autovacuum: c.in})
+		if ok != c.ok {
+			t.Fatalf("%q: ok %v", c.in, ok)
+		}
+		if !ok {
+			continue
+		}
+		if h.Wraparound != c.wraparound || h.Table != c.table || h.Phase != c.phase || h.lockMode() != c.lock {
+			t.Errorf("%q: got %+v (%s)", c.in, h, h.lockMode())
+		}
+	}
+}
+
+// A DROP TRIGGER queued behind an autovacuum to prevent wraparound, with
+// reads behind it: the finding names the worker, pastes the freeze and no
+// pg_cancel_backend, and its reproduction holds the worker's lock.
+func TestDDLBehindWraparoundVacuum(t *testing.T) {
+	s := &model.Snapshot{Database: "meta", Sampling: &model.Sampling{Seconds: 1}}
+	for range 10 {
+		smp := model.ActivitySample{Backends: []model.Backend{
+			{PID: 10, Database: "meta", State: "active", WaitType: "Lock", Wait: "relation", BlockedBy: []int{7},
+				WaitsFor:   "manta_objects (AccessExclusiveLock)",
+				Autovacuum: "7 autovacuum: VACUUM public.manta_objects (to prevent wraparound) [scanning heap]",
+				Query:      "DROP TRIGGER IF EXISTS manta_objects_audit ON manta_objects", StateMS: 4000},
+		}}
+		for p := 11; p < 15; p++ {
+			smp.Backends = append(smp.Backends, model.Backend{PID: p, Database: "meta", State: "active", WaitType: "Lock", Wait: "relation",
+				BlockedBy: []int{10}, WaitsFor: "manta_objects (AccessShareLock)", Query: "SELECT name FROM manta_objects WHERE id = $1"})
+		}
+		s.Sampling.Samples = append(s.Sampling.Samples, smp)
+	}
+	fs, _ := lockContention(s)
+	if len(fs) != 1 {
+		t.Fatalf("want one finding, got %d", len(fs))
+	}
+	f := fs[0]
+	for _, want := range []string{"DROP TRIGGER", "to prevent wraparound", "pid 7"} {
+		if !strings.Contains(f.Title, want) {
+			t.Errorf("title lacks %q: %s", want, f.Title)
+		}
+	}
+	if !strings.Contains(f.Fix.SQL, "VACUUM (FREEZE, VERBOSE) public.manta_objects") || strings.Contains(f.Fix.SQL, "pg_cancel_backend") {
+		t.Errorf("fix: %s", f.Fix.SQL)
+	}
+	if f.Experiment == nil || f.Experiment.Kind != model.ExpLockQueue || f.Experiment.HeadLock != "SHARE UPDATE EXCLUSIVE" {
+		t.Errorf("experiment: %+v", f.Experiment)
+	}
+}
+
+// Reads queued behind an autovacuum truncating the table: the head is
+// named and the fix is vacuum_truncate.
+func TestChainBehindTruncation(t *testing.T) {
+	s := &model.Snapshot{Database: "auth", Sampling: &model.Sampling{Seconds: 1}}
+	for range 10 {
+		var smp model.ActivitySample
+		for p := 11; p < 15; p++ {
+			smp.Backends = append(smp.Backends, model.Backend{PID: p, Database: "auth", State: "active", WaitType: "Lock", Wait: "relation",
+				BlockedBy: []int{7}, WaitsFor: "grants (AccessShareLock)", Autovacuum: "7 autovacuum: VACUUM public.grants [truncating heap]",
+				Query: "SELECT 1 FROM grants WHERE subject = $1"})
+		}
+		s.Sampling.Samples = append(s.Sampling.Samples, smp)
+	}
+	fs, _ := lockContention(s)
+	if len(fs) != 1 || !strings.Contains(fs[0].Title, "truncating") || !strings.Contains(fs[0].Fix.SQL, "vacuum_truncate = false") {
+		t.Fatalf("got %+v", fs)
+	}
+}
