@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
@@ -87,7 +88,7 @@ func notifyLock(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		},
 		Impact: model.Impact{Share: math.Min(share, 1),
 			Summary: "every transaction that sent a NOTIFY commits one at a time, behind the lock on the server's one notification queue (" +
-				strings.Join(sortedKeys(dbs), ", ") + "); the waiting statements: " + strings.Join(waiters, "; ")},
+				strings.Join(slices.Sorted(maps.Keys(dbs)), ", ") + "); the waiting statements: " + strings.Join(waiters, "; ")},
 		Fix:  notifyFix(channels),
 		Docs: docsPath(NotifyLockID),
 		Experiment: &model.Experiment{Kind: model.ExpNotifyCommits, Clients: max(worst+1, 4),
@@ -156,13 +157,4 @@ func notifyFix(channels []string) model.Fix {
 WITH sent AS (DELETE FROM notify_outbox RETURNING channel)
 SELECT pg_notify(channel, count(*)::text) FROM sent GROUP BY channel;`, strings.ReplaceAll(ch, "'", "''")),
 	}
-}
-
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }

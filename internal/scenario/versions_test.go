@@ -72,7 +72,9 @@ func TestEveryVersion(t *testing.T) {
 	// the package's other lab tests: a major's scenarios mostly wait on
 	// their sampling windows and clients, but three at once, with the
 	// rest, loaded 2 cores enough to squeeze ratios of plan times (a
-	// planner setting measured 1.2x for its usual 3.4x).
+	// planner setting measured 1.2x for its usual 3.4x) and to push
+	// asyncpg's JIT-compiled introspection past the 5 s statement_timeout
+	// (measured again with the incident scenarios: 42 s of JIT time).
 	sem := make(chan struct{}, 2)
 	var wg sync.WaitGroup
 	defer wg.Wait()

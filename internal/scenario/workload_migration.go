@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,17 +45,8 @@ func migrationLockQueue(ctx context.Context, env *Env) error {
 		return err
 	}
 	defer admin.Close(context.Background())
-	errs := make(chan error, 3)
-	var wg sync.WaitGroup
-	run := func(f func() error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := f(); err != nil && ctx.Err() == nil {
-				errs <- err
-			}
-		}()
-	}
+	var g sessionGroup
+	run := func(f func() error) { g.run(ctx, f) }
 	run(func() error { return execAs(ctx, env.AppDSN(), fmt.Sprintf(migrationReport, 600.0)) })
 	if err := waitFor(ctx, admin, `SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT count(*), pg_sleep%' AND state = 'active'`, 1); err != nil {
 		return err
@@ -68,9 +60,32 @@ func migrationLockQueue(ctx context.Context, env *Env) error {
 		return err
 	}
 	env.Ready()
-	wg.Wait()
-	close(errs)
-	return <-errs
+	return g.wait()
+}
+
+// sessionGroup runs a workload's sessions side by side: wait returns the
+// first error one of them met before the workload was ended.
+type sessionGroup struct {
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	first error
+}
+
+func (g *sessionGroup) run(ctx context.Context, f func() error) {
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		if err := f(); err != nil && ctx.Err() == nil {
+			g.mu.Lock()
+			g.first = cmp.Or(g.first, err)
+			g.mu.Unlock()
+		}
+	}()
+}
+
+func (g *sessionGroup) wait() error {
+	g.wg.Wait()
+	return g.first
 }
 
 // execAs runs one statement on a connection of its own.

@@ -61,17 +61,8 @@ func ddlBehindVacuum(ctx context.Context, env *Env, freeze bool) error {
 	} else if err := waitFor(ctx, admin, `SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker' AND query LIKE '%manta_objects (to prevent wraparound)'`, 1); err != nil {
 		return err
 	}
-	errs := make(chan error, 2)
-	var wg sync.WaitGroup
-	run := func(f func() error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := f(); err != nil && ctx.Err() == nil {
-				errs <- err
-			}
-		}()
-	}
+	var g sessionGroup
+	run := func(f func() error) { g.run(ctx, f) }
 	run(func() error { return execAs(ctx, env.Cluster.DSN(env.DB), wraparoundDDL) })
 	run(func() error {
 		return untilDone(ctx, wraparoundReaders, func(ctx context.Context, conn *pgx.Conn) error {
@@ -96,9 +87,7 @@ func ddlBehindVacuum(ctx context.Context, env *Env, freeze bool) error {
 		return err
 	}
 	env.Ready()
-	wg.Wait()
-	close(errs)
-	return <-errs
+	return g.wait()
 }
 
 var (
