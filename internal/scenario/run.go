@@ -221,6 +221,9 @@ func Run(ctx context.Context, c *lab.Cluster, s Scenario, version string, o diag
 	if s.Sample != "" {
 		o.SampleFor, _ = time.ParseDuration(s.Sample) // load checked it
 	}
+	if s.StatementTimeout != "" {
+		o.StatementTimeout, _ = time.ParseDuration(s.StatementTimeout) // load checked it
+	}
 	if o.SampleEvery <= 0 {
 		o.SampleEvery = 100 * time.Millisecond
 	}

@@ -81,6 +81,12 @@ type Scenario struct {
 	// timed re-run, and its workload mostly sleeps: the demo and the tests
 	// run it on a second cluster beside the others (see RunLanes).
 	Waits bool `json:"waits,omitempty"`
+	// StatementTimeout is pgmedic's statement_timeout for this scenario's
+	// check and experiments, when the default (5 s) is shorter than a
+	// statement it must re-run takes on a loaded 2-core machine (asyncpg's
+	// introspection compiled by JIT: 1-2 s quiet, past 5 s beside the
+	// other lab tests). What it proves does not depend on the time.
+	StatementTimeout string `json:"statement_timeout,omitempty"`
 	// ServerConfig are postgresql.conf lines ("max_connections = 20") of
 	// the scenario's own cluster: a limit the scenario runs into, a log
 	// check reads over the connection.
@@ -377,6 +383,11 @@ func load(fsys fs.FS, dir string) (Scenario, error) {
 	for _, n := range needs {
 		if n != "jit" && n != "hypopg" && n != "pg_stat_wal" {
 			return fail("expect.json: needs %q: want jit, hypopg or pg_stat_wal", n)
+		}
+	}
+	if s.StatementTimeout != "" {
+		if d, err := time.ParseDuration(s.StatementTimeout); err != nil || d <= 0 || d > 2*time.Minute {
+			return fail("expect.json: statement_timeout %q: want a duration up to 2m", s.StatementTimeout)
 		}
 	}
 	if len(s.ServerConfig) > 0 && !s.OwnCluster {

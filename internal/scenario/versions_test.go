@@ -43,7 +43,7 @@ import (
 var representative = []string{"healthy", "lock-chain", "migration-lock-queue", "queue-poll", "implicit-casts", "bloated-scan", "queue-churn", "fresh-changes",
 	"unread-indexes", "vacuum-held-back", "ids-running-out", "sparse-index", "wal-pressure", "freeze-held-back", "vacuum-falls-behind", "replica-report-stalls",
 	"report-spills", "generic-plan-skew", "partition-scan-all", "like-prefix-scan", "correlated-filter", "n-plus-one", "page-cost-cached",
-	"connections-held-idle", "notify-commits", "wraparound-ddl-queue"}
+	"connections-held-idle"}
 
 // provedOnTwin are the representative scenarios checked with a twin on
 // every major, and the rule each must have confirmed there: their
@@ -226,4 +226,59 @@ func verdictsOf(res *Result) string {
 		}
 	}
 	return b.String()
+}
+
+// incidents are the incident library's scenarios with clusters of their
+// own. Each runs on every major, beside TestEveryVersion rather than in
+// its lanes: it needs only the major's build, not its shared cluster, and
+// the majors' lanes are the package's longest path.
+var incidents = []string{"notify-commits", "wraparound-ddl-queue"}
+
+// TestIncidentsOnEveryMajor runs the incident scenarios on a cluster of
+// their own of each major (TestScenarios runs them on the default one),
+// one major after another.
+func TestIncidentsOnEveryMajor(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts clusters of every major version")
+	}
+	t.Parallel()
+	full, _ := lab.FindServer("", 0)
+	ctx := context.Background()
+	for _, major := range lab.Majors {
+		t.Run(fmt.Sprintf("pg%d", major), func(t *testing.T) {
+			if major == full.Major {
+				t.Skip("TestScenarios runs them on this server")
+			}
+			srv, err := lab.FindServer("", major)
+			if err != nil {
+				testkit.Missing(t, fmt.Sprintf("PostgreSQL %d server binaries (pgmedic lab install %d)", major, major), err)
+			}
+			build := &lab.Cluster{BinDir: srv.BinDir, Major: major}
+			for _, name := range incidents {
+				t.Run(name, func(t *testing.T) {
+					s, err := Find(name)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if cpuBound[name] {
+						labtest.CPUHeavy(t)
+					}
+					o := diagnose.Options{Runs: 5, StatementTimeout: 5 * time.Second, CopyTimeout: 2 * time.Minute,
+						MaxCopyBytes: 1 << 30, MaxTables: 200000, MaxStatements: 10000, Log: t.Logf}
+					res, err := Run(ctx, build, s, "test", o, model.Info)
+					if err != nil {
+						t.Fatalf("%s: %v", name, err)
+					}
+					if !res.Passed() {
+						t.Errorf("%s on PostgreSQL %d: missing %v, unexpected %v%s%s", name, major, res.Missing, res.Unexpected, verdictsOf(res), reportOf(res))
+					}
+					for _, f := range res.Report.Findings {
+						if v := f.Verification; v.Status == model.Confirmed && (v.Before == nil || v.After == nil) {
+							t.Errorf("%s: %s confirmed without two measured numbers", name, f.Rule)
+						}
+					}
+				})
+			}
+		})
+	}
 }
