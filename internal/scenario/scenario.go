@@ -83,9 +83,10 @@ type Scenario struct {
 	Waits bool `json:"waits,omitempty"`
 	// StatementTimeout is pgmedic's statement_timeout for this scenario's
 	// check and experiments, when the default (5 s) is shorter than a
-	// statement it must re-run takes on a loaded 2-core machine (asyncpg's
-	// introspection compiled by JIT: 1-2 s quiet, past 5 s beside the
-	// other lab tests). What it proves does not depend on the time.
+	// statement it must re-run takes on a loaded 2-core machine (a
+	// statement compiled by JIT, asyncpg's introspection or jit-oltp's
+	// report: 1-2 s quiet, past 5 s beside the other lab tests). What it
+	// proves, a ratio of JIT's time to the query's, does not depend on it.
 	StatementTimeout string `json:"statement_timeout,omitempty"`
 	// ServerConfig are postgresql.conf lines ("max_connections = 20") of
 	// the scenario's own cluster: a limit the scenario runs into, a log
