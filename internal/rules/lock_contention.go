@@ -74,7 +74,11 @@ func lockContention(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	}
 	fix := model.Fix{Summary: chainFix(smp),
 		SQL: fmt.Sprintf("-- the head of the chain, if it must go:\nSELECT pg_cancel_backend(%d); -- or pg_terminate_backend(%d)", head.PID, head.PID)}
+	// A head no session list shows may be an autovacuum worker, which
+	// the waiters' own rows name.
+	var avAtHead *avHead
 	if av, n := headOfWaiters(smp); headWaiters == 0 && n > 0 {
+		avAtHead = &av
 		headText = av.String()
 		title += " behind " + av.String()
 		if av.truncating() {
@@ -90,7 +94,7 @@ func lockContention(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		Verification: model.NotRunBecause("observed while sampling; the head of the chain was running a statement, not idle: shortening its transaction is a change to the application, and no reproduction stands in for it"),
 		Docs:         docsPath(LockContentionID),
 	}
-	whoseChain(s, &f, head, headWaiters, blocks, behind[head.PID], byPID)
+	whoseChain(s, &f, head, headWaiters, avAtHead, blocks, behind[head.PID], byPID)
 	return []model.Finding{f}, nil
 }
 
@@ -99,8 +103,9 @@ func lockContention(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 // workers claiming one queue row (queue-claim-race's), a transaction its
 // client left idle (idle-in-transaction's), or an idle head whose waiters
 // can be replayed on a twin (held-lock's experiment). behind are the
-// sessions queued behind the head.
-func whoseChain(s *model.Snapshot, f *model.Finding, head model.Backend, headWaiters int, blocks map[int]int, behind map[int]bool, byPID map[int]model.Backend) {
+// sessions queued behind the head; av, when set, the autovacuum worker at
+// a head no session list shows.
+func whoseChain(s *model.Snapshot, f *model.Finding, head model.Backend, headWaiters int, av *avHead, blocks map[int]int, behind map[int]bool, byPID map[int]model.Backend) {
 	if gids := preparedHeads(s, blocks); headWaiters == 0 && len(gids) > 0 {
 		// pg_blocking_pids names a prepared transaction's locks as pid
 		// 0: no session holds them, and none will release them.
@@ -112,7 +117,7 @@ func whoseChain(s *model.Snapshot, f *model.Finding, head model.Backend, headWai
 			f.Severity = model.Info
 			f.Title += " (see xmin-horizon)"
 		}
-	} else if av, n := headOfWaiters(s.Sampling.Samples[worstSample(s)]); headWaiters == 0 && n > 0 {
+	} else if av != nil {
 		// An autovacuum at the head: its truncation is the server's own
 		// timing, which no copy reproduces.
 		f.Verification = model.NotRunBecause("observed while sampling; the head of the chain was " + av.String() + ", whose timing no copy reproduces")
@@ -187,12 +192,6 @@ func countLockWaits(s *model.Snapshot) (busy, waiting, worst, worstAt int) {
 		}
 	}
 	return busy, waiting, worst, worstAt
-}
-
-// worstSample is the sample with the most lock waits.
-func worstSample(s *model.Snapshot) int {
-	_, _, _, at := countLockWaits(s)
-	return max(at, 0)
 }
 
 // chainFix is the advice for a lock chain no schema change heads: end the

@@ -111,7 +111,7 @@ func notifyLock(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 func notifyingStatements(s *model.Snapshot) []string {
 	var out []string
 	for _, st := range s.Statements {
-		if q := strings.ToLower(st.Query); strings.Contains(q, "notify") {
+		if notifyStmt.MatchString(st.Query) || notifyCall.MatchString(st.Query) {
 			out = append(out, st.Query)
 		}
 	}
@@ -119,7 +119,10 @@ func notifyingStatements(s *model.Snapshot) []string {
 }
 
 var (
-	notifyStmt = regexp.MustCompile(`(?i)\bnotify\s+("[^"]+"|[a-z_][a-z0-9_$]*)`)
+	// NOTIFY is a statement of its own; pg_notify a call anywhere in one
+	// (its channel known when it is a literal).
+	notifyStmt = regexp.MustCompile(`(?i)^\s*notify\s+("[^"]+"|[a-z_][a-z0-9_$]*)`)
+	notifyCall = regexp.MustCompile(`(?i)\bpg_notify\s*\(`)
 	notifyFunc = regexp.MustCompile(`(?i)\bpg_notify\s*\(\s*'([^']+)'`)
 )
 

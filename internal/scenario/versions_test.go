@@ -66,8 +66,7 @@ func TestEveryVersion(t *testing.T) {
 	t.Parallel()
 	full, _ := lab.FindServer("", 0)
 	ctx := context.Background()
-	opts := diagnose.Options{Runs: 5, StatementTimeout: 5 * time.Second, CopyTimeout: 2 * time.Minute,
-		MaxCopyBytes: 1 << 30, MaxTables: 200000, MaxStatements: 10000}
+	opts := versionOpts()
 	// Two majors at once, whatever go test's -parallel (the cores), beside
 	// the package's other lab tests: a major's scenarios mostly wait on
 	// their sampling windows and clients, but three at once, with the
@@ -138,14 +137,7 @@ func everyVersionOn(t *testing.T, ctx context.Context, major int, full lab.Serve
 				t.Logf("%s on PostgreSQL %d: skipped: %s", s.Name, major, res.Skipped)
 				return
 			}
-			if !res.Passed() {
-				t.Errorf("%s on PostgreSQL %d: missing %v, unexpected %v%s%s", s.Name, major, res.Missing, res.Unexpected, verdictsOf(res), reportOf(res))
-			}
-			for _, f := range res.Report.Findings {
-				if v := f.Verification; v.Status == model.Confirmed && (v.Before == nil || v.After == nil) {
-					t.Errorf("%s: %s confirmed without two measured numbers", s.Name, f.Rule)
-				}
-			}
+			passedOn(t, res, major)
 		})
 		return true
 	})
@@ -263,22 +255,36 @@ func TestIncidentsOnEveryMajor(t *testing.T) {
 					if cpuBound[name] {
 						labtest.CPUHeavy(t)
 					}
-					o := diagnose.Options{Runs: 5, StatementTimeout: 5 * time.Second, CopyTimeout: 2 * time.Minute,
-						MaxCopyBytes: 1 << 30, MaxTables: 200000, MaxStatements: 10000, Log: t.Logf}
+					o := versionOpts()
+					o.Log = t.Logf
 					res, err := Run(ctx, build, s, "test", o, model.Info)
 					if err != nil {
 						t.Fatalf("%s: %v", name, err)
 					}
-					if !res.Passed() {
-						t.Errorf("%s on PostgreSQL %d: missing %v, unexpected %v%s%s", name, major, res.Missing, res.Unexpected, verdictsOf(res), reportOf(res))
-					}
-					for _, f := range res.Report.Findings {
-						if v := f.Verification; v.Status == model.Confirmed && (v.Before == nil || v.After == nil) {
-							t.Errorf("%s: %s confirmed without two measured numbers", name, f.Rule)
-						}
-					}
+					passedOn(t, res, major)
 				})
 			}
 		})
+	}
+}
+
+// versionOpts are check's options for the scenarios run on every major.
+func versionOpts() diagnose.Options {
+	return diagnose.Options{Runs: 5, StatementTimeout: 5 * time.Second, CopyTimeout: 2 * time.Minute,
+		MaxCopyBytes: 1 << 30, MaxTables: 200000, MaxStatements: 10000}
+}
+
+// passedOn fails the test when a scenario run on major missed what it
+// must produce, produced what it must not, or confirmed a finding without
+// two measured numbers.
+func passedOn(t *testing.T, res *Result, major int) {
+	t.Helper()
+	if !res.Passed() {
+		t.Errorf("%s on PostgreSQL %d: missing %v, unexpected %v%s%s", res.Scenario, major, res.Missing, res.Unexpected, verdictsOf(res), reportOf(res))
+	}
+	for _, f := range res.Report.Findings {
+		if v := f.Verification; v.Status == model.Confirmed && (v.Before == nil || v.After == nil) {
+			t.Errorf("%s: %s confirmed without two measured numbers", res.Scenario, f.Rule)
+		}
 	}
 }

@@ -45,7 +45,7 @@ func (e *Engine) notifyCommits(ctx context.Context, _ *model.Snapshot, f *model.
 		return
 	}
 	defer conns[0].Exec(context.WithoutCancel(ctx), "DROP TABLE IF EXISTS "+notifyTable)
-	restore := e.matchFsync(ctx, conns[0], exp.AppSettings["fsync"])
+	fsync, restore := e.matchFsync(ctx, conns[0], exp.AppSettings["fsync"])
 	defer restore()
 	var rate [2]float64
 	for i, notify := range []bool{true, false} {
@@ -59,8 +59,8 @@ func (e *Engine) notifyCommits(ctx context.Context, _ *model.Snapshot, f *model.
 		model.Evidence{Label: "commits per second, each transaction with a NOTIFY", Value: with},
 		model.Evidence{Label: "commits per second, the same transactions without it", Value: without})
 	f.Verification = model.Verification{
-		Method: fmt.Sprintf("%d sessions each committed %d one-row INSERT transactions at once, each with a NOTIFY and then without it, with synchronous_commit = %s and fsync = %s as on the target",
-			n, notifyTxns, orDefault(exp.AppSettings["synchronous_commit"], "on"), orDefault(exp.AppSettings["fsync"], "on")),
+		Method: fmt.Sprintf("%d sessions each committed %d one-row INSERT transactions at once, each with a NOTIFY and then without it, with synchronous_commit = %s as on the target and fsync = %s",
+			n, notifyTxns, orDefault(exp.AppSettings["synchronous_commit"], "on"), fsync),
 		Before: &model.Measure{Value: with, Unit: "commits/s"},
 		After:  &model.Measure{Value: without, Unit: "commits/s"}}
 	if with > 0 && without/with >= notifyMinRatio {
@@ -88,19 +88,25 @@ func (e *Engine) notifySetup(ctx context.Context, conns []Session, settings map[
 }
 
 // matchFsync sets the server's fsync to the target's when they differ
-// and pgmedic owns the server (a twin), and returns what puts it back.
-// Where it may not (a role without ALTER SYSTEM), it leaves it: the
-// method line says what ran.
-func (e *Engine) matchFsync(ctx context.Context, c Session, want string) func() {
+// and pgmedic owns the server (a twin), and returns the fsync the run
+// has ("on, as on the target", or the server's own when it could not be
+// matched, which the method line then says) and what puts it back.
+func (e *Engine) matchFsync(ctx context.Context, c Session, want string) (string, func()) {
 	var have string
-	if want == "" || !e.InPlace || c.QueryRow(ctx, "SHOW fsync").Scan(&have) != nil || strings.EqualFold(have, want) {
-		return func() {}
+	if err := c.QueryRow(ctx, "SHOW fsync").Scan(&have); err != nil {
+		return "unknown", func() {}
+	}
+	switch {
+	case want == "" || strings.EqualFold(have, want):
+		return have + ", as on the target", func() {}
+	case !e.InPlace:
+		return have + " (the target's is " + want + ")", func() {}
 	}
 	if _, err := c.Exec(ctx, "ALTER SYSTEM SET fsync = "+sqlparse.QuoteLiteral(want)); err != nil {
-		return func() {}
+		return have + " (the target's is " + want + "; it could not be set: " + envelope.Message(err) + ")", func() {}
 	}
 	c.Exec(ctx, "SELECT pg_reload_conf()")
-	return func() {
+	return want + ", as on the target (set for the run)", func() {
 		bg := context.WithoutCancel(ctx)
 		c.Exec(bg, "ALTER SYSTEM RESET fsync")
 		c.Exec(bg, "SELECT pg_reload_conf()")
