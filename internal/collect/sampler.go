@@ -29,7 +29,8 @@ import (
 // for sessions that wait for a lock, and pg_locks is read once, and only
 // when a session waits for a lock or sits idle in a transaction (a
 // pseudo-constant condition: the planner puts it above the scan, which
-// then does not run at all).
+// then does not run at all); the autovacuum workers likewise, once, and
+// only when a session waits for a lock.
 //
 // Sessions of other roles, for a role without pg_read_all_stats, show
 // every column NULL but their pid, database and role (backend_type too),
@@ -57,7 +58,10 @@ const sampleColumns = `WITH a AS MATERIALIZED (SELECT a.pid, coalesce(a.datname,
 	WHERE (a.backend_type = 'client backend' OR (a.backend_type IS NULL AND a.usesysid IS NOT NULL)) AND a.pid <> pg_backend_pid()),
 	l AS MATERIALIZED (SELECT l.pid, l.relation, l.locktype, l.mode, l.granted, l.classid, l.objid, l.database FROM pg_locks l
 	WHERE EXISTS (SELECT FROM a WHERE a.wait_type = 'Lock' OR a.state LIKE 'idle in transaction%') AND l.pid IS NOT NULL
-	AND (NOT l.granted OR (l.locktype = 'relation' AND l.relation >= 16384)))
+	AND (NOT l.granted OR (l.locktype = 'relation' AND l.relation >= 16384))),
+	w AS MATERIALIZED (SELECT w.pid, w.pid || ' ' || w.query || coalesce(' [' || p.phase || ']', '') AS what
+	FROM pg_stat_activity w LEFT JOIN pg_stat_progress_vacuum p ON p.pid = w.pid
+	WHERE w.backend_type = 'autovacuum worker' AND EXISTS (SELECT FROM a WHERE a.wait_type = 'Lock'))
 	SELECT a.pid, a.datname, a.usename, a.app, a.client, a.state, a.wait_type, a.wait, a.query_id, a.query,
 	a.xact_ms, a.state_ms, a.last_ms, a.blocked_by,
 	CASE WHEN a.in_xact AND (a.state LIKE 'idle in transaction%' OR a.pid IN (SELECT unnest(b.blocked_by) FROM a b)) THEN ARRAY(
@@ -66,9 +70,7 @@ const sampleColumns = `WITH a AS MATERIALIZED (SELECT a.pid, coalesce(a.datname,
 	CASE WHEN a.wait_type = 'Lock' THEN coalesce((SELECT CASE WHEN l.locktype = 'object' THEN 'object ' || l.classid || '/' || l.objid || ' of database ' || l.database
 		ELSE coalesce(l.relation::regclass::text, l.locktype) END || ' (' || l.mode || ')'
 		FROM l WHERE l.pid = a.pid AND NOT l.granted LIMIT 1), '') ELSE '' END,
-	CASE WHEN a.wait_type = 'Lock' THEN coalesce((SELECT w.pid || ' ' || w.query || coalesce(' [' || p.phase || ']', '')
-		FROM pg_stat_activity w LEFT JOIN pg_stat_progress_vacuum p ON p.pid = w.pid
-		WHERE w.pid = ANY (a.blocked_by) AND w.backend_type = 'autovacuum worker' LIMIT 1), '') ELSE '' END
+	CASE WHEN a.wait_type = 'Lock' THEN coalesce((SELECT w.what FROM w WHERE w.pid = ANY (a.blocked_by) LIMIT 1), '') ELSE '' END
 	FROM a`
 
 // deltaSQL reads the counters whose change over the window the rules
