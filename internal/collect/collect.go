@@ -112,6 +112,7 @@ func SnapshotWith(ctx context.Context, q envelope.Conn, now time.Time, opts Opti
 	databases(ctx, q, s)
 	seqAt := sequences(ctx, q, s)
 	xid0, xidAt, xidErr := nextXID(ctx, q)
+	membersAt := members(ctx, q, s)
 	autovacuum(ctx, q, s)
 	replication(ctx, q, s)
 	sample(ctx, q, s, opts)
@@ -126,6 +127,7 @@ func SnapshotWith(ctx context.Context, q envelope.Conn, now time.Time, opts Opti
 		if xid1, at, err := nextXID(ctx, q); err == nil && xidErr == nil && at > xidAt {
 			s.XIDs = &model.XIDClock{Before: xid0, After: xid1, Seconds: at - xidAt}
 		}
+		membersAfter(ctx, q, s, membersAt)
 	}
 	return s, nil
 }

@@ -341,6 +341,27 @@ func (c *Cluster) Restart(ctx context.Context, down time.Duration) error {
 	return c.start(ctx)
 }
 
+// ResetWAL stops the server, runs pg_resetwal with args on its data
+// directory, and starts it again on the same port. A scenario uses it to
+// set a counter of the control file (-O, the next multixact offset) that
+// years of traffic would have moved, as a held-out wraparound case uses
+// -x: it is only ever run on a throwaway lab cluster.
+func (c *Cluster) ResetWAL(ctx context.Context, args ...string) error {
+	if err := c.Stop(ctx); err != nil {
+		return err
+	}
+	if err := c.run(ctx, "pg_resetwal", append(args, c.dataDir())...); err != nil {
+		return fmt.Errorf("resetting the lab server's WAL: %w", err)
+	}
+	return c.start(ctx)
+}
+
+// HasTool says whether the server's build carries a program (the npm
+// builds carry initdb, pg_ctl and postgres only).
+func (c *Cluster) HasTool(name string) bool {
+	return isFile(filepath.Join(c.BinDir, name))
+}
+
 // Stop stops the server (fast shutdown) if it runs. It is safe to call on a
 // cluster that never started.
 func (c *Cluster) Stop(ctx context.Context) error {

@@ -32,6 +32,62 @@ type DatabaseAge struct {
 	AllowConn bool `json:"allow_connections"`
 }
 
+// MultiXact members: a multixact (the several transactions that lock one
+// row, as concurrent foreign-key checks on one parent do) stores its
+// member transaction ids in a space of its own, addressed by a 32-bit
+// offset that every new multixact advances by its member count. A new
+// multixact holding one more locker copies all the previous members, so
+// the space can run out long before the multixact ids do. PostgreSQL
+// forces anti-wraparound vacuums once half the space is in use and
+// refuses new multixacts, and so the writes that need them, near its end.
+const (
+	MemberSpace   = 1 << 32
+	MembersOfPage = 1636 // 409 groups of 4 members in an 8 kB page
+)
+
+// Members is the multixact member space as check read it: the next
+// offset as of the server's last checkpoint (pg_control_checkpoint()),
+// the offset of the oldest multixact any database still holds (its
+// entry in pg_multixact/offsets), and the member pages the server
+// zeroed (pg_stat_slru), read before and after the sample: the rate.
+type Members struct {
+	NextMulti    int64     `json:"next_multixact_id"`
+	NextOffset   int64     `json:"next_offset"`
+	Checkpoint   time.Time `json:"checkpoint_time"`
+	OldestMulti  int64     `json:"oldest_multixact_id"`
+	OldestOffset int64     `json:"oldest_offset"`
+	// OldestDatabase holds the oldest multixact (the smallest datminmxid).
+	OldestDatabase string `json:"oldest_database,omitempty"`
+	// PagesBefore and PagesAfter are pg_stat_slru's blks_zeroed of the
+	// member space, Seconds apart on the server's clock; Seconds is 0 when
+	// the sessions were not sampled.
+	PagesBefore int64   `json:"pages_zeroed_before"`
+	PagesAfter  int64   `json:"pages_zeroed_after"`
+	Seconds     float64 `json:"seconds,omitempty"`
+}
+
+// Used is the member entries between the oldest multixact and the next
+// offset; the offset wraps at 2^32. The next offset is the last
+// checkpoint's: a database vacuumed since then can hold no multixact
+// older than that checkpoint's next one (ids compare modulo 2^32), and
+// then what the checkpoint counted is all gone.
+func (m *Members) Used() int64 {
+	if m == nil || int32(uint32(m.OldestMulti)-uint32(m.NextMulti)) >= 0 {
+		return 0
+	}
+	return ((m.NextOffset-m.OldestOffset)%MemberSpace + MemberSpace) % MemberSpace
+}
+
+// Rate is member entries consumed per second across the sample; 0 when
+// not measured. Pages are counted as they are started, so the rate is
+// known to within a page (1,636 members) over the window.
+func (m *Members) Rate() float64 {
+	if m == nil || m.Seconds <= 0 || m.PagesAfter < m.PagesBefore {
+		return 0
+	}
+	return float64(m.PagesAfter-m.PagesBefore) * MembersOfPage / m.Seconds
+}
+
 // XIDClock is the next transaction id read twice, on the server's clock:
 // the rate at which the server consumes transaction ids.
 type XIDClock struct {

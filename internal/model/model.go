@@ -78,6 +78,7 @@ const (
 	SrcSequences   = "pg_sequences"
 	SrcCheckpoint  = "checkpoint counters"
 	SrcDatabases   = "pg_database"
+	SrcMembers     = "multixact member space"
 	SrcAutovacuum  = "autovacuum workers"
 	SrcReplication = "replication"
 	SrcJIT         = "pg_jit_available()"
@@ -164,6 +165,9 @@ type Snapshot struct {
 	// which transaction ids are consumed across the sample.
 	Databases []DatabaseAge
 	XIDs      *XIDClock
+	// Members is the multixact member space; nil when it could not be
+	// read (see Missing).
+	Members *Members
 	// Autovacuum is what the server's autovacuum workers were doing, read
 	// before the sessions are sampled and again after (one reading when
 	// check does not sample); nil when it could not be read (see Missing).

@@ -105,7 +105,7 @@ var Registry = []Rule{
 		Check: indexBloat},
 	{ID: XminHorizonID, Title: "what keeps VACUUM from removing dead rows (the xmin horizon)", Needs: []string{model.SrcHorizon, model.SrcTables, model.SrcTablesCut},
 		Check: xminHorizon},
-	{ID: WraparoundID, Title: "transaction-id and multixact ages closing on the wraparound limit", Needs: []string{model.SrcTables, model.SrcTablesCut, model.SrcDatabases},
+	{ID: WraparoundID, Title: "transaction ids, multixacts and their member space closing on the wraparound limits", Needs: []string{model.SrcTables, model.SrcTablesCut, model.SrcDatabases},
 		Check: wraparound},
 	{ID: SequenceExhaustionID, Title: "sequences and key columns near the end of their numbers", Needs: []string{model.SrcSequences},
 		Check: sequenceExhaustion},

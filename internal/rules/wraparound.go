@@ -110,8 +110,14 @@ func wraparound(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 			out = append(out, databaseWrapFinding(s, d, sev, days, freezeMax, rate))
 		}
 	}
+	var skips []model.Skip
+	if f := memberSpace(s, mxFreezeMax); f != nil {
+		out = append(out, *f)
+	} else if sk, ok := s.Missing[model.SrcMembers]; ok {
+		skips = append(skips, model.Skip{Rule: WraparoundID, Reason: "the multixact member space was not judged: " + sk.Reason, Fix: sk.Fix})
+	}
 	Sort(out)
-	return out, nil
+	return out, skips
 }
 
 // databaseWrapFinding is wraparound for one database of the server, this

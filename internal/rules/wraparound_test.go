@@ -87,3 +87,91 @@ func TestWraparoundFixesThatRun(t *testing.T) {
 		t.Errorf("the checked database: %q\n%s", f.Title, f.Fix.SQL)
 	}
 }
+
+// TestMemberSpace: the multixact member space is judged by its share and,
+// once a tenth is used, by the time left at the measured rate; a space
+// whose oldest multixact is newer than the checkpoint's next one is
+// empty; the fix freezes the tables with the oldest multixacts and lowers
+// the freeze age by the members per multixact this server shows; a space
+// that could not be read is said to be skipped, with the grant.
+func TestMemberSpace(t *testing.T) {
+	snap := func(share, rate float64, oldestMulti, mxAge int64) *model.Snapshot {
+		next := int64(5_000_000)
+		used := int64(share * model.MemberSpace)
+		s := &model.Snapshot{Database: "billing", Missing: map[string]model.Skip{},
+			Tables:    []model.Table{{Schema: "public", Name: "usage_events", MxidAge: mxAge}, {Schema: "public", Name: "accounts", MxidAge: mxAge / 2}},
+			Databases: []model.DatabaseAge{{Name: "billing", MxidAge: mxAge, AllowConn: true}, {Name: "template0", MxidAge: mxAge / 3}},
+			Members: &model.Members{NextMulti: next, NextOffset: (1000 + used) % model.MemberSpace, OldestMulti: oldestMulti, OldestOffset: 1000,
+				OldestDatabase: "billing", PagesBefore: 100}}
+		if rate > 0 {
+			s.Members.Seconds = 10
+			s.Members.PagesAfter = 100 + int64(rate*10/model.MembersOfPage)
+		}
+		return s
+	}
+	for _, c := range []struct {
+		name string
+		s    *model.Snapshot
+		want model.Severity // -1: none
+		in   string
+	}{
+		{"a little used, idle", snap(0.05, 0, 10, 4_999_990), -1, ""},
+		{"a little used, a burst", snap(0.05, 50_000, 10, 4_999_990), -1, ""},
+		{"a quarter used", snap(0.30, 0, 10, 4_999_990), model.Warning, "30.0% used"},
+		{"45% used, filling fast", snap(0.45, 28_000, 4_900_000, 100_000), model.Critical, "emergency vacuums start in 2.1 hours"},
+		{"12% used, filling within the week", snap(0.12, 5_000, 10, 4_999_990), model.Warning, "entries a second"},
+		{"past half", snap(0.55, 0, 10, 4_999_990), model.Critical, "already forcing"},
+		{"the oldest newer than the checkpoint's next", snap(0.45, 0, 5_000_100, 10), -1, ""},
+	} {
+		fs, _ := wraparound(c.s)
+		if c.want < 0 {
+			if len(fs) != 0 {
+				t.Errorf("%s: want none, got %q", c.name, fs[0].Title)
+			}
+			continue
+		}
+		if len(fs) != 1 || fs[0].Severity != c.want || !strings.Contains(fs[0].Title, c.in) || fs[0].Object.Name != "multixact member space" ||
+			!strings.HasPrefix(fs[0].Fix.SQL, "VACUUM (FREEZE, VERBOSE) public.usage_events;\nVACUUM (FREEZE, VERBOSE) public.accounts;") ||
+			fs[0].Verification.Status == model.Confirmed {
+			t.Errorf("%s: got %+v", c.name, fs)
+		}
+	}
+	// 45% of the space over 100,000 multixacts is 19,327 members each: a
+	// quarter of the space lasts 55,555 multixacts, under any freeze age a
+	// server can live with; every database that old is frozen, template0
+	// let in for it.
+	s := snap(0.45, 28_000, 4_900_000, 100_000)
+	s.Statements = []model.Statement{{Query: "SELECT firmware FROM devices WHERE id = $1 FOR SHARE", Calls: 900}, {Query: "SELECT * FROM devices", Calls: 5000},
+		{Query: "select 1 from only public.devices x where id = $1 for key share of x", Calls: 40}}
+	s.Databases = []model.DatabaseAge{{Name: "billing", MxidAge: 100_000, AllowConn: true}, {Name: "template0", MxidAge: 100_000}, {Name: "template1", MxidAge: 90_000, AllowConn: true}}
+	fs, _ := wraparound(s)
+	if len(fs) != 1 || !strings.Contains(fs[0].Fix.SQL, "ALTER DATABASE template0 WITH ALLOW_CONNECTIONS true;\n-- from a shell:\nvacuumdb --all --freeze --min-mxid-age=55555 --verbose\nALTER DATABASE template0 WITH ALLOW_CONNECTIONS false;") ||
+		strings.Contains(fs[0].Fix.SQL, "ALTER SYSTEM") || !strings.Contains(fs[0].Fix.Summary, "fewer transactions must share-lock") ||
+		!strings.Contains(fs[0].Verification.Reason, "27,976 member entries a second") || !hasEvidence(fs[0], "share-locks rows: SELECT firmware FROM devices WHERE id = $1 FOR SHARE", 900) ||
+		!hasEvidence(fs[0], "for key share of x", 40) || hasEvidence(fs[0], "SELECT * FROM devices", 5000) {
+		t.Errorf("the fix and the measured rate: %+v", fs)
+	}
+	// 30% over 300 million multixacts is 4.3 members each: 250 million
+	// keep a quarter, below the 400 million default.
+	fs, _ = wraparound(snap(0.30, 0, 10, 300_000_000))
+	if len(fs) != 1 || !strings.Contains(fs[0].Fix.SQL, "ALTER SYSTEM SET autovacuum_multixact_freeze_max_age = 250000000;") {
+		t.Errorf("the freeze age lowered: %+v", fs)
+	}
+	s = snap(0, 0, 10, 10)
+	s.Members = nil
+	s.Missing[model.SrcMembers] = model.Skip{Reason: "only a superuser may read it", Fix: "GRANT EXECUTE ON FUNCTION pg_control_checkpoint() TO mon"}
+	if _, sk := wraparound(s); len(sk) != 1 || !strings.Contains(sk[0].Fix, "pg_control_checkpoint") {
+		t.Errorf("unread member space: %+v", sk)
+	}
+}
+
+// hasEvidence says whether a finding carries an evidence line whose label
+// holds part, with value v.
+func hasEvidence(f model.Finding, part string, v float64) bool {
+	for _, e := range f.Evidence {
+		if strings.Contains(e.Label, part) && e.Value == v {
+			return true
+		}
+	}
+	return false
+}

@@ -23,6 +23,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
 	"slices"
 	"sort"
@@ -93,7 +94,8 @@ type Scenario struct {
 	// check reads over the connection.
 	ServerConfig []string `json:"server_config,omitempty"`
 	// ServerFeatures lists what the scenario needs of the server beyond
-	// its core: "jit" (a build with LLVM), "hypopg" or "pg_stat_wal" (14+).
+	// its core: "jit" (a build with LLVM), "hypopg", "pg_stat_wal" (14+) or
+	// "pg_resetwal" (a build with the server's tools, not only the server).
 	// Where the lab's build lacks one, the scenario is not run, and says
 	// so. (A rule's Needs are the sources it reads; a workload's Clients the
 	// programs it drives.)
@@ -382,8 +384,8 @@ func load(fsys fs.FS, dir string) (Scenario, error) {
 		}
 	}
 	for _, n := range needs {
-		if n != "jit" && n != "hypopg" && n != "pg_stat_wal" {
-			return fail("expect.json: needs %q: want jit, hypopg or pg_stat_wal", n)
+		if _, ok := features[n]; !ok {
+			return fail("expect.json: needs %q: want one of %s", n, strings.Join(slices.Sorted(maps.Keys(features)), ", "))
 		}
 	}
 	if s.StatementTimeout != "" {
@@ -512,15 +514,39 @@ func (s Scenario) On(c *lab.Cluster) (Scenario, []string) {
 	return s, left
 }
 
-func lacks(c *lab.Cluster, need string) string {
-	srv := c.Server()
-	switch {
-	case need == "jit" && !c.JIT:
+// features are what a scenario may need of the lab's build, each with
+// the reason a build that lacks it gives.
+var features = map[string]func(c *lab.Cluster, srv lab.Server) string{
+	"jit": func(c *lab.Cluster, srv lab.Server) string {
+		if c.JIT {
+			return ""
+		}
 		return fmt.Sprintf("needs JIT, and this PostgreSQL %s (%s) was built without LLVM; run it on a build with JIT (Debian's postgresql-15)", srv.Version, srv.Source)
-	case need == "hypopg" && !c.HypoPG:
+	},
+	"hypopg": func(c *lab.Cluster, srv lab.Server) string {
+		if c.HypoPG {
+			return ""
+		}
 		return fmt.Sprintf("needs HypoPG, which is not installed for this PostgreSQL %s (%s); apt-get install postgresql-%d-hypopg", srv.Version, srv.Source, srv.Major)
-	case need == "pg_stat_wal" && !pgversion.Of(c.Major*10000).StatWAL:
+	},
+	"pg_stat_wal": func(c *lab.Cluster, srv lab.Server) string {
+		if pgversion.Of(c.Major * 10000).StatWAL {
+			return ""
+		}
 		return fmt.Sprintf("needs pg_stat_wal, new in PostgreSQL 14; this is %s", srv.Version)
+	},
+	// The npm builds carry initdb, pg_ctl and postgres only.
+	"pg_resetwal": func(c *lab.Cluster, srv lab.Server) string {
+		if c.HasTool("pg_resetwal") {
+			return ""
+		}
+		return fmt.Sprintf("needs pg_resetwal to set the control file's counters, and this PostgreSQL %s (%s) carries only the server; run it on a build with the server's tools (Debian's postgresql-15)", srv.Version, srv.Source)
+	},
+}
+
+func lacks(c *lab.Cluster, need string) string {
+	if f := features[need]; f != nil {
+		return f(c, c.Server())
 	}
 	return ""
 }

@@ -59,9 +59,14 @@ var workloads = map[string]GoWorkload{
 	"wraparound-ddl-queue": {Run: wraparoundQueue, SignalsReady: true},
 	"wraparound-frozen":    {Run: wraparoundFrozen, SignalsReady: true},
 	"notify-outbox":        {Run: notifyOutbox},
-	"queue-churn":          {Run: queueChurn},
-	"queue-poll":           {Run: queuePoll},
-	"random-keys":          {Run: randomKeys},
+	// A backfill's concurrent foreign-key checks on a server whose
+	// multixact member space is set (pg_resetwal) 45% used; ready once it
+	// fills it. Its quiet counterpart's autovacuum gives the space back.
+	"multixact-members":   {Run: multixactMembers, SignalsReady: true},
+	"multixact-reclaimed": {Run: multixactReclaimed, SignalsReady: true},
+	"queue-churn":         {Run: queueChurn},
+	"queue-poll":          {Run: queuePoll},
+	"random-keys":         {Run: randomKeys},
 	// A prepared transaction, and transaction ids consumed while check
 	// samples them.
 	"freeze-held-back": {Run: freezeHeldBack, SignalsReady: true},

@@ -1,0 +1,124 @@
+package scenario
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// A billing service's backfill (setup.sql): usage events are inserted
+// for a handful of accounts by many workers at once, each in its own
+// transaction. Every insert's foreign-key check takes FOR KEY SHARE on the
+// account's row, so the lockers of one account make a multixact, and each
+// new locker a new one that copies all the members before it.
+const (
+	backfillWorkers = 8
+	backfillInsert  = `INSERT INTO usage_events (account_id, meter, quantity) VALUES ($1, $2, $3)`
+	// The member space a server that has run such backfills for years has
+	// used: 45% of its 2^32 entries, set with pg_resetwal -O at a segment's
+	// first entry (52,352 members a segment), where the server starts a new
+	// page instead of reading one that is not there.
+	membersOffset = 36918 * 52352
+)
+
+// multixactMembers is Metronome's incident in small: the member space
+// nearly half used while the multixact ids' age is a few thousand, and
+// the backfill filling it at tens of thousands of entries a second.
+func multixactMembers(ctx context.Context, env *Env) error {
+	return backfillNearTheLimit(ctx, env, false)
+}
+
+// multixactReclaimed is its quiet counterpart: the same space used and
+// the same backfill, on a server whose autovacuum_multixact_freeze_max_age
+// (10,000, its floor) has autovacuum freeze every database's multixacts as
+// soon as the backfill makes them old, which gives the space back.
+func multixactReclaimed(ctx context.Context, env *Env) error {
+	return backfillNearTheLimit(ctx, env, true)
+}
+
+func backfillNearTheLimit(ctx context.Context, env *Env, reclaimed bool) error {
+	// One multixact before the jump: the oldest, at offset 1, which every
+	// database's datminmxid still refers to.
+	if err := twoLockers(ctx, env); err != nil {
+		return err
+	}
+	if err := env.Cluster.ResetWAL(ctx, "-O", strconv.Itoa(membersOffset)); err != nil {
+		return err
+	}
+	admin, err := env.Admin(ctx)
+	if err != nil {
+		return err
+	}
+	defer admin.Close(context.Background())
+	var g sessionGroup
+	g.run(ctx, func() error {
+		return untilDone(ctx, backfillWorkers, func(ctx context.Context, conn *pgx.Conn) error {
+			account := 1 + rand.IntN(3)
+			tx, err := conn.Begin(ctx)
+			if err != nil {
+				return err
+			}
+			defer tx.Rollback(context.Background())
+			for i := 0; i < 2; i++ {
+				if _, err := tx.Exec(ctx, backfillInsert, account, "api_calls", 1+rand.IntN(100)); err != nil {
+					return err
+				}
+			}
+			return tx.Commit(ctx)
+		}, env)
+	})
+	// Ready once the backfill has started member pages of its own (and,
+	// with the lower freeze age, once autovacuum has frozen every
+	// database past the multixact from before the jump and a checkpoint
+	// has recorded the offsets since).
+	if err := waitFor(ctx, admin, `SELECT sum(blks_zeroed)::int FROM pg_stat_slru WHERE lower(replace(name, '_', '')) = 'multixactmember'`, 20); err != nil {
+		return err
+	}
+	if reclaimed {
+		if err := waitFor(ctx, admin, `SELECT (count(*) FILTER (WHERE datminmxid::text::int8 > 1) = count(*))::int FROM pg_database`, 1); err != nil {
+			return err
+		}
+		if _, err := admin.Exec(ctx, "CHECKPOINT"); err != nil {
+			return fmt.Errorf("checkpoint after the freeze: %w", err)
+		}
+	}
+	env.Ready()
+	return g.wait()
+}
+
+// twoLockers inserts a usage event for the same account from two open
+// transactions: the second foreign-key check joins the first one's lock
+// on the account's row, which makes a multixact of the two.
+func twoLockers(ctx context.Context, env *Env) error {
+	var txs []pgx.Tx
+	defer func() {
+		for _, tx := range txs {
+			tx.Rollback(context.Background())
+			tx.Conn().Close(context.Background())
+		}
+	}()
+	for i := 0; i < 2; i++ {
+		conn, err := pgx.Connect(ctx, env.AppDSN())
+		if err != nil {
+			return err
+		}
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			conn.Close(context.Background())
+			return err
+		}
+		txs = append(txs, tx)
+		if _, err := tx.Exec(ctx, backfillInsert, 1, "api_calls", 1); err != nil {
+			return fmt.Errorf("the first multixact: %w", err)
+		}
+	}
+	for _, tx := range txs {
+		if err := tx.Commit(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
