@@ -192,6 +192,33 @@ func judge(f *model.Finding, before, after float64) bool {
 	return false
 }
 
+// judgeRuns judges a fix from timed runs of both sides, alternating. The
+// medians decide when they confirm. On a machine busy with other work a
+// run's CPU time stretches while its waits on I/O do not, so a fix that
+// takes I/O away (a spill to temporary files, pages read) can look
+// smaller in the medians than it is: a sort that spilled measured 37 ms
+// against 12 ms alone and 161 against 148 beside the test suite. The
+// fastest run of each side is the one the machine disturbed least; when
+// the medians fall short, the fastest runs are judged too, and when
+// they confirm, they are the verdict's two numbers and the method says
+// so. A fix that is not faster in either is refuted as before.
+func judgeRuns(f *model.Finding, before, after []float64) bool {
+	mb, ma := median(before), median(after)
+	sev := f.Severity
+	if judge(f, mb, ma) {
+		return true
+	}
+	fb, fa := slices.Min(before), slices.Min(after)
+	if len(before) < 3 || len(after) < 3 || fa > fb*helpedRatio {
+		return false
+	}
+	f.Verification.Status, f.Severity = model.Confirmed, sev
+	f.Verification.Before = &model.Measure{Value: model.Round(fb, 2), Unit: "ms"}
+	f.Verification.After = &model.Measure{Value: model.Round(fa, 2), Unit: "ms"}
+	f.Verification.Method += fmt.Sprintf("; the medians (%.1f -> %.1f ms) were squeezed by other work on the machine, so the fastest run of each side is the verdict's", mb, ma)
+	return true
+}
+
 // Run verifies the findings that carry an experiment. It returns the
 // findings (updated, re-sorted by the caller) and skipped entries.
 func (e *Engine) Run(ctx context.Context, snap *model.Snapshot, findings []model.Finding) ([]model.Finding, []model.Skip) {

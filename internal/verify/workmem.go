@@ -137,7 +137,7 @@ func (e *Engine) workMem(ctx context.Context, snap *model.Snapshot, f *model.Fin
 		f.Fix.SQL = strings.ReplaceAll(f.Fix.SQL, "'"+exp.FixSettings["work_mem"]+"'", "'"+proposed+"'")
 		f.Fix.Summary = strings.ReplaceAll(f.Fix.Summary, "= "+exp.FixSettings["work_mem"], "= "+proposed)
 	}
-	if judge(f, before, afterMS) {
+	if judgeRuns(f, on, off) {
 		return
 	}
 	f.Title = fmt.Sprintf("spills to disk, but more work_mem does not make it faster (%.1f ms spilling, %.1f ms with work_mem = %s)", before, afterMS, proposed)
