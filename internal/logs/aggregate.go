@@ -32,6 +32,9 @@ type Summary struct {
 	// (log_autovacuum_min_duration).
 	Tables    map[string]*TableMaintenance `json:"maintenance_by_table"`
 	PerMinute map[string]*Minute           `json:"per_minute"`
+	// Wraparound is what the server warned and refused about its
+	// wraparound limits, by limit.
+	Wraparound map[string]*model.WraparoundLogged `json:"wraparound,omitempty"`
 	// ShowLiterals keeps an example of each statement with its values
 	// (the slowest call) and of each error message; without it the report
 	// holds normalised texts only.
@@ -142,7 +145,7 @@ type Minute struct {
 // NewSummary is an empty summary.
 func NewSummary() *Summary {
 	return &Summary{Events: map[string]int64{}, Checkpoint: map[string]int64{}, Autovacuum: map[string]int64{}, Tables: map[string]*TableMaintenance{},
-		PerMinute: map[string]*Minute{}, ownPIDs: map[int]*ownSpan{}, logged: map[int]loggedStatement{}, stmts: map[string]*StatementStats{}, errs: map[string]*ErrorStats{}, errPatterns: map[string]string{}, plans: map[string][]*Plan{}, shapes: NewShapeCache()}
+		PerMinute: map[string]*Minute{}, Wraparound: map[string]*model.WraparoundLogged{}, ownPIDs: map[int]*ownSpan{}, logged: map[int]loggedStatement{}, stmts: map[string]*StatementStats{}, errs: map[string]*ErrorStats{}, errPatterns: map[string]string{}, plans: map[string][]*Plan{}, shapes: NewShapeCache()}
 }
 
 // sampleSize bounds the durations kept per statement for percentiles
@@ -165,6 +168,75 @@ var (
 	numbersRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\b\d+(\.\d+)?\b`) })
 	quotedRe  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`"[^"]*"|'[^']*'`) })
 )
+
+// PostgreSQL's words for its wraparound limits (varsup.c, multixact.c):
+// once close it warns with every assignment that a database must be
+// vacuumed within so many transactions, or before so many more
+// MultiXactIds or multixact members are used (by name, or by OID when it
+// cannot read the name), and at the limit it refuses the commands that
+// would assign one ("to avoid wraparound data loss"; 16 says "assign"
+// where 13 to 15 say "generate" for MultiXactIds and say nothing of
+// transaction ids) or the multixact that would not fit.
+var (
+	wrapWarnRe = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^database (?:"([^"]*)"|with OID (\d+)) must be vacuumed (?:within (\d+) transactions|before (\d+) more (MultiXactIds?|multixact members?) (?:is|are) used)`)
+	})
+	wrapRefusedRe = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^database is not accepting commands (?:that (?:generate|assign) new (MultiXactIds|transaction IDs) )?to avoid wraparound data loss in database (?:"([^"]*)"|with OID (\d+))`)
+	})
+)
+
+// addWraparound counts a warning or a refusal about a wraparound limit.
+func (s *Summary) addWraparound(msg string) {
+	limit := func(name string) *model.WraparoundLogged {
+		w := s.Wraparound[name]
+		if w == nil {
+			w = &model.WraparoundLogged{Limit: name, Least: -1}
+			s.Wraparound[name] = w
+		}
+		return w
+	}
+	if strings.HasPrefix(msg, `multixact "members" limit exceeded`) {
+		limit(model.LimitMembers).Refusals++
+		return
+	}
+	if m := wrapWarnRe().FindStringSubmatch(msg); m != nil {
+		name, left := model.LimitXIDs, m[3]
+		switch {
+		case strings.HasPrefix(m[5], "MultiXactId"):
+			name, left = model.LimitMultis, m[4]
+		case m[5] != "":
+			name, left = model.LimitMembers, m[4]
+		}
+		w := limit(name)
+		w.Warnings++
+		if n, err := strconv.ParseInt(left, 10, 64); err == nil && (w.Least < 0 || n < w.Least) {
+			w.Least, w.Database = n, wrapDatabase(m[1], m[2])
+		}
+		return
+	}
+	if m := wrapRefusedRe().FindStringSubmatch(msg); m != nil {
+		name := model.LimitXIDs
+		if m[1] == "MultiXactIds" {
+			name = model.LimitMultis
+		}
+		w := limit(name)
+		w.Refusals++
+		if w.Database == "" {
+			w.Database = wrapDatabase(m[2], m[3])
+		}
+	}
+}
+
+func wrapDatabase(name, oid string) string {
+	if name != "" {
+		return name
+	}
+	if oid != "" {
+		return "the database with OID " + oid
+	}
+	return ""
+}
 
 // ownEntries is the event that counts the entries left out as pgmedic's.
 const ownEntries = "pgmedic's own entries (left out)"
@@ -349,6 +421,8 @@ func (s *Summary) Add(e Entry) {
 		s.Events["client connections lost"]++
 	case strings.HasPrefix(msg, "duplicate key value violates unique constraint"):
 		s.Events["duplicate keys"]++
+	case strings.HasPrefix(msg, "database "), strings.HasPrefix(msg, `multixact "members" limit exceeded`):
+		s.addWraparound(msg)
 	}
 	s.addMaintenanceLine(e, min)
 }
@@ -814,6 +888,20 @@ func (s *Summary) Merge(o *Summary) {
 	for k, v := range o.Checkpoint {
 		s.Checkpoint[k] += v
 	}
+	for k, w := range o.Wraparound {
+		mine := s.Wraparound[k]
+		if mine == nil {
+			s.Wraparound[k] = w
+			continue
+		}
+		mine.Warnings += w.Warnings
+		mine.Refusals += w.Refusals
+		if w.Least >= 0 && (mine.Least < 0 || w.Least < mine.Least) {
+			mine.Least, mine.Database = w.Least, w.Database
+		} else if mine.Database == "" {
+			mine.Database = w.Database
+		}
+	}
 	for k, v := range o.Autovacuum {
 		s.Autovacuum[k] += v
 	}
@@ -963,6 +1051,11 @@ func (s *Summary) LogEvents() model.LogEvents {
 	}
 	for _, m := range s.PerMinute {
 		ev.PeakPerMinute = max(ev.PeakPerMinute, m.Connections)
+	}
+	for _, name := range []string{model.LimitXIDs, model.LimitMultis, model.LimitMembers} {
+		if w := s.Wraparound[name]; w != nil {
+			ev.Wraparound = append(ev.Wraparound, *w)
+		}
 	}
 	for reason, n := range s.Checkpoint {
 		// "wal", "immediate force wait wal", "time", "shutdown immediate", ...

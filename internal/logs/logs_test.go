@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/pgversion"
 )
 
@@ -252,6 +254,8 @@ func FuzzStderr(f *testing.F) {
 	f.Add("%m [%p] %q%u@%d ", string(b[:min(len(b), 4000)]))
 	own, _ := os.ReadFile("testdata/own/stderr.log")
 	f.Add("%m [%p] %q%u@%d ", string(own))
+	wrap, _ := os.ReadFile("testdata/wraparound/stderr.log")
+	f.Add("%m [%p] %q%u@%d ", string(wrap))
 	f.Add("%t [%p]: [%l-1] user=%u,db=%d ", "2024-05-01 10:00:00 UTC [1]: [1-1] user=a,db=b LOG:  duration: 1 ms  statement: SELECT 1\n\tcontinued\n")
 	f.Fuzz(func(t *testing.T, prefix, text string) {
 		p, err := CompilePrefix(prefix)
@@ -261,6 +265,7 @@ func FuzzStderr(f *testing.F) {
 		s := NewSummary()
 		Read(strings.NewReader(text), Stderr, p, s.Add)
 		s.Finish()
+		s.LogEvents()
 	})
 }
 
@@ -396,5 +401,23 @@ func TestLiteralsKept(t *testing.T) {
 		if st.Example != "" {
 			t.Errorf("a literal was printed without ShowLiterals: %q", st.Example)
 		}
+	}
+}
+
+// TestWraparoundLogged: the server's warnings about its wraparound
+// limits are counted by limit with the fewest left and the database they
+// name, and its refusals in every major's wording. The member warnings
+// are a lab cluster's (its member space set close to the end with
+// pg_resetwal -O, then a backfill of concurrent foreign-key inserts);
+// the refusals are written in 15's and 16's words.
+func TestWraparoundLogged(t *testing.T) {
+	ev := analyze(t, "testdata/wraparound/stderr.log").LogEvents()
+	want := []model.WraparoundLogged{
+		{Limit: model.LimitXIDs, Warnings: 2, Least: 39985001, Database: "ledger", Refusals: 2},
+		{Limit: model.LimitMultis, Warnings: 1, Least: 9000000, Database: "billing", Refusals: 1},
+		{Limit: model.LimitMembers, Warnings: 5, Least: 243568, Database: "the database with OID 4", Refusals: 1},
+	}
+	if !reflect.DeepEqual(ev.Wraparound, want) {
+		t.Errorf("got %+v\nwant %+v", ev.Wraparound, want)
 	}
 }

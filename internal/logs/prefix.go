@@ -183,14 +183,17 @@ func (p *Prefix) parse(line string) (e Entry, ok bool) {
 // a carrier squeezed them into one: every reader of durations looks for
 // the server's own form.
 func twoSpaces(msg string) string {
-	if !strings.HasPrefix(msg, "duration: ") {
+	rest, ok := strings.CutPrefix(msg, "duration: ")
+	if !ok {
 		return msg
 	}
-	i := strings.Index(msg, " ms ")
-	if i < 0 || strings.HasPrefix(msg[i+4:], " ") || strings.IndexByte(msg[len("duration: "):i], ' ') >= 0 {
+	// The time must stand between "duration: " and " ms": "duration: ms 0"
+	// holds none.
+	i := strings.Index(rest, " ms ")
+	if i <= 0 || strings.HasPrefix(rest[i+4:], " ") || strings.IndexByte(rest[:i], ' ') >= 0 {
 		return msg
 	}
-	return msg[:i] + " ms  " + msg[i+4:]
+	return "duration: " + rest[:i] + " ms  " + rest[i+4:]
 }
 
 // parseRegexp is parse by the prefix's regexp.

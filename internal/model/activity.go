@@ -179,6 +179,29 @@ type LogEvents struct {
 	CheckpointSpanS           float64 // from the first checkpoint start to the last
 	// Tables is autovacuum's and autoanalyze's runs per table.
 	Tables []TableMaintenance
+	// Wraparound are the server's warnings and refusals about its
+	// wraparound limits, one per limit it logged about.
+	Wraparound []WraparoundLogged
+}
+
+// The server's wraparound limits, as WraparoundLogged names them.
+const (
+	LimitXIDs    = "transaction ids"
+	LimitMultis  = "multixact ids"
+	LimitMembers = "multixact members"
+)
+
+// WraparoundLogged is what a server log says of one wraparound limit:
+// the WARNINGs that a database must be vacuumed before so many more are
+// used (PostgreSQL writes one with each assignment once it is close), the
+// fewest left of all of them and the database they named, and the
+// commands refused at the limit.
+type WraparoundLogged struct {
+	Limit    string `json:"limit"`
+	Warnings int64  `json:"warnings"`
+	Least    int64  `json:"least_left"`
+	Database string `json:"database,omitempty"`
+	Refusals int64  `json:"refusals"`
 }
 
 // TableMaintenance is one table's autovacuum and autoanalyze runs in a

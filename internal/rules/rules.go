@@ -106,7 +106,7 @@ var Registry = []Rule{
 	{ID: XminHorizonID, Title: "what keeps VACUUM from removing dead rows (the xmin horizon)", Needs: []string{model.SrcHorizon, model.SrcTables, model.SrcTablesCut},
 		Check: xminHorizon},
 	{ID: WraparoundID, Title: "transaction ids, multixacts and their member space closing on the wraparound limits", Needs: []string{model.SrcTables, model.SrcTablesCut, model.SrcDatabases},
-		Check: wraparound},
+		Check: wraparound, Log: wraparoundLog},
 	{ID: SequenceExhaustionID, Title: "sequences and key columns near the end of their numbers", Needs: []string{model.SrcSequences},
 		Check: sequenceExhaustion},
 	{ID: AutovacuumLagID, Title: "autovacuum that does not get to the tables that need it: off, every worker busy, throttled", Needs: []string{model.SrcTables, model.SrcTablesCut},

@@ -175,3 +175,19 @@ func hasEvidence(f model.Finding, part string, v float64) bool {
 	}
 	return false
 }
+
+// TestWraparoundLog: each limit the log warned or refused at is one
+// critical finding with its counts; a log without them gives none.
+func TestWraparoundLog(t *testing.T) {
+	in := LogInput{Name: "the server log", Events: model.LogEvents{Wraparound: []model.WraparoundLogged{
+		{Limit: model.LimitMembers, Warnings: 121640, Least: 243568, Database: "the database with OID 4", Refusals: 3},
+		{Limit: model.LimitXIDs, Refusals: 2, Least: -1, Database: "ledger"}}}}
+	fs := wraparoundLog(in)
+	if len(fs) != 2 || fs[0].Severity != model.Critical || !strings.Contains(fs[0].Title, "refused 3 commands at its multixact members limit; the server log warns 121,640 times that the database with OID 4 must be vacuumed before its multixact members run out (243,568 left at the fewest)") ||
+		!strings.Contains(fs[1].Title, "refused 2 commands at its transaction ids limit (database ledger)") || !strings.Contains(fs[0].Fix.Summary, "template0") {
+		t.Errorf("got %+v", fs)
+	}
+	if fs := wraparoundLog(LogInput{}); len(fs) != 0 {
+		t.Errorf("a quiet log: %+v", fs)
+	}
+}
