@@ -61,10 +61,10 @@ func memberSpace(s *model.Snapshot, mxFreezeMax int64) *model.Finding {
 	default:
 		return nil
 	}
-	oldest := oldestMultixactDB(s)
+	oldestAge := oldestMultixactAge(s)
 	title := fmt.Sprintf("the multixact member space is %.1f%% used (%s of %s member entries)", share*100, printable.Count(used), printable.Count(model.MemberSpace))
-	if oldest.MxidAge > 0 {
-		title += fmt.Sprintf(" while the oldest multixact is only %s multixacts old (autovacuum_multixact_freeze_max_age: %s)", printable.Count(float64(oldest.MxidAge)), printable.Count(float64(mxFreezeMax)))
+	if oldestAge > 0 {
+		title += fmt.Sprintf(" while the oldest multixact is only %s multixacts old (autovacuum_multixact_freeze_max_age: %s)", printable.Count(float64(oldestAge)), printable.Count(float64(mxFreezeMax)))
 	}
 	switch {
 	case share >= membersEmergency:
@@ -79,14 +79,14 @@ func memberSpace(s *model.Snapshot, mxFreezeMax int64) *model.Finding {
 		ev("member entries in use (oldest multixact to the next offset at the last checkpoint)", used, ""),
 		ev("share of the member space (2^32 entries)", share*100, "%"),
 		ev("share at which PostgreSQL forces anti-wraparound vacuums", membersEmergency*100, "%"),
-		ev("age of the oldest multixact", float64(oldest.MxidAge), "multixacts"),
+		ev("age of the oldest multixact", float64(oldestAge), "multixacts"),
 		{Label: "database holding the oldest multixact: " + m.OldestDatabase, Value: 1, Fact: true},
 	}
 	if !m.Checkpoint.IsZero() {
 		evs = append(evs, model.Evidence{Label: "next offset read at the last checkpoint, " + m.Checkpoint.UTC().Format("2006-01-02 15:04:05 UTC"), Value: 1, Fact: true})
 	}
-	if oldest.MxidAge > 0 {
-		evs = append(evs, ev("member entries per multixact, on average", used/float64(oldest.MxidAge), ""))
+	if oldestAge > 0 {
+		evs = append(evs, ev("member entries per multixact, on average", used/float64(oldestAge), ""))
 	}
 	for _, st := range shareLockers(s, 3) {
 		evs = append(evs, ev("calls of a statement that share-locks rows: "+printable.Cut(st.Query, 80), float64(st.Calls), ""))
@@ -107,22 +107,20 @@ func memberSpace(s *model.Snapshot, mxFreezeMax int64) *model.Finding {
 		Object:       model.Object{Kind: "server", Name: "multixact member space"},
 		Evidence:     evs,
 		Impact:       model.Impact{Summary: "past half the space PostgreSQL vacuums every table holding old multixacts, whatever their size and the hour; at its end it refuses new multixacts, and foreign-key inserts, SELECT ... FOR SHARE and concurrent row locks fail with multixact \"members\" limit exceeded until those vacuums finish"},
-		Fix:          membersFix(s, oldest, used, mxFreezeMax),
+		Fix:          membersFix(s, oldestAge, used, mxFreezeMax),
 		Docs:         docsPath(WraparoundID),
 		Verification: model.NotRunBecause(why),
 	}
 }
 
-// oldestMultixactDB is the database whose datminmxid is the oldest: the
+// oldestMultixactAge is the age of the server's oldest datminmxid: the
 // member space is reclaimed only up to it.
-func oldestMultixactDB(s *model.Snapshot) model.DatabaseAge {
-	var best model.DatabaseAge
+func oldestMultixactAge(s *model.Snapshot) int64 {
+	var age int64
 	for _, d := range s.Databases {
-		if d.MxidAge > best.MxidAge || best.Name == "" && d.Name == s.Members.OldestDatabase {
-			best = d
-		}
+		age = max(age, d.MxidAge)
 	}
-	return best
+	return age
 }
 
 // membersFix frees the space. A multixact's members are reclaimed once
@@ -136,16 +134,16 @@ func oldestMultixactDB(s *model.Snapshot) model.DatabaseAge {
 // connections: they are let in for it), and the freeze age is lowered to
 // keep, unless that is below what a busy server can live with, where the
 // writes themselves must take fewer locks.
-func membersFix(s *model.Snapshot, oldest model.DatabaseAge, used float64, mxFreezeMax int64) model.Fix {
+func membersFix(s *model.Snapshot, oldestAge int64, used float64, mxFreezeMax int64) model.Fix {
 	var sql []string
 	for _, t := range oldestMultixactTables(s, 3) {
 		sql = append(sql, fmt.Sprintf("VACUUM (FREEZE, VERBOSE) %s;", sqlparse.QuoteQualified(t.Schema, t.Name)))
 	}
 	summary := "freeze the tables holding the oldest multixacts first: their members are reclaimed only once no table of any database refers to them"
-	if oldest.MxidAge <= 0 {
+	if oldestAge <= 0 {
 		return model.Fix{Summary: summary, SQL: strings.Join(sql, "\n")}
 	}
-	perMulti := used / float64(oldest.MxidAge)
+	perMulti := used / float64(oldestAge)
 	keep := max(int64(model.MemberSpace*membersWarn/perMulti), 1)
 	var closed []string
 	others := false

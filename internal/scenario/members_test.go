@@ -74,7 +74,7 @@ func membersReadOn(t *testing.T, ctx context.Context, c *lab.Cluster) {
 		t.Fatal(err)
 	}
 	// Before 15 the statistics collector receives them a moment later.
-	if err := waitFor(ctx, db, `SELECT coalesce(sum(blks_zeroed), 0)::int FROM pg_stat_slru WHERE lower(replace(name, '_', '')) = 'multixactmember'`, 1); err != nil {
+	if err := waitFor(ctx, db, memberPages, 1); err != nil {
 		t.Fatalf("PostgreSQL %d: no member page started in pg_stat_slru: %v", c.Major, err)
 	}
 	o := collect.Defaults()

@@ -22,6 +22,10 @@ const (
 	// first entry (52,352 members a segment), where the server starts a new
 	// page instead of reading one that is not there.
 	membersOffset = 36918 * 52352
+	// memberPages is the member pages the server has started, under the
+	// name pg_stat_slru gives them in each major (MultiXactMember before 17,
+	// multixact_member since).
+	memberPages = `SELECT coalesce(sum(blks_zeroed), 0)::int FROM pg_stat_slru WHERE lower(replace(name, '_', '')) = 'multixactmember'`
 )
 
 // multixactMembers is Metronome's incident in small: the member space
@@ -74,7 +78,7 @@ func backfillNearTheLimit(ctx context.Context, env *Env, reclaimed bool) error {
 	// with the lower freeze age, once autovacuum has frozen every
 	// database past the multixact from before the jump and a checkpoint
 	// has recorded the offsets since).
-	if err := waitFor(ctx, admin, `SELECT sum(blks_zeroed)::int FROM pg_stat_slru WHERE lower(replace(name, '_', '')) = 'multixactmember'`, 20); err != nil {
+	if err := waitFor(ctx, admin, memberPages, 20); err != nil {
 		return err
 	}
 	if reclaimed {
