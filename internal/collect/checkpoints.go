@@ -98,10 +98,21 @@ func members(ctx context.Context, q envelope.Conn, s *model.Snapshot) (at float6
 		Scan(&m.NextMulti, &m.NextOffset, &m.Checkpoint, &m.OldestMulti, &m.OldestDatabase)
 	if err == nil && m.OldestMulti != m.NextMulti {
 		// Entries are in the server's byte order: little-endian on the
-		// x86-64 and ARM64 servers PostgreSQL runs on.
-		err = q.QueryRow(ctx, envelope.Tag+`SELECT get_byte(b, 0) + get_byte(b, 1) * 256 + get_byte(b, 2) * 65536 + get_byte(b, 3)::int8 * 16777216
+		// x86-64 and ARM64 servers PostgreSQL runs on. A page the server
+		// has not written out yet reads short: no entry, and no ERROR
+		// from get_byte in the server's log.
+		var off *int64
+		err = q.QueryRow(ctx, envelope.Tag+`SELECT CASE WHEN length(b) = 4 THEN get_byte(b, 0) + get_byte(b, 1) * 256 + get_byte(b, 2) * 65536 + get_byte(b, 3)::int8 * 16777216 END
 			FROM pg_read_binary_file(format('pg_multixact/offsets/%s', lpad(upper(to_hex($1::int8 / 65536)), 4, '0')), ($1::int8 % 65536) * 4, 4) b`, m.OldestMulti).
-			Scan(&m.OldestOffset)
+			Scan(&off)
+		if err == nil && off == nil {
+			s.Missing[model.SrcMembers] = model.Skip{Reason: "the oldest multixact's entry is not in pg_multixact/offsets on disk yet (the server writes it out at its next checkpoint)",
+				Fix: "run check again after the next checkpoint"}
+			return 0
+		}
+		if off != nil {
+			m.OldestOffset = *off
+		}
 	}
 	if err != nil {
 		s.Missing[model.SrcMembers] = skipFor(s, "cannot read the multixact member space", err)
