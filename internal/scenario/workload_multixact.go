@@ -57,40 +57,66 @@ func backfillNearTheLimit(ctx context.Context, env *Env, reclaimed bool) error {
 		return err
 	}
 	defer admin.Close(context.Background())
+	// The backfill as Metronome's ran it: many workers, each transaction
+	// inserting for one of a few accounts.
+	concurrent, stopConcurrent := context.WithCancel(ctx)
+	defer stopConcurrent()
 	var g sessionGroup
-	g.run(ctx, func() error {
-		return untilDone(ctx, backfillWorkers, func(ctx context.Context, conn *pgx.Conn) error {
-			account := 1 + rand.IntN(3)
-			tx, err := conn.Begin(ctx)
-			if err != nil {
-				return err
-			}
-			defer tx.Rollback(context.Background())
-			for i := 0; i < 2; i++ {
-				if _, err := tx.Exec(ctx, backfillInsert, account, "api_calls", 1+rand.IntN(100)); err != nil {
-					return err
-				}
-			}
-			return tx.Commit(ctx)
+	g.run(concurrent, func() error {
+		return untilDone(concurrent, backfillWorkers, func(ctx context.Context, conn *pgx.Conn) error {
+			return backfillBatch(ctx, conn, 1+rand.IntN(3), 2)
 		}, env)
 	})
-	// Ready once the backfill has started member pages of its own (and,
-	// with the lower freeze age, once autovacuum has frozen every
-	// database past the multixact from before the jump and a checkpoint
-	// has recorded the offsets since).
+	// Ready once the backfill has started member pages of its own.
 	if err := waitFor(ctx, admin, memberPages, 20); err != nil {
 		return err
 	}
 	if reclaimed {
-		if err := waitFor(ctx, admin, `SELECT (count(*) FILTER (WHERE datminmxid::text::int8 > 1) = count(*))::int FROM pg_database`, 1); err != nil {
+		// The fix: the backfill spread out (one writer, each account's
+		// events in one transaction, which takes no shared lock another
+		// holds), and the lower freeze age, with which autovacuum freezes
+		// every database past the multixacts the concurrent backfill made.
+		// Ready once every database is younger than that age (otherwise
+		// the ages wraparound judges against 10,000 are the old ones) and
+		// a checkpoint has recorded the offsets since.
+		stopConcurrent()
+		if err := g.wait(); err != nil {
+			return err
+		}
+		var spread sessionGroup
+		defer spread.wait()
+		spread.run(ctx, func() error {
+			return untilDone(ctx, 1, func(ctx context.Context, conn *pgx.Conn) error {
+				return backfillBatch(ctx, conn, 1+rand.IntN(3), 20)
+			}, env)
+		})
+		if err := waitFor(ctx, admin, `SELECT (max(mxid_age(datminmxid)) < 10000)::int FROM pg_database`, 1); err != nil {
 			return err
 		}
 		if _, err := admin.Exec(ctx, "CHECKPOINT"); err != nil {
 			return fmt.Errorf("checkpoint after the freeze: %w", err)
 		}
+		env.Ready()
+		return spread.wait()
 	}
 	env.Ready()
 	return g.wait()
+}
+
+// backfillBatch inserts n usage events for one account in one
+// transaction.
+func backfillBatch(ctx context.Context, conn *pgx.Conn, account, n int) error {
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.Background())
+	for i := 0; i < n; i++ {
+		if _, err := tx.Exec(ctx, backfillInsert, account, "api_calls", 1+rand.IntN(100)); err != nil {
+			return err
+		}
+	}
+	return tx.Commit(ctx)
 }
 
 // twoLockers inserts a usage event for the same account from two open
