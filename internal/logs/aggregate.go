@@ -127,10 +127,14 @@ type TableMaintenance struct {
 	// NotRemovable is the most dead rows a run found but could not
 	// remove (an older snapshot still saw them), and RemainAt the rows the
 	// table had then; LastNotRemovable is the last run's figure.
-	NotRemovable     int64     `json:"max_dead_not_removable"`
-	RemainAt         int64     `json:"rows_remaining_then"`
-	LastNotRemovable int64     `json:"last_dead_not_removable"`
-	lastVacuum       time.Time // orders the last run across merged parts
+	NotRemovable     int64 `json:"max_dead_not_removable"`
+	RemainAt         int64 `json:"rows_remaining_then"`
+	LastNotRemovable int64 `json:"last_dead_not_removable"`
+	// Truncations are the runs that gave the table's empty end back
+	// (pages removed, under ACCESS EXCLUSIVE), PagesRemoved their pages.
+	Truncations  int64     `json:"truncations"`
+	PagesRemoved int64     `json:"pages_removed"`
+	lastVacuum   time.Time // orders the last run across merged parts
 }
 
 // Minute is the per-minute series for charts.
@@ -162,6 +166,7 @@ var (
 	autovacRe  = sync.OnceValue(func() *regexp.Regexp {
 		return regexp.MustCompile(`^automatic (?:aggressive )?(vacuum|analyze)(?: to prevent wraparound)? of table "([^"]+)"`)
 	})
+	pagesRe  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`pages: (\d+) removed, \d+ remain`) })
 	tuplesRe = sync.OnceValue(func() *regexp.Regexp {
 		return regexp.MustCompile(`tuples: (\d+) removed, (\d+) remain, (\d+) are dead but not yet removable`)
 	})
@@ -502,6 +507,12 @@ func (s *Summary) addMaintenance(kind, table, msg string, at time.Time) {
 		return
 	}
 	t.Vacuums++
+	if m := pagesRe().FindStringSubmatch(msg); m != nil {
+		if n, _ := strconv.ParseInt(m[1], 10, 64); n > 0 {
+			t.Truncations++
+			t.PagesRemoved += n
+		}
+	}
 	m := tuplesRe().FindStringSubmatch(msg)
 	if m == nil {
 		return
@@ -970,6 +981,8 @@ func (mine *TableMaintenance) merge(t *TableMaintenance) {
 	mine.Vacuums += t.Vacuums
 	mine.Analyzes += t.Analyzes
 	mine.Removed += t.Removed
+	mine.Truncations += t.Truncations
+	mine.PagesRemoved += t.PagesRemoved
 	if t.NotRemovable > mine.NotRemovable {
 		mine.NotRemovable, mine.RemainAt = t.NotRemovable, t.RemainAt
 	}
@@ -1078,7 +1091,8 @@ func (s *Summary) LogEvents() model.LogEvents {
 	}
 	for name, t := range s.Tables {
 		ev.Tables = append(ev.Tables, model.TableMaintenance{Table: name, Vacuums: t.Vacuums, Analyzes: t.Analyzes,
-			Removed: t.Removed, NotRemovable: t.NotRemovable, RemainAt: t.RemainAt, LastNotRemovable: t.LastNotRemovable})
+			Removed: t.Removed, NotRemovable: t.NotRemovable, RemainAt: t.RemainAt, LastNotRemovable: t.LastNotRemovable,
+			Truncations: t.Truncations, PagesRemoved: t.PagesRemoved})
 	}
 	sort.Slice(ev.Tables, func(i, j int) bool { return ev.Tables[i].Table < ev.Tables[j].Table })
 	return ev

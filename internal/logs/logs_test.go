@@ -340,9 +340,22 @@ func TestMaintenance(t *testing.T) {
 		ev.CheckpointMeanDistanceKB < 10000 || ev.CheckpointMeanDistanceKB > 32768 || ev.WALKBPerSecond <= 0 {
 		t.Errorf("checkpoints: %+v", ev)
 	}
+	if jobs.Truncations != 0 || jobs.PagesRemoved != 0 {
+		t.Errorf("jobs gave no pages back, read as %d truncations", jobs.Truncations)
+	}
 	// Aggressive and anti-wraparound vacuums are vacuums too.
 	if s.Tables["template1.pg_catalog.pg_class"].Vacuums != 1 {
 		t.Errorf("aggressive vacuum not counted: %+v", s.Tables["template1.pg_catalog.pg_class"])
+	}
+}
+
+// TestTruncations: the runs that gave a table's empty end back ("pages:
+// N removed" with N > 0), not those that removed none, nor an index's
+// pages.
+func TestTruncations(t *testing.T) {
+	g := analyze(t, "testdata/truncation/stderr.log").LogEvents().Tables
+	if len(g) != 1 || g[0].Vacuums != 3 || g[0].Truncations != 2 || g[0].PagesRemoved != 4444 {
+		t.Errorf("access_grants: %+v", g)
 	}
 }
 

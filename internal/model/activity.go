@@ -215,4 +215,7 @@ type TableMaintenance struct {
 	// snapshot still saw them), RemainAt the table's rows then, and
 	// LastNotRemovable the last run's figure.
 	NotRemovable, RemainAt, LastNotRemovable int64
+	// Truncations are the runs that gave the table's empty end back under
+	// ACCESS EXCLUSIVE ("pages: N removed"), PagesRemoved their pages.
+	Truncations, PagesRemoved int64
 }

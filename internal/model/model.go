@@ -691,6 +691,11 @@ const (
 	// NOTIFY in each and then without it (the outbox's form): commits per
 	// second on each side, on a database pgmedic may write to.
 	ExpNotifyCommits = "notify-commits"
+	// ExpTruncateWaits makes a table with an empty end on a database
+	// pgmedic may write to, and has sessions read it while VACUUM runs
+	// with TRUNCATE false and then truncates: the reads seen waiting on
+	// the table's lock on each side, and the longest read.
+	ExpTruncateWaits = "truncate-waits"
 	// ExpKeyWiden tries the first number past a key's limit (Limit, of
 	// ColumnType: Column's, or the sequence's when Column is empty) on a
 	// copy before and after widening it to bigint.

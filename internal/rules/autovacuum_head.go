@@ -2,10 +2,14 @@ package rules
 
 import (
 	"fmt"
+	"maps"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/pgmedic/pgmedic/internal/model"
+	"github.com/pgmedic/pgmedic/internal/printable"
 )
 
 // avHead is an autovacuum worker at the head of a lock queue, as the
@@ -105,4 +109,185 @@ func headOfWaiters(smp model.ActivitySample) (avHead, int) {
 		}
 	}
 	return best, n
+}
+
+// truncateMinWaits is how many session-samples must be seen waiting behind
+// an autovacuum truncating one table. No share of the sampled time is
+// asked for: the worker gives its lock up about 20 ms after a session
+// queues for it (VACUUM_TRUNCATE_LOCK_CHECK_INTERVAL) and takes it again
+// for the next stretch of the empty end, so each stall is short and a
+// sampler sees only some of them, however often they hurt the clients.
+const truncateMinWaits = 2
+
+// truncationStalls are sessions seen queued behind an autovacuum that
+// truncates the empty end of a table, or, where the sampler caught none,
+// the truncations the server log counted on a table the sampled sessions
+// were using: on a busy table every read and write of it stops for the
+// length of each stretch, again and again until the end is gone, and
+// again after the next retention delete. A stretch lasts tens of
+// milliseconds on a table of megabytes, shorter than the sampler's tick;
+// the log's count is what says it keeps happening. The table with the
+// most waits (then the most truncations) is reported.
+func truncationStalls(s *model.Snapshot) (model.Finding, bool) {
+	by := map[string]*truncated{}
+	at := func(table string) *truncated {
+		x := by[table]
+		if x == nil {
+			x = &truncated{table: table}
+			by[table] = x
+		}
+		return x
+	}
+	for _, smp := range s.Sampling.Samples {
+		per := map[string]int{}
+		for _, b := range smp.Backends {
+			if b.Database != s.Database || b.WaitType != "Lock" {
+				continue
+			}
+			h, ok := autovacuumHead(b)
+			if !ok || !h.truncating() {
+				continue
+			}
+			x := at(h.Table)
+			x.head, x.waits, x.query = &h, x.waits+1, b.Query
+			per[h.Table]++
+		}
+		for t, n := range per {
+			by[t].samples++
+			by[t].worst = max(by[t].worst, n)
+		}
+	}
+	if s.Logged != nil {
+		for _, t := range s.Logged.Tables {
+			// The log names a table database.schema.table.
+			if name, ok := strings.CutPrefix(t.Table, s.Database+"."); ok && t.Truncations > 0 {
+				x := at(name)
+				x.logged, x.pages = t.Truncations, t.PagesRemoved
+			}
+		}
+	}
+	var top *truncated
+	for _, t := range slices.Sorted(maps.Keys(by)) {
+		x := by[t]
+		if x.waits < truncateMinWaits {
+			if x.logged < truncateMinLogged {
+				continue
+			}
+			if x.used, x.query = sessionsUsing(s, t); x.used < lockMinSamples {
+				continue
+			}
+		}
+		if top == nil || x.waits > top.waits || x.waits == top.waits && x.logged > top.logged {
+			top = x
+		}
+	}
+	if top == nil {
+		return model.Finding{}, false
+	}
+	return top.finding(s), true
+}
+
+// truncateMinLogged is how many truncations of one table the log must
+// count, when the sampler caught no wait behind one: one is a retention
+// delete's aftermath, two is a pattern.
+const truncateMinLogged = 2
+
+// truncated is what was seen of one table's truncations: waits behind the
+// autovacuum doing it (head, from the waiters' rows), the runs the log
+// says gave pages back, and the sampled sessions that used the table.
+type truncated struct {
+	table                 string
+	head                  *avHead
+	waits, samples, worst int
+	logged, pages         int64
+	used                  int
+	query                 string
+}
+
+func (x *truncated) finding(s *model.Snapshot) model.Finding {
+	busy, _, _, _ := countLockWaits(s)
+	share := float64(x.waits) / float64(max(busy, 1))
+	sev := model.Warning
+	if share >= 0.5 {
+		sev = model.Critical
+	}
+	h := avHead{Table: x.table, Phase: "truncating heap"}
+	var title string
+	var evidence []model.Evidence
+	if x.waits > 0 {
+		h = *x.head
+		title = fmt.Sprintf("sessions queued behind an autovacuum truncating the empty end of %s under ACCESS EXCLUSIVE: %d session-samples waited, in %d of %d samples, up to %s at once",
+			x.table, x.waits, x.samples, len(s.Sampling.Samples), sessionsWord(x.worst))
+		evidence = []model.Evidence{
+			ev("session-samples waiting behind the truncation", float64(x.waits), ""),
+			ev("samples that saw the truncation hold sessions up", float64(x.samples), ""),
+			ev("sessions waiting at the worst moment", float64(x.worst), ""),
+			ev("session-samples active or in a transaction", float64(busy), "")}
+	} else {
+		title = fmt.Sprintf("autovacuum truncated the empty end of %s %d times in the server log (%s pages), each time under ACCESS EXCLUSIVE on a table the sampled sessions were using (%d session-samples); the sampler caught no stall, as each is shorter than its tick",
+			x.table, x.logged, count(float64(x.pages)), x.used)
+		evidence = []model.Evidence{ev("session-samples using the table", float64(x.used), "")}
+	}
+	if x.logged > 0 {
+		evidence = append(evidence, ev("autovacuum runs that truncated it (server log)", float64(x.logged), ""),
+			ev("pages they gave back", float64(x.pages), ""))
+	}
+	if x.query != "" {
+		evidence = append(evidence, model.Evidence{Label: "a statement that waits for it: " + printable.Shorten(s.Shown(x.query), 100), Value: 1, Fact: true})
+	}
+	schema, name, ok := strings.Cut(x.table, ".")
+	if !ok {
+		schema, name = "", x.table
+	}
+	return model.Finding{
+		Rule: LockContentionID, Severity: sev, Title: title,
+		Object:   model.Object{Kind: "table", Name: x.table, Database: s.Database},
+		Evidence: evidence,
+		Impact: model.Impact{Summary: "each stretch of the truncation stops every read and write of " + x.table + " until the worker lets go; the worker takes the lock again for the next stretch, and again after the next delete empties the end",
+			Share: math.Min(share, 1)},
+		Fix:          h.truncateFix(),
+		Experiment:   &model.Experiment{Kind: model.ExpTruncateWaits, Table: model.RelRef{Schema: schema, Name: name}, Waiter: x.query, Clients: x.worst},
+		Verification: model.NotRunBecause("observed while sampling; check --twin times reads against a VACUUM that truncates and one that does not"),
+		Docs:         docsPath(LockContentionID),
+	}
+}
+
+// sessionsUsing counts the active session-samples whose statement names
+// table (schema.table, or the table alone), and returns one of them.
+func sessionsUsing(s *model.Snapshot, table string) (int, string) {
+	_, bare, _ := strings.Cut(table, ".")
+	n, query := 0, ""
+	for _, smp := range s.Sampling.Samples {
+		for _, b := range smp.Backends {
+			if b.Database != s.Database || b.State != "active" {
+				continue
+			}
+			if names(b.Query, table) || bare != "" && names(b.Query, bare) {
+				n++
+				query = b.Query
+			}
+		}
+	}
+	return n, query
+}
+
+// names says whether a statement's text holds name as a word of its own.
+func names(query, name string) bool {
+	q, name := strings.ToLower(query), strings.ToLower(name)
+	for i := 0; ; {
+		j := strings.Index(q[i:], name)
+		if j < 0 {
+			return false
+		}
+		j += i
+		end := j + len(name)
+		if (j == 0 || !identChar(q[j-1])) && (end == len(q) || !identChar(q[end])) {
+			return true
+		}
+		i = j + 1
+	}
+}
+
+func identChar(c byte) bool {
+	return c == '_' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '$' || c >= 0x80
 }

@@ -87,3 +87,63 @@ func TestChainBehindTruncation(t *testing.T) {
 		t.Fatalf("got %+v", fs)
 	}
 }
+
+// Stalls behind a truncation are judged by their count, from the sampler
+// or, when it caught none, from the truncations the log counted on a
+// table the sampled sessions used.
+func TestTruncationStalls(t *testing.T) {
+	waiting := func(n int) model.ActivitySample {
+		var smp model.ActivitySample
+		for p := range n {
+			smp.Backends = append(smp.Backends, model.Backend{PID: 20 + p, Database: "auth", State: "active", WaitType: "Lock", Wait: "relation",
+				BlockedBy: []int{7}, WaitsFor: "grants (AccessShareLock)", Autovacuum: "7 autovacuum: VACUUM public.grants [truncating heap]",
+				Query: "SELECT role FROM grants WHERE id = $1"})
+		}
+		return smp
+	}
+	reading := func(query string) model.ActivitySample {
+		var smp model.ActivitySample
+		for p := range 3 {
+			smp.Backends = append(smp.Backends, model.Backend{PID: 40 + p, Database: "auth", State: "active", Query: query})
+		}
+		return smp
+	}
+	logged := func(table string, runs int64) *model.LogEvents {
+		return &model.LogEvents{Tables: []model.TableMaintenance{{Table: table, Vacuums: runs + 1, Truncations: runs, PagesRemoved: runs * 2000}}}
+	}
+	for _, c := range []struct {
+		name    string
+		samples []model.ActivitySample
+		log     *model.LogEvents
+		want    string // a word of the title, "" for no finding
+	}{
+		{"one sample with four waiting", []model.ActivitySample{reading("SELECT 1"), waiting(4)}, nil, "queued behind an autovacuum truncating"},
+		{"a single wait", []model.ActivitySample{reading("SELECT 1"), reading("SELECT 1"), waiting(1)}, nil, ""},
+		{"the log's truncations of a table in use", []model.ActivitySample{reading("SELECT role FROM grants WHERE id = $1")}, logged("auth.public.grants", 3), "3 times in the server log"},
+		{"schema-qualified in the statement", []model.ActivitySample{reading(`SELECT role FROM public.grants WHERE id = $1`)}, logged("auth.public.grants", 2), "2 times in the server log"},
+		{"the log's truncations of a table nobody used", []model.ActivitySample{reading("SELECT role FROM grants_archive WHERE id = $1")}, logged("auth.public.grants", 3), ""},
+		{"one truncation in the log", []model.ActivitySample{reading("SELECT role FROM grants WHERE id = $1")}, logged("auth.public.grants", 1), ""},
+		{"another database's table", []model.ActivitySample{reading("SELECT role FROM grants WHERE id = $1")}, logged("billing.public.grants", 3), ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := &model.Snapshot{Database: "auth", Sampling: &model.Sampling{Seconds: 1, Samples: c.samples}, Logged: c.log}
+			fs, _ := lockContention(s)
+			if c.want == "" {
+				if len(fs) != 0 {
+					t.Fatalf("want no finding, got %q", fs[0].Title)
+				}
+				return
+			}
+			if len(fs) != 1 || !strings.Contains(fs[0].Title, c.want) {
+				t.Fatalf("want a title with %q, got %+v", c.want, fs)
+			}
+			f := fs[0]
+			if f.Object.Name != "public.grants" || !strings.Contains(f.Fix.SQL, "ALTER TABLE public.grants SET (vacuum_truncate = false)") {
+				t.Errorf("object %q, fix %q", f.Object.Name, f.Fix.SQL)
+			}
+			if f.Experiment == nil || f.Experiment.Kind != model.ExpTruncateWaits || f.Experiment.Table.Name != "grants" {
+				t.Errorf("experiment: %+v", f.Experiment)
+			}
+		})
+	}
+}

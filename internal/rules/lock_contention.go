@@ -29,6 +29,11 @@ func lockContention(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	if ok, skip := sampled(s, LockContentionID); !ok {
 		return nil, skip
 	}
+	// Stalls behind a truncation are short and repeated: they are judged
+	// by how many were seen, not by their share of the time.
+	if f, ok := truncationStalls(s); ok {
+		return []model.Finding{f}, nil
+	}
 	busy, waiting, worst, worstAt := countLockWaits(s)
 	if waiting < lockMinSamples || busy == 0 || float64(waiting)/float64(busy) < lockShareWarn {
 		return nil, nil

@@ -66,6 +66,11 @@ func nPlusOne(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 			if b.Database != s.Database || !b.InTransaction() || b.Query == "" || (b.State != "active" && b.StateMS >= nPlusOneMaxGapMS) {
 				continue
 			}
+			// A statement whose transaction began with it (autocommit) is
+			// one call, however long it ran: its age is no loop's.
+			if b.State == "active" && b.XactMS-b.StateMS < 1 {
+				continue
+			}
 			st := byID[b.QueryID]
 			if st == nil {
 				st = byText[sqlparse.Normalised(b.Query)]

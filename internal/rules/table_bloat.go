@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
 
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/printable"
@@ -68,6 +69,12 @@ func deadTupleFinding(s *model.Snapshot, t *model.Table, held *model.XminHolder,
 		// Why autovacuum does not get to it is autovacuum-lag's finding;
 		// the dead rows are this one's, as information.
 		why = av.covers(s, t)
+		sev = model.Info
+	case recentlyVacuumed(s, t):
+		// A retention delete or a burst of updates leaves its dead rows
+		// until the next round of the launcher: a table vacuumed moments
+		// ago is being kept up with.
+		why = fmt.Sprintf("vacuumed %s ago, and autovacuum comes back to it within autovacuum_naptime: these are one round's dead rows, not a backlog", durationText(s.CollectedAt.Sub(*t.LastVacuum).Seconds()))
 		sev = model.Info
 	default:
 		why = fmt.Sprintf("autovacuum has not kept up: %s dead rows against a trigger of about %s", count(float64(t.Dead)), count(trigger))
@@ -247,4 +254,18 @@ func tableBloatLog(in LogInput) []model.Finding {
 			Verification: loggedVerification, Docs: docsPath(TableBloatID)})
 	}
 	return out
+}
+
+// recentlyVacuumed: the table, under autovacuum, was vacuumed within
+// three of the launcher's rounds (autovacuum_naptime, a minute by
+// default), or a minute, before the snapshot.
+func recentlyVacuumed(s *model.Snapshot, t *model.Table) bool {
+	if !t.AutovacuumEnabled || t.LastVacuum == nil {
+		return false
+	}
+	naptime := s.Settings["autovacuum_naptime"].Float()
+	if naptime <= 0 {
+		naptime = 60
+	}
+	return s.CollectedAt.Sub(*t.LastVacuum) <= max(time.Duration(3*naptime*float64(time.Second)), time.Minute)
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"time"
 
@@ -193,7 +192,7 @@ func Run(ctx context.Context, c *lab.Cluster, s Scenario, version string, o diag
 		// reads its log over the connection, as on a production server
 		// (the lab's shared cluster logs to a file of its own, which
 		// check does not read).
-		if slices.ContainsFunc(s.ServerConfig, func(l string) bool { return strings.ReplaceAll(l, " ", "") == "logging_collector=on" }) && o.ServerLogBytes == 0 {
+		if s.LogsThroughCollector() && o.ServerLogBytes == 0 {
 			o.ServerLogBytes = 16 << 20
 		}
 	}

@@ -557,3 +557,10 @@ func lacks(c *lab.Cluster, need string) string {
 func (s Scenario) Isolated(c *lab.Cluster) bool {
 	return s.OwnCluster || s.Standby && c.Standby == nil
 }
+
+// LogsThroughCollector says the scenario's own cluster logs through the
+// collector (logging_collector = on), so check reads its log over the
+// connection as it would a production server's.
+func (s *Scenario) LogsThroughCollector() bool {
+	return s.OwnCluster && slices.ContainsFunc(s.ServerConfig, func(l string) bool { return strings.ReplaceAll(l, " ", "") == "logging_collector=on" })
+}

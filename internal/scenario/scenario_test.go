@@ -175,7 +175,7 @@ func TestScenarios(t *testing.T) {
 				}
 			}
 			if want := len(s.Expect) > 0; hasWarn != want {
-				t.Errorf("warnings=%v for a scenario expecting findings=%v", hasWarn, want)
+				t.Errorf("warnings=%v for a scenario expecting findings=%v%s", hasWarn, want, reportOf(res))
 			}
 			if s.Name == "jit-oltp" {
 				ownStatementsSafe(t, c.DSN("jit_oltp"))

@@ -57,8 +57,11 @@ var workloads = map[string]GoWorkload{
 	// runs, then a DDL and reads; ready once the reads queue. Its quiet
 	// counterpart freezes the table first.
 	"wraparound-ddl-queue": {Run: wraparoundQueue, SignalsReady: true},
-	"wraparound-frozen":    {Run: wraparoundFrozen, SignalsReady: true},
-	"notify-outbox":        {Run: notifyOutbox},
+	// Ready once the first round of trial grants is cleaned.
+	"tail-truncation":   {Run: tailTruncation, SignalsReady: true},
+	"tail-kept":         {Run: tailKept, SignalsReady: true},
+	"wraparound-frozen": {Run: wraparoundFrozen, SignalsReady: true},
+	"notify-outbox":     {Run: notifyOutbox},
 	// A backfill's concurrent foreign-key checks on a server whose
 	// multixact member space is set (pg_resetwal) 45% used; ready once it
 	// fills it. Its quiet counterpart's autovacuum gives the space back.

@@ -1,10 +1,12 @@
 package verify_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -18,6 +20,7 @@ import (
 	"github.com/pgmedic/pgmedic/internal/collect"
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/lab"
+	"github.com/pgmedic/pgmedic/internal/logs"
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/rules"
 	"github.com/pgmedic/pgmedic/internal/scenario"
@@ -382,6 +385,10 @@ func (r *recording) record(t *testing.T, c tcase) *tape {
 	snap, err := collect.SnapshotWith(ctx, sess.Conn, time.Now(), opts)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if s.LogsThroughCollector() {
+		// check reads such a cluster's log before the rules run.
+		snap.Logged = serverLogEvents(ctx, t, sess.Conn)
 	}
 	stopWorkload()
 	stopWorkload = func() {}
@@ -816,4 +823,21 @@ func TestEnvelopeProblemsFound(t *testing.T) {
 	if p := envelopeProblems(ok, false); len(p) != 0 {
 		t.Errorf("a copy experiment is flagged: %v", p)
 	}
+}
+
+// serverLogEvents reads the lab server's log over the connection and
+// counts its events, as check does before its rules.
+func serverLogEvents(ctx context.Context, t *testing.T, conn envelope.Conn) *model.LogEvents {
+	sl, skip := collect.ReadServerLog(ctx, conn, "", 16<<20)
+	if skip != nil {
+		t.Fatalf("reading the lab server's log: %s", skip.Reason)
+	}
+	sum, err := logs.Analyze(ctx, []logs.Source{{Name: "server:" + sl.Path, Open: func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(sl.Data)), nil
+	}}}, logs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := sum.LogEvents()
+	return &ev
 }

@@ -421,6 +421,8 @@ var Kinds = []Kind{
 	{model.ExpKeyWiden, CopiesOnTwin, WithRows, "key-widen", (*Engine).keyWiden},
 	// Its own scratch table: the twin needs none of the target's.
 	{model.ExpNotifyCommits, OnTwin, DefinitionsOnly, "notify-commits", (*Engine).notifyCommits},
+	// Its own scratch table too: the waits are the truncation's lock's.
+	{model.ExpTruncateWaits, OnTwin, DefinitionsOnly, "truncate-waits", (*Engine).truncateWaits},
 	// Last: VACUUM leaves the twin's table frozen for the experiments
 	// after it, and cannot be rolled back.
 	{model.ExpFreeze, OnTwin, WithRows, "freeze", (*Engine).freeze},
