@@ -74,7 +74,8 @@ func autovacuumReading(ctx context.Context, q envelope.Conn) (model.AutovacuumRe
 
 // storageOptions reads what the rules need of a table's storage
 // parameters (pg_class.reloptions, "name=value" as the user wrote them):
-// whether autovacuum is switched off for it, its own freeze age, and its
+// whether autovacuum is switched off for it, whether VACUUM may truncate
+// its empty end, its own freeze age, and its
 // autovacuum_vacuum_* settings. Reading them here rather than with a
 // sub-select per table keeps the table pages of a million-relation
 // database within their time.
@@ -87,6 +88,10 @@ func storageOptions(t *model.Table, opts []string) {
 		case "autovacuum_enabled":
 			if on, ok := parseBool(v); ok {
 				t.AutovacuumEnabled = on
+			}
+		case "vacuum_truncate":
+			if on, ok := parseBool(v); ok {
+				t.KeepsEmptyEnd = !on
 			}
 		case "autovacuum_freeze_max_age":
 			if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && n > 0 {

@@ -2,6 +2,7 @@ package collect
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -85,11 +86,17 @@ func TestStorageOptions(t *testing.T) {
 		{[]string{"autovacuum_enabled=on"}, true, 0},
 		{[]string{"autovacuum_enabled=o"}, true, 0}, // ambiguous: PostgreSQL refuses it
 		{[]string{"fillfactor=70", "autovacuum_enabled=true"}, true, 0},
+		{[]string{"vacuum_truncate=false"}, true, 0},
+		{[]string{"vacuum_truncate=off", "autovacuum_enabled=on"}, true, 0},
+		{[]string{"vacuum_truncate=true"}, true, 0},
 	} {
 		var tb model.Table
 		storageOptions(&tb, c.opts)
 		if tb.AutovacuumEnabled != c.enabled || tb.FreezeMaxAge != c.freeze {
 			t.Errorf("%v: enabled %v, freeze max age %d", c.opts, tb.AutovacuumEnabled, tb.FreezeMaxAge)
+		}
+		if keeps := slices.ContainsFunc(c.opts, func(o string) bool { return strings.HasPrefix(o, "vacuum_truncate=f") || o == "vacuum_truncate=off" }); tb.KeepsEmptyEnd != keeps {
+			t.Errorf("%v: keeps its empty end %v", c.opts, tb.KeepsEmptyEnd)
 		}
 	}
 }

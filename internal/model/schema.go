@@ -30,6 +30,9 @@ type Table struct {
 	ExtendedStats []string `json:",omitempty"`
 	// AutovacuumEnabled is false when reloptions say autovacuum_enabled=off.
 	AutovacuumEnabled bool
+	// KeepsEmptyEnd: reloptions say vacuum_truncate=off, so no VACUUM
+	// truncates the table's empty end.
+	KeepsEmptyEnd bool `json:",omitempty"`
 	SeqScan           int64
 	SeqTupRead        int64
 	IdxScan           int64

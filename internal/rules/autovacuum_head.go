@@ -160,7 +160,9 @@ func truncationStalls(s *model.Snapshot) (model.Finding, bool) {
 	if s.Logged != nil {
 		for _, t := range s.Logged.Tables {
 			// The log names a table database.schema.table.
-			if name, ok := strings.CutPrefix(t.Table, s.Database+"."); ok && t.Truncations > 0 {
+			// A table set vacuum_truncate = false since has the fix: the
+			// log's truncations are its past.
+			if name, ok := strings.CutPrefix(t.Table, s.Database+"."); ok && t.Truncations > 0 && !keepsEmptyEnd(s, name) {
 				x := at(name)
 				x.logged, x.pages = t.Truncations, t.PagesRemoved
 			}
@@ -290,4 +292,15 @@ func names(query, name string) bool {
 
 func identChar(c byte) bool {
 	return c == '_' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '$' || c >= 0x80
+}
+
+// keepsEmptyEnd says the snapshot's table schema.table is set
+// vacuum_truncate = false.
+func keepsEmptyEnd(s *model.Snapshot, table string) bool {
+	for i := range s.Tables {
+		if t := &s.Tables[i]; t.Schema+"."+t.Name == table {
+			return t.KeepsEmptyEnd
+		}
+	}
+	return false
 }

@@ -123,10 +123,12 @@ func TestTruncationStalls(t *testing.T) {
 		{"schema-qualified in the statement", []model.ActivitySample{reading(`SELECT role FROM public.grants WHERE id = $1`)}, logged("auth.public.grants", 2), "2 times in the server log"},
 		{"the log's truncations of a table nobody used", []model.ActivitySample{reading("SELECT role FROM grants_archive WHERE id = $1")}, logged("auth.public.grants", 3), ""},
 		{"one truncation in the log", []model.ActivitySample{reading("SELECT role FROM grants WHERE id = $1")}, logged("auth.public.grants", 1), ""},
+		{"the log's truncations of a table since set vacuum_truncate = false", []model.ActivitySample{reading("SELECT role FROM grants WHERE id = $1")}, logged("auth.public.grants", 3), ""},
 		{"another database's table", []model.ActivitySample{reading("SELECT role FROM grants WHERE id = $1")}, logged("billing.public.grants", 3), ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s := &model.Snapshot{Database: "auth", Sampling: &model.Sampling{Seconds: 1, Samples: c.samples}, Logged: c.log}
+			s := &model.Snapshot{Database: "auth", Sampling: &model.Sampling{Seconds: 1, Samples: c.samples}, Logged: c.log,
+				Tables: []model.Table{{Schema: "public", Name: "grants", KeepsEmptyEnd: strings.Contains(c.name, "vacuum_truncate = false")}}}
 			fs, _ := lockContention(s)
 			if c.want == "" {
 				if len(fs) != 0 {
