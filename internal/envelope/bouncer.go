@@ -33,11 +33,12 @@ func ConnectBouncer(ctx context.Context, dsn string, opts Options) (*Bouncer, er
 		return nil, err
 	}
 	target := Target{Host: cfg.Host, Port: cfg.Port, Database: cfg.Database, User: cfg.User}
+	wait := firstAnswerWait(cfg.ConnectTimeout)
 	if cfg.ConnectTimeout == 0 || cfg.ConnectTimeout > opts.ConnectTimeout {
 		cfg.ConnectTimeout = opts.ConnectTimeout
 	}
 	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
-	probe := &dialProbe{wait: answerWait}
+	probe := &dialProbe{wait: wait}
 	probe.wrap(&cfg.Config)
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {

@@ -110,7 +110,7 @@ func Dial(ctx context.Context, dsn string, w Work) (*pgx.Conn, error) {
 	if w.SimpleProtocol {
 		cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
 	}
-	probe := &dialProbe{wait: answerWait}
+	probe := &dialProbe{wait: firstAnswerWait(cfg.ConnectTimeout)}
 	probe.wrap(&cfg.Config)
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {

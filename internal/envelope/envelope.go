@@ -113,6 +113,15 @@ func (e *ConnectError) Unwrap() error { return e.Err }
 // given, is used instead.
 const answerWait = 750 * time.Millisecond
 
+// firstAnswerWait is answerWait, or the DSN's connect_timeout when it
+// gives one.
+func firstAnswerWait(connectTimeout time.Duration) time.Duration {
+	if connectTimeout > 0 {
+		return connectTimeout
+	}
+	return answerWait
+}
+
 // Connect opens a session from a DSN (URL or key=value; empty means libpq
 // environment variables, .pgpass and PGSERVICE, as pgx resolves them).
 func Connect(ctx context.Context, dsn string, opts Options) (*Session, error) {
@@ -125,10 +134,7 @@ func Connect(ctx context.Context, dsn string, opts Options) (*Session, error) {
 		cfg.Database = opts.Database
 	}
 	target := Target{Host: cfg.Host, Port: cfg.Port, Database: cfg.Database, User: cfg.User}
-	wait := answerWait
-	if cfg.ConnectTimeout > 0 {
-		wait = cfg.ConnectTimeout
-	}
+	wait := firstAnswerWait(cfg.ConnectTimeout)
 	if cfg.ConnectTimeout == 0 || cfg.ConnectTimeout > opts.ConnectTimeout {
 		cfg.ConnectTimeout = opts.ConnectTimeout
 	}

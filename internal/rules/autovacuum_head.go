@@ -226,9 +226,9 @@ func (x *truncated) finding(s *model.Snapshot) model.Finding {
 			ev("sessions waiting at the worst moment", float64(x.worst), ""),
 			ev("session-samples active or in a transaction", float64(busy), "")}
 	} else {
-		title = fmt.Sprintf("autovacuum truncated the empty end of %s %d times in the server log (%s pages), each time under ACCESS EXCLUSIVE on a table the sampled sessions were using (%d session-samples); the sampler caught no stall, as each is shorter than its tick",
+		title = fmt.Sprintf("autovacuum truncated the empty end of %s %d times in the server log (%s pages), each time under ACCESS EXCLUSIVE on a table the sampled sessions were using (%d session-samples ran or had just run a statement on it); the sampler caught no stall, as each is shorter than its tick",
 			x.table, x.logged, count(float64(x.pages)), x.used)
-		evidence = []model.Evidence{ev("session-samples using the table", float64(x.used), "")}
+		evidence = []model.Evidence{ev("session-samples running a statement on the table, or idle under a second after one", float64(x.used), "")}
 	}
 	if x.logged > 0 {
 		evidence = append(evidence, ev("autovacuum runs that truncated it (server log)", float64(x.logged), ""),
@@ -254,14 +254,16 @@ func (x *truncated) finding(s *model.Snapshot) model.Finding {
 	}
 }
 
-// sessionsUsing counts the active session-samples whose statement names
-// table (schema.table, or the table alone), and returns one of them.
+// sessionsUsing counts the session-samples whose statement names table
+// (schema.table, or the table alone): running it, or idle less than a
+// second after it (an application's short reads are mostly between
+// statements when a sampler looks), and returns one of them.
 func sessionsUsing(s *model.Snapshot, table string) (int, string) {
 	_, bare, _ := strings.Cut(table, ".")
 	n, query := 0, ""
 	for _, smp := range s.Sampling.Samples {
 		for _, b := range smp.Backends {
-			if b.Database != s.Database || b.State != "active" {
+			if b.Database != s.Database || b.State != "active" && (b.State != "idle" || b.StateMS >= 1000) {
 				continue
 			}
 			if names(b.Query, table) || bare != "" && names(b.Query, bare) {

@@ -108,6 +108,13 @@ func TestTruncationStalls(t *testing.T) {
 		}
 		return smp
 	}
+	idleAfter := func(query string, ms float64) model.ActivitySample {
+		var smp model.ActivitySample
+		for p := range 3 {
+			smp.Backends = append(smp.Backends, model.Backend{PID: 60 + p, Database: "auth", State: "idle", StateMS: ms, Query: query})
+		}
+		return smp
+	}
 	logged := func(table string, runs int64) *model.LogEvents {
 		return &model.LogEvents{Tables: []model.TableMaintenance{{Table: table, Vacuums: runs + 1, Truncations: runs, PagesRemoved: runs * 2000}}}
 	}
@@ -121,6 +128,8 @@ func TestTruncationStalls(t *testing.T) {
 		{"a single wait", []model.ActivitySample{reading("SELECT 1"), reading("SELECT 1"), waiting(1)}, nil, ""},
 		{"the log's truncations of a table in use", []model.ActivitySample{reading("SELECT role FROM grants WHERE id = $1")}, logged("auth.public.grants", 3), "3 times in the server log"},
 		{"schema-qualified in the statement", []model.ActivitySample{reading(`SELECT role FROM public.grants WHERE id = $1`)}, logged("auth.public.grants", 2), "2 times in the server log"},
+		{"sessions idle a moment after reading it", []model.ActivitySample{idleAfter("SELECT role FROM grants WHERE id = $1", 200)}, logged("auth.public.grants", 2), "2 times in the server log"},
+		{"sessions idle long after reading it", []model.ActivitySample{idleAfter("SELECT role FROM grants WHERE id = $1", 5000)}, logged("auth.public.grants", 2), ""},
 		{"the log's truncations of a table nobody used", []model.ActivitySample{reading("SELECT role FROM grants_archive WHERE id = $1")}, logged("auth.public.grants", 3), ""},
 		{"one truncation in the log", []model.ActivitySample{reading("SELECT role FROM grants WHERE id = $1")}, logged("auth.public.grants", 1), ""},
 		{"the log's truncations of a table since set vacuum_truncate = false", []model.ActivitySample{reading("SELECT role FROM grants WHERE id = $1")}, logged("auth.public.grants", 3), ""},

@@ -143,7 +143,7 @@ func checkDuring(ctx context.Context, c *lab.Cluster, s Scenario, version string
 		// cores with it (a twin on another machine would not).
 		o.Sampled = stop
 	}
-	rep, err := diagnose.Check(ctx, c.DSN(env.DB), version, o, model.Info)
+	rep, err := diagnose.Check(ctx, checkDSN(c, env.DB), version, o, model.Info)
 	stop()
 	if werr := <-done; werr != nil && err == nil {
 		err = &diagnose.InputError{Err: werr}
@@ -235,7 +235,7 @@ func Run(ctx context.Context, c *lab.Cluster, s Scenario, version string, o diag
 		if env, err = Prepare(ctx, c, s, o.Log); err != nil {
 			return nil, &diagnose.InputError{Err: err}
 		}
-		rep, err = diagnose.Check(ctx, c.DSN(env.DB), version, o, model.Info)
+		rep, err = diagnose.Check(ctx, checkDSN(c, env.DB), version, o, model.Info)
 	}
 	if err != nil {
 		return nil, err
@@ -244,7 +244,7 @@ func Run(ctx context.Context, c *lab.Cluster, s Scenario, version string, o diag
 	// explained with ANALYZE on the scenario's database, their findings
 	// judged with check's.
 	if len(s.Explain) > 0 {
-		sess, err := envelope.Connect(ctx, c.DSN(env.DB), envelope.Options{StatementTimeout: o.StatementTimeout})
+		sess, err := envelope.Connect(ctx, checkDSN(c, env.DB), envelope.Options{StatementTimeout: o.StatementTimeout})
 		if err != nil {
 			return nil, err
 		}
@@ -329,3 +329,10 @@ func (r *Result) Parts(note string) []report.Part {
 	}
 	return out
 }
+
+// checkDSN is the DSN check connects to a scenario's database with. The
+// lab's server is known to be PostgreSQL, so it waits as long as
+// connect_timeout for the backend's first answer rather than the 750 ms
+// check gives a port it knows nothing of: a workload that keeps two
+// cores busy can delay a fork's first reply past that.
+func checkDSN(c *lab.Cluster, db string) string { return c.DSN(db) + "&connect_timeout=10" }

@@ -57,7 +57,7 @@ var workloads = map[string]GoWorkload{
 	// runs, then a DDL and reads; ready once the reads queue. Its quiet
 	// counterpart freezes the table first.
 	"wraparound-ddl-queue": {Run: wraparoundQueue, SignalsReady: true},
-	// Ready once the first round of trial grants is cleaned.
+	// Ready once two rounds of trial grants are cleaned.
 	"tail-truncation":   {Run: tailTruncation, SignalsReady: true},
 	"tail-kept":         {Run: tailKept, SignalsReady: true},
 	"wraparound-frozen": {Run: wraparoundFrozen, SignalsReady: true},
