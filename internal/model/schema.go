@@ -32,21 +32,21 @@ type Table struct {
 	AutovacuumEnabled bool
 	// KeepsEmptyEnd: reloptions say vacuum_truncate=off, so no VACUUM
 	// truncates the table's empty end.
-	KeepsEmptyEnd bool `json:",omitempty"`
-	SeqScan           int64
-	SeqTupRead        int64
-	IdxScan           int64
-	Inserted          int64
-	Updated           int64
-	HOTUpdated        int64
-	Deleted           int64
-	Live              int64
-	Dead              int64
-	ModSinceAnalyze   int64
-	LastVacuum        *time.Time // the later of manual and auto vacuum
-	LastAnalyze       *time.Time // the later of manual and auto analyze
-	VacuumCount       int64
-	AnalyzeCount      int64
+	KeepsEmptyEnd   bool `json:",omitempty"`
+	SeqScan         int64
+	SeqTupRead      int64
+	IdxScan         int64
+	Inserted        int64
+	Updated         int64
+	HOTUpdated      int64
+	Deleted         int64
+	Live            int64
+	Dead            int64
+	ModSinceAnalyze int64
+	LastVacuum      *time.Time // the later of manual and auto vacuum
+	LastAnalyze     *time.Time // the later of manual and auto analyze
+	VacuumCount     int64
+	AnalyzeCount    int64
 	// FrozenAge and MxidAge are how many transactions (multixacts) old
 	// its oldest unfrozen row can be: age(relfrozenxid), of the table or
 	// its TOAST table, whichever is older, and mxid_age(relminmxid).
