@@ -26,18 +26,21 @@ import (
 //     one of the two, never both; which one depends on how long the
 //     others took. With second nil every scenario but the isolated ones
 //     runs in the first lane;
-//   - those on clusters of their own (Isolated), one after another.
+//   - those on clusters of their own (Isolated), one after another from
+//     the front of their list; a lane that has run out of its own takes
+//     them from the back, so that no lane runs long while the others
+//     stand idle.
 //
 // The second cluster is released before RunLanes returns; the error is
 // second's, when it cannot be made (then the scenarios that wait did not
 // run, and their results are missing). The lanes stop when ctx ends.
 func RunLanes(ctx context.Context, list []Scenario, c *lab.Cluster, second func() (*lab.Cluster, func(), error), run func(i int, c *lab.Cluster) bool) error {
-	shared := &queue{}
-	var waits, own []int
+	shared, own := &queue{}, &queue{}
+	var waits []int
 	for i, s := range list {
 		switch {
 		case s.Isolated(c):
-			own = append(own, i)
+			own.left = append(own.left, i)
 		case s.Waits && second != nil:
 			waits = append(waits, i)
 		default:
@@ -57,6 +60,10 @@ func RunLanes(ctx context.Context, list []Scenario, c *lab.Cluster, second func(
 		}
 	}
 	// runOn runs scenarios on cl while next gives one.
+	// A lane whose own scenarios are done takes, from the back, those
+	// on clusters of their own that their lane has not started: the
+	// lanes stay three, and the longest lane is shared out.
+	ownFromBack := func() (int, bool) { return own.take(true, func(int) bool { return true }) }
 	runOn := func(cl *lab.Cluster, next func() (int, bool)) {
 		for ctx.Err() == nil {
 			i, ok := next()
@@ -65,6 +72,7 @@ func RunLanes(ctx context.Context, list []Scenario, c *lab.Cluster, second func(
 			}
 			if !run(i, cl) {
 				shared.stop()
+				own.stop()
 				return
 			}
 		}
@@ -84,13 +92,15 @@ func RunLanes(ctx context.Context, list []Scenario, c *lab.Cluster, second func(
 			defer release()
 			runOn(c2, inOrder(waits))
 			runOn(c2, func() (int, bool) { return shared.take(true, func(i int) bool { return !list[i].Standby }) })
+			runOn(c2, ownFromBack)
 		}()
 	}
-	if len(own) > 0 {
+	if len(own.left) > 0 {
 		wg.Add(1)
-		go func() { defer wg.Done(); runOn(c, inOrder(own)) }()
+		go func() { defer wg.Done(); runOn(c, func() (int, bool) { return own.take(false, nil) }) }()
 	}
 	runOn(c, func() (int, bool) { return shared.take(false, nil) })
+	runOn(c, ownFromBack)
 	wg.Wait()
 	return secondErr
 }

@@ -56,14 +56,60 @@ func TestLanesShareTheFirstLanesList(t *testing.T) {
 			t.Errorf("%s ran %d times", s.Name, len(ranOn[s.Name]))
 		}
 	}
-	if ranOn["m3"][0] != first || ranOn["o0"][0] != first || ranOn["w0"][0] != other {
-		t.Errorf("the standby's scenario, the isolated one and the one that waits ran on the wrong clusters: %v", order)
+	if ranOn["m3"][0] != first || ranOn["w0"][0] != other {
+		t.Errorf("the standby's scenario and the one that waits ran on the wrong clusters: %v", order)
 	}
 	if len(order) < 2 || order[0] != "w0" || order[1] != "m4" {
 		t.Errorf("the second cluster ran %v: want w0 first, then the first lane's list from its back (m4)", order)
 	}
 	if !released {
 		t.Error("the second cluster was not released")
+	}
+}
+
+// TestLanesShareTheIsolatedList: the scenarios on clusters of their own
+// are one lane's list, from its front; a lane that has run out of its
+// own takes them from the back, and none runs twice. The isolated lane's
+// first scenario holds its lane until another lane has taken one of its
+// list, so the test does not depend on timing.
+func TestLanesShareTheIsolatedList(t *testing.T) {
+	list := []Scenario{{Name: "m0"}, {Name: "o0", OwnCluster: true}, {Name: "o1", OwnCluster: true}, {Name: "o2", OwnCluster: true}}
+	var mu sync.Mutex
+	ran := map[string]int{}
+	var taken []string // isolated scenarios started while o0 held its lane
+	stolen := make(chan struct{})
+	var once sync.Once
+	err := RunLanes(context.Background(), list, &lab.Cluster{}, nil, func(i int, _ *lab.Cluster) bool {
+		name := list[i].Name
+		mu.Lock()
+		ran[name]++
+		mu.Unlock()
+		if name == "o0" {
+			select {
+			case <-stolen:
+			case <-time.After(20 * time.Second):
+				t.Error("no other lane took an isolated scenario while the isolated lane was busy")
+			}
+			return true
+		}
+		if strings.HasPrefix(name, "o") {
+			mu.Lock()
+			taken = append(taken, name)
+			mu.Unlock()
+			once.Do(func() { close(stolen) })
+		}
+		return true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range list {
+		if ran[s.Name] != 1 {
+			t.Errorf("%s ran %d times", s.Name, ran[s.Name])
+		}
+	}
+	if len(taken) == 0 || taken[0] != "o2" {
+		t.Errorf("the isolated scenarios taken while o0 ran: %v, want o2 (the back of the list) first", taken)
 	}
 }
 

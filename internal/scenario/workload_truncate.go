@@ -16,7 +16,7 @@ import (
 // back; the API reads grants by id all the while.
 const (
 	truncateLive    = 20000
-	truncateBatch   = 20000
+	truncateBatch   = 12000
 	truncateReaders = 6
 	truncateRounds  = 2
 	// truncateReadPace is the pause between one reader's reads.
