@@ -195,7 +195,10 @@ func TestConversionScenarios(t *testing.T) {
 			}
 			t.Logf("%s: %d samples, %s %.1f%%, %.0f%% attributed to the statement (%d lines not read)",
 				sc.name, p.Samples, sc.kind, 100*share, 100*float64(attributed)/float64(max(p.Samples, 1)), st.Unrecognised)
-			if p.Samples < 100 || share < 0.2 {
+			// The rule names a hot spot from 10% of the samples
+			// (hotspotMinShare); the workload puts about a fifth there, and a
+			// machine busy with other tests moves that share by a little.
+			if p.Samples < 100 || share < 0.1 {
 				t.Errorf("%s: %.1f%% of %d samples", sc.kind, 100*share, p.Samples)
 			}
 			fs := hotspots(p)

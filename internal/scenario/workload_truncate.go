@@ -20,7 +20,7 @@ const (
 	truncateReaders = 6
 	truncateRounds  = 2
 	// truncateReadPace is the pause between one reader's reads.
-	truncateReadPace = 2 * time.Millisecond
+	truncateReadPace = 5 * time.Millisecond
 	truncateRead     = `SELECT role, stack_id, expires_at FROM access_grants WHERE id = $1`
 )
 
@@ -52,8 +52,8 @@ func grantsRetention(parent context.Context, env *Env) error {
 		if err != nil && err != pgx.ErrNoRows {
 			return err
 		}
-		// An API's requests come at a pace: a few hundred a second each,
-		// not flat out on the lab's cores.
+		// An API's requests come at a pace: up to 200 a second each, not
+		// flat out on the lab's cores.
 		select {
 		case <-ctx.Done():
 		case <-time.After(truncateReadPace):
