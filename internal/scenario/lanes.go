@@ -47,12 +47,6 @@ func RunLanes(ctx context.Context, list []Scenario, c *lab.Cluster, second func(
 			shared.left = append(shared.left, i)
 		}
 	}
-	// Rehearsals are the longest scenarios on clusters of their own (two
-	// clusters, a capture and its replays): their lane starts with them,
-	// so that none is left to start last while the others stand idle.
-	slices.SortStableFunc(own.left, func(a, b int) int {
-		return cmpBool(list[a].Rehearse != nil, list[b].Rehearse != nil)
-	})
 	// inOrder gives a lane's own scenarios one after another, until a
 	// failure stops the shared queue.
 	inOrder := func(idx []int) func() (int, bool) {
@@ -154,15 +148,4 @@ func (q *queue) take(fromBack bool, ok func(int) bool) (int, bool) {
 		}
 	}
 	return 0, false
-}
-
-// cmpBool orders true before false.
-func cmpBool(a, b bool) int {
-	switch {
-	case a == b:
-		return 0
-	case a:
-		return -1
-	}
-	return 1
 }
