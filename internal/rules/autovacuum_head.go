@@ -299,10 +299,7 @@ func identChar(c byte) bool {
 // keepsEmptyEnd says the snapshot's table schema.table is set
 // vacuum_truncate = false.
 func keepsEmptyEnd(s *model.Snapshot, table string) bool {
-	for i := range s.Tables {
-		if t := &s.Tables[i]; t.Schema+"."+t.Name == table {
-			return t.KeepsEmptyEnd
-		}
-	}
-	return false
+	schema, name, _ := strings.Cut(table, ".")
+	t := s.Table(model.RelRef{Schema: schema, Name: name})
+	return t != nil && t.KeepsEmptyEnd
 }
