@@ -115,6 +115,7 @@ func SnapshotWith(ctx context.Context, q envelope.Conn, now time.Time, opts Opti
 	membersAt := members(ctx, q, s)
 	autovacuum(ctx, q, s)
 	replication(ctx, q, s)
+	subtransAt := subtrans(ctx, q, s)
 	sample(ctx, q, s, opts)
 	if s.Sampling != nil {
 		sequencesAfter(ctx, q, s, seqAt)
@@ -128,6 +129,9 @@ func SnapshotWith(ctx context.Context, q envelope.Conn, now time.Time, opts Opti
 			s.XIDs = &model.XIDClock{Before: xid0, After: xid1, Seconds: at - xidAt}
 		}
 		membersAfter(ctx, q, s, membersAt)
+		subtransAfter(ctx, q, s, subtransAt)
+	} else {
+		s.Subtrans = nil // one reading is no rate
 	}
 	return s, nil
 }

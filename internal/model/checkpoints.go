@@ -103,6 +103,54 @@ func (c *XIDClock) Rate() float64 {
 	return float64(c.After-c.Before) / c.Seconds
 }
 
+// Subtrans is pg_subtrans, the map from each subtransaction to its parent,
+// as pg_stat_slru counted it (named Subtrans before PostgreSQL 17,
+// subtransaction since), read before and after the sample. A snapshot
+// taken while any running transaction has more than 64 subtransactions
+// is "suboverflowed": it no longer lists them, so every row version it
+// checks from a transaction newer than its xmin is looked up there. The
+// lookups are pages found in its buffers (blks_hit) or read in
+// (blks_read): a server without such snapshots makes next to none.
+type Subtrans struct {
+	LookupsBefore int64   `json:"lookups_before"`
+	LookupsAfter  int64   `json:"lookups_after"`
+	ReadsBefore   int64   `json:"reads_before"`
+	ReadsAfter    int64   `json:"reads_after"`
+	Seconds       float64 `json:"seconds,omitempty"`
+	// Overflowed are the sessions whose transaction had more than 64
+	// subtransactions at the end of the sample (PostgreSQL 16 and later,
+	// pg_stat_get_backend_subxact); Counted says they were read.
+	Overflowed []SubxactSession `json:"overflowed,omitempty"`
+	Counted    bool             `json:"counted,omitempty"`
+}
+
+// SubxactSession is a session whose subtransaction cache overflowed.
+type SubxactSession struct {
+	PID      int     `json:"pid"`
+	App      string  `json:"application,omitempty"`
+	Subxacts int     `json:"subxacts"`
+	XactMS   float64 `json:"xact_ms"`
+	Query    string  `json:"query,omitempty"`
+}
+
+// LookupRate is pg_subtrans page lookups per second across the sample; 0
+// when not measured.
+func (t *Subtrans) LookupRate() float64 {
+	if t == nil || t.Seconds <= 0 || t.LookupsAfter < t.LookupsBefore {
+		return 0
+	}
+	return float64(t.LookupsAfter-t.LookupsBefore) / t.Seconds
+}
+
+// ReadRate is pg_subtrans pages read in per second (lookups its buffers
+// missed); 0 when not measured.
+func (t *Subtrans) ReadRate() float64 {
+	if t == nil || t.Seconds <= 0 || t.ReadsAfter < t.ReadsBefore {
+		return 0
+	}
+	return float64(t.ReadsAfter-t.ReadsBefore) / t.Seconds
+}
+
 // SettingKB is a setting whose unit is a size, in kB; ok is false for a
 // setting that is missing or not a size.
 func (s *Snapshot) SettingKB(name string) (float64, bool) {

@@ -79,6 +79,7 @@ const (
 	SrcCheckpoint  = "checkpoint counters"
 	SrcDatabases   = "pg_database"
 	SrcMembers     = "multixact member space"
+	SrcSubtrans    = "pg_stat_slru (subtransactions)"
 	SrcAutovacuum  = "autovacuum workers"
 	SrcReplication = "replication"
 	SrcJIT         = "pg_jit_available()"
@@ -168,6 +169,9 @@ type Snapshot struct {
 	// Members is the multixact member space; nil when it could not be
 	// read (see Missing).
 	Members *Members
+	// Subtrans is pg_subtrans's lookups across the sample; nil when it
+	// was not sampled or could not be read (see Missing).
+	Subtrans *Subtrans
 	// Autovacuum is what the server's autovacuum workers were doing, read
 	// before the sessions are sampled and again after (one reading when
 	// check does not sample); nil when it could not be read (see Missing).
@@ -696,6 +700,12 @@ const (
 	// with TRUNCATE false and then truncates: the reads seen waiting on
 	// the table's lock on each side, and the longest read.
 	ExpTruncateWaits = "truncate-waits"
+	// ExpSubtransReads has a session read rows written after a long
+	// transaction began, on a database pgmedic may write to, while that
+	// transaction is held open with 70 subtransactions (its cache
+	// overflowed) and then with none: pg_subtrans lookups per read and
+	// the read's time on each side.
+	ExpSubtransReads = "subtrans-reads"
 	// ExpKeyWiden tries the first number past a key's limit (Limit, of
 	// ColumnType: Column's, or the sequence's when Column is empty) on a
 	// copy before and after widening it to bigint.

@@ -46,6 +46,12 @@ type Has struct {
 	// WorkerSlots: autovacuum_max_workers changes with a reload, up to
 	// autovacuum_worker_slots (18); before, a restart.
 	WorkerSlots bool
+	// BackendSubxact: pg_stat_get_backend_subxact(), a session's
+	// subtransaction count and whether its cache overflowed (16).
+	BackendSubxact bool
+	// SubtransBuffers: the subtransaction_buffers setting, pg_subtrans's
+	// buffers sized apart from shared_buffers' 32 pages (17).
+	SubtransBuffers bool
 }
 
 // Table holds every major version pgmedic supports, oldest first.
@@ -54,11 +60,13 @@ var Table = []Has{
 	{Major: 14, QueryIDInActivity: true, SessionStats: true, ClientCheck: true, StatWAL: true},
 	{Major: 15, QueryIDInActivity: true, SessionStats: true, ClientCheck: true, StatWAL: true, JSONLog: true, PGSSJIT: true, ICULocale: true},
 	{Major: 16, QueryIDInActivity: true, SessionStats: true, ClientCheck: true, StatWAL: true, JSONLog: true, PGSSJIT: true, ICULocale: true, StatIO: true, ExplainGenericPlan: true,
-		VacuumReloadsCost: true},
+		VacuumReloadsCost: true, BackendSubxact: true},
 	{Major: 17, QueryIDInActivity: true, SessionStats: true, ClientCheck: true, StatWAL: true, JSONLog: true, PGSSJIT: true, ICULocale: true, StatIO: true, ExplainGenericPlan: true,
-		PGSSSharedBlkTime: true, Checkpointer: true, ExplainSerialize: true, ExplainMemory: true, VacuumReloadsCost: true},
+		PGSSSharedBlkTime: true, Checkpointer: true, ExplainSerialize: true, ExplainMemory: true, VacuumReloadsCost: true,
+		BackendSubxact: true, SubtransBuffers: true},
 	{Major: 18, QueryIDInActivity: true, SessionStats: true, ClientCheck: true, StatWAL: true, JSONLog: true, PGSSJIT: true, ICULocale: true, StatIO: true, ExplainGenericPlan: true,
-		PGSSSharedBlkTime: true, Checkpointer: true, ExplainSerialize: true, ExplainMemory: true, AnalyzeBuffers: true, VacuumReloadsCost: true, WorkerSlots: true},
+		PGSSSharedBlkTime: true, Checkpointer: true, ExplainSerialize: true, ExplainMemory: true, AnalyzeBuffers: true, VacuumReloadsCost: true, WorkerSlots: true,
+		BackendSubxact: true, SubtransBuffers: true},
 }
 
 // Oldest and Newest bound the versions pgmedic supports: the table's

@@ -83,6 +83,8 @@ var Registry = []Rule{
 	{ID: IdleInTransactionID, Title: "sessions idle inside a transaction, holding locks", Check: idleInTransaction},
 	{ID: LockContentionID, Title: "lock waits and the chain behind them", Check: lockContention, Log: lockContentionLog},
 	{ID: NotifyLockID, Title: "NOTIFY in write transactions serialising commits", Check: notifyLock},
+	{ID: SubtransactionOverflowID, Title: "savepoints past 64 a transaction making snapshots look rows up in pg_subtrans", Needs: []string{model.SrcSubtrans},
+		Check: subtransactionOverflow},
 	{ID: ClientStallID, Title: "time lost on the client's side of a session", Check: clientStall, Log: clientStallLog},
 	{ID: ConnectionPressureID, Title: "more working sessions than cores, connections near the limit, churn", Check: connectionPressure, Log: connectionPressureLog},
 	{ID: PoolSaturationID, Title: "PgBouncer pools whose clients queue while every server connection is busy", Check: poolSaturation, Log: poolSaturationLog},

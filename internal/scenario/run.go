@@ -107,6 +107,25 @@ func (e *Env) Start(ctx context.Context, s Scenario) (stop context.CancelFunc, d
 	return cancel, ch, nil
 }
 
+// sessionsGone waits until the workload's sessions have left the server
+// (their backends see the client gone and end, rolling back what they
+// held open), for up to 10 s: a bound for a stalled machine.
+func (e *Env) sessionsGone(ctx context.Context) {
+	admin, err := e.Admin(ctx)
+	if err != nil {
+		return
+	}
+	defer admin.Close(context.Background())
+	err = waitUntil(ctx, 10*time.Second, func() (bool, string, error) {
+		var n int
+		err := admin.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND usename = $1", e.Role).Scan(&n)
+		return n == 0, fmt.Sprintf("%d sessions of the workload still there", n), err
+	})
+	if err != nil {
+		e.Log("the workload's sessions did not end: %v", err)
+	}
+}
+
 // StartBouncer puts the scenario's PgBouncer (PgBouncer, which must be
 // set) in front of c for its workload (Env.Bouncer); the caller stops it.
 func (e *Env) StartBouncer(ctx context.Context, c *lab.Cluster, s Scenario) (*lab.Bouncer, error) {
@@ -142,6 +161,12 @@ func checkDuring(ctx context.Context, c *lab.Cluster, s Scenario, version string
 		// has sampled it, or the twin's measurements would share the
 		// cores with it (a twin on another machine would not).
 		o.Sampled = stop
+	}
+	if s.QuietForExperiments && !o.Twin {
+		o.Sampled = func() {
+			stop()
+			env.sessionsGone(ctx)
+		}
 	}
 	rep, err := diagnose.Check(ctx, checkDSN(c, env.DB), version, o, model.Info)
 	stop()

@@ -82,6 +82,11 @@ type Scenario struct {
 	// timed re-run, and its workload mostly sleeps: the demo and the tests
 	// run it on a second cluster beside the others (see RunLanes).
 	Waits bool `json:"waits,omitempty"`
+	// QuietForExperiments: the experiments measure what the workload
+	// itself causes on the whole server (snapshots its transactions
+	// overflow), so the workload ends once check has sampled it, as it
+	// does before a twin's experiments.
+	QuietForExperiments bool `json:"quiet_for_experiments,omitempty"`
 	// StatementTimeout is pgmedic's statement_timeout for this scenario's
 	// check and experiments, when the default (5 s) is shorter than a
 	// statement it must re-run takes on a loaded 2-core machine (a

@@ -86,10 +86,11 @@ func TestBrokenFolders(t *testing.T) {
 // N+1 loop's client answers within a tenth of a second, or it is a stalled
 // client), or whose proof is a ratio of two plans' times where one plan
 // runs parallel workers that a saturated machine starves (page-cost-cached),
-// or whose many writers saturate the cores themselves (notify-commits):
+// or whose many writers or readers saturate the cores themselves
+// (notify-commits, subtrans-overflow):
 // they take turns with the other such tests (labtest.CPUHeavy), here and in
 // TestEveryVersion.
-var cpuBound = map[string]bool{"connection-storm": true, "connection-burst": true, "jit-oltp": true, "asyncpg-introspection": true, "n-plus-one": true, "page-cost-cached": true, "notify-commits": true}
+var cpuBound = map[string]bool{"connection-storm": true, "connection-burst": true, "jit-oltp": true, "asyncpg-introspection": true, "n-plus-one": true, "page-cost-cached": true, "notify-commits": true, "subtrans-overflow": true}
 
 // TestScenarios reproduces every scenario once, in the demo's lanes (a
 // throwaway cluster, a second one for the scenarios that wait, clusters of

@@ -230,7 +230,7 @@ func verdictsOf(res *Result) string {
 // not among them: it sets the member space with pg_resetwal, which the
 // npm builds of the other majors lack, and what its finding reads is
 // checked on each of them by membersReadOn instead.
-var incidents = []string{"notify-commits", "wraparound-ddl-queue", "tail-truncation"}
+var incidents = []string{"notify-commits", "wraparound-ddl-queue", "tail-truncation", "subtrans-overflow"}
 
 // TestIncidentsOnEveryMajor runs the incident scenarios on a cluster of
 // their own of each major (TestScenarios runs them on the default one),

@@ -62,6 +62,12 @@ var workloads = map[string]GoWorkload{
 	"tail-kept":         {Run: tailKept, SignalsReady: true},
 	"wraparound-frozen": {Run: wraparoundFrozen, SignalsReady: true},
 	"notify-outbox":     {Run: notifyOutbox},
+	// A data migration in one transaction with a savepoint per row,
+	// beside the web workers and the dashboard (psycopg); ready once it
+	// is past 64 and the dashboard's rows are newer than it. Its quiet
+	// counterpart commits batches.
+	"subtrans-overflow": {Run: subtransOverflow, SignalsReady: true, Clients: needPython("psycopg", "python3-psycopg")},
+	"subtrans-batched":  {Run: subtransBatched, SignalsReady: true, Clients: needPython("psycopg", "python3-psycopg")},
 	// A backfill's concurrent foreign-key checks on a server whose
 	// multixact member space is set (pg_resetwal) 45% used; ready once it
 	// fills it. Its quiet counterpart's autovacuum gives the space back.

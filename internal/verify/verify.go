@@ -423,6 +423,8 @@ var Kinds = []Kind{
 	{model.ExpNotifyCommits, OnTwin, DefinitionsOnly, "notify-commits", (*Engine).notifyCommits},
 	// Its own scratch table too: the waits are the truncation's lock's.
 	{model.ExpTruncateWaits, OnTwin, DefinitionsOnly, "truncate-waits", (*Engine).truncateWaits},
+	// Its own scratch table too: the lookups are the snapshots'.
+	{model.ExpSubtransReads, OnTwin, DefinitionsOnly, "subtrans-reads", (*Engine).subtransReads},
 	// Last: VACUUM leaves the twin's table frozen for the experiments
 	// after it, and cannot be rolled back.
 	{model.ExpFreeze, OnTwin, WithRows, "freeze", (*Engine).freeze},

@@ -1,0 +1,106 @@
+package scenario
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+//go:embed clients/psycopg_savepoints.py
+var savepointsClient []byte
+
+// subtransRowsAfter is how many steps the web workers must have added
+// after the migration's transaction began before check starts: the
+// dashboard reads the newest 10,000, so then every row it reads is newer
+// than every snapshot's xmin.
+const subtransRowsAfter = 10000
+
+// subtransOverflow runs the CI service with its migration written as an
+// ORM writes one: one transaction, a savepoint per row. Ready once that
+// transaction is past 64 subtransactions and the dashboard's rows are all
+// newer than it.
+func subtransOverflow(ctx context.Context, env *Env) error {
+	return savepointService(ctx, env, "nested")
+}
+
+// subtransBatched is its quiet counterpart: the migration commits batches
+// of rows, no savepoint. Ready once the web workers have added as many
+// rows as the broken form waits for.
+func subtransBatched(ctx context.Context, env *Env) error {
+	return savepointService(ctx, env, "batched")
+}
+
+func savepointService(ctx context.Context, env *Env, mode string) error {
+	readyCtx, stopPolling := context.WithCancel(ctx)
+	defer stopPolling()
+	go func() {
+		admin, err := env.Admin(readyCtx)
+		if err != nil {
+			return
+		}
+		defer admin.Close(context.Background())
+		// The migration's transaction id (nested), or the last row at the
+		// start (batched): the rows after it are counted.
+		var since int64
+		if mode == "batched" {
+			admin.QueryRow(readyCtx, "SELECT coalesce(max(id), 0) FROM job_steps").Scan(&since)
+		}
+		for readyCtx.Err() == nil {
+			var n int64
+			var err error
+			if mode == "nested" {
+				err = admin.QueryRow(readyCtx, `SELECT count(*) FROM job_steps j, pg_stat_activity a
+					WHERE a.application_name = 'backfill-durations' AND a.backend_xid IS NOT NULL
+					AND j.id > (SELECT max(id) FROM job_steps) - 20000 AND j.xmin::text::int8 > a.backend_xid::text::int8`).Scan(&n)
+			} else {
+				err = admin.QueryRow(readyCtx, "SELECT count(*) FROM job_steps WHERE id > $1", since).Scan(&n)
+			}
+			if err == nil && n >= subtransRowsAfter {
+				env.Ready()
+				return
+			}
+			select {
+			case <-readyCtx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	return runPythonUntil(ctx, "psycopg", "python3-psycopg", "psycopg_savepoints.py", savepointsClient, env.AppDSN(), mode)
+}
+
+// runPythonUntil runs an embedded client script that runs until it is
+// stopped (when check is done); one that ends before is an error.
+func runPythonUntil(ctx context.Context, module, pkg, name string, script []byte, args ...string) error {
+	py, err := FindPython(module, pkg)
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "pgmedic-"+module+"-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, script, 0o644); err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, py, append([]string{path}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.WaitDelay = 2 * time.Second
+	err = cmd.Run()
+	if ctx.Err() != nil {
+		return nil // stopped when check was done
+	}
+	if err == nil {
+		err = errors.New("it ended on its own")
+	}
+	return fmt.Errorf("the %s client %s failed: %w: %s", module, name, err, strings.TrimSpace(stderr.String()))
+}
