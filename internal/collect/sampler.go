@@ -42,7 +42,16 @@ func sampleSQL(h pgversion.Has) string {
 	if !h.QueryIDInActivity {
 		queryID = "0::bigint" // statements are told apart by their text
 	}
-	return strings.Replace(sampleColumns, "$query_id", queryID, 1)
+	// From 16 a backend says whether its subtransactions overflowed its
+	// cache: read once a tick for every backend, kept for the overflowed.
+	overflowedCTE, overflowed := "", "false"
+	if h.BackendSubxact {
+		overflowedCTE = `,
+	x AS MATERIALIZED (SELECT pg_stat_get_backend_pid(b.id) AS pid FROM pg_stat_get_backend_idset() AS b(id),
+	LATERAL pg_stat_get_backend_subxact(b.id) AS s WHERE s.subxact_overflowed)`
+		overflowed = "a.pid IN (SELECT pid FROM x)"
+	}
+	return strings.NewReplacer("$query_id", queryID, "$overflowed_cte", overflowedCTE, "$overflowed", overflowed).Replace(sampleColumns)
 }
 
 const sampleColumns = `WITH a AS MATERIALIZED (SELECT a.pid, coalesce(a.datname, '') AS datname, coalesce(a.usename, '') AS usename,
@@ -61,9 +70,9 @@ const sampleColumns = `WITH a AS MATERIALIZED (SELECT a.pid, coalesce(a.datname,
 	AND (NOT l.granted OR (l.locktype = 'relation' AND l.relation >= 16384))),
 	w AS MATERIALIZED (SELECT w.pid, w.pid || ' ' || w.query || coalesce(' [' || p.phase || ']', '') AS what
 	FROM pg_stat_activity w LEFT JOIN pg_stat_progress_vacuum p ON p.pid = w.pid
-	WHERE w.backend_type = 'autovacuum worker' AND EXISTS (SELECT FROM a WHERE a.wait_type = 'Lock'))
+	WHERE w.backend_type = 'autovacuum worker' AND EXISTS (SELECT FROM a WHERE a.wait_type = 'Lock'))$overflowed_cte
 	SELECT a.pid, a.datname, a.usename, a.app, a.client, a.state, a.wait_type, a.wait, a.query_id, a.query,
-	a.xact_ms, a.state_ms, a.last_ms, a.blocked_by,
+	a.xact_ms, a.state_ms, a.last_ms, a.blocked_by, $overflowed,
 	CASE WHEN a.in_xact AND (a.state LIKE 'idle in transaction%' OR a.pid IN (SELECT unnest(b.blocked_by) FROM a b)) THEN ARRAY(
 		SELECT DISTINCT l.relation::regclass::text || ' (' || l.mode || ')' FROM l
 		WHERE l.pid = a.pid AND l.granted AND l.locktype = 'relation' ORDER BY 1) ELSE '{}'::text[] END,
@@ -345,7 +354,7 @@ func sampleOnce(ctx context.Context, q envelope.Conn, h pgversion.Has, at time.T
 		var b model.Backend
 		var blocked []int32
 		if err := rows.Scan(&b.PID, &b.Database, &b.User, &b.App, &b.Client, &b.State, &b.WaitType, &b.Wait, &b.QueryID, &b.Query,
-			&b.XactMS, &b.StateMS, &b.LastMS, &blocked, &b.Locks, &b.WaitsFor, &b.Autovacuum); err != nil {
+			&b.XactMS, &b.StateMS, &b.LastMS, &blocked, &b.Overflowed, &b.Locks, &b.WaitsFor, &b.Autovacuum); err != nil {
 			return smp, 0, err
 		}
 		for _, p := range blocked {

@@ -5,7 +5,6 @@ import (
 
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
-	"github.com/pgmedic/pgmedic/internal/pgversion"
 )
 
 // subtransLookups is pg_stat_slru's count of pg_subtrans page lookups
@@ -34,8 +33,8 @@ func subtrans(ctx context.Context, q envelope.Conn, s *model.Snapshot) (at float
 }
 
 // subtransAfter reads the lookups again after the sample that began at
-// from on the server's clock, and (from 16) the sessions whose
-// subtransactions overflowed their cache at that moment.
+// from on the server's clock. (The sessions past 64 subtransactions are
+// read with every tick of the sampler, from 16: Backend.Overflowed.)
 func subtransAfter(ctx context.Context, q envelope.Conn, s *model.Snapshot, from float64) {
 	if s.Subtrans == nil || from == 0 {
 		s.Subtrans = nil
@@ -48,29 +47,4 @@ func subtransAfter(ctx context.Context, q envelope.Conn, s *model.Snapshot, from
 	}
 	t := s.Subtrans
 	t.LookupsAfter, t.ReadsAfter, t.Seconds = l, r, at-from
-	if !pgversion.Of(s.Server.VersionNum).BackendSubxact {
-		return
-	}
-	// A backend's cache holds 64 subtransaction ids; the count stops
-	// there and the flag says it overflowed.
-	rows, err := q.Query(ctx, envelope.Tag+`SELECT a.pid, coalesce(a.application_name, ''), x.subxact_count,
-		coalesce(extract(epoch FROM now() - a.xact_start) * 1000, 0)::float8, left(coalesce(a.query, ''), 500)
-		FROM pg_stat_get_backend_idset() AS b(id), LATERAL pg_stat_get_backend_subxact(b.id) AS x, pg_stat_activity a
-		WHERE a.pid = pg_stat_get_backend_pid(b.id) AND x.subxact_overflowed AND a.pid <> pg_backend_pid()
-		ORDER BY a.xact_start LIMIT 20`)
-	if err != nil {
-		return
-	}
-	defer rows.Close()
-	var out []model.SubxactSession
-	for rows.Next() {
-		var o model.SubxactSession
-		if err := rows.Scan(&o.PID, &o.App, &o.Subxacts, &o.XactMS, &o.Query); err != nil {
-			return
-		}
-		out = append(out, o)
-	}
-	if rows.Err() == nil {
-		t.Overflowed, t.Counted = out, true
-	}
 }

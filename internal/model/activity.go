@@ -99,6 +99,9 @@ type Backend struct {
 	XactMS  float64 `json:"xact_ms,omitempty"`
 	StateMS float64 `json:"state_ms,omitempty"`
 	LastMS  float64 `json:"last_ms,omitempty"`
+	// Overflowed: its transaction had more than 64 subtransactions, past
+	// its backend's cache (pg_stat_get_backend_subxact, 16 and later).
+	Overflowed bool `json:"subxact_overflowed,omitempty"`
 	// BlockedBy are the sessions it waits for (pg_blocking_pids).
 	BlockedBy []int `json:"blocked_by,omitempty"`
 	// WaitsFor is the lock it waits for, as "relation (mode)" (or the

@@ -117,20 +117,6 @@ type Subtrans struct {
 	ReadsBefore   int64   `json:"reads_before"`
 	ReadsAfter    int64   `json:"reads_after"`
 	Seconds       float64 `json:"seconds,omitempty"`
-	// Overflowed are the sessions whose transaction had more than 64
-	// subtransactions at the end of the sample (PostgreSQL 16 and later,
-	// pg_stat_get_backend_subxact); Counted says they were read.
-	Overflowed []SubxactSession `json:"overflowed,omitempty"`
-	Counted    bool             `json:"counted,omitempty"`
-}
-
-// SubxactSession is a session whose subtransaction cache overflowed.
-type SubxactSession struct {
-	PID      int     `json:"pid"`
-	App      string  `json:"application,omitempty"`
-	Subxacts int     `json:"subxacts"`
-	XactMS   float64 `json:"xact_ms"`
-	Query    string  `json:"query,omitempty"`
 }
 
 // LookupRate is pg_subtrans page lookups per second across the sample; 0

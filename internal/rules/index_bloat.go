@@ -81,7 +81,14 @@ func indexBloat(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		// table that grew since holds more keys than it says. Dead rows
 		// keep their keys until VACUUM: those entries are table-bloat's
 		// (VACUUM's), not a rebuild's.
+		// A table that grew since also has more pages: the planner scales
+		// reltuples by them, and so does this. On a standby the live and
+		// dead counts are the standby's own (nothing it replays counts),
+		// and the pages are the only sign of the rows added since.
 		rows := max(t.Reltuples, float64(t.Live+t.Dead))
+		if t.RelPages > 0 && t.HeapBytes > t.RelPages*8192 {
+			rows = max(rows, t.Reltuples*float64(t.HeapBytes)/float64(t.RelPages*8192))
+		}
 		est := btreeEstimate(rows, w)
 		ratio := float64(ix.Bytes) / est
 		if ratio < indexBloatRatio {

@@ -41,6 +41,14 @@ func TestIndexBloat(t *testing.T) {
 			s.Tables[0].Inserted = 500000
 			return s
 		}(), -1},
+		// A standby's live count is its own (0); pg_class says 100,000 rows
+		// in 500 pages as of the last ANALYZE, and the heap is now ten times
+		// that: the rows grew with it, and so did the index.
+		{"grown since ANALYZE, seen on a standby", func() *model.Snapshot {
+			s := snap(est*10, nil)
+			s.Tables[0].RelPages, s.Tables[0].HeapBytes = 500, 5000*8192
+			return s
+		}(), -1},
 		{"small, however empty", func() *model.Snapshot {
 			s := snap(float64(indexBloatMinBytes)-1, nil)
 			s.Tables[0].Reltuples = 1000

@@ -81,16 +81,30 @@ func subtransactionOverflow(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 	if active > 0 {
 		share = float64(waiting) / float64(active)
 	}
-	if rate < subtransLookupsWarn && waiting < subtransMinWaits {
+	var title string
+	over := overflowedSessions(s)
+	switch long, standbys := over.longest(), streamingStandbys(s); {
+	case rate >= subtransLookupsWarn:
+		title = fmt.Sprintf("snapshots looked rows up in pg_subtrans %s times a second: a transaction past 64 subtransactions (savepoints, PL/pgSQL EXCEPTION blocks) made them overflow", printable.Count(rate))
+	case waiting >= subtransMinWaits:
+		title = fmt.Sprintf("sessions waited on pg_subtrans (SubtransSLRU, SubtransBuffer) for %s of the sampled session time", pct(share))
+	case standbys > 0 && long != nil && long.XactMS >= subtransLongMS:
+		// The primary's readers may be few; its standbys' are not. A
+		// standby's snapshot stays suboverflowed while its xmin is at or
+		// before the last transaction it saw overflow: for as long as
+		// that transaction runs, or as long as an older one does.
+		title = fmt.Sprintf("pid %d%s has a transaction past 64 subtransactions open for %s on a primary with %d streaming standby(s): every standby snapshot taken meanwhile looks each newer row up in pg_subtrans",
+			long.PID, appSuffix(long.App), sec(long.XactMS), standbys)
+	case standbys > 0 && long != nil && heldLong(s):
+		h, _ := oldestSession(s)
+		title = fmt.Sprintf("transactions past 64 subtransactions (%s) while pid %d%s has held a transaction open for %s, on a primary with %d streaming standby(s): the standbys' snapshots overflow for as long as it runs",
+			sessionsWord(len(over.pids)), h.PID, appSuffix(h.App), h.HeldFor(s.CollectedAt).Round(time.Second), standbys)
+	default:
 		return nil, nil
 	}
 	sev := model.Warning
 	if reads >= subtransReadsCritical || share >= subtransWaitShare && waiting >= subtransMinWaits {
 		sev = model.Critical
-	}
-	title := fmt.Sprintf("snapshots looked rows up in pg_subtrans %s times a second: a transaction past 64 subtransactions (savepoints, PL/pgSQL EXCEPTION blocks) made them overflow", printable.Count(rate))
-	if rate < subtransLookupsWarn {
-		title = fmt.Sprintf("sessions waited on pg_subtrans (SubtransSLRU, SubtransBuffer) for %s of the sampled session time", pct(share))
 	}
 	f := model.Finding{
 		Rule: SubtransactionOverflowID, Severity: sev, Title: title,
@@ -117,6 +131,9 @@ func subtransImpact(s *model.Snapshot, worst int) string {
 	if worst > 0 {
 		fmt.Fprintf(&b, "; at the worst moment %s waited on it", sessionsWord(worst))
 	}
+	if n := streamingStandbys(s); n > 0 {
+		fmt.Fprintf(&b, "; this primary streams to %d standby(s), whose snapshots stay overflowed for as long as the oldest transaction here runs: their readers pay more than this server's (check a standby to measure it)", n)
+	}
 	if s.Replication != nil && s.Replication.InRecovery {
 		b.WriteString("; this is a standby: the transactions that overflow and the long one run on the primary, so check the primary to name them (a standby's snapshots overflow for as long as any transaction since their xmin did, which is why standbys suffer first)")
 	}
@@ -131,14 +148,17 @@ func subtransImpact(s *model.Snapshot, worst int) string {
 // savepoints, and the oldest open transaction.
 func subtransCauses(s *model.Snapshot) []model.Evidence {
 	var out []model.Evidence
-	if t := s.Subtrans; t.Counted {
-		out = append(out, ev("sessions past 64 subtransactions at the end of the sample (pg_stat_get_backend_subxact)", float64(len(t.Overflowed)), ""))
-		for i, o := range t.Overflowed {
+	if pgversion.Of(s.Server.VersionNum).BackendSubxact {
+		over := overflowedSessions(s)
+		out = append(out, ev("session-samples past 64 subtransactions (pg_stat_get_backend_subxact)", float64(over.samples), ""),
+			ev("sessions seen past 64 subtransactions", float64(len(over.pids)), ""))
+		for i, pid := range over.pids {
 			if i == 3 {
 				break
 			}
+			o := over.last[pid]
 			out = append(out, model.Evidence{Fact: true, Value: float64(o.PID),
-				Label: fmt.Sprintf("past 64 subtransactions: pid %d%s, its transaction open %s: %s", o.PID, appSuffix(o.App), sec(o.XactMS), printable.Shorten(s.Shown(o.Query), 80))})
+				Label: fmt.Sprintf("past 64 subtransactions: pid %d%s, its transaction open %s: %s", o.PID, appSuffix(o.App), sec(max(o.XactMS, 0)), printable.Shorten(s.Shown(o.Query), 80))})
 		}
 	}
 	calls, names := savepointCalls(s)
@@ -159,6 +179,79 @@ func subtransCauses(s *model.Snapshot) []model.Evidence {
 		out = append(out, model.Evidence{Fact: true, Value: float64(h.XminAge), Label: label})
 	}
 	return out
+}
+
+// subtransLongMS: a transaction past 64 subtransactions open this long
+// keeps a standby's snapshots overflowed long enough to matter; and
+// subtransHeldS: a transaction open this long keeps a standby's xmin
+// behind every overflow since it began.
+const (
+	subtransLongMS = 1000
+	subtransHeldS  = 10
+)
+
+// overflowed are the sessions the sampler saw past 64 subtransactions:
+// their pids in the order first seen, each as last seen, and how many
+// session-samples showed one.
+type overflowed struct {
+	pids    []int
+	last    map[int]model.Backend
+	samples int
+}
+
+func overflowedSessions(s *model.Snapshot) overflowed {
+	o := overflowed{last: map[int]model.Backend{}}
+	if s.Sampling == nil {
+		return o
+	}
+	for _, smp := range s.Sampling.Samples {
+		for _, b := range smp.Backends {
+			if !b.Overflowed {
+				continue
+			}
+			o.samples++
+			if _, seen := o.last[b.PID]; !seen {
+				o.pids = append(o.pids, b.PID)
+			}
+			o.last[b.PID] = b
+		}
+	}
+	return o
+}
+
+// longest is the session seen past 64 whose transaction was open
+// longest; nil when none was seen.
+func (o overflowed) longest() *model.Backend {
+	var best *model.Backend
+	for _, pid := range o.pids {
+		if b := o.last[pid]; best == nil || b.XactMS > best.XactMS {
+			best = &b
+		}
+	}
+	return best
+}
+
+// heldLong says a client transaction of this database has been open
+// subtransHeldS or more.
+func heldLong(s *model.Snapshot) bool {
+	h, ok := oldestSession(s)
+	return ok && h.HeldFor(s.CollectedAt) >= subtransHeldS*time.Second
+}
+
+// streamingStandbys counts the standbys streaming from this server at
+// its last look.
+func streamingStandbys(s *model.Snapshot) int {
+	r := s.Replication
+	if r == nil || r.InRecovery || len(r.Readings) == 0 {
+		return 0
+	}
+	n := 0
+	for _, st := range r.Readings[len(r.Readings)-1].Standbys {
+		if st.State == "streaming" {
+			n++
+		}
+	}
+	return n
 }
 
 func appSuffix(app string) string {

@@ -3,6 +3,7 @@ package rules
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pgmedic/pgmedic/internal/model"
 )
@@ -12,9 +13,8 @@ import (
 // wait per tick beside busy active ones.
 func subtransSnap(lookups, reads int64, waiting, busy int, wait string) *model.Snapshot {
 	s := &model.Snapshot{Database: "ci", Server: model.Server{VersionNum: 170002},
-		Sampling: &model.Sampling{Seconds: 2},
-		Subtrans: &model.Subtrans{LookupsBefore: 1000, LookupsAfter: 1000 + lookups, ReadsBefore: 5, ReadsAfter: 5 + reads, Seconds: 2,
-			Counted: true, Overflowed: []model.SubxactSession{{PID: 42, App: "backfill", Subxacts: 64, XactMS: 90000, Query: "RELEASE \"_pg3_2\""}}},
+		Sampling:   &model.Sampling{Seconds: 2},
+		Subtrans:   &model.Subtrans{LookupsBefore: 1000, LookupsAfter: 1000 + lookups, ReadsBefore: 5, ReadsAfter: 5 + reads, Seconds: 2},
 		Statements: []model.Statement{{Query: `SAVEPOINT "_pg3_2"`, Calls: 5000}, {Query: "SELECT 1", Calls: 9}},
 		Holders:    []model.XminHolder{{Kind: model.HolderSession, PID: 42, App: "backfill", Database: "ci", XminAge: 12000}}}
 	for range 20 {
@@ -22,6 +22,8 @@ func subtransSnap(lookups, reads int64, waiting, busy int, wait string) *model.S
 		for p := range waiting {
 			smp.Backends = append(smp.Backends, model.Backend{PID: 100 + p, Database: "ci", State: "active", WaitType: "LWLock", Wait: wait})
 		}
+		smp.Backends = append(smp.Backends, model.Backend{PID: 42, App: "backfill", Database: "ci", State: "idle in transaction",
+			XactMS: 90000, Overflowed: true, Query: `RELEASE "_pg3_2"`})
 		for p := range busy {
 			smp.Backends = append(smp.Backends, model.Backend{PID: 200 + p, Database: "ci", State: "active"})
 		}
@@ -101,6 +103,60 @@ func TestSubtransOnAStandby(t *testing.T) {
 	}
 	if !strings.Contains(fs[0].Impact.Summary, "check the primary") {
 		t.Errorf("impact: %s", fs[0].Impact.Summary)
+	}
+}
+
+// TestSubtransOnAPrimaryWithStandbys: the primary's own lookups are few
+// (its readers are on the standbys), but a transaction past 64 open for a
+// minute keeps every standby snapshot overflowed.
+func TestSubtransOnAPrimaryWithStandbys(t *testing.T) {
+	withStandby := func(state string, xactMS float64) *model.Snapshot {
+		s := subtransSnap(4000, 0, 0, 4, "")
+		for _, smp := range s.Sampling.Samples {
+			for i := range smp.Backends {
+				if smp.Backends[i].Overflowed {
+					smp.Backends[i].XactMS = xactMS
+				}
+			}
+		}
+		s.Replication = &model.Replication{Readings: []model.ReplicationReading{{Standbys: []model.StandbyStatus{{Name: "replica1", State: state}}}}}
+		return s
+	}
+	// GitLab's recipe: short transactions past 64, one long transaction
+	// of another session.
+	recipe := withStandby("streaming", 200)
+	recipe.CollectedAt = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	began := recipe.CollectedAt.Add(-time.Minute)
+	recipe.Holders = []model.XminHolder{{Kind: model.HolderSession, PID: 77, App: "reports", Database: "ci", XminAge: 90000, Since: &began}}
+	if fs, _ := subtransactionOverflow(recipe); len(fs) != 1 || !strings.Contains(fs[0].Title, "pid 77 (application reports) has held a transaction open for 1m0s") {
+		t.Fatalf("short overflows and a long transaction: got %+v", fs)
+	}
+	fs, _ := subtransactionOverflow(withStandby("streaming", 60000))
+	if len(fs) != 1 || fs[0].Severity != model.Warning || !strings.Contains(fs[0].Title, "pid 42 (application backfill)") || !strings.Contains(fs[0].Title, "1 streaming standby") {
+		t.Fatalf("want a warning naming the session and the standby, got %+v", fs)
+	}
+	for name, s := range map[string]*model.Snapshot{
+		"a standby catching up": withStandby("catchup", 60000),
+		"open for 200 ms, no long transaction": func() *model.Snapshot {
+			s := withStandby("streaming", 200)
+			s.Holders = nil
+			return s
+		}(),
+		"no standby": subtransSnap(4000, 0, 0, 4, ""),
+	} {
+		if fs, _ := subtransactionOverflow(s); len(fs) != 0 {
+			t.Errorf("%s: want quiet, got %s", name, fs[0].Title)
+		}
+	}
+	s := withStandby("streaming", 60000)
+	s.Server.VersionNum = 150004 // no pg_stat_get_backend_subxact: nothing is marked
+	for _, smp := range s.Sampling.Samples {
+		for i := range smp.Backends {
+			smp.Backends[i].Overflowed = false
+		}
+	}
+	if fs, _ := subtransactionOverflow(s); len(fs) != 0 {
+		t.Errorf("before 16: want quiet, got %s", fs[0].Title)
 	}
 }
 

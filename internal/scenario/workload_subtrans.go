@@ -16,11 +16,11 @@ import (
 //go:embed clients/psycopg_savepoints.py
 var savepointsClient []byte
 
-// subtransRowsAfter is how many steps the web workers must have added
+// subtransRowsAfter is how many steps the web worker must have added
 // after the migration's transaction began before check starts: the
-// dashboard reads the newest 10,000, so then every row it reads is newer
+// dashboards read the newest 5,000, so then every row they read is newer
 // than every snapshot's xmin.
-const subtransRowsAfter = 10000
+const subtransRowsAfter = 5000
 
 // subtransOverflow runs the CI service with its migration written as an
 // ORM writes one: one transaction, a savepoint per row. Ready once that
@@ -31,7 +31,7 @@ func subtransOverflow(ctx context.Context, env *Env) error {
 }
 
 // subtransBatched is its quiet counterpart: the migration commits batches
-// of rows, no savepoint. Ready once the web workers have added as many
+// of rows, no savepoint. Ready once the web worker has added as many
 // rows as the broken form waits for.
 func subtransBatched(ctx context.Context, env *Env) error {
 	return savepointService(ctx, env, "batched")
@@ -58,7 +58,7 @@ func savepointService(ctx context.Context, env *Env, mode string) error {
 			if mode == "nested" {
 				err = admin.QueryRow(readyCtx, `SELECT count(*) FROM job_steps j, pg_stat_activity a
 					WHERE a.application_name = 'backfill-durations' AND a.backend_xid IS NOT NULL
-					AND j.id > (SELECT max(id) FROM job_steps) - 20000 AND j.xmin::text::int8 > a.backend_xid::text::int8`).Scan(&n)
+					AND j.id > (SELECT max(id) FROM job_steps) - 10000 AND j.xmin::text::int8 > a.backend_xid::text::int8`).Scan(&n)
 			} else {
 				err = admin.QueryRow(readyCtx, "SELECT count(*) FROM job_steps WHERE id > $1", since).Scan(&n)
 			}

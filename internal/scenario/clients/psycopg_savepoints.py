@@ -1,7 +1,7 @@
 """A CI service's database, as its Python application uses it through psycopg 3.
 
-The web workers record build steps (a job's steps, ten rows a statement) and
-the dashboard reads the newest ones. A data migration backfills the steps'
+A web worker records build steps (a job's steps, twenty rows a statement) and
+two dashboard sessions read the newest 5,000. A data migration backfills the steps'
 duration column. Written as an ORM's migration is by default, it runs in one
 transaction and wraps each row in a nested transaction block (psycopg's
 nested conn.transaction(), as Django's atomic() or SQLAlchemy's
@@ -26,8 +26,8 @@ def web_writer():
         while not stop.is_set():
             c.execute(
                 "INSERT INTO job_steps (job_id, step, status, log_bytes) "
-                "SELECT j, s, 'queued', 0 FROM (SELECT (random() * 1e6)::int AS j) job, generate_series(1, 10) s")
-            time.sleep(0.002)
+                "SELECT j, s, 'queued', 0 FROM (SELECT (random() * 1e6)::int AS j) job, generate_series(1, 20) s")
+            time.sleep(0.005)
 
 
 def dashboard():
@@ -35,8 +35,8 @@ def dashboard():
         while not stop.is_set():
             c.execute(
                 "SELECT status, count(*), sum(log_bytes) FROM job_steps "
-                "WHERE id > (SELECT max(id) FROM job_steps) - 10000 GROUP BY status").fetchall()
-            time.sleep(0.02)  # a dashboard refreshes; the lab shares its cores
+                "WHERE id > (SELECT max(id) FROM job_steps) - 5000 GROUP BY status").fetchall()
+            time.sleep(0.05)  # a dashboard refreshes; the lab shares its cores
 
 
 def migration():
@@ -74,7 +74,7 @@ def guarded(f):
     return run
 
 
-threads = [threading.Thread(target=guarded(f), daemon=True) for f in [web_writer, web_writer, dashboard, dashboard, dashboard, migration]]
+threads = [threading.Thread(target=guarded(f), daemon=True) for f in [web_writer, dashboard, dashboard, migration]]
 for t in threads:
     t.start()
 while not failed:
