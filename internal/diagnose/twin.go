@@ -195,7 +195,7 @@ const loadRetries = 5
 func needsRows(snap *model.Snapshot, exp *model.Experiment) bool {
 	k, _ := verify.KindOf(exp.Kind)
 	switch k.Rows {
-	case verify.DefinitionsOnly:
+	case verify.DefinitionsOnly, verify.OwnTable:
 		return false
 	case verify.RowsWhenTables:
 		return len(tablesOf(snap, exp)) > 0
@@ -216,6 +216,9 @@ func NormalRef(snap *model.Snapshot, r model.RelRef) model.RelRef {
 // tablesOf are the tables an experiment needs on the twin: its table, and
 // every other table its statements read (a join must find them there).
 func tablesOf(snap *model.Snapshot, exp *model.Experiment) []model.RelRef {
+	if k, _ := verify.KindOf(exp.Kind); k.Rows == verify.OwnTable {
+		return nil
+	}
 	var refs []model.RelRef
 	add := func(r model.RelRef) {
 		if r = NormalRef(snap, r); !slices.Contains(refs, r) {

@@ -1,19 +1,16 @@
 package scenario
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/pgmedic/pgmedic/internal/lab"
@@ -105,18 +102,7 @@ func runNode(ctx context.Context, script string, args ...string) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, node, append([]string{filepath.Join(dir, script)}, args...)...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	cmd.WaitDelay = 2 * time.Second
-	err = cmd.Run()
-	if ctx.Err() != nil {
-		return nil // stopped when check was done
-	}
-	if err == nil {
-		err = errors.New("it ended on its own")
-	}
-	return fmt.Errorf("the Node client %s failed: %w: %s", script, err, strings.TrimSpace(stderr.String()))
+	return runUntilStopped(ctx, exec.CommandContext(ctx, node, append([]string{filepath.Join(dir, script)}, args...)...), "the Node client "+script)
 }
 
 // blockedEventLoop runs the exporter with fire-and-forget inserts, a

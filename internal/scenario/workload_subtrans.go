@@ -1,15 +1,8 @@
 package scenario
 
 import (
-	"bytes"
 	"context"
 	_ "embed"
-	"errors"
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"time"
 )
 
@@ -73,34 +66,4 @@ func savepointService(ctx context.Context, env *Env, mode string) error {
 		}
 	}()
 	return runPythonUntil(ctx, "psycopg", "python3-psycopg", "psycopg_savepoints.py", savepointsClient, env.AppDSN(), mode)
-}
-
-// runPythonUntil runs an embedded client script that runs until it is
-// stopped (when check is done); one that ends before is an error.
-func runPythonUntil(ctx context.Context, module, pkg, name string, script []byte, args ...string) error {
-	py, err := FindPython(module, pkg)
-	if err != nil {
-		return err
-	}
-	dir, err := os.MkdirTemp("", "pgmedic-"+module+"-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	path := filepath.Join(dir, name)
-	if err := os.WriteFile(path, script, 0o644); err != nil {
-		return err
-	}
-	cmd := exec.CommandContext(ctx, py, append([]string{path}, args...)...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	cmd.WaitDelay = 2 * time.Second
-	err = cmd.Run()
-	if ctx.Err() != nil {
-		return nil // stopped when check was done
-	}
-	if err == nil {
-		err = errors.New("it ended on its own")
-	}
-	return fmt.Errorf("the %s client %s failed: %w: %s", module, name, err, strings.TrimSpace(stderr.String()))
 }

@@ -287,9 +287,11 @@ func (e *Engine) Run(ctx context.Context, snap *model.Snapshot, findings []model
 				f.Verification = model.NotRunBecause(fmt.Sprintf("experiment budget of %d used up by findings with more impact", e.MaxExperiments))
 				continue
 			}
-			if why := e.behindALock(ctx, f.Experiment); why != "" {
-				f.Verification = model.NotRunBecause(why)
-				continue
+			if x.Rows != OwnTable {
+				if why := e.behindALock(ctx, f.Experiment); why != "" {
+					f.Verification = model.NotRunBecause(why)
+					continue
+				}
 			}
 			ran++
 			e.Log("verifying %s: %s", f.Rule, f.Object.Name)
@@ -365,6 +367,10 @@ const (
 	// locks are taken on rows (its statement, the waiters'); a head that
 	// held a table lock (LOCK TABLE in its mode) needs the definition only.
 	RowsForRowLocks
+	// OwnTable: the experiment makes a table of its own and reads none of
+	// the target's (the finding's table only names what it is about): the
+	// twin copies none, and no lock on the target's tables holds it up.
+	OwnTable
 )
 
 // Kind is one row of the experiment kinds table: the kind's id (the
@@ -420,11 +426,11 @@ var Kinds = []Kind{
 	{model.ExpPlannerSetting, OnTarget, WithRows, "planner-setting", (*Engine).plannerSetting},
 	{model.ExpKeyWiden, CopiesOnTwin, WithRows, "key-widen", (*Engine).keyWiden},
 	// Its own scratch table: the twin needs none of the target's.
-	{model.ExpNotifyCommits, OnTwin, DefinitionsOnly, "notify-commits", (*Engine).notifyCommits},
+	{model.ExpNotifyCommits, OnTwin, OwnTable, "notify-commits", (*Engine).notifyCommits},
 	// Its own scratch table too: the waits are the truncation's lock's.
-	{model.ExpTruncateWaits, OnTwin, DefinitionsOnly, "truncate-waits", (*Engine).truncateWaits},
+	{model.ExpTruncateWaits, OnTwin, OwnTable, "truncate-waits", (*Engine).truncateWaits},
 	// Its own scratch table too: the lookups are the snapshots'.
-	{model.ExpSubtransReads, OnTwin, DefinitionsOnly, "subtrans-reads", (*Engine).subtransReads},
+	{model.ExpSubtransReads, OnTwin, OwnTable, "subtrans-reads", (*Engine).subtransReads},
 	// Last: VACUUM leaves the twin's table frozen for the experiments
 	// after it, and cannot be rolled back.
 	{model.ExpFreeze, OnTwin, WithRows, "freeze", (*Engine).freeze},
