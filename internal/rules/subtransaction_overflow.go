@@ -33,9 +33,9 @@ const SubtransactionOverflowID = "subtransaction-overflow"
 const (
 	// subtransLookupsWarn: pg_subtrans lookups a second across the
 	// sample. A server whose snapshots never overflow makes a few
-	// thousand at most (the lab's quiet counterpart: 1,200 to 2,000); an
-	// overflowing writer and a long transaction, 150,000 and more on two
-	// cores.
+	// thousand at most (a prototype of the lab's service at 10 savepoints
+	// a transaction: 1,200 to 2,000); at 70 with a long transaction open,
+	// 150,000 and more on two cores.
 	subtransLookupsWarn = 20000.0
 	// subtransReadsCritical: pages read in a second, lookups the buffers
 	// missed: the point where GitLab's replicas fell over.
