@@ -120,7 +120,7 @@ func subtransactionOverflow(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 		Docs:       docsPath(SubtransactionOverflowID),
 		Experiment: &model.Experiment{Kind: model.ExpSubtransReads},
 	}
-	f.Evidence = append(f.Evidence, subtransCauses(s)...)
+	f.Evidence = append(f.Evidence, subtransCauses(s, over)...)
 	return []model.Finding{f}, nil
 }
 
@@ -146,10 +146,9 @@ func subtransImpact(s *model.Snapshot, worst int) string {
 // subtransCauses are the facts that name the cause: the sessions seen
 // past 64 subtransactions (16 and later), the statements that take
 // savepoints, and the oldest open transaction.
-func subtransCauses(s *model.Snapshot) []model.Evidence {
+func subtransCauses(s *model.Snapshot, over overflowed) []model.Evidence {
 	var out []model.Evidence
 	if pgversion.Of(s.Server.VersionNum).BackendSubxact {
-		over := overflowedSessions(s)
 		out = append(out, ev("session-samples past 64 subtransactions (pg_stat_get_backend_subxact)", float64(over.samples), ""),
 			ev("sessions seen past 64 subtransactions", float64(len(over.pids)), ""))
 		for i, pid := range over.pids {
