@@ -3,19 +3,36 @@
 # statements. Builds a lab cluster, creates TABLES tables (primary key, two
 # secondary indexes, a text column with its TOAST table), runs STATEMENTS
 # distinct statements so pg_stat_statements holds them, then runs check and
-# reports wall time, peak RSS, and pgmedic's own server time (its tagged
-# statements in pg_stat_statements: execution plus planning).
+# reports wall time, peak RSS, and the server's CPU time meanwhile (for a
+# server on this machine).
 #
 #   bash bench/catalog/run.sh [TABLES] [STATEMENTS]    # default 10000 5000
+#
+# DB=postgres://... runs check on a database this script built earlier
+# (kept with KEEP=1, which leaves the cluster up and prints its DSN)
+# instead of building one: the million-relation setup takes minutes.
+# LOAD=N runs N CPU-burning loops beside check (a busy machine).
 #
 # Needs GNU time (Debian package `time`) and the lab's PostgreSQL.
 set -euo pipefail
 tables=${1:-10000}
 statements=${2:-5000}
 cd "$(dirname "$0")/../.."
-source scripts/lab.sh
-db=${dsn%/postgres*}/bench?sslmode=disable
 psql() { command psql -X -q -v ON_ERROR_STOP=1 "$@"; }
+if [ -n "${DB:-}" ]; then
+  dir=$(mktemp -d /tmp/pgmedic-script.XXXX)
+  trap 'rm -rf "$dir"' EXIT
+  go build -o "$dir/pgmedic" ./cmd/pgmedic
+  db=$DB
+  setup=0
+else
+source scripts/lab.sh
+# lab.sh's psql names the lab's postgres database; this one takes $db.
+psql() { command psql -X -q -v ON_ERROR_STOP=1 "$@"; }
+if [ "${KEEP:-}" = 1 ]; then
+  trap 'rm -f "$dir/pgmedic"' EXIT
+fi
+db=${dsn%/postgres*}/bench?sslmode=disable
 psql "$dsn" -c "ALTER SYSTEM SET pg_stat_statements.max = $((statements + 1000))" -c "CREATE DATABASE bench"
 # pg_stat_statements.max takes effect at a restart; the server runs as the
 # postgres account when this runs as root.
@@ -48,20 +65,35 @@ psql "$db" -o /dev/null -f "$dir/stmts.sql"
 # first check and be measured with it.
 psql "$db" -c "VACUUM ANALYZE pg_catalog.pg_class, pg_catalog.pg_index, pg_catalog.pg_attribute, pg_catalog.pg_type, pg_catalog.pg_depend, pg_catalog.pg_constraint, pg_catalog.pg_statistic"
 setup=$(( $(date +%s) - start ))
+[ "${KEEP:-}" = 1 ] && echo "kept: DB='$db' (pgmedic lab down --dir $dir/lab when done)"
+fi
+if [ -n "${DB:-}" ]; then
+  # check's first run left pg_stat_statements as it was; run the
+  # statements again so every run sees the same number.
+  awk -v n="$statements" -v t="$tables" 'BEGIN { for (i = 1; i <= n; i++) printf "SELECT id, b FROM t%d WHERE a = %d AND c > now() - interval '\''1 day'\'';\n", 1 + (i - 1) % t, i }' >"$dir/stmts.sql"
+  psql "$db" -o /dev/null -f "$dir/stmts.sql"
+fi
 rels=$(psql "$db" -Atc "SELECT count(*) FROM pg_class")
 idx=$(psql "$db" -Atc "SELECT count(*) FROM pg_index")
 nstat=$(psql "$db" -Atc "SELECT count(*) FROM pg_stat_statements WHERE query NOT LIKE '/* pgmedic */%'")
-psql "$db" -c "SELECT pg_stat_statements_reset(0, 0, 0)" -o /dev/null 2>/dev/null || true
+# The server's CPU time during check: every backend's, pgmedic's and
+# autovacuum's, as the postmaster counts its children that have exited
+# (pgmedic's backend exits with it). pgmedic keeps its own statements out
+# of pg_stat_statements, so that cannot be asked.
+pmpid=$(head -n1 "$(psql "$db" -Atc 'SHOW data_directory')/postmaster.pid" 2>/dev/null || true)
+servercpu() { [ -n "$pmpid" ] && awk '{printf "%.2f", ($16 + $17) / 100}' "/proc/$pmpid/stat" || echo 0; }
+cpu0=$(servercpu)
+burners=()
+for _ in $(seq 1 "${LOAD:-0}"); do (while :; do :; done) & burners+=($!); done
 /usr/bin/time -f "%e %M" -o "$dir/time.txt" "$dir/pgmedic" check "$db" --format json --out "$dir/report.json" --min-severity info || true
+for p in "${burners[@]}"; do kill "$p"; done
 read -r wall rss < <(tail -n1 "$dir/time.txt")
-own=$(psql "$db" -Atc "SELECT round(sum(total_exec_time + total_plan_time)::numeric / 1000, 2) FROM pg_stat_statements WHERE query LIKE '/* pgmedic */%'")
-top=$(psql "$db" -Atc "SELECT round((total_exec_time + total_plan_time)::numeric / 1000, 2) || ' s  ' || left(regexp_replace(query, '\s+', ' ', 'g'), 70) FROM pg_stat_statements WHERE query LIKE '/* pgmedic */%' ORDER BY total_exec_time + total_plan_time DESC LIMIT 4")
+sleep 1
+cpu=$(awk -v a="$cpu0" -v b="$(servercpu)" 'BEGIN {printf "%.2f", b - a}')
 skipped=$(python3 -c "import json,sys; d=json.load(open('$dir/report.json')); print('; '.join(s['rule']+': '+s['reason'][:100] for s in d['skipped']) or 'none')")
 cat <<OUT
-machine: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB; $(psql "$db" -Atc 'SHOW server_version')
+machine: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB; $(psql "$db" -Atc 'SHOW server_version'); ${LOAD:-0} CPU-burning loops beside check
 database: $tables tables, $rels relations, $idx indexes, $nstat statements (setup ${setup}s)
-pgmedic check: wall ${wall} s, peak RSS $((rss / 1024)) MB, own server time ${own} s
-pgmedic's most expensive statements:
-$top
+pgmedic check: wall ${wall} s, peak RSS $((rss / 1024)) MB, the server's CPU meanwhile ${cpu} s
 skipped: $skipped
 OUT

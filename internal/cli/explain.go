@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
-	"os"
-	"runtime/debug"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -114,12 +111,7 @@ func runExplain(ctx context.Context, args []string, stdin io.Reader, f explainFl
 	// second core) collecting a heap that is about to be thrown away. The
 	// collector waits instead until the heap nears a limit no plan
 	// explain reads (64 MB at most) comes near in practice.
-	if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetGCPercent(-1)
-		debug.SetMemoryLimit(explainMemoryLimit)
-		defer debug.SetGCPercent(100) // in-process callers (tests) get the collector back
-		defer debug.SetMemoryLimit(math.MaxInt64)
-	}
+	defer tuneCollector(-1, explainMemoryLimit)()
 	o := diagnose.ExplainOptions{Stdin: stdin, DSN: f.dsn, Query: f.query, Analyze: f.analyze,
 		PlanOptions: diagnose.PlanOptions{Rules: ids, Runs: f.runs, StatementTimeout: f.statementTimeout, AllowFunctions: f.allowFunctions, Log: progress(stderr)},
 		Warn:        func(s string) { fmt.Fprintln(stderr, "pgmedic: "+s) }}

@@ -2,8 +2,6 @@ package cli
 
 import (
 	"io"
-	"os"
-	"runtime/debug"
 
 	"github.com/spf13/cobra"
 
@@ -51,9 +49,7 @@ Exit codes: 0 read, 2 nothing could be parsed (or bad usage).`,
 			// target of three times the live heap (GOGC=200) halves the
 			// collector's work and keeps the process near 50 MB on a
 			// 200 MB log. A GOGC the user set wins.
-			if os.Getenv("GOGC") == "" {
-				debug.SetGCPercent(200)
-			}
+			defer tuneCollector(200, 0)()
 			var sources []logs.Source
 			for _, a := range args {
 				sources = append(sources, logs.FileSource(a, stdin))

@@ -90,12 +90,16 @@ func TestColumnStatisticsBothWays(t *testing.T) {
 		t.Fatal(err)
 	}
 	var oids []uint32
-	if err := conn.QueryRow(ctx, "SELECT array_agg(oid) FROM pg_class WHERE relname IN ('shop', 'plain')").Scan(&oids); err != nil {
+	var names []string
+	if err := conn.QueryRow(ctx, "SELECT array_agg(oid ORDER BY oid), array_agg(relname::text ORDER BY oid) FROM pg_class WHERE relname IN ('shop', 'plain')").Scan(&oids, &names); err != nil {
 		t.Fatal(err)
 	}
 	read := func(super bool) []string {
 		s := &model.Snapshot{}
-		if err := columnsOf(ctx, conn, s, columnsSQL(super), oids); err != nil {
+		for i, oid := range oids {
+			s.Tables = append(s.Tables, model.Table{OID: oid, Schema: "public", Name: names[i]})
+		}
+		if err := columnsOf(ctx, conn, s, columnsSQL(super), oids, keptByOID(s), interner{}); err != nil {
 			t.Fatal(err)
 		}
 		var out []string
@@ -109,5 +113,87 @@ func TestColumnStatisticsBothWays(t *testing.T) {
 	viaView, direct := read(false), read(true)
 	if strings.Join(viaView, "\n") != strings.Join(direct, "\n") || len(direct) != 5 {
 		t.Errorf("pg_stats:\n%s\npg_statistic:\n%s", strings.Join(viaView, "\n"), strings.Join(direct, "\n"))
+	}
+}
+
+// TestSizesWithoutOpening: a table's size is taken from relpages only
+// where nothing has written it since relpages was set, as the statistics
+// count; every other table and unique index is measured. Each case's size
+// must be the one pg_relation_size gives.
+func TestSizesWithoutOpening(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a lab cluster")
+	}
+	ctx := context.Background()
+	c := labtest.Cluster(t, lab.Options{})
+	conn := labtest.Admin(t, c)
+	if _, err := conn.Exec(ctx, `
+		CREATE TABLE untouched (id int PRIMARY KEY, v text);
+		CREATE TABLE loaded (id int PRIMARY KEY, v text);
+		INSERT INTO loaded SELECT g, md5(g::text) FROM generate_series(1, 5000) g;
+		CREATE TABLE settled (id int PRIMARY KEY, v text);
+		INSERT INTO settled SELECT g, md5(g::text) FROM generate_series(1, 5000) g;
+		CREATE TABLE grown (id int PRIMARY KEY, v text);
+		INSERT INTO grown SELECT g, md5(g::text) FROM generate_series(1, 100) g;
+		CREATE TABLE aborted (id int PRIMARY KEY, v text);
+		INSERT INTO aborted SELECT g, md5(g::text) FROM generate_series(1, 100) g`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `ANALYZE settled, grown, aborted`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO grown SELECT g, md5(g::text) FROM generate_series(101, 5000) g`); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO aborted SELECT g, md5(g::text) FROM generate_series(101, 5000) g`); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The statistics are flushed by the session that wrote (from 15).
+	if _, err := conn.Exec(ctx, `SELECT pg_stat_force_next_flush()`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `SELECT 1`); err != nil {
+		t.Fatal(err)
+	}
+	s := &model.Snapshot{Missing: map[string]model.Skip{}}
+	if err := tables(ctx, conn, s, 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := columns(ctx, conn, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := indexes(ctx, conn, s); err != nil {
+		t.Fatal(err)
+	}
+	for _, tb := range s.Tables {
+		var heap int64
+		if err := conn.QueryRow(ctx, "SELECT pg_relation_size($1::oid)", tb.OID).Scan(&heap); err != nil {
+			t.Fatal(err)
+		}
+		if tb.HeapBytes != heap {
+			t.Errorf("%s: %d bytes read, pg_relation_size says %d", tb.Name, tb.HeapBytes, heap)
+		}
+		if tb.Name != "untouched" && heap == 0 {
+			t.Errorf("%s: the case is empty, so it proves nothing", tb.Name)
+		}
+		for _, ix := range s.TableIndexes(&tb) {
+			var size int64
+			if err := conn.QueryRow(ctx, "SELECT pg_relation_size($1::regclass)", ix.Name).Scan(&size); err != nil {
+				t.Fatal(err)
+			}
+			if ix.Bytes != size {
+				t.Errorf("%s: %d bytes read, pg_relation_size says %d", ix.Name, ix.Bytes, size)
+			}
+		}
+	}
+	if len(s.Tables) != 5 || len(s.Indexes) != 5 {
+		t.Errorf("read %d tables and %d indexes, want 5 and 5", len(s.Tables), len(s.Indexes))
 	}
 }

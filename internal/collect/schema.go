@@ -1,12 +1,16 @@
 package collect
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/plan"
@@ -78,11 +82,11 @@ var catalogPage = 20000
 // tablesSQL reads one page of tables with their statistics, through the
 // functions pg_stat_user_tables is built on: the view groups every
 // relation with its indexes before any row can be filtered, which at a
-// million relations takes longer than a statement timeout.
-const tablesSQL = `SELECT c.oid, n.nspname, c.relname, c.reltuples::float8, c.relpages::int8,
-		CASE WHEN c.oid IN ` + exclusivelyLocked + ` THEN c.relpages::int8 * current_setting('block_size')::int8 ELSE pg_relation_size(c.oid) END, c.relkind = 'p',
+// million relations takes longer than a statement timeout. (IdxScan, the
+// sum of its indexes' scans, is added up when the indexes are read.)
+var tablesSQL = `SELECT c.oid, n.nspname, c.relname, c.reltuples::float8, c.relpages::int8,
+		CASE WHEN c.oid IN ` + exclusivelyLocked + ` OR ` + sizeKnown("c.oid", "c") + ` THEN c.relpages::int8 * $3 ELSE pg_relation_size(c.oid) END, c.relkind = 'p',
 		pg_stat_get_numscans(c.oid), pg_stat_get_tuples_returned(c.oid),
-		coalesce((SELECT sum(pg_stat_get_numscans(i.indexrelid)) FROM pg_index i WHERE i.indrelid = c.oid), 0)::int8,
 		pg_stat_get_tuples_inserted(c.oid), pg_stat_get_tuples_updated(c.oid), pg_stat_get_tuples_hot_updated(c.oid), pg_stat_get_tuples_deleted(c.oid),
 		pg_stat_get_live_tuples(c.oid), pg_stat_get_dead_tuples(c.oid), pg_stat_get_mod_since_analyze(c.oid),
 		greatest(pg_stat_get_last_vacuum_time(c.oid), pg_stat_get_last_autovacuum_time(c.oid)),
@@ -106,17 +110,23 @@ const tablesSQL = `SELECT c.oid, n.nspname, c.relname, c.reltuples::float8, c.re
 // tables reads the user tables in pages and keeps the limit largest (by
 // relpages, then rows): the table rules judge those.
 func tables(ctx context.Context, q envelope.Conn, s *model.Snapshot, limit int) error {
-	var all []model.Table
+	// Each page in a slice of its own, joined once at the end: the total
+	// is not known before, and a slice grown by append copies itself
+	// over and over (370 MB allocated for 170,000 tables).
+	var pages [][]model.Table
 	for after := uint32(0); ; {
-		n, err := tablesPage(ctx, q, after, &all)
+		page := make([]model.Table, 0, catalogPage)
+		n, err := tablesPage(ctx, q, after, s.BlockSize(), &page)
 		if err != nil {
 			return err
 		}
+		pages = append(pages, page)
 		if n < catalogPage {
 			break
 		}
-		after = all[len(all)-1].OID
+		after = page[len(page)-1].OID
 	}
+	all := slices.Concat(pages...)
 	sort.SliceStable(all, func(i, j int) bool {
 		a, b := all[i], all[j]
 		if a.RelPages != b.RelPages {
@@ -139,8 +149,8 @@ func tables(ctx context.Context, q envelope.Conn, s *model.Snapshot, limit int) 
 
 // tablesPage appends the tables after oid after, up to a page of them,
 // and says how many it read.
-func tablesPage(ctx context.Context, q envelope.Conn, after uint32, all *[]model.Table) (int, error) {
-	rows, err := q.Query(ctx, envelope.Tag+tablesSQL, after, catalogPage)
+func tablesPage(ctx context.Context, q envelope.Conn, after uint32, block int64, all *[]model.Table) (int, error) {
+	rows, err := q.Query(ctx, envelope.Tag+tablesSQL, after, catalogPage, block)
 	if err != nil {
 		return 0, err
 	}
@@ -150,7 +160,7 @@ func tablesPage(ctx context.Context, q envelope.Conn, after uint32, all *[]model
 		var t model.Table
 		var opts []string
 		if err := rows.Scan(&t.OID, &t.Schema, &t.Name, &t.Reltuples, &t.RelPages, &t.HeapBytes, &t.Partitioned,
-			&t.SeqScan, &t.SeqTupRead, &t.IdxScan, &t.Inserted, &t.Updated, &t.HOTUpdated, &t.Deleted,
+			&t.SeqScan, &t.SeqTupRead, &t.Inserted, &t.Updated, &t.HOTUpdated, &t.Deleted,
 			&t.Live, &t.Dead, &t.ModSinceAnalyze, &t.LastVacuum, &t.LastAnalyze, &t.VacuumCount, &t.AnalyzeCount,
 			&t.FrozenAge, &t.MxidAge, &opts, &t.PartitionKey, &t.Partitions, &t.ExtendedStats); err != nil {
 			return n, err
@@ -162,20 +172,85 @@ func tablesPage(ctx context.Context, q envelope.Conn, after uint32, all *[]model
 	return n, rows.Err()
 }
 
-// byTablePages runs read once per page of the tables kept, with their
-// oids: the per-table catalogs (indexes, columns) are read a page at a
-// time, each statement within the timeout however many tables there are.
-func byTablePages(s *model.Snapshot, read func(oids []uint32) error) error {
+// keptByOID finds the tables kept by their oid: the rows of the per-table
+// catalogs carry it, and take the table's names from it instead of holding
+// copies of their own.
+func keptByOID(s *model.Snapshot) map[uint32]*model.Table {
+	kept := make(map[uint32]*model.Table, len(s.Tables))
+	for i := range s.Tables {
+		kept[s.Tables[i].OID] = &s.Tables[i]
+	}
+	return kept
+}
+
+// byTablePages runs read once per page of the tables kept (size tables a
+// page), with their oids: the per-table catalogs (indexes, columns) are
+// read a page at a time, each statement within the timeout however many
+// tables there are. left is how many tables the pages after this one hold.
+func byTablePages(s *model.Snapshot, size int, read func(oids []uint32, left int) error) error {
 	oids := tableOIDs(s)
 	for len(oids) > 0 {
-		n := min(len(oids), catalogPage)
-		if err := read(oids[:n]); err != nil {
+		n := min(len(oids), size)
+		if err := read(oids[:n], len(oids)-n); err != nil {
 			return err
 		}
 		oids = oids[n:]
 	}
 	return nil
 }
+
+// presize makes room, after the first page of done tables, for the rows
+// of the left ones at the same rate (and a tenth more): grown by append
+// instead, the copies of a slice of 680,000 indexes or columns came to
+// several times the slice, and set check's peak memory.
+func presize[T any](list []T, done, left int) []T {
+	if done == 0 || left == 0 {
+		return list
+	}
+	return slices.Grow(list, len(list)*left/done*11/10)
+}
+
+// sizeKnown is SQL that says a table's pg_class.relpages is its size now,
+// so it need not be opened to be measured: at a million relations,
+// pg_relation_size opened 340,000 tables and indexes (building each one's
+// relcache entry in pgmedic's backend) and was half of check's server time.
+// relpages is exact as of the VACUUM, ANALYZE or CREATE INDEX that last
+// wrote it, and a heap only grows by writes, which the statistics count:
+//   - written by nothing since its last VACUUM or ANALYZE: no change since
+//     ANALYZE (n_mod_since_analyze), no insert since VACUUM, aborted ones
+//     included (n_ins_since_vacuum), and the statistics hold the time of
+//     one of them, so they were not reset or lost since;
+//   - or never vacuumed nor analysed (relpages 0, reltuples unknown) and
+//     never inserted into, by statistics that were never reset or lost
+//     (pg_stat_database.stats_reset is null: from 15 a crash's discarded
+//     statistics set it too, and before 15 it is always set).
+//
+// A standby counts none of its writes (they are replayed): there every
+// table is measured. Writes the statistics have not counted yet (a
+// transaction still open, or a session's last second before it reports)
+// are not seen: a table being loaded in one long transaction keeps the
+// size it had until the load commits.
+func sizeKnown(oid, class string) string {
+	return `(NOT pg_is_in_recovery() AND pg_stat_get_mod_since_analyze(` + oid + `) = 0 AND pg_stat_get_ins_since_vacuum(` + oid + `) = 0 AND
+		(greatest(pg_stat_get_last_vacuum_time(` + oid + `), pg_stat_get_last_autovacuum_time(` + oid + `), pg_stat_get_last_analyze_time(` + oid + `), pg_stat_get_last_autoanalyze_time(` + oid + `)) IS NOT NULL
+		 OR (` + class + `.relpages = 0 AND ` + class + `.reltuples <= 0 AND pg_stat_get_tuples_inserted(` + oid + `) = 0 AND ` + statsNeverReset + `)))`
+}
+
+// statsNeverReset is SQL that says this database's statistics have counted
+// since it was created (see sizeKnown). A scalar sub-select without outer
+// references: PostgreSQL runs it once for the whole statement.
+const statsNeverReset = `(SELECT stats_reset IS NULL FROM pg_stat_database WHERE datname = current_database())`
+
+// indexSizeKnown is sizeKnown for an index of table t: an index's relpages
+// is written by CREATE INDEX, by ANALYZE, and by a VACUUM only when the
+// index was scanned (a B-tree's cleanup can skip it, and leave relpages
+// older than the VACUUM). So it is trusted when nothing was written to the
+// table since its last ANALYZE, and no VACUUM came after that ANALYZE; or
+// when the table was never written at all.
+var indexSizeKnown = `(NOT pg_is_in_recovery() AND pg_stat_get_mod_since_analyze(t.oid) = 0 AND pg_stat_get_ins_since_vacuum(t.oid) = 0 AND
+		(greatest(pg_stat_get_last_analyze_time(t.oid), pg_stat_get_last_autoanalyze_time(t.oid)) >=
+		 coalesce(greatest(pg_stat_get_last_vacuum_time(t.oid), pg_stat_get_last_autovacuum_time(t.oid)), '-infinity')
+		 OR (t.relpages = 0 AND t.reltuples <= 0 AND pg_stat_get_tuples_inserted(t.oid) = 0 AND ` + statsNeverReset + `)))`
 
 // exclusivelyLocked are the relations of this database a session holds
 // or waits for an ACCESS EXCLUSIVE lock on (a schema change, and the queue
@@ -188,49 +263,251 @@ const exclusivelyLocked = `(SELECT relation FROM pg_locks WHERE locktype = 'rela
 		AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))`
 
 // indexes reads the indexes of the tables collected: key columns (names
-// resolved client-side), direction, predicate, method and scans. Only
-// unique indexes are measured with pg_relation_size; the others use relpages.
+// resolved client-side), direction, predicate, method, operator classes
+// and scans. Only unique indexes are measured with pg_relation_size; the
+// others use relpages.
+//
+// Per-index work is kept to what is cheap, since it is paid 680,000 times
+// at a million relations: key numbers are resolved to names from the
+// columns already read, operator classes and collations from one read of
+// pg_opclass and pg_collation (a few hundred rows each; looked up per
+// index in SQL they took 0.4 ms an index, 25 s a page of 60,000), and the
+// table's names are the kept table's own strings.
 func indexes(ctx context.Context, q envelope.Conn, s *model.Snapshot) error {
-	// Per-index work is kept to what is cheap: key numbers are resolved
-	// to names here from the columns already read, and opening an index
-	// to measure it (pg_relation_size) is done only for unique ones.
-	names := map[[2]string]map[int]string{}
-	for _, c := range s.Columns {
-		k := [2]string{c.Schema, c.Table}
-		if names[k] == nil {
-			names[k] = map[int]string{}
-		}
-		names[k][c.Num] = c.Name
+	r, err := newIndexRows(ctx, q, s)
+	if err != nil {
+		return err
 	}
-	return byTablePages(s, func(oids []uint32) error {
-		rows, err := q.Query(ctx, envelope.Tag+indexesSQL, oids)
+	scans := map[uint32]int64{}
+	first := true
+	err = byTablePages(s, catalogPage, func(oids []uint32, left int) error {
+		if first {
+			defer func() { s.Indexes = presize(s.Indexes, len(oids), left) }()
+			first = false
+		}
+		rows, err := q.Query(ctx, envelope.Tag+indexesSQL, oids, s.BlockSize())
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
+		// A table's indexes are kept together, by name: the model's lookup
+		// takes each table's run of them as it is. They are put in order
+		// here rather than by ORDER BY, which would make the server finish
+		// the page before sending its first row; unsorted, the rows are
+		// read while the server makes the next ones.
+		start := len(s.Indexes)
+		defer func() {
+			slices.SortStableFunc(s.Indexes[start:], func(a, b model.Index) int {
+				return cmp.Or(cmp.Compare(a.Schema, b.Schema), cmp.Compare(a.Table, b.Table), cmp.Compare(a.Name, b.Name))
+			})
+		}()
 		for rows.Next() {
-			var ix model.Index
-			var nkey int
-			var keys, options []int16
-			if err := rows.Scan(&ix.Schema, &ix.Table, &ix.Name, &ix.Method, &ix.Unique, &ix.Primary, &ix.Valid, &ix.Ready,
-				&ix.Bytes, &ix.Scans, &ix.Def, &ix.Predicate, &nkey, &keys, &options, &ix.AgeXacts, &ix.ForeignKey, &ix.PrefixKeys, &ix.KeyClasses); err != nil {
+			ix, table, err := r.scan(rows)
+			if err != nil {
 				return err
 			}
-			cols := make([]string, len(keys))
-			for i, k := range keys {
-				cols[i] = names[[2]string{ix.Schema, ix.Table}][int(k)] // 0, an expression, stays ""
+			if table != 0 {
+				scans[table] += ix.Scans
+				s.Indexes = append(s.Indexes, ix)
 			}
-			for _, o := range options {
-				ix.Desc = append(ix.Desc, o&1 == 1) // INDOPTION_DESC
-			}
-			if nkey > len(cols) {
-				nkey = len(cols)
-			}
-			ix.Columns, ix.Include = cols[:nkey], cols[nkey:]
-			s.Indexes = append(s.Indexes, ix)
 		}
 		return rows.Err()
 	})
+	if err != nil {
+		return err
+	}
+	// A table's index scans are its indexes' (pg_stat_user_tables sums
+	// them the same way); summed here instead of by a sub-select per
+	// table in the table pages, which cost 2.9 s at 170,000 tables.
+	for i := range s.Tables {
+		s.Tables[i].IdxScan = scans[s.Tables[i].OID]
+	}
+	return nil
+}
+
+// indexRows turns the rows of indexesSQL into model.Index, with what
+// they are resolved through.
+type indexRows struct {
+	classes map[uint32]string
+	colls   map[uint32]collation
+	kept    map[uint32]*model.Table
+	names   columnNames
+	intern  interner
+}
+
+func newIndexRows(ctx context.Context, q envelope.Conn, s *model.Snapshot) (*indexRows, error) {
+	classes, err := opclasses(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	colls, err := collations(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return &indexRows{classes: classes, colls: colls, kept: keptByOID(s), names: keyNames(s), intern: interner{}}, nil
+}
+
+// scan reads one index and the oid of its table (0 for a table not
+// asked for, which the join on the page's oids does not return).
+func (r *indexRows) scan(rows pgx.Rows) (model.Index, uint32, error) {
+	var ix model.Index
+	var table uint32
+	var nkey int
+	var keyv, optv, clsv, collv string
+	if err := rows.Scan(&table, &ix.Name, &ix.Method, &ix.Unique, &ix.Primary, &ix.Valid, &ix.Ready,
+		&ix.Bytes, &ix.Scans, &ix.Def, &ix.Predicate, &nkey, &keyv, &optv, &ix.AgeXacts, &ix.ForeignKey, &clsv, &collv); err != nil {
+		return ix, 0, err
+	}
+	t := r.kept[table]
+	if t == nil {
+		return ix, 0, nil
+	}
+	keys, options := vector(keyv), vector(optv)
+	ix.Schema, ix.Table, ix.Method = t.Schema, t.Name, r.intern.str(ix.Method)
+	cols := make([]string, len(keys))
+	for i, k := range keys {
+		cols[i] = r.names.of(table, int(k)) // 0, an expression, stays ""
+	}
+	for i, o := range options {
+		if o&1 == 1 { // INDOPTION_DESC; nil when every key ascends
+			if ix.Desc == nil {
+				ix.Desc = make([]bool, len(options))
+			}
+			ix.Desc[i] = true
+		}
+	}
+	ix.PrefixKeys, ix.KeyClasses = keyClasses(vector(clsv), vector(collv), r.classes, r.colls, r.intern)
+	nkey = min(nkey, len(cols))
+	ix.Columns, ix.Include = cols[:nkey], cols[nkey:]
+	return ix, table, nil
+}
+
+// keyClasses are an index's per-key facts from its operator classes and
+// collations (pg_index.indclass, indcollation): whether the key can serve
+// LIKE 'abc%' (a pattern operator class, or a collation that compares as
+// C does), and the class with its collation, as duplicate-index compares
+// them ("text_ops en-x-icu"). Include columns have neither, so the lists
+// follow the key columns.
+func keyClasses(cls, coll []uint32, classes map[uint32]string, colls map[uint32]collation, intern interner) (prefix []bool, names []string) {
+	for i, c := range cls {
+		name := classes[c]
+		var co collation
+		var hasColl bool
+		if i < len(coll) {
+			co, hasColl = colls[coll[i]]
+		}
+		if strings.HasSuffix(name, "pattern_ops") || (hasColl && co.cLike) {
+			if prefix == nil { // nil when no key can
+				prefix = make([]bool, len(cls))
+			}
+			prefix[i] = true
+		}
+		if hasColl {
+			name += " " + co.name
+		}
+		names = append(names, intern.str(name))
+	}
+	return prefix, names
+}
+
+// vector reads an int2vector's or oidvector's text ("1 3 2"), which is
+// how the index rows carry pg_index's key columns, options, operator
+// classes and collations: read as arrays, they were a third of the
+// client's time at a million relations. Anything that is not a number
+// reads as 0 (no column, no class).
+func vector(text string) []uint32 {
+	if text == "" {
+		return nil
+	}
+	out := make([]uint32, 0, strings.Count(text, " ")+1)
+	for f := range strings.FieldsSeq(text) {
+		n, _ := strconv.ParseUint(f, 10, 32)
+		out = append(out, uint32(n))
+	}
+	return out
+}
+
+// opclasses are the operator classes' names by oid.
+func opclasses(ctx context.Context, q envelope.Conn) (map[uint32]string, error) {
+	out := map[uint32]string{}
+	rows, err := q.Query(ctx, envelope.Tag+`SELECT oid, opcname FROM pg_opclass`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var oid uint32
+		var name string
+		if err := rows.Scan(&oid, &name); err != nil {
+			return nil, err
+		}
+		out[oid] = name
+	}
+	return out, rows.Err()
+}
+
+// collation is a pg_collation row as the index rules need it.
+type collation struct {
+	name  string
+	cLike bool // compares as C does (see cLikeCollation)
+}
+
+// collations are the collations by oid.
+func collations(ctx context.Context, q envelope.Conn) (map[uint32]collation, error) {
+	out := map[uint32]collation{}
+	rows, err := q.Query(ctx, envelope.Tag+`SELECT co.oid, co.collname, `+cLikeCollation("co")+` FROM pg_collation co`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var oid uint32
+		var c collation
+		if err := rows.Scan(&oid, &c.name, &c.cLike); err != nil {
+			return nil, err
+		}
+		out[oid] = c
+	}
+	return out, rows.Err()
+}
+
+// columnNames resolves a table's attribute numbers to its columns' names,
+// from the columns already read.
+type columnNames map[uint32][]attName
+
+type attName struct {
+	num  int
+	name string
+}
+
+func keyNames(s *model.Snapshot) columnNames {
+	out := make(columnNames, len(s.Tables))
+	for _, c := range s.Columns {
+		out[c.TableOID] = append(out[c.TableOID], attName{c.Num, c.Name})
+	}
+	return out
+}
+
+func (n columnNames) of(table uint32, num int) string {
+	for _, c := range n[table] {
+		if c.num == num {
+			return c.name
+		}
+	}
+	return ""
+}
+
+// interner hands out one copy of each string: at a million relations the
+// same few method, type and operator-class names are otherwise held once
+// per row.
+type interner map[string]string
+
+func (in interner) str(s string) string {
+	if v, ok := in[s]; ok {
+		return v
+	}
+	in[s] = s
+	return s
 }
 
 // cLikeCollation is SQL that says whether the collation of the
@@ -248,21 +525,16 @@ func cLikeCollation(alias string) string {
 // pg_get_expr open the table, and wait behind a schema change's lock held
 // or queued on it: a locked table's expression and predicate texts are
 // not read (its indexes are still listed, by their key columns).
-var indexesSQL = `SELECT n.nspname, t.relname, i.relname, am.amname, x.indisunique, x.indisprimary, x.indisvalid, x.indisready,
-		CASE WHEN x.indisunique AND NOT (i.oid IN ` + exclusivelyLocked + ` OR t.oid IN ` + exclusivelyLocked + `) THEN pg_relation_size(i.oid) ELSE i.relpages::int8 * current_setting('block_size')::int8 END,
+var indexesSQL = `SELECT x.indrelid, i.relname, am.amname, x.indisunique, x.indisprimary, x.indisvalid, x.indisready,
+		CASE WHEN x.indisunique AND NOT (i.oid IN ` + exclusivelyLocked + ` OR t.oid IN ` + exclusivelyLocked + ` OR ` + indexSizeKnown + `) THEN pg_relation_size(i.oid) ELSE i.relpages::int8 * $2 END,
 		coalesce(pg_stat_get_numscans(i.oid), 0),
 		CASE WHEN x.indexprs IS NOT NULL AND NOT (i.oid IN ` + exclusivelyLocked + ` OR t.oid IN ` + exclusivelyLocked + `) THEN pg_get_indexdef(i.oid) ELSE '' END,
 		CASE WHEN x.indpred IS NULL THEN '' WHEN i.oid IN ` + exclusivelyLocked + ` OR t.oid IN ` + exclusivelyLocked + ` THEN '(not read: a schema change holds its lock)' ELSE pg_get_expr(x.indpred, x.indrelid) END,
-		x.indnkeyatts::int, x.indkey::int2[], x.indoption::int2[],
+		x.indnkeyatts::int, x.indkey::text, x.indoption::text,
 		age(i.xmin)::int8, EXISTS (SELECT FROM pg_constraint fk WHERE fk.conrelid = x.indrelid AND fk.contype = 'f' AND fk.conkey[1] = x.indkey[0]),
-		ARRAY(SELECT oc.opcname LIKE '%pattern_ops' OR coalesce(` + cLikeCollation("co") + `, false)
-			FROM unnest(x.indclass::oid[], x.indcollation::oid[]) WITH ORDINALITY AS k(cls, coll, ord)
-			JOIN pg_opclass oc ON oc.oid = k.cls LEFT JOIN pg_collation co ON co.oid = k.coll ORDER BY k.ord),
-		ARRAY(SELECT oc.opcname || coalesce(' ' || co.collname, '')
-			FROM unnest(x.indclass::oid[], x.indcollation::oid[]) WITH ORDINALITY AS k(cls, coll, ord)
-			JOIN pg_opclass oc ON oc.oid = k.cls LEFT JOIN pg_collation co ON co.oid = k.coll ORDER BY k.ord)
+		x.indclass::text, x.indcollation::text
 		FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid
-		JOIN pg_namespace n ON n.oid = t.relnamespace JOIN pg_am am ON am.oid = i.relam
+		JOIN pg_am am ON am.oid = i.relam
 		JOIN unnest($1::oid[]) AS kept(oid) ON kept.oid = x.indrelid`
 
 // columns reads the columns of the tables collected with their planner
@@ -285,21 +557,32 @@ func columns(ctx context.Context, q envelope.Conn, s *model.Snapshot) error {
 		return err
 	}
 	sql := columnsSQL(super)
-	oids := tableOIDs(s)
-	for len(oids) > 0 {
-		n := min(len(oids), columnPage, catalogPage)
-		if err := columnsOf(ctx, q, s, sql, oids[:n]); err != nil {
+	kept := keptByOID(s)
+	intern := interner{}
+	page := columnPage
+	if super {
+		page = columnPageSuper
+	}
+	first := true
+	return byTablePages(s, min(page, catalogPage), func(oids []uint32, left int) error {
+		if err := columnsOf(ctx, q, s, sql, oids, kept, intern); err != nil {
 			return err
 		}
-		oids = oids[n:]
-	}
-	return nil
+		if first {
+			s.Columns = presize(s.Columns, len(oids), left)
+			first = false
+		}
+		return nil
+	})
 }
 
-// columnPage is how many tables' columns one statement reads.
-var columnPage = 1000
+// columnPage is how many tables' columns one statement reads through
+// pg_stats; columnPageSuper through pg_statistic, which skips a privilege
+// check per row (40 ms for 1,000 tables at a million relations, on two
+// cores: at 5,000 a page, 34 statements instead of 170 saved 2 s).
+var columnPage, columnPageSuper = 1000, 5000
 
-func columnsOf(ctx context.Context, q envelope.Conn, s *model.Snapshot, sql string, oids []uint32) error {
+func columnsOf(ctx context.Context, q envelope.Conn, s *model.Snapshot, sql string, oids []uint32, kept map[uint32]*model.Table, intern interner) error {
 	rows, err := q.Query(ctx, envelope.Tag+sql, oids)
 	if err != nil {
 		return err
@@ -307,11 +590,17 @@ func columnsOf(ctx context.Context, q envelope.Conn, s *model.Snapshot, sql stri
 	defer rows.Close()
 	for rows.Next() {
 		var c model.Column
-		if err := rows.Scan(&c.Schema, &c.Table, &c.Name, &c.Num, &c.Type, &c.NotNull, &c.Default, &c.Identity,
+		if err := rows.Scan(&c.TableOID, &c.Name, &c.Num, &c.Type, &c.NotNull, &c.Default, &c.Identity,
 			&c.HasStats, &c.NullFrac, &c.NDistinct, &c.Correlation, &c.AvgWidth, &c.MostCommonFreqSum, &c.MostCommonFreqMax,
 			&c.Collation, &c.CLike); err != nil {
 			return err
 		}
+		t := kept[c.TableOID]
+		if t == nil {
+			continue // not asked for: cannot happen, the join is on the page's oids
+		}
+		c.Schema, c.Table = t.Schema, t.Name
+		c.Name, c.Type, c.Collation = intern.str(c.Name), intern.str(c.Type), intern.str(c.Collation)
 		s.Columns = append(s.Columns, c)
 	}
 	return rows.Err()
@@ -338,7 +627,7 @@ func columnsSQL(superuser bool) string {
 		     s.stawidth AS avg_width, ` + slot("1") + ` AS most_common_freqs FROM pg_statistic s
 		     WHERE s.starelid = a.attrelid AND s.staattnum = a.attnum AND s.stainherit = (c.relkind = 'p')`
 	}
-	return `SELECT n.nspname, c.relname, a.attname, a.attnum::int, format_type(a.atttypid, a.atttypmod), a.attnotnull,
+	return `SELECT a.attrelid, a.attname, a.attnum::int, format_type(a.atttypid, a.atttypmod), a.attnotnull,
 		CASE WHEN c.oid IN ` + exclusivelyLocked + ` THEN '' ELSE coalesce(pg_get_expr(d.adbin, d.adrelid), '') END, a.attidentity <> '',
 		st.null_frac IS NOT NULL, coalesce(st.null_frac, 0)::float8, coalesce(st.n_distinct, 0)::float8,
 		coalesce(st.correlation, 0)::float8, coalesce(st.avg_width, 0),

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/pgmedic/pgmedic/internal/sqlparse"
@@ -107,8 +108,11 @@ type Index struct {
 
 // Column is one column of a user table with its planner statistics.
 type Column struct {
-	Schema   string
-	Table    string
+	Schema string
+	Table  string
+	// TableOID is the table's pg_class oid, as collect read it (0 in a
+	// snapshot built by hand or read back from JSON).
+	TableOID uint32 `json:"-"`
 	Name     string
 	Num      int    // attnum
 	Type     string // format_type
@@ -176,7 +180,10 @@ type lookup struct {
 	byName  map[string][]int // table name -> positions in Tables
 	byOID   map[uint32]int
 	indexes map[[2]string][]Index
-	columns map[[3]string]int
+	// columns are the positions in Columns of each table's columns: one
+	// entry a table, not a column (680,000 keys of three strings each
+	// were a fifth of check's memory at a million relations).
+	columns map[[2]string][]int32
 }
 
 // index builds the lookup on first use.
@@ -184,19 +191,34 @@ func (s *Snapshot) index() *lookup {
 	if s.lookup != nil {
 		return s.lookup
 	}
-	l := &lookup{byName: map[string][]int{}, byOID: map[uint32]int{}, indexes: map[[2]string][]Index{}, columns: map[[3]string]int{}}
+	l := &lookup{byName: map[string][]int{}, byOID: map[uint32]int{}, indexes: map[[2]string][]Index{}, columns: map[[2]string][]int32{}}
 	for i, t := range s.Tables {
 		l.byName[t.Name] = append(l.byName[t.Name], i)
 		if t.OID != 0 {
 			l.byOID[t.OID] = i
 		}
 	}
-	for _, ix := range s.Indexes {
-		k := [2]string{ix.Schema, ix.Table}
-		l.indexes[k] = append(l.indexes[k], ix)
+	// collect reads a table's indexes together: each run of them is
+	// kept as a window on Indexes, not a copy (at a million relations
+	// the copies were as large as Indexes). The window's capacity ends
+	// with the run, so a table met again later gets an array of its own
+	// from append instead of writing over its neighbour.
+	for a := 0; a < len(s.Indexes); {
+		k := [2]string{s.Indexes[a].Schema, s.Indexes[a].Table}
+		b := a + 1
+		for b < len(s.Indexes) && s.Indexes[b].Schema == k[0] && s.Indexes[b].Table == k[1] {
+			b++
+		}
+		if prev, ok := l.indexes[k]; ok {
+			l.indexes[k] = append(prev, s.Indexes[a:b]...)
+		} else {
+			l.indexes[k] = s.Indexes[a:b:b]
+		}
+		a = b
 	}
 	for i, c := range s.Columns {
-		l.columns[[3]string{c.Schema, c.Table, c.Name}] = i
+		k := [2]string{c.Schema, c.Table}
+		l.columns[k] = append(l.columns[k], int32(i))
 	}
 	s.lookup = l
 	return l
@@ -292,17 +314,21 @@ func (s *Snapshot) Table(r RelRef) *Table {
 	return nil
 }
 
-// TableIndexes lists the indexes of one table.
+// TableIndexes lists the indexes of one table: a window on Indexes,
+// to be read, not changed.
 func (s *Snapshot) TableIndexes(t *Table) []Index {
 	return s.index().indexes[[2]string{t.Schema, t.Name}]
 }
 
 // Column finds one column of a table, or nil.
 func (s *Snapshot) Column(t *Table, name string) *Column {
-	if i, ok := s.index().columns[[3]string{t.Schema, t.Name, name}]; ok {
-		return &s.Columns[i]
+	var found *Column
+	for _, i := range s.index().columns[[2]string{t.Schema, t.Name}] {
+		if s.Columns[i].Name == name {
+			found = &s.Columns[i] // the last one read, should a name repeat
+		}
 	}
-	return nil
+	return found
 }
 
 // Statement finds a statement by queryid, or nil.
@@ -410,4 +436,13 @@ type Sequence struct {
 	// which the application takes numbers.
 	LastAfter *int64  `json:"last_value_after,omitempty"`
 	Seconds   float64 `json:"seconds,omitempty"`
+}
+
+// BlockSize is the server's page size in bytes (8192 unless it was built
+// with another), from its settings: relpages times it is a relation's size.
+func (s *Snapshot) BlockSize() int64 {
+	if n, err := strconv.ParseInt(s.Settings["block_size"].Value, 10, 64); err == nil && n > 0 {
+		return n
+	}
+	return 8192
 }
