@@ -42,6 +42,7 @@ type checkFlags struct {
 	twinDSN   string
 	twinMaxMB int
 	keepTwin  bool
+	maxConns  int
 	// Over time: check only.
 	baseline string
 	failOn   string
@@ -93,15 +94,15 @@ grant that shows it.`,
 			if len(args) == 1 {
 				dsn = args[0]
 			}
-			if f.twinMaxMB < 1 {
-				return usageErr("--twin-max-size must be at least 1 (MB)")
-			}
+			defer tuneCollector(100, checkMemoryLimit)()
 			gate, err := f.gate()
 			if err != nil {
 				return err
 			}
 			o := f.options(ids, progress(stderr))
-			o.Twin, o.TwinDSN, o.TwinMaxBytes, o.KeepTwin = f.twin, f.twinDSN, int64(f.twinMaxMB)<<20, f.keepTwin
+			if err := f.twinOptions(&o); err != nil {
+				return err
+			}
 			if f.baseline != "" {
 				if o.Baseline, err = loadBaseline(f.baseline); err != nil {
 					return err
@@ -137,12 +138,26 @@ grant that shows it.`,
 	cmd.Flags().DurationVar(&f.profile, "profile", 0, "sample the busiest backends' CPU with perf this long (on the database server, as root) and name the hot spots; 0 for none")
 	addTwin(cmd, &f.twin)
 	addTwinCopy(cmd, &f.twinDSN, &f.twinMaxMB)
+	addMaxConnections(cmd, &f.maxConns, 1)
 	cmd.Flags().BoolVar(&f.keepTwin, "keep-twin", false, "leave the twin's lab cluster running after the check, to explore it (pgmedic lab down --dir DIR removes it)")
 	cmd.Flags().StringVar(&f.baseline, "baseline", "", "an earlier report of this database (JSON written by pgmedic check --format json): each finding is marked NEW, PERSISTING or RESOLVED, statements that got slower are re-run, and --fail-on sets the exit code")
 	cmd.Flags().StringVar(&f.failOn, "fail-on", "", "with --baseline, what exits 1: new:SEVERITY, persisting:SEVERITY, any:SEVERITY, regression, none; comma-separated (default "+baseline.DefaultGate+")")
 	cmd.Flags().StringVar(&f.from, "from", "", "an incident bundle written by pgmedic watch (its directory): the report of what the server did in that window, with no connection")
 	cmd.Flags().IntVar(&f.serverLogMB, "server-log", 64, "read this many MB from the end of the server's current log over the connection, when logging_collector is on and the role may read server files (pg_monitor, pg_read_server_files); 0 turns it off")
 	return cmd
+}
+
+// twinOptions checks the twin's flags and sets them on the pipeline's
+// options.
+func (f *checkFlags) twinOptions(o *diagnose.Options) error {
+	if f.twinMaxMB < 1 {
+		return usageErr("--twin-max-size must be at least 1 (MB)")
+	}
+	if f.maxConns < 1 {
+		return usageErr("--max-connections %d: give at least 1 (pgmedic's own session)", f.maxConns)
+	}
+	o.Twin, o.TwinDSN, o.TwinMaxBytes, o.KeepTwin, o.MaxConnections = f.twin, f.twinDSN, int64(f.twinMaxMB)<<20, f.keepTwin, f.maxConns
+	return nil
 }
 
 // options turns the flags into the pipeline's options.

@@ -77,7 +77,11 @@ type Options struct {
 	TwinDSN      string
 	TwinMaxBytes int64
 	KeepTwin     bool
-	Log          func(format string, args ...any)
+	// MaxConnections is the most sessions pgmedic opens on the target at
+	// once (--max-connections; 1 is its own session alone): the twin's
+	// copy reads with that many, less what the load rule keeps back.
+	MaxConnections int
+	Log            func(format string, args ...any)
 	// Baseline is an earlier report to compare the check with (check
 	// --baseline): findings NEW, PERSISTING or RESOLVED, statements
 	// slower or faster, slowdowns re-measured.
@@ -279,7 +283,7 @@ func Check(ctx context.Context, dsn, version string, o Options, min model.Severi
 // need writes on a twin; it returns the twin's line for the report.
 func (o Options) verify(ctx context.Context, sess *envelope.Session, dsn string, snap *model.Snapshot, findings []model.Finding) ([]model.Finding, []model.Skip, string) {
 	if o.Twin || o.TwinDSN != "" {
-		return o.verifyWithTwin(ctx, sess, snap, findings)
+		return o.verifyWithTwin(ctx, sess, dsn, snap, findings)
 	}
 	eng := o.engine(sess)
 	if o.Lab {

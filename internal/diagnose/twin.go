@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/pgmedic/pgmedic/internal/collect"
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
@@ -27,7 +28,7 @@ func place(kind string) verify.Place {
 // run on the target and make their copies there, and the rest run on
 // the target as always. It returns the findings, what was skipped, and
 // the twin's line for the report.
-func (o Options) verifyWithTwin(ctx context.Context, sess *envelope.Session, snap *model.Snapshot, findings []model.Finding) ([]model.Finding, []model.Skip, string) {
+func (o Options) verifyWithTwin(ctx context.Context, sess *envelope.Session, dsn string, snap *model.Snapshot, findings []model.Finding) ([]model.Finding, []model.Skip, string) {
 	here, there, refs, rowsNeeded := byPlace(snap, findings)
 	defOnly := map[model.RelRef]bool{}
 	target := o.engine(sess)
@@ -64,7 +65,8 @@ func (o Options) verifyWithTwin(ctx context.Context, sess *envelope.Session, sna
 		o.logf("building the twin: %d tables", len(refs))
 		var err error
 		tw, left, err = twin.Build(ctx, sess.Conn, snap, refs, twin.Options{MaxBytes: o.TwinMaxBytes, DSN: o.TwinDSN,
-			Keep: o.KeepTwin, CopyTimeout: o.CopyTimeout, DefinitionOnly: defOnly, Log: o.Log})
+			Keep: o.KeepTwin, CopyTimeout: o.CopyTimeout, DefinitionOnly: defOnly, Log: o.Log,
+			Jobs: o.copyJobs(ctx, sess, snap), Dial: o.dialTarget(dsn)})
 		if err != nil {
 			why = err.Error()
 		}
@@ -150,6 +152,40 @@ func (o Options) stillBusy(ctx context.Context, sess *envelope.Session, snap *mo
 		}
 	}
 	return busy
+}
+
+// copyJobs is how many sessions read the twin's rows from the target:
+// --max-connections, but no more than leaves the active backends at the
+// load rule's bound (twice the cores) once they are added, and at least
+// pgmedic's own session.
+func (o Options) copyJobs(ctx context.Context, sess *envelope.Session, snap *model.Snapshot) int {
+	jobs := max(o.MaxConnections, 1)
+	if jobs == 1 {
+		return 1
+	}
+	a := snap.Activity
+	if now, err := collect.Load(ctx, sess.Conn); err == nil {
+		a = now
+	}
+	if cores := ServerCores(o.ServerCores, sess.Target.Host); cores > 0 {
+		jobs = min(jobs, 2*cores-a.Active)
+	}
+	if a.MaxConnections > 0 {
+		jobs = min(jobs, int(0.9*float64(a.MaxConnections))-a.Total)
+	}
+	return max(jobs, 1)
+}
+
+// dialTarget opens one more read-only session on the target, in pgmedic's
+// envelope, for the twin's copy.
+func (o Options) dialTarget(dsn string) func(context.Context) (*pgx.Conn, func(), error) {
+	return func(ctx context.Context) (*pgx.Conn, func(), error) {
+		s, err := envelope.Connect(ctx, dsn, envelope.Options{StatementTimeout: o.StatementTimeout})
+		if err != nil {
+			return nil, nil, err
+		}
+		return s.Conn, s.Close, nil
+	}
 }
 
 // twinEngine runs experiments on the twin: its connection, sessions and

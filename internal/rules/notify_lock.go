@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/printable"
@@ -111,27 +112,30 @@ func notifyLock(s *model.Snapshot) ([]model.Finding, []model.Skip) {
 func notifyingStatements(s *model.Snapshot) []string {
 	var out []string
 	for _, st := range s.Statements {
-		if notifyStmt.MatchString(st.Query) || notifyCall.MatchString(st.Query) {
+		if re := notifyPatterns(); re.stmt.MatchString(st.Query) || re.call.MatchString(st.Query) {
 			out = append(out, st.Query)
 		}
 	}
 	return out
 }
 
-var (
-	// NOTIFY is a statement of its own; pg_notify a call anywhere in one
-	// (its channel known when it is a literal).
-	notifyStmt = regexp.MustCompile(`(?i)^\s*notify\s+("[^"]+"|[a-z_][a-z0-9_$]*)`)
-	notifyCall = regexp.MustCompile(`(?i)\bpg_notify\s*\(`)
-	notifyFunc = regexp.MustCompile(`(?i)\bpg_notify\s*\(\s*'([^']+)'`)
-)
+// notifyPatterns: NOTIFY is a statement of its own; pg_notify a call
+// anywhere in one (its channel known when it is a literal). Compiled on
+// first use: every pgmedic process pays for what its package variables
+// build, explain of one plan included.
+var notifyPatterns = sync.OnceValue(func() (p struct{ stmt, call, fn *regexp.Regexp }) {
+	p.stmt = regexp.MustCompile(`(?i)^\s*notify\s+("[^"]+"|[a-z_][a-z0-9_$]*)`)
+	p.call = regexp.MustCompile(`(?i)\bpg_notify\s*\(`)
+	p.fn = regexp.MustCompile(`(?i)\bpg_notify\s*\(\s*'([^']+)'`)
+	return p
+})
 
 // notifyChannels are the channels the statements name (a channel given
 // as a parameter is not known).
 func notifyChannels(stmts []string) []string {
 	var out []string
 	for _, q := range stmts {
-		for _, re := range []*regexp.Regexp{notifyStmt, notifyFunc} {
+		for _, re := range []*regexp.Regexp{notifyPatterns().stmt, notifyPatterns().fn} {
 			for _, m := range re.FindAllStringSubmatch(q, -1) {
 				if c := strings.Trim(m[1], `"`); !slices.Contains(out, c) {
 					out = append(out, c)

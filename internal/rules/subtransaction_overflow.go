@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pgmedic/pgmedic/internal/model"
@@ -280,7 +281,7 @@ func oldestSession(s *model.Snapshot) (model.XminHolder, bool) {
 // savepointStmt is a SAVEPOINT statement as pg_stat_statements keeps it:
 // by its text before 16 (one entry per savepoint name), with the name as
 // a parameter from 16.
-var savepointStmt = regexp.MustCompile(`(?i)^\s*savepoint\s+("[^"]+"|[^\s;]+)`)
+var savepointStmt = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?i)^\s*savepoint\s+("[^"]+"|[^\s;]+)`) })
 
 // savepointCalls sums the calls of the SAVEPOINT statements and names up
 // to three of their savepoints.
@@ -288,7 +289,7 @@ func savepointCalls(s *model.Snapshot) (int64, []string) {
 	var calls int64
 	var names []string
 	for _, st := range s.Statements {
-		m := savepointStmt.FindStringSubmatch(st.Query)
+		m := savepointStmt().FindStringSubmatch(st.Query)
 		if m == nil {
 			continue
 		}

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/printable"
@@ -190,7 +191,7 @@ func membersFix(s *model.Snapshot, oldestAge int64, used float64, mxFreezeMax in
 const fewerLockers = "a parent's children inserted from one transaction rather than from many at the same moment (each insert's foreign-key check share-locks the parent), and FOR SHARE or FOR KEY SHARE only where the row must not change"
 
 // shareLockRe finds a statement that share-locks the rows it reads.
-var shareLockRe = regexp.MustCompile(`(?i)\bFOR\s+(KEY\s+)?SHARE\b`)
+var shareLockRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?i)\bFOR\s+(KEY\s+)?SHARE\b`) })
 
 // shareLockers are the n most called statements that share-lock rows
 // (SELECT ... FOR SHARE, FOR KEY SHARE): each one that meets another
@@ -199,7 +200,7 @@ var shareLockRe = regexp.MustCompile(`(?i)\bFOR\s+(KEY\s+)?SHARE\b`)
 func shareLockers(s *model.Snapshot, n int) []model.Statement {
 	var out []model.Statement
 	for _, st := range s.Statements {
-		if shareLockRe.MatchString(st.Query) {
+		if shareLockRe().MatchString(st.Query) {
 			out = append(out, st)
 		}
 	}

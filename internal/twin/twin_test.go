@@ -2,6 +2,7 @@ package twin
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -163,6 +164,37 @@ func TestBuild(t *testing.T) {
 	if after := writes(); after != before {
 		t.Errorf("the target's write counters moved from %d to %d", before, after)
 	}
+	// Three sessions in one exported snapshot, the table read as three
+	// ranges of its pages: the same rows, and still no write.
+	var said []string
+	dial := func(ctx context.Context) (*pgx.Conn, func(), error) {
+		s, err := envelope.Connect(ctx, c.DSN("shop"), envelope.Options{})
+		if err != nil {
+			return nil, nil, err
+		}
+		return s.Conn, s.Close, nil
+	}
+	par, _, err := Build(ctx, sess.Conn, snap, refs, Options{Jobs: 3, Dial: dial, Log: func(f string, a ...any) { said = append(said, fmt.Sprintf(f, a...)) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer par.Close(ctx)
+	if err := par.Conn.QueryRow(ctx, checksum).Scan(&rows, &sum); err != nil {
+		t.Fatal(err)
+	}
+	if rows != wantRows || sum != wantSum || par.Tables[0].Rows != wantRows {
+		t.Errorf("the twin copied in parallel differs: %d rows %s (%+v), the target's %d rows %s", rows, sum, par.Tables, wantRows, wantSum)
+	}
+	if !strings.Contains(strings.Join(said, "\n"), "3 sessions read the target in one exported snapshot") {
+		t.Errorf("the copy did not read with 3 sessions: %q", said)
+	}
+	par.Conn.QueryRow(ctx, "SELECT count(*) FROM pg_indexes WHERE tablename = 'orders'").Scan(&indexes)
+	if indexes != 4 {
+		t.Errorf("the twin copied in parallel has %d indexes, want 4", indexes)
+	}
+	if after := writes(); after != before {
+		t.Errorf("the parallel copy moved the target's write counters from %d to %d", before, after)
+	}
 	// Over the bound: a sample of each table, and it says so.
 	small, _, err := Build(ctx, sess.Conn, snap, refs[:1], Options{MaxBytes: snap.Table(refs[0]).HeapBytes / 4})
 	if err != nil {
@@ -251,5 +283,34 @@ func TestDefinitionBehindAQueuedChange(t *testing.T) {
 	}
 	if !d.locked || len(d.columns) != 3 || d.columns[1].def != "CURRENT_DATE" || d.columns[2].def != "0" {
 		t.Errorf("definition behind the lock: locked %v, columns %+v", d.locked, d.columns)
+	}
+}
+
+// TestTasks: a table larger than its share of the copy is cut into ranges
+// of pages that follow each other, the last one open at the end; the rest
+// are one task each.
+func TestTasks(t *testing.T) {
+	big := &definition{ref: model.RelRef{Schema: "s", Name: "big"}, bytes: 1000 * 8192, columns: []column{{name: "id"}}}
+	small := &definition{ref: model.RelRef{Schema: "s", Name: "small"}, bytes: 10 * 8192, columns: []column{{name: "id"}}}
+	cases := []struct {
+		name        string
+		jobs, major int
+		fraction    float64
+		want        []string
+	}{
+		{"one job", 1, 16, 1, []string{"big", "small"}},
+		{"before TID range scans", 4, 13, 1, []string{"big", "small"}},
+		{"a sample", 4, 16, 0.5, []string{"big TABLESAMPLE SYSTEM (50.000000)", "small TABLESAMPLE SYSTEM (50.000000)"}},
+		{"two jobs", 2, 16, 1, []string{"big WHERE ctid >= '(0,0)'::tid AND ctid < '(250,0)'::tid", "big WHERE ctid >= '(250,0)'::tid AND ctid < '(500,0)'::tid", "big WHERE ctid >= '(500,0)'::tid AND ctid < '(750,0)'::tid", "big WHERE ctid >= '(750,0)'::tid", "small"}},
+		{"four jobs", 4, 16, 1, []string{"big WHERE ctid >= '(0,0)'::tid AND ctid < '(125,0)'::tid", "big WHERE ctid >= '(125,0)'::tid AND ctid < '(250,0)'::tid", "big WHERE ctid >= '(250,0)'::tid AND ctid < '(375,0)'::tid", "big WHERE ctid >= '(375,0)'::tid AND ctid < '(500,0)'::tid", "big WHERE ctid >= '(500,0)'::tid AND ctid < '(625,0)'::tid", "big WHERE ctid >= '(625,0)'::tid AND ctid < '(750,0)'::tid", "big WHERE ctid >= '(750,0)'::tid AND ctid < '(875,0)'::tid", "big WHERE ctid >= '(875,0)'::tid", "small"}},
+	}
+	for _, c := range cases {
+		var got []string
+		for _, task := range tasks([]*definition{big, small}, c.fraction, c.jobs, c.major, 8192) {
+			got = append(got, strings.TrimPrefix(task.src, "SELECT id FROM s."))
+		}
+		if strings.Join(got, "; ") != strings.Join(c.want, "; ") {
+			t.Errorf("%s:\n got %q\nwant %q", c.name, got, c.want)
+		}
 	}
 }
