@@ -71,3 +71,11 @@ for f in small.txt small.json wide.txt wide.json deep.txt deep.json; do
   fi
   printf '%-10s %7sK %6s %12s %12s %9s %16s %8s\n' "$f" "$(( $(stat -c %s "$dir/$f") / 1024 ))" "$nodes" "$(ms "$a")" "$pp" "$pr" "$pv" "$vr"
 done
+# Start-up alone: the shortest paths, where nothing but starting the
+# process is timed.
+if [ -n "$pgplan" ]; then
+  for a in --version --help; do
+    mapfile -t m < <(python3 timeit.py "$runs" "$dir/pgmedic $a" "$pgplan $a")
+    printf '%-10s %8s %6s %12s %12s %9s\n' "$a" - - "$(ms "${m[0]}")" "$(ms "${m[1]}")" "$(ratio "${m[1]}" "${m[0]}")"
+  done
+fi

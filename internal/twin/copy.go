@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
@@ -195,45 +195,49 @@ func (tw *Twin) moreReaders(ctx context.Context, target *pgx.Conn, n int, timeou
 // quoteLiteral quotes a snapshot id (digits, letters and dashes) as SQL.
 func quoteLiteral(s string) string { return "'" + s + "'" }
 
-// runTasks hands the tasks out to the readers, each taking the next one
-// when it is done with the last. A task in its own savepoint: one that
-// waits out lock_timeout behind a schema change's lock costs its table's
-// rows, not the twin. The first other error stops them all.
+// runTasks hands the tasks out to the readers. A task in its own
+// savepoint: one that waits out lock_timeout behind a schema change's lock
+// costs its table's rows, not the twin. The first other error stops them
+// all.
 func runTasks(ctx context.Context, readers []reader, work []copyTask) ([]copied, error) {
 	done := make([]copied, len(work))
-	next := make(chan int, len(work))
-	for i := range work {
+	err := spread(ctx, readers, work, func(ctx context.Context, r reader, i int, t copyTask) error {
+		if t.src == "" {
+			return nil
+		}
+		c, err := copyOne(ctx, r, t)
+		if err != nil {
+			return fmt.Errorf("copying %s: %w", name(t.def.ref), err)
+		}
+		done[i] = c
+		return nil
+	})
+	return done, err
+}
+
+// spread hands the items out to the workers, each taking the next one
+// when it is done with the last; the first error stops the others.
+func spread[W, T any](ctx context.Context, workers []W, items []T, do func(ctx context.Context, w W, i int, item T) error) error {
+	next := make(chan int, len(items))
+	for i := range items {
 		next <- i
 	}
 	close(next)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	var once sync.Once
-	var first error
-	for _, r := range readers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	g, ctx := errgroup.WithContext(ctx)
+	for _, w := range workers {
+		g.Go(func() error {
 			for i := range next {
-				if ctx.Err() != nil {
-					return
+				if err := ctx.Err(); err != nil {
+					return err
 				}
-				t := work[i]
-				if t.src == "" {
-					continue
+				if err := do(ctx, w, i, items[i]); err != nil {
+					return err
 				}
-				c, err := copyOne(ctx, r, t)
-				if err != nil {
-					once.Do(func() { first = fmt.Errorf("copying %s: %w", name(t.def.ref), err); cancel() })
-					return
-				}
-				done[i] = c
 			}
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
-	return done, first
+	return g.Wait()
 }
 
 // copyOne copies one task's rows in a savepoint on its reader.
@@ -294,40 +298,17 @@ func (tw *Twin) record(ctx context.Context, defs []*definition, work []copyTask,
 // twin and analyses it, the tables spread over the twin connections the
 // copy used (each table's own work stays on one connection, in order).
 func (tw *Twin) finish(ctx context.Context, conns []*pgx.Conn, defs []*definition) error {
-	next := make(chan *definition, len(defs))
-	for _, d := range defs {
-		next <- d
-	}
-	close(next)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	var once sync.Once
-	var first error
-	fail := func(err error) { once.Do(func() { first = err; cancel() }) }
-	for _, c := range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for d := range next {
-				if ctx.Err() != nil {
-					return
-				}
-				for _, q := range d.after() {
-					if _, err := c.Exec(ctx, q); err != nil {
-						fail(fmt.Errorf("building %s on the twin: %s", name(d.ref), envelope.Message(err)))
-						return
-					}
-				}
-				if _, err := c.Exec(ctx, "ANALYZE "+d.qualified()); err != nil {
-					fail(fmt.Errorf("analysing %s on the twin: %s", name(d.ref), envelope.Message(err)))
-					return
-				}
+	return spread(ctx, conns, defs, func(ctx context.Context, c *pgx.Conn, _ int, d *definition) error {
+		for _, q := range d.after() {
+			if _, err := c.Exec(ctx, q); err != nil {
+				return fmt.Errorf("building %s on the twin: %s", name(d.ref), envelope.Message(err))
 			}
-		}()
-	}
-	wg.Wait()
-	return first
+		}
+		if _, err := c.Exec(ctx, "ANALYZE "+d.qualified()); err != nil {
+			return fmt.Errorf("analysing %s on the twin: %s", name(d.ref), envelope.Message(err))
+		}
+		return nil
+	})
 }
 
 // closeAll closes twin connections.
