@@ -7,13 +7,18 @@
 #   2. replays it as fast as possible with pgmedic (--speed 0) and with
 #      pgreplay-go (built from its public source; PGREPLAY=path, or
 #      /tmp/pgr/pgreplay) at a replay rate of 10,000, on the same server,
-#      and prints statements per second of each and the ratio.
+#      taking turns for ROUNDS rounds, and prints statements per second of
+#      each by its own replay time (pgmedic's report, pgreplay-go's
+#      time.elapsed) and as a whole process, and the median ratios.
 # The log uses pgreplay-go's prefix '%m|%u|%d|%c|', which pgmedic reads
 # too. Run from the repository root.
 #
 #   bash bench/replay/run.sh [MB]        # default 100
+#   ROUNDS=N: rounds of the as-fast-as-possible comparison (default 5),
+#   the tools taking turns; the median ratio is reported.
 set -euo pipefail
 mb=${1:-100}
+rounds=${ROUNDS:-5}
 pgreplay=${PGREPLAY:-/tmp/pgr/pgreplay}
 . scripts/lab.sh
 port=$(echo "$dsn" | sed -E 's|.*:([0-9]+)/.*|\1|')
@@ -62,28 +67,48 @@ bdsn="${dsn%/*}/bench_start?sslmode=disable"
 "$dir/pgmedic" replay "$dir/capture.log" --prefix '%m|%u|%d|%c|' --dry-run | sed -n 3,12p
 echo "--- pgmedic, speed 1"
 "$dir/pgmedic" replay "$dir/capture.log" --prefix '%m|%u|%d|%c|' --dsn "$bdsn" --speed 1 | sed -n '/REPLAY/,/statements by/p'
-echo "--- pgmedic, speed 0"
-reset
-s=$(date +%s.%N)
-"$dir/pgmedic" replay "$dir/capture.log" --prefix '%m|%u|%d|%c|' --dsn "$bdsn" --speed 0 --format json > "$dir/fast.json"
-e=$(date +%s.%N)
-read -r stmts wall < <(python3 -c "import json,sys; r=json.load(open('$dir/fast.json'))['replay']; print(r['statements'], r['wall_s'])")
-mran=$(executed)
-mine=$(echo "$mran / $wall" | bc -l)
-mine_all=$(echo "$mran / ($e - $s)" | bc -l)
-printf 'pgmedic: %d statements in %.2f s of replay (%.0f/s); %.2f s with reading the log and copying the database (%.0f/s); the server counted %d\n' "$stmts" "$wall" "$mine" "$(echo "$e - $s" | bc)" "$mine_all" "$mran"
+echo "--- as fast as possible: $rounds alternating rounds, each tool timed by its own replay time"
 if [ ! -x "$pgreplay" ]; then echo "pgreplay-go not found at $pgreplay: build it from github.com/gocardless/pgreplay-go (go build ./cmd/pgreplay)"; exit 0; fi
-echo "--- pgreplay-go, replay rate 10000"
-# pgreplay-go connects to the database the log names: bench, put back to
-# the capture's starting state.
-psql -c "DROP DATABASE bench" -c "CREATE DATABASE bench TEMPLATE bench_start"
-reset
-s=$(date +%s.%N)
-"$pgreplay" run --errlog-input "$dir/capture.log" --host 127.0.0.1 --port "$port" --user postgres --database bench \
-  --replay-rate 10000 --metrics-port 0 > "$dir/pgreplay.out" 2>&1 || true
-e=$(date +%s.%N)
-ran=$(executed)
-theirs=$(echo "$ran / ($e - $s)" | bc -l)
-printf 'pgreplay-go: %.2f s, the server counted %d statements (%.0f/s, reading included)\n' "$(echo "$e - $s" | bc)" "$ran" "$theirs"
-grep -c "level=error" "$dir/pgreplay.out" | sed 's/^/pgreplay-go error lines: /' || true
-echo "ratio, reading included (pgmedic / pgreplay-go statements per second): $(echo "$mine_all / $theirs" | bc -l | cut -c1-5)x"
+: >"$dir/rounds.txt"
+for round in $(seq 1 "$rounds"); do
+  # pgmedic replays into a fresh copy of bench_start of its own; its
+  # report's wall_s is the replay alone (the log read before).
+  reset
+  s=$(date +%s.%N)
+  "$dir/pgmedic" replay "$dir/capture.log" --prefix '%m|%u|%d|%c|' --dsn "$bdsn" --speed 0 --format json > "$dir/fast.json"
+  e=$(date +%s.%N)
+  wall=$(python3 -c "import json; print(json.load(open('$dir/fast.json'))['replay']['wall_s'])")
+  mran=$(executed)
+  # pgreplay-go connects to the database the log names: bench, put back
+  # to the capture's starting state. It has no "as fast as possible"
+  # (--replay-rate 10000), and logs its own replay time (time.elapsed,
+  # parsing included, which it streams alongside).
+  psql -c "DROP DATABASE bench" -c "CREATE DATABASE bench TEMPLATE bench_start"
+  reset
+  s2=$(date +%s.%N)
+  "$pgreplay" run --errlog-input "$dir/capture.log" --host 127.0.0.1 --port "$port" --user postgres --database bench \
+    --replay-rate 10000 --metrics-port 0 > "$dir/pgreplay.out" 2>&1 || true
+  e2=$(date +%s.%N)
+  ran=$(executed)
+  theirs=$(python3 - "$dir/pgreplay.out" <<'PY'
+import re, sys
+m = re.search(r'event=time\.elapsed total=(\S+)', open(sys.argv[1]).read())
+d, total = m.group(1) if m else "", 0.0
+for n, u in re.findall(r'([0-9.]+)(h|ms|µs|us|ns|m|s)', d):
+    total += float(n) * {'h': 3600, 'm': 60, 's': 1, 'ms': 1e-3, 'µs': 1e-6, 'us': 1e-6, 'ns': 1e-9}[u]
+print(total)
+PY
+)
+  errors=$(grep -c "level=error" "$dir/pgreplay.out" || true)
+  echo "$round $mran $wall $(echo "$e - $s" | bc) $ran $theirs $(echo "$e2 - $s2" | bc) $errors" >>"$dir/rounds.txt"
+  printf 'round %d: pgmedic %d statements in %.2f s (%.0f/s; %.2f s as a process); pgreplay-go %d in %.2f s (%.0f/s; %.2f s as a process, %s error lines)\n' \
+    "$round" "$mran" "$wall" "$(echo "$mran / $wall" | bc -l)" "$(echo "$e - $s" | bc)" "$ran" "$theirs" "$(echo "$ran / $theirs" | bc -l)" "$(echo "$e2 - $s2" | bc)" "$errors"
+done
+python3 - "$dir/rounds.txt" <<'PY'
+import statistics, sys
+rows = [list(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
+own = [(r[1] / r[2]) / (r[4] / r[5]) for r in rows]
+proc = [(r[1] / r[3]) / (r[4] / r[6]) for r in rows]
+print("pgmedic / pgreplay-go statements per second, by each tool's own replay time: median %.2fx (%s)" % (statistics.median(own), ", ".join("%.2f" % x for x in own)))
+print("                                                      as whole processes: median %.2fx (%s)" % (statistics.median(proc), ", ".join("%.2f" % x for x in proc)))
+PY

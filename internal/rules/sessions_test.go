@@ -239,6 +239,21 @@ func TestPoolSaturation(t *testing.T) {
 		!strings.Contains(fs[0].Impact.Summary, "JIT compilation (jit-overhead)") {
 		t.Errorf("saturated: %+v", fs)
 	}
+	// The queue's cost sets the severity: a moment's queue (the lab's
+	// roomy pool on a loaded machine) is info; a long mean wait, or a
+	// longest wait of 100 ms, a warning.
+	for _, c := range []struct {
+		maxWait, waitMS float64
+		want            model.Severity
+	}{{32, 72 * 4.87, model.Info}, {32, 72 * 254, model.Warning}, {257, 72 * 254, model.Warning}, {40, 0, model.Info}} {
+		brief := full
+		brief.MaxWaitMS = c.maxWait
+		s := pools(brief)
+		s.Sampling.BouncerStats = []model.BouncerStat{{Database: "shop", Transactions: 72, WaitMS: c.waitMS}}
+		if fs, _ := poolSaturation(s); len(fs) != 1 || fs[0].Severity != c.want {
+			t.Errorf("longest wait %v ms, %v ms waited in all: %+v, want %v", c.maxWait, c.waitMS, fs, c.want)
+		}
+	}
 	idle := full
 	idle.SvIdle = 3
 	if fs, _ := poolSaturation(pools(idle)); len(fs) != 0 {
