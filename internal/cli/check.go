@@ -16,6 +16,9 @@ import (
 	"github.com/pgmedic/pgmedic/internal/report"
 )
 
+// checkShort is the line help lists the command with.
+const checkShort = "diagnose a live database and prove each finding with a measured experiment"
+
 // checkFlags are the flags of `check` (and of the commands that run it).
 type checkFlags struct {
 	outputFlags
@@ -73,7 +76,7 @@ func newCheck(stdout, stderr io.Writer) *cobra.Command {
 	var f checkFlags
 	cmd := &cobra.Command{
 		Use:   "check [DSN]",
-		Short: "diagnose a live database and prove each finding with a measured experiment",
+		Short: checkShort,
 		Long: `check connects to one database (DSN as argument, or the libpq environment:
 PGHOST, PGPORT, PGUSER, PGDATABASE, PGPASSWORD, ~/.pgpass, PGSERVICE), reads the
 catalogs and pg_stat_statements read-only, runs every rule, re-runs the evidence

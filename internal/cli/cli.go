@@ -182,21 +182,22 @@ func oneLine(s string) string { return printable.String(printable.OneLine(s)) }
 // (interrupt.go).
 var commands = []struct {
 	name  string
+	short string // the command's Short, for the root's help without building it
 	build func(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command
 	quiet func(*cobra.Command) bool
 	// page is the command's guide under docs/ (its flags are in
 	// docs/reference, generated from the tree).
 	page string
 }{
-	{"check", func(_ io.Reader, o, e io.Writer) *cobra.Command { return newCheck(o, e) }, nil, "docs/check.md"},
-	{"explain", newExplain, explainQuiet, "docs/explain.md"},
-	{"lab", func(_ io.Reader, o, e io.Writer) *cobra.Command { return newLab(o, e) }, nil, "docs/lab.md"},
-	{"demo", func(_ io.Reader, o, e io.Writer) *cobra.Command { return newDemo(o, e) }, nil, "docs/lab.md"},
-	{"logs", func(i io.Reader, o, _ io.Writer) *cobra.Command { return newLogs(i, o) }, nil, "docs/logs.md"},
-	{"profile", func(_ io.Reader, o, e io.Writer) *cobra.Command { return newProfile(o, e) }, nil, "docs/profile.md"},
-	{"replay", newReplay, nil, "docs/replay.md"},
-	{"rehearse", newRehearse, nil, "docs/rehearse.md"},
-	{"watch", newWatch, nil, "docs/watch.md"},
+	{"check", checkShort, func(_ io.Reader, o, e io.Writer) *cobra.Command { return newCheck(o, e) }, nil, "docs/check.md"},
+	{"explain", explainShort, newExplain, explainQuiet, "docs/explain.md"},
+	{"lab", labShort, func(_ io.Reader, o, e io.Writer) *cobra.Command { return newLab(o, e) }, nil, "docs/lab.md"},
+	{"demo", demoShort, func(_ io.Reader, o, e io.Writer) *cobra.Command { return newDemo(o, e) }, nil, "docs/lab.md"},
+	{"logs", logsShort, func(i io.Reader, o, _ io.Writer) *cobra.Command { return newLogs(i, o) }, nil, "docs/logs.md"},
+	{"profile", profileShort, func(_ io.Reader, o, e io.Writer) *cobra.Command { return newProfile(o, e) }, nil, "docs/profile.md"},
+	{"replay", replayShort, newReplay, nil, "docs/replay.md"},
+	{"rehearse", rehearseShort, newRehearse, nil, "docs/rehearse.md"},
+	{"watch", watchShort, newWatch, nil, "docs/watch.md"},
 }
 
 // Guides maps each command to its guide under docs/, for the house's tests.
@@ -209,8 +210,10 @@ func Guides() map[string]string {
 }
 
 // newRoot is the pgmedic command with its subcommands: only the one args
-// name when they start with one, every one otherwise (help, completion, a
-// mistyped name that gets suggestions). Building every command's flags
+// name when they start with one, none for --version, each by its name and
+// line for the root's --help, every one otherwise (no arguments: the
+// reference pages; completion, help of a command, a mistyped name that
+// gets suggestions). Building every command's flags
 // is a tenth of what a short run such as explain of a small plan costs.
 func newRoot(args []string, stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
@@ -236,6 +239,17 @@ func newRoot(args []string, stdin io.Reader, stdout, stderr io.Writer) *cobra.Co
 			root.CompletionOptions.DisableDefaultCmd = true
 			return root
 		}
+	}
+	switch {
+	case len(args) == 1 && (args[0] == "--version" || args[0] == "-v"):
+		// The version is the root's own: no command is needed.
+		return root
+	case len(args) == 1 && (args[0] == "--help" || args[0] == "-h" || args[0] == "help"):
+		// The root's help lists each command by its name and line only.
+		for _, c := range commands {
+			root.AddCommand(&cobra.Command{Use: c.name, Short: c.short, Run: func(*cobra.Command, []string) {}})
+		}
+		return root
 	}
 	for _, c := range commands {
 		root.AddCommand(c.build(stdin, stdout, stderr))

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -611,6 +612,18 @@ func TestRulesMeanTheSameEverywhere(t *testing.T) {
 			first = errOut
 		} else if errOut != first {
 			t.Errorf("%v says %q, check says %q", args, errOut, first)
+		}
+	}
+}
+
+// TestCommandLines: the root's help lists each command by the name and
+// line in the commands table, without building it: they must be the
+// command's own.
+func TestCommandLines(t *testing.T) {
+	for _, c := range commands {
+		cmd := c.build(strings.NewReader(""), io.Discard, io.Discard)
+		if cmd.Name() != c.name || cmd.Short != c.short {
+			t.Errorf("the table says %q %q; the command is %q %q", c.name, c.short, cmd.Name(), cmd.Short)
 		}
 	}
 }

@@ -14,6 +14,9 @@ import (
 	"github.com/pgmedic/pgmedic/internal/scenario"
 )
 
+// demoShort is the line help lists the command with.
+const demoShort = "start a throwaway lab, reproduce every incident scenario, check each, and tear the lab down"
+
 // newDemo is `pgmedic demo`: a throwaway lab, every scenario (or those of
 // --scenarios) reproduced and checked, the reports, the lab removed.
 func newDemo(stdout, stderr io.Writer) *cobra.Command {
@@ -23,7 +26,7 @@ func newDemo(stdout, stderr io.Writer) *cobra.Command {
 	var major int
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "start a throwaway lab, reproduce every incident scenario, check each, and tear the lab down",
+		Short: demoShort,
 		Long: `demo is pgmedic's main job on the embedded lab: it starts a throwaway PostgreSQL
 cluster, loads every scenario into its own database with a real client workload,
 runs check on each, prints the reports, and removes the cluster. With the text

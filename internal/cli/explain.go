@@ -12,6 +12,9 @@ import (
 	"github.com/pgmedic/pgmedic/internal/model"
 )
 
+// explainShort is the line help lists the command with.
+const explainShort = "analyse one plan (EXPLAIN JSON or TEXT), or compare two plans of the same query"
+
 type explainFlags struct {
 	outputFlags
 	dsn              string
@@ -33,7 +36,7 @@ func newExplain(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	var f explainFlags
 	cmd := &cobra.Command{
 		Use:   "explain [FILE|-] | explain --dsn DSN --query SQL [--analyze] | explain --compare A B",
-		Short: "analyse one plan (EXPLAIN JSON or TEXT), or compare two plans of the same query",
+		Short: explainShort,
 		Long: `explain reads a plan as EXPLAIN printed it, in JSON or TEXT, with or without
 ANALYZE/BUFFERS/VERBOSE/SETTINGS (from a file, or - for stdin), shows the tree with
 each node's own time and the hot path, and lists what is wrong ranked by the time

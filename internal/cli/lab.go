@@ -17,6 +17,9 @@ import (
 	"github.com/pgmedic/pgmedic/internal/scenario"
 )
 
+// labShort is the line help lists the command with.
+const labShort = "throwaway PostgreSQL cluster and the incident scenarios"
+
 // labCmd is `pgmedic lab` and its subcommands, which share --dir.
 type labCmd struct {
 	dir            string
@@ -28,7 +31,7 @@ func newLab(stdout, stderr io.Writer) *cobra.Command {
 	l := &labCmd{stdout: stdout, stderr: stderr}
 	cmd := &cobra.Command{
 		Use:   "lab",
-		Short: "throwaway PostgreSQL cluster and the incident scenarios",
+		Short: labShort,
 	}
 	addDir(cmd.PersistentFlags(), &l.dir, "")
 	addPg(cmd.PersistentFlags(), &l.major)

@@ -9,6 +9,9 @@ import (
 	"github.com/pgmedic/pgmedic/internal/logs"
 )
 
+// logsShort is the line help lists the command with.
+const logsShort = "read PostgreSQL server logs (stderr, csvlog, jsonlog, syslog, cloud exports, PgBouncer; plain or .gz; - for stdin)"
+
 // newLogs is `pgmedic logs`: server logs read and aggregated.
 func newLogs(stdin io.Reader, stdout io.Writer) *cobra.Command {
 	var out outputFlags
@@ -16,7 +19,7 @@ func newLogs(stdin io.Reader, stdout io.Writer) *cobra.Command {
 	var literals bool
 	cmd := &cobra.Command{
 		Use:   "logs FILE...",
-		Short: "read PostgreSQL server logs (stderr, csvlog, jsonlog, syslog, cloud exports, PgBouncer; plain or .gz; - for stdin)",
+		Short: logsShort,
 		Long: `logs reads PostgreSQL's server logs and reports statements by fingerprint with their
 durations (log_min_duration_statement, auto_explain), errors by SQLSTATE, connections, lock
 waits, temporary files, checkpoints and autovacuum, and runs the plan rules on the executed

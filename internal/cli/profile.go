@@ -12,6 +12,9 @@ import (
 	"github.com/pgmedic/pgmedic/internal/profile"
 )
 
+// profileShort is the line help lists the command with.
+const profileShort = "sample where backends spend CPU with perf, draw the flame graph and name the hot spot"
+
 // newProfile is `pgmedic profile`: perf on PostgreSQL backends (or any
 // process), each sample attributed to its statement, the hot spots named.
 func newProfile(stdout, stderr io.Writer) *cobra.Command {
@@ -23,7 +26,7 @@ func newProfile(stdout, stderr io.Writer) *cobra.Command {
 	var duration time.Duration
 	cmd := &cobra.Command{
 		Use:   "profile [DSN]",
-		Short: "sample where backends spend CPU with perf, draw the flame graph and name the hot spot",
+		Short: profileShort,
 		Long: `profile finds backends in pg_stat_activity (--busiest K by CPU, --query-like TEXT) or takes
 --pid (any process, PostgreSQL or not), samples them with perf (cpu-clock, call graphs) for
 --duration while it watches pg_stat_activity to attribute each sample to the statement its

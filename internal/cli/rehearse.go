@@ -12,6 +12,9 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// rehearseShort is the line help lists the command with.
+const rehearseShort = "rehearse a change on twins under the captured workload before production: a migration, a major upgrade"
+
 // migrationFlags are `pgmedic rehearse migration`'s flags.
 type migrationFlags struct {
 	out              outputFlags
@@ -32,7 +35,7 @@ type migrationFlags struct {
 func newRehearse(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "rehearse",
-		Short: "rehearse a change on twins under the captured workload before production: a migration, a major upgrade",
+		Short: rehearseShort,
 	}
 	cmd.AddCommand(newRehearseMigration(stdin, stdout, stderr), newRehearseUpgrade(stdin, stdout, stderr))
 	return cmd

@@ -12,6 +12,9 @@ import (
 	"github.com/pgmedic/pgmedic/internal/trial"
 )
 
+// replayShort is the line help lists the command with.
+const replayShort = "replay the sessions of a server log against a twin, once or before and after a change, with a verdict"
+
 // replayFlags are `pgmedic replay`'s flags.
 type replayFlags struct {
 	out             outputFlags
@@ -38,7 +41,7 @@ func newReplay(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	var f replayFlags
 	cmd := &cobra.Command{
 		Use:   "replay LOG... (--dsn DSN [--candidate DSN | --apply SQL | --set NAME=VALUE | --pool N] | --dry-run)",
-		Short: "replay the sessions of a server log against a twin, once or before and after a change, with a verdict",
+		Short: replayShort,
 		Long: `replay reads the sessions a server log captured (log_min_duration_statement = 0 or
 log_statement = all, with log_connections and log_disconnections; stderr with any prefix,
 csvlog, jsonlog, cloud exports, gzip) and runs them again: one connection per session, each

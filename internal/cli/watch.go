@@ -15,6 +15,9 @@ import (
 	"github.com/pgmedic/pgmedic/internal/watch"
 )
 
+// watchShort is the line help lists the command with.
+const watchShort = "flight recorder: sample a server for days, keep a bounded ring on disk, write a bundle per incident, serve /metrics"
+
 // watchFlags are the flags of `watch`.
 type watchFlags struct {
 	dir             string
@@ -40,7 +43,7 @@ func newWatch(_ io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	var f watchFlags
 	cmd := &cobra.Command{
 		Use:   "watch [DSN]",
-		Short: "flight recorder: sample a server for days, keep a bounded ring on disk, write a bundle per incident, serve /metrics",
+		Short: watchShort,
 		Long: `watch keeps one connection to the server (DSN as argument, or the libpq
 environment) and, every --interval, samples its sessions and locks; every
 --statements-every it reads pg_stat_statements (never resetting it). Both go
