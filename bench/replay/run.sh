@@ -40,7 +40,6 @@ psql -c "ALTER SYSTEM SET log_min_duration_statement = 0" -c "ALTER SYSTEM SET l
      -c "SELECT pg_reload_conf()" >/dev/null
 sleep 1
 log="$dir/lab/server.log"
-from=$(stat -c %s "$log")
 cat > "$dir/app.sql" <<'EOF'
 \set aid random(1, 500000)
 \set bid random(1, 5)
@@ -53,8 +52,25 @@ echo "capturing until the log holds $mb MB..."
 # pgbench. Each at a fixed rate (-R, transactions per second): a server
 # captured at full load cannot be replayed on time by anything that uses
 # more CPU than pgbench on the same cores.
-command pgbench -h 127.0.0.1 -p "$port" -U postgres -n -c 4 -j 1 -T 600 -R 600 -M extended bench >/dev/null 2>&1 & p1=$!
-command pgbench -h 127.0.0.1 -p "$port" -U postgres -n -c 4 -j 1 -T 600 -R 900 -M prepared -f "$dir/app.sql" bench >/dev/null 2>&1 & p2=$!
+# The rates are 40% of what this machine's server does with both running
+# flat out (5 s measured first, logging off): a capture taken near the
+# server's capacity leaves a replayer nothing to go faster with, and two
+# replayers then measure the same server. The measuring run's rows are
+# gone with bench, made again from bench_start.
+psql -c "ALTER SYSTEM SET log_statement = 'none'" -c "ALTER SYSTEM SET log_min_duration_statement = -1" -c "SELECT pg_reload_conf()" >/dev/null
+tps() { grep -o 'tps = [0-9.]*' | head -n1 | grep -o '[0-9.]*$'; }
+command pgbench -h 127.0.0.1 -p "$port" -U postgres -n -c 4 -j 1 -T 5 -M extended bench 2>/dev/null >"$dir/cap1.txt" &
+command pgbench -h 127.0.0.1 -p "$port" -U postgres -n -c 4 -j 1 -T 5 -M prepared -f "$dir/app.sql" bench 2>/dev/null >"$dir/cap2.txt"
+wait
+r1=$(awk -v t="$(tps <"$dir/cap1.txt")" 'BEGIN {printf "%d", t * 0.4}')
+r2=$(awk -v t="$(tps <"$dir/cap2.txt")" 'BEGIN {printf "%d", t * 0.4}')
+echo "capacity here: $(tps <"$dir/cap1.txt") and $(tps <"$dir/cap2.txt") transactions/s flat out; capturing at $r1 and $r2"
+psql -c "DROP DATABASE bench" -c "CREATE DATABASE bench TEMPLATE bench_start" \
+     -c "ALTER SYSTEM SET log_min_duration_statement = 0" -c "ALTER SYSTEM SET log_statement = 'all'" -c "SELECT pg_reload_conf()" >/dev/null
+sleep 1
+from=$(stat -c %s "$log")
+command pgbench -h 127.0.0.1 -p "$port" -U postgres -n -c 4 -j 1 -T 600 -R "$r1" -M extended bench >/dev/null 2>&1 & p1=$!
+command pgbench -h 127.0.0.1 -p "$port" -U postgres -n -c 4 -j 1 -T 600 -R "$r2" -M prepared -f "$dir/app.sql" bench >/dev/null 2>&1 & p2=$!
 while [ $(( $(stat -c %s "$log") - from )) -lt $(( mb * 1048576 )) ]; do sleep 0.5; done
 kill -TERM $p1 $p2 2>/dev/null || true
 wait $p1 $p2 2>/dev/null || true
