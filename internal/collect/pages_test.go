@@ -166,10 +166,11 @@ func TestSizesWithoutOpening(t *testing.T) {
 	if err := tables(ctx, conn, s, 100); err != nil {
 		t.Fatal(err)
 	}
-	if err := columns(ctx, conn, s); err != nil {
+	kept := keptByOID(s)
+	if err := columns(ctx, conn, s, kept); err != nil {
 		t.Fatal(err)
 	}
-	if err := indexes(ctx, conn, s); err != nil {
+	if err := indexes(ctx, conn, s, kept); err != nil {
 		t.Fatal(err)
 	}
 	for _, tb := range s.Tables {

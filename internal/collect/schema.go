@@ -53,10 +53,11 @@ func catalog(ctx context.Context, q envelope.Conn, s *model.Snapshot, opts Optio
 		s.Missing[model.SrcTables] = skipFor(s, "cannot read table statistics", err)
 	}
 	// Columns first: index keys are resolved to names through them.
-	if err := columns(ctx, q, s); err != nil {
+	kept := keptByOID(s)
+	if err := columns(ctx, q, s, kept); err != nil {
 		s.Missing[model.SrcColumns] = skipFor(s, "cannot read column statistics", err)
 	}
-	if err := indexes(ctx, q, s); err != nil {
+	if err := indexes(ctx, q, s, kept); err != nil {
 		s.Missing[model.SrcIndexes] = skipFor(s, "cannot read indexes", err)
 	}
 	return nil
@@ -231,15 +232,25 @@ func presize[T any](list []T, done, left int) []T {
 // are not seen: a table being loaded in one long transaction keeps the
 // size it had until the load commits.
 func sizeKnown(oid, class string) string {
-	return `(NOT pg_is_in_recovery() AND pg_stat_get_mod_since_analyze(` + oid + `) = 0 AND pg_stat_get_ins_since_vacuum(` + oid + `) = 0 AND
-		(greatest(pg_stat_get_last_vacuum_time(` + oid + `), pg_stat_get_last_autovacuum_time(` + oid + `), pg_stat_get_last_analyze_time(` + oid + `), pg_stat_get_last_autoanalyze_time(` + oid + `)) IS NOT NULL
-		 OR (` + class + `.relpages = 0 AND ` + class + `.reltuples <= 0 AND pg_stat_get_tuples_inserted(` + oid + `) = 0 AND ` + statsNeverReset + `)))`
+	return `(` + unwritten(oid) + ` AND (greatest(pg_stat_get_last_vacuum_time(` + oid + `), pg_stat_get_last_autovacuum_time(` + oid + `),
+		pg_stat_get_last_analyze_time(` + oid + `), pg_stat_get_last_autoanalyze_time(` + oid + `)) IS NOT NULL OR ` + neverWritten(oid, class) + `))`
 }
 
-// statsNeverReset is SQL that says this database's statistics have counted
-// since it was created (see sizeKnown). A scalar sub-select without outer
-// references: PostgreSQL runs it once for the whole statement.
-const statsNeverReset = `(SELECT stats_reset IS NULL FROM pg_stat_database WHERE datname = current_database())`
+// unwritten is SQL that says the statistics count no write to a table
+// since its last ANALYZE and no insert since its last VACUUM, on a
+// primary (see sizeKnown).
+func unwritten(oid string) string {
+	return `NOT pg_is_in_recovery() AND pg_stat_get_mod_since_analyze(` + oid + `) = 0 AND pg_stat_get_ins_since_vacuum(` + oid + `) = 0`
+}
+
+// neverWritten is SQL that says a table was never vacuumed, analysed nor
+// inserted into, by statistics never reset or lost (see sizeKnown). The
+// sub-select on pg_stat_database has no outer reference: PostgreSQL runs
+// it once for the whole statement.
+func neverWritten(oid, class string) string {
+	return `(` + class + `.relpages = 0 AND ` + class + `.reltuples <= 0 AND pg_stat_get_tuples_inserted(` + oid + `) = 0 AND
+		(SELECT stats_reset IS NULL FROM pg_stat_database WHERE datname = current_database()))`
+}
 
 // indexSizeKnown is sizeKnown for an index of table t: an index's relpages
 // is written by CREATE INDEX, by ANALYZE, and by a VACUUM only when the
@@ -247,10 +258,8 @@ const statsNeverReset = `(SELECT stats_reset IS NULL FROM pg_stat_database WHERE
 // older than the VACUUM). So it is trusted when nothing was written to the
 // table since its last ANALYZE, and no VACUUM came after that ANALYZE; or
 // when the table was never written at all.
-var indexSizeKnown = `(NOT pg_is_in_recovery() AND pg_stat_get_mod_since_analyze(t.oid) = 0 AND pg_stat_get_ins_since_vacuum(t.oid) = 0 AND
-		(greatest(pg_stat_get_last_analyze_time(t.oid), pg_stat_get_last_autoanalyze_time(t.oid)) >=
-		 coalesce(greatest(pg_stat_get_last_vacuum_time(t.oid), pg_stat_get_last_autovacuum_time(t.oid)), '-infinity')
-		 OR (t.relpages = 0 AND t.reltuples <= 0 AND pg_stat_get_tuples_inserted(t.oid) = 0 AND ` + statsNeverReset + `)))`
+var indexSizeKnown = `(` + unwritten("t.oid") + ` AND (greatest(pg_stat_get_last_analyze_time(t.oid), pg_stat_get_last_autoanalyze_time(t.oid)) >=
+		coalesce(greatest(pg_stat_get_last_vacuum_time(t.oid), pg_stat_get_last_autovacuum_time(t.oid)), '-infinity') OR ` + neverWritten("t.oid", "t") + `))`
 
 // exclusivelyLocked are the relations of this database a session holds
 // or waits for an ACCESS EXCLUSIVE lock on (a schema change, and the queue
@@ -273,8 +282,8 @@ const exclusivelyLocked = `(SELECT relation FROM pg_locks WHERE locktype = 'rela
 // pg_opclass and pg_collation (a few hundred rows each; looked up per
 // index in SQL they took 0.4 ms an index, 25 s a page of 60,000), and the
 // table's names are the kept table's own strings.
-func indexes(ctx context.Context, q envelope.Conn, s *model.Snapshot) error {
-	r, err := newIndexRows(ctx, q, s)
+func indexes(ctx context.Context, q envelope.Conn, s *model.Snapshot, kept map[uint32]*model.Table) error {
+	r, err := newIndexRows(ctx, q, s, kept)
 	if err != nil {
 		return err
 	}
@@ -335,7 +344,7 @@ type indexRows struct {
 	intern  interner
 }
 
-func newIndexRows(ctx context.Context, q envelope.Conn, s *model.Snapshot) (*indexRows, error) {
+func newIndexRows(ctx context.Context, q envelope.Conn, s *model.Snapshot, kept map[uint32]*model.Table) (*indexRows, error) {
 	classes, err := opclasses(ctx, q)
 	if err != nil {
 		return nil, err
@@ -344,7 +353,7 @@ func newIndexRows(ctx context.Context, q envelope.Conn, s *model.Snapshot) (*ind
 	if err != nil {
 		return nil, err
 	}
-	return &indexRows{classes: classes, colls: colls, kept: keptByOID(s), names: keyNames(s), intern: interner{}}, nil
+	return &indexRows{classes: classes, colls: colls, kept: kept, names: keyNames(s), intern: interner{}}, nil
 }
 
 // scan reads one index and the oid of its table (0 for a table not
@@ -434,16 +443,10 @@ func opclasses(ctx context.Context, q envelope.Conn) (map[uint32]string, error) 
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var oid uint32
-		var name string
-		if err := rows.Scan(&oid, &name); err != nil {
-			return nil, err
-		}
-		out[oid] = name
-	}
-	return out, rows.Err()
+	var oid uint32
+	var name string
+	_, err = pgx.ForEachRow(rows, []any{&oid, &name}, func() error { out[oid] = name; return nil })
+	return out, err
 }
 
 // collation is a pg_collation row as the index rules need it.
@@ -459,16 +462,10 @@ func collations(ctx context.Context, q envelope.Conn) (map[uint32]collation, err
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var oid uint32
-		var c collation
-		if err := rows.Scan(&oid, &c.name, &c.cLike); err != nil {
-			return nil, err
-		}
-		out[oid] = c
-	}
-	return out, rows.Err()
+	var oid uint32
+	var c collation
+	_, err = pgx.ForEachRow(rows, []any{&oid, &c.name, &c.cLike}, func() error { out[oid] = c; return nil })
+	return out, err
 }
 
 // columnNames resolves a table's attribute numbers to its columns' names,
@@ -551,13 +548,12 @@ var indexesSQL = `SELECT x.indrelid, i.relname, am.amname, x.indisunique, x.indi
 // stays well within the statement timeout. A superuser reads
 // pg_statistic itself, which pg_stats is built on, without the per-row
 // privilege checks (it passes them all).
-func columns(ctx context.Context, q envelope.Conn, s *model.Snapshot) error {
+func columns(ctx context.Context, q envelope.Conn, s *model.Snapshot, kept map[uint32]*model.Table) error {
 	var super bool
 	if err := q.QueryRow(ctx, envelope.Tag+"SELECT current_setting('is_superuser') = 'on'").Scan(&super); err != nil {
 		return err
 	}
 	sql := columnsSQL(super)
-	kept := keptByOID(s)
 	intern := interner{}
 	page := columnPage
 	if super {

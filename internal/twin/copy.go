@@ -12,6 +12,7 @@ import (
 	"github.com/pgmedic/pgmedic/internal/envelope"
 	"github.com/pgmedic/pgmedic/internal/model"
 	"github.com/pgmedic/pgmedic/internal/pgversion"
+	"github.com/pgmedic/pgmedic/internal/sqlparse"
 )
 
 // A copy's unit of work: a table, or a range of a large table's pages.
@@ -170,7 +171,7 @@ func (tw *Twin) moreReaders(ctx context.Context, target *pgx.Conn, n int, timeou
 			if _, err := conn.Exec(ctx, envelope.Tag+"BEGIN "+envelope.Snapshot); err != nil {
 				return err
 			}
-			if _, err := conn.Exec(ctx, envelope.Tag+"SET TRANSACTION SNAPSHOT "+quoteLiteral(id)); err != nil {
+			if _, err := conn.Exec(ctx, envelope.Tag+"SET TRANSACTION SNAPSHOT "+sqlparse.QuoteLiteral(id)); err != nil {
 				return err
 			}
 			return statementTimeout(ctx, conn, timeout)
@@ -191,9 +192,6 @@ func (tw *Twin) moreReaders(ctx context.Context, target *pgx.Conn, n int, timeou
 	}
 	return out
 }
-
-// quoteLiteral quotes a snapshot id (digits, letters and dashes) as SQL.
-func quoteLiteral(s string) string { return "'" + s + "'" }
 
 // runTasks hands the tasks out to the readers. A task in its own
 // savepoint: one that waits out lock_timeout behind a schema change's lock
