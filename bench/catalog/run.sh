@@ -12,6 +12,8 @@
 # (kept with KEEP=1, which leaves the cluster up and prints its DSN)
 # instead of building one: the million-relation setup takes minutes.
 # LOAD=N runs N CPU-burning loops beside check (a busy machine).
+# PGMEDIC=path runs that binary's check instead of this tree's (a build of
+# an earlier commit, for before and after on the same database and day).
 #
 # Needs GNU time (Debian package `time`) and the lab's PostgreSQL.
 set -euo pipefail
@@ -23,6 +25,7 @@ if [ -n "${DB:-}" ]; then
   dir=$(mktemp -d /tmp/pgmedic-script.XXXX)
   trap 'rm -rf "$dir"' EXIT
   go build -o "$dir/pgmedic" ./cmd/pgmedic
+  [ -n "${PGMEDIC:-}" ] && cp "$PGMEDIC" "$dir/pgmedic"
   db=$DB
   setup=0
 else

@@ -9,7 +9,9 @@
 #      /tmp/pgr/pgreplay) at a replay rate of 10,000, on the same server,
 #      taking turns for ROUNDS rounds, and prints statements per second of
 #      each by its own replay time (pgmedic's report, pgreplay-go's
-#      time.elapsed) and as a whole process, and the median ratios.
+#      time.elapsed) and as a whole process, the median ratios, the
+#      server's CPU a statement for each, and the ceiling: pgbench's own
+#      rate on the same statements flat out, beside pgreplay-go's.
 # The log uses pgreplay-go's prefix '%m|%u|%d|%c|', which pgmedic reads
 # too. Run from the repository root.
 #
@@ -64,7 +66,12 @@ command pgbench -h 127.0.0.1 -p "$port" -U postgres -n -c 4 -j 1 -T 5 -M prepare
 wait
 r1=$(awk -v t="$(tps <"$dir/cap1.txt")" 'BEGIN {printf "%d", t * 0.4}')
 r2=$(awk -v t="$(tps <"$dir/cap2.txt")" 'BEGIN {printf "%d", t * 0.4}')
-echo "capacity here: $(tps <"$dir/cap1.txt") and $(tps <"$dir/cap2.txt") transactions/s flat out; capturing at $r1 and $r2"
+# The ceiling: pgbench's statements a second, flat out, on the same
+# statements (TPC-B's 7 a transaction, the application's 3), sent by a
+# client in C on one thread. No replayer of these sessions, one statement
+# at a time each, goes much faster than that on this server.
+ceiling=$(awk -v a="$(tps <"$dir/cap1.txt")" -v b="$(tps <"$dir/cap2.txt")" 'BEGIN {printf "%d", a * 7 + b * 3}')
+echo "capacity here: $(tps <"$dir/cap1.txt") and $(tps <"$dir/cap2.txt") transactions/s flat out ($ceiling statements/s, pgbench); capturing at $r1 and $r2"
 psql -c "DROP DATABASE bench" -c "CREATE DATABASE bench TEMPLATE bench_start" \
      -c "ALTER SYSTEM SET log_min_duration_statement = 0" -c "ALTER SYSTEM SET log_statement = 'all'" -c "SELECT pg_reload_conf()" >/dev/null
 sleep 1
@@ -86,13 +93,20 @@ echo "--- pgmedic, speed 1"
 echo "--- as fast as possible: $rounds alternating rounds, each tool timed by its own replay time"
 if [ ! -x "$pgreplay" ]; then echo "pgreplay-go not found at $pgreplay: build it from github.com/gocardless/pgreplay-go (go build ./cmd/pgreplay)"; exit 0; fi
 : >"$dir/rounds.txt"
+# The server's CPU time (its backends', as the postmaster counts its
+# children that have exited; each replayer's sessions end with it).
+pmpid=$(head -n1 "$(psql -Atc 'SHOW data_directory')/postmaster.pid")
+servercpu() { awk '{printf "%.2f", ($16 + $17) / 100}' "/proc/$pmpid/stat"; }
 for round in $(seq 1 "$rounds"); do
   # pgmedic replays into a fresh copy of bench_start of its own; its
   # report's wall_s is the replay alone (the log read before).
   reset
+  c0=$(servercpu)
   s=$(date +%s.%N)
   "$dir/pgmedic" replay "$dir/capture.log" --prefix '%m|%u|%d|%c|' --dsn "$bdsn" --speed 0 --format json > "$dir/fast.json"
   e=$(date +%s.%N)
+  sleep 0.5
+  mcpu=$(echo "$(servercpu) - $c0" | bc)
   wall=$(python3 -c "import json; print(json.load(open('$dir/fast.json'))['replay']['wall_s'])")
   mran=$(executed)
   # pgreplay-go connects to the database the log names: bench, put back
@@ -101,10 +115,13 @@ for round in $(seq 1 "$rounds"); do
   # parsing included, which it streams alongside).
   psql -c "DROP DATABASE bench" -c "CREATE DATABASE bench TEMPLATE bench_start"
   reset
+  c0=$(servercpu)
   s2=$(date +%s.%N)
   "$pgreplay" run --errlog-input "$dir/capture.log" --host 127.0.0.1 --port "$port" --user postgres --database bench \
     --replay-rate 10000 --metrics-port 0 > "$dir/pgreplay.out" 2>&1 || true
   e2=$(date +%s.%N)
+  sleep 0.5
+  pcpu=$(echo "$(servercpu) - $c0" | bc)
   ran=$(executed)
   theirs=$(python3 - "$dir/pgreplay.out" <<'PY'
 import re, sys
@@ -116,15 +133,19 @@ print(total)
 PY
 )
   errors=$(grep -c "level=error" "$dir/pgreplay.out" || true)
-  echo "$round $mran $wall $(echo "$e - $s" | bc) $ran $theirs $(echo "$e2 - $s2" | bc) $errors" >>"$dir/rounds.txt"
-  printf 'round %d: pgmedic %d statements in %.2f s (%.0f/s; %.2f s as a process); pgreplay-go %d in %.2f s (%.0f/s; %.2f s as a process, %s error lines)\n' \
-    "$round" "$mran" "$wall" "$(echo "$mran / $wall" | bc -l)" "$(echo "$e - $s" | bc)" "$ran" "$theirs" "$(echo "$ran / $theirs" | bc -l)" "$(echo "$e2 - $s2" | bc)" "$errors"
+  echo "$round $mran $wall $(echo "$e - $s" | bc) $ran $theirs $(echo "$e2 - $s2" | bc) $errors $mcpu $pcpu" >>"$dir/rounds.txt"
+  printf 'round %d: pgmedic %d statements in %.2f s (%.0f/s; %.2f s as a process; the server %.0f µs of CPU a statement); pgreplay-go %d in %.2f s (%.0f/s; %.2f s as a process, %s error lines; the server %.0f µs a statement)\n' \
+    "$round" "$mran" "$wall" "$(echo "$mran / $wall" | bc -l)" "$(echo "$e - $s" | bc)" "$(echo "$mcpu * 1000000 / $mran" | bc -l)" \
+    "$ran" "$theirs" "$(echo "$ran / $theirs" | bc -l)" "$(echo "$e2 - $s2" | bc)" "$errors" "$(echo "$pcpu * 1000000 / $ran" | bc -l)"
 done
-python3 - "$dir/rounds.txt" <<'PY'
+python3 - "$dir/rounds.txt" "$ceiling" <<'PY'
 import statistics, sys
 rows = [list(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
+ceiling = float(sys.argv[2])
 own = [(r[1] / r[2]) / (r[4] / r[5]) for r in rows]
 proc = [(r[1] / r[3]) / (r[4] / r[6]) for r in rows]
 print("pgmedic / pgreplay-go statements per second, by each tool's own replay time: median %.2fx (%s)" % (statistics.median(own), ", ".join("%.2f" % x for x in own)))
 print("                                                      as whole processes: median %.2fx (%s)" % (statistics.median(proc), ", ".join("%.2f" % x for x in proc)))
+theirs = statistics.median(r[4] / r[5] for r in rows)
+print("pgbench flat out on the same statements (%.0f/s) / pgreplay-go's median (%.0f/s): %.2fx" % (ceiling, theirs, ceiling / theirs))
 PY

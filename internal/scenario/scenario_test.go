@@ -146,44 +146,49 @@ func TestScenarios(t *testing.T) {
 		}
 		return c2, func() { c2.Destroy(context.Background()) }, nil
 	}
+	attempt := func(t *testing.T, s Scenario, c *lab.Cluster) (problems []string) {
+		if cpuBound[s.Name] {
+			labtest.CPUHeavy(t)
+		}
+		from := labtest.LogSize(c)
+		res, err := Run(ctx, c, s, "test", opts, model.Info)
+		if err != nil {
+			return []string{err.Error()}
+		}
+		if own := labtest.OwnErrors(t, c, from); len(own) > 0 {
+			problems = append(problems, fmt.Sprintf("pgmedic's sessions left %d ERROR or FATAL lines in the server's log:\n%s", len(own), strings.Join(own, "\n")))
+		}
+		if !res.Passed() {
+			return append(problems, fmt.Sprintf("missing %v, unexpected %v%s", res.Missing, res.Unexpected, reportOf(res)))
+		}
+		if res.Rehearse() {
+			// A rehearsal's expectations are its exit codes and figures,
+			// judged by Run; it has no check report.
+			t.Logf("%s: %v", s.Name, res.Metrics)
+			return problems
+		}
+		hasWarn := false
+		for _, f := range res.Report.Findings {
+			hasWarn = hasWarn || f.Severity >= model.Warning
+			v := f.Verification
+			if v.Status == model.Confirmed && (v.Before == nil || v.After == nil) {
+				problems = append(problems, fmt.Sprintf("%s confirmed without two measured numbers", f.Rule))
+			}
+		}
+		if want := len(s.Expect) > 0; hasWarn != want {
+			problems = append(problems, fmt.Sprintf("warnings=%v for a scenario expecting findings=%v%s", hasWarn, want, reportOf(res)))
+		}
+		if s.Name == "jit-oltp" {
+			ownStatementsSafe(t, c.DSN("jit_oltp"))
+		}
+		return problems
+	}
+	var retries again
 	err = RunLanes(ctx, list, c, second, func(i int, c *lab.Cluster) bool {
-		s := list[i]
-		t.Run(s.Name, func(t *testing.T) {
-			if cpuBound[s.Name] {
-				labtest.CPUHeavy(t)
-			}
-			from := labtest.LogSize(c)
-			res, err := Run(ctx, c, s, "test", opts, model.Info)
-			if err != nil {
-				t.Fatal(err)
-			}
-			labtest.NoOwnErrors(t, c, from)
-			if !res.Passed() {
-				t.Fatalf("missing %v, unexpected %v%s", res.Missing, res.Unexpected, reportOf(res))
-			}
-			if res.Rehearse() {
-				// A rehearsal's expectations are its exit codes and figures,
-				// judged by Run; it has no check report.
-				t.Logf("%s: %v", s.Name, res.Metrics)
-				return
-			}
-			hasWarn := false
-			for _, f := range res.Report.Findings {
-				hasWarn = hasWarn || f.Severity >= model.Warning
-				v := f.Verification
-				if v.Status == model.Confirmed && (v.Before == nil || v.After == nil) {
-					t.Errorf("%s confirmed without two measured numbers", f.Rule)
-				}
-			}
-			if want := len(s.Expect) > 0; hasWarn != want {
-				t.Errorf("warnings=%v for a scenario expecting findings=%v%s", hasWarn, want, reportOf(res))
-			}
-			if s.Name == "jit-oltp" {
-				ownStatementsSafe(t, c.DSN("jit_oltp"))
-			}
-		})
+		t.Run(list[i].Name, func(t *testing.T) { retries.judge(t, i, attempt(t, list[i], c)) })
 		return true
 	})
+	retries.run(t, func(t *testing.T, i int) []string { return attempt(t, list[i], c) })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -116,34 +116,37 @@ func everyVersionOn(t *testing.T, ctx context.Context, major int, full lab.Serve
 		}
 		list = append(list, s)
 	}
+	attempt := func(t *testing.T, i int) (problems []string) {
+		s := list[i]
+		if cpuBound[s.Name] {
+			labtest.CPUHeavy(t)
+		}
+		o := opts
+		o.Log = t.Logf
+		rule, proved := provedOnTwin[s.Name]
+		o.Twin = proved
+		res, err := Run(ctx, c, s, "test", o, model.Info)
+		if err != nil {
+			return []string{fmt.Sprintf("%s: %v", s.Name, err)}
+		}
+		if proved && !confirmed(res, rule) {
+			problems = append(problems, fmt.Sprintf("%s on PostgreSQL %d: %s not confirmed on the twin: %+v", s.Name, major, rule, res.Report.Findings))
+		}
+		if res.Skipped != "" {
+			t.Logf("%s on PostgreSQL %d: skipped: %s", s.Name, major, res.Skipped)
+			return problems
+		}
+		return append(problems, problemsOn(res, major)...)
+	}
+	var retries again
 	// Those with clusters of their own beside the others; the
 	// scenarios that wait stay in the first lane, because the
 	// majors already run side by side.
 	RunLanes(ctx, list, c, nil, func(i int, c *lab.Cluster) bool {
-		s := list[i]
-		t.Run(s.Name, func(t *testing.T) {
-			if cpuBound[s.Name] {
-				labtest.CPUHeavy(t)
-			}
-			o := opts
-			o.Log = t.Logf
-			rule, proved := provedOnTwin[s.Name]
-			o.Twin = proved
-			res, err := Run(ctx, c, s, "test", o, model.Info)
-			if err != nil {
-				t.Fatalf("%s: %v", s.Name, err)
-			}
-			if proved && !confirmed(res, rule) {
-				t.Errorf("%s on PostgreSQL %d: %s not confirmed on the twin: %+v", s.Name, major, rule, res.Report.Findings)
-			}
-			if res.Skipped != "" {
-				t.Logf("%s on PostgreSQL %d: skipped: %s", s.Name, major, res.Skipped)
-				return
-			}
-			passedOn(t, res, major)
-		})
+		t.Run(list[i].Name, func(t *testing.T) { retries.judge(t, i, attempt(t, i)) })
 		return true
 	})
+	retries.run(t, attempt)
 }
 
 // TestNeeds: on a build without JIT the scenarios that are about JIT are
@@ -285,12 +288,20 @@ func versionOpts() diagnose.Options {
 // two measured numbers.
 func passedOn(t *testing.T, res *Result, major int) {
 	t.Helper()
+	for _, p := range problemsOn(res, major) {
+		t.Error(p)
+	}
+}
+
+// problemsOn is what passedOn fails for.
+func problemsOn(res *Result, major int) (problems []string) {
 	if !res.Passed() {
-		t.Errorf("%s on PostgreSQL %d: missing %v, unexpected %v%s%s", res.Scenario, major, res.Missing, res.Unexpected, verdictsOf(res), reportOf(res))
+		problems = append(problems, fmt.Sprintf("%s on PostgreSQL %d: missing %v, unexpected %v%s%s", res.Scenario, major, res.Missing, res.Unexpected, verdictsOf(res), reportOf(res)))
 	}
 	for _, f := range res.Report.Findings {
 		if v := f.Verification; v.Status == model.Confirmed && (v.Before == nil || v.After == nil) {
-			t.Errorf("%s: %s confirmed without two measured numbers", res.Scenario, f.Rule)
+			problems = append(problems, fmt.Sprintf("%s: %s confirmed without two measured numbers", res.Scenario, f.Rule))
 		}
 	}
+	return problems
 }
