@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"sort"
@@ -39,13 +40,61 @@ func (e *Engine) plannerSetting(ctx context.Context, snap *model.Snapshot, f *mo
 	}
 	fixed := maps.Clone(app)
 	maps.Copy(fixed, exp.FixSettings)
+	m, err := e.settingTally(ctx, snap, app, fixed)
+	if err != nil {
+		f.Verification = model.NotRunBecause(err.Error())
+		return
+	}
+	what := settingsText(exp.FixSettings)
+	method := fmt.Sprintf("the top %d statements planned with the settings as they are and with SET LOCAL %s (EXPLAIN, nothing run); the %d whose plan changed run x%d each way, alternating, in rolled-back read-only transactions; medians, summed weighted by calls", m.planned, what, m.changed, e.Runs)
+	if m.planned == 0 {
+		why := "none of the top statements can be re-run (pgmedic only runs SELECTs it can bind values to)"
+		if m.refused != "" {
+			why += "; the server refused " + m.refused
+		}
+		f.Verification = model.NotRunBecause(why)
+		return
+	}
+	if m.changed == 0 {
+		f.Verification = model.Verification{Status: model.NotRun, Method: method,
+			Reason: fmt.Sprintf("no plan of the top %d statements changes with %s: nothing to measure, and nothing it would change today", m.planned, what)}
+		return
+	}
+	f.Evidence = append(f.Evidence, ev("top statements planned both ways", float64(m.planned), ""), ev("statements whose plan changes", float64(m.changed), ""),
+		ev("faster with it"+listed(m.faster), float64(len(m.faster)), ""), ev("slower with it"+listed(m.slower), float64(len(m.slower)), ""))
+	f.Verification = model.Verification{Method: method, Before: &model.Measure{Value: model.Round(m.before, 2), Unit: "ms"}, After: &model.Measure{Value: model.Round(m.after, 2), Unit: "ms"}}
+	if len(m.slower) > 0 {
+		f.Verification.Status, f.Severity = model.Refuted, model.Info
+		f.Title = fmt.Sprintf("%s would make %d of the top statements slower: keep the setting as it is", what, len(m.slower))
+		return
+	}
+	if len(m.faster) > 0 && judge(f, m.before, m.after) {
+		// As severe as the time it was measured to take back.
+		f.Severity = savedSeverity(m.saved)
+		f.Evidence = append(f.Evidence, model.Evidence{Label: "share of the database's statement time it takes back", Value: model.Round(100*m.saved, 2), Unit: "%"})
+		return
+	}
+	f.Verification.Status, f.Severity = model.Refuted, model.Info
+}
+
+// settingTally is what the top statements measured with the settings as
+// they are and with the fix.
+type settingTally struct {
+	planned, changed     int
+	before, after, saved float64 // summed weighted by calls; saved a share of the database's time
+	faster, slower       []string
+	refused              string // the first statement the server refused with the values bound
+}
+
+// settingTally plans the top statements both ways and times those whose
+// plan moves. Its error is one that ends the experiment: the busiest
+// statement past the timeout, or the experiment's own settings refused.
+func (e *Engine) settingTally(ctx context.Context, snap *model.Snapshot, app, fixed map[string]string) (settingTally, error) {
+	var m settingTally
 	top := append([]model.Statement(nil), snap.Statements...)
 	sort.SliceStable(top, func(i, j int) bool { return top[i].TotalExecMS > top[j].TotalExecMS })
-	var planned, changed int
-	var before, after, saved float64
-	var faster, slower []string
 	for _, st := range top {
-		if planned == settingTopStatements || ctx.Err() != nil {
+		if m.planned == settingTopStatements || ctx.Err() != nil {
 			break
 		}
 		if st.MeanExecMS() < settingMinMeanMS {
@@ -59,55 +108,38 @@ func (e *Engine) plannerSetting(ctx context.Context, snap *model.Snapshot, f *mo
 		if why != "" {
 			continue
 		}
-		planned++
 		m0, m1, moved, err := e.settingSides(ctx, b.target, app, fixed)
 		b.cleanup()
-		if err != nil {
-			f.Verification = model.NotRunBecause(err.Error())
-			return
+		switch {
+		case err != nil && !errors.Is(err, errRerun):
+			return m, err
+		case err != nil:
+			// The values bound to it do not make a statement the server
+			// takes (a placeholder passed to a function that takes only
+			// some texts): the next one is tried instead.
+			if m.refused == "" {
+				m.refused = fmt.Sprintf("%s: %s", printable.Shorten(st.Query, 60), err)
+			}
+			continue
 		}
+		m.planned++
 		if !moved {
 			continue
 		}
-		changed++
+		m.changed++
 		calls := float64(max(st.Calls, 1))
-		before += calls * m0
-		after += calls * m1
+		m.before += calls * m0
+		m.after += calls * m1
 		name := fmt.Sprintf("%s (%.2f -> %.2f ms)", printable.Shorten(st.Query, 60), m0, m1)
 		switch {
 		case m1 > m0/helpedRatio:
-			slower = append(slower, name)
+			m.slower = append(m.slower, name)
 		case m1 <= m0*helpedRatio:
-			faster = append(faster, name)
+			m.faster = append(m.faster, name)
 		}
-		saved += statementSaving(dbShare(snap, st.QueryID), m0, m1)
+		m.saved += statementSaving(dbShare(snap, st.QueryID), m0, m1)
 	}
-	what := settingsText(exp.FixSettings)
-	method := fmt.Sprintf("the top %d statements planned with the settings as they are and with SET LOCAL %s (EXPLAIN, nothing run); the %d whose plan changed run x%d each way, alternating, in rolled-back read-only transactions; medians, summed weighted by calls", planned, what, changed, e.Runs)
-	if planned == 0 {
-		f.Verification = model.NotRunBecause("none of the top statements can be re-run (pgmedic only runs SELECTs it can bind values to)")
-		return
-	}
-	if changed == 0 {
-		f.Verification = model.Verification{Status: model.NotRun, Method: method,
-			Reason: fmt.Sprintf("no plan of the top %d statements changes with %s: nothing to measure, and nothing it would change today", planned, what)}
-		return
-	}
-	f.Evidence = append(f.Evidence, ev("top statements planned both ways", float64(planned), ""), ev("statements whose plan changes", float64(changed), ""),
-		ev("faster with it"+listed(faster), float64(len(faster)), ""), ev("slower with it"+listed(slower), float64(len(slower)), ""))
-	f.Verification = model.Verification{Method: method, Before: &model.Measure{Value: model.Round(before, 2), Unit: "ms"}, After: &model.Measure{Value: model.Round(after, 2), Unit: "ms"}}
-	if len(slower) > 0 {
-		f.Verification.Status, f.Severity = model.Refuted, model.Info
-		f.Title = fmt.Sprintf("%s would make %d of the top statements slower: keep the setting as it is", what, len(slower))
-		return
-	}
-	if len(faster) > 0 && judge(f, before, after) {
-		// As severe as the time it was measured to take back.
-		f.Severity = savedSeverity(saved)
-		f.Evidence = append(f.Evidence, model.Evidence{Label: "share of the database's statement time it takes back", Value: model.Round(100*saved, 2), Unit: "%"})
-		return
-	}
-	f.Verification.Status, f.Severity = model.Refuted, model.Info
+	return m, nil
 }
 
 // settingSides plans target both ways and, when the plans differ, runs

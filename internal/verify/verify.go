@@ -800,12 +800,16 @@ func (e *Engine) onceWith(ctx context.Context, options, target, jit string, sett
 		case errors.As(err, &pgErr) && pgErr.Code == "57014":
 			return &TimedOut{Limit: e.StatementTimeoutText}
 		case err != nil:
-			return fmt.Errorf("re-running the statement failed: %s", envelope.Message(err))
+			return fmt.Errorf("%w: %s", errRerun, envelope.Message(err))
 		}
 		return nil
 	})
 	return ex, err
 }
+
+// errRerun is a statement the server refused to run again with the
+// values pgmedic bound to it (or that failed as it ran).
+var errRerun = errors.New("re-running the statement failed")
 
 // TimedOut is a run cancelled by pgmedic's statement_timeout. It is a
 // measurement too: the statement takes at least that long with these
