@@ -155,8 +155,8 @@ func TestScenarios(t *testing.T) {
 		if err != nil {
 			return []string{err.Error()}
 		}
-		if own := labtest.OwnErrors(t, c, from); len(own) > 0 {
-			problems = append(problems, fmt.Sprintf("pgmedic's sessions left %d ERROR or FATAL lines in the server's log:\n%s", len(own), strings.Join(own, "\n")))
+		if p := labtest.OwnErrorsProblem(t, c, from); p != "" {
+			problems = append(problems, p)
 		}
 		if !res.Passed() {
 			return append(problems, fmt.Sprintf("missing %v, unexpected %v%s", res.Missing, res.Unexpected, reportOf(res)))

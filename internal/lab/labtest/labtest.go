@@ -5,6 +5,7 @@ package labtest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -226,7 +227,18 @@ func OwnErrors(t testing.TB, c *lab.Cluster, from int64) []string {
 // FATAL line in the cluster's log from byte from on.
 func NoOwnErrors(t testing.TB, c *lab.Cluster, from int64) {
 	t.Helper()
-	if own := OwnErrors(t, c, from); len(own) > 0 {
-		t.Errorf("pgmedic's sessions left %d ERROR or FATAL lines in the server's log:\n%s", len(own), strings.Join(own, "\n"))
+	if p := OwnErrorsProblem(t, c, from); p != "" {
+		t.Error(p)
 	}
+}
+
+// OwnErrorsProblem is what NoOwnErrors fails with ("" when pgmedic's
+// sessions left no ERROR or FATAL line), for a test that judges later.
+func OwnErrorsProblem(t testing.TB, c *lab.Cluster, from int64) string {
+	t.Helper()
+	own := OwnErrors(t, c, from)
+	if len(own) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("pgmedic's sessions left %d ERROR or FATAL lines in the server's log:\n%s", len(own), strings.Join(own, "\n"))
 }
