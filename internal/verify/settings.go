@@ -47,6 +47,9 @@ func (e *Engine) plannerSetting(ctx context.Context, snap *model.Snapshot, f *mo
 	}
 	what := settingsText(exp.FixSettings)
 	method := fmt.Sprintf("the top %d statements planned with the settings as they are and with SET LOCAL %s (EXPLAIN, nothing run); the %d whose plan changed run x%d each way, alternating, in rolled-back read-only transactions; medians, summed weighted by calls", m.planned, what, m.changed, e.Runs)
+	if m.refused != "" {
+		method += "; passed over, the server refusing the values bound: " + m.refused
+	}
 	if m.planned == 0 {
 		why := "none of the top statements can be re-run (pgmedic only runs SELECTs it can bind values to)"
 		if m.refused != "" {
